@@ -1,0 +1,78 @@
+// Package goldendir locates the shared reference data (../shared/golden beside
+// the checkout) for tests.
+package goldendir
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Env variables that override the default folders.
+const (
+	EnvDensityKV = "DENSITYKV_GOLDEN"     // bank update sequences
+	EnvWan       = "DENSITYKV_GOLDEN_WAN" // tiny Wan model, forwards, rollouts
+)
+
+// RepoRoot walks up from the working directory to the folder holding go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("goldendir: go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Find returns the golden folder named sub ("densitykv" or "wan"): the value
+// of env when set, else <repo>/../shared/golden/<sub>. It returns an error if
+// the folder is missing or holds no files.
+func Find(env, sub string) (string, error) {
+	dir := os.Getenv(env)
+	if dir == "" {
+		root, err := RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, "..", "shared", "golden", sub)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("goldendir: reference data %s missing (set %s): %w", dir, env, err)
+	}
+	if len(ents) == 0 {
+		return "", fmt.Errorf("goldendir: reference folder %s is empty (set %s)", dir, env)
+	}
+	return dir, nil
+}
+
+// TB is the subset of testing.TB used here.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// MustFind is Find for tests: it fails the test (never skips) when the data is missing.
+func MustFind(t TB, env, sub string) string {
+	t.Helper()
+	dir, err := Find(env, sub)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return dir
+}
+
+// DensityKV returns the bank golden folder or fails the test.
+func DensityKV(t TB) string { t.Helper(); return MustFind(t, EnvDensityKV, "densitykv") }
+
+// Wan returns the Wan golden folder or fails the test.
+func Wan(t TB) string { t.Helper(); return MustFind(t, EnvWan, "wan") }

@@ -1,0 +1,78 @@
+// Package memory is the streaming memory runtime between the DensityKV bank
+// and an autoregressive video backbone: it decides what each self-attention
+// call of a block sees (sink, historical memory, local window), applies the
+// RoPE geometry of each part, writes clean K/V into the cache, and accounts
+// for persistent storage.
+//
+// This file defines the contract shared by the backbone (package wan), the
+// rollout, the simulator and the evaluation. Policies implement Policy.
+package memory
+
+// Layout describes the token geometry and attention shape of a backbone.
+// The Wan2.1-1.3B default is DefaultLayout().
+type Layout struct {
+	Height, Width  int // latent token grid per frame (30×52 for Wan2.1 at 480×832)
+	FramesPerBlock int // latent frames generated per block (3)
+	Layers         int // transformer layers (30)
+	Heads          int // attention heads per layer (12)
+	HeadDim        int // per-head key/value dimension (128)
+}
+
+// DefaultLayout is the Wan2.1-T2V-1.3B setting used in the paper.
+func DefaultLayout() Layout {
+	return Layout{Height: 30, Width: 52, FramesPerBlock: 3, Layers: 30, Heads: 12, HeadDim: 128}
+}
+
+// TokensPerFrame returns Height·Width (1,560 by default).
+func (l Layout) TokensPerFrame() int { return l.Height * l.Width }
+
+// TokensPerBlock returns FramesPerBlock·TokensPerFrame (4,680 by default).
+func (l Layout) TokensPerBlock() int { return l.FramesPerBlock * l.TokensPerFrame() }
+
+// Call describes one forward call of the backbone on one block.
+type Call struct {
+	Block  int  // block index b ≥ 0; the block holds frames [b·F, b·F+F)
+	Step   int  // denoising step index (0 = first call of the block); the clean pass uses Step = Steps
+	Clean  bool // the clean t = 0 pass, whose K/V persist in the cache
+	First  bool // first call of this block (where DensityKV updates its bank)
+	Latent []float32
+	// Latent is optional: the block's latents [F][C][H'][W'] (C channels at the
+	// latent, not token, resolution) for policies that describe frames by their
+	// latents (LongLive-RAG's default descriptor). Nil when unavailable.
+}
+
+// Parts counts the attention keys of one call by part.
+type Parts struct {
+	Sink, Memory, Local int
+}
+
+// Total returns Sink + Memory + Local.
+func (p Parts) Total() int { return p.Sink + p.Memory + p.Local }
+
+// Context is what one layer's self-attention reads on one call.
+// Q is [T][H][D] (the block's queries after RoPE); K and V are [S][H][D]
+// with S = Parts.Total(), keys after RoPE, in the order sink | memory | local.
+// The slices are owned by the policy and valid until the next call to Attend.
+type Context struct {
+	Q, K, V []float32
+	Parts   Parts
+}
+
+// Policy is one memory policy (Native, Infinity-RoPE, Deep Forcing,
+// LongLive-RAG, FullHistory, FIFO, uniform stride, DensityKV).
+//
+// For every forward call the backbone calls Begin, then Attend once per layer
+// in order 0..Layers−1, then End. q, k and v are the current block's
+// projections [T][H][D] (T = TokensPerBlock): q and k after qk-norm and
+// before RoPE, v raw. Attend must not retain q, k or v after it returns;
+// it copies what it keeps.
+type Policy interface {
+	Name() string
+	Layout() Layout
+	Begin(c Call) error
+	Attend(layer int, q, k, v []float32) (Context, error)
+	End() error
+	// Bytes returns the live persistent temporal-state storage of the policy
+	// (see package storage for the formulas it must equal).
+	Bytes() int64
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The project's test suite: formatting, vet, and the tests in both builds
+# (pure Go, and GOEXPERIMENT=simd with the AVX-512 kernels).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then echo "gofmt needed: $unformatted"; exit 1; fi
+go vet ./...
+GOEXPERIMENT=simd go vet ./...
+echo "== pure-Go build"
+go test -count=1 -timeout 20m ./...
+echo "== GOEXPERIMENT=simd build"
+GOEXPERIMENT=simd go test -count=1 -timeout 20m ./...
