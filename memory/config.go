@@ -1,0 +1,298 @@
+package memory
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/densitykv/densitykv/rope"
+)
+
+// Policy names accepted by New (case-insensitive; "-" and "_" are ignored).
+const (
+	NameNative        = "native"
+	NameInfinityRoPE  = "infinity-rope"
+	NameDeepForcing   = "deep-forcing"
+	NameLongLiveRAG   = "longlive-rag"
+	NameFullHistory   = "full-history"
+	NameFIFO          = "fifo"
+	NameUniformStride = "uniform-stride"
+	NameDensityKV     = "densitykv"
+)
+
+// Names lists every policy name New accepts, in the paper's order.
+func Names() []string {
+	return []string{NameNative, NameInfinityRoPE, NameDeepForcing, NameLongLiveRAG,
+		NameFullHistory, NameFIFO, NameUniformStride, NameDensityKV}
+}
+
+// Config configures every policy. The zero value of a field means "default"
+// (see DefaultConfig and Resolve); the YAML form uses the tags below.
+type Config struct {
+	Layout Layout `yaml:"layout"`
+
+	// SinkFrames is the number of first latent frames kept as the attention
+	// sink (1). They are never evicted and never bank candidates.
+	SinkFrames int `yaml:"sink_frames"`
+	// CacheFrames is the native rolling-cache length in frames including the
+	// sink (12). It bounds Native, Infinity-RoPE and Deep Forcing, and fixes
+	// the block-relative RoPE positions of the bounded-memory policies
+	// (queries at CacheFrames−FramesPerBlock … CacheFrames−1 once it rolls).
+	CacheFrames int `yaml:"cache_frames"`
+	// WindowFrames is the local window of the bounded-memory policies
+	// (DensityKV, LongLive-RAG, FullHistory, FIFO, uniform stride), counted
+	// in frames and including the FramesPerBlock frames being generated (5).
+	WindowFrames int `yaml:"window_frames"`
+	// Capacity is the per-head historical budget M in tokens of the
+	// bounded-memory policies. Zero means
+	// (CacheFrames − SinkFrames − WindowFrames)·TokensPerFrame (9,360 for Wan).
+	Capacity int `yaml:"capacity"`
+	// RoPETheta is the RoPE base (10000).
+	RoPETheta float64 `yaml:"rope_theta"`
+
+	Bank        BankConfig        `yaml:"bank"`
+	DeepForcing DeepForcingConfig `yaml:"deep_forcing"`
+	LongLiveRAG LongLiveRAGConfig `yaml:"longlive_rag"`
+}
+
+// BankConfig selects the DensityKV bank parameters and variants. Every field
+// maps onto the bank package's configuration; empty strings and zeros mean
+// the paper defaults.
+type BankConfig struct {
+	Tau   float64 `yaml:"tau"`   // density-growth limit τ (2.0)
+	Sigma float64 `yaml:"sigma"` // kernel width σ (8)
+	P     float64 `yaml:"p"`     // kernel power p (2)
+	Eps   float64 `yaml:"eps"`   // kernel offset ε (1)
+	Delta float64 `yaml:"delta"` // baseline floor δ (1e-6)
+	// Ordering of candidates: "mean" (paper), "max" (authors' code and the
+	// Wan golden rollout) or "source".
+	Ordering string `yaml:"ordering"`
+	// Baselines: "frozen" (paper) or "refresh".
+	Baselines string `yaml:"baselines"`
+	// Eviction: "mandatory-densest" (paper), "densest" or "mandatory-source".
+	Eviction string `yaml:"eviction"`
+	// Prefix: "shared" across the heads of a layer (paper) or "per-head".
+	Prefix string `yaml:"prefix"`
+	// Admission: "joint" (paper) or "sequential" (within-block competition).
+	Admission string `yaml:"admission"`
+	// Payload dtype of stored K/V: "bf16" (paper accounting) or "f32".
+	Payload string `yaml:"payload"`
+	// Densities dtype: "f32" or "f64".
+	Densities string `yaml:"densities"`
+	// Descriptor the density is measured on: "post-rope-key" (paper),
+	// "pre-rope-key" or "key-value" ([K;V], post-RoPE K).
+	Descriptor string `yaml:"descriptor"`
+	// Workers bounds the bank's parallelism (0 = GOMAXPROCS).
+	Workers int `yaml:"workers"`
+}
+
+// DeepForcingConfig configures the Deep Forcing baseline.
+type DeepForcingConfig struct {
+	// RecentFrames kept verbatim at the end of the cache, including the
+	// current block; their queries are buffered for scoring (4).
+	RecentFrames int `yaml:"recent_frames"`
+	// MaxReuse is how many compressions a token may survive (7).
+	MaxReuse int `yaml:"max_reuse"`
+}
+
+// LongLiveRAGConfig configures the LongLive-RAG baseline.
+type LongLiveRAGConfig struct {
+	// TopK frames retrieved per block (0 = Capacity / TokensPerFrame, 6).
+	TopK int `yaml:"top_k"`
+	// ExcludeRecent most recent evictions excluded from retrieval (5).
+	ExcludeRecent int `yaml:"exclude_recent"`
+	// Descriptor: "latent-mean" (spatial mean of the frame's latent,
+	// L2-normalised; needs Call.Latent on clean passes) or "key-mean" (mean
+	// of the frame's layer-0 keys over tokens, L2-normalised; works for
+	// synthetic streams).
+	Descriptor string `yaml:"descriptor"`
+	// LatentChannels C of Call.Latent [F][C][H'][W'] (16).
+	LatentChannels int `yaml:"latent_channels"`
+	// DescriptorStorageDim is the descriptor size counted by Bytes, in BF16
+	// values (0 = the descriptor's own dimension).
+	DescriptorStorageDim int `yaml:"descriptor_storage_dim"`
+}
+
+// DefaultConfig returns the paper's configuration for layout l.
+func DefaultConfig(l Layout) Config {
+	c := Config{Layout: l}
+	r, _ := c.Resolve()
+	return r
+}
+
+// Resolve fills defaults into zero fields and validates the result. It
+// returns the resolved configuration (the receiver is not modified).
+func (c Config) Resolve() (Config, error) {
+	if c.Layout == (Layout{}) {
+		c.Layout = DefaultLayout()
+	}
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	deff := func(p *float64, v float64) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defs := func(p *string, v string) {
+		*p = strings.ToLower(strings.TrimSpace(*p))
+		if *p == "" {
+			*p = v
+		}
+	}
+	def(&c.SinkFrames, 1)
+	def(&c.CacheFrames, 12)
+	def(&c.WindowFrames, 5)
+	deff(&c.RoPETheta, rope.DefaultTheta)
+	if c.Capacity == 0 {
+		c.Capacity = (c.CacheFrames - c.SinkFrames - c.WindowFrames) * c.Layout.TokensPerFrame()
+	}
+	b := &c.Bank
+	deff(&b.Tau, 2)
+	deff(&b.Sigma, 8)
+	deff(&b.P, 2)
+	deff(&b.Eps, 1)
+	deff(&b.Delta, 1e-6)
+	defs(&b.Ordering, "mean")
+	defs(&b.Baselines, "frozen")
+	defs(&b.Eviction, "mandatory-densest")
+	defs(&b.Prefix, "shared")
+	defs(&b.Admission, "joint")
+	defs(&b.Payload, "bf16")
+	defs(&b.Densities, "f32")
+	defs(&b.Descriptor, "post-rope-key")
+	def(&c.DeepForcing.RecentFrames, 4)
+	def(&c.DeepForcing.MaxReuse, 7)
+	l := &c.LongLiveRAG
+	if l.TopK == 0 && c.Layout.TokensPerFrame() > 0 {
+		l.TopK = c.Capacity / c.Layout.TokensPerFrame()
+	}
+	def(&l.ExcludeRecent, 5)
+	defs(&l.Descriptor, "latent-mean")
+	def(&l.LatentChannels, 16)
+	return c, c.validate()
+}
+
+func (c Config) validate() error {
+	l := c.Layout
+	if l.Height <= 0 || l.Width <= 0 || l.FramesPerBlock <= 0 || l.Layers <= 0 || l.Heads <= 0 {
+		return fmt.Errorf("memory: config: layout %+v has a non-positive size", l)
+	}
+	if l.HeadDim < 6 || l.HeadDim%2 != 0 {
+		return fmt.Errorf("memory: config: head dim %d must be even and at least 6", l.HeadDim)
+	}
+	if c.SinkFrames < 0 {
+		return fmt.Errorf("memory: config: sink frames %d is negative", c.SinkFrames)
+	}
+	if c.WindowFrames < l.FramesPerBlock {
+		return fmt.Errorf("memory: config: window frames %d < frames per block %d (the window includes the current block)", c.WindowFrames, l.FramesPerBlock)
+	}
+	if c.CacheFrames < c.SinkFrames+l.FramesPerBlock {
+		return fmt.Errorf("memory: config: cache frames %d < sink %d + frames per block %d", c.CacheFrames, c.SinkFrames, l.FramesPerBlock)
+	}
+	if c.Capacity < 0 {
+		return fmt.Errorf("memory: config: capacity %d is negative", c.Capacity)
+	}
+	if !(c.RoPETheta > 1) || math.IsInf(c.RoPETheta, 0) {
+		return fmt.Errorf("memory: config: rope theta %v must be finite and > 1", c.RoPETheta)
+	}
+	if d := c.DeepForcing; d.RecentFrames < l.FramesPerBlock || d.MaxReuse < 0 {
+		return fmt.Errorf("memory: config: deep forcing recent frames %d (must be ≥ frames per block %d) or max reuse %d (≥ 0) invalid", d.RecentFrames, l.FramesPerBlock, d.MaxReuse)
+	}
+	if c.DeepForcing.RecentFrames+c.SinkFrames > c.CacheFrames {
+		return fmt.Errorf("memory: config: deep forcing recent frames %d + sink %d exceed cache frames %d", c.DeepForcing.RecentFrames, c.SinkFrames, c.CacheFrames)
+	}
+	r := c.LongLiveRAG
+	if r.TopK < 0 || r.ExcludeRecent < 0 || r.LatentChannels <= 0 || r.DescriptorStorageDim < 0 {
+		return fmt.Errorf("memory: config: longlive-rag top-k %d, exclude %d, latent channels %d, descriptor storage dim %d invalid", r.TopK, r.ExcludeRecent, r.LatentChannels, r.DescriptorStorageDim)
+	}
+	if r.Descriptor != "latent-mean" && r.Descriptor != "key-mean" {
+		return fmt.Errorf("memory: config: longlive-rag descriptor %q unknown (latent-mean, key-mean)", r.Descriptor)
+	}
+	b := c.Bank
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"tau", b.Tau}, {"sigma", b.Sigma}, {"p", b.P}, {"eps", b.Eps}, {"delta", b.Delta}} {
+		if !(f.v > 0) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("memory: config: bank %s %v must be finite and positive", f.name, f.v)
+		}
+	}
+	for _, f := range []struct {
+		name, v string
+		ok      []string
+	}{
+		{"ordering", b.Ordering, []string{"mean", "max", "source"}},
+		{"baselines", b.Baselines, []string{"frozen", "refresh"}},
+		{"eviction", b.Eviction, []string{"mandatory-densest", "densest", "mandatory-source"}},
+		{"prefix", b.Prefix, []string{"shared", "per-head"}},
+		{"admission", b.Admission, []string{"joint", "sequential"}},
+		{"payload", b.Payload, []string{"bf16", "f32"}},
+		{"densities", b.Densities, []string{"f32", "f64"}},
+		{"descriptor", b.Descriptor, []string{"post-rope-key", "pre-rope-key", "key-value"}},
+	} {
+		found := false
+		for _, o := range f.ok {
+			found = found || f.v == o
+		}
+		if !found {
+			return fmt.Errorf("memory: config: bank %s %q unknown (%s)", f.name, f.v, strings.Join(f.ok, ", "))
+		}
+	}
+	if b.Workers < 0 {
+		return fmt.Errorf("memory: config: bank workers %d is negative", b.Workers)
+	}
+	return nil
+}
+
+// canonical maps a user-supplied policy name onto one of Names().
+func canonical(name string) (string, error) {
+	key := strings.NewReplacer("-", "", "_", "", " ", "").Replace(strings.ToLower(name))
+	aliases := map[string]string{
+		"native": NameNative, "infinityrope": NameInfinityRoPE, "∞rope": NameInfinityRoPE,
+		"deepforcing": NameDeepForcing, "longliverag": NameLongLiveRAG, "rag": NameLongLiveRAG,
+		"fullhistory": NameFullHistory, "full": NameFullHistory, "fifo": NameFIFO,
+		"uniformstride": NameUniformStride, "stride": NameUniformStride,
+		"densitykv": NameDensityKV,
+	}
+	if n, ok := aliases[key]; ok {
+		return n, nil
+	}
+	names := Names()
+	sort.Strings(names)
+	return "", fmt.Errorf("memory: unknown policy %q (known: %s)", name, strings.Join(names, ", "))
+}
+
+// New builds the policy called name (see Names) from cfg, after Resolve.
+func New(name string, cfg Config) (Policy, error) {
+	n, err := canonical(name)
+	if err != nil {
+		return nil, err
+	}
+	c, err := cfg.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	switch n {
+	case NameNative:
+		return newNative(c, false)
+	case NameInfinityRoPE:
+		return newNative(c, true)
+	case NameDeepForcing:
+		return newDeepForcing(c)
+	case NameLongLiveRAG:
+		return newLongLiveRAG(c)
+	case NameFullHistory:
+		return newSelector(c, NameFullHistory)
+	case NameFIFO:
+		return newSelector(c, NameFIFO)
+	case NameUniformStride:
+		return newSelector(c, NameUniformStride)
+	case NameDensityKV:
+		return newDensityKV(c)
+	}
+	return nil, fmt.Errorf("memory: policy %q not built", n)
+}

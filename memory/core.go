@@ -1,0 +1,359 @@
+package memory
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/densitykv/densitykv/rope"
+)
+
+// Stats is the per-call record a policy keeps for logging (see
+// StatsReporter). Slices are indexed by layer; Occupancy by [layer][head].
+// The record is replaced by every Begin and completed by End.
+type Stats struct {
+	Policy string
+	Block  int
+	Step   int
+	Clean  bool
+	First  bool
+	// Parts counts the attention keys of this call per layer.
+	Parts []Parts
+	// Occupancy is the number of historical memory entries per layer and
+	// head (bank entries, selected or retrieved tokens) read by this call.
+	Occupancy [][]int
+	// Offered counts the candidate tokens per head offered to the memory in
+	// this call per layer (0 when nothing left the window).
+	Offered []int
+	// Admitted counts the tokens per head admitted to the memory in this call
+	// per layer (the largest over heads when heads differ).
+	Admitted []int
+	// EvictedMandatory and EvictedCapacity count, per layer and summed over
+	// heads, the entries evicted by the growth bound and for capacity.
+	EvictedMandatory []int
+	EvictedCapacity  []int
+	// UpdateSeconds is the wall time spent updating the memory in this call
+	// (bank updates, compression, retrieval), excluding context assembly.
+	UpdateSeconds float64
+	// Bytes is the live persistent state after the call (Policy.Bytes).
+	Bytes int64
+}
+
+// StatsReporter is implemented by every policy of this package.
+type StatsReporter interface {
+	// LastStats returns a copy of the record of the latest call.
+	LastStats() Stats
+}
+
+// frame is one latent frame's clean K/V in every layer: k[l] and v[l] are
+// [TokensPerFrame][Heads][HeadDim]. Whether k is RoPE-rotated depends on
+// the policy that owns it.
+type frame struct {
+	ID   int
+	K, V [][]float32
+}
+
+// core holds what every policy shares: the call protocol, validation, the
+// RoPE rotator, the clean-pass staging buffers and the context buffers.
+type core struct {
+	name string
+	cfg  Config
+	lay  Layout
+	rot  *rotator
+
+	tpf, tokens, row int // tokens per frame, per block; H·D floats per token
+
+	open      bool
+	call      Call
+	layer     int
+	started   int // blocks begun (the next first call must be block started)
+	committed int // blocks whose clean pass ended
+
+	pendK, pendV, pendQ [][]float32 // clean-pass copies per layer, committed at End
+
+	kbuf, vbuf, qbuf []float32
+	stats            Stats
+	updStart         time.Time
+}
+
+func newCore(name string, cfg Config) (*core, error) {
+	rt, err := rope.New(cfg.Layout.HeadDim, cfg.RoPETheta)
+	if err != nil {
+		return nil, fmt.Errorf("memory: %s: %w", name, err)
+	}
+	l := cfg.Layout
+	c := &core{name: name, cfg: cfg, lay: l, rot: newRotator(rt, l.Height, l.Width),
+		tpf: l.TokensPerFrame(), tokens: l.TokensPerBlock(), row: l.Heads * l.HeadDim}
+	c.pendK = make([][]float32, l.Layers)
+	c.pendV = make([][]float32, l.Layers)
+	c.pendQ = make([][]float32, l.Layers)
+	return c, nil
+}
+
+// Name returns the policy name.
+func (c *core) Name() string { return c.name }
+
+// Layout returns the policy's layout.
+func (c *core) Layout() Layout { return c.lay }
+
+// Config returns the resolved configuration the policy was built with.
+func (c *core) Config() Config { return c.cfg }
+
+// LastStats returns a copy of the record of the latest call.
+func (c *core) LastStats() Stats {
+	s := c.stats
+	s.Parts = append([]Parts(nil), s.Parts...)
+	s.Offered = append([]int(nil), s.Offered...)
+	s.Admitted = append([]int(nil), s.Admitted...)
+	s.EvictedMandatory = append([]int(nil), s.EvictedMandatory...)
+	s.EvictedCapacity = append([]int(nil), s.EvictedCapacity...)
+	s.Occupancy = make([][]int, len(c.stats.Occupancy))
+	for i, o := range c.stats.Occupancy {
+		s.Occupancy[i] = append([]int(nil), o...)
+	}
+	return s
+}
+
+// checkBegin validates call c against the protocol without changing state.
+func (c *core) checkBegin(call Call) error {
+	if c.open {
+		return fmt.Errorf("memory: %s: begin block %d: call for block %d is still open (%d of %d layers attended)", c.name, call.Block, c.call.Block, c.layer, c.lay.Layers)
+	}
+	if call.Block < 0 || call.Step < 0 {
+		return fmt.Errorf("memory: %s: begin: block %d step %d must be non-negative", c.name, call.Block, call.Step)
+	}
+	if call.First {
+		if call.Block != c.started {
+			return fmt.Errorf("memory: %s: begin: first call of block %d, want block %d", c.name, call.Block, c.started)
+		}
+		if c.committed != c.started {
+			return fmt.Errorf("memory: %s: begin block %d: block %d has no clean pass", c.name, call.Block, c.started-1)
+		}
+	} else {
+		if call.Block != c.started-1 || c.started == 0 {
+			return fmt.Errorf("memory: %s: begin: block %d has not been begun with a first call (next first block %d)", c.name, call.Block, c.started)
+		}
+		if c.committed == c.started {
+			return fmt.Errorf("memory: %s: begin: block %d is already committed by its clean pass", c.name, call.Block)
+		}
+	}
+	if call.Latent != nil && len(call.Latent)%c.lay.FramesPerBlock != 0 {
+		return fmt.Errorf("memory: %s: begin block %d: latent has %d values, not a multiple of %d frames", c.name, call.Block, len(call.Latent), c.lay.FramesPerBlock)
+	}
+	if i := firstNonFinite(call.Latent); i >= 0 {
+		return fmt.Errorf("memory: %s: begin block %d: latent has %v at index %d", c.name, call.Block, call.Latent[i], i)
+	}
+	return nil
+}
+
+// openCall records an accepted Begin and resets the stats record.
+func (c *core) openCall(call Call) {
+	c.open, c.call, c.layer = true, call, 0
+	if call.First {
+		c.started++
+	}
+	L := c.lay.Layers
+	c.stats = Stats{Policy: c.name, Block: call.Block, Step: call.Step, Clean: call.Clean, First: call.First,
+		Parts: make([]Parts, L), Occupancy: make([][]int, L), Offered: make([]int, L), Admitted: make([]int, L),
+		EvictedMandatory: make([]int, L), EvictedCapacity: make([]int, L)}
+	for l := range c.stats.Occupancy {
+		c.stats.Occupancy[l] = make([]int, c.lay.Heads)
+	}
+}
+
+// checkAttend validates one Attend call.
+func (c *core) checkAttend(layer int, q, k, v []float32) error {
+	if !c.open {
+		return fmt.Errorf("memory: %s: attend layer %d: no open call (Begin first)", c.name, layer)
+	}
+	if layer != c.layer || layer >= c.lay.Layers {
+		return fmt.Errorf("memory: %s: block %d step %d: attend layer %d, want layer %d of %d", c.name, c.call.Block, c.call.Step, layer, c.layer, c.lay.Layers)
+	}
+	want := c.tokens * c.row
+	for _, t := range []struct {
+		n string
+		x []float32
+	}{{"q", q}, {"k", k}, {"v", v}} {
+		if len(t.x) != want {
+			return fmt.Errorf("memory: %s: block %d layer %d: %s has %d values, want %d tokens × %d heads × %d", c.name, c.call.Block, layer, t.n, len(t.x), c.tokens, c.lay.Heads, c.lay.HeadDim)
+		}
+		if i := firstNonFinite(t.x); i >= 0 {
+			tok, rem := i/c.row, i%c.row
+			return fmt.Errorf("memory: %s: block %d layer %d: %s has %v at token %d head %d dim %d", c.name, c.call.Block, layer, t.n, t.x[i], tok, rem/c.lay.HeadDim, rem%c.lay.HeadDim)
+		}
+	}
+	return nil
+}
+
+// stage copies the clean pass's k, v (and q when keepQ) of one layer.
+func (c *core) stage(layer int, q, k, v []float32, keepQ bool) {
+	if !c.call.Clean {
+		return
+	}
+	c.pendK[layer] = append(c.pendK[layer][:0], k...)
+	c.pendV[layer] = append(c.pendV[layer][:0], v...)
+	if keepQ {
+		c.pendQ[layer] = append(c.pendQ[layer][:0], q...)
+	}
+}
+
+// checkEnd validates End.
+func (c *core) checkEnd() error {
+	if !c.open {
+		return fmt.Errorf("memory: %s: end: no open call", c.name)
+	}
+	if c.layer != c.lay.Layers {
+		return fmt.Errorf("memory: %s: end block %d step %d: %d of %d layers attended", c.name, c.call.Block, c.call.Step, c.layer, c.lay.Layers)
+	}
+	return nil
+}
+
+// closeCall finishes End.
+func (c *core) closeCall(bytes int64) {
+	if c.call.Clean {
+		c.committed++
+	}
+	c.open = false
+	c.stats.Bytes = bytes
+}
+
+// blockFrames returns the current block's frames split per layer out of the
+// staged clean pass: frames[f].K[l] aliases fresh copies.
+func (c *core) stagedFrames() []*frame {
+	F := c.lay.FramesPerBlock
+	out := make([]*frame, F)
+	n := c.tpf * c.row
+	for f := 0; f < F; f++ {
+		fr := &frame{ID: c.call.Block*F + f, K: make([][]float32, c.lay.Layers), V: make([][]float32, c.lay.Layers)}
+		for l := 0; l < c.lay.Layers; l++ {
+			fr.K[l] = append([]float32(nil), c.pendK[l][f*n:(f+1)*n]...)
+			fr.V[l] = append([]float32(nil), c.pendV[l][f*n:(f+1)*n]...)
+		}
+		out[f] = fr
+	}
+	return out
+}
+
+// frameSlot returns the slot (RoPE temporal position) of frame f in a rolling
+// cache of CacheFrames frames after frames [0, end) have been written: the
+// absolute index before the cache is full, then block-relative.
+func (c *core) frameSlot(f, end int) int {
+	if end <= c.cfg.CacheFrames || f < c.cfg.SinkFrames {
+		return f
+	}
+	return f - (end - c.cfg.CacheFrames)
+}
+
+// ctxReset empties the context buffers.
+func (c *core) ctxReset() {
+	c.kbuf, c.vbuf = c.kbuf[:0], c.vbuf[:0]
+}
+
+// ctxFrame appends n tokens of k/v to the context and rotates the appended
+// keys of a whole frame at temporal position t (t < 0: no rotation).
+func (c *core) ctxFrame(k, v []float32, t int) {
+	off := len(c.kbuf)
+	c.kbuf = append(c.kbuf, k...)
+	c.vbuf = append(c.vbuf, v...)
+	if t >= 0 {
+		c.rot.frame(c.kbuf[off:], c.lay.Heads, t)
+	}
+}
+
+// queries rotates the current block's q at per-frame temporal positions ts.
+func (c *core) queries(q []float32, ts []int) []float32 {
+	c.qbuf = append(c.qbuf[:0], q...)
+	n := c.tpf * c.row
+	for f, t := range ts {
+		c.rot.frame(c.qbuf[f*n:(f+1)*n], c.lay.Heads, t)
+	}
+	return c.qbuf
+}
+
+func (c *core) startUpdate() { c.updStart = time.Now() }
+func (c *core) stopUpdate()  { c.stats.UpdateSeconds += time.Since(c.updStart).Seconds() }
+
+func firstNonFinite(x []float32) int {
+	for i, v := range x {
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+			return i
+		}
+	}
+	return -1
+}
+
+// rotator applies rope with cached per-axis cos/sin tables; results are
+// bit-identical to rope.Table.Apply.
+type rotator struct {
+	rt         *rope.Table
+	nt, nh, nw int
+	hgt, wid   int
+	ch, sh     [][]float64 // [h][nh]
+	cw, sw     [][]float64 // [w][nw]
+	ct, st     [][]float64 // [t][nt], grown lazily
+}
+
+func newRotator(rt *rope.Table, height, width int) *rotator {
+	r := &rotator{rt: rt, hgt: height, wid: width}
+	r.nt, r.nh, r.nw = rt.Split()
+	ang := make([]float64, rt.HeadDim()/2)
+	r.ch, r.sh = make([][]float64, height), make([][]float64, height)
+	for h := 0; h < height; h++ {
+		a := rt.Angles(ang, rope.Pos{H: h})[r.nt : r.nt+r.nh]
+		r.ch[h], r.sh[h] = sincos(a)
+	}
+	r.cw, r.sw = make([][]float64, width), make([][]float64, width)
+	for w := 0; w < width; w++ {
+		a := rt.Angles(ang, rope.Pos{W: w})[r.nt+r.nh:]
+		r.cw[w], r.sw[w] = sincos(a)
+	}
+	return r
+}
+
+func sincos(a []float64) (c, s []float64) {
+	c, s = make([]float64, len(a)), make([]float64, len(a))
+	for i, x := range a {
+		s[i], c[i] = math.Sincos(x)
+	}
+	return c, s
+}
+
+func (r *rotator) temporal(t int) ([]float64, []float64) {
+	for len(r.ct) <= t {
+		ang := make([]float64, r.rt.HeadDim()/2)
+		a := r.rt.Angles(ang, rope.Pos{T: len(r.ct)})[:r.nt]
+		c, s := sincos(a)
+		r.ct, r.st = append(r.ct, c), append(r.st, s)
+	}
+	return r.ct[t], r.st[t]
+}
+
+// frame rotates one frame x [TokensPerFrame][heads][D] at temporal t and
+// the native spatial grid.
+func (r *rotator) frame(x []float32, heads, t int) {
+	d := r.rt.HeadDim()
+	tp := r.hgt * r.wid
+	for p := 0; p < tp; p++ {
+		r.token(x[p*heads*d:(p+1)*heads*d], heads, t, p/r.wid, p%r.wid)
+	}
+}
+
+// token rotates all heads of one token at (t, h, w).
+func (r *rotator) token(x []float32, heads, t, h, w int) {
+	ct, st := r.temporal(t)
+	d := r.rt.HeadDim()
+	for hd := 0; hd < heads; hd++ {
+		v := x[hd*d : (hd+1)*d]
+		rot(v[:2*r.nt], ct, st)
+		rot(v[2*r.nt:2*(r.nt+r.nh)], r.ch[h], r.sh[h])
+		rot(v[2*(r.nt+r.nh):], r.cw[w], r.sw[w])
+	}
+}
+
+func rot(v []float32, c, s []float64) {
+	for j := range c {
+		x0, x1 := float64(v[2*j]), float64(v[2*j+1])
+		v[2*j] = float32(x0*c[j] - x1*s[j])
+		v[2*j+1] = float32(x0*s[j] + x1*c[j])
+	}
+}
