@@ -1,0 +1,297 @@
+// Package bank implements the DensityKV bank of one transformer layer: the
+// online density-constrained update of the paper ("Online
+// Density-Constrained Bank Update") and its supplementary Algorithm 1
+// ("Complete Density-Guided KV Bank Update"), every ablation variant, and
+// versioned, checksummed snapshots.
+//
+// A Bank holds, per head, at most M exact K/V pairs with their Soft-Riesz
+// density ρ (paper Eq. density, over the head's own bank), a frozen insertion
+// baseline b = max(ρ_at_admission, δ) (Eq. insertion-baseline), and
+// provenance (source token index, update index at admission). Update applies
+// Algorithm 1 to one block of candidates; see its documentation for the
+// steps, the variants and the places where the paper is ambiguous.
+//
+// Invariants after every successful Update (default variants): every state
+// satisfies ρ_i < τ·b_i; occupancy ≤ M and equal across heads; ρ equals a
+// from-scratch recomputation of the density (up to float rounding); values
+// stay paired with their keys. Storage order: surviving states keep their
+// previous relative order, then new states follow in admission (prefix)
+// order. A returned error leaves the bank bit-identical.
+//
+// Shapes: blocks are head-major, Keys [H][N][d_k], Values [H][N][d_v],
+// Desc [H][N][DescDim]; per-head accessors return [n][d] row-major copies.
+package bank
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/densitykv/densitykv/riesz"
+)
+
+// Block is one finalized generation block of N candidates for every head.
+type Block struct {
+	Keys   []float32 // [H][N][KeyDim], the stored (post-RoPE) keys
+	Values []float32 // [H][N][ValueDim]
+	// Desc is the density descriptor [H][N][DescDim] when Config.DescDim > 0
+	// (e.g. pre-RoPE K or [K;V]); it must be nil otherwise.
+	Desc []float32
+	// Source is the provenance id of each candidate [N] (global token index).
+	// When nil, the bank numbers candidates consecutively from the number of
+	// candidates offered so far.
+	Source []int64
+}
+
+// Entry is the bookkeeping of one stored state.
+type Entry struct {
+	Source   int64   // source token index
+	Admitted int32   // index of the update that admitted it (0-based)
+	Density  float64 // cached ρ, rounded to the density dtype
+	Baseline float64 // b = max(ρ at admission, δ), rounded to the density dtype
+}
+
+// payload stores [cap][dim] vectors as float32 or bfloat16.
+type payload struct {
+	dim int
+	f32 []float32
+	b16 []uint16
+}
+
+func newPayload(dt DType, capacity, dim int) payload {
+	p := payload{dim: dim}
+	if dt == BF16 {
+		p.b16 = make([]uint16, capacity*dim)
+	} else {
+		p.f32 = make([]float32, capacity*dim)
+	}
+	return p
+}
+
+// set stores row i from src (already representable in the dtype).
+func (p *payload) set(i int, src []float32) {
+	if p.b16 != nil {
+		dst := p.b16[i*p.dim : i*p.dim+p.dim]
+		for j, v := range src[:p.dim] {
+			dst[j] = uint16(math.Float32bits(v) >> 16)
+		}
+		return
+	}
+	copy(p.f32[i*p.dim:i*p.dim+p.dim], src[:p.dim])
+}
+
+// get decodes row i into dst.
+func (p *payload) get(i int, dst []float32) {
+	if p.b16 != nil {
+		for j, v := range p.b16[i*p.dim : i*p.dim+p.dim] {
+			dst[j] = math.Float32frombits(uint32(v) << 16)
+		}
+		return
+	}
+	copy(dst[:p.dim], p.f32[i*p.dim:i*p.dim+p.dim])
+}
+
+// move copies row src to row dst.
+func (p *payload) move(dst, src int) {
+	if p.b16 != nil {
+		copy(p.b16[dst*p.dim:dst*p.dim+p.dim], p.b16[src*p.dim:src*p.dim+p.dim])
+		return
+	}
+	copy(p.f32[dst*p.dim:dst*p.dim+p.dim], p.f32[src*p.dim:src*p.dim+p.dim])
+}
+
+// RoundBF16 rounds v to the nearest bfloat16 (ties to even) and returns it
+// as float32. NaN stays NaN; overflow rounds to ±Inf.
+func RoundBF16(v float32) float32 {
+	u := math.Float32bits(v)
+	if u&0x7fffffff > 0x7f800000 {
+		return math.Float32frombits(u | 0x00400000)
+	}
+	u += 0x7fff + (u>>16)&1
+	return math.Float32frombits(u &^ 0xffff)
+}
+
+// head is one head's bank, in storage order.
+type head struct {
+	n     int
+	keys  payload
+	vals  payload
+	desc  []float32 // [cap][dd] density descriptors (decoded keys when DescDim = 0)
+	norms []float32 // [cap] |desc|²
+	src   []int64
+	adm   []int32
+	rho   []float64
+	base  []float64
+}
+
+// Bank is the DensityKV bank of one transformer layer. It is not safe for
+// concurrent use; Update parallelises over heads internally.
+type Bank struct {
+	cfg     Config
+	kern    riesz.Kernel
+	heads   []head
+	updates int32 // successful updates so far
+	offered int64 // candidates offered so far (default source ids)
+
+	ws      []riesz.Workspace // one per worker
+	scratch []headScratch     // one per head
+	peak    atomic.Int64      // peak scratch bytes seen
+}
+
+// New validates cfg and returns an empty bank.
+func New(cfg Config) (*Bank, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	k, _ := riesz.New(cfg.Sigma, cfg.P, cfg.Eps)
+	b := &Bank{cfg: cfg, kern: k}
+	b.heads = make([]head, cfg.Heads)
+	dd := cfg.descDim()
+	for h := range b.heads {
+		M := cfg.Capacity
+		b.heads[h] = head{
+			keys: newPayload(cfg.Payload, M, cfg.KeyDim), vals: newPayload(cfg.Payload, M, cfg.ValueDim),
+			desc: make([]float32, M*dd), norms: make([]float32, M),
+			src: make([]int64, M), adm: make([]int32, M), rho: make([]float64, M), base: make([]float64, M),
+		}
+	}
+	b.ws = make([]riesz.Workspace, cfg.workers())
+	b.scratch = make([]headScratch, cfg.Heads)
+	return b, nil
+}
+
+// Config returns the bank's configuration.
+func (b *Bank) Config() Config { return b.cfg }
+
+// Kernel returns the bank's Soft-Riesz kernel.
+func (b *Bank) Kernel() riesz.Kernel { return b.kern }
+
+// Updates returns the number of successful updates so far.
+func (b *Bank) Updates() int { return int(b.updates) }
+
+// Len returns the occupancy shared by the heads (head 0's occupancy; with
+// PrefixPerHead use HeadLen).
+func (b *Bank) Len() int { return b.heads[0].n }
+
+// HeadLen returns head h's occupancy.
+func (b *Bank) HeadLen(h int) int { return b.heads[b.checkHead(h)].n }
+
+func (b *Bank) checkHead(h int) int {
+	if h < 0 || h >= len(b.heads) {
+		panic(fmt.Sprintf("bank: head %d out of range [0, %d)", h, len(b.heads)))
+	}
+	return h
+}
+
+// Keys returns head h's stored keys decoded to float32, [n][KeyDim] in
+// storage order (a fresh copy).
+func (b *Bank) Keys(h int) []float32 {
+	hd := &b.heads[b.checkHead(h)]
+	out := make([]float32, hd.n*b.cfg.KeyDim)
+	for i := 0; i < hd.n; i++ {
+		hd.keys.get(i, out[i*b.cfg.KeyDim:])
+	}
+	return out
+}
+
+// Values returns head h's stored values decoded to float32, [n][ValueDim]
+// in storage order (a fresh copy).
+func (b *Bank) Values(h int) []float32 {
+	hd := &b.heads[b.checkHead(h)]
+	out := make([]float32, hd.n*b.cfg.ValueDim)
+	for i := 0; i < hd.n; i++ {
+		hd.vals.get(i, out[i*b.cfg.ValueDim:])
+	}
+	return out
+}
+
+// Descriptors returns head h's density descriptors [n][d] (the keys when
+// DescDim = 0), a fresh copy.
+func (b *Bank) Descriptors(h int) []float32 {
+	hd := &b.heads[b.checkHead(h)]
+	dd := b.cfg.descDim()
+	return append([]float32(nil), hd.desc[:hd.n*dd]...)
+}
+
+// Entries returns head h's per-state bookkeeping in storage order.
+func (b *Bank) Entries(h int) []Entry {
+	hd := &b.heads[b.checkHead(h)]
+	out := make([]Entry, hd.n)
+	for i := range out {
+		out[i] = Entry{Source: hd.src[i], Admitted: hd.adm[i], Density: hd.rho[i], Baseline: hd.base[i]}
+	}
+	return out
+}
+
+// BytesPerState returns the persistent bytes of one stored state by the
+// paper's accounting: K and V in the payload dtype, two density scalars
+// (ρ and b) in the density dtype, an int64 source index and an int32
+// admission index; plus DescDim float32 when a separate descriptor is kept.
+func (c Config) BytesPerState() int64 {
+	n := int64(c.KeyDim+c.ValueDim)*int64(c.Payload.Size()) + 2*int64(c.Density.Size()) + 8 + 4
+	if c.DescDim > 0 {
+		n += int64(c.DescDim) * 4
+	}
+	return n
+}
+
+// Bytes returns the live persistent bytes of the bank: the sum over heads of
+// occupancy × Config.BytesPerState.
+func (b *Bank) Bytes() int64 {
+	var n int64
+	for h := range b.heads {
+		n += int64(b.heads[h].n)
+	}
+	return n * b.cfg.BytesPerState()
+}
+
+// PeakScratchBytes returns the largest transient workspace (per-head scratch
+// plus tile workspaces) an update has used so far.
+func (b *Bank) PeakScratchBytes() int64 { return b.peak.Load() }
+
+// roundDensity rounds v to the density dtype.
+func (b *Bank) roundDensity(v float64) float64 {
+	if b.cfg.Density == F32 {
+		return float64(float32(v))
+	}
+	return v
+}
+
+// set returns head h's bank as a riesz.Set.
+func (b *Bank) set(h int) riesz.Set {
+	hd := &b.heads[h]
+	dd := b.cfg.descDim()
+	return riesz.Set{X: hd.desc[:hd.n*dd], Norms: hd.norms[:hd.n], N: hd.n, D: dd}
+}
+
+// parallel runs fn(h, ws) for every head on the bank's workers.
+func (b *Bank) parallel(fn func(h int, ws *riesz.Workspace)) {
+	H := len(b.heads)
+	W := len(b.ws)
+	if W <= 1 || H == 1 {
+		for h := 0; h < H; h++ {
+			fn(h, &b.ws[0])
+		}
+		return
+	}
+	var next atomic.Int32
+	var wg sync.WaitGroup
+	for w := 0; w < W; w++ {
+		wg.Add(1)
+		go func(ws *riesz.Workspace) {
+			defer wg.Done()
+			for {
+				h := int(next.Add(1)) - 1
+				if h >= H {
+					return
+				}
+				fn(h, ws)
+			}
+		}(&b.ws[w])
+	}
+	wg.Wait()
+}
+
+var _ = runtime.GOMAXPROCS

@@ -1,0 +1,67 @@
+package bank
+
+import "time"
+
+// Decision is the record of one Update, for logging and analysis.
+type Decision struct {
+	Update     int // index of this update (0-based)
+	Candidates int // N
+	// Accepted is r*, the admitted prefix length shared by the heads. With
+	// PrefixPerHead it is the largest per-head prefix (see HeadDecision).
+	// With AdmitSequential it is the number of candidate positions admitted.
+	Accepted int
+	// Empty reports that the bank was empty before the update (the first
+	// min(N, M) candidates were admitted in source order).
+	Empty bool
+	// Flushed reports that every previously stored state was evicted (e.g.
+	// a full bank hit by a block with N ≥ M).
+	Flushed bool
+	// Infeasible reports that no prefix length, not even 0, satisfied
+	// v_r ≤ e_r in every head (a state already above τ·b, possible only
+	// under ablation variants); r* was then set to 0 and nothing evicted.
+	Infeasible bool
+	// FloorBlocked reports that admission stopped short of min(N, M) while
+	// some head held a state whose baseline is at the floor δ (its admission
+	// density was below δ) and that would cross τ·δ at prefix r*+1: such
+	// states block all admission until evicted.
+	FloorBlocked bool
+	Heads        []HeadDecision
+	Timings      Timings
+}
+
+// HeadDecision is one head's part of a Decision.
+type HeadDecision struct {
+	Accepted int     // this head's admitted count (= Decision.Accepted when shared)
+	Admitted []int64 // source ids admitted, in admission order
+	// Evicted lists the source ids removed by this update: mandatory
+	// evictions first (storage order), then capacity evictions in the order
+	// chosen.
+	Evicted   []int64
+	Mandatory int // evictions of projected violators (g_i(r*) ≥ τ)
+	Capacity  int // additional evictions to free e_{r*} slots
+	// Violators is the number of previously stored states with g_i(r*) ≥ τ
+	// (equal to Mandatory except under EvictDensest or an infeasible update).
+	Violators int
+	// FloorStates counts previously stored states whose baseline is at the
+	// floor δ and whose projected ratio reaches τ within this block.
+	FloorStates int
+	// Order lists candidate indices (0..N−1) in this head's ordering.
+	Order []int32
+	// Score is each candidate's ordering score (indexed by candidate, 0 for
+	// source ordering or an empty bank).
+	Score []float64
+	// External is each candidate's external density Σ_i w(k̄_i, k_x) over
+	// the bank as it was before the update (indexed by candidate).
+	External []float64
+	Len      int // occupancy after the update
+}
+
+// Timings splits an update's wall time by Algorithm 1 step.
+type Timings struct {
+	Validate time.Duration // input validation and candidate preparation
+	Score    time.Duration // scoring and ordering (step 1)
+	Scan     time.Duration // prefix scan and r* (step 2)
+	Evict    time.Duration // eviction selection (step 3)
+	Commit   time.Duration // commit and exact density update
+	Total    time.Duration
+}

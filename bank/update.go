@@ -1,0 +1,660 @@
+package bank
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/densitykv/densitykv/riesz"
+)
+
+// Sentinel errors, wrapped with the update index and the value at fault.
+var (
+	// ErrShape reports a block whose slices do not match the configuration.
+	ErrShape = errors.New("shape mismatch")
+	// ErrNonFinite reports a NaN or ±Inf input (or one that overflows when
+	// stored or squared).
+	ErrNonFinite = errors.New("non-finite value")
+	// ErrEmpty reports a block with no candidates.
+	ErrEmpty = errors.New("empty block")
+)
+
+// ckEvery is the checkpoint interval of the prefix scan (a multiple of
+// riesz.TileRows): S_i(r) is kept for r = ckEvery, 2·ckEvery, … so that
+// S_i(r*) costs at most ckEvery−1 extra candidate rows.
+const ckEvery = riesz.TileRows
+
+// headScratch is one head's reusable per-update workspace.
+type headScratch struct {
+	ck, cv, cd []float32 // this head's candidates (payload-rounded), descriptors
+	cn         []float32 // candidate descriptor norms
+
+	ext, score []float64 // per candidate
+	order      []int32   // candidate order
+	rows       []int32   // candidates considered by the scan, in order
+
+	sd, sn []float32 // descriptors and norms of rows
+	base   []float64 // ρ_i per stored state, for the scan
+	thr    []float64 // τ·max(b_i, δ)
+	inv    []float32 // 1/max(b_i, δ)
+	cross  []int32   // crossing point per stored state
+	ckpt   []float64 // prefix-sum checkpoints
+	viol   []int32   // v_r, r = 0..len(rows)
+	S      []float64 // S_i(r) at the chosen r
+	proj   []float64 // ρ̃_i(r)
+	evict  []int32   // evicted storage indices, in eviction order
+	isEv   []bool
+	idx    []int32
+	ed, en []float32 // evicted descriptors and norms
+	sub    []float64
+	rho    []float64 // new densities in the new storage order
+
+	m     int // occupancy before
+	r     int // admitted count
+	e     int // evictions
+	dec   HeadDecision
+	ext1  []float64
+	evOld int // evicted states admitted by earlier updates
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/8)
+	}
+	return s[:n]
+}
+
+func (s *headScratch) bytes() int64 {
+	f := int64(cap(s.ck)+cap(s.cv)+cap(s.cd)+cap(s.cn)+cap(s.sd)+cap(s.sn)+cap(s.inv)+cap(s.ed)+cap(s.en)) * 4
+	d := int64(cap(s.ext)+cap(s.score)+cap(s.base)+cap(s.thr)+cap(s.ckpt)+cap(s.S)+cap(s.proj)+cap(s.sub)+cap(s.rho)) * 8
+	i := int64(cap(s.order)+cap(s.rows)+cap(s.cross)+cap(s.viol)+cap(s.evict)+cap(s.idx)) * 4
+	return f + d + i + int64(cap(s.isEv))
+}
+
+// Update applies Algorithm 1 (paper supplementary, "DensityKV update for one
+// Transformer layer") to one block and returns the decision record. The
+// steps, in paper order:
+//
+//  1. empty bank: admit the first min(N, M) candidates in source order and
+//     set ρ = Φ over the resulting bank, b = max(ρ, δ);
+//  2. score: s_h(x) (Eq. candidate-score, or the max/source variant) against
+//     the bank before the update, and a stable ascending sort (ties by input
+//     order) giving π_h;
+//  3. prefix scan: for every stored state the crossing point c_i, the first
+//     prefix length r at which ρ_i + Σ_{j≤r} w(k̄_i, k_{π(j)}) ≥ τ·b_i; since
+//     w ≥ 0 the violator count is v_r = |{i : c_i ≤ r}|;
+//  4. shared prefix: r* = the LARGEST r ≤ min(N, M) with v_r^h ≤ e_r =
+//     max(0, m + r − M) in every head (feasibility is not monotone in r, so
+//     every r is tested);
+//  5. eviction: every violator at r* (mandatory), then the remaining states
+//     of largest projected density ρ̃_i(r*) until e_{r*} are released (ties:
+//     earlier storage position first);
+//  6. commit: survivors keep their relative order, then π_h(1..r*) in order;
+//  7. exact density update: survivors ρ + Σ_admitted w − Σ_evicted w; new
+//     states Σ_old w + Σ_other-new w − Σ_evicted w (as the Wan reference
+//     computes it); both clamped at ≥ 0 against float cancellation;
+//  8. baselines: new states b = max(ρ, δ) in the final bank; survivors keep
+//     theirs (BaselinesRefresh resets all).
+//
+// Readings of ambiguous points:
+//   - If no r (not even 0) is feasible — a stored state already at or above
+//     τ·b, possible only with EvictDensest, which may keep violators — r* = 0
+//     and nothing is evicted (Decision.Infeasible), as the Wan reference does.
+//   - PrefixPerHead: each head takes its own largest feasible r with its own
+//     occupancy.
+//   - AdmitSequential (within-block competition): the order π_h is computed
+//     once against the bank before the update; then for j = 1..N the j-th
+//     candidate of every head is offered as a single-candidate update
+//     (steps 3–8 with N = 1, shared across heads unless PrefixPerHead), so an
+//     admitted candidate immediately becomes a stored state with its own
+//     baseline that later candidates of the block can push to eviction. An
+//     empty bank is still initialised jointly (step 1).
+//   - BaselinesRefresh: after every update every baseline becomes
+//     max(ρ, δ) of the committed bank.
+//   - EvictMandatorySource fills the budget with the smallest source ids
+//     (oldest tokens) first.
+//   - With a separate descriptor (DescDim > 0) the descriptor is stored in
+//     float32 and all densities use it; with BF16 payload and DescDim = 0
+//     densities use the BF16-rounded keys, so they always match the stored
+//     state.
+//
+// On error the bank is unchanged.
+func (b *Bank) Update(blk Block) (Decision, error) {
+	t0 := time.Now()
+	n, err := b.prepare(blk)
+	if err != nil {
+		return Decision{}, fmt.Errorf("bank: update %d: %w", b.updates, err)
+	}
+	dec := Decision{Update: int(b.updates), Candidates: n}
+	dec.Timings.Validate = time.Since(t0)
+	for h := range b.heads {
+		b.scratch[h].dec = HeadDecision{}
+		b.scratch[h].evOld = 0
+	}
+	empty := true
+	for h := range b.heads {
+		if b.heads[h].n > 0 {
+			empty = false
+		}
+	}
+	dec.Empty = empty
+	if b.cfg.Admission == AdmitSequential && !empty {
+		b.updateSequential(&dec, blk, n)
+	} else {
+		b.updateJoint(&dec, blk, n)
+	}
+	dec.Heads = make([]HeadDecision, len(b.heads))
+	for h := range b.heads {
+		dec.Heads[h] = b.scratch[h].dec
+		dec.Heads[h].Len = b.heads[h].n
+	}
+	if b.cfg.Baselines == BaselinesRefresh {
+		for h := range b.heads {
+			hd := &b.heads[h]
+			for i := 0; i < hd.n; i++ {
+				hd.base[i] = b.roundDensity(math.Max(hd.rho[i], b.cfg.Delta))
+			}
+		}
+	}
+	var peak int64
+	for h := range b.scratch {
+		peak += b.scratch[h].bytes()
+	}
+	for w := range b.ws {
+		peak += b.ws[w].Bytes()
+	}
+	if peak > b.peak.Load() {
+		b.peak.Store(peak)
+	}
+	b.updates++
+	b.offered += int64(n)
+	dec.Timings.Total = time.Since(t0)
+	return dec, nil
+}
+
+// prepare validates blk (before any mutation) and fills every head's
+// candidate scratch. It returns N.
+func (b *Bank) prepare(blk Block) (int, error) {
+	c := b.cfg
+	H, dk, dv, dd := c.Heads, c.KeyDim, c.ValueDim, c.descDim()
+	if len(blk.Keys) == 0 {
+		return 0, fmt.Errorf("%w: no keys", ErrEmpty)
+	}
+	if len(blk.Keys)%(H*dk) != 0 {
+		return 0, fmt.Errorf("%w: %d key values is not a multiple of heads·key_dim = %d·%d", ErrShape, len(blk.Keys), H, dk)
+	}
+	n := len(blk.Keys) / (H * dk)
+	if len(blk.Values) != H*n*dv {
+		return 0, fmt.Errorf("%w: %d value values, want heads·N·value_dim = %d·%d·%d", ErrShape, len(blk.Values), H, n, dv)
+	}
+	if c.DescDim > 0 {
+		if len(blk.Desc) != H*n*dd {
+			return 0, fmt.Errorf("%w: %d descriptor values, want heads·N·desc_dim = %d·%d·%d", ErrShape, len(blk.Desc), H, n, dd)
+		}
+	} else if blk.Desc != nil {
+		return 0, fmt.Errorf("%w: Desc given (%d values) but Config.DescDim = 0", ErrShape, len(blk.Desc))
+	}
+	if blk.Source != nil && len(blk.Source) != n {
+		return 0, fmt.Errorf("%w: %d source ids for %d candidates", ErrShape, len(blk.Source), n)
+	}
+	if n > math.MaxInt32/2 {
+		return 0, fmt.Errorf("%w: %d candidates exceeds %d", ErrShape, n, math.MaxInt32/2)
+	}
+	check := func(name string, x []float32, d int, bf bool) error {
+		for i, v := range x {
+			f := float64(v)
+			if math.IsNaN(f) || math.IsInf(f, 0) || bf && math.IsInf(float64(RoundBF16(v)), 0) {
+				what := "NaN"
+				switch {
+				case math.IsInf(f, 0):
+					what = "Inf"
+				case !math.IsNaN(f):
+					what = fmt.Sprintf("%v (overflows bfloat16)", v)
+				}
+				return fmt.Errorf("%w: %s has %s at head %d row %d col %d", ErrNonFinite, name, what, i/(n*d), i/d%n, i%d)
+			}
+		}
+		return nil
+	}
+	bf := c.Payload == BF16
+	if err := check("keys", blk.Keys, dk, bf); err != nil {
+		return 0, err
+	}
+	if err := check("values", blk.Values, dv, bf); err != nil {
+		return 0, err
+	}
+	if err := check("desc", blk.Desc, dd, false); err != nil {
+		return 0, err
+	}
+	// Candidate scratch (no bank state is touched).
+	for h := 0; h < H; h++ {
+		s := &b.scratch[h]
+		keys := blk.Keys[h*n*dk : (h+1)*n*dk]
+		vals := blk.Values[h*n*dv : (h+1)*n*dv]
+		if bf {
+			s.ck = grow(s.ck, n*dk)
+			s.cv = grow(s.cv, n*dv)
+			for i, v := range keys {
+				s.ck[i] = RoundBF16(v)
+			}
+			for i, v := range vals {
+				s.cv[i] = RoundBF16(v)
+			}
+		} else {
+			s.ck, s.cv = keys, vals
+		}
+		if c.DescDim > 0 {
+			s.cd = blk.Desc[h*n*dd : (h+1)*n*dd]
+		} else {
+			s.cd = s.ck
+		}
+		s.cn = grow(s.cn, n)
+		riesz.Norms(s.cn, s.cd, n, dd)
+		for i, v := range s.cn {
+			if math.IsInf(float64(v), 0) {
+				s.ck, s.cv, s.cd = nil, nil, nil // drop references to the caller's block
+				return 0, fmt.Errorf("%w: descriptor norm² overflows float32 at head %d row %d", ErrNonFinite, h, i)
+			}
+		}
+	}
+	return n, nil
+}
+
+// updateJoint is Algorithm 1 with joint admission.
+func (b *Bank) updateJoint(dec *Decision, blk Block, n int) {
+	t := time.Now()
+	// Step 2: score and order.
+	b.parallel(func(h int, ws *riesz.Workspace) { b.score(h, n, ws) })
+	dec.Timings.Score = time.Since(t)
+	t = time.Now()
+	// Step 3: prefix scan over each head's ordered candidates.
+	R := min(n, b.cfg.Capacity)
+	b.parallel(func(h int, ws *riesz.Workspace) {
+		s := &b.scratch[h]
+		s.rows = append(s.rows[:0], s.order[:R]...)
+		b.scan(h, ws)
+	})
+	// Step 4: the shared (or per-head) prefix length.
+	b.choosePrefix(dec)
+	dec.Timings.Scan = time.Since(t)
+	t = time.Now()
+	// Step 5: eviction.
+	b.parallel(func(h int, ws *riesz.Workspace) { b.selectEvictions(h, ws) })
+	dec.Timings.Evict = time.Since(t)
+	t = time.Now()
+	// Steps 6–8: commit, exact density update, baselines.
+	b.parallel(func(h int, ws *riesz.Workspace) {
+		b.commit(h, blk, s2ext(&b.scratch[h]), ws)
+	})
+	dec.Timings.Commit = time.Since(t)
+	b.finishDecision(dec)
+}
+
+func s2ext(s *headScratch) []float64 { return s.ext }
+
+// score computes head h's external densities and scores against the bank
+// before the update and the stable ascending order (paper Eq.
+// candidate-score; identity for source ordering or an empty head).
+func (b *Bank) score(h, n int, ws *riesz.Workspace) {
+	s := &b.scratch[h]
+	hd := &b.heads[h]
+	s.ext = grow(s.ext, n)
+	s.score = grow(s.score, n)
+	s.order = grow(s.order, n)
+	clear(s.ext)
+	clear(s.score)
+	for i := range s.order {
+		s.order[i] = int32(i)
+	}
+	if hd.n == 0 {
+		return
+	}
+	s.inv = grow(s.inv, hd.n)
+	for i := 0; i < hd.n; i++ {
+		s.inv[i] = float32(1 / math.Max(hd.base[i], b.cfg.Delta))
+	}
+	cs := riesz.Set{X: s.cd, Norms: s.cn, N: n, D: b.cfg.descDim()}
+	var mean, mx []float64
+	switch b.cfg.Ordering {
+	case OrderMean:
+		mean = s.score
+	case OrderMax:
+		mx = s.score
+	}
+	b.kern.RowStats(cs, b.set(h), s.inv, s.ext, mean, mx, ws)
+	if b.cfg.Ordering != OrderSource {
+		sc := s.score
+		slices.SortStableFunc(s.order, func(x, y int32) int { return cmp.Compare(sc[x], sc[y]) })
+	}
+}
+
+// scan runs the prefix scan of head h over the candidates s.rows (in order)
+// and fills s.cross, s.ckpt and s.viol (v_r for r = 0..len(rows)).
+func (b *Bank) scan(h int, ws *riesz.Workspace) {
+	s := &b.scratch[h]
+	hd := &b.heads[h]
+	dd := b.cfg.descDim()
+	R := len(s.rows)
+	s.m = hd.n
+	s.viol = grow(s.viol, R+1)
+	clear(s.viol)
+	if hd.n == 0 {
+		return
+	}
+	s.sd = grow(s.sd, R*dd)
+	s.sn = grow(s.sn, R)
+	for j, x := range s.rows {
+		copy(s.sd[j*dd:j*dd+dd], s.cd[int(x)*dd:int(x)*dd+dd])
+		s.sn[j] = s.cn[x]
+	}
+	s.base = grow(s.base, hd.n)
+	s.thr = grow(s.thr, hd.n)
+	s.cross = grow(s.cross, hd.n)
+	for i := 0; i < hd.n; i++ {
+		s.base[i] = hd.rho[i]
+		s.thr[i] = b.cfg.Tau * math.Max(hd.base[i], b.cfg.Delta)
+	}
+	s.ckpt = grow(s.ckpt, (R/ckEvery)*hd.n)
+	b.kern.PrefixScan(riesz.Set{X: s.sd, Norms: s.sn, N: R, D: dd}, b.set(h), s.base, s.thr, s.cross, ckEvery, s.ckpt, ws)
+	for _, c := range s.cross[:hd.n] {
+		if int(c) <= R {
+			s.viol[c]++
+		}
+	}
+	for r := 1; r <= R; r++ {
+		s.viol[r] += s.viol[r-1]
+	}
+}
+
+// evictions returns e_r = max(0, m + r − M).
+func (b *Bank) evictions(m, r int) int { return max(0, m+r-b.cfg.Capacity) }
+
+// choosePrefix sets every head's admitted count (paper Eq. shared-prefix).
+func (b *Bank) choosePrefix(dec *Decision) {
+	R := len(b.scratch[0].rows)
+	feasible := func(h, r int) bool {
+		s := &b.scratch[h]
+		if s.m == 0 {
+			return true // empty head: the first min(N, M) in source order
+		}
+		return int(s.viol[r]) <= b.evictions(s.m, r)
+	}
+	if b.cfg.Prefix == PrefixShared {
+		rs, ok := 0, false
+		for r := R; r >= 0 && !ok; r-- {
+			ok = true
+			for h := range b.heads {
+				if !feasible(h, r) {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				rs = r
+			}
+		}
+		dec.Infeasible = !ok
+		for h := range b.heads {
+			b.scratch[h].r = rs
+		}
+		dec.Accepted = rs
+	} else {
+		for h := range b.heads {
+			rs, ok := 0, false
+			for r := R; r >= 0 && !ok; r-- {
+				if feasible(h, r) {
+					rs, ok = r, true
+				}
+			}
+			if !ok {
+				dec.Infeasible = true
+			}
+			b.scratch[h].r = rs
+			dec.Accepted = max(dec.Accepted, rs)
+		}
+	}
+	// Degenerate-state report: floor-baseline states that reach τ·δ.
+	floor := b.roundDensity(b.cfg.Delta)
+	for h := range b.heads {
+		s := &b.scratch[h]
+		hd := &b.heads[h]
+		if s.m == 0 {
+			continue
+		}
+		for i := 0; i < s.m; i++ {
+			if hd.base[i] <= floor && int(s.cross[i]) <= R {
+				s.dec.FloorStates++
+				if s.r < R && int(s.cross[i]) <= s.r+1 {
+					dec.FloorBlocked = true
+				}
+			}
+		}
+	}
+}
+
+// selectEvictions computes S_i(r) and ρ̃_i(r) and chooses head h's
+// e_r evictions (Algorithm 1, "Initialize R^h …", "Add states …").
+func (b *Bank) selectEvictions(h int, ws *riesz.Workspace) {
+	s := &b.scratch[h]
+	hd := &b.heads[h]
+	m, r := s.m, s.r
+	s.evict = s.evict[:0]
+	s.e = 0
+	if m == 0 {
+		return
+	}
+	dd := b.cfg.descDim()
+	// S_i(r) from the last checkpoint plus the remaining rows.
+	s.S = grow(s.S, m)
+	k := r / ckEvery
+	if k > 0 {
+		copy(s.S, s.ckpt[(k-1)*m:k*m])
+	} else {
+		clear(s.S)
+	}
+	if rem := r - k*ckEvery; rem > 0 {
+		a := riesz.Set{X: s.sd[k*ckEvery*dd : r*dd], Norms: s.sn[k*ckEvery : r], N: rem, D: dd}
+		b.kern.Sums(a, b.set(h), nil, s.S, ws)
+	}
+	s.proj = grow(s.proj, m)
+	for i := 0; i < m; i++ {
+		s.proj[i] = hd.rho[i] + s.S[i]
+	}
+	e := b.evictions(m, r)
+	s.isEv = grow(s.isEv, m)
+	clear(s.isEv)
+	viol := int(s.viol[r])
+	s.dec.Violators += viol
+	feasible := viol <= e
+	if e == 0 {
+		return
+	}
+	s.e = e
+	if b.cfg.Eviction != EvictDensest && feasible {
+		for i := 0; i < m; i++ {
+			if int(s.cross[i]) <= r {
+				s.evict = append(s.evict, int32(i))
+				s.isEv[i] = true
+			}
+		}
+	}
+	s.idx = s.idx[:0]
+	for i := 0; i < m; i++ {
+		if !s.isEv[i] {
+			s.idx = append(s.idx, int32(i))
+		}
+	}
+	if b.cfg.Eviction == EvictMandatorySource {
+		src := hd.src
+		slices.SortStableFunc(s.idx, func(x, y int32) int { return cmp.Compare(src[x], src[y]) })
+	} else {
+		pj := s.proj
+		slices.SortStableFunc(s.idx, func(x, y int32) int { return cmp.Compare(pj[y], pj[x]) })
+	}
+	for _, i := range s.idx[:e-len(s.evict)] {
+		s.evict = append(s.evict, i)
+		s.isEv[i] = true
+	}
+	for _, i := range s.evict {
+		if int(s.cross[i]) <= r {
+			s.dec.Mandatory++
+		} else {
+			s.dec.Capacity++
+		}
+	}
+}
+
+// commit applies head h's decision: compaction of the survivors, append of
+// the admitted prefix, exact density update and new baselines. ext holds the
+// candidates' external densities against the bank before the update.
+func (b *Bank) commit(h int, blk Block, ext []float64, ws *riesz.Workspace) {
+	s := &b.scratch[h]
+	hd := &b.heads[h]
+	c := b.cfg
+	dd, dk, dv := c.descDim(), c.KeyDim, c.ValueDim
+	m, r := s.m, s.r
+	if m == 0 {
+		r = min(len(s.rows), c.Capacity)
+		s.r = r
+	}
+	// Evicted descriptors (for the subtraction pass) and provenance.
+	ne := len(s.evict)
+	s.ed = grow(s.ed, ne*dd)
+	s.en = grow(s.en, ne)
+	for j, i := range s.evict {
+		copy(s.ed[j*dd:j*dd+dd], hd.desc[int(i)*dd:int(i)*dd+dd])
+		s.en[j] = hd.norms[i]
+		s.dec.Evicted = append(s.dec.Evicted, hd.src[i])
+		if hd.adm[i] != b.updates {
+			s.evOld++
+		}
+	}
+	final := m - ne + r
+	s.rho = grow(s.rho, final)
+	// Survivors, in their previous relative order: ρ + S(r).
+	w := 0
+	for i := 0; i < m; i++ {
+		if s.isEv[i] {
+			continue
+		}
+		s.rho[w] = hd.rho[i] + s.S[i]
+		if w != i {
+			hd.keys.move(w, i)
+			hd.vals.move(w, i)
+			copy(hd.desc[w*dd:w*dd+dd], hd.desc[i*dd:i*dd+dd])
+			hd.norms[w] = hd.norms[i]
+			hd.src[w] = hd.src[i]
+			hd.adm[w] = hd.adm[i]
+			hd.base[w] = hd.base[i]
+		}
+		w++
+	}
+	// New states in admission order: Σ_old w to start with.
+	w0 := w
+	for j := 0; j < r; j++ {
+		x := int(s.rows[j])
+		hd.keys.set(w, s.ck[x*dk:x*dk+dk])
+		hd.vals.set(w, s.cv[x*dv:x*dv+dv])
+		copy(hd.desc[w*dd:w*dd+dd], s.cd[x*dd:x*dd+dd])
+		hd.norms[w] = s.cn[x]
+		if blk.Source != nil {
+			hd.src[w] = blk.Source[x]
+		} else {
+			hd.src[w] = b.offered + int64(x)
+		}
+		hd.adm[w] = b.updates
+		s.rho[w] = 0
+		if m > 0 {
+			s.rho[w] = ext[x]
+		}
+		s.dec.Admitted = append(s.dec.Admitted, hd.src[w])
+		w++
+	}
+	hd.n = final
+	fs := b.set(h)
+	if ne > 0 {
+		s.sub = grow(s.sub, final)
+		clear(s.sub)
+		b.kern.Sums(riesz.Set{X: s.ed, Norms: s.en, N: ne, D: dd}, fs, nil, s.sub, ws)
+		for i := 0; i < final; i++ {
+			s.rho[i] -= s.sub[i]
+		}
+	}
+	if r > 0 {
+		b.kern.SelfSums(fs.Rows(w0, final), s.rho[w0:final], ws)
+	}
+	for i := 0; i < final; i++ {
+		hd.rho[i] = b.roundDensity(math.Max(0, s.rho[i]))
+	}
+	for i := w0; i < final; i++ {
+		hd.base[i] = b.roundDensity(math.Max(hd.rho[i], c.Delta))
+	}
+	s.dec.Accepted += r
+}
+
+// finishDecision copies the per-candidate records into the decision.
+func (b *Bank) finishDecision(dec *Decision) {
+	for h := range b.heads {
+		s := &b.scratch[h]
+		s.dec.Order = append([]int32(nil), s.order...)
+		s.dec.Score = append([]float64(nil), s.score...)
+		s.dec.External = append([]float64(nil), s.ext...)
+		if s.m > 0 && s.evOld == s.m {
+			dec.Flushed = true
+		}
+	}
+}
+
+// updateSequential is the within-block competition ablation (see Update).
+func (b *Bank) updateSequential(dec *Decision, blk Block, n int) {
+	t := time.Now()
+	b.parallel(func(h int, ws *riesz.Workspace) { b.score(h, n, ws) })
+	dec.Timings.Score = time.Since(t)
+	m0 := make([]int, len(b.heads))
+	for h := range b.heads {
+		m0[h] = b.heads[h].n
+	}
+	for j := 0; j < n; j++ {
+		t = time.Now()
+		b.parallel(func(h int, ws *riesz.Workspace) {
+			s := &b.scratch[h]
+			x := s.order[j]
+			s.rows = append(s.rows[:0], x)
+			// External density of this candidate against the current bank.
+			s.ext1 = grow(s.ext1, n)
+			dd := b.cfg.descDim()
+			one := riesz.Set{X: s.cd[int(x)*dd : int(x)*dd+dd], Norms: s.cn[x : x+1], N: 1, D: dd}
+			e1 := []float64{0}
+			b.kern.Sums(one, b.set(h), e1, nil, ws)
+			s.ext1[x] = e1[0]
+			b.scan(h, ws)
+		})
+		var step Decision
+		b.choosePrefix(&step)
+		dec.Infeasible = dec.Infeasible || step.Infeasible
+		dec.FloorBlocked = dec.FloorBlocked || step.FloorBlocked
+		dec.Timings.Scan += time.Since(t)
+		t = time.Now()
+		b.parallel(func(h int, ws *riesz.Workspace) { b.selectEvictions(h, ws) })
+		dec.Timings.Evict += time.Since(t)
+		t = time.Now()
+		b.parallel(func(h int, ws *riesz.Workspace) {
+			s := &b.scratch[h]
+			b.commit(h, blk, s.ext1, ws)
+		})
+		dec.Timings.Commit += time.Since(t)
+		dec.Accepted += step.Accepted
+	}
+	for h := range b.heads {
+		s := &b.scratch[h]
+		s.dec.Order = append([]int32(nil), s.order...)
+		s.dec.Score = append([]float64(nil), s.score...)
+		s.dec.External = append([]float64(nil), s.ext...)
+		if m0[h] > 0 && s.evOld == m0[h] {
+			dec.Flushed = true
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package riesz
+
+import (
+	"fmt"
+
+	"github.com/densitykv/densitykv/gemm"
+)
+
+// Tile sizes of the interaction passes: a tile covers TileRows rows of the
+// left set and TileCols rows of the right set (TileRows·TileCols float32 of
+// workspace, 256 KiB).
+const (
+	TileRows = 128
+	TileCols = 512
+)
+
+// Set is a row-major matrix of n vectors of dimension D with their squared
+// norms. X has at least N·D values, Norms at least N.
+type Set struct {
+	X     []float32
+	Norms []float32
+	N, D  int
+}
+
+// NewSet wraps x ([n][d]) and computes its squared norms into norms (which
+// is allocated when nil or too short).
+func NewSet(x []float32, n, d int, norms []float32) Set {
+	if cap(norms) < n {
+		norms = make([]float32, n)
+	}
+	norms = norms[:n]
+	Norms(norms, x, n, d)
+	return Set{X: x, Norms: norms, N: n, D: d}
+}
+
+// Rows returns the sub-set of rows [i, j).
+func (s Set) Rows(i, j int) Set {
+	return Set{X: s.X[i*s.D : j*s.D], Norms: s.Norms[i:j], N: j - i, D: s.D}
+}
+
+func (s Set) check(op, name string) {
+	if s.N < 0 || s.D <= 0 || len(s.X) < s.N*s.D || len(s.Norms) < s.N {
+		panic(fmt.Sprintf("riesz: %s: set %s has N=%d D=%d with %d values and %d norms", op, name, s.N, s.D, len(s.X), len(s.Norms)))
+	}
+}
+
+// Workspace is the reusable scratch of the tiled passes. The zero value is
+// ready to use; a Workspace must not be used by two passes concurrently.
+type Workspace struct {
+	tile []float32
+	acc  []float64
+}
+
+func (ws *Workspace) scanAcc() []float64 {
+	if len(ws.acc) < TileCols {
+		ws.acc = make([]float64, TileCols)
+	}
+	return ws.acc
+}
+
+func (ws *Workspace) tileBuf() []float32 {
+	if len(ws.tile) < TileRows*TileCols {
+		ws.tile = make([]float32, TileRows*TileCols)
+	}
+	return ws.tile
+}
+
+// Bytes returns the workspace's current size in bytes.
+func (ws *Workspace) Bytes() int64 { return int64(len(ws.tile))*4 + int64(len(ws.acc))*8 }
+
+// tile computes w(a_i, b_j) for i in [i0, i0+rows), j in [j0, j0+cols) into
+// t (rows×cols, row stride cols).
+func (k Kernel) tile(a, b Set, i0, rows, j0, cols int, t []float32) {
+	d := a.D
+	gemm.NT(rows, cols, d, a.X[i0*d:], d, b.X[j0*d:], d, t, cols)
+	nb := b.Norms[j0 : j0+cols]
+	for r := 0; r < rows; r++ {
+		k.fromDots(t[r*cols:r*cols+cols], a.Norms[i0+r], nb)
+	}
+}
+
+// ForEachTile calls fn for every tile of the interaction matrix
+// W[i][j] = w(a_i, b_j), row blocks outer, column blocks inner. w holds
+// rows×cols interactions with row stride cols; it is only valid during the
+// call.
+func (k Kernel) ForEachTile(a, b Set, ws *Workspace, fn func(i0, j0, rows, cols int, w []float32)) {
+	a.check("ForEachTile", "a")
+	b.check("ForEachTile", "b")
+	if a.D != b.D {
+		panic(fmt.Sprintf("riesz: ForEachTile: dimensions %d and %d differ", a.D, b.D))
+	}
+	t := ws.tileBuf()
+	for i0 := 0; i0 < a.N; i0 += TileRows {
+		rows := min(TileRows, a.N-i0)
+		for j0 := 0; j0 < b.N; j0 += TileCols {
+			cols := min(TileCols, b.N-j0)
+			k.tile(a, b, i0, rows, j0, cols, t)
+			fn(i0, j0, rows, cols, t[:rows*cols])
+		}
+	}
+}
+
+// ForEachTileByColumn is ForEachTile with column blocks outer and row blocks
+// inner, so that each column sees the rows of a in order.
+func (k Kernel) ForEachTileByColumn(a, b Set, ws *Workspace, fn func(i0, j0, rows, cols int, w []float32)) {
+	a.check("ForEachTileByColumn", "a")
+	b.check("ForEachTileByColumn", "b")
+	if a.D != b.D {
+		panic(fmt.Sprintf("riesz: ForEachTileByColumn: dimensions %d and %d differ", a.D, b.D))
+	}
+	t := ws.tileBuf()
+	for j0 := 0; j0 < b.N; j0 += TileCols {
+		cols := min(TileCols, b.N-j0)
+		for i0 := 0; i0 < a.N; i0 += TileRows {
+			rows := min(TileRows, a.N-i0)
+			k.tile(a, b, i0, rows, j0, cols, t)
+			fn(i0, j0, rows, cols, t[:rows*cols])
+		}
+	}
+}
