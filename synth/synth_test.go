@@ -1,0 +1,525 @@
+package synth
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/densitykv/densitykv/memory"
+)
+
+func smallConfig() Config {
+	c := DefaultConfig()
+	c.Layout = memory.Layout{Height: 4, Width: 6, FramesPerBlock: 2, Layers: 3, Heads: 2, HeadDim: 16}
+	c.Blocks = 5
+	c.PanAmplitude = 3
+	c.PanPeriod = 8
+	return c
+}
+
+type layerData struct{ q, k, v []float32 }
+
+func readAll(t *testing.T, r Reader) ([]BlockInfo, [][]layerData) {
+	t.Helper()
+	var infos []BlockInfo
+	var out [][]layerData
+	for {
+		info, err := r.NextBlock()
+		if err == io.EOF {
+			return infos, out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		info.Latent = append([]float32(nil), info.Latent...)
+		infos = append(infos, info)
+		var ls []layerData
+		for l := 0; l < r.Layout().Layers; l++ {
+			q, k, v, err := r.Layer(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ls = append(ls, layerData{append([]float32(nil), q...), append([]float32(nil), k...), append([]float32(nil), v...)})
+		}
+		out = append(out, ls)
+	}
+}
+
+func mustGen(t testing.TB, c Config) *Generator {
+	t.Helper()
+	g, err := NewGenerator(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func equal(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestGeneratorDeterministic(t *testing.T) {
+	c := smallConfig()
+	_, a := readAll(t, mustGen(t, c))
+	g := mustGen(t, c)
+	_, b := readAll(t, g)
+	g.Reset()
+	_, again := readAll(t, g)
+	c.Seed++
+	_, other := readAll(t, mustGen(t, c))
+	if len(a) != c.Blocks {
+		t.Fatalf("got %d blocks, want %d", len(a), c.Blocks)
+	}
+	for bi := range a {
+		for l := range a[bi] {
+			if !equal(a[bi][l].k, b[bi][l].k) || !equal(a[bi][l].q, b[bi][l].q) || !equal(a[bi][l].v, b[bi][l].v) {
+				t.Fatalf("block %d layer %d differs between two generators with the same seed", bi, l)
+			}
+			if !equal(a[bi][l].k, again[bi][l].k) {
+				t.Fatalf("block %d layer %d differs after Reset", bi, l)
+			}
+			if equal(a[bi][l].k, other[bi][l].k) {
+				t.Fatalf("block %d layer %d identical for a different seed", bi, l)
+			}
+		}
+	}
+}
+
+func TestGeneratorLayerSkipMatchesSequential(t *testing.T) {
+	c := smallConfig()
+	_, all := readAll(t, mustGen(t, c))
+	g := mustGen(t, c)
+	for b := 0; b < c.Blocks; b++ {
+		if _, err := g.NextBlock(); err != nil {
+			t.Fatal(err)
+		}
+		_, k, _, err := g.Layer(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equal(k, all[b][2].k) {
+			t.Fatalf("block %d: skipping to layer 2 gives different keys", b)
+		}
+		if _, _, _, err := g.Layer(1); err == nil {
+			t.Fatal("going back to layer 1 succeeded")
+		}
+	}
+	if _, err := g.NextBlock(); err != io.EOF {
+		t.Fatalf("after last block: %v, want io.EOF", err)
+	}
+}
+
+func TestGeneratorKeyGeometry(t *testing.T) {
+	c := smallConfig()
+	g := mustGen(t, c)
+	_, all := readAll(t, g)
+	D := c.Layout.HeadDim
+	for _, blk := range all {
+		for _, ld := range blk {
+			for r := 0; r < len(ld.k)/D; r++ {
+				var ss, vs float64
+				for _, x := range ld.k[r*D : (r+1)*D] {
+					ss += float64(x) * float64(x)
+				}
+				for _, x := range ld.v[r*D : (r+1)*D] {
+					if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+						t.Fatalf("value row %d not finite", r)
+					}
+					vs += float64(x) * float64(x)
+				}
+				// Key gains lie in [0.8, 1.2], so ‖k‖²/D lies in [0.64, 1.44].
+				if ms := ss / float64(D); ms < 0.6 || ms > 1.5 {
+					t.Fatalf("key row %d mean square %.3f, want ≈ 1 (qk-norm)", r, ms)
+				}
+				if vs == 0 {
+					t.Fatalf("value row %d is zero", r)
+				}
+			}
+		}
+	}
+}
+
+func TestSceneSchedule(t *testing.T) {
+	c := DefaultConfig() // 120 frames, cut at 54, return at 90
+	g := mustGen(t, c)
+	for _, tc := range []struct{ frame, scene int }{{0, 0}, {53, 0}, {54, 1}, {89, 1}, {90, 0}, {119, 0}} {
+		if got := g.SceneAt(tc.frame); got != tc.scene {
+			t.Errorf("SceneAt(%d) = %d, want %d", tc.frame, got, tc.scene)
+		}
+	}
+	c.ReturnAt = 0
+	g = mustGen(t, c)
+	if g.SceneAt(119) != 1 {
+		t.Error("without a return the stream must stay in scene 1")
+	}
+}
+
+// frameDistance is the mean per-token feature distance between two frames.
+func frameDistance(g *Generator, a, b int) float64 {
+	c := g.Config()
+	n := c.Layout.TokensPerFrame() * c.Channels
+	fa := g.Frame(make([]float32, n), a)
+	fb := g.Frame(make([]float32, n), b)
+	var s float64
+	for i := range fa {
+		d := float64(fa[i] - fb[i])
+		s += d * d
+	}
+	return math.Sqrt(s / float64(c.Layout.TokensPerFrame()))
+}
+
+func TestSceneContentReturns(t *testing.T) {
+	c := DefaultConfig()
+	c.Drift = 0
+	c.PanAmplitude = 0
+	c.Objects = 0
+	g := mustGen(t, c)
+	same := frameDistance(g, 10, 100) // scene 0 before the cut and after the return
+	cut := frameDistance(g, 10, 60)   // scene 0 vs scene 1
+	if !(same < 0.5*cut) {
+		t.Fatalf("returning scene distance %.3f should be well below the cut distance %.3f", same, cut)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for name, mut := range map[string]func(*Config){
+		"blocks":   func(c *Config) { c.Blocks = 0 },
+		"headdim":  func(c *Config) { c.Layout.HeadDim = 7 },
+		"heads":    func(c *Config) { c.Layout.Heads = 0 },
+		"channels": func(c *Config) { c.Channels = 0 },
+		"noise":    func(c *Config) { c.Noise = math.NaN() },
+		"period":   func(c *Config) { c.PanPeriod = 0 },
+		"regions":  func(c *Config) { c.Regions = 0 },
+	} {
+		c := smallConfig()
+		mut(&c)
+		if _, err := NewGenerator(c); err == nil || !strings.HasPrefix(err.Error(), "synth: ") {
+			t.Errorf("%s: error %v, want a synth error", name, err)
+		}
+	}
+}
+
+func writeStream(t testing.TB, c Config, d DType) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, Header{Layout: c.Layout, DType: d, Blocks: c.Blocks, Source: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Copy(w, mustGen(t, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != c.Blocks {
+		t.Fatalf("copied %d blocks, want %d", n, c.Blocks)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestFileRoundTrip(t *testing.T) {
+	c := smallConfig()
+	infos, want := readAll(t, mustGen(t, c))
+	for _, d := range []DType{Float32, BFloat16} {
+		data := writeStream(t, c, d)
+		r, err := NewFileReader(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Layout() != c.Layout || r.Blocks() != c.Blocks || r.Header().Source != "test" {
+			t.Fatalf("%s: header %+v", d, r.Header())
+		}
+		ginfos, got := readAll(t, r)
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d blocks, want %d", d, len(got), len(want))
+		}
+		for b := range want {
+			if ginfos[b].Index != infos[b].Index || ginfos[b].LatentShape != infos[b].LatentShape || !equal(ginfos[b].Latent, infos[b].Latent) {
+				t.Fatalf("%s: block %d info differs", d, b)
+			}
+			for l := range want[b] {
+				for i, pair := range [][2][]float32{{got[b][l].q, want[b][l].q}, {got[b][l].k, want[b][l].k}, {got[b][l].v, want[b][l].v}} {
+					for j := range pair[1] {
+						g, w := pair[0][j], pair[1][j]
+						if d == Float32 && math.Float32bits(g) != math.Float32bits(w) {
+							t.Fatalf("f32 block %d layer %d tensor %d value %d: %v != %v", b, l, i, j, g, w)
+						}
+						if d == BFloat16 && math.Abs(float64(g-w)) > math.Abs(float64(w))/128 {
+							t.Fatalf("bf16 block %d layer %d tensor %d value %d: %v vs %v", b, l, i, j, g, w)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestFileReaderSkipsLayers(t *testing.T) {
+	c := smallConfig()
+	_, want := readAll(t, mustGen(t, c))
+	r, err := NewFileReader(bytes.NewReader(writeStream(t, c, Float32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := 0; b < c.Blocks; b++ {
+		if _, err := r.NextBlock(); err != nil {
+			t.Fatal(err)
+		}
+		if b%2 == 0 {
+			continue // read nothing of this block
+		}
+		_, k, _, err := r.Layer(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equal(k, want[b][1].k) {
+			t.Fatalf("block %d layer 1 differs after skipping", b)
+		}
+	}
+	if _, err := r.NextBlock(); err != io.EOF {
+		t.Fatalf("got %v, want io.EOF", err)
+	}
+}
+
+func TestFileCorruption(t *testing.T) {
+	c := smallConfig()
+	data := writeStream(t, c, BFloat16)
+	for name, mut := range map[string]func([]byte) []byte{
+		"flip payload byte": func(b []byte) []byte { b[len(b)/2] ^= 0x10; return b },
+		"truncate":          func(b []byte) []byte { return b[:len(b)-100] },
+		"drop end record":   func(b []byte) []byte { return b[:len(b)-13] },
+		"bad magic":         func(b []byte) []byte { b[0] = 'X'; return b },
+	} {
+		b := mut(append([]byte(nil), data...))
+		err := func() error {
+			r, err := NewFileReader(bytes.NewReader(b))
+			if err != nil {
+				return err
+			}
+			for {
+				if _, err := r.NextBlock(); err != nil {
+					if err == io.EOF {
+						return nil
+					}
+					return err
+				}
+				for l := 0; l < c.Layout.Layers; l++ {
+					if _, _, _, err := r.Layer(l); err != nil {
+						return err
+					}
+				}
+			}
+		}()
+		if err == nil || !strings.HasPrefix(err.Error(), "synth: ") {
+			t.Errorf("%s: error %v, want a synth error", name, err)
+		}
+	}
+}
+
+func TestWriterMisuse(t *testing.T) {
+	l := smallConfig().Layout
+	n := l.TokensPerBlock() * l.Heads * l.HeadDim
+	x := make([]float32, n)
+	w, err := NewWriter(io.Discard, Header{Layout: l, Blocks: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteLayer(0, x, x, x); err == nil {
+		t.Error("layer before block accepted")
+	}
+	if err := w.BeginBlock(0, nil, [4]int{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteLayer(1, x, x, x); err == nil {
+		t.Error("layer 1 before layer 0 accepted")
+	}
+	if err := w.WriteLayer(0, x[:1], x, x); err == nil {
+		t.Error("short q accepted")
+	}
+	if err := w.BeginBlock(1, nil, [4]int{}); err == nil {
+		t.Error("new block with missing layers accepted")
+	}
+	if err := w.Close(); err == nil {
+		t.Error("close with an incomplete block accepted")
+	}
+	for i := 0; i < l.Layers; i++ {
+		if err := w.WriteLayer(i, x, x, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.BeginBlock(5, nil, [4]int{}); err == nil {
+		t.Error("block 5 after block 0 accepted")
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewWriter(io.Discard, Header{Layout: l, DType: "f16"}); err == nil {
+		t.Error("dtype f16 accepted")
+	}
+}
+
+func TestBF16(t *testing.T) {
+	for _, tc := range []struct {
+		in   float32
+		want uint16
+	}{{0, 0}, {1, 0x3f80}, {-2, 0xc000}, {1.00390625, 0x3f80}, {1.01171875, 0x3f82}, {float32(math.Inf(1)), 0x7f80}} {
+		if got := ToBF16(tc.in); got != tc.want {
+			t.Errorf("ToBF16(%v) = %#x, want %#x", tc.in, got, tc.want)
+		}
+	}
+	if x := FromBF16(ToBF16(float32(math.NaN()))); x == x {
+		t.Error("NaN did not survive bf16")
+	}
+}
+
+// fakePolicy counts calls and returns an empty context.
+type fakePolicy struct {
+	layout       memory.Layout
+	begins, ends int
+	attends      int
+}
+
+func (f *fakePolicy) Name() string              { return "fake" }
+func (f *fakePolicy) Layout() memory.Layout     { return f.layout }
+func (f *fakePolicy) Begin(c memory.Call) error { f.begins++; return nil }
+func (f *fakePolicy) End() error                { f.ends++; return nil }
+func (f *fakePolicy) Bytes() int64              { return 7 }
+func (f *fakePolicy) Attend(layer int, q, k, v []float32) (memory.Context, error) {
+	f.attends++
+	return memory.Context{Q: q}, nil
+}
+
+func TestRecorder(t *testing.T) {
+	c := smallConfig()
+	g := mustGen(t, c)
+	_, want := readAll(t, mustGen(t, c))
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, Header{Layout: c.Layout, Blocks: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := &fakePolicy{layout: c.Layout}
+	rec, err := NewRecorder(inner, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := 0; b < c.Blocks; b++ {
+		info, err := g.NextBlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Two noisy passes (not recorded), then the clean pass.
+		for step := 0; step <= 2; step++ {
+			clean := step == 2
+			if err := rec.Begin(memory.Call{Block: b, Step: step, Clean: clean, First: step == 0, Latent: info.Latent}); err != nil {
+				t.Fatal(err)
+			}
+			for l := 0; l < c.Layout.Layers; l++ {
+				q, k, v := want[b][l].q, want[b][l].k, want[b][l].v
+				if step == 0 { // a noisy pass sees other projections
+					var err error
+					if q, k, v, err = g.Layer(l); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := rec.Attend(l, q, k, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := rec.End(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if inner.begins != 3*c.Blocks || inner.attends != 3*c.Blocks*c.Layout.Layers || rec.Bytes() != 7 || rec.Name() != "fake" {
+		t.Fatalf("inner policy saw begins %d attends %d", inner.begins, inner.attends)
+	}
+	r, err := NewFileReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos, got := readAll(t, r)
+	if len(got) != c.Blocks {
+		t.Fatalf("recorded %d blocks, want %d", len(got), c.Blocks)
+	}
+	for b := range got {
+		if infos[b].LatentShape != [4]int{c.Layout.FramesPerBlock, c.Channels, 2 * c.Layout.Height, 2 * c.Layout.Width} {
+			t.Fatalf("block %d latent shape %v", b, infos[b].LatentShape)
+		}
+		for l := range got[b] {
+			if !equal(got[b][l].k, want[b][l].k) || !equal(got[b][l].v, want[b][l].v) {
+				t.Fatalf("block %d layer %d: recording differs from the clean pass", b, l)
+			}
+		}
+	}
+	if _, err := NewRecorder(&fakePolicy{layout: memory.DefaultLayout()}, w); err == nil {
+		t.Error("layout mismatch accepted")
+	}
+}
+
+func FuzzFileReader(f *testing.F) {
+	c := smallConfig()
+	c.Blocks = 2
+	f.Add(writeStream(f, c, Float32))
+	f.Add(writeStream(f, c, BFloat16))
+	f.Add([]byte(Magic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := NewFileReader(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		for i := 0; i < 100; i++ {
+			if _, err := r.NextBlock(); err != nil {
+				if !errors.Is(err, io.EOF) && !strings.HasPrefix(err.Error(), "synth: ") {
+					t.Fatalf("unprefixed error %v", err)
+				}
+				return
+			}
+			for l := 0; l < r.Layout().Layers; l++ {
+				if _, _, _, err := r.Layer(l); err != nil {
+					return
+				}
+			}
+		}
+	})
+}
+
+func BenchmarkGeneratorBlock(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{{"default", DefaultConfig()}, {"paper", PaperConfig(4)}} {
+		b.Run(tc.name, func(b *testing.B) {
+			g := mustGen(b, tc.cfg)
+			for b.Loop() {
+				if _, err := g.NextBlock(); err == io.EOF {
+					g.Reset()
+					if _, err := g.NextBlock(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for l := 0; l < tc.cfg.Layout.Layers; l++ {
+					if _, _, _, err := g.Layer(l); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
