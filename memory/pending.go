@@ -6,7 +6,6 @@ func notYet(name string) error {
 	return fmt.Errorf("memory: policy %q is not available in this build yet", name)
 }
 
-func newDeepForcing(Config) (Policy, error)          { return nil, notYet(NameDeepForcing) }
-func newLongLiveRAG(Config) (Policy, error)          { return nil, notYet(NameLongLiveRAG) }
-func newSelector(_ Config, n string) (Policy, error) { return nil, notYet(n) }
-func newDensityKV(Config) (Policy, error)            { return nil, notYet(NameDensityKV) }
+func newDeepForcing(Config) (Policy, error) { return nil, notYet(NameDeepForcing) }
+func newLongLiveRAG(Config) (Policy, error) { return nil, notYet(NameLongLiveRAG) }
+func newDensityKV(Config) (Policy, error)   { return nil, notYet(NameDensityKV) }

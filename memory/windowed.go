@@ -1,0 +1,316 @@
+package memory
+
+import (
+	"fmt"
+)
+
+// selector is the historical-memory strategy of a windowed policy: it
+// receives the frames that leave the local window and provides the memory
+// part of the context.
+type selector interface {
+	// offer hands over the committed frames (raw keys) that left the window
+	// at the first call of block, oldest first (possibly none), and updates
+	// the memory. It records its per-layer stats into st.
+	offer(block int, frames []*frame, st *Stats) error
+	// memory returns layer's memory keys (rotated at temporal position 0 and
+	// native spatial position) and values, [n][H][D], and n.
+	memory(layer int) (k, v []float32, n int)
+	// occupancy returns the memory entries per head of layer.
+	occupancy(layer int, dst []int)
+	// bytes returns the persistent bytes of the memory (sink and window
+	// excluded).
+	bytes() int64
+}
+
+// windowed is the family of policies that attend
+// [sink (slot positions) | memory (t = 0) | local window] with the local
+// window holding the last WindowFrames frames including the current block:
+// DensityKV, LongLive-RAG, FullHistory, FIFO and uniform stride. Frames that
+// leave the window are offered to the selector at the first call of the
+// next block ("logical precommit"): block b offers frames
+// [SinkFrames + seen, b·F + F − WindowFrames).
+//
+// Positions follow the golden rollout's latent-memory cache: keys are stored
+// raw (after qk-norm, before RoPE); sink frames sit at their slot (frame
+// index, 0 for the one-frame sink); window frames and queries at their slot
+// in a CacheFrames rolling cache (absolute until it is full, then
+// block-relative: queries at 9, 10, 11 and the window at 7…11 for Wan).
+type windowed struct {
+	*core
+	sel    selector
+	sink   []*frame // committed sink frames, raw keys
+	recent []*frame // committed non-sink frames not yet offered, oldest first
+	seen   int      // non-sink frames offered so far
+	// describe, when set, computes frame descriptors at commit.
+	describe func(fr []*frame, latent []float32) error
+}
+
+// Begin starts one forward call; the first call of a block offers the
+// frames that left the window to the memory.
+func (p *windowed) Begin(c Call) error {
+	if err := p.checkBegin(c); err != nil {
+		return err
+	}
+	var leaving []*frame
+	if c.First {
+		F, S, W := p.lay.FramesPerBlock, p.cfg.SinkFrames, p.cfg.WindowFrames
+		lim := c.Block*F + F - W // first frame of the window
+		for _, f := range p.recent {
+			if f.ID < lim {
+				leaving = append(leaving, f)
+			}
+		}
+		_ = S
+	}
+	st := p.stats
+	p.openCall(c)
+	if c.First {
+		p.startUpdate()
+		err := p.sel.offer(c.Block, leaving, &p.stats)
+		p.stopUpdate()
+		if err != nil {
+			// Undo the call: the selector left its state unchanged.
+			p.open, p.stats = false, st
+			p.started--
+			return err
+		}
+		p.recent = p.recent[len(leaving):]
+		p.seen += len(leaving)
+	}
+	for l := range p.stats.Occupancy {
+		p.sel.occupancy(l, p.stats.Occupancy[l])
+	}
+	return nil
+}
+
+// Attend returns [sink | memory | window] for one layer.
+func (p *windowed) Attend(layer int, q, k, v []float32) (Context, error) {
+	if err := p.checkAttend(layer, q, k, v); err != nil {
+		return Context{}, err
+	}
+	p.stage(layer, q, k, v, false)
+	F, S, W := p.lay.FramesPerBlock, p.cfg.SinkFrames, p.cfg.WindowFrames
+	start := p.call.Block * F
+	end := start + F
+	n := p.tpf * p.row
+	p.ctxReset()
+	var parts Parts
+	qt := make([]int, F)
+	for _, f := range p.sink {
+		p.ctxFrame(f.K[layer], f.V[layer], p.frameSlot(f.ID, end))
+		parts.Sink += p.tpf
+	}
+	for f := 0; f < F; f++ {
+		if start+f < S {
+			qt[f] = p.frameSlot(start+f, end)
+			p.ctxFrame(k[f*n:(f+1)*n], v[f*n:(f+1)*n], qt[f])
+			parts.Sink += p.tpf
+		}
+	}
+	mk, mv, mn := p.sel.memory(layer)
+	p.kbuf = append(p.kbuf, mk...)
+	p.vbuf = append(p.vbuf, mv...)
+	parts.Memory = mn
+	for _, f := range p.recent {
+		if f.ID >= end-W {
+			p.ctxFrame(f.K[layer], f.V[layer], p.frameSlot(f.ID, end))
+			parts.Local += p.tpf
+		}
+	}
+	for f := 0; f < F; f++ {
+		if start+f >= S {
+			qt[f] = p.frameSlot(start+f, end)
+			p.ctxFrame(k[f*n:(f+1)*n], v[f*n:(f+1)*n], qt[f])
+			parts.Local += p.tpf
+		}
+	}
+	p.stats.Parts[layer] = parts
+	qr := p.queries(q, qt)
+	p.layer++
+	return Context{Q: qr, K: p.kbuf, V: p.vbuf, Parts: parts}, nil
+}
+
+// End finishes the call; a clean pass commits the block's raw K/V.
+func (p *windowed) End() error {
+	if err := p.checkEnd(); err != nil {
+		return err
+	}
+	if p.call.Clean {
+		fr := p.stagedFrames()
+		if p.describe != nil {
+			if err := p.describe(fr, p.call.Latent); err != nil {
+				return err
+			}
+		}
+		for _, f := range fr {
+			if f.ID < p.cfg.SinkFrames {
+				p.sink = append(p.sink, f)
+			} else {
+				p.recent = append(p.recent, f)
+			}
+		}
+	}
+	p.closeCall(p.Bytes())
+	return nil
+}
+
+// Bytes returns the sink and window K/V (S_KV) plus the memory's bytes.
+func (p *windowed) Bytes() int64 {
+	return p.model().KVFrames(int64(len(p.sink)+len(p.recent))) + p.sel.bytes()
+}
+
+// memFrame returns a frame's keys of layer rotated at temporal position 0.
+func (c *core) memKeys(f *frame, layer int) []float32 {
+	k := append([]float32(nil), f.K[layer]...)
+	c.rot.frame(k, c.lay.Heads, 0)
+	return k
+}
+
+// tokenStore is a per-layer list of memory tokens shared by all heads:
+// keys rotated at t = 0, values, and the global token index of each.
+type tokenStore struct {
+	k, v [][]float32 // [layer] → [n][H][D]
+	src  []int64     // [n] global token index f·P + p
+	adm  []int32     // [n] block that admitted the token
+}
+
+func (s *tokenStore) len() int { return len(s.src) }
+
+// keep retains the tokens whose index satisfies keep, in order.
+func (s *tokenStore) filter(row int, keep func(i int) bool) {
+	j := 0
+	for i := range s.src {
+		if !keep(i) {
+			continue
+		}
+		for l := range s.k {
+			copy(s.k[l][j*row:(j+1)*row], s.k[l][i*row:(i+1)*row])
+			copy(s.v[l][j*row:(j+1)*row], s.v[l][i*row:(i+1)*row])
+		}
+		s.src[j], s.adm[j] = s.src[i], s.adm[i]
+		j++
+	}
+	for l := range s.k {
+		s.k[l], s.v[l] = s.k[l][:j*row], s.v[l][:j*row]
+	}
+	s.src, s.adm = s.src[:j], s.adm[:j]
+}
+
+// selectorKind names the token-level control strategies.
+type tokenSelector struct {
+	c     *core
+	kind  string
+	cap   int // M tokens per head (FIFO, stride)
+	store tokenStore
+	// stride state: token ordinal of the next offered token, current stride.
+	ordinal int64
+	stride  int64
+	ords    []int64 // ordinal of each stored token (stride)
+}
+
+func newSelector(cfg Config, name string) (Policy, error) {
+	c, err := newCore(name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &tokenSelector{c: c, kind: name, cap: cfg.Capacity, stride: 1}
+	s.store.k = make([][]float32, cfg.Layout.Layers)
+	s.store.v = make([][]float32, cfg.Layout.Layers)
+	if name != NameFullHistory && cfg.Capacity == 0 {
+		return nil, fmt.Errorf("memory: %s: capacity must be positive", name)
+	}
+	return &Controls{windowed{core: c, sel: s}, s}, nil
+}
+
+// Controls is FullHistory (every historical token, unbounded: the
+// reference), FIFO (the Capacity most recent historical tokens) or uniform
+// stride (every s-th historical token, s doubling whenever more than
+// Capacity would be kept, so between Capacity/2 and Capacity tokens evenly
+// spread over the whole history). All attend [sink | memory (t = 0) |
+// window] like DensityKV, with identical selections in every head.
+type Controls struct {
+	windowed
+	s *tokenSelector
+}
+
+// Sources returns the global token index (frame·TokensPerFrame + h·Width + w)
+// of every memory entry, in memory order (the same in every layer and head).
+func (p *Controls) Sources() []int64 { return append([]int64(nil), p.s.store.src...) }
+
+func (s *tokenSelector) offer(block int, frames []*frame, st *Stats) error {
+	c := s.c
+	row := c.row
+	before := s.store.len()
+	added := 0
+	for _, f := range frames {
+		for l := 0; l < c.lay.Layers; l++ {
+			k := c.memKeys(f, l)
+			for p := 0; p < c.tpf; p++ {
+				ord := s.ordinal + int64(p)
+				if s.kind == NameUniformStride && ord%s.stride != 0 {
+					continue
+				}
+				s.store.k[l] = append(s.store.k[l], k[p*row:(p+1)*row]...)
+				s.store.v[l] = append(s.store.v[l], f.V[l][p*row:(p+1)*row]...)
+				if l == 0 {
+					s.store.src = append(s.store.src, int64(f.ID*c.tpf+p))
+					s.store.adm = append(s.store.adm, int32(block))
+					s.ords = append(s.ords, ord)
+					added++
+				}
+			}
+		}
+		s.ordinal += int64(c.tpf)
+	}
+	evicted := 0
+	switch s.kind {
+	case NameFIFO:
+		if n := s.store.len(); n > s.cap {
+			drop := n - s.cap
+			s.store.filter(row, func(i int) bool { return i >= drop })
+			s.ords = s.ords[drop:]
+			evicted = drop
+		}
+	case NameUniformStride:
+		for s.store.len() > s.cap {
+			s.stride *= 2
+			n := s.store.len()
+			ords := s.ords
+			s.store.filter(row, func(i int) bool { return ords[i]%s.stride == 0 })
+			j := 0
+			for _, o := range ords {
+				if o%s.stride == 0 {
+					ords[j] = o
+					j++
+				}
+			}
+			s.ords = ords[:j]
+			evicted += n - j
+		}
+	}
+	_ = before
+	for l := range st.Offered {
+		st.Offered[l] = len(frames) * c.tpf
+		st.Admitted[l] = added
+		st.EvictedCapacity[l] = evicted * c.lay.Heads
+	}
+	return nil
+}
+
+func (s *tokenSelector) memory(layer int) ([]float32, []float32, int) {
+	return s.store.k[layer], s.store.v[layer], s.store.len()
+}
+
+func (s *tokenSelector) occupancy(_ int, dst []int) {
+	for h := range dst {
+		dst[h] = s.store.len()
+	}
+}
+
+func (s *tokenSelector) bytes() int64 {
+	m := s.c.model()
+	if s.kind == NameFullHistory {
+		return m.KV(int64(s.store.len()))
+	}
+	return m.Provenance(int64(s.store.len()))
+}
