@@ -56,6 +56,12 @@ func (p Parts) Total() int { return p.Sink + p.Memory + p.Local }
 type Context struct {
 	Q, K, V []float32
 	Parts   Parts
+	// HeadMemory is nil unless heads hold different numbers of memory
+	// entries (only DensityKV's per-head-prefix ablation). Then head h's
+	// memory is rows [Sink, Sink+HeadMemory[h]) and rows
+	// [Sink+HeadMemory[h], Sink+Memory) of head h are zero padding that
+	// attention must mask out.
+	HeadMemory []int
 }
 
 // Policy is one memory policy (Native, Infinity-RoPE, Deep Forcing,

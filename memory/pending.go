@@ -8,4 +8,3 @@ func notYet(name string) error {
 
 func newDeepForcing(Config) (Policy, error) { return nil, notYet(NameDeepForcing) }
 func newLongLiveRAG(Config) (Policy, error) { return nil, notYet(NameLongLiveRAG) }
-func newDensityKV(Config) (Policy, error)   { return nil, notYet(NameDensityKV) }

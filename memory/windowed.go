@@ -127,7 +127,11 @@ func (p *windowed) Attend(layer int, q, k, v []float32) (Context, error) {
 	p.stats.Parts[layer] = parts
 	qr := p.queries(q, qt)
 	p.layer++
-	return Context{Q: qr, K: p.kbuf, V: p.vbuf, Parts: parts}, nil
+	var hm []int
+	if hs, ok := p.sel.(interface{ ragged(layer int) []int }); ok {
+		hm = hs.ragged(layer)
+	}
+	return Context{Q: qr, K: p.kbuf, V: p.vbuf, Parts: parts, HeadMemory: hm}, nil
 }
 
 // End finishes the call; a clean pass commits the block's raw K/V.

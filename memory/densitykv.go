@@ -1,0 +1,220 @@
+package memory
+
+import (
+	"fmt"
+
+	"github.com/densitykv/densitykv/bank"
+)
+
+// DensityKV is the paper's policy: attention reads
+// [sink | per-layer density bank (keys at t = 0) | local window], and the
+// frames leaving the window are offered, one block of N = F·P candidates
+// per head, to each layer's bank (Algorithm 1) before the first call of the
+// next block ("logical precommit"); that call, the block's later denoising
+// calls and its clean pass all read the updated bank.
+//
+// Candidate keys are the clean keys rotated at temporal position 0 and their
+// native spatial position; values are the raw clean values; candidate
+// sources are global token indices f·TokensPerFrame + h·Width + w (the Wan
+// golden rollout's source_token is Source − SinkFrames·TokensPerFrame).
+type DensityKV struct {
+	windowed
+	s *bankSelector
+}
+
+type bankSelector struct {
+	c     *core
+	cfg   BankConfig
+	banks []*bank.Bank
+	last  []bank.Decision // latest decision per layer (zero before any update)
+	// cached interleaved memory per layer [n][H][D] and per-head lengths.
+	memK, memV [][]float32
+	memN       []int
+	headN      [][]int
+}
+
+// bankConfig maps the policy configuration onto the bank package.
+func bankConfig(c Config) (bank.Config, error) {
+	b := c.Bank
+	bc := bank.Config{Heads: c.Layout.Heads, KeyDim: c.Layout.HeadDim, ValueDim: c.Layout.HeadDim,
+		Capacity: c.Capacity, Tau: b.Tau, Sigma: b.Sigma, P: b.P, Eps: b.Eps, Delta: b.Delta, Workers: b.Workers}
+	var err error
+	if bc.Ordering, err = bank.ParseOrdering(b.Ordering); err != nil {
+		return bc, fmt.Errorf("memory: densitykv: %w", err)
+	}
+	bc.Baselines = map[string]bank.Baselines{"frozen": bank.BaselinesFrozen, "refresh": bank.BaselinesRefresh}[b.Baselines]
+	bc.Eviction = map[string]bank.Eviction{"mandatory-densest": bank.EvictMandatoryDensest, "densest": bank.EvictDensest, "mandatory-source": bank.EvictMandatorySource}[b.Eviction]
+	bc.Prefix = map[string]bank.Prefix{"shared": bank.PrefixShared, "per-head": bank.PrefixPerHead}[b.Prefix]
+	bc.Admission = map[string]bank.Admission{"joint": bank.AdmitJoint, "sequential": bank.AdmitSequential}[b.Admission]
+	bc.Payload = map[string]bank.DType{"bf16": bank.BF16, "f32": bank.F32}[b.Payload]
+	bc.Density = map[string]bank.DType{"f32": bank.F32, "f64": bank.F64}[b.Densities]
+	switch b.Descriptor {
+	case "pre-rope-key":
+		bc.DescDim = c.Layout.HeadDim
+	case "key-value":
+		bc.DescDim = 2 * c.Layout.HeadDim
+	}
+	if err := bc.Validate(); err != nil {
+		return bc, fmt.Errorf("memory: densitykv: %w", err)
+	}
+	return bc, nil
+}
+
+func newDensityKV(cfg Config) (Policy, error) {
+	c, err := newCore(NameDensityKV, cfg)
+	if err != nil {
+		return nil, err
+	}
+	bc, err := bankConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	L := cfg.Layout.Layers
+	s := &bankSelector{c: c, cfg: cfg.Bank, banks: make([]*bank.Bank, L), last: make([]bank.Decision, L),
+		memK: make([][]float32, L), memV: make([][]float32, L), memN: make([]int, L), headN: make([][]int, L)}
+	for l := range s.banks {
+		if s.banks[l], err = bank.New(bc); err != nil {
+			return nil, fmt.Errorf("memory: densitykv: layer %d: %w", l, err)
+		}
+		s.headN[l] = make([]int, cfg.Layout.Heads)
+	}
+	return &DensityKV{windowed{core: c, sel: s}, s}, nil
+}
+
+// Banks returns the per-layer banks (live; do not update them directly).
+func (p *DensityKV) Banks() []*bank.Bank { return p.s.banks }
+
+// LastDecisions returns each layer's latest bank decision (the zero
+// Decision for a layer that has not been updated yet). The decisions of the
+// current block are available after its first Begin.
+func (p *DensityKV) LastDecisions() []bank.Decision {
+	return append([]bank.Decision(nil), p.s.last...)
+}
+
+// HeadMemory returns the bank occupancy of each head of layer; heads differ
+// only with the per-head prefix variant, in which case Context.Parts.Memory
+// is the largest and shorter heads are padded (see Context).
+func (p *DensityKV) HeadMemory(layer int) []int { return append([]int(nil), p.s.headN[layer]...) }
+
+// offer builds one bank.Block per layer from the leaving frames and updates
+// every layer's bank.
+func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
+	if len(frames) == 0 {
+		return nil
+	}
+	c := s.c
+	H, D, P := c.lay.Heads, c.lay.HeadDim, c.tpf
+	N := len(frames) * P
+	src := make([]int64, N)
+	for i, f := range frames {
+		for p := 0; p < P; p++ {
+			src[i*P+p] = int64(f.ID*P + p)
+		}
+	}
+	keys := make([]float32, H*N*D)
+	vals := make([]float32, H*N*D)
+	var desc []float32
+	descDim := 0
+	switch s.cfg.Descriptor {
+	case "pre-rope-key":
+		descDim = D
+	case "key-value":
+		descDim = 2 * D
+	}
+	if descDim > 0 {
+		desc = make([]float32, H*N*descDim)
+	}
+	decs := make([]bank.Decision, c.lay.Layers)
+	for l := 0; l < c.lay.Layers; l++ {
+		for i, f := range frames {
+			kr := c.memKeys(f, l)
+			for p := 0; p < P; p++ {
+				n := i*P + p
+				for h := 0; h < H; h++ {
+					o := (p*H + h) * D
+					copy(keys[(h*N+n)*D:(h*N+n+1)*D], kr[o:o+D])
+					copy(vals[(h*N+n)*D:(h*N+n+1)*D], f.V[l][o:o+D])
+					switch s.cfg.Descriptor {
+					case "pre-rope-key":
+						copy(desc[(h*N+n)*D:(h*N+n+1)*D], f.K[l][o:o+D])
+					case "key-value":
+						copy(desc[(h*N+n)*2*D:], kr[o:o+D])
+						copy(desc[(h*N+n)*2*D+D:(h*N+n+1)*2*D], f.V[l][o:o+D])
+					}
+				}
+			}
+		}
+		dec, err := s.banks[l].Update(bank.Block{Keys: keys, Values: vals, Desc: desc, Source: src})
+		if err != nil {
+			if l > 0 {
+				return fmt.Errorf("memory: densitykv: block %d layer %d (layers 0..%d already updated): %w", block, l, l-1, err)
+			}
+			return fmt.Errorf("memory: densitykv: block %d layer %d: %w", block, l, err)
+		}
+		decs[l] = dec
+		st.Offered[l] = N
+		for _, hd := range dec.Heads {
+			st.Admitted[l] = max(st.Admitted[l], hd.Accepted)
+			st.EvictedMandatory[l] += hd.Mandatory
+			st.EvictedCapacity[l] += hd.Capacity
+		}
+		s.refresh(l)
+	}
+	copy(s.last, decs)
+	return nil
+}
+
+// refresh rebuilds layer l's interleaved memory [n][H][D] from its bank.
+// Heads with fewer entries than the largest are zero-padded.
+func (s *bankSelector) refresh(l int) {
+	b := s.banks[l]
+	H, D := s.c.lay.Heads, s.c.lay.HeadDim
+	n := 0
+	for h := 0; h < H; h++ {
+		s.headN[l][h] = b.HeadLen(h)
+		n = max(n, s.headN[l][h])
+	}
+	s.memN[l] = n
+	s.memK[l] = grow(s.memK[l], n*H*D)
+	s.memV[l] = grow(s.memV[l], n*H*D)
+	clear(s.memK[l])
+	clear(s.memV[l])
+	for h := 0; h < H; h++ {
+		k, v := b.Keys(h), b.Values(h)
+		for i := 0; i < s.headN[l][h]; i++ {
+			copy(s.memK[l][(i*H+h)*D:(i*H+h+1)*D], k[i*D:(i+1)*D])
+			copy(s.memV[l][(i*H+h)*D:(i*H+h+1)*D], v[i*D:(i+1)*D])
+		}
+	}
+}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+func (s *bankSelector) memory(l int) ([]float32, []float32, int) {
+	return s.memK[l], s.memV[l], s.memN[l]
+}
+
+func (s *bankSelector) occupancy(l int, dst []int) { copy(dst, s.headN[l]) }
+
+func (s *bankSelector) bytes() int64 {
+	var n int64
+	for _, b := range s.banks {
+		n += b.Bytes()
+	}
+	return n
+}
+
+// ragged returns the per-head memory lengths of layer l when they differ.
+func (s *bankSelector) ragged(l int) []int {
+	for _, n := range s.headN[l] {
+		if n != s.memN[l] {
+			return append([]int(nil), s.headN[l]...)
+		}
+	}
+	return nil
+}

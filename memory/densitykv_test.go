@@ -1,0 +1,200 @@
+package memory
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/densitykv/densitykv/bank"
+)
+
+// goldenDensityConfig is the Wan golden rollout's DensityKV setting (max
+// ordering, σ = 4) with float32 payload for exact comparisons.
+func goldenDensityConfig(capacity int) Config {
+	c := tinyConfig()
+	c.Capacity = capacity
+	c.Bank.Ordering = "max"
+	c.Bank.Sigma = 4
+	c.Bank.Payload = "f32"
+	return c
+}
+
+func TestDensityKVPackingAndBank(t *testing.T) {
+	for _, capacity := range []int{24, 60, 72} {
+		t.Run(fmt.Sprintf("cap%d", capacity), func(t *testing.T) {
+			cfg := goldenDensityConfig(capacity)
+			pol, err := New(NameDensityKV, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := pol.(*DensityKV)
+			s := newStream(cfg.Layout, 11)
+			l := cfg.Layout
+			row, D := l.Heads*l.HeadDim, l.HeadDim
+			for b := 0; b < 8; b++ {
+				for st := 0; st <= 4; st++ {
+					ctx, _ := s.call(t, p, Call{Block: b, Step: st, First: st == 0, Clean: st == 4})
+					stats := p.LastStats()
+					for layer := range ctx {
+						bk := p.Banks()[layer]
+						n := bk.Len()
+						// The golden rollout's (bank, local, total) counts.
+						wantLocal := []int{24, 60}[min(b, 1)]
+						if got := ctx[layer].Parts; got != (Parts{Sink: 12, Memory: n, Local: wantLocal}) {
+							t.Fatalf("block %d step %d layer %d: parts %+v, bank %d", b, st, layer, got, n)
+						}
+						if b < 2 && n != 0 || b == 2 && n != min(36, capacity) {
+							t.Fatalf("block %d: bank holds %d", b, n)
+						}
+						// Memory rows are the bank's keys/values in storage order,
+						// and each is the clean key of its source token rotated at t=0.
+						ms := 12 * row
+						for h := 0; h < l.Heads; h++ {
+							keys, vals, ents := bk.Keys(h), bk.Values(h), bk.Entries(h)
+							for i, e := range ents {
+								got := ctx[layer].K[ms+i*row+h*D : ms+i*row+(h+1)*D]
+								if !equal(got, keys[i*D:(i+1)*D]) || !equal(ctx[layer].V[ms+i*row+h*D:ms+i*row+(h+1)*D], vals[i*D:(i+1)*D]) {
+									t.Fatalf("block %d layer %d head %d entry %d: context row differs from bank", b, layer, h, i)
+								}
+								f, tp := int(e.Source)/12, int(e.Source)%12
+								if f < 1 || f > 3*b-3 {
+									t.Fatalf("block %d: entry from frame %d (sink or window)", b, f)
+								}
+								want := rotated(l, s.cleanK[[2]int{f, layer}], 0)[tp*row+h*D : tp*row+(h+1)*D]
+								if !equal(got, want) {
+									t.Fatalf("block %d layer %d head %d entry %d (frame %d token %d): key is not the t=0 clean key", b, layer, h, i, f, tp)
+								}
+								if !equal(vals[i*D:(i+1)*D], s.cleanV[[2]int{f, layer}][tp*row+h*D:tp*row+(h+1)*D]) {
+									t.Fatalf("block %d: value not paired with its key", b)
+								}
+							}
+						}
+						// Sink and window frames and query positions as for every windowed policy.
+						var mem []tok
+						_ = mem
+						q, k, v := s.qkv(b, st, layer)
+						sink, win, qt := windowSegs(cfg, b)
+						s.expectFrames(t, Context{K: ctx[layer].K[:ms], V: ctx[layer].V[:ms]}, layer, k, v, sink)
+						me := ms + n*row
+						s.expectFrames(t, Context{K: ctx[layer].K[me:], V: ctx[layer].V[me:]}, layer, k, v, win)
+						nq := 12 * row
+						for f, tq := range qt {
+							if !equal(ctx[layer].Q[f*nq:(f+1)*nq], rotated(l, q[f*nq:(f+1)*nq], tq)) {
+								t.Fatalf("block %d: query frame %d not at t=%d", b, f, tq)
+							}
+						}
+						if b >= 4 && (qt[0] != 9 || win[0].t != 7) {
+							t.Fatalf("block %d: queries at %v, window from %d", b, qt, win[0].t)
+						}
+						// Stats of the first call record the update.
+						offered := 0
+						if st == 0 && b >= 2 {
+							offered = 36
+						}
+						if stats.Offered[layer] != offered || stats.Occupancy[layer][0] != n {
+							t.Fatalf("block %d step %d: stats offered %d occupancy %v", b, st, stats.Offered[layer], stats.Occupancy[layer])
+						}
+						if st == 0 && b >= 2 {
+							d := p.LastDecisions()[layer]
+							if stats.Admitted[layer] != d.Accepted || d.Candidates != 36 {
+								t.Fatalf("block %d: admitted %d, decision %+v", b, stats.Admitted[layer], d)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestDensityKVBytesMatchStorage(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Capacity = 30
+	p, err := New(NameDensityKV, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStream(cfg.Layout, 5)
+	m := storageModel(cfg)
+	for b := 0; b < 7; b++ {
+		s.block(t, p, b, 1)
+		var states int64
+		for _, bk := range p.(*DensityKV).Banks() {
+			for h := 0; h < cfg.Layout.Heads; h++ {
+				states += int64(bk.HeadLen(h))
+			}
+		}
+		frames := min(b*3+3, 1) + min(b*3+3-1, 5)
+		want := m.KVFrames(int64(frames)) + states*m.BankStates(1)
+		if p.Bytes() != want {
+			t.Fatalf("block %d: bytes %d, want %d (%d frames, %d states)", b, p.Bytes(), want, frames, states)
+		}
+		if b >= 3 && states != int64(cfg.Layout.Layers*cfg.Layout.Heads*30) && states == 0 {
+			t.Fatalf("block %d: empty banks", b)
+		}
+	}
+}
+
+// TestDensityKVVariants builds every bank variant from the policy config and
+// checks the variant reaches the bank and runs.
+func TestDensityKVVariants(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mut  func(*BankConfig)
+		chk  func(bank.Config) bool
+	}{
+		{"mean", func(b *BankConfig) { b.Ordering = "mean" }, func(c bank.Config) bool { return c.Ordering == bank.OrderMean }},
+		{"max", func(b *BankConfig) { b.Ordering = "max" }, func(c bank.Config) bool { return c.Ordering == bank.OrderMax }},
+		{"source", func(b *BankConfig) { b.Ordering = "source" }, func(c bank.Config) bool { return c.Ordering == bank.OrderSource }},
+		{"refresh", func(b *BankConfig) { b.Baselines = "refresh" }, func(c bank.Config) bool { return c.Baselines == bank.BaselinesRefresh }},
+		{"densest", func(b *BankConfig) { b.Eviction = "densest" }, func(c bank.Config) bool { return c.Eviction == bank.EvictDensest }},
+		{"msource", func(b *BankConfig) { b.Eviction = "mandatory-source" }, func(c bank.Config) bool { return c.Eviction == bank.EvictMandatorySource }},
+		{"perhead", func(b *BankConfig) { b.Prefix = "per-head" }, func(c bank.Config) bool { return c.Prefix == bank.PrefixPerHead }},
+		{"sequential", func(b *BankConfig) { b.Admission = "sequential" }, func(c bank.Config) bool { return c.Admission == bank.AdmitSequential }},
+		{"f64", func(b *BankConfig) { b.Densities = "f64"; b.Payload = "f32" }, func(c bank.Config) bool { return c.Density == bank.F64 && c.Payload == bank.F32 }},
+		{"prerope", func(b *BankConfig) { b.Descriptor = "pre-rope-key" }, func(c bank.Config) bool { return c.DescDim == 32 }},
+		{"kv", func(b *BankConfig) { b.Descriptor = "key-value" }, func(c bank.Config) bool { return c.DescDim == 64 }},
+		{"params", func(b *BankConfig) { b.Tau, b.Sigma, b.P, b.Eps, b.Delta, b.Workers = 1.5, 3, 1, 0.5, 1e-4, 1 }, func(c bank.Config) bool {
+			return c.Tau == 1.5 && c.Sigma == 3 && c.P == 1 && c.Eps == 0.5 && c.Delta == 1e-4 && c.Workers == 1
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tinyConfig()
+			cfg.Capacity = 40
+			tc.mut(&cfg.Bank)
+			pol, err := New(NameDensityKV, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := pol.(*DensityKV)
+			if !tc.chk(p.Banks()[0].Config()) {
+				t.Fatalf("variant not applied: %+v", p.Banks()[0].Config())
+			}
+			s := newStream(cfg.Layout, 2)
+			for b := 0; b < 6; b++ {
+				ctx := s.block(t, p, b, 1)
+				for l, c := range ctx {
+					hm := p.HeadMemory(l)
+					mx := 0
+					for _, n := range hm {
+						mx = max(mx, n)
+						if n > 40 {
+							t.Fatalf("head occupancy %d > capacity", n)
+						}
+					}
+					if c.Parts.Memory != mx || (c.HeadMemory != nil) != (tc.name == "perhead" && !allEqual(hm)) {
+						t.Fatalf("block %d layer %d: memory %d heads %v ctx heads %v", b, l, c.Parts.Memory, hm, c.HeadMemory)
+					}
+				}
+			}
+		})
+	}
+}
+
+func allEqual(x []int) bool {
+	for _, v := range x {
+		if v != x[0] {
+			return false
+		}
+	}
+	return true
+}
