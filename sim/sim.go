@@ -1,0 +1,280 @@
+// Package sim drives memory policies over a KV stream, block by block, the
+// way a backbone's rollout would, and reports what every policy did.
+//
+// For every block of the stream, every policy receives the same calls:
+// Steps read-only denoising calls (Begin, Attend for every layer, End), then
+// the clean pass whose K/V persist. The stream (package synth) only holds the
+// clean-pass projections, so denoising calls reuse them; with the default
+// Steps = 0 each block is a single call with First and Clean set. Policies
+// are driven in lockstep: all Begin, then for each layer every policy's
+// Attend on the same q/k/v (each policy gets its own copy, so a policy that
+// writes into its inputs cannot affect another), then all End. Observers see
+// the contexts of every policy for one layer together, which is what a
+// matched comparison (package eval) needs.
+//
+// Run is deterministic: calls happen in a fixed order on one goroutine, and
+// records carry wall times only in their timing fields.
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/synth"
+)
+
+// LayerView is what observers see for one layer of one block's clean pass:
+// the stream's inputs (pre-RoPE q and k, raw v, [T][H][D]) and the context
+// each policy returned, in policy order. Everything is valid only during the
+// callback.
+type LayerView struct {
+	Block, Layer int
+	Q, K, V      []float32
+	Contexts     []memory.Context
+}
+
+// LayerRecord is one policy's clean-pass record of one layer of one block.
+type LayerRecord struct {
+	Policy int    // index into the policies passed to Run
+	Name   string // policy name
+	Block  int
+	Layer  int
+	Parts  memory.Parts // keys attended by part
+	// Occupancy is the historical memory read per head (from
+	// memory.StatsReporter; Parts.Memory for every head otherwise).
+	Occupancy []int
+	// Offered and Admitted count candidate and admitted tokens per head;
+	// EvictedMandatory and EvictedCapacity count evictions summed over heads.
+	// All are −1 when the policy does not report statistics.
+	Offered, Admitted, EvictedMandatory, EvictedCapacity int
+	AttendSeconds                                        float64 // wall time of this Attend
+}
+
+// BlockRecord is one policy's record of one block (all its calls).
+type BlockRecord struct {
+	Policy int
+	Name   string
+	Block  int
+	Bytes  int64 // Policy.Bytes after the clean pass
+	// UpdateSeconds is the memory-update time the policy reports for the
+	// block's calls (memory.StatsReporter), −1 when it does not report.
+	UpdateSeconds float64
+	// Seconds is the wall time of every Begin, Attend and End of the block.
+	Seconds float64
+}
+
+// PolicySummary aggregates one policy over the run.
+type PolicySummary struct {
+	Name          string
+	Blocks        int
+	PeakBytes     int64
+	FinalBytes    int64
+	Seconds       float64 // total wall time in the policy
+	UpdateSeconds float64 // total reported update time (−1 when unreported)
+	Admitted      int64   // Σ admitted tokens per head over layers and blocks (−1 when unreported)
+	Evicted       int64   // Σ evictions over heads, layers and blocks (−1 when unreported)
+}
+
+// Summary is the result of Run.
+type Summary struct {
+	Blocks   int
+	Policies []PolicySummary
+}
+
+// Options configure Run. Every callback is optional; a callback error stops
+// the run and is returned wrapped.
+type Options struct {
+	// Steps read-only denoising calls precede each clean pass (0). They
+	// reuse the clean projections, so Run then holds all layers of a block.
+	Steps int
+	// MaxBlocks stops after that many blocks (0 = the whole stream).
+	MaxBlocks int
+	// ObserveLayer sees every layer of every clean pass with all contexts.
+	ObserveLayer func(LayerView) error
+	// OnLayer and OnBlock receive the per-policy records.
+	OnLayer func(LayerRecord) error
+	OnBlock func(BlockRecord) error
+	// Progress is called after every block with the blocks done and the
+	// total (−1 when the stream length is unknown).
+	Progress func(done, total int)
+}
+
+// Run drives policies over src from its current position to its end (or
+// MaxBlocks). Policies must be fresh (no calls yet) and share src's layout.
+// Block indices passed to the policies count from 0 at the start of the run.
+func Run(src synth.Reader, policies []memory.Policy, opt Options) (Summary, error) {
+	l := src.Layout()
+	if len(policies) == 0 {
+		return Summary{}, errors.New("sim: no policies")
+	}
+	if opt.Steps < 0 || opt.MaxBlocks < 0 {
+		return Summary{}, fmt.Errorf("sim: steps %d and max blocks %d must be ≥ 0", opt.Steps, opt.MaxBlocks)
+	}
+	for i, p := range policies {
+		if p == nil {
+			return Summary{}, fmt.Errorf("sim: policy %d is nil", i)
+		}
+		if p.Layout() != l {
+			return Summary{}, fmt.Errorf("sim: policy %d (%s) layout %+v differs from stream layout %+v", i, p.Name(), p.Layout(), l)
+		}
+	}
+	total := src.Blocks()
+	if opt.MaxBlocks > 0 && (total < 0 || opt.MaxBlocks < total) {
+		total = opt.MaxBlocks
+	}
+	n := l.TokensPerBlock() * l.Heads * l.HeadDim
+	type scratch struct{ q, k, v []float32 }
+	bufs := make([]scratch, len(policies))
+	for i := range bufs {
+		bufs[i] = scratch{make([]float32, n), make([]float32, n), make([]float32, n)}
+	}
+	cache := make([]scratch, l.Layers) // the block's layers when Steps > 0
+	sum := Summary{Policies: make([]PolicySummary, len(policies))}
+	for i, p := range policies {
+		sum.Policies[i].Name = p.Name()
+		if _, ok := p.(memory.StatsReporter); !ok {
+			sum.Policies[i].UpdateSeconds, sum.Policies[i].Admitted, sum.Policies[i].Evicted = -1, -1, -1
+		}
+	}
+	ctxs := make([]memory.Context, len(policies))
+	secs := make([]float64, len(policies))
+	upd := make([]float64, len(policies))
+	parts := make([][]memory.Parts, len(policies)) // clean pass, [policy][layer]
+	attendSecs := make([][]float64, len(policies))
+	for i := range policies {
+		parts[i] = make([]memory.Parts, l.Layers)
+		attendSecs[i] = make([]float64, l.Layers)
+	}
+	for b := 0; opt.MaxBlocks == 0 || b < opt.MaxBlocks; b++ {
+		info, err := src.NextBlock()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return sum, fmt.Errorf("sim: block %d: %w", b, err)
+		}
+		clear(secs)
+		clear(upd)
+		for step := 0; step <= opt.Steps; step++ {
+			clean := step == opt.Steps
+			call := memory.Call{Block: b, Step: step, Clean: clean, First: step == 0, Latent: info.Latent}
+			for i, p := range policies {
+				t0 := time.Now()
+				if err := p.Begin(call); err != nil {
+					return sum, fmt.Errorf("sim: block %d step %d: %s: %w", b, step, p.Name(), err)
+				}
+				secs[i] += time.Since(t0).Seconds()
+			}
+			for layer := 0; layer < l.Layers; layer++ {
+				var q, k, v []float32
+				if step == 0 {
+					if q, k, v, err = src.Layer(layer); err != nil {
+						return sum, fmt.Errorf("sim: block %d layer %d: %w", b, layer, err)
+					}
+					if opt.Steps > 0 { // later calls of the block reuse the layer
+						cache[layer] = scratch{append(cache[layer].q[:0], q...), append(cache[layer].k[:0], k...), append(cache[layer].v[:0], v...)}
+					}
+				} else {
+					q, k, v = cache[layer].q, cache[layer].k, cache[layer].v
+				}
+				for i, p := range policies {
+					s := bufs[i]
+					copy(s.q, q)
+					copy(s.k, k)
+					copy(s.v, v)
+					t0 := time.Now()
+					c, err := p.Attend(layer, s.q, s.k, s.v)
+					dt := time.Since(t0).Seconds()
+					secs[i] += dt
+					if err != nil {
+						return sum, fmt.Errorf("sim: block %d step %d layer %d: %s: %w", b, step, layer, p.Name(), err)
+					}
+					if got, want := len(c.K), c.Parts.Total()*l.Heads*l.HeadDim; got != want || len(c.V) != want || len(c.Q) != n {
+						return sum, fmt.Errorf("sim: block %d layer %d: %s: context has %d keys, %d values, %d queries for parts %+v (want %d, %d, %d)",
+							b, layer, p.Name(), len(c.K), len(c.V), len(c.Q), c.Parts, want, want, n)
+					}
+					ctxs[i] = c
+					if clean {
+						parts[i][layer], attendSecs[i][layer] = c.Parts, dt
+					}
+				}
+				if clean && opt.ObserveLayer != nil {
+					if err := opt.ObserveLayer(LayerView{Block: b, Layer: layer, Q: q, K: k, V: v, Contexts: ctxs}); err != nil {
+						return sum, fmt.Errorf("sim: block %d layer %d: observer: %w", b, layer, err)
+					}
+				}
+			}
+			for i, p := range policies {
+				t0 := time.Now()
+				if err := p.End(); err != nil {
+					return sum, fmt.Errorf("sim: block %d step %d: %s: end: %w", b, step, p.Name(), err)
+				}
+				secs[i] += time.Since(t0).Seconds()
+				sr, ok := p.(memory.StatsReporter)
+				var st memory.Stats
+				if ok {
+					st = sr.LastStats()
+					upd[i] += st.UpdateSeconds
+				}
+				if !clean {
+					continue
+				}
+				ps := &sum.Policies[i]
+				for layer := 0; layer < l.Layers; layer++ {
+					rec := LayerRecord{Policy: i, Name: p.Name(), Block: b, Layer: layer, Parts: parts[i][layer],
+						Offered: -1, Admitted: -1, EvictedMandatory: -1, EvictedCapacity: -1, AttendSeconds: attendSecs[i][layer]}
+					if ok && layer < len(st.Occupancy) {
+						rec.Occupancy = append([]int(nil), st.Occupancy[layer]...)
+						rec.Offered, rec.Admitted = at(st.Offered, layer), at(st.Admitted, layer)
+						rec.EvictedMandatory, rec.EvictedCapacity = at(st.EvictedMandatory, layer), at(st.EvictedCapacity, layer)
+						ps.Admitted += int64(max(rec.Admitted, 0))
+						ps.Evicted += int64(max(rec.EvictedMandatory, 0) + max(rec.EvictedCapacity, 0))
+					} else {
+						rec.Occupancy = make([]int, l.Heads)
+						for h := range rec.Occupancy {
+							rec.Occupancy[h] = rec.Parts.Memory
+						}
+					}
+					if opt.OnLayer != nil {
+						if err := opt.OnLayer(rec); err != nil {
+							return sum, fmt.Errorf("sim: block %d layer %d: layer callback: %w", b, layer, err)
+						}
+					}
+				}
+			}
+		}
+		for i, p := range policies {
+			ps := &sum.Policies[i]
+			bytes := p.Bytes()
+			ps.Blocks++
+			ps.FinalBytes = bytes
+			ps.PeakBytes = max(ps.PeakBytes, bytes)
+			ps.Seconds += secs[i]
+			rec := BlockRecord{Policy: i, Name: p.Name(), Block: b, Bytes: bytes, UpdateSeconds: -1, Seconds: secs[i]}
+			if _, ok := p.(memory.StatsReporter); ok {
+				rec.UpdateSeconds = upd[i]
+				ps.UpdateSeconds += upd[i]
+			}
+			if opt.OnBlock != nil {
+				if err := opt.OnBlock(rec); err != nil {
+					return sum, fmt.Errorf("sim: block %d: block callback: %w", b, err)
+				}
+			}
+		}
+		sum.Blocks++
+		if opt.Progress != nil {
+			opt.Progress(sum.Blocks, total)
+		}
+	}
+	return sum, nil
+}
+
+func at(s []int, i int) int {
+	if i < len(s) {
+		return s[i]
+	}
+	return -1
+}
