@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/rope"
+	"github.com/densitykv/densitykv/storage"
 )
 
 // tinyLayout is the golden tiny Wan model's geometry.
@@ -29,10 +30,11 @@ type stream struct {
 	seed   uint64
 	cleanK map[[2]int][]float32 // (frame, layer) → raw k [TPF][H][D]
 	cleanV map[[2]int][]float32
+	cleanQ map[[2]int][]float32
 }
 
 func newStream(l Layout, seed uint64) *stream {
-	return &stream{lay: l, seed: seed, cleanK: map[[2]int][]float32{}, cleanV: map[[2]int][]float32{}}
+	return &stream{lay: l, seed: seed, cleanK: map[[2]int][]float32{}, cleanV: map[[2]int][]float32{}, cleanQ: map[[2]int][]float32{}}
 }
 
 func (s *stream) qkv(block, step, layer int) (q, k, v []float32) {
@@ -68,6 +70,7 @@ func (s *stream) call(t *testing.T, p Policy, c Call) (ctx []Context, ks [][]flo
 				id := c.Block*s.lay.FramesPerBlock + f
 				s.cleanK[[2]int{id, l}] = append([]float32(nil), k[f*n:(f+1)*n]...)
 				s.cleanV[[2]int{id, l}] = append([]float32(nil), v[f*n:(f+1)*n]...)
+				s.cleanQ[[2]int{id, l}] = append([]float32(nil), q[f*n:(f+1)*n]...)
 			}
 		}
 	}
@@ -146,3 +149,10 @@ func equal(a, b []float32) bool {
 }
 
 func nanF() float64 { return math.NaN() }
+
+// storageConfig is the storage package's configuration of cfg.
+func storageConfig(c Config) storage.Config {
+	return storage.Config{Model: storageModel(c), SinkFrames: c.SinkFrames, WindowFrames: c.WindowFrames,
+		Capacity: c.Capacity, CacheFrames: c.CacheFrames, QueryBufferFrames: c.DeepForcing.RecentFrames,
+		DescriptorDim: 1024, LatentFPS: 4}
+}

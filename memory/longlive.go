@@ -1,0 +1,271 @@
+package memory
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Describer computes LongLive-RAG's retrieval descriptor of one latent frame
+// from its clean latent [C][H'][W'] (nil when the caller gives none) and
+// its clean raw keys per layer ([layer] → [TokensPerFrame][H][D]).
+type Describer interface {
+	// Dim is the descriptor length.
+	Dim() int
+	// NeedsLatent reports whether Describe needs the latent (clean passes
+	// without Call.Latent are then rejected at Begin).
+	NeedsLatent() bool
+	// Describe returns the descriptor of frame (a fresh slice of length Dim).
+	Describe(frame int, latent []float32, keys [][]float32) ([]float32, error)
+}
+
+// LatentMean is the built-in descriptor: the spatial mean of the frame's
+// latent per channel, L2-normalised (a zero mean stays zero).
+type LatentMean struct{ Channels int }
+
+// Dim returns the channel count.
+func (d LatentMean) Dim() int { return d.Channels }
+
+// NeedsLatent returns true.
+func (LatentMean) NeedsLatent() bool { return true }
+
+// Describe averages each channel of latent [C][H'][W'] and normalises.
+func (d LatentMean) Describe(frame int, latent []float32, _ [][]float32) ([]float32, error) {
+	if d.Channels <= 0 || len(latent) == 0 || len(latent)%d.Channels != 0 {
+		return nil, fmt.Errorf("memory: longlive-rag: frame %d latent has %d values, not a positive multiple of %d channels", frame, len(latent), d.Channels)
+	}
+	hw := len(latent) / d.Channels
+	out := make([]float32, d.Channels)
+	for c := range out {
+		var s float64
+		for _, v := range latent[c*hw : (c+1)*hw] {
+			s += float64(v)
+		}
+		out[c] = float32(s / float64(hw))
+	}
+	normalise(out)
+	return out, nil
+}
+
+// KeyMean describes a frame by the mean of its layer-0 raw keys over tokens
+// ([H·D] values), L2-normalised; it needs no latent (synthetic streams).
+type KeyMean struct{ Heads, HeadDim int }
+
+// Dim returns H·D.
+func (d KeyMean) Dim() int { return d.Heads * d.HeadDim }
+
+// NeedsLatent returns false.
+func (KeyMean) NeedsLatent() bool { return false }
+
+// Describe averages the layer-0 keys over the frame's tokens.
+func (d KeyMean) Describe(frame int, _ []float32, keys [][]float32) ([]float32, error) {
+	row := d.Heads * d.HeadDim
+	if len(keys) == 0 || row == 0 || len(keys[0]) == 0 || len(keys[0])%row != 0 {
+		return nil, fmt.Errorf("memory: longlive-rag: frame %d has no layer-0 keys of %d values per token", frame, row)
+	}
+	acc := make([]float64, row)
+	n := len(keys[0]) / row
+	for t := 0; t < n; t++ {
+		for i, v := range keys[0][t*row : (t+1)*row] {
+			acc[i] += float64(v)
+		}
+	}
+	out := make([]float32, row)
+	for i, v := range acc {
+		out[i] = float32(v / float64(n))
+	}
+	normalise(out)
+	return out, nil
+}
+
+func normalise(x []float32) {
+	var s float64
+	for _, v := range x {
+		s += float64(v) * float64(v)
+	}
+	if s == 0 {
+		return
+	}
+	inv := 1 / math.Sqrt(s)
+	for i, v := range x {
+		x[i] = float32(float64(v) * inv)
+	}
+}
+
+// LongLiveRAG keeps every frame that leaves the local window in an unbounded
+// pool with one descriptor per frame; at the first call of every block it
+// retrieves the TopK pool frames most cosine-similar to the last generated
+// frame's descriptor, excluding the ExcludeRecent most recent evictions, and
+// attends [sink | retrieved frames (t = 0, chronological order) | window].
+// Similarity ties go to the more recent frame.
+type LongLiveRAG struct {
+	windowed
+	s *ragSelector
+}
+
+type ragSelector struct {
+	c       *core
+	cfg     LongLiveRAGConfig
+	desc    Describer
+	descs   map[int][]float32 // descriptor of every committed frame
+	pool    []*frame          // evicted frames, keys rotated at t = 0
+	picked  []int             // pool indices retrieved for the current block
+	memK    [][]float32
+	memV    [][]float32
+	lastSim []float64
+}
+
+func newLongLiveRAG(cfg Config) (Policy, error) {
+	c, err := newCore(NameLongLiveRAG, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &ragSelector{c: c, cfg: cfg.LongLiveRAG, descs: map[int][]float32{},
+		memK: make([][]float32, cfg.Layout.Layers), memV: make([][]float32, cfg.Layout.Layers)}
+	if cfg.LongLiveRAG.Descriptor == "key-mean" {
+		s.desc = KeyMean{Heads: cfg.Layout.Heads, HeadDim: cfg.Layout.HeadDim}
+	} else {
+		s.desc = LatentMean{Channels: cfg.LongLiveRAG.LatentChannels}
+	}
+	p := &LongLiveRAG{windowed{core: c, sel: s}, s}
+	p.describe = s.describeFrames
+	return p, nil
+}
+
+// SetDescriber replaces the frame descriptor (before the first call).
+func (p *LongLiveRAG) SetDescriber(d Describer) error {
+	if p.started > 0 {
+		return fmt.Errorf("memory: longlive-rag: descriptor changed after block %d began", p.started-1)
+	}
+	if d == nil || d.Dim() <= 0 {
+		return fmt.Errorf("memory: longlive-rag: descriptor must be non-nil with a positive dimension")
+	}
+	p.s.desc = d
+	return nil
+}
+
+// Retrieved returns the frame ids retrieved for the current block, in
+// context order.
+func (p *LongLiveRAG) Retrieved() []int {
+	out := make([]int, len(p.s.picked))
+	for i, j := range p.s.picked {
+		out[i] = p.s.pool[j].ID
+	}
+	return out
+}
+
+// Begin checks that clean passes carry the latent the descriptor needs.
+func (p *LongLiveRAG) Begin(c Call) error {
+	if c.Clean && p.s.desc.NeedsLatent() {
+		F := p.lay.FramesPerBlock
+		if c.Latent == nil {
+			return fmt.Errorf("memory: longlive-rag: clean pass of block %d has no latent (the %T descriptor needs Call.Latent; use descriptor key-mean for streams without latents)", c.Block, p.s.desc)
+		}
+		if len(c.Latent)%(F*p.cfg.LongLiveRAG.LatentChannels) != 0 {
+			return fmt.Errorf("memory: longlive-rag: block %d latent has %d values, not a multiple of %d frames × %d channels", c.Block, len(c.Latent), F, p.cfg.LongLiveRAG.LatentChannels)
+		}
+	}
+	return p.windowed.Begin(c)
+}
+
+// describeFrames computes the descriptors of a committed block.
+func (s *ragSelector) describeFrames(fr []*frame, latent []float32) error {
+	per := 0
+	if latent != nil {
+		per = len(latent) / len(fr)
+	}
+	out := make([][]float32, len(fr))
+	for i, f := range fr {
+		var lat []float32
+		if latent != nil {
+			lat = latent[i*per : (i+1)*per]
+		}
+		d, err := s.desc.Describe(f.ID, lat, f.K)
+		if err != nil {
+			return err
+		}
+		if len(d) != s.desc.Dim() {
+			return fmt.Errorf("memory: longlive-rag: frame %d descriptor has %d values, want %d", f.ID, len(d), s.desc.Dim())
+		}
+		out[i] = d
+	}
+	for i, f := range fr {
+		s.descs[f.ID] = out[i]
+	}
+	return nil
+}
+
+func (s *ragSelector) offer(block int, frames []*frame, st *Stats) error {
+	c := s.c
+	for _, f := range frames {
+		for l := range f.K {
+			c.rot.frame(f.K[l], c.lay.Heads, 0)
+		}
+	}
+	s.pool = append(s.pool, frames...)
+	// Retrieval for this block.
+	s.picked = s.picked[:0]
+	eligible := len(s.pool) - s.cfg.ExcludeRecent
+	last := block*c.lay.FramesPerBlock - 1
+	q := s.descs[last]
+	if eligible > 0 && q != nil && s.cfg.TopK > 0 {
+		idx := make([]int, eligible)
+		sim := make([]float64, eligible)
+		for i := range idx {
+			idx[i] = i
+			sim[i] = cosine(q, s.descs[s.pool[i].ID])
+		}
+		sort.SliceStable(idx, func(a, b int) bool {
+			if sim[idx[a]] != sim[idx[b]] {
+				return sim[idx[a]] > sim[idx[b]]
+			}
+			return idx[a] > idx[b]
+		})
+		s.picked = append(s.picked, idx[:min(s.cfg.TopK, eligible)]...)
+		sort.Ints(s.picked)
+		s.lastSim = sim
+	}
+	for l := range s.memK {
+		s.memK[l], s.memV[l] = s.memK[l][:0], s.memV[l][:0]
+		for _, j := range s.picked {
+			s.memK[l] = append(s.memK[l], s.pool[j].K[l]...)
+			s.memV[l] = append(s.memV[l], s.pool[j].V[l]...)
+		}
+		st.Offered[l] = len(frames) * c.tpf
+		st.Admitted[l] = len(s.picked) * c.tpf
+	}
+	return nil
+}
+
+func cosine(a, b []float32) float64 {
+	var ab, aa, bb float64
+	for i := range a {
+		ab += float64(a[i]) * float64(b[i])
+		aa += float64(a[i]) * float64(a[i])
+		bb += float64(b[i]) * float64(b[i])
+	}
+	if aa == 0 || bb == 0 {
+		return 0
+	}
+	return ab / math.Sqrt(aa*bb)
+}
+
+func (s *ragSelector) memory(l int) ([]float32, []float32, int) {
+	return s.memK[l], s.memV[l], len(s.picked) * s.c.tpf
+}
+
+func (s *ragSelector) occupancy(_ int, dst []int) {
+	for h := range dst {
+		dst[h] = len(s.picked) * s.c.tpf
+	}
+}
+
+// bytes counts the pool's K/V and one descriptor per committed frame
+// (DescriptorStorageDim BF16 values, or the descriptor's own dimension).
+func (s *ragSelector) bytes() int64 {
+	dim := s.cfg.DescriptorStorageDim
+	if dim == 0 {
+		dim = s.desc.Dim()
+	}
+	return s.c.model().KVFrames(int64(len(s.pool))) + int64(len(s.descs))*int64(dim)*2
+}
