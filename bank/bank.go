@@ -25,7 +25,6 @@ package bank
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -56,13 +55,14 @@ type Entry struct {
 // payload stores [cap][dim] vectors as float32 or bfloat16.
 type payload struct {
 	dim int
+	bf  bool
 	f32 []float32
 	b16 []uint16
 }
 
 func newPayload(dt DType, capacity, dim int) payload {
-	p := payload{dim: dim}
-	if dt == BF16 {
+	p := payload{dim: dim, bf: dt == BF16}
+	if p.bf {
 		p.b16 = make([]uint16, capacity*dim)
 	} else {
 		p.f32 = make([]float32, capacity*dim)
@@ -72,7 +72,7 @@ func newPayload(dt DType, capacity, dim int) payload {
 
 // set stores row i from src (already representable in the dtype).
 func (p *payload) set(i int, src []float32) {
-	if p.b16 != nil {
+	if p.bf {
 		dst := p.b16[i*p.dim : i*p.dim+p.dim]
 		for j, v := range src[:p.dim] {
 			dst[j] = uint16(math.Float32bits(v) >> 16)
@@ -84,7 +84,7 @@ func (p *payload) set(i int, src []float32) {
 
 // get decodes row i into dst.
 func (p *payload) get(i int, dst []float32) {
-	if p.b16 != nil {
+	if p.bf {
 		for j, v := range p.b16[i*p.dim : i*p.dim+p.dim] {
 			dst[j] = math.Float32frombits(uint32(v) << 16)
 		}
@@ -95,7 +95,7 @@ func (p *payload) get(i int, dst []float32) {
 
 // move copies row src to row dst.
 func (p *payload) move(dst, src int) {
-	if p.b16 != nil {
+	if p.bf {
 		copy(p.b16[dst*p.dim:dst*p.dim+p.dim], p.b16[src*p.dim:src*p.dim+p.dim])
 		return
 	}
@@ -111,6 +111,41 @@ func RoundBF16(v float32) float32 {
 	}
 	u += 0x7fff + (u>>16)&1
 	return math.Float32frombits(u &^ 0xffff)
+}
+
+// grow resizes a payload to n rows, keeping its contents.
+func (p *payload) grow(n int) {
+	if p.bf {
+		p.b16 = growKeep(p.b16, n*p.dim)
+		return
+	}
+	p.f32 = growKeep(p.f32, n*p.dim)
+}
+
+// growKeep returns s resized to length n, keeping its contents.
+func growKeep[T any](s []T, n int) []T {
+	if n <= cap(s) {
+		return s[:n]
+	}
+	t := make([]T, n, max(n, 2*cap(s)))
+	copy(t, s)
+	return t
+}
+
+// ensure makes room for n states (n ≤ capacity): storage grows with the
+// occupancy instead of being allocated for M up front.
+func (hd *head) ensure(n, dd int) {
+	if n <= len(hd.src) {
+		return
+	}
+	hd.keys.grow(n)
+	hd.vals.grow(n)
+	hd.desc = growKeep(hd.desc, n*dd)
+	hd.norms = growKeep(hd.norms, n)
+	hd.src = growKeep(hd.src, n)
+	hd.adm = growKeep(hd.adm, n)
+	hd.rho = growKeep(hd.rho, n)
+	hd.base = growKeep(hd.base, n)
 }
 
 // head is one head's bank, in storage order.
@@ -137,7 +172,7 @@ type Bank struct {
 
 	ws      []riesz.Workspace // one per worker
 	scratch []headScratch     // one per head
-	peak    atomic.Int64      // peak scratch bytes seen
+	peak    int64             // peak scratch bytes seen
 }
 
 // New validates cfg and returns an empty bank.
@@ -148,14 +183,8 @@ func New(cfg Config) (*Bank, error) {
 	k, _ := riesz.New(cfg.Sigma, cfg.P, cfg.Eps)
 	b := &Bank{cfg: cfg, kern: k}
 	b.heads = make([]head, cfg.Heads)
-	dd := cfg.descDim()
 	for h := range b.heads {
-		M := cfg.Capacity
-		b.heads[h] = head{
-			keys: newPayload(cfg.Payload, M, cfg.KeyDim), vals: newPayload(cfg.Payload, M, cfg.ValueDim),
-			desc: make([]float32, M*dd), norms: make([]float32, M),
-			src: make([]int64, M), adm: make([]int32, M), rho: make([]float64, M), base: make([]float64, M),
-		}
+		b.heads[h] = head{keys: newPayload(cfg.Payload, 0, cfg.KeyDim), vals: newPayload(cfg.Payload, 0, cfg.ValueDim)}
 	}
 	b.ws = make([]riesz.Workspace, cfg.workers())
 	b.scratch = make([]headScratch, cfg.Heads)
@@ -249,7 +278,7 @@ func (b *Bank) Bytes() int64 {
 
 // PeakScratchBytes returns the largest transient workspace (per-head scratch
 // plus tile workspaces) an update has used so far.
-func (b *Bank) PeakScratchBytes() int64 { return b.peak.Load() }
+func (b *Bank) PeakScratchBytes() int64 { return b.peak }
 
 // roundDensity rounds v to the density dtype.
 func (b *Bank) roundDensity(v float64) float64 {
@@ -293,5 +322,3 @@ func (b *Bank) parallel(fn func(h int, ws *riesz.Workspace)) {
 	}
 	wg.Wait()
 }
-
-var _ = runtime.GOMAXPROCS

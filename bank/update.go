@@ -166,9 +166,7 @@ func (b *Bank) Update(blk Block) (Decision, error) {
 	for w := range b.ws {
 		peak += b.ws[w].Bytes()
 	}
-	if peak > b.peak.Load() {
-		b.peak.Store(peak)
-	}
+	b.peak = max(b.peak, peak)
 	b.updates++
 	b.offered += int64(n)
 	dec.Timings.Total = time.Since(t0)
@@ -533,6 +531,7 @@ func (b *Bank) commit(h int, blk Block, ext []float64, ws *riesz.Workspace) {
 		}
 	}
 	final := m - ne + r
+	hd.ensure(final, dd)
 	s.rho = grow(s.rho, final)
 	// Survivors, in their previous relative order: ρ + S(r).
 	w := 0

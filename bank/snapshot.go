@@ -1,0 +1,353 @@
+package bank
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/densitykv/densitykv/riesz"
+)
+
+// Snapshot format (little-endian), version 1:
+//
+//	magic   [8]byte "DKVBANK\x00"
+//	version uint32 = 1
+//	bodyLen uint64   bytes of body that follow
+//	body:
+//	  config: Heads, KeyDim, ValueDim, DescDim, Capacity, Workers uint64;
+//	          Tau, Sigma, P, Eps, Delta float64;
+//	          Ordering, Baselines, Eviction, Prefix, Admission, Payload, Density uint8
+//	  updates int32, offered int64
+//	  per head: n uint64; keys [n][KeyDim] and values [n][ValueDim] in the
+//	            payload dtype (float32, or bfloat16 as uint16); descriptors
+//	            [n][DescDim] float32 when DescDim > 0; source [n]int64;
+//	            admitted [n]int32; density [n] and baseline [n] in the
+//	            density dtype
+//	crc     uint32   CRC-32C of everything before it
+//
+// Restoring is bit-exact: the descriptors of DescDim = 0 banks and all norms
+// are recomputed by the same code that computed them at admission.
+const (
+	snapMagic   = "DKVBANK\x00"
+	snapVersion = 1
+	snapHeader  = 8 + 4 + 8
+)
+
+// ErrSnapshot reports a snapshot that is truncated, corrupted, of an unknown
+// version or inconsistent.
+var ErrSnapshot = errors.New("bad snapshot")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// WriteTo writes a snapshot of the bank to w.
+func (b *Bank) WriteTo(w io.Writer) (int64, error) {
+	var body bytes.Buffer
+	le := binary.LittleEndian
+	put := func(v any) { _ = binary.Write(&body, le, v) }
+	c := b.cfg
+	put([]uint64{uint64(c.Heads), uint64(c.KeyDim), uint64(c.ValueDim), uint64(c.DescDim), uint64(c.Capacity), uint64(c.Workers)})
+	put([]float64{c.Tau, c.Sigma, c.P, c.Eps, c.Delta})
+	put([]uint8{uint8(c.Ordering), uint8(c.Baselines), uint8(c.Eviction), uint8(c.Prefix), uint8(c.Admission), uint8(c.Payload), uint8(c.Density)})
+	put(b.updates)
+	put(b.offered)
+	for h := range b.heads {
+		hd := &b.heads[h]
+		n := hd.n
+		put(uint64(n))
+		for _, p := range []*payload{&hd.keys, &hd.vals} {
+			if p.bf {
+				put(p.b16[:n*p.dim])
+			} else {
+				put(p.f32[:n*p.dim])
+			}
+		}
+		if c.DescDim > 0 {
+			put(hd.desc[:n*c.DescDim])
+		}
+		put(hd.src[:n])
+		put(hd.adm[:n])
+		for _, d := range [][]float64{hd.rho[:n], hd.base[:n]} {
+			if c.Density == F32 {
+				f := make([]float32, n)
+				for i, v := range d {
+					f[i] = float32(v)
+				}
+				put(f)
+			} else {
+				put(d)
+			}
+		}
+	}
+	var hdr [snapHeader]byte
+	copy(hdr[:8], snapMagic)
+	le.PutUint32(hdr[8:], snapVersion)
+	le.PutUint64(hdr[12:], uint64(body.Len()))
+	crc := crc32.Update(crc32.Checksum(hdr[:], castagnoli), castagnoli, body.Bytes())
+	var tail [4]byte
+	le.PutUint32(tail[:], crc)
+	var total int64
+	for _, part := range [][]byte{hdr[:], body.Bytes(), tail[:]} {
+		k, err := w.Write(part)
+		total += int64(k)
+		if err != nil {
+			return total, fmt.Errorf("bank: write snapshot: %w", err)
+		}
+	}
+	return total, nil
+}
+
+// ReadFrom replaces the bank's state (configuration included) with the
+// snapshot read from r. On error the bank is unchanged.
+func (b *Bank) ReadFrom(r io.Reader) (int64, error) {
+	nb, n, err := load(r)
+	if err != nil {
+		return n, err
+	}
+	*b = *nb
+	return n, nil
+}
+
+// Load reads a bank from a snapshot.
+func Load(r io.Reader) (*Bank, error) {
+	b, _, err := load(r)
+	return b, err
+}
+
+func load(r io.Reader) (*Bank, int64, error) {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("bank: read snapshot: %w: %s", ErrSnapshot, fmt.Sprintf(format, args...))
+	}
+	var hdr [snapHeader]byte
+	if k, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, int64(k), fail("header: %v", err)
+	}
+	le := binary.LittleEndian
+	if string(hdr[:8]) != snapMagic {
+		return nil, snapHeader, fail("magic %q", hdr[:8])
+	}
+	if v := le.Uint32(hdr[8:]); v != snapVersion {
+		return nil, snapHeader, fail("unsupported version %d (want %d)", v, snapVersion)
+	}
+	bodyLen := le.Uint64(hdr[12:])
+	const maxBody = 1 << 40
+	if bodyLen > maxBody {
+		return nil, snapHeader, fail("body length %d exceeds %d", bodyLen, int64(maxBody))
+	}
+	// Read in chunks so that a lying length cannot force a huge allocation
+	// before the data is actually there.
+	var body bytes.Buffer
+	k, err := io.CopyN(&body, r, int64(bodyLen)+4)
+	read := snapHeader + k
+	if err != nil {
+		return nil, read, fail("truncated: %d of %d body bytes: %v", k, bodyLen+4, err)
+	}
+	all := body.Bytes()
+	data, tail := all[:bodyLen], all[bodyLen:]
+	crc := crc32.Update(crc32.Checksum(hdr[:], castagnoli), castagnoli, data)
+	if got := le.Uint32(tail); got != crc {
+		return nil, read, fail("checksum %08x, want %08x", got, crc)
+	}
+	d := &decoder{buf: data}
+	var dims [6]uint64
+	for i := range dims {
+		dims[i] = d.u64()
+	}
+	var par [5]float64
+	for i := range par {
+		par[i] = math.Float64frombits(d.u64())
+	}
+	var en [7]uint8
+	for i := range en {
+		en[i] = d.u8()
+	}
+	if d.err != nil {
+		return nil, read, fail("config: %v", d.err)
+	}
+	for i, v := range dims {
+		if v > 1<<31 {
+			return nil, read, fail("config field %d = %d too large", i, v)
+		}
+	}
+	cfg := Config{
+		Heads: int(dims[0]), KeyDim: int(dims[1]), ValueDim: int(dims[2]), DescDim: int(dims[3]), Capacity: int(dims[4]), Workers: int(dims[5]),
+		Tau: par[0], Sigma: par[1], P: par[2], Eps: par[3], Delta: par[4],
+		Ordering: Ordering(en[0]), Baselines: Baselines(en[1]), Eviction: Eviction(en[2]), Prefix: Prefix(en[3]),
+		Admission: Admission(en[4]), Payload: DType(en[5]), Density: DType(en[6]),
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, read, fail("%v", err)
+	}
+	// Bound the allocation by what the body can hold before New allocates.
+	minPerHead := uint64(8)
+	if uint64(cfg.Heads)*minPerHead > bodyLen {
+		return nil, read, fail("%d heads cannot fit in %d bytes", cfg.Heads, bodyLen)
+	}
+	updates := int32(d.u32())
+	offered := int64(d.u64())
+	if d.err != nil || updates < 0 || offered < 0 {
+		return nil, read, fail("counters: updates %d offered %d %v", updates, offered, d.err)
+	}
+	perState := uint64(cfg.KeyDim+cfg.ValueDim)*uint64(cfg.Payload.Size()) + uint64(cfg.DescDim)*4 + 12 + 2*uint64(cfg.Density.Size())
+	b, err := New(cfg)
+	if err != nil {
+		return nil, read, fail("%v", err)
+	}
+	b.updates, b.offered = updates, offered
+	dd := cfg.descDim()
+	for h := range b.heads {
+		hd := &b.heads[h]
+		n64 := d.u64()
+		if d.err != nil || n64 > uint64(cfg.Capacity) {
+			return nil, read, fail("head %d: occupancy %d (capacity %d) %v", h, n64, cfg.Capacity, d.err)
+		}
+		n := int(n64)
+		if uint64(d.left()) < uint64(n)*perState {
+			return nil, read, fail("head %d: %d states need %d bytes, %d left", h, n, uint64(n)*perState, d.left())
+		}
+		hd.ensure(n, dd)
+		hd.n = n
+		for _, p := range []*payload{&hd.keys, &hd.vals} {
+			if p.bf {
+				for i := range p.b16[:n*p.dim] {
+					p.b16[i] = d.u16()
+				}
+			} else {
+				for i := range p.f32[:n*p.dim] {
+					p.f32[i] = math.Float32frombits(d.u32())
+				}
+			}
+		}
+		if cfg.DescDim > 0 {
+			for i := range hd.desc[:n*dd] {
+				hd.desc[i] = math.Float32frombits(d.u32())
+			}
+		} else {
+			for i := 0; i < n; i++ {
+				hd.keys.get(i, hd.desc[i*dd:])
+			}
+		}
+		for i := 0; i < n; i++ {
+			hd.src[i] = int64(d.u64())
+		}
+		for i := 0; i < n; i++ {
+			hd.adm[i] = int32(d.u32())
+		}
+		for _, dst := range [][]float64{hd.rho[:n], hd.base[:n]} {
+			for i := range dst {
+				if cfg.Density == F32 {
+					dst[i] = float64(math.Float32frombits(d.u32()))
+				} else {
+					dst[i] = math.Float64frombits(d.u64())
+				}
+			}
+		}
+		for i := 0; i < n*dd; i++ {
+			if v := float64(hd.desc[i]); math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, read, fail("head %d: non-finite descriptor at state %d", h, i/dd)
+			}
+		}
+		for i := 0; i < n; i++ {
+			if !(hd.rho[i] >= 0) || math.IsInf(hd.rho[i], 0) || !(hd.base[i] > 0) || math.IsInf(hd.base[i], 0) {
+				return nil, read, fail("head %d state %d: density %v baseline %v", h, i, hd.rho[i], hd.base[i])
+			}
+			if hd.adm[i] < 0 || hd.adm[i] >= updates {
+				return nil, read, fail("head %d state %d: admitted at update %d of %d", h, i, hd.adm[i], updates)
+			}
+		}
+		riesz.Norms(hd.norms, hd.desc, n, dd)
+		for i := 0; i < n; i++ {
+			if math.IsInf(float64(hd.norms[i]), 0) {
+				return nil, read, fail("head %d state %d: descriptor norm overflows", h, i)
+			}
+		}
+	}
+	if d.err != nil {
+		return nil, read, fail("%v", d.err)
+	}
+	if d.left() != 0 {
+		return nil, read, fail("%d trailing bytes", d.left())
+	}
+	if cfg.Prefix == PrefixShared {
+		for h := range b.heads {
+			if b.heads[h].n != b.heads[0].n {
+				return nil, read, fail("shared prefix but head %d holds %d states, head 0 %d", h, b.heads[h].n, b.heads[0].n)
+			}
+		}
+	}
+	return b, read, nil
+}
+
+type decoder struct {
+	buf []byte
+	off int
+	err error
+}
+
+func (d *decoder) left() int { return len(d.buf) - d.off }
+
+func (d *decoder) take(n int) []byte {
+	if d.err != nil || d.left() < n {
+		if d.err == nil {
+			d.err = io.ErrUnexpectedEOF
+		}
+		return make([]byte, n)
+	}
+	p := d.buf[d.off : d.off+n]
+	d.off += n
+	return p
+}
+
+func (d *decoder) u8() uint8   { return d.take(1)[0] }
+func (d *decoder) u16() uint16 { return binary.LittleEndian.Uint16(d.take(2)) }
+func (d *decoder) u32() uint32 { return binary.LittleEndian.Uint32(d.take(4)) }
+func (d *decoder) u64() uint64 { return binary.LittleEndian.Uint64(d.take(8)) }
+
+// SaveFile writes a snapshot atomically: to a temporary file in the same
+// folder, synced, then renamed over path.
+func (b *Bank) SaveFile(path string) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("bank: save %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err = b.WriteTo(f); err != nil {
+		return fmt.Errorf("bank: save %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("bank: save %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("bank: save %s: %w", path, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("bank: save %s: %w", path, err)
+	}
+	return nil
+}
+
+// LoadFile reads a bank from a snapshot file written by SaveFile.
+func LoadFile(path string) (*Bank, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("bank: load %s: %w", path, err)
+	}
+	defer f.Close()
+	b, err := Load(f)
+	if err != nil {
+		return nil, fmt.Errorf("bank: load %s: %w", path, err)
+	}
+	return b, nil
+}
