@@ -1,0 +1,16 @@
+// Package checkpoint reads and writes the tensor files the Wan backbone and
+// the rollout use: safetensors (header JSON + raw little-endian data) and
+// PyTorch zip checkpoints (.pt, unpickled with gopickle; storage offsets and
+// strides applied here), plus LongLive's LoRA merge.
+//
+// All readers work on io.ReaderAt, bound every size from the header against
+// the file before allocating, and name the tensor at fault in their errors.
+// Floating-point tensors (F16, BF16, F32, F64) are returned as float32 (or
+// float64 on request); integer tensors (I8…I64, U8, BOOL) as int64.
+//
+// State dicts are normalised by NormalizeKey: the released Self-Forcing,
+// Causal-Forcing and LongLive checkpoints store the transformer either under
+// a "generator" / "generator_ema" dict with "model." keys (FSDP checkpoints
+// add "_fsdp_wrapped_module." segments) or as a plain "model."-prefixed
+// state dict.
+package checkpoint
