@@ -274,7 +274,7 @@ func TestTorchStridesOffsetsAndKeys(t *testing.T) {
 	// 2×3 block (stride (1,3)); "b" is a 2-element view at offset 9.
 	st := map[string][]byte{
 		"0": f32bytes(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11),
-		"1": {0x00, 0x3c, 0x00, 0xc0},         // F16 [1, -2]
+		"1": {0x00, 0x3c, 0x00, 0xc0},          // F16 [1, -2]
 		"2": {0x80, 0x3f, 0x40, 0xc0, 0, 0x40}, // BF16 [1, -3, 2]
 	}
 	ents := map[string][]named{
