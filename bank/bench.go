@@ -1,0 +1,238 @@
+package bank
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/densitykv/densitykv/riesz"
+)
+
+// BenchConfig is the shape of a steady-state bank benchmark. The zero value
+// of a field selects the paper-scale default.
+type BenchConfig struct {
+	Heads      int    // H (default 12)
+	Candidates int    // N per update (default 4680)
+	Capacity   int    // M (default 9360)
+	Dim        int    // d_k = d_v (default 128)
+	Repeats    int    // timed updates (default 5)
+	Workers    int    // parallel heads (0 = GOMAXPROCS)
+	Seed       uint64 // stream seed
+	// Config overrides the bank configuration when non-nil (its Heads,
+	// Capacity, KeyDim and ValueDim are replaced by the fields above).
+	Config *Config
+}
+
+// BenchResult reports a benchmark. Times are wall-clock seconds.
+type BenchResult struct {
+	Heads, Candidates, Capacity, Dim int
+
+	UpdateSeconds       []float64 // every timed update (full bank, steady state)
+	UpdateSecondsMedian float64
+	// PassSeconds are the timings of one fused interaction pass (the
+	// scoring pass: N×M interactions with row statistics) over all heads.
+	PassSeconds       []float64
+	PassSecondsMedian float64
+	// PairsPerSecond is N·M·H / PassSecondsMedian.
+	PairsPerSecond float64
+	// PassGFLOPS is the interaction pass's effective rate, counting
+	// 2·N·M·d flops per head (the dot products alone).
+	PassGFLOPS float64
+	// UpdateGFLOPS is 2·N·M·d·H / UpdateSecondsMedian: one pass-equivalent
+	// per update.
+	UpdateGFLOPS float64
+	// PeakExtraBytes is the largest transient workspace of an update
+	// (per-head scratch and tile buffers), beyond the bank's own storage.
+	PeakExtraBytes int64
+	BankBytes      int64 // persistent bytes of the full bank (paper accounting)
+	Accepted       []int // r* of every timed update
+	Steps          Timings
+}
+
+func (c BenchConfig) withDefaults() BenchConfig {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Heads, 12)
+	def(&c.Candidates, 4680)
+	def(&c.Capacity, 9360)
+	def(&c.Dim, 128)
+	def(&c.Repeats, 5)
+	return c
+}
+
+// videoStream generates video-like per-head keys: a static background per
+// spatial position, a few moving objects, slow drift, and a scene change
+// every 8 blocks. Values are random.
+type videoStream struct {
+	rng      *rand.Rand
+	H, N, D  int
+	bg, objs [][]float32 // per head: [N][D] background, [4][D] object codes
+	drift    [][]float32
+	block    int
+}
+
+func newVideoStream(H, N, D int, seed uint64) *videoStream {
+	v := &videoStream{rng: rand.New(rand.NewPCG(seed, 0x5eed)), H: H, N: N, D: D}
+	v.bg = make([][]float32, H)
+	v.objs = make([][]float32, H)
+	v.drift = make([][]float32, H)
+	for h := 0; h < H; h++ {
+		v.newScene(h)
+		v.drift[h] = make([]float32, D)
+	}
+	return v
+}
+
+func (v *videoStream) newScene(h int) {
+	v.bg[h] = make([]float32, v.N*v.D)
+	// Smooth background: a few spatial modes.
+	modes := make([]float32, 6*v.D)
+	for i := range modes {
+		modes[i] = float32(v.rng.NormFloat64() * 1.5)
+	}
+	for x := 0; x < v.N; x++ {
+		u := float64(x) / float64(v.N)
+		for i := 0; i < v.D; i++ {
+			var s float32
+			for k := 0; k < 6; k++ {
+				s += modes[k*v.D+i] * float32(math.Cos(math.Pi*float64(k+1)*u*3))
+			}
+			v.bg[h][x*v.D+i] = s + float32(v.rng.NormFloat64()*0.3)
+		}
+	}
+	v.objs[h] = make([]float32, 4*v.D)
+	for i := range v.objs[h] {
+		v.objs[h][i] = float32(v.rng.NormFloat64() * 2)
+	}
+}
+
+// next returns the next block (head-major keys and values).
+func (v *videoStream) next() Block {
+	H, N, D := v.H, v.N, v.D
+	blk := Block{Keys: make([]float32, H*N*D), Values: make([]float32, H*N*D)}
+	for h := 0; h < H; h++ {
+		if v.block > 0 && v.block%8 == 0 {
+			v.newScene(h)
+		}
+		for i := range v.drift[h] {
+			v.drift[h][i] += float32(v.rng.NormFloat64() * 0.05)
+		}
+		keys := blk.Keys[h*N*D : (h+1)*N*D]
+		for x := 0; x < N; x++ {
+			k := keys[x*D : (x+1)*D]
+			copy(k, v.bg[h][x*D:(x+1)*D])
+			// Moving objects cover a window that shifts every block.
+			obj := -1
+			for o := 0; o < 4; o++ {
+				c := (o*N/4 + v.block*N/40) % N
+				if x >= c && x < c+N/20 {
+					obj = o
+				}
+			}
+			for i := range k {
+				k[i] += v.drift[h][i] + float32(v.rng.NormFloat64()*0.2)
+				if obj >= 0 {
+					k[i] = 0.3*k[i] + v.objs[h][obj*D+i]
+				}
+			}
+		}
+		vals := blk.Values[h*N*D : (h+1)*N*D]
+		for i := range vals {
+			vals[i] = float32(v.rng.NormFloat64())
+		}
+	}
+	v.block++
+	return blk
+}
+
+// RunBench measures steady-state updates of a full bank on a video-like
+// stream: it fills the bank (capacity states) and then times Repeats
+// updates of Candidates each, and Repeats standalone interaction passes.
+func RunBench(bc BenchConfig) (BenchResult, error) {
+	bc = bc.withDefaults()
+	if bc.Heads < 1 || bc.Candidates < 1 || bc.Capacity < 1 || bc.Dim < 1 || bc.Repeats < 1 {
+		return BenchResult{}, fmt.Errorf("bank: bench: heads %d, candidates %d, capacity %d, dim %d, repeats %d must all be ≥ 1",
+			bc.Heads, bc.Candidates, bc.Capacity, bc.Dim, bc.Repeats)
+	}
+	cfg := DefaultConfig()
+	if bc.Config != nil {
+		cfg = *bc.Config
+	}
+	cfg.Heads, cfg.Capacity, cfg.KeyDim, cfg.ValueDim, cfg.Workers = bc.Heads, bc.Capacity, bc.Dim, bc.Dim, bc.Workers
+	if cfg.DescDim > 0 {
+		return BenchResult{}, fmt.Errorf("bank: bench: separate descriptors (DescDim %d) are not supported", cfg.DescDim)
+	}
+	b, err := New(cfg)
+	if err != nil {
+		return BenchResult{}, fmt.Errorf("bank: bench: %w", err)
+	}
+	res := BenchResult{Heads: bc.Heads, Candidates: bc.Candidates, Capacity: bc.Capacity, Dim: bc.Dim}
+	// Fill: blocks until the bank is full (the first admits min(N, M)).
+	fill := newVideoStream(bc.Heads, bc.Capacity, bc.Dim, bc.Seed)
+	if _, err := b.Update(fill.next()); err != nil {
+		return res, err
+	}
+	vs := newVideoStream(bc.Heads, bc.Candidates, bc.Dim, bc.Seed+1)
+	for i := 0; i < bc.Repeats; i++ {
+		blk := vs.next()
+		dec, err := b.Update(blk)
+		if err != nil {
+			return res, err
+		}
+		res.UpdateSeconds = append(res.UpdateSeconds, dec.Timings.Total.Seconds())
+		res.Accepted = append(res.Accepted, dec.Accepted)
+		res.Steps.Validate += dec.Timings.Validate / time.Duration(bc.Repeats)
+		res.Steps.Score += dec.Timings.Score / time.Duration(bc.Repeats)
+		res.Steps.Scan += dec.Timings.Scan / time.Duration(bc.Repeats)
+		res.Steps.Evict += dec.Timings.Evict / time.Duration(bc.Repeats)
+		res.Steps.Commit += dec.Timings.Commit / time.Duration(bc.Repeats)
+		res.Steps.Total += dec.Timings.Total / time.Duration(bc.Repeats)
+	}
+	res.UpdateSecondsMedian = median(res.UpdateSeconds)
+	res.PeakExtraBytes = b.PeakScratchBytes()
+	res.BankBytes = b.Bytes()
+	// Standalone interaction passes over the full bank.
+	blk := vs.next()
+	N := bc.Candidates
+	for i := 0; i < bc.Repeats; i++ {
+		t := time.Now()
+		b.parallel(func(h int, ws *riesz.Workspace) {
+			s := &b.scratch[h]
+			keys := blk.Keys[h*N*bc.Dim : (h+1)*N*bc.Dim]
+			s.cn = grow(s.cn, N)
+			cs := riesz.NewSet(keys, N, bc.Dim, s.cn)
+			s.ext = grow(s.ext, N)
+			s.score = grow(s.score, N)
+			s.inv = grow(s.inv, b.heads[h].n)
+			for j := range s.inv {
+				s.inv[j] = 1
+			}
+			clear(s.ext)
+			b.kern.RowStats(cs, b.set(h), s.inv, s.ext, s.score, nil, ws)
+		})
+		res.PassSeconds = append(res.PassSeconds, time.Since(t).Seconds())
+	}
+	res.PassSecondsMedian = median(res.PassSeconds)
+	pairs := float64(N) * float64(b.Len()) * float64(bc.Heads)
+	res.PairsPerSecond = pairs / res.PassSecondsMedian
+	res.PassGFLOPS = 2 * pairs * float64(bc.Dim) / res.PassSecondsMedian / 1e9
+	res.UpdateGFLOPS = 2 * float64(N) * float64(bc.Capacity) * float64(bc.Heads) * float64(bc.Dim) / res.UpdateSecondsMedian / 1e9
+	return res, nil
+}
+
+func median(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	s := slices.Clone(x)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
