@@ -1,0 +1,62 @@
+//go:build goexperiment.simd && amd64
+
+package gemm
+
+import "simd/archsimd"
+
+// archInit selects the AVX-512 micro-kernel when the CPU supports it.
+func archInit() {
+	if archsimd.X86.AVX512() {
+		kernel = kernelAVX512
+		simdKernel = true
+	}
+}
+
+// kernelAVX512 is kernel (see kernel.go) with eight Float32x16 accumulators:
+// MR=4 rows × NR=32 columns (two vectors per row), one fused multiply-add
+// per accumulator and depth step.
+func kernelAVX512(kc int, a, b []float32, c []float32, ldc int, acc bool) {
+	a = a[:kc*MR]
+	b = b[:kc*NR]
+	c0 := c[0*ldc : 0*ldc+NR : 0*ldc+NR]
+	c1 := c[1*ldc : 1*ldc+NR : 1*ldc+NR]
+	c2 := c[2*ldc : 2*ldc+NR : 2*ldc+NR]
+	c3 := c[3*ldc : 3*ldc+NR : 3*ldc+NR]
+	var x00, x01, x10, x11, x20, x21, x30, x31 archsimd.Float32x16
+	if acc {
+		x00 = archsimd.LoadFloat32x16((*[16]float32)(c0[0:16]))
+		x01 = archsimd.LoadFloat32x16((*[16]float32)(c0[16:32]))
+		x10 = archsimd.LoadFloat32x16((*[16]float32)(c1[0:16]))
+		x11 = archsimd.LoadFloat32x16((*[16]float32)(c1[16:32]))
+		x20 = archsimd.LoadFloat32x16((*[16]float32)(c2[0:16]))
+		x21 = archsimd.LoadFloat32x16((*[16]float32)(c2[16:32]))
+		x30 = archsimd.LoadFloat32x16((*[16]float32)(c3[0:16]))
+		x31 = archsimd.LoadFloat32x16((*[16]float32)(c3[16:32]))
+	}
+	for len(a) >= MR && len(b) >= NR {
+		b0 := archsimd.LoadFloat32x16((*[16]float32)(b[0:16]))
+		b1 := archsimd.LoadFloat32x16((*[16]float32)(b[16:32]))
+		a0 := archsimd.BroadcastFloat32x16(a[0])
+		x00 = a0.MulAdd(b0, x00)
+		x01 = a0.MulAdd(b1, x01)
+		a1 := archsimd.BroadcastFloat32x16(a[1])
+		x10 = a1.MulAdd(b0, x10)
+		x11 = a1.MulAdd(b1, x11)
+		a2 := archsimd.BroadcastFloat32x16(a[2])
+		x20 = a2.MulAdd(b0, x20)
+		x21 = a2.MulAdd(b1, x21)
+		a3 := archsimd.BroadcastFloat32x16(a[3])
+		x30 = a3.MulAdd(b0, x30)
+		x31 = a3.MulAdd(b1, x31)
+		a = a[MR:]
+		b = b[NR:]
+	}
+	x00.Store((*[16]float32)(c0[0:16]))
+	x01.Store((*[16]float32)(c0[16:32]))
+	x10.Store((*[16]float32)(c1[0:16]))
+	x11.Store((*[16]float32)(c1[16:32]))
+	x20.Store((*[16]float32)(c2[0:16]))
+	x21.Store((*[16]float32)(c2[16:32]))
+	x30.Store((*[16]float32)(c3[0:16]))
+	x31.Store((*[16]float32)(c3[16:32]))
+}
