@@ -31,6 +31,8 @@ type bankSelector struct {
 	memK, memV [][]float32
 	memN       []int
 	headN      [][]int
+	// blocks[u] is the block whose first call ran bank update u.
+	blocks []int
 }
 
 // bankConfig maps the policy configuration onto the bank package.
@@ -89,6 +91,16 @@ func (p *DensityKV) Banks() []*bank.Bank { return p.s.banks }
 // current block are available after its first Begin.
 func (p *DensityKV) LastDecisions() []bank.Decision {
 	return append([]bank.Decision(nil), p.s.last...)
+}
+
+// UpdateBlock returns the block whose first call ran bank update u (the
+// bank.Entry.Admitted and bank.Decision.Update index), or −1 if u is out of
+// range. Frames leaving the window at block b are admitted by that update.
+func (p *DensityKV) UpdateBlock(u int) int {
+	if u < 0 || u >= len(p.s.blocks) {
+		return -1
+	}
+	return p.s.blocks[u]
 }
 
 // HeadMemory returns the bank occupancy of each head of layer; heads differ
@@ -161,6 +173,7 @@ func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
 		s.refresh(l)
 	}
 	copy(s.last, decs)
+	s.blocks = append(s.blocks, block)
 	return nil
 }
 

@@ -59,6 +59,12 @@ func TestDensityKVPackingAndBank(t *testing.T) {
 								if f < 1 || f > 3*b-3 {
 									t.Fatalf("block %d: entry from frame %d (sink or window)", b, f)
 								}
+								if ub := p.UpdateBlock(int(e.Admitted)); ub != (f+5)/3 {
+									t.Fatalf("entry from frame %d admitted by update %d of block %d, want block %d", f, e.Admitted, ub, (f+5)/3)
+								}
+								if fr, hh, ww := l.TokenPos(e.Source); fr != f || hh*4+ww != tp {
+									t.Fatalf("TokenPos(%d) = %d,%d,%d", e.Source, fr, hh, ww)
+								}
 								want := rotated(l, s.cleanK[[2]int{f, layer}], 0)[tp*row+h*D : tp*row+(h+1)*D]
 								if !equal(got, want) {
 									t.Fatalf("block %d layer %d head %d entry %d (frame %d token %d): key is not the t=0 clean key", b, layer, h, i, f, tp)

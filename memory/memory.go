@@ -29,6 +29,16 @@ func (l Layout) TokensPerFrame() int { return l.Height * l.Width }
 // TokensPerBlock returns FramesPerBlock·TokensPerFrame (4,680 by default).
 func (l Layout) TokensPerBlock() int { return l.FramesPerBlock * l.TokensPerFrame() }
 
+// TokenPos returns the latent frame and in-frame grid position (h, w) of a
+// global token index (frame·TokensPerFrame + h·Width + w), the provenance
+// id the memory policies use.
+func (l Layout) TokenPos(src int64) (frame, h, w int) {
+	p := int64(l.TokensPerFrame())
+	frame = int(src / p)
+	r := int(src % p)
+	return frame, r / l.Width, r % l.Width
+}
+
 // Call describes one forward call of the backbone on one block.
 type Call struct {
 	Block  int  // block index b ≥ 0; the block holds frames [b·F, b·F+F)

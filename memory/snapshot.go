@@ -20,7 +20,8 @@ import (
 // Format: the magic "DKVMEM01", a uint64 payload length, a CRC-32 (IEEE) of
 // the payload, then the payload: a gob stream of the header (policy name,
 // resolved Config, blocks begun and committed) and the policy state. The
-// DensityKV banks are embedded as the bank package's own snapshots.
+// DensityKV banks are embedded as the bank package's own snapshots
+// (bank.Bank.WriteTo / bank.Load).
 // Not saved: stats and the last bank decisions (they describe past calls)
 // and a custom LongLive-RAG Describer (set it again before Load).
 type Snapshotter interface {
@@ -166,6 +167,7 @@ type windowState struct {
 	Tokens       *tokenState
 	RAG          *ragState
 	Banks        [][]byte
+	UpdateBlocks []int
 }
 
 type tokenState struct {
@@ -192,16 +194,13 @@ func (p *windowed) save(w io.Writer) error {
 		st.RAG = &ragState{Descs: s.descs, Pool: s.pool, Picked: s.picked}
 	case *bankSelector:
 		for l, b := range s.banks {
-			wt, ok := any(b).(io.WriterTo)
-			if !ok {
-				return fmt.Errorf("memory: %s: save: package bank has no snapshot writer (bank.Bank lacks WriteTo)", p.name)
-			}
 			var buf bytes.Buffer
-			if _, err := wt.WriteTo(&buf); err != nil {
+			if _, err := b.WriteTo(&buf); err != nil {
 				return fmt.Errorf("memory: %s: save: layer %d bank: %w", p.name, l, err)
 			}
 			st.Banks = append(st.Banks, buf.Bytes())
 		}
+		st.UpdateBlocks = s.blocks
 	}
 	return p.snapSave(w, st)
 }
@@ -270,15 +269,8 @@ func (p *windowed) load(r io.Reader) error {
 		}
 		banks := make([]*bank.Bank, L)
 		for l := range banks {
-			b, err := bank.New(s.banks[l].Config())
+			b, err := bank.Load(bytes.NewReader(st.Banks[l]))
 			if err != nil {
-				return fmt.Errorf("memory: %s: load: %w", p.name, err)
-			}
-			rf, ok := any(b).(io.ReaderFrom)
-			if !ok {
-				return fmt.Errorf("memory: %s: load: package bank has no snapshot reader (bank.Bank lacks ReadFrom)", p.name)
-			}
-			if _, err := rf.ReadFrom(bytes.NewReader(st.Banks[l])); err != nil {
 				return fmt.Errorf("%w: %s: layer %d bank: %v", ErrSnapshot, p.name, l, err)
 			}
 			if !reflect.DeepEqual(b.Config(), s.banks[l].Config()) {
@@ -286,7 +278,13 @@ func (p *windowed) load(r io.Reader) error {
 			}
 			banks[l] = b
 		}
+		for _, b := range banks {
+			if b.Updates() != len(st.UpdateBlocks) {
+				return fmt.Errorf("%w: %s: bank has %d updates, snapshot lists %d update blocks", ErrSnapshot, p.name, b.Updates(), len(st.UpdateBlocks))
+			}
+		}
 		s.banks = banks
+		s.blocks = st.UpdateBlocks
 		for l := range banks {
 			s.refresh(l)
 		}

@@ -1,0 +1,51 @@
+package memory
+
+import (
+	"testing"
+)
+
+// TestMatchedBudgets checks the paper's matched capacities: at the default
+// configuration the bounded policies see at most one sink frame, five
+// window frames and six frame-equivalents of history (18,720 tokens), and on
+// a stream every bounded policy's context stays within that bound while
+// FullHistory grows past it.
+func TestMatchedBudgets(t *testing.T) {
+	d := DefaultConfig(DefaultLayout())
+	P := d.Layout.TokensPerFrame()
+	if d.Capacity != 6*P || d.LongLiveRAG.TopK*P != d.Capacity {
+		t.Fatalf("capacity %d, top-k %d frames: not six frames of %d tokens", d.Capacity, d.LongLiveRAG.TopK, P)
+	}
+	if bound := (d.SinkFrames+d.WindowFrames)*P + d.Capacity; bound != 18720 || bound != d.CacheFrames*P {
+		t.Fatalf("sink+window+capacity = %d, cache %d frames", bound, d.CacheFrames)
+	}
+	if df := (d.CacheFrames - d.SinkFrames - d.DeepForcing.RecentFrames) * P; df != 10920 {
+		t.Fatalf("deep forcing keeps %d middle tokens, want 10,920", df)
+	}
+
+	cfg := tinyConfig() // capacity 72 = 6 frames of 12 tokens
+	bound := cfg.CacheFrames * cfg.Layout.TokensPerFrame()
+	for _, name := range Names() {
+		p, err := New(name, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == NameLongLiveRAG {
+			_ = p.(*LongLiveRAG).SetDescriber(KeyMean{Heads: 2, HeadDim: 32})
+		}
+		s := newStream(cfg.Layout, 17)
+		most := 0
+		for b := 0; b < 12; b++ {
+			for _, c := range s.block(t, p, b, 1) {
+				most = max(most, c.Parts.Total())
+			}
+		}
+		switch {
+		case name == NameFullHistory && most <= bound:
+			t.Fatalf("full history saw at most %d keys, want more than %d", most, bound)
+		case name != NameFullHistory && most > bound:
+			t.Fatalf("%s: %d keys > matched bound %d", name, most, bound)
+		case name != NameFullHistory && name != NameUniformStride && name != NameDensityKV && most != bound:
+			t.Fatalf("%s: never reached the matched bound (%d of %d)", name, most, bound)
+		}
+	}
+}
