@@ -1,0 +1,131 @@
+package plots
+
+import (
+	"fmt"
+
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// Montage holds the data of the admission figure of the paper's
+// supplementary material ("Token Admission Frequency and Layerwise
+// Coverage").
+type Montage struct {
+	Title string
+	// Height and Width are the latent token grid of one frame.
+	Height, Width int
+	// TokenBanks[h·Width+w] is the number of layer–head banks that admitted
+	// spatial token (h, w) from any frame: panel (a), log colour scale.
+	TokenBanks []float64
+	// Layers is the number of layers; LayerFrame[l·Frames+f] counts the
+	// admissions of layer l (summed over heads) of source frame f: panel (b).
+	Layers, Frames int
+	LayerFrame     []float64
+	// EntryFraction[f] is the fraction of the Layers·Heads·Height·Width
+	// possible layer–head entries of source frame f that were admitted;
+	// PositionFraction[f] the fraction of its Height·Width spatial positions
+	// admitted by at least one bank: panel (c).
+	EntryFraction, PositionFraction []float64
+	// FPS converts source frames to seconds (4 latent frames per second).
+	FPS float64
+	// InitFrames source frames were admitted by the initial bank
+	// construction; they are shaded gray in (b) and (c).
+	InitFrames int
+}
+
+func (m Montage) validate() error {
+	if m.Height <= 0 || m.Width <= 0 || m.Layers <= 0 || m.Frames <= 0 {
+		return fmt.Errorf("sizes must be positive: height %d width %d layers %d frames %d", m.Height, m.Width, m.Layers, m.Frames)
+	}
+	if len(m.TokenBanks) != m.Height*m.Width {
+		return fmt.Errorf("TokenBanks has %d values, want %d×%d", len(m.TokenBanks), m.Height, m.Width)
+	}
+	if len(m.LayerFrame) != m.Layers*m.Frames {
+		return fmt.Errorf("LayerFrame has %d values, want %d layers × %d frames", len(m.LayerFrame), m.Layers, m.Frames)
+	}
+	if len(m.EntryFraction) != m.Frames || len(m.PositionFraction) != m.Frames {
+		return fmt.Errorf("fractions have %d and %d values, want %d frames", len(m.EntryFraction), len(m.PositionFraction), m.Frames)
+	}
+	if !(m.FPS > 0) {
+		return fmt.Errorf("FPS is %v, want > 0", m.FPS)
+	}
+	return nil
+}
+
+// AdmissionMontage draws panels (a), (b) and (c) stacked in one figure.
+func AdmissionMontage(name string, m Montage) (*Figure, error) {
+	if err := m.validate(); err != nil {
+		return nil, fmt.Errorf("plots: %s: %w", name, err)
+	}
+	dt := 1 / m.FPS
+	var sh *Shade
+	if m.InitFrames > 0 {
+		sh = &Shade{From: -dt / 2, To: (float64(m.InitFrames) - 0.5) * dt, Label: "initial bank"}
+	}
+	a := HeatPanel{
+		Title:  "(a) banks admitting each spatial token",
+		XLabel: "token column w", YLabel: "token row h", ZLabel: "layer–head banks (log)",
+		Grid: Grid{Cols: m.Width, Rows: m.Height, Z: m.TokenBanks},
+		Log:  true, Palette: "oranges", ImageY: true,
+	}
+	b := HeatPanel{
+		Title:  "(b) admissions by layer and source time",
+		XLabel: "source time (s)", YLabel: "layer", ZLabel: "admissions (log)",
+		Grid: Grid{Cols: m.Frames, Rows: m.Layers, Z: m.LayerFrame, DX: dt},
+		Log:  true, Palette: "oranges", Shade: sh,
+	}
+	xs := make([]float64, m.Frames)
+	for f := range xs {
+		xs[f] = float64(f) * dt
+	}
+	c := LinePanel{
+		Title:  "(c) fraction admitted per source frame",
+		XLabel: "source time (s)", YLabel: "fraction",
+		Series: []Series{
+			{Name: "layer–head entries", X: xs, Y: m.EntryFraction, Points: m.Frames <= 40},
+			{Name: "unique spatial positions", X: xs, Y: m.PositionFraction, Points: m.Frames <= 40},
+		},
+		YFromZero: true, Shade: sh,
+	}
+	if err := a.validate(); err != nil {
+		return nil, fmt.Errorf("plots: %s: %w", name, err)
+	}
+	if err := b.validate(); err != nil {
+		return nil, fmt.Errorf("plots: %s: %w", name, err)
+	}
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("plots: %s: %w", name, err)
+	}
+	width := 18 * vg.Centimeter
+	// Panel (a) keeps the token grid's aspect ratio.
+	aH := vg.Length(float64(width-3*vg.Centimeter)*float64(m.Height)/float64(m.Width)) + 2.5*vg.Centimeter
+	aH = max(min(aH, 12*vg.Centimeter), 6*vg.Centimeter)
+	bH, cH := 8*vg.Centimeter, 7*vg.Centimeter
+	titleH := vg.Length(0)
+	if m.Title != "" {
+		titleH = 1 * vg.Centimeter
+	}
+	f := &Figure{Name: name, Width: width, Height: titleH + aH + bH + cH}
+	f.draw = func(dc draw.Canvas) {
+		fillWhite(dc)
+		if m.Title != "" {
+			drawTitle(dc, m.Title, titleH)
+		}
+		pad := 2 * vg.Millimeter
+		top := dc.Max.Y - titleH
+		region := func(y1, h vg.Length, right vg.Length) draw.Canvas {
+			r := dc
+			r.Max.Y = y1 - pad
+			r.Min.Y = y1 - h + pad
+			r.Min.X += pad
+			r.Max.X -= pad + right
+			return r
+		}
+		drawHeat(region(top, aH, 0), a)
+		drawHeat(region(top-aH, bH, 0), b)
+		cp := linePlot(c)
+		// Align (c)'s data area with (b)'s, which leaves room for a colour bar.
+		cp.Draw(region(top-aH-bH, cH, 2.2*vg.Centimeter))
+	}
+	return f, nil
+}
