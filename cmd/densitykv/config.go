@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/synth"
 )
 
 // Config is the full configuration of a simulate or demo run. It is read
@@ -48,8 +49,13 @@ type RunConfig struct {
 
 // StreamConfig is the length and kind of the KV stream.
 type StreamConfig struct {
-	// Kind of stream; "synthetic" (the built-in video-like generator).
+	// Kind of stream: "synthetic" (the built-in video-like generator) or
+	// "file" (a stream recorded with package synth's format, at Path; its
+	// layout replaces memory.layout).
 	Kind string `yaml:"kind"`
+	Path string `yaml:"path"`
+	// Synth parameterises the synthetic scene.
+	Synth SynthParams `yaml:"synth"`
 	// Seconds of video; the stream has ceil(Seconds·FPS) latent frames
 	// rounded up to whole blocks.
 	Seconds float64 `yaml:"seconds"`
@@ -57,7 +63,7 @@ type StreamConfig struct {
 	FPS float64 `yaml:"fps"`
 }
 
-var streamKinds = []string{"synthetic"}
+var streamKinds = []string{"synthetic", "file"}
 
 // yamlFlags maps YAML paths to the flags that set them, for error messages.
 var yamlFlags = map[string]string{
@@ -69,7 +75,7 @@ var yamlFlags = map[string]string{
 func DefaultConfig() Config {
 	return Config{
 		Run:      RunConfig{Out: "runs", Seed: 0, SnapshotEvery: 10, Plots: true},
-		Stream:   StreamConfig{Kind: "synthetic", Seconds: 60, FPS: 4},
+		Stream:   StreamConfig{Kind: "synthetic", Seconds: 60, FPS: 4, Synth: synthParams(synth.PaperConfig(1))},
 		Policies: []string{memory.NameDensityKV},
 		Memory:   layoutFreeDefaults(memory.DefaultLayout()),
 	}
@@ -91,7 +97,9 @@ func layoutFreeDefaults(l memory.Layout) memory.Config {
 // frames/s, on a smaller token grid with fewer layers, heads and dimensions.
 func DemoConfig() Config {
 	c := DefaultConfig()
-	c.Memory.Layout = memory.Layout{Height: 12, Width: 20, FramesPerBlock: 3, Layers: 4, Heads: 4, HeadDim: 64}
+	sc := synth.DefaultConfig()
+	c.Memory.Layout = sc.Layout
+	c.Stream.Synth = synthParams(sc)
 	c.Stream.Seconds = 30
 	c.Run.Name = "demo"
 	c.Policies = []string{memory.NameNative, memory.NameFIFO, memory.NameUniformStride,
@@ -156,9 +164,32 @@ func (c Config) Resolve() (Config, error) {
 		}
 		seen[p] = true
 	}
+	if c.Stream.Kind == "file" {
+		if c.Stream.Path == "" {
+			bad("stream.path", `""`, "a stream file for stream.kind file")
+		} else if l, _, err := streamLayoutFromFile(c.Stream.Path); err != nil {
+			errs = append(errs, fmt.Errorf("stream.path (--stream-file) %s: %w", c.Stream.Path, err))
+		} else {
+			c.Memory.Layout = l
+		}
+	}
+	if c.Stream.Kind == "synthetic" {
+		// LongLive-RAG reads the generator's latents [F][C][2H][2W].
+		c.Memory.LongLiveRAG.LatentChannels = c.Stream.Synth.Channels
+	}
+	if c.Run.Seed < 0 {
+		bad("run.seed", c.Run.Seed, ">= 0")
+	}
 	m, err := c.Memory.Resolve()
 	if err != nil {
 		errs = append(errs, err)
+	}
+	if err == nil && c.Stream.Kind == "synthetic" {
+		sc := synthConfig(Config{Run: c.Run, Stream: c.Stream, Memory: m})
+		sc.Blocks = max(sc.Blocks, 1)
+		if err := sc.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("stream.synth: %w", err))
+		}
 	}
 	if len(errs) > 0 {
 		return c, fmt.Errorf("config: %w", errors.Join(errs...))
@@ -268,6 +299,7 @@ func bindConfigFlags(fs *pflag.FlagSet, def Config) *configFlags {
 		}
 	})
 	str("stream", "stream kind: "+strings.Join(streamKinds, ", ")+" (stream.kind)", func(c *Config) *string { return &c.Stream.Kind })
+	str("stream-file", "recorded stream file for --stream file (stream.path)", func(c *Config) *string { return &c.Stream.Path })
 	float("seconds", "video length in seconds at --fps latent frames/s (stream.seconds)", func(c *Config) *float64 { return &c.Stream.Seconds })
 	float("fps", "latent frames per second (stream.fps)", func(c *Config) *float64 { return &c.Stream.FPS })
 	integer("layers", "transformer layers (memory.layout.layers)", func(c *Config) *int { return &c.Memory.Layout.Layers })
