@@ -14,7 +14,8 @@ import (
 )
 
 // Grid is a row-major matrix of cell values Z[r·Cols+c]; cell (c, r) is
-// centred at x = X0 + c·DX, y = Y0 + r·DY (DX and DY default to 1).
+// centred at x = X0 + c·DX, y = Y0 + r·DY (DX and DY default to 1). NaN
+// marks a cell without data (drawn light gray); infinities are errors.
 type Grid struct {
 	Cols, Rows int
 	Z          []float64
@@ -30,7 +31,7 @@ func (g Grid) validate() error {
 		return fmt.Errorf("grid has %d values, want %d rows × %d cols = %d", len(g.Z), g.Rows, g.Cols, g.Rows*g.Cols)
 	}
 	for i, v := range g.Z {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if math.IsInf(v, 0) {
 			return fmt.Errorf("grid value at row %d col %d is %v", i/g.Cols, i%g.Cols, v)
 		}
 	}
@@ -65,6 +66,9 @@ type HeatPanel struct {
 	// ImageY puts row 0 at the top, as in an image of the frame.
 	ImageY bool
 	Shade  *Shade
+
+	yTicks []plot.Tick // fixed y ticks (tile montage)
+	noX    bool        // no x tick labels (tile montage)
 }
 
 func (hp HeatPanel) validate() error {
@@ -101,6 +105,9 @@ func Heat(name string, width, height vg.Length, hp HeatPanel) (*Figure, error) {
 func heatRange(hp HeatPanel) (lo, hi float64) {
 	lo, hi = math.Inf(1), math.Inf(-1)
 	for _, v := range hp.Grid.Z {
+		if math.IsNaN(v) {
+			continue
+		}
 		if hp.Log {
 			if v <= 0 {
 				continue
@@ -144,6 +151,12 @@ func drawHeat(dc draw.Canvas, hp HeatPanel) {
 	if hp.Grid.dy() == 1 && hp.Grid.Y0 == math.Trunc(hp.Grid.Y0) {
 		p.Y.Tick.Marker = intTicks{}
 	}
+	if hp.noX {
+		p.X.Tick.Marker = plot.ConstantTicks(nil)
+	}
+	if hp.yTicks != nil {
+		p.Y.Tick.Marker = plot.ConstantTicks(hp.yTicks)
+	}
 	if hp.ImageY {
 		p.Y.Scale = plot.InvertedScale{Normalizer: plot.LinearScale{}}
 	}
@@ -176,6 +189,9 @@ type heatLayer struct {
 const rasterCells = 4096
 
 func (h *heatLayer) color(v float64) color.Color {
+	if math.IsNaN(v) {
+		return color.RGBA{0xe8, 0xe8, 0xe8, 0xff}
+	}
 	if h.hp.Log {
 		if v <= 0 {
 			return color.White
@@ -255,23 +271,25 @@ func pow10Label(e int) string {
 	return "1e" + strconv.Itoa(e)
 }
 
-// intTicks keeps only the integer ticks of the default marker (cell indices).
+// intTicks labels integer cell indices, at most about ten of them.
 type intTicks struct{}
 
 func (intTicks) Ticks(lo, hi float64) []plot.Tick {
-	var out []plot.Tick
-	for _, t := range (plot.DefaultTicks{}).Ticks(lo, hi) {
-		if t.Value == math.Trunc(t.Value) {
-			if t.Label != "" {
-				t.Label = strconv.Itoa(int(t.Value))
-			}
-			out = append(out, t)
+	first, last := math.Ceil(lo), math.Floor(hi)
+	step := 1.0
+	for (last-first)/step > 10 {
+		switch {
+		case step == 1 || step == 10 || step == 100 || step == 1000:
+			step *= 2
+		case step == 2 || step == 20 || step == 200:
+			step = step / 2 * 5
+		default:
+			step *= 2
 		}
 	}
-	if len(out) == 0 {
-		for v := math.Ceil(lo); v <= hi; v++ {
-			out = append(out, plot.Tick{Value: v, Label: strconv.Itoa(int(v))})
-		}
+	var out []plot.Tick
+	for v := math.Ceil(first/step) * step; v <= last; v += step {
+		out = append(out, plot.Tick{Value: v, Label: strconv.Itoa(int(v))})
 	}
 	return out
 }

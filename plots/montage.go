@@ -2,6 +2,10 @@ package plots
 
 import (
 	"fmt"
+	"math"
+	"strconv"
+
+	"gonum.org/v1/plot"
 
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -14,8 +18,9 @@ type Montage struct {
 	Title string
 	// Height and Width are the latent token grid of one frame.
 	Height, Width int
-	// TokenBanks[h·Width+w] is the number of layer–head banks that admitted
-	// spatial token (h, w) from any frame: panel (a), log colour scale.
+	// TokenBanks[(f·Height+h)·Width+w] is the number of layer–head banks
+	// that admitted spatial token (h, w) of source frame f: panel (a), one
+	// tile per source frame, log colour scale.
 	TokenBanks []float64
 	// Layers is the number of layers; LayerFrame[l·Frames+f] counts the
 	// admissions of layer l (summed over heads) of source frame f: panel (b).
@@ -37,8 +42,8 @@ func (m Montage) validate() error {
 	if m.Height <= 0 || m.Width <= 0 || m.Layers <= 0 || m.Frames <= 0 {
 		return fmt.Errorf("sizes must be positive: height %d width %d layers %d frames %d", m.Height, m.Width, m.Layers, m.Frames)
 	}
-	if len(m.TokenBanks) != m.Height*m.Width {
-		return fmt.Errorf("TokenBanks has %d values, want %d×%d", len(m.TokenBanks), m.Height, m.Width)
+	if len(m.TokenBanks) != m.Frames*m.Height*m.Width {
+		return fmt.Errorf("TokenBanks has %d values, want %d frames × %d × %d", len(m.TokenBanks), m.Frames, m.Height, m.Width)
 	}
 	if len(m.LayerFrame) != m.Layers*m.Frames {
 		return fmt.Errorf("LayerFrame has %d values, want %d layers × %d frames", len(m.LayerFrame), m.Layers, m.Frames)
@@ -62,11 +67,12 @@ func AdmissionMontage(name string, m Montage) (*Figure, error) {
 	if m.InitFrames > 0 {
 		sh = &Shade{From: -dt / 2, To: (float64(m.InitFrames) - 0.5) * dt, Label: "initial bank"}
 	}
+	tiles, tileCols, tileRows := m.tiles()
 	a := HeatPanel{
-		Title:  "(a) banks admitting each spatial token",
-		XLabel: "token column w", YLabel: "token row h", ZLabel: "layer–head banks (log)",
-		Grid: Grid{Cols: m.Width, Rows: m.Height, Z: m.TokenBanks},
-		Log:  true, Palette: "oranges", ImageY: true,
+		Title:  fmt.Sprintf("(a) layer–head banks admitting each token (one tile per source frame, %d per row)", tileCols),
+		XLabel: "each tile is one source frame (token rows × columns), time runs left to right, then down", YLabel: "source time of the row's first tile (s)", ZLabel: "layer–head banks (log)",
+		Grid: tiles, Log: true, Palette: "oranges", ImageY: true,
+		yTicks: m.tileRowTicks(tileRows, tileCols), noX: true,
 	}
 	b := HeatPanel{
 		Title:  "(b) admissions by layer and source time",
@@ -98,7 +104,7 @@ func AdmissionMontage(name string, m Montage) (*Figure, error) {
 	}
 	width := 18 * vg.Centimeter
 	// Panel (a) keeps the token grid's aspect ratio.
-	aH := vg.Length(float64(width-3*vg.Centimeter)*float64(m.Height)/float64(m.Width)) + 2.5*vg.Centimeter
+	aH := vg.Length(float64(width-3*vg.Centimeter)*float64(tiles.Rows)/float64(tiles.Cols)) + 2.5*vg.Centimeter
 	aH = max(min(aH, 12*vg.Centimeter), 6*vg.Centimeter)
 	bH, cH := 8*vg.Centimeter, 7*vg.Centimeter
 	titleH := vg.Length(0)
@@ -128,4 +134,39 @@ func AdmissionMontage(name string, m Montage) (*Figure, error) {
 		cp.Draw(region(top-aH-bH, cH, 2.2*vg.Centimeter))
 	}
 	return f, nil
+}
+
+// tiles lays the per-frame token maps out as a grid of tiles (row-major in
+// time) separated by one NaN cell (drawn light gray), about twice as wide as
+// tall.
+func (m Montage) tiles() (g Grid, cols, rows int) {
+	cols = int(math.Ceil(math.Sqrt(float64(m.Frames) * 2 * float64(m.Height) / float64(m.Width))))
+	cols = max(1, min(cols, m.Frames))
+	rows = (m.Frames + cols - 1) / cols
+	g = Grid{Cols: cols*(m.Width+1) - 1, Rows: rows*(m.Height+1) - 1}
+	g.Z = make([]float64, g.Cols*g.Rows)
+	for i := range g.Z {
+		g.Z[i] = math.NaN()
+	}
+	P := m.Height * m.Width
+	for f := 0; f < m.Frames; f++ {
+		r0, c0 := (f/cols)*(m.Height+1), (f%cols)*(m.Width+1)
+		for h := 0; h < m.Height; h++ {
+			for w := 0; w < m.Width; w++ {
+				g.Z[(r0+h)*g.Cols+c0+w] = m.TokenBanks[f*P+h*m.Width+w]
+			}
+		}
+	}
+	return g, cols, rows
+}
+
+// tileRowTicks labels each tile row with the time of its first frame.
+func (m Montage) tileRowTicks(rows, cols int) []plot.Tick {
+	var ts []plot.Tick
+	step := max(1, rows/12)
+	for r := 0; r < rows; r += step {
+		t := float64(r*cols) / m.FPS
+		ts = append(ts, plot.Tick{Value: float64(r*(m.Height+1)) + float64(m.Height-1)/2, Label: strconv.FormatFloat(t, 'g', 4, 64)})
+	}
+	return ts
 }

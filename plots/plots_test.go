@@ -12,7 +12,7 @@ import (
 
 func sampleMontage(h, w, layers, frames int) Montage {
 	m := Montage{Title: "test montage", Height: h, Width: w, Layers: layers, Frames: frames, FPS: 4, InitFrames: 6}
-	m.TokenBanks = make([]float64, h*w)
+	m.TokenBanks = make([]float64, frames*h*w)
 	for i := range m.TokenBanks {
 		m.TokenBanks[i] = float64((i * 7919) % 97)
 	}
@@ -127,6 +127,12 @@ func TestValidationErrors(t *testing.T) {
 			_, err := Heat("h", 0, 0, HeatPanel{Title: "p", Grid: Grid{Cols: 2, Rows: 2, Z: []float64{1}}})
 			return err
 		}, "grid has 1 values, want 2 rows × 2 cols = 4"},
+		{"montage tokens", func() error {
+			m := sampleMontage(2, 3, 2, 4)
+			m.TokenBanks = m.TokenBanks[:6]
+			_, err := AdmissionMontage("m", m)
+			return err
+		}, "TokenBanks has 6 values, want 4 frames × 2 × 3"},
 		{"grid inf", func() error {
 			_, err := Heat("h", 0, 0, HeatPanel{Title: "p", Grid: Grid{Cols: 2, Rows: 1, Z: []float64{1, math.Inf(1)}}})
 			return err

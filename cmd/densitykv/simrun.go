@@ -39,11 +39,13 @@ type logLine struct {
 	OccMax    int   `json:"occupancy_max"`
 	// Offered candidates per head; Admitted per head (largest over heads);
 	// AdmittedTotal and the evictions are summed over heads.
-	Offered          int `json:"offered"`
-	Admitted         int `json:"admitted"`
-	AdmittedTotal    int `json:"admitted_total"`
-	EvictedMandatory int `json:"evicted_mandatory"`
-	EvictedCapacity  int `json:"evicted_capacity"`
+	Offered       int `json:"offered"`
+	Admitted      int `json:"admitted"`
+	AdmittedTotal int `json:"admitted_total"`
+	// AdmittedHeads is the admitted count of each head (DensityKV only).
+	AdmittedHeads    []int `json:"admitted_per_head,omitempty"`
+	EvictedMandatory int   `json:"evicted_mandatory"`
+	EvictedCapacity  int   `json:"evicted_capacity"`
 	// Tokens counts this layer's attention keys by part.
 	Tokens partsJSON `json:"tokens"`
 	// Bytes is the policy's live persistent state after the block.
@@ -272,6 +274,7 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 	}
 
 	offered := make([]int, L)
+	var qc, kc, vc []float32
 	for b := st.NextBlock; b < blocks; b++ {
 		replaying := b < replayTo
 		if replaying && ctx.Err() != nil {
@@ -311,8 +314,13 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 				return nil, fmt.Errorf("stream: block %d layer %d: %w", b, l, err)
 			}
 			for i, p := range pols {
+				// Each policy gets its own copy: one that writes into its
+				// inputs cannot affect the next.
+				qc = append(qc[:0], q...)
+				kc = append(kc[:0], k...)
+				vc = append(vc[:0], v...)
 				t0 := time.Now()
-				if _, err := p.Attend(l, q, k, v); err != nil {
+				if _, err := p.Attend(l, qc, kc, vc); err != nil {
 					return nil, fmt.Errorf("policy %s: block %d layer %d: %w", cfg.Policies[i], b, l, err)
 				}
 				attend[i][l] = time.Since(t0).Seconds()
@@ -420,6 +428,7 @@ func lineFor(policy string, b, l int, sec float64, s memory.Stats, decs []bank.D
 		ln.AdmittedTotal = 0
 		for _, h := range d.Heads {
 			ln.AdmittedTotal += len(h.Admitted)
+			ln.AdmittedHeads = append(ln.AdmittedHeads, len(h.Admitted))
 		}
 		ln.Flushed, ln.FloorBlocked, ln.Infeasible = d.Flushed, d.FloorBlocked, d.Infeasible
 	}
