@@ -1,0 +1,79 @@
+package wan
+
+import (
+	"fmt"
+
+	"github.com/densitykv/densitykv/memory"
+)
+
+// Config is the architecture of a Wan2.1-style DiT.
+type Config struct {
+	Dim      int     `json:"dim" yaml:"dim"`           // hidden size (1536)
+	FFNDim   int     `json:"ffn_dim" yaml:"ffn_dim"`   // FFN hidden size (8960)
+	FreqDim  int     `json:"freq_dim" yaml:"freq_dim"` // sinusoidal time embedding size (256)
+	TextDim  int     `json:"text_dim" yaml:"text_dim"` // text encoder width (4096)
+	TextLen  int     `json:"text_len" yaml:"text_len"` // text rows attended (512)
+	InDim    int     `json:"in_dim" yaml:"in_dim"`     // latent channels in (16)
+	OutDim   int     `json:"out_dim" yaml:"out_dim"`   // latent channels out (16)
+	Heads    int     `json:"num_heads" yaml:"num_heads"`
+	Layers   int     `json:"num_layers" yaml:"num_layers"`
+	Patch    [3]int  `json:"patch_size" yaml:"patch_size"` // (t, h, w) = (1, 2, 2)
+	Eps      float64 `json:"eps" yaml:"eps"`               // RMSNorm / LayerNorm epsilon (1e-6)
+	RoPEBase float64 `json:"rope_theta" yaml:"rope_theta"` // 10000
+}
+
+// DefaultConfig is Wan2.1-T2V-1.3B.
+func DefaultConfig() Config {
+	return Config{Dim: 1536, FFNDim: 8960, FreqDim: 256, TextDim: 4096, TextLen: 512, InDim: 16, OutDim: 16,
+		Heads: 12, Layers: 30, Patch: [3]int{1, 2, 2}, Eps: 1e-6, RoPEBase: 10000}
+}
+
+// TinyConfig is the configuration of the golden reference data
+// (../shared/golden/wan): dim 64, 2 heads × 32, 2 layers, text 8 × 32.
+func TinyConfig() Config {
+	return Config{Dim: 64, FFNDim: 128, FreqDim: 256, TextDim: 32, TextLen: 8, InDim: 16, OutDim: 16,
+		Heads: 2, Layers: 2, Patch: [3]int{1, 2, 2}, Eps: 1e-6, RoPEBase: 10000}
+}
+
+// HeadDim returns Dim / Heads.
+func (c Config) HeadDim() int { return c.Dim / c.Heads }
+
+// PatchLen returns InDim·pt·ph·pw, the input size of the patch embedding.
+func (c Config) PatchLen() int { return c.InDim * c.Patch[0] * c.Patch[1] * c.Patch[2] }
+
+// OutLen returns OutDim·pt·ph·pw, the head's output size per token.
+func (c Config) OutLen() int { return c.OutDim * c.Patch[0] * c.Patch[1] * c.Patch[2] }
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	for _, f := range []struct {
+		n string
+		v int
+	}{{"dim", c.Dim}, {"ffn_dim", c.FFNDim}, {"freq_dim", c.FreqDim}, {"text_dim", c.TextDim}, {"text_len", c.TextLen},
+		{"in_dim", c.InDim}, {"out_dim", c.OutDim}, {"num_heads", c.Heads}, {"num_layers", c.Layers},
+		{"patch t", c.Patch[0]}, {"patch h", c.Patch[1]}, {"patch w", c.Patch[2]}} {
+		if f.v <= 0 {
+			return fmt.Errorf("wan: config: %s %d must be positive", f.n, f.v)
+		}
+	}
+	if c.Patch[0] != 1 {
+		return fmt.Errorf("wan: config: temporal patch %d unsupported (the causal model uses 1)", c.Patch[0])
+	}
+	if c.Dim%c.Heads != 0 || c.HeadDim()%2 != 0 || c.HeadDim() < 6 {
+		return fmt.Errorf("wan: config: dim %d / heads %d must give an even head dim ≥ 6", c.Dim, c.Heads)
+	}
+	if c.FreqDim%2 != 0 {
+		return fmt.Errorf("wan: config: freq_dim %d must be even", c.FreqDim)
+	}
+	if !(c.Eps > 0) || !(c.RoPEBase > 1) {
+		return fmt.Errorf("wan: config: eps %v must be > 0 and rope_theta %v > 1", c.Eps, c.RoPEBase)
+	}
+	return nil
+}
+
+// Layout returns the memory layout of this model for latents of height×width
+// (latent pixels) and framesPerBlock frames per block.
+func (c Config) Layout(height, width, framesPerBlock int) memory.Layout {
+	return memory.Layout{Height: height / c.Patch[1], Width: width / c.Patch[2], FramesPerBlock: framesPerBlock,
+		Layers: c.Layers, Heads: c.Heads, HeadDim: c.HeadDim()}
+}

@@ -1,0 +1,167 @@
+package wan
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/memory"
+)
+
+// goldenFile is an opened golden safetensors file.
+type goldenFile struct {
+	t *testing.T
+	s *checkpoint.Safetensors
+}
+
+func openGolden(t *testing.T, name string) *goldenFile {
+	t.Helper()
+	s, err := checkpoint.OpenSafetensors(filepath.Join(goldendir.Wan(t), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return &goldenFile{t, s}
+}
+
+func (g *goldenFile) f32(name string) []float32 {
+	g.t.Helper()
+	v, _, err := g.s.Float32(name)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return v
+}
+
+func (g *goldenFile) f64(name string) []float64 {
+	g.t.Helper()
+	v, _, err := g.s.Float64(name)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return v
+}
+
+// relErr returns max|got − want| / max|want|.
+func relErr(got []float32, want []float64) float64 {
+	var md, mw float64
+	for i, w := range want {
+		md = math.Max(md, math.Abs(float64(got[i])-w))
+		mw = math.Max(mw, math.Abs(w))
+	}
+	if mw == 0 {
+		return md
+	}
+	return md / mw
+}
+
+const goldenTol = 1e-4
+
+func goldenModel(t *testing.T) *Model {
+	t.Helper()
+	m, err := Load(filepath.Join(goldendir.Wan(t), "weights.safetensors"), TinyConfig(), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func nativePolicy(t *testing.T, m *Model) memory.Policy {
+	t.Helper()
+	p, err := memory.New(memory.NameNative, memory.Config{Layout: m.Cfg.Layout(6, 8, 3), SinkFrames: 1, CacheFrames: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func goldenText(t *testing.T, m *Model, g *goldenFile) *Text {
+	t.Helper()
+	txt, err := m.EmbedText(g.f32("context"), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return txt
+}
+
+func TestGoldenForwards(t *testing.T) {
+	m := goldenModel(t)
+	cases := []struct {
+		file  string
+		calls func(g *goldenFile) []memory.Call // history calls before the checked one
+		check memory.Call
+	}{
+		{"forward_a_first_block_t1000", nil, memory.Call{Block: 0, First: true}},
+		{"forward_b_first_block_t0", nil, memory.Call{Block: 0, First: true, Clean: true, Step: 4}},
+		{"forward_c_second_block_with_cache", nil, memory.Call{Block: 1, First: true}},
+		{"forward_d_first_block_mixed_t", nil, memory.Call{Block: 0, First: true}},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			g := openGolden(t, c.file+".safetensors")
+			pol := nativePolicy(t, m)
+			txt := goldenText(t, m, g)
+			if c.file == "forward_a_first_block_t1000" {
+				if e := relErr(txt.Embed, g.f64("inter.context_embed")); e > goldenTol {
+					t.Errorf("context_embed: relative error %.3g", e)
+				}
+			}
+			if c.check.Block == 1 {
+				hist := make([]float32, 3*16*6*8)
+				err := m.Forward(hist, Call{Latent: g.f32("history_x"), Height: 6, Width: 8, Timesteps: []float32{0, 0, 0},
+					Text: txt, Mem: memory.Call{Block: 0, First: true, Clean: true, Step: 4}}, pol)
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			ts64 := g.f64("timestep")
+			ts := make([]float32, len(ts64))
+			for i, v := range ts64 {
+				ts[i] = float32(v)
+			}
+			got := map[string][]float32{}
+			flow := make([]float32, 3*16*6*8)
+			err := m.Forward(flow, Call{Latent: g.f32("x"), Height: 6, Width: 8, Timesteps: ts, Text: txt, Mem: c.check,
+				Trace: func(name string, x []float32) { got[name] = append([]float32(nil), x...) }}, pol)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := relErr(flow, g.f64("flow_pred")); e > goldenTol {
+				t.Errorf("flow_pred: relative error %.3g > %g", e, goldenTol)
+			} else {
+				t.Logf("flow_pred: relative error %.3g", e)
+			}
+			for _, n := range g.s.Names() {
+				var key string
+				switch {
+				case len(n) > 6 && n[:6] == "inter.":
+					key = n[6:]
+				case len(n) > 6 && n[:6] == "cache.":
+					var l int
+					var kv string
+					fmt.Sscanf(n, "cache.layer%d.%s", &l, &kv)
+					key = fmt.Sprintf("block%d_selfattn_k_roped", l)
+					if kv == "v" {
+						key = fmt.Sprintf("block%d_selfattn_v", l)
+					}
+				default:
+					continue
+				}
+				if key == "context_embed" {
+					continue
+				}
+				x, ok := got[key]
+				if !ok {
+					t.Errorf("%s: no trace %q", n, key)
+					continue
+				}
+				if e := relErr(x, g.f64(n)); e > goldenTol {
+					t.Errorf("%s: relative error %.3g > %g", n, e, goldenTol)
+				}
+			}
+		})
+	}
+}

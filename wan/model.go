@@ -1,0 +1,264 @@
+package wan
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/densitykv/densitykv/checkpoint"
+)
+
+// Linear is y = x·Wᵀ + b with W [Out][In] (checkpoint "<name>.weight") and
+// b [Out] ("<name>.bias").
+type Linear struct {
+	In, Out int
+	W, B    []float32
+}
+
+// Attention holds one attention module's parameters ("self_attn",
+// "cross_attn"): q, k, v, o projections and the q/k RMSNorm weights over
+// the full dim.
+type Attention struct {
+	Q, K, V, O   Linear
+	NormQ, NormK []float32 // [dim]
+}
+
+// Block is one transformer layer ("blocks.<i>").
+type Block struct {
+	SelfAttn   Attention
+	CrossAttn  Attention
+	Norm3W     []float32 // "norm3.weight" [dim] (the affine LayerNorm before cross-attention)
+	Norm3B     []float32 // "norm3.bias"
+	FFN0, FFN2 Linear    // "ffn.0" [ffn][dim], "ffn.2" [dim][ffn]
+	Modulation []float32 // "modulation" [1][6][dim]
+}
+
+// Model is a Wan2.1 causal DiT. Forward reuses buffers held by the model, so
+// one Model must not run two Forward calls at once.
+type Model struct {
+	Cfg            Config
+	PatchEmbedding Linear // "patch_embedding": Conv3d [dim][C][pt][ph][pw] as a Linear over (c, p, q, r)
+	TextEmbedding0 Linear // "text_embedding.0" [dim][text_dim]
+	TextEmbedding2 Linear // "text_embedding.2" [dim][dim]
+	TimeEmbedding0 Linear // "time_embedding.0" [dim][freq_dim]
+	TimeEmbedding2 Linear // "time_embedding.2" [dim][dim]
+	TimeProjection Linear // "time_projection.1" [6·dim][dim]
+	Blocks         []Block
+	Head           Linear    // "head.head" [out_len][dim]
+	HeadModulation []float32 // "head.modulation" [1][2][dim]
+
+	ws *workspace
+}
+
+// Param is one named parameter: its checkpoint name (without the "model."
+// wrapper prefix), shape, and the slice holding it.
+type Param struct {
+	Name  string
+	Shape []int
+	Data  *[]float32
+	// Kind drives random initialisation: "weight" (N(0,1)/√fan_in),
+	// "bias" (0.01·N), "norm" (1+0.1·N), "modulation" (0.1·N).
+	Kind  string
+	FanIn int
+}
+
+// New allocates a model of configuration cfg with zero parameters.
+func New(cfg Config) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Model{Cfg: cfg, Blocks: make([]Block, cfg.Layers)}
+	for _, p := range m.Params() {
+		*p.Data = make([]float32, prod(p.Shape))
+	}
+	return m, nil
+}
+
+func prod(s []int) int {
+	n := 1
+	for _, v := range s {
+		n *= v
+	}
+	return n
+}
+
+// Params lists every parameter in checkpoint-name order of definition.
+// The slices alias the model's parameters.
+func (m *Model) Params() []Param {
+	c := m.Cfg
+	var ps []Param
+	lin := func(name string, l *Linear, in, out int, wshape []int) {
+		l.In, l.Out = in, out
+		if wshape == nil {
+			wshape = []int{out, in}
+		}
+		ps = append(ps, Param{name + ".weight", wshape, &l.W, "weight", in}, Param{name + ".bias", []int{out}, &l.B, "bias", in})
+	}
+	d := c.Dim
+	lin("patch_embedding", &m.PatchEmbedding, c.PatchLen(), d, []int{d, c.InDim, c.Patch[0], c.Patch[1], c.Patch[2]})
+	lin("text_embedding.0", &m.TextEmbedding0, c.TextDim, d, nil)
+	lin("text_embedding.2", &m.TextEmbedding2, d, d, nil)
+	lin("time_embedding.0", &m.TimeEmbedding0, c.FreqDim, d, nil)
+	lin("time_embedding.2", &m.TimeEmbedding2, d, d, nil)
+	lin("time_projection.1", &m.TimeProjection, d, 6*d, nil)
+	for i := range m.Blocks {
+		b := &m.Blocks[i]
+		p := "blocks." + strconv.Itoa(i) + "."
+		for _, a := range []struct {
+			n string
+			a *Attention
+		}{{"self_attn", &b.SelfAttn}, {"cross_attn", &b.CrossAttn}} {
+			lin(p+a.n+".q", &a.a.Q, d, d, nil)
+			lin(p+a.n+".k", &a.a.K, d, d, nil)
+			lin(p+a.n+".v", &a.a.V, d, d, nil)
+			lin(p+a.n+".o", &a.a.O, d, d, nil)
+			ps = append(ps, Param{p + a.n + ".norm_q.weight", []int{d}, &a.a.NormQ, "norm", 0},
+				Param{p + a.n + ".norm_k.weight", []int{d}, &a.a.NormK, "norm", 0})
+		}
+		ps = append(ps, Param{p + "norm3.weight", []int{d}, &b.Norm3W, "norm", 0}, Param{p + "norm3.bias", []int{d}, &b.Norm3B, "bias", 0})
+		lin(p+"ffn.0", &b.FFN0, d, c.FFNDim, nil)
+		lin(p+"ffn.2", &b.FFN2, c.FFNDim, d, nil)
+		ps = append(ps, Param{p + "modulation", []int{1, 6, d}, &b.Modulation, "modulation", 0})
+	}
+	lin("head.head", &m.Head, d, c.OutLen(), nil)
+	ps = append(ps, Param{"head.modulation", []int{1, 2, d}, &m.HeadModulation, "modulation", 0})
+	return ps
+}
+
+// Expected returns the parameter names and shapes a state dict must hold.
+func (m *Model) Expected() []checkpoint.Expect {
+	ps := m.Params()
+	out := make([]checkpoint.Expect, len(ps))
+	for i, p := range ps {
+		out[i] = checkpoint.Expect{Name: p.Name, Shape: p.Shape}
+	}
+	return out
+}
+
+// FromStateDict builds a model of configuration cfg from sd (keys normalised
+// by checkpoint.NormalizeKey). Missing, unexpected and mis-shaped tensors
+// are all named in one error. The model takes ownership of sd's slices.
+func FromStateDict(cfg Config, sd checkpoint.StateDict) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Model{Cfg: cfg, Blocks: make([]Block, cfg.Layers)}
+	if err := sd.Check(m.Expected()); err != nil {
+		return nil, fmt.Errorf("wan: %w", err)
+	}
+	for _, p := range m.Params() {
+		t := sd[p.Name]
+		for i, v := range t.Data {
+			if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+				return nil, fmt.Errorf("wan: parameter %s has %v at index %d", p.Name, v, i)
+			}
+		}
+		*p.Data = t.Data
+	}
+	return m, nil
+}
+
+// LoadOptions configures Load.
+type LoadOptions struct {
+	// Entry selects the entry of a PyTorch checkpoint ("" = generator,
+	// then generator_ema, then model; see checkpoint.TorchOptions).
+	Entry string
+	// LoRA is an optional checkpoint holding LongLive's adapters (in its
+	// "generator_lora" entry for PyTorch files); merged into the weights.
+	LoRA string
+	// LoRAAlpha is the LoRA alpha (0 = the rank, i.e. scale 1; LongLive
+	// uses rank 256, alpha 256).
+	LoRAAlpha float64
+}
+
+// Load reads a checkpoint (.safetensors or PyTorch zip) into a model of
+// configuration cfg, merging LoRA adapters when opt.LoRA is set. With LoRA,
+// every Linear of every block (self/cross q, k, v, o; ffn.0, ffn.2) must
+// have an adapter.
+func Load(path string, cfg Config, opt LoadOptions) (*Model, error) {
+	sd, err := checkpoint.LoadFile(path, checkpoint.TorchOptions{Entry: opt.Entry})
+	if err != nil {
+		return nil, fmt.Errorf("wan: load: %w", err)
+	}
+	if opt.LoRA != "" {
+		lsd, err := checkpoint.LoadFile(opt.LoRA, checkpoint.TorchOptions{Entry: "generator_lora"})
+		if err != nil {
+			return nil, fmt.Errorf("wan: load lora: %w", err)
+		}
+		alpha := opt.LoRAAlpha
+		if alpha == 0 {
+			for _, t := range lsd {
+				if len(t.Shape) == 2 {
+					alpha = float64(min(t.Shape[0], t.Shape[1])) // rank
+					break
+				}
+			}
+		}
+		if err := sd.Check(mustModel(cfg).Expected()); err != nil {
+			return nil, fmt.Errorf("wan: %w", err)
+		}
+		merged, err := checkpoint.MergeLoRA(sd, lsd, alpha)
+		if err != nil {
+			return nil, fmt.Errorf("wan: %w", err)
+		}
+		have := map[string]bool{}
+		for _, n := range merged {
+			have[n] = true
+		}
+		var miss []string
+		for i := 0; i < cfg.Layers; i++ {
+			for _, s := range []string{"self_attn.q", "self_attn.k", "self_attn.v", "self_attn.o",
+				"cross_attn.q", "cross_attn.k", "cross_attn.v", "cross_attn.o", "ffn.0", "ffn.2"} {
+				if n := "blocks." + strconv.Itoa(i) + "." + s + ".weight"; !have[n] {
+					miss = append(miss, n)
+				}
+			}
+		}
+		if len(miss) > 0 {
+			return nil, fmt.Errorf("wan: load lora: %d block Linear layers have no adapter: %v", len(miss), miss)
+		}
+	}
+	return FromStateDict(cfg, sd)
+}
+
+func mustModel(cfg Config) *Model {
+	return &Model{Cfg: cfg, Blocks: make([]Block, cfg.Layers)}
+}
+
+// Random returns a model with seeded random parameters (the golden data's
+// scheme: weights N(0,1)/√fan_in, biases 0.01·N, norm weights 1+0.1·N,
+// modulations 0.1·N), for benchmarks and tests.
+func Random(cfg Config, seed uint64) (*Model, error) {
+	m, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := rand.New(rand.NewPCG(seed, 0x77616e))
+	for _, p := range m.Params() {
+		d := *p.Data
+		for i := range d {
+			z := r.NormFloat64()
+			switch p.Kind {
+			case "weight":
+				d[i] = float32(z / math.Sqrt(float64(p.FanIn)))
+			case "bias":
+				d[i] = float32(0.01 * z)
+			case "norm":
+				d[i] = float32(1 + 0.1*z)
+			default:
+				d[i] = float32(0.1 * z)
+			}
+		}
+	}
+	return m, nil
+}
+
+// NumParams returns the number of parameters.
+func (m *Model) NumParams() int64 {
+	var n int64
+	for _, p := range m.Params() {
+		n += int64(prod(p.Shape))
+	}
+	return n
+}
