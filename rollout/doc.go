@@ -1,0 +1,19 @@
+// Package rollout runs the streaming block rollout of a few-step causal
+// video generator (Self-Forcing / Causal-Forcing / LongLive) on the wan
+// backbone with any memory.Policy:
+//
+//	noise for every frame is drawn up front (Noise.Initial)
+//	for block b (frames [bF, bF+F)):
+//	    x = noise of the block
+//	    for step s < S:                       (warped float32 timesteps, e.g. 1000, 937.5, 833.33…, 625)
+//	        v  = model(x, t_s)                (first call of the block: memory.Call.First)
+//	        x0 = x − σ_s·v
+//	        if s < S−1: x = (1 − σ_{s+1})·x0 + σ_{s+1}·ε   (fresh noise, Noise.Renoise(b, s))
+//	    latents[block] = x0
+//	    model(x0, t = 0)                      (clean pass: the policy commits the block's K/V)
+//
+// Results stream out per block (Writer: safetensors latent shards + a JSON
+// manifest; a JSON-lines memory log), so long rollouts never hold all
+// latents. Generate wires checkpoint + text embeddings + policy for the
+// command line; Bench measures per-block time and peak memory.
+package rollout

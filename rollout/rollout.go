@@ -1,0 +1,227 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/wan"
+)
+
+// Prompt is one entry of a prompt schedule: Text is used from block
+// FromBlock on (until the next entry).
+type Prompt struct {
+	FromBlock int
+	Text      *wan.Text
+	Name      string // label for logs and the manifest
+}
+
+// Progress reports one finished forward call.
+type Progress struct {
+	Block, Blocks int
+	Step, Steps   int // Step == Steps for the clean pass
+	Elapsed       time.Duration
+}
+
+// StepRecord is one forward call's input and output, for observers.
+// Slices are only valid during the callback.
+type StepRecord struct {
+	Block, Step int
+	Clean       bool
+	Timestep    float32
+	Input       []float32 // [F][C][H][W]
+	Flow        []float32 // flow prediction
+	X0          []float32 // x − σ·flow (nil for the clean pass)
+}
+
+// Options configures Run.
+type Options struct {
+	Blocks         int // number of blocks to generate
+	FramesPerBlock int // latent frames per block (default 3)
+	Height, Width  int // latent size (e.g. 60×104 for 480×832 video)
+	Schedule       *Schedule
+	Noise          Noise
+	Prompts        []Prompt // the first must start at block 0
+	// Writer, when set, receives each block's latents as it finishes.
+	Writer *Writer
+	// MemLog, when set, receives one JSON line per block (BlockLog).
+	MemLog io.Writer
+	// Progress, Observe and BlockDone are optional callbacks.
+	Progress  func(Progress)
+	Observe   func(StepRecord)
+	BlockDone func(block int, latents []float32, log BlockLog)
+	// Context cancels the rollout between forward calls (nil = never).
+	Context context.Context
+}
+
+// BlockLog is the per-block memory record (one JSON line of the memory
+// log): the policy's statistics of the block's first call (where memory
+// updates happen) and of its clean pass (what later blocks will see).
+type BlockLog struct {
+	Block   int     `json:"block"`
+	Frames  [2]int  `json:"frames"` // [start, end)
+	Policy  string  `json:"policy"`
+	Prompt  string  `json:"prompt,omitempty"`
+	Seconds float64 `json:"seconds"`
+	// Offered and Admitted count tokens per head per layer on the first call.
+	Offered  []int `json:"offered,omitempty"`
+	Admitted []int `json:"admitted,omitempty"`
+	// EvictedMandatory/EvictedCapacity per layer (summed over heads).
+	EvictedMandatory []int `json:"evicted_mandatory,omitempty"`
+	EvictedCapacity  []int `json:"evicted_capacity,omitempty"`
+	// Occupancy per layer and head, and the attention key counts per layer
+	// (sink, memory, local) of the clean pass.
+	Occupancy     [][]int        `json:"occupancy,omitempty"`
+	Attention     []memory.Parts `json:"attention,omitempty"`
+	UpdateSeconds float64        `json:"update_seconds"`
+	Bytes         int64          `json:"bytes"`
+}
+
+// Run generates opt.Blocks blocks with model m reading its history through
+// pol. It returns the first error of the model, the policy, the noise
+// source or the writer.
+func Run(m *wan.Model, pol memory.Policy, opt Options) error {
+	F := opt.FramesPerBlock
+	if F == 0 {
+		F = 3
+	}
+	if opt.Blocks <= 0 {
+		return fmt.Errorf("rollout: %d blocks requested", opt.Blocks)
+	}
+	if opt.Schedule == nil || len(opt.Schedule.Timesteps) == 0 {
+		return fmt.Errorf("rollout: no schedule")
+	}
+	if opt.Noise == nil {
+		return fmt.Errorf("rollout: no noise source")
+	}
+	if len(opt.Prompts) == 0 || opt.Prompts[0].FromBlock != 0 {
+		return fmt.Errorf("rollout: the prompt schedule must start at block 0")
+	}
+	for i, p := range opt.Prompts {
+		if p.Text == nil || (i > 0 && p.FromBlock <= opt.Prompts[i-1].FromBlock) {
+			return fmt.Errorf("rollout: prompt %d (from block %d) has no text or is out of order", i, p.FromBlock)
+		}
+	}
+	cfg := m.Cfg
+	if want := cfg.Layout(opt.Height, opt.Width, F); pol.Layout() != want {
+		return fmt.Errorf("rollout: policy %s layout %+v does not match the model's %+v", pol.Name(), pol.Layout(), want)
+	}
+	if opt.Height%cfg.Patch[1] != 0 || opt.Width%cfg.Patch[2] != 0 || opt.Height <= 0 || opt.Width <= 0 {
+		return fmt.Errorf("rollout: latent %d×%d is not a positive multiple of the patch", opt.Height, opt.Width)
+	}
+	if cfg.InDim != cfg.OutDim {
+		return fmt.Errorf("rollout: in_dim %d ≠ out_dim %d", cfg.InDim, cfg.OutDim)
+	}
+	ctx := opt.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	sch := opt.Schedule
+	S := len(sch.Timesteps)
+	frameSize := cfg.InDim * opt.Height * opt.Width
+	blockSize := F * frameSize
+	// All initial noise up front, in frame order (the draw order).
+	initial := make([]float32, opt.Blocks*blockSize)
+	for f := 0; f < opt.Blocks*F; f++ {
+		if err := opt.Noise.Initial(f, initial[f*frameSize:(f+1)*frameSize]); err != nil {
+			return err
+		}
+	}
+	x := make([]float32, blockSize)
+	x0 := make([]float32, blockSize)
+	flow := make([]float32, blockSize)
+	eps := make([]float32, blockSize)
+	ts := make([]float32, F)
+	start := time.Now()
+	sr, _ := pol.(memory.StatsReporter)
+	for b := 0; b < opt.Blocks; b++ {
+		bt := time.Now()
+		prompt := opt.Prompts[0]
+		for _, p := range opt.Prompts {
+			if p.FromBlock <= b {
+				prompt = p
+			}
+		}
+		copy(x, initial[b*blockSize:(b+1)*blockSize])
+		log := BlockLog{Block: b, Frames: [2]int{b * F, (b + 1) * F}, Policy: pol.Name(), Prompt: prompt.Name}
+		for s := 0; s <= S; s++ {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("rollout: block %d step %d: %w", b, s, err)
+			}
+			clean := s == S
+			var t float32
+			in := x
+			if clean {
+				in = x0
+			} else {
+				t = sch.Timesteps[s]
+			}
+			for i := range ts {
+				ts[i] = t
+			}
+			call := memory.Call{Block: b, Step: s, Clean: clean, First: s == 0}
+			if clean {
+				call.Latent = x0
+			}
+			err := m.Forward(flow, wan.Call{Latent: in, Height: opt.Height, Width: opt.Width, Timesteps: ts, Text: prompt.Text, Mem: call}, pol)
+			if err != nil {
+				return fmt.Errorf("rollout: block %d step %d: %w", b, s, err)
+			}
+			if sr != nil {
+				st := sr.LastStats()
+				if s == 0 {
+					log.Offered, log.Admitted = st.Offered, st.Admitted
+					log.EvictedMandatory, log.EvictedCapacity = st.EvictedMandatory, st.EvictedCapacity
+				}
+				log.UpdateSeconds += st.UpdateSeconds
+				if clean {
+					log.Occupancy, log.Attention, log.Bytes = st.Occupancy, st.Parts, st.Bytes
+				}
+			}
+			if !clean {
+				ToX0(x0, x, flow, sch.Sigmas[s])
+			}
+			if opt.Observe != nil {
+				r := StepRecord{Block: b, Step: s, Clean: clean, Timestep: t, Input: in, Flow: flow}
+				if !clean {
+					r.X0 = x0
+				}
+				opt.Observe(r)
+			}
+			if !clean && s < S-1 {
+				if err := opt.Noise.Renoise(b, s, eps); err != nil {
+					return err
+				}
+				Renoise(x, x0, eps, sch.Sigmas[s+1])
+			}
+			if opt.Progress != nil {
+				opt.Progress(Progress{Block: b, Blocks: opt.Blocks, Step: s, Steps: S, Elapsed: time.Since(start)})
+			}
+		}
+		if sr == nil {
+			log.Bytes = pol.Bytes()
+		}
+		log.Seconds = time.Since(bt).Seconds()
+		if opt.Writer != nil {
+			if err := opt.Writer.WriteBlock(b, x0, log.Seconds); err != nil {
+				return err
+			}
+		}
+		if opt.MemLog != nil {
+			line, err := json.Marshal(log)
+			if err != nil {
+				return fmt.Errorf("rollout: block %d: memory log: %w", b, err)
+			}
+			if _, err := opt.MemLog.Write(append(line, '\n')); err != nil {
+				return fmt.Errorf("rollout: block %d: memory log: %w", b, err)
+			}
+		}
+		if opt.BlockDone != nil {
+			opt.BlockDone(b, x0, log)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package rollout
+
+import (
+	"fmt"
+	"math"
+)
+
+// Schedule is the few-step flow-matching schedule: the warped denoising
+// timesteps, their σ, and the full scheduler table used to find σ(t) for an
+// arbitrary t (nearest entry), all float32 as in the reference
+// FlowMatchScheduler(shift, sigma_min = 0, extra_one_step = true) with
+// num_train_timesteps entries.
+type Schedule struct {
+	Timesteps []float32 // per denoising step
+	Sigmas    []float32 // per denoising step
+	tableT    []float32 // scheduler timesteps (descending)
+	tableS    []float32 // scheduler sigmas
+}
+
+// DefaultSteps is the 4-step list of the released models.
+var DefaultSteps = []int{1000, 750, 500, 250}
+
+// NewSchedule warps steps (values in (0, numTrain]) with σ' = shift·σ/(1 +
+// (shift−1)·σ) on a numTrain-entry table. DefaultSchedule gives
+// timesteps [1000, 937.5, 833.3333, 625] and σ [1, 0.9375, 0.8333333, 0.625].
+func NewSchedule(steps []int, shift float64, numTrain int) (*Schedule, error) {
+	if numTrain < 2 || !(shift > 0) || math.IsInf(shift, 0) {
+		return nil, fmt.Errorf("rollout: schedule: num_train %d must be ≥ 2 and shift %v positive", numTrain, shift)
+	}
+	if len(steps) == 0 {
+		return nil, fmt.Errorf("rollout: schedule: no denoising steps")
+	}
+	s := &Schedule{tableT: make([]float32, numTrain), tableS: make([]float32, numTrain)}
+	// torch.linspace(1, 0, numTrain+1)[:-1] in float32: the first half counts
+	// up from start, the second half down from end.
+	n := numTrain + 1
+	step := float32(0-1) / float32(n-1)
+	sh := float32(shift)
+	for i := 0; i < numTrain; i++ {
+		var lin float32
+		if i < n/2 {
+			lin = 1 + step*float32(i)
+		} else {
+			lin = 0 - step*float32(n-1-i)
+		}
+		sig := sh * lin / (1 + (sh-1)*lin)
+		s.tableS[i] = sig
+		s.tableT[i] = sig * float32(numTrain)
+	}
+	for i, st := range steps {
+		if st <= 0 || st > numTrain {
+			return nil, fmt.Errorf("rollout: schedule: step %d is %d, want 1..%d", i, st, numTrain)
+		}
+		if i > 0 && st >= steps[i-1] {
+			return nil, fmt.Errorf("rollout: schedule: steps %v must decrease", steps)
+		}
+		s.Timesteps = append(s.Timesteps, s.tableT[numTrain-st])
+		s.Sigmas = append(s.Sigmas, s.tableS[numTrain-st])
+	}
+	return s, nil
+}
+
+// DefaultSchedule is NewSchedule(DefaultSteps, 5, 1000).
+func DefaultSchedule() *Schedule {
+	s, err := NewSchedule(DefaultSteps, 5, 1000)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Sigma returns σ at the scheduler entry nearest to t (the first on ties):
+// Sigma(0) is 0.00498…, not 0.
+func (s *Schedule) Sigma(t float32) float32 {
+	best, bd := 0, math.Inf(1)
+	for i, v := range s.tableT {
+		if d := math.Abs(float64(v) - float64(t)); d < bd {
+			best, bd = i, d
+		}
+	}
+	return s.tableS[best]
+}
+
+// ToX0 writes x0 = x − σ·flow (computed in float64, rounded to float32).
+func ToX0(x0, x, flow []float32, sigma float32) {
+	sg := float64(sigma)
+	for i := range x0 {
+		x0[i] = float32(float64(x[i]) - sg*float64(flow[i]))
+	}
+}
+
+// Renoise writes x = (1 − σ)·x0 + σ·noise in float32.
+func Renoise(x, x0, noise []float32, sigma float32) {
+	for i := range x {
+		x[i] = (1-sigma)*x0[i] + sigma*noise[i]
+	}
+}

@@ -1,0 +1,148 @@
+package rollout
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/densitykv/densitykv/checkpoint"
+)
+
+// ManifestFile and LatentDir name the outputs of a Writer inside its folder.
+const (
+	ManifestFile = "manifest.json"
+	LatentDir    = "latents"
+)
+
+// Manifest describes a rollout's output folder. It is rewritten (atomically)
+// after every block, so a partial rollout is always readable.
+type Manifest struct {
+	Version        int               `json:"version"`
+	Created        string            `json:"created"`
+	Policy         string            `json:"policy"`
+	Channels       int               `json:"channels"`
+	Height         int               `json:"height"`
+	Width          int               `json:"width"`
+	FramesPerBlock int               `json:"frames_per_block"`
+	BlocksPlanned  int               `json:"blocks_planned"`
+	Timesteps      []float32         `json:"timesteps"`
+	Sigmas         []float32         `json:"sigmas"`
+	Seed           *uint64           `json:"seed,omitempty"`
+	Extra          map[string]string `json:"extra,omitempty"`
+	Shards         []Shard           `json:"shards"`
+	Complete       bool              `json:"complete"`
+}
+
+// Shard is one block's latent file.
+type Shard struct {
+	Block   int     `json:"block"`
+	Frames  [2]int  `json:"frames"` // [start, end)
+	File    string  `json:"file"`   // relative to the folder
+	Tensor  string  `json:"tensor"` // "latents" [F][C][H][W]
+	Seconds float64 `json:"seconds"`
+}
+
+// Writer streams latent shards (one safetensors file per block) and the
+// manifest into a folder.
+type Writer struct {
+	dir string
+	man Manifest
+}
+
+// NewWriter creates dir (and dir/latents) and writes the initial manifest.
+// man describes the rollout; its Shards must be empty.
+func NewWriter(dir string, man Manifest) (*Writer, error) {
+	if err := os.MkdirAll(filepath.Join(dir, LatentDir), 0o755); err != nil {
+		return nil, fmt.Errorf("rollout: writer: %w", err)
+	}
+	if len(man.Shards) != 0 {
+		return nil, fmt.Errorf("rollout: writer: manifest already lists %d shards", len(man.Shards))
+	}
+	man.Version = 1
+	if man.Created == "" {
+		man.Created = time.Now().UTC().Format(time.RFC3339)
+	}
+	w := &Writer{dir: dir, man: man}
+	return w, w.flush()
+}
+
+// Manifest returns a copy of the current manifest.
+func (w *Writer) Manifest() Manifest {
+	m := w.man
+	m.Shards = append([]Shard(nil), m.Shards...)
+	return m
+}
+
+// WriteBlock writes block b's latents [F][C][H][W] and updates the manifest.
+// Blocks must arrive in order.
+func (w *Writer) WriteBlock(b int, latents []float32, seconds float64) error {
+	F, C, H, W := w.man.FramesPerBlock, w.man.Channels, w.man.Height, w.man.Width
+	if b != len(w.man.Shards) {
+		return fmt.Errorf("rollout: writer: block %d out of order (next %d)", b, len(w.man.Shards))
+	}
+	if len(latents) != F*C*H*W {
+		return fmt.Errorf("rollout: writer: block %d has %d values, want %d×%d×%d×%d", b, len(latents), F, C, H, W)
+	}
+	name := fmt.Sprintf("%s/block_%05d.safetensors", LatentDir, b)
+	err := checkpoint.WriteSafetensorsFile(filepath.Join(w.dir, name),
+		[]checkpoint.WriteTensor{{Name: "latents", Shape: []int{F, C, H, W}, Data: latents}},
+		map[string]string{"block": fmt.Sprint(b), "first_frame": fmt.Sprint(b * F)})
+	if err != nil {
+		return fmt.Errorf("rollout: writer: block %d: %w", b, err)
+	}
+	w.man.Shards = append(w.man.Shards, Shard{Block: b, Frames: [2]int{b * F, (b + 1) * F}, File: name, Tensor: "latents", Seconds: seconds})
+	w.man.Complete = w.man.BlocksPlanned > 0 && len(w.man.Shards) == w.man.BlocksPlanned
+	return w.flush()
+}
+
+func (w *Writer) flush() error {
+	b, err := json.MarshalIndent(w.man, "", "  ")
+	if err != nil {
+		return fmt.Errorf("rollout: writer: manifest: %w", err)
+	}
+	p := filepath.Join(w.dir, ManifestFile)
+	if err := os.WriteFile(p+".tmp", append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("rollout: writer: manifest: %w", err)
+	}
+	if err := os.Rename(p+".tmp", p); err != nil {
+		return fmt.Errorf("rollout: writer: manifest: %w", err)
+	}
+	return nil
+}
+
+// ReadManifest reads dir/manifest.json.
+func ReadManifest(dir string) (Manifest, error) {
+	var m Manifest
+	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		return m, fmt.Errorf("rollout: manifest: %w", err)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("rollout: manifest %s: %w", dir, err)
+	}
+	return m, nil
+}
+
+// ReadBlock reads the latents of shard i of a manifest in dir.
+func ReadBlock(dir string, m Manifest, i int) ([]float32, error) {
+	if i < 0 || i >= len(m.Shards) {
+		return nil, fmt.Errorf("rollout: read block %d: manifest lists %d shards", i, len(m.Shards))
+	}
+	sh := m.Shards[i]
+	s, err := checkpoint.OpenSafetensors(filepath.Join(dir, sh.File))
+	if err != nil {
+		return nil, fmt.Errorf("rollout: read block %d: %w", i, err)
+	}
+	defer s.Close()
+	v, shape, err := s.Float32(sh.Tensor)
+	if err != nil {
+		return nil, fmt.Errorf("rollout: read block %d: %w", i, err)
+	}
+	want := []int{m.FramesPerBlock, m.Channels, m.Height, m.Width}
+	if len(shape) != 4 || shape[0] != want[0] || shape[1] != want[1] || shape[2] != want[2] || shape[3] != want[3] {
+		return nil, fmt.Errorf("rollout: read block %d: shape %v, want %v", i, shape, want)
+	}
+	return v, nil
+}
