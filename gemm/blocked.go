@@ -87,26 +87,31 @@ func packA(ap []float32, rows, k int, a []float32, lda, i0 int) []float32 {
 }
 
 // macro computes the block C[0:rows][0:cols] (c has leading dimension ldc)
-// from packed A rows (ap, rows ≤ TileM) and the packed B panels starting at
-// column j0 (a multiple of NR).
-func (p *PackedB) macro(ap []float32, rows, j0, cols int, c []float32, ldc int, tmp *[MR * NR]float32) {
+// from packed A rows (ap, rows ≤ TileM, packed depth akk = k1-k0) and the
+// packed B panels starting at column j0 (a multiple of NR), over the inner
+// range [k0, k1) of B. With acc the products are added to C (continuing
+// its value), otherwise C is overwritten.
+func (p *PackedB) macro(ap []float32, rows, j0, cols, k0, k1 int, c []float32, ldc int, acc bool, tmp *[MR * NR]float32) {
 	k := p.k
-	if k == 0 {
-		for r := 0; r < rows; r++ {
-			clear(c[r*ldc : r*ldc+cols])
+	akk := k1 - k0
+	if akk == 0 {
+		if !acc {
+			for r := 0; r < rows; r++ {
+				clear(c[r*ldc : r*ldc+cols])
+			}
 		}
 		return
 	}
-	for pc := 0; pc < k; pc += KC {
-		kc := min(KC, k-pc)
-		acc := pc > 0
+	for pc := 0; pc < akk; pc += KC {
+		kc := min(KC, akk-pc)
+		acc := acc || pc > 0
 		for jj := 0; jj < cols; jj += NR {
 			nc := min(NR, cols-jj)
 			jp := (j0 + jj) / NR
-			bp := p.data[(jp*k+pc)*NR : (jp*k+pc+kc)*NR]
+			bp := p.data[(jp*k+k0+pc)*NR : (jp*k+k0+pc+kc)*NR]
 			for ii := 0; ii < rows; ii += MR {
 				mr := min(MR, rows-ii)
-				a := ap[((ii/MR)*k+pc)*MR : ((ii/MR)*k+pc+kc)*MR]
+				a := ap[((ii/MR)*akk+pc)*MR : ((ii/MR)*akk+pc+kc)*MR]
 				if mr == MR && nc == NR {
 					kernel(kc, a, bp, c[ii*ldc+jj:], ldc, acc)
 					continue
@@ -122,6 +127,45 @@ func (p *PackedB) macro(ap []float32, rows, j0, cols int, c []float32, ldc int, 
 					copy(c[(ii+r)*ldc+jj:(ii+r)*ldc+jj+nc], t[r*NR:r*NR+nc])
 				}
 			}
+		}
+	}
+}
+
+// sub computes C[0:m][0:j1-j0] (+)= A[0:m][0:k1-k0]·op(B)[k0:k1][j0:j1] on
+// the calling goroutine (see ProductSub).
+func (p *PackedB) sub(m int, a []float32, lda int, j0, j1, k0, k1 int, c []float32, ldc int, acc bool) {
+	ws := getWorkspace()
+	akk := k1 - k0
+	for i0 := 0; i0 < m; i0 += TileM {
+		rows := min(TileM, m-i0)
+		if !useFast {
+			subGeneric(rows, a[i0*lda:], lda, p.raw, p.k, j0, j1, k0, k1, c[i0*ldc:], ldc, acc)
+			continue
+		}
+		ws.ap = packA(ws.ap, rows, akk, a, lda, i0)
+		for jb := j0; jb < j1; jb += TileN {
+			cols := min(TileN, j1-jb)
+			p.macro(ws.ap, rows, jb, cols, k0, k1, c[i0*ldc+jb-j0:], ldc, acc, &ws.tmp)
+		}
+	}
+	putWorkspace(ws)
+}
+
+// subGeneric is sub with the reference loops; raw is op(B) transposed
+// (n×k rows).
+func subGeneric(m int, a []float32, lda int, raw []float32, k, j0, j1, k0, k1 int, c []float32, ldc int, acc bool) {
+	for i := 0; i < m; i++ {
+		ar := a[i*lda : i*lda+k1-k0]
+		for j := j0; j < j1; j++ {
+			br := raw[j*k+k0 : j*k+k1]
+			var s float32
+			if acc {
+				s = c[i*ldc+j-j0]
+			}
+			for q, v := range ar {
+				s += v * br[q]
+			}
+			c[i*ldc+j-j0] = s
 		}
 	}
 }
@@ -164,7 +208,7 @@ func (p *PackedB) productRange(lo, hi, m int, a []float32, lda int, c []float32,
 			ws.ap = packA(ws.ap, rows, k, a, lda, i0)
 			last = ic
 		}
-		p.macro(ws.ap, rows, j0, cols, c[i0*ldc+j0:], ldc, &ws.tmp)
+		p.macro(ws.ap, rows, j0, cols, 0, k, c[i0*ldc+j0:], ldc, false, &ws.tmp)
 	}
 	putWorkspace(ws)
 }
@@ -198,7 +242,7 @@ func (p *PackedB) tileRange(w, lo, hi, m int, a []float32, lda int, seq TileFunc
 		for j0 := 0; j0 < n; j0 += TileN {
 			cols := min(TileN, n-j0)
 			if useFast {
-				p.macro(ws.ap, rows, j0, cols, ws.tile, TileN, &ws.tmp)
+				p.macro(ws.ap, rows, j0, cols, 0, k, ws.tile, TileN, false, &ws.tmp)
 			} else {
 				ntGeneric(rows, cols, k, a[i0*lda:], lda, p.raw[j0*k:], k, ws.tile, TileN)
 			}

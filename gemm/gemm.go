@@ -224,6 +224,26 @@ func (p *PackedB) TileFuncParallel(m int, a []float32, lda int, fn ParallelTileF
 	p.tiles(m, a, lda, Threads(), nil, fn)
 }
 
+// ProductSub computes a sub-product on the calling goroutine:
+//
+//	for i < m, j < j1-j0: c[i*ldc+j] = (acc ? c[i*ldc+j] : 0) + Σ_{q<k1-k0} a[i*lda+q] * op(B)[k0+q][j0+j]
+//
+// where op(B) is K()×N() (Bᵀ after PackNT, B after PackNN). j0 must be a
+// multiple of NR (the panel width); 0 ≤ j0 ≤ j1 ≤ N(), 0 ≤ k0 ≤ k1 ≤ K().
+// With acc the products continue from C's values (the sum runs in order of
+// q after them), which lets a caller accumulate over inner-dimension
+// blocks, as the tiled attention does. It does not allocate in steady state.
+func (p *PackedB) ProductSub(m int, a []float32, lda int, j0, j1, k0, k1 int, c []float32, ldc int, acc bool) {
+	if j0%NR != 0 || j0 < 0 || j1 < j0 || j1 > p.n || k0 < 0 || k1 < k0 || k1 > p.k {
+		panic(fmt.Sprintf("gemm.PackedB.ProductSub: bad ranges j [%d, %d) k [%d, %d) for N=%d K=%d (j0 must be a multiple of %d)", j0, j1, k0, k1, p.n, p.k, NR))
+	}
+	check("PackedB.ProductSub", m, j1-j0, k1-k0, a, lda, k1-k0, nil, 0, 0, c, ldc)
+	if m == 0 || j1 == j0 {
+		return
+	}
+	p.sub(m, a, lda, j0, j1, k0, k1, c, ldc, acc)
+}
+
 // check validates sizes and slice lengths; a nil slice with zero rows is
 // not checked (used by the packing and tile entry points).
 func check(op string, m, n, k int, a []float32, lda, acols int, b []float32, ldb, bcols int, c []float32, ldc int) {

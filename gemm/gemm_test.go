@@ -367,3 +367,51 @@ func FuzzNTAgainstGeneric(f *testing.F) {
 		}
 	})
 }
+
+func TestProductSub(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 13))
+	for _, gen := range []bool{false, true} {
+		if gen {
+			defer forceGeneric()()
+		}
+		n, k := 100, 300
+		b := randMat(rng, n, k, k)
+		pb := PackNT(nil, n, k, b, k)
+		bnn := randMat(rng, k, n, n)
+		pn := PackNN(nil, n, k, bnn, n)
+		for _, r := range []struct{ m, j0, j1, k0, k1 int }{{5, 0, 100, 0, 300}, {130, 32, 97, 7, 200}, {1, 64, 64, 0, 3}, {3, 96, 100, 299, 300}} {
+			kk, nc := r.k1-r.k0, r.j1-r.j0
+			a := randMat(rng, r.m, kk, kk+1)
+			for _, nn := range []bool{false, true} {
+				p := pb
+				if nn {
+					p = pn
+				}
+				c := randMat(rng, r.m, nc, nc+2)
+				c0 := append([]float32(nil), c...)
+				p.ProductSub(r.m, a, kk+1, r.j0, r.j1, r.k0, r.k1, c, nc+2, true)
+				for i := 0; i < r.m; i++ {
+					for j := 0; j < nc; j++ {
+						want := float64(c0[i*(nc+2)+j])
+						tol := math.Abs(want)
+						for q := 0; q < kk; q++ {
+							bv := b[(r.j0+j)*k+r.k0+q]
+							if nn {
+								bv = bnn[(r.k0+q)*n+r.j0+j]
+							}
+							x := float64(a[i*(kk+1)+q]) * float64(bv)
+							want += x
+							tol += math.Abs(x)
+						}
+						if d := math.Abs(float64(c[i*(nc+2)+j]) - want); d > 1e-6*tol+1e-30 {
+							t.Fatalf("generic=%v nn=%v %v: (%d,%d) = %v, want %v", gen, nn, r, i, j, c[i*(nc+2)+j], want)
+						}
+					}
+					if c[i*(nc+2)+nc] != c0[i*(nc+2)+nc] {
+						t.Fatalf("generic=%v nn=%v %v: padding overwritten", gen, nn, r)
+					}
+				}
+			}
+		}
+	}
+}

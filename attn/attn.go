@@ -1,0 +1,92 @@
+// Package attn computes multi-head softmax attention without materialising
+// the score matrix: queries are processed in tiles of BlockT rows against
+// key tiles of BlockS rows with an online (flash-attention style) softmax,
+// the products running on the gemm package's packed kernels.
+//
+// Layouts follow the project convention for per-token tensors: q and out are
+// [T][H][D], k and v are [S][H][D], row-major float32. There is no mask:
+// every query attends to every key (the causal structure of the Wan model is
+// expressed by what the caller puts in k and v).
+//
+// Work is split over heads and query tiles on gemm.Threads() goroutines;
+// every output row is computed by one goroutine with an order of operations
+// that does not depend on the thread count, so results are bit-identical for
+// every setting.
+package attn
+
+import (
+	"fmt"
+	"math"
+)
+
+// Tile sizes: BlockT query rows against BlockS keys per step (BlockS is a
+// multiple of gemm.NR).
+const (
+	BlockT = 64
+	BlockS = 256
+)
+
+// Attention computes, for every head h < H and query t < T,
+//
+//	out[t][h] = Σ_s softmax_s(scale · q[t][h]·k[s][h]) · v[s][h]
+//
+// with q, out [T][H][D] and k, v [S][H][D]. The softmax is accumulated
+// online in float32 (running maximum, rescaled sums), so the T×S scores are
+// never stored. S must be ≥ 1 when T ≥ 1. It panics with an "attn:" message
+// on bad sizes or short slices; out must not overlap the inputs.
+func Attention(out, q, k, v []float32, T, S, H, D int, scale float32) {
+	checkShapes("Attention", out, q, k, v, T, S, H, D)
+	run(out, q, k, v, T, S, H, D, scale, nil, nil, nil)
+}
+
+// AttentionMass is Attention that also measures where the attention goes.
+// qb and kb are segment boundaries over the queries and the keys
+// (0 = qb[0] ≤ qb[1] ≤ ... ≤ qb[len(qb)-1] = T, likewise kb with S); for
+// query segment i and key segment j it adds
+//
+//	Σ_h Σ_{qb[i] ≤ t < qb[i+1]} Σ_{kb[j] ≤ s < kb[j+1]} softmax_s(scale · q[t][h]·k[s][h])
+//
+// to mass[i*(len(kb)-1)+j] (so mass is summed over heads and queries: a
+// query segment's row sums to H times its number of queries). Clear mass
+// first for a fresh measure. The output equals Attention's bit for bit.
+func AttentionMass(out, q, k, v []float32, T, S, H, D int, scale float32, qb, kb []int, mass []float64) {
+	checkShapes("AttentionMass", out, q, k, v, T, S, H, D)
+	checkBounds("query", qb, T)
+	checkBounds("key", kb, S)
+	if want := (len(qb) - 1) * (len(kb) - 1); len(mass) < want {
+		panic(fmt.Sprintf("attn: AttentionMass: mass has %d values, need %d", len(mass), want))
+	}
+	run(out, q, k, v, T, S, H, D, scale, qb, kb, mass)
+}
+
+func checkShapes(op string, out, q, k, v []float32, T, S, H, D int) {
+	if T < 0 || S < 0 || H < 0 || D < 0 {
+		panic(fmt.Sprintf("attn: %s: negative size T=%d S=%d H=%d D=%d", op, T, S, H, D))
+	}
+	if T > 0 && H > 0 && S == 0 {
+		panic(fmt.Sprintf("attn: %s: %d queries but no keys", op, T))
+	}
+	for _, x := range []struct {
+		name string
+		s    []float32
+		n    int
+	}{{"out", out, T * H * D}, {"q", q, T * H * D}, {"k", k, S * H * D}, {"v", v, S * H * D}} {
+		if len(x.s) < x.n {
+			panic(fmt.Sprintf("attn: %s: %s has %d values, need %d (T=%d S=%d H=%d D=%d)", op, x.name, len(x.s), x.n, T, S, H, D))
+		}
+	}
+}
+
+func checkBounds(name string, b []int, n int) {
+	if len(b) < 2 || b[0] != 0 || b[len(b)-1] != n {
+		panic(fmt.Sprintf("attn: AttentionMass: %s segment boundaries %v must run from 0 to %d", name, b, n))
+	}
+	for i := 1; i < len(b); i++ {
+		if b[i] < b[i-1] {
+			panic(fmt.Sprintf("attn: AttentionMass: %s segment boundaries decrease at %d: %v", name, i, b))
+		}
+	}
+}
+
+// expf is exp in float32 (reference accuracy) for the scalar paths.
+func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
