@@ -171,6 +171,7 @@ type Bank struct {
 	offered int64 // candidates offered so far (default source ids)
 
 	ws      []riesz.Workspace // one per worker
+	cache   [][]float32       // per worker: candidate×bank interactions of the head in flight
 	scratch []headScratch     // one per head
 	peak    int64             // peak scratch bytes seen
 }
@@ -187,6 +188,7 @@ func New(cfg Config) (*Bank, error) {
 		b.heads[h] = head{keys: newPayload(cfg.Payload, 0, cfg.KeyDim), vals: newPayload(cfg.Payload, 0, cfg.ValueDim)}
 	}
 	b.ws = make([]riesz.Workspace, cfg.workers())
+	b.cache = make([][]float32, cfg.workers())
 	b.scratch = make([]headScratch, cfg.Heads)
 	return b, nil
 }
@@ -297,11 +299,33 @@ func (b *Bank) set(h int) riesz.Set {
 
 // parallel runs fn(h, ws) for every head on the bank's workers.
 func (b *Bank) parallel(fn func(h int, ws *riesz.Workspace)) {
+	b.parallelW(func(h, _ int, ws *riesz.Workspace) { fn(h, ws) })
+}
+
+// cacheFor returns worker w's interaction cache for an n×m product, or nil
+// when the workers' caches would exceed the budget (Config.CacheBytes).
+func (b *Bank) cacheFor(w, n, m int) []float32 {
+	budget := b.cfg.CacheBytes
+	if budget == 0 {
+		budget = DefaultCacheBytes
+	}
+	need := int64(n) * int64(m)
+	if m == 0 || budget < 0 || need*4*int64(len(b.ws)) > budget {
+		return nil
+	}
+	if int64(cap(b.cache[w])) < need {
+		b.cache[w] = make([]float32, need)
+	}
+	return b.cache[w][:need]
+}
+
+// parallelW runs fn(h, worker, ws) for every head on the bank's workers.
+func (b *Bank) parallelW(fn func(h, w int, ws *riesz.Workspace)) {
 	H := len(b.heads)
 	W := len(b.ws)
 	if W <= 1 || H == 1 {
 		for h := 0; h < H; h++ {
-			fn(h, &b.ws[0])
+			fn(h, 0, &b.ws[0])
 		}
 		return
 	}
@@ -309,16 +333,16 @@ func (b *Bank) parallel(fn func(h int, ws *riesz.Workspace)) {
 	var wg sync.WaitGroup
 	for w := 0; w < W; w++ {
 		wg.Add(1)
-		go func(ws *riesz.Workspace) {
+		go func(w int) {
 			defer wg.Done()
 			for {
 				h := int(next.Add(1)) - 1
 				if h >= H {
 					return
 				}
-				fn(h, ws)
+				fn(h, w, &b.ws[w])
 			}
-		}(&b.ws[w])
+		}(w)
 	}
 	wg.Wait()
 }

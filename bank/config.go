@@ -207,7 +207,17 @@ type Config struct {
 	// Workers is the number of heads processed in parallel (0 = GOMAXPROCS).
 	// Results do not depend on it.
 	Workers int
+	// CacheBytes bounds the candidate×bank interaction cache (N·M float32
+	// per worker) that lets the prefix scan reuse the scoring pass instead
+	// of recomputing the interactions: 0 = DefaultCacheBytes, < 0 = never
+	// cache. Results do not depend on it. Not stored in snapshots.
+	CacheBytes int64
 }
+
+// DefaultCacheBytes is the default interaction-cache budget (all workers):
+// 512 MiB, enough for the paper scale (4680×9360 float32 = 175 MB per
+// worker) on two workers.
+const DefaultCacheBytes = 512 << 20
 
 // DefaultConfig returns the paper's configuration for Wan2.1-1.3B: 12 heads
 // of dimension 128, M = 9360, τ = 2, σ = 8, p = 2, eps = 1, δ = 1e-6, mean

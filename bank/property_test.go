@@ -136,6 +136,7 @@ var variants = []variant{
 	{"p4", func(c *Config) { c.P = 4; c.Tau = 3 }},
 	{"p2.5", func(c *Config) { c.P = 2.5 }},
 	{"tight", func(c *Config) { c.Tau = 1.1 }},
+	{"nocache", func(c *Config) { c.CacheBytes = -1; c.Tau = 1.3 }},
 	{"seqp4", func(c *Config) { c.Admission = AdmitSequential; c.P = 4; c.Tau = 3 }},
 	{"perheadtight", func(c *Config) { c.Prefix = PrefixPerHead; c.Tau = 1.3 }},
 	{"densesttight", func(c *Config) { c.Eviction = EvictDensest; c.Tau = 1.3 }},

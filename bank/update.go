@@ -37,8 +37,7 @@ type headScratch struct {
 	rows       []int32   // candidates considered by the scan, in order
 
 	sd, sn []float32 // descriptors and norms of rows
-	base   []float64 // ρ_i per stored state, for the scan
-	thr    []float64 // τ·max(b_i, δ)
+	rem    []float64 // headroom τ·max(b_i, δ) − ρ_i per stored state
 	inv    []float32 // 1/max(b_i, δ)
 	cross  []int32   // crossing point per stored state
 	ckpt   []float64 // prefix-sum checkpoints
@@ -52,12 +51,14 @@ type headScratch struct {
 	sub    []float64
 	rho    []float64 // new densities in the new storage order
 
-	m     int // occupancy before
-	r     int // admitted count
-	e     int // evictions
-	dec   HeadDecision
-	ext1  []float64
-	evOld int // evicted states admitted by earlier updates
+	m             int // occupancy before
+	r             int // admitted count
+	e             int // evictions
+	dec           HeadDecision
+	acc           []float64 // scan accumulators
+	tScore, tScan time.Duration
+	ext1          []float64
+	evOld         int // evicted states admitted by earlier updates
 }
 
 func grow[T any](s []T, n int) []T {
@@ -69,7 +70,7 @@ func grow[T any](s []T, n int) []T {
 
 func (s *headScratch) bytes() int64 {
 	f := int64(cap(s.ck)+cap(s.cv)+cap(s.cd)+cap(s.cn)+cap(s.sd)+cap(s.sn)+cap(s.inv)+cap(s.ed)+cap(s.en)) * 4
-	d := int64(cap(s.ext)+cap(s.score)+cap(s.base)+cap(s.thr)+cap(s.ckpt)+cap(s.S)+cap(s.proj)+cap(s.sub)+cap(s.rho)) * 8
+	d := int64(cap(s.ext)+cap(s.score)+cap(s.rem)+cap(s.acc)+cap(s.ckpt)+cap(s.S)+cap(s.proj)+cap(s.sub)+cap(s.rho)) * 8
 	i := int64(cap(s.order)+cap(s.rows)+cap(s.cross)+cap(s.viol)+cap(s.evict)+cap(s.idx)) * 4
 	return f + d + i + int64(cap(s.isEv))
 }
@@ -164,7 +165,7 @@ func (b *Bank) Update(blk Block) (Decision, error) {
 		peak += b.scratch[h].bytes()
 	}
 	for w := range b.ws {
-		peak += b.ws[w].Bytes()
+		peak += b.ws[w].Bytes() + int64(cap(b.cache[w]))*4
 	}
 	b.peak = max(b.peak, peak)
 	b.updates++
@@ -264,20 +265,32 @@ func (b *Bank) prepare(blk Block) (int, error) {
 // updateJoint is Algorithm 1 with joint admission.
 func (b *Bank) updateJoint(dec *Decision, blk Block, n int) {
 	t := time.Now()
-	// Step 2: score and order.
-	b.parallel(func(h int, ws *riesz.Workspace) { b.score(h, n, ws) })
-	dec.Timings.Score = time.Since(t)
-	t = time.Now()
-	// Step 3: prefix scan over each head's ordered candidates.
 	R := min(n, b.cfg.Capacity)
-	b.parallel(func(h int, ws *riesz.Workspace) {
+	// Steps 2 and 3 per head: score and order, then the prefix scan over
+	// the ordered candidates (from the cached interactions when they fit
+	// the budget, else recomputed tile by tile).
+	b.parallelW(func(h, w int, ws *riesz.Workspace) {
 		s := &b.scratch[h]
+		t0 := time.Now()
+		cache := b.cacheFor(w, n, b.heads[h].n)
+		b.scoreCached(h, n, cache, ws)
+		t1 := time.Now()
 		s.rows = append(s.rows[:0], s.order[:R]...)
-		b.scan(h, ws)
+		b.scanCached(h, cache, ws)
+		s.tScore, s.tScan = t1.Sub(t0), time.Since(t1)
 	})
+	var sc, sn time.Duration
+	for h := range b.scratch {
+		sc += b.scratch[h].tScore
+		sn += b.scratch[h].tScan
+	}
 	// Step 4: the shared (or per-head) prefix length.
 	b.choosePrefix(dec)
-	dec.Timings.Scan = time.Since(t)
+	el := time.Since(t)
+	if sc+sn > 0 {
+		dec.Timings.Score = time.Duration(float64(el) * float64(sc) / float64(sc+sn))
+	}
+	dec.Timings.Scan = el - dec.Timings.Score
 	t = time.Now()
 	// Step 5: eviction.
 	b.parallel(func(h int, ws *riesz.Workspace) { b.selectEvictions(h, ws) })
@@ -296,7 +309,11 @@ func s2ext(s *headScratch) []float64 { return s.ext }
 // score computes head h's external densities and scores against the bank
 // before the update and the stable ascending order (paper Eq.
 // candidate-score; identity for source ordering or an empty head).
-func (b *Bank) score(h, n int, ws *riesz.Workspace) {
+func (b *Bank) score(h, n int, ws *riesz.Workspace) { b.scoreCached(h, n, nil, ws) }
+
+// scoreCached is score that also stores the candidate×bank interactions in
+// cache when it is not nil.
+func (b *Bank) scoreCached(h, n int, cache []float32, ws *riesz.Workspace) {
 	s := &b.scratch[h]
 	hd := &b.heads[h]
 	s.ext = grow(s.ext, n)
@@ -322,7 +339,7 @@ func (b *Bank) score(h, n int, ws *riesz.Workspace) {
 	case OrderMax:
 		mx = s.score
 	}
-	b.kern.RowStats(cs, b.set(h), s.inv, s.ext, mean, mx, ws)
+	b.kern.RowStatsCached(cs, b.set(h), s.inv, s.ext, mean, mx, cache, ws)
 	if b.cfg.Ordering != OrderSource {
 		sc := s.score
 		slices.SortStableFunc(s.order, func(x, y int32) int { return cmp.Compare(sc[x], sc[y]) })
@@ -331,7 +348,11 @@ func (b *Bank) score(h, n int, ws *riesz.Workspace) {
 
 // scan runs the prefix scan of head h over the candidates s.rows (in order)
 // and fills s.cross, s.ckpt and s.viol (v_r for r = 0..len(rows)).
-func (b *Bank) scan(h int, ws *riesz.Workspace) {
+func (b *Bank) scan(h int, ws *riesz.Workspace) { b.scanCached(h, nil, ws) }
+
+// scanCached is scan reading the interactions from cache (written by
+// scoreCached for the same head and bank) when it is not nil.
+func (b *Bank) scanCached(h int, cache []float32, ws *riesz.Workspace) {
 	s := &b.scratch[h]
 	hd := &b.heads[h]
 	dd := b.cfg.descDim()
@@ -348,15 +369,19 @@ func (b *Bank) scan(h int, ws *riesz.Workspace) {
 		copy(s.sd[j*dd:j*dd+dd], s.cd[int(x)*dd:int(x)*dd+dd])
 		s.sn[j] = s.cn[x]
 	}
-	s.base = grow(s.base, hd.n)
-	s.thr = grow(s.thr, hd.n)
+	s.rem = grow(s.rem, hd.n)
 	s.cross = grow(s.cross, hd.n)
 	for i := 0; i < hd.n; i++ {
-		s.base[i] = hd.rho[i]
-		s.thr[i] = b.cfg.Tau * math.Max(hd.base[i], b.cfg.Delta)
+		// Violation g_i(r) ≥ τ ⇔ S_i(r) ≥ τ·max(b_i, δ) − ρ_i.
+		s.rem[i] = b.cfg.Tau*math.Max(hd.base[i], b.cfg.Delta) - hd.rho[i]
 	}
 	s.ckpt = grow(s.ckpt, (R/ckEvery)*hd.n)
-	b.kern.PrefixScan(riesz.Set{X: s.sd, Norms: s.sn, N: R, D: dd}, b.set(h), s.base, s.thr, s.cross, ckEvery, s.ckpt, ws)
+	if cache != nil {
+		s.acc = grow(s.acc, hd.n)
+		riesz.ScanRows(cache, hd.n, s.rows, s.rem, s.cross, ckEvery, s.ckpt, s.acc)
+	} else {
+		b.kern.PrefixScan(riesz.Set{X: s.sd, Norms: s.sn, N: R, D: dd}, b.set(h), s.rem, s.cross, ckEvery, s.ckpt, ws)
+	}
 	for _, c := range s.cross[:hd.n] {
 		if int(c) <= R {
 			s.viol[c]++

@@ -16,6 +16,13 @@ import (
 // to skip it; sum is added to, mean and max are overwritten. With an empty b,
 // mean and max are 0.
 func (k Kernel) RowStats(a, b Set, inv []float32, sum, mean, maxs []float64, ws *Workspace) {
+	k.RowStatsCached(a, b, inv, sum, mean, maxs, nil, ws)
+}
+
+// RowStatsCached is RowStats that also stores the interaction matrix
+// W[x][i] in cache (a.N×b.N, row stride b.N) when cache is not nil, for a
+// later ScanRows. The statistics are identical either way.
+func (k Kernel) RowStatsCached(a, b Set, inv []float32, sum, mean, maxs []float64, cache []float32, ws *Workspace) {
 	if len(inv) < b.N {
 		panic(fmt.Sprintf("riesz: RowStats: %d inverse baselines for %d bank rows", len(inv), b.N))
 	}
@@ -35,37 +42,54 @@ func (k Kernel) RowStats(a, b Set, inv []float32, sum, mean, maxs []float64, ws 
 	if b.N == 0 || a.N == 0 {
 		return
 	}
-	k.ForEachTile(a, b, ws, func(i0, j0, rows, cols int, w []float32) {
-		iv := inv[j0 : j0+cols]
-		for r := 0; r < rows; r++ {
-			row := w[r*cols : r*cols+cols]
-			var s, sn float64
-			var m float32
-			for j, v := range row {
-				s += float64(v)
-				q := v * iv[j]
-				sn += float64(q)
-				if q > m {
-					m = q
-				}
-			}
-			x := i0 + r
-			if sum != nil {
-				sum[x] += s
-			}
-			if mean != nil {
-				mean[x] += sn
-			}
-			if maxs != nil && float64(m) > maxs[x] {
-				maxs[x] = float64(m)
+	if cache != nil {
+		k.Matrix(a, b, cache)
+		// Same 512-column segments as the tiled path, so the float64
+		// accumulation order (and every bit of the result) is identical.
+		for x := 0; x < a.N; x++ {
+			row := cache[x*b.N : x*b.N+b.N]
+			for j0 := 0; j0 < b.N; j0 += TileCols {
+				j1 := min(j0+TileCols, b.N)
+				rowStats(row[j0:j1], inv[j0:j1], x, sum, mean, maxs)
 			}
 		}
-	})
+	} else {
+		k.ForEachTile(a, b, ws, func(i0, j0, rows, cols int, w []float32) {
+			iv := inv[j0 : j0+cols]
+			for r := 0; r < rows; r++ {
+				rowStats(w[r*cols:r*cols+cols], iv, i0+r, sum, mean, maxs)
+			}
+		})
+	}
 	if mean != nil {
 		inm := 1 / float64(b.N)
 		for x := 0; x < a.N; x++ {
 			mean[x] *= inm
 		}
+	}
+}
+
+// rowStats accumulates one row (or row segment) of interactions.
+func rowStats(row, inv []float32, x int, sum, mean, maxs []float64) {
+	inv = inv[:len(row)]
+	var s, sn float64
+	var m float32
+	for j, v := range row {
+		s += float64(v)
+		q := v * inv[j]
+		sn += float64(q)
+		if q > m {
+			m = q
+		}
+	}
+	if sum != nil {
+		sum[x] += s
+	}
+	if mean != nil {
+		mean[x] += sn
+	}
+	if maxs != nil && float64(m) > maxs[x] {
+		maxs[x] = float64(m)
 	}
 }
 
@@ -100,28 +124,45 @@ func (k Kernel) Sums(a, b Set, rows, cols []float64, ws *Workspace) {
 }
 
 // SelfSums adds to out[i] the Soft-Riesz density of every member of a,
-// Φ(i) = Σ_{j≠i} w(a_i, a_j) (paper Eq. density). The diagonal is skipped
-// by index, so coincident members still interact (w = eps^(−p)).
+// Φ(i) = Σ_{j≠i} w(a_i, a_j) (paper Eq. density). Only the tiles on or above
+// the diagonal are computed; every pair j > i is added to both out[i] and
+// out[j]. The diagonal is skipped by index, so coincident members still
+// interact (w = eps^(−p)).
 func (k Kernel) SelfSums(a Set, out []float64, ws *Workspace) {
 	if len(out) < a.N {
 		panic(fmt.Sprintf("riesz: SelfSums: output of length %d for %d rows", len(out), a.N))
 	}
-	if a.N == 0 {
+	a.check("SelfSums", "a")
+	if a.N < 2 {
 		return
 	}
-	k.ForEachTile(a, a, ws, func(i0, j0, nr, nc int, w []float32) {
-		for r := 0; r < nr; r++ {
-			row := w[r*nc : r*nc+nc]
-			if d := i0 + r - j0; d >= 0 && d < nc {
-				row[d] = 0
+	t := ws.tileBuf()
+	for i0 := 0; i0 < a.N; i0 += TileRows {
+		rows := min(TileRows, a.N-i0)
+		for j0 := (i0 / TileCols) * TileCols; j0 < a.N; j0 += TileCols {
+			cols := min(TileCols, a.N-j0)
+			if j0+cols <= i0+1 {
+				continue
 			}
-			var s float64
-			for _, v := range row {
-				s += float64(v)
+			k.tile(a, a, i0, rows, j0, cols, t, cols)
+			for r := 0; r < rows; r++ {
+				i := i0 + r
+				start := max(0, i+1-j0)
+				if start >= cols {
+					continue
+				}
+				row := t[r*cols+start : r*cols+cols]
+				col := out[j0+start : j0+cols]
+				var s float64
+				for j, v := range row {
+					f := float64(v)
+					s += f
+					col[j] += f
+				}
+				out[i] += s
 			}
-			out[i0+r] += s
 		}
-	})
+	}
 }
 
 // Never is the crossing point reported by PrefixScan for a column whose
@@ -130,63 +171,98 @@ const Never = math.MaxInt32
 
 // PrefixScan walks the rows of a in order (the sorted candidates) against
 // every row j of b (the bank's states) and accumulates S_j(r) = Σ_{x<r}
-// w(a_x, b_j) in float64. For each column it records the crossing point
+// w(a_x, b_j) in float64, row by row. For each column it records the
+// crossing point
 //
-//	cross[j] = the smallest r in [1, a.N] with base[j] + S_j(r) ≥ thr[j]
+//	cross[j] = the smallest r in [1, a.N] with S_j(r) ≥ rem[j]
 //
-// (0 when base[j] ≥ thr[j] already, Never when it is never reached). Since
-// w ≥ 0, S_j is non-decreasing, so the column violates the threshold for
-// exactly the prefixes r ≥ cross[j].
+// (0 when rem[j] ≤ 0, Never when it is never reached); rem[j] is the
+// headroom τ·b_j − ρ_j of state j. Since w ≥ 0, S_j is non-decreasing, so
+// the column violates the threshold for exactly the prefixes r ≥ cross[j].
 //
-// If every > 0, ckpt receives S_j at every multiple of every:
-// ckpt[(r/every−1)·b.N + j] = S_j(r) for r = every, 2·every, … ≤ a.N; it must
-// hold (a.N/every)·b.N values. Together with a short Sums pass over the
-// remaining rows this gives S_j(r) for any r without a second full pass.
-func (k Kernel) PrefixScan(a, b Set, base, thr []float64, cross []int32, every int, ckpt []float64, ws *Workspace) {
-	if len(base) < b.N || len(thr) < b.N || len(cross) < b.N {
-		panic(fmt.Sprintf("riesz: PrefixScan: %d bases, %d thresholds, %d outputs for %d columns", len(base), len(thr), len(cross), b.N))
+// If every > 0 (a multiple of TileRows), ckpt receives S_j at every
+// multiple of every: ckpt[(r/every−1)·b.N + j] = S_j(r) for r = every,
+// 2·every, … ≤ a.N; it must hold (a.N/every)·b.N values. Adding the
+// remaining rows with Sums (same order of float64 additions) gives S_j(r)
+// for any r without a second full pass.
+func (k Kernel) PrefixScan(a, b Set, rem []float64, cross []int32, every int, ckpt []float64, ws *Workspace) {
+	checkScan(a.N, b.N, rem, cross, every, ckpt)
+	acc := ws.scanAcc(b.N)
+	clear(acc)
+	initCross(rem[:b.N], cross[:b.N])
+	if a.N == 0 || b.N == 0 {
+		return
+	}
+	k.ForEachTile(a, b, ws, func(i0, j0, nr, nc int, w []float32) {
+		ac := acc[j0 : j0+nc]
+		cr := cross[j0 : j0+nc]
+		rm := rem[j0 : j0+nc]
+		for r := 0; r < nr; r++ {
+			scanRow(w[r*nc:r*nc+nc], ac, rm, cr, int32(i0+r+1))
+		}
+		if every > 0 && j0+nc == b.N {
+			if end := i0 + nr; end%every == 0 {
+				copy(ckpt[(end/every-1)*b.N:], acc)
+			}
+		}
+	})
+}
+
+// ScanRows is PrefixScan over a cached interaction matrix W (rows of
+// length m, row stride m, as written by Matrix): it walks the rows
+// W[rows[0]], W[rows[1]], … in that order. Results equal PrefixScan over the
+// same candidates in that order bit for bit.
+func ScanRows(w []float32, m int, rows []int32, rem []float64, cross []int32, every int, ckpt []float64, acc []float64) {
+	checkScan(len(rows), m, rem, cross, every, ckpt)
+	if len(acc) < m {
+		panic(fmt.Sprintf("riesz: ScanRows: accumulator of %d for %d columns", len(acc), m))
+	}
+	acc = acc[:m]
+	clear(acc)
+	initCross(rem[:m], cross[:m])
+	for r, x := range rows {
+		scanRow(w[int(x)*m:int(x)*m+m], acc, rem[:m], cross[:m], int32(r+1))
+		if every > 0 && (r+1)%every == 0 {
+			copy(ckpt[((r+1)/every-1)*m:], acc)
+		}
+	}
+}
+
+func checkScan(n, m int, rem []float64, cross []int32, every int, ckpt []float64) {
+	if len(rem) < m || len(cross) < m {
+		panic(fmt.Sprintf("riesz: prefix scan: %d headrooms, %d outputs for %d columns", len(rem), len(cross), m))
 	}
 	if every > 0 {
 		if every%TileRows != 0 {
-			panic(fmt.Sprintf("riesz: PrefixScan: checkpoint interval %d is not a multiple of %d", every, TileRows))
+			panic(fmt.Sprintf("riesz: prefix scan: checkpoint interval %d is not a multiple of %d", every, TileRows))
 		}
-		if len(ckpt) < (a.N/every)*b.N {
-			panic(fmt.Sprintf("riesz: PrefixScan: %d checkpoint values, need %d", len(ckpt), (a.N/every)*b.N))
+		if len(ckpt) < (n/every)*m {
+			panic(fmt.Sprintf("riesz: prefix scan: %d checkpoint values, need %d", len(ckpt), (n/every)*m))
 		}
 	}
-	acc := ws.scanAcc()
-	for j := 0; j < b.N; j++ {
-		if base[j] >= thr[j] {
+}
+
+func initCross(rem []float64, cross []int32) {
+	for j, v := range rem {
+		if v <= 0 {
 			cross[j] = 0
 		} else {
 			cross[j] = Never
 		}
 	}
-	if a.N == 0 || b.N == 0 {
-		return
+}
+
+// scanRow adds one row of interactions to the running sums and records
+// first crossings at prefix length r.
+func scanRow(row []float32, acc, rem []float64, cross []int32, r int32) {
+	acc = acc[:len(row)]
+	rem = rem[:len(row)]
+	cross = cross[:len(row)]
+	for j, v := range row {
+		s := acc[j] + float64(v)
+		acc[j] = s
+		if s >= rem[j] && cross[j] == Never {
+			cross[j] = r
+		}
 	}
-	k.ForEachTileByColumn(a, b, ws, func(i0, j0, nr, nc int, w []float32) {
-		ac := acc[:nc]
-		if i0 == 0 {
-			clear(ac)
-		}
-		cr := cross[j0 : j0+nc]
-		bs := base[j0 : j0+nc]
-		th := thr[j0 : j0+nc]
-		for r := 0; r < nr; r++ {
-			row := w[r*nc : r*nc+nc]
-			for j, v := range row {
-				s := ac[j] + float64(v)
-				ac[j] = s
-				if cr[j] == Never && bs[j]+s >= th[j] {
-					cr[j] = int32(i0 + r + 1)
-				}
-			}
-		}
-		if every > 0 {
-			if end := i0 + nr; end%every == 0 {
-				copy(ckpt[(end/every-1)*b.N+j0:], ac)
-			}
-		}
-	})
 }

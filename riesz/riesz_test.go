@@ -3,6 +3,7 @@ package riesz
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -101,6 +102,21 @@ func TestPassesAgainstNaive(t *testing.T) {
 			mean := make([]float64, n)
 			mx := make([]float64, n)
 			k.RowStats(a, b, inv, sum, mean, mx, &ws)
+			sum2 := make([]float64, n)
+			mean2 := make([]float64, n)
+			mx2 := make([]float64, n)
+			cache := make([]float32, n*m)
+			k.RowStatsCached(a, b, inv, sum2, mean2, mx2, cache, &ws)
+			if !slices.Equal(sum, sum2) || !slices.Equal(mean, mean2) || !slices.Equal(mx, mx2) {
+				t.Fatalf("%v: cached RowStats differs", sz)
+			}
+			for x := 0; x < n; x += 7 {
+				for i := 0; i < m; i += 5 {
+					if want := naiveW(k, a, b, x, i); !near(float64(cache[x*m+i]), want, 1e-5) {
+						t.Fatalf("%v: cache[%d][%d] = %v, want %v", sz, x, i, cache[x*m+i], want)
+					}
+				}
+			}
 			rows := make([]float64, n)
 			cols := make([]float64, m)
 			k.Sums(a, b, rows, cols, &ws)
@@ -151,26 +167,37 @@ func TestPrefixScan(t *testing.T) {
 		n, m, d := sz[0], sz[1], sz[2]
 		a := randSet(rng, n, d, 1)
 		b := randSet(rng, m, d, 1)
-		base := make([]float64, m)
-		thr := make([]float64, m)
-		for j := range base {
-			base[j] = rng.Float64()
-			thr[j] = base[j] + rng.Float64()*float64(n)*0.05
+		rem := make([]float64, m)
+		for j := range rem {
+			rem[j] = rng.Float64() * float64(n) * 0.05
 		}
-		base[0] = thr[0] + 1 // already over
-		thr[m-1] = math.Inf(1)
+		rem[0] = -1 // already over
+		rem[m-1] = math.Inf(1)
 		cross := make([]int32, m)
 		ckpt := make([]float64, (n/TileRows)*m)
-		k.PrefixScan(a, b, base, thr, cross, TileRows, ckpt, &ws)
+		k.PrefixScan(a, b, rem, cross, TileRows, ckpt, &ws)
+		// The cached path agrees bit for bit, in any row order.
+		cache := make([]float32, n*m)
+		k.Matrix(a, b, cache)
+		order := make([]int32, n)
+		for i := range order {
+			order[i] = int32(i)
+		}
+		cross2 := make([]int32, m)
+		ckpt2 := make([]float64, len(ckpt))
+		ScanRows(cache, m, order, rem, cross2, TileRows, ckpt2, make([]float64, m))
+		if !slices.Equal(cross, cross2) || !slices.Equal(ckpt, ckpt2) {
+			t.Fatalf("%v: ScanRows differs from PrefixScan", sz)
+		}
 		for j := 0; j < m; j++ {
 			want := int32(Never)
-			if base[j] >= thr[j] {
+			if rem[j] <= 0 {
 				want = 0
 			}
 			var s float64
 			for r := 1; r <= n; r++ {
 				s += naiveW(k, a, b, r-1, j)
-				if want == Never && base[j]+s >= thr[j] {
+				if want == Never && s >= rem[j] {
 					want = int32(r)
 				}
 				if r%TileRows == 0 && !near(ckpt[(r/TileRows-1)*m+j], s, 1e-6) {

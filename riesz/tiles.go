@@ -51,11 +51,11 @@ type Workspace struct {
 	acc  []float64
 }
 
-func (ws *Workspace) scanAcc() []float64 {
-	if len(ws.acc) < TileCols {
-		ws.acc = make([]float64, TileCols)
+func (ws *Workspace) scanAcc(n int) []float64 {
+	if len(ws.acc) < n {
+		ws.acc = make([]float64, n)
 	}
-	return ws.acc
+	return ws.acc[:n]
 }
 
 func (ws *Workspace) tileBuf() []float32 {
@@ -69,13 +69,31 @@ func (ws *Workspace) tileBuf() []float32 {
 func (ws *Workspace) Bytes() int64 { return int64(len(ws.tile))*4 + int64(len(ws.acc))*8 }
 
 // tile computes w(a_i, b_j) for i in [i0, i0+rows), j in [j0, j0+cols) into
-// t (rows×cols, row stride cols).
-func (k Kernel) tile(a, b Set, i0, rows, j0, cols int, t []float32) {
+// t (rows×cols, row stride ldt).
+func (k Kernel) tile(a, b Set, i0, rows, j0, cols int, t []float32, ldt int) {
 	d := a.D
-	gemm.NT(rows, cols, d, a.X[i0*d:], d, b.X[j0*d:], d, t, cols)
+	gemm.NT(rows, cols, d, a.X[i0*d:], d, b.X[j0*d:], d, t, ldt)
 	nb := b.Norms[j0 : j0+cols]
 	for r := 0; r < rows; r++ {
-		k.fromDots(t[r*cols:r*cols+cols], a.Norms[i0+r], nb)
+		k.fromDots(t[r*ldt:r*ldt+cols], a.Norms[i0+r], nb)
+	}
+}
+
+// Matrix writes the full interaction matrix W[i][j] = w(a_i, b_j) into dst
+// (a.N×b.N, row stride b.N), tile by tile. It is the cache of the bank's
+// scoring pass, used only when its size fits the caller's budget.
+func (k Kernel) Matrix(a, b Set, dst []float32) {
+	a.check("Matrix", "a")
+	b.check("Matrix", "b")
+	if len(dst) < a.N*b.N {
+		panic(fmt.Sprintf("riesz: Matrix: %d values for a %d×%d matrix", len(dst), a.N, b.N))
+	}
+	for i0 := 0; i0 < a.N; i0 += TileRows {
+		rows := min(TileRows, a.N-i0)
+		for j0 := 0; j0 < b.N; j0 += TileCols {
+			cols := min(TileCols, b.N-j0)
+			k.tile(a, b, i0, rows, j0, cols, dst[i0*b.N+j0:], b.N)
+		}
 	}
 }
 
@@ -94,26 +112,7 @@ func (k Kernel) ForEachTile(a, b Set, ws *Workspace, fn func(i0, j0, rows, cols 
 		rows := min(TileRows, a.N-i0)
 		for j0 := 0; j0 < b.N; j0 += TileCols {
 			cols := min(TileCols, b.N-j0)
-			k.tile(a, b, i0, rows, j0, cols, t)
-			fn(i0, j0, rows, cols, t[:rows*cols])
-		}
-	}
-}
-
-// ForEachTileByColumn is ForEachTile with column blocks outer and row blocks
-// inner, so that each column sees the rows of a in order.
-func (k Kernel) ForEachTileByColumn(a, b Set, ws *Workspace, fn func(i0, j0, rows, cols int, w []float32)) {
-	a.check("ForEachTileByColumn", "a")
-	b.check("ForEachTileByColumn", "b")
-	if a.D != b.D {
-		panic(fmt.Sprintf("riesz: ForEachTileByColumn: dimensions %d and %d differ", a.D, b.D))
-	}
-	t := ws.tileBuf()
-	for j0 := 0; j0 < b.N; j0 += TileCols {
-		cols := min(TileCols, b.N-j0)
-		for i0 := 0; i0 < a.N; i0 += TileRows {
-			rows := min(TileRows, a.N-i0)
-			k.tile(a, b, i0, rows, j0, cols, t)
+			k.tile(a, b, i0, rows, j0, cols, t, cols)
 			fn(i0, j0, rows, cols, t[:rows*cols])
 		}
 	}
