@@ -55,7 +55,19 @@ func (p *PackedB) packPanels(nn bool, lo, hi int, b []float32, ldb int) {
 			if cols < NR {
 				clear(dst)
 			}
-			for s := 0; s < cols; s++ {
+			// Four rows at a time: contiguous reads, four writes per step.
+			s := 0
+			for ; s+4 <= cols; s += 4 {
+				r0 := b[(j0+s)*ldb : (j0+s)*ldb+k]
+				r1 := b[(j0+s+1)*ldb : (j0+s+1)*ldb+k]
+				r2 := b[(j0+s+2)*ldb : (j0+s+2)*ldb+k]
+				r3 := b[(j0+s+3)*ldb : (j0+s+3)*ldb+k]
+				for q := range r0 {
+					d := dst[q*NR+s : q*NR+s+4 : q*NR+s+4]
+					d[0], d[1], d[2], d[3] = r0[q], r1[q], r2[q], r3[q]
+				}
+			}
+			for ; s < cols; s++ {
 				row := b[(j0+s)*ldb : (j0+s)*ldb+k]
 				for q, v := range row {
 					dst[q*NR+s] = v
@@ -75,6 +87,17 @@ func packA(ap []float32, rows, k int, a []float32, lda, i0 int) []float32 {
 		nr := min(MR, rows-r0)
 		if nr < MR {
 			clear(dst)
+		}
+		if nr == MR {
+			x0 := a[(i0+r0)*lda : (i0+r0)*lda+k]
+			x1 := a[(i0+r0+1)*lda : (i0+r0+1)*lda+k]
+			x2 := a[(i0+r0+2)*lda : (i0+r0+2)*lda+k]
+			x3 := a[(i0+r0+3)*lda : (i0+r0+3)*lda+k]
+			for q := range x0 {
+				d := dst[q*MR : q*MR+4 : q*MR+4]
+				d[0], d[1], d[2], d[3] = x0[q], x1[q], x2[q], x3[q]
+			}
+			continue
 		}
 		for r := 0; r < nr; r++ {
 			row := a[(i0+r0+r)*lda : (i0+r0+r)*lda+k]
