@@ -100,6 +100,9 @@ func DemoConfig() Config {
 	sc := synth.DefaultConfig()
 	c.Memory.Layout = sc.Layout
 	c.Stream.Synth = synthParams(sc)
+	// Keys are RMS-normalised (‖k‖ ≈ √d), so the paper's σ = 8 at d = 128
+	// becomes σ = 8·√(d/128) at the demo's d = 64: the same σ/‖k‖.
+	c.Memory.Bank.Sigma = 8 * math.Sqrt(float64(sc.Layout.HeadDim)/128)
 	c.Stream.Seconds = 30
 	c.Run.Name = "demo"
 	c.Policies = []string{memory.NameNative, memory.NameFIFO, memory.NameUniformStride,
