@@ -37,8 +37,9 @@ type LinePanel struct {
 	Series                []Series
 	// LogY uses a logarithmic y axis (values must be > 0).
 	LogY bool
-	// YFromZero starts the y axis at 0 (ignored with LogY).
-	YFromZero bool
+	// YFromZero starts the y axis at 0 (ignored with LogY); XFromZero
+	// starts the x axis at 0.
+	YFromZero, XFromZero bool
 	Shade     *Shade
 	// Legend places the legend: "" or "top-left", "top-right",
 	// "bottom-right", "bottom-left", or "none".
@@ -208,6 +209,9 @@ func linePlot(lp LinePanel) *plot.Plot {
 	}
 	if lp.YFromZero && !lp.LogY {
 		p.Y.Min = 0
+	}
+	if lp.XFromZero {
+		p.X.Min = math.Min(0, p.X.Min)
 	}
 	if !lp.LogY && p.Y.Min == p.Y.Max {
 		p.Y.Max = p.Y.Min + 1

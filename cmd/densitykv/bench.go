@@ -1,0 +1,151 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/densitykv/densitykv/bank"
+)
+
+func init() { register(newBenchCmd) }
+
+// bankBenchJSON is the --json output of `densitykv bench bank`.
+type bankBenchJSON struct {
+	Benchmark           string    `json:"benchmark"`
+	Heads               int       `json:"heads"`
+	Candidates          int       `json:"candidates"`
+	Capacity            int       `json:"capacity"`
+	Dim                 int       `json:"dim"`
+	Ordering            string    `json:"ordering"`
+	Workers             int       `json:"workers"`
+	GOMAXPROCS          int       `json:"gomaxprocs"`
+	UpdateSeconds       []float64 `json:"update_seconds"`
+	UpdateSecondsMedian float64   `json:"update_seconds_median"`
+	PassSeconds         []float64 `json:"pass_seconds"`
+	PassSecondsMedian   float64   `json:"pass_seconds_median"`
+	PairsPerSecond      float64   `json:"pairs_per_second"`
+	PassGFLOPS          float64   `json:"pass_gflops"`
+	UpdateGFLOPS        float64   `json:"update_gflops"`
+	PeakExtraBytes      int64     `json:"peak_extra_bytes"`
+	BankBytes           int64     `json:"bank_bytes"`
+	Accepted            []int     `json:"accepted"`
+	StepSeconds         struct {
+		Validate, Score, Scan, Evict, Commit, Total float64
+	} `json:"step_seconds_mean"`
+}
+
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmarks: the DensityKV bank update (default) and the Wan backbone",
+		Long: `bench measures steady-state performance. With no subcommand it runs
+"bench bank". Timings are wall-clock on this machine; other load skews them.`,
+		Args: cobra.NoArgs,
+	}
+	bankCmd := newBenchBankCmd()
+	cmd.AddCommand(bankCmd)
+	for _, c := range benchSubcommands {
+		cmd.AddCommand(c())
+	}
+	// `densitykv bench` alone runs the bank benchmark with its flags.
+	cmd.Flags().AddFlagSet(bankCmd.Flags())
+	cmd.RunE = bankCmd.RunE
+	return cmd
+}
+
+// benchSubcommands are extra `bench` subcommands registered by other files
+// (e.g. the backbone benchmark).
+var benchSubcommands []func() *cobra.Command
+
+func newBenchBankCmd() *cobra.Command {
+	var bc bank.BenchConfig
+	var jsonOut bool
+	var ordering string
+	cmd := &cobra.Command{
+		Use:   "bank",
+		Short: "Time full-layer bank updates at paper scale (H=12, N=4,680, M=9,360, d=128)",
+		Long: `bench bank fills a bank to capacity with a video-like key stream, then times
+--repeats steady-state updates of --candidates keys per head (Algorithm 1 with
+the default variants), and --repeats standalone fused interaction passes.
+It prints the median update time, interaction pairs/s, effective GFLOP/s
+(counting 2·N·M·d per pass) and the peak extra memory.`,
+		Example: `  densitykv bench
+  densitykv bench bank --heads 2 --candidates 1024 --capacity 2048 --dim 64 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, f := range []struct {
+				name string
+				v    int
+			}{{"heads", bc.Heads}, {"candidates", bc.Candidates}, {"capacity", bc.Capacity}, {"dim", bc.Dim}, {"repeats", bc.Repeats}} {
+				if f.v < 1 {
+					return usagef("--%s is %d, want >= 1", f.name, f.v)
+				}
+			}
+			if bc.Workers < 0 {
+				return usagef("--workers is %d, want >= 0", bc.Workers)
+			}
+			ord, err := bank.ParseOrdering(ordering)
+			if err != nil || !slices.Contains([]string{"mean", "max", "source"}, ordering) {
+				return usagef("--ordering is %q, want mean, max or source", ordering)
+			}
+			cfg := bank.DefaultConfig()
+			cfg.Ordering = ord
+			bc.Config = &cfg
+			w := cmd.OutOrStdout()
+			if !jsonOut {
+				fmt.Fprintf(w, "bank update benchmark: H=%d N=%d M=%d d=%d ordering=%s, %d repeats, GOMAXPROCS=%d\n",
+					bc.Heads, bc.Candidates, bc.Capacity, bc.Dim, ordering, bc.Repeats, runtime.GOMAXPROCS(0))
+			}
+			r, err := bank.RunBench(bc)
+			if err != nil {
+				return err
+			}
+			out := bankBenchJSON{Benchmark: "bank-update", Heads: r.Heads, Candidates: r.Candidates, Capacity: r.Capacity, Dim: r.Dim,
+				Ordering: ordering, Workers: bc.Workers, GOMAXPROCS: runtime.GOMAXPROCS(0),
+				UpdateSeconds: r.UpdateSeconds, UpdateSecondsMedian: r.UpdateSecondsMedian,
+				PassSeconds: r.PassSeconds, PassSecondsMedian: r.PassSecondsMedian, PairsPerSecond: r.PairsPerSecond,
+				PassGFLOPS: r.PassGFLOPS, UpdateGFLOPS: r.UpdateGFLOPS, PeakExtraBytes: r.PeakExtraBytes, BankBytes: r.BankBytes,
+				Accepted: r.Accepted}
+			out.StepSeconds.Validate = r.Steps.Validate.Seconds()
+			out.StepSeconds.Score = r.Steps.Score.Seconds()
+			out.StepSeconds.Scan = r.Steps.Scan.Seconds()
+			out.StepSeconds.Evict = r.Steps.Evict.Seconds()
+			out.StepSeconds.Commit = r.Steps.Commit.Seconds()
+			out.StepSeconds.Total = r.Steps.Total.Seconds()
+			if jsonOut {
+				return printJSON(w, out)
+			}
+			fmt.Fprintf(w, "update (full layer, steady state): median %.3f s  [%s]\n", r.UpdateSecondsMedian, secondsList(r.UpdateSeconds))
+			fmt.Fprintf(w, "  steps (mean): validate %.3f  score %.3f  scan %.3f  evict %.3f  commit %.3f s\n",
+				out.StepSeconds.Validate, out.StepSeconds.Score, out.StepSeconds.Scan, out.StepSeconds.Evict, out.StepSeconds.Commit)
+			fmt.Fprintf(w, "  r* per update: %v; update-equivalent %.1f GFLOP/s\n", r.Accepted, r.UpdateGFLOPS)
+			fmt.Fprintf(w, "interaction pass (N×M×H): median %.3f s, %.3g pairs/s, %.1f GFLOP/s effective (2·N·M·d per pass)\n",
+				r.PassSecondsMedian, r.PairsPerSecond, r.PassGFLOPS)
+			fmt.Fprintf(w, "memory: bank %s persistent, peak extra workspace %s\n", humanBytes(r.BankBytes), humanBytes(r.PeakExtraBytes))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&bc.Heads, "heads", 12, "attention heads H")
+	f.IntVar(&bc.Candidates, "candidates", 4680, "candidates N per update (one block)")
+	f.IntVar(&bc.Capacity, "capacity", 9360, "bank capacity M per head")
+	f.IntVar(&bc.Dim, "dim", 128, "key/value dimension d")
+	f.IntVar(&bc.Repeats, "repeats", 5, "timed updates and passes")
+	f.IntVar(&bc.Workers, "workers", 0, "parallel heads, 0 = GOMAXPROCS")
+	f.Uint64Var(&bc.Seed, "seed", 0, "seed of the video-like key stream")
+	f.StringVar(&ordering, "ordering", "mean", "candidate ordering: mean, max, source")
+	f.BoolVar(&jsonOut, "json", false, "print a JSON object (with update_seconds_median)")
+	return cmd
+}
+
+func secondsList(x []float64) string {
+	s := make([]string, len(x))
+	for i, v := range x {
+		s[i] = fmt.Sprintf("%.3f", v)
+	}
+	return strings.Join(s, " ")
+}
