@@ -40,7 +40,7 @@ type LinePanel struct {
 	// YFromZero starts the y axis at 0 (ignored with LogY); XFromZero
 	// starts the x axis at 0.
 	YFromZero, XFromZero bool
-	Shade     *Shade
+	Shade                *Shade
 	// Legend places the legend: "" or "top-left", "top-right",
 	// "bottom-right", "bottom-left", or "none".
 	Legend string

@@ -372,6 +372,9 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 		}
 		printUpdates(o, cfg, b, lines, prog)
 		st.NextBlock = b + 1
+		if afterBlockHook != nil {
+			afterBlockHook(b)
+		}
 		prog.add(1)
 		if cfg.Run.SnapshotEvery > 0 && st.NextBlock%cfg.Run.SnapshotEvery == 0 && st.NextBlock < blocks {
 			if err := checkpoint(); err != nil {
@@ -396,6 +399,9 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 	res.State, res.Elapsed = st, time.Since(start)
 	return res, nil
 }
+
+// afterBlockHook, when set (tests), runs after every logged block.
+var afterBlockHook func(block int)
 
 // statsOf returns the policy's latest per-call record.
 func statsOf(p memory.Policy) memory.Stats {

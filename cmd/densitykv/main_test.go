@@ -1,0 +1,354 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// run executes the command line in-process and returns exit code, stdout
+// and stderr.
+func run(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := execute(ctx, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// tiny is a small simulate configuration that runs in well under a second.
+func tiny(out, name string, extra ...string) []string {
+	a := []string{"simulate", "--out", out, "--name", name, "--height", "4", "--width", "6", "--layers", "2",
+		"--heads", "2", "--head-dim", "8", "--seconds", "9", "--policy", "densitykv,fifo,native", "--quiet", "--sigma", "2"}
+	return append(a, extra...)
+}
+
+func TestSimulateWritesRunFolder(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := run(t, context.Background(), tiny(dir, "a")...)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	rd := filepath.Join(dir, "a")
+	for _, f := range []string{fileConfig, fileLog, fileSummary, fileProvenance, fileAdmissions, fileStorageRun,
+		"plots/policies.png", "plots/policies.svg", "plots/admission_montage.png", "plots/admission_montage.svg",
+		"plots/occupancy_admissions_densitykv.png", "plots/storage_vs_horizon.png"} {
+		if st, err := os.Stat(filepath.Join(rd, f)); err != nil || st.Size() == 0 {
+			t.Errorf("run folder lacks %s (%v)", f, err)
+		}
+	}
+	// 9 s at 4 frames/s = 36 frames = 12 blocks; 3 policies × 2 layers.
+	lines, err := readLog(filepath.Join(rd, fileLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 12*3*2 {
+		t.Fatalf("memory_log has %d lines, want 12 blocks × 3 policies × 2 layers = 72", len(lines))
+	}
+	var sum summary
+	if err := readJSON(filepath.Join(rd, fileSummary), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if !sum.Complete || sum.CompletedBlocks != 12 || len(sum.Policies) != 3 {
+		t.Fatalf("summary: complete %v, blocks %d, %d policies", sum.Complete, sum.CompletedBlocks, len(sum.Policies))
+	}
+	cap := 6 * 24 // (12 − 1 − 5) frames × 24 tokens
+	for _, ln := range lines {
+		if ln.OccMax > cap || ln.OccMin < 0 {
+			t.Fatalf("%s block %d layer %d: occupancy %v outside [0, %d]", ln.Policy, ln.Block, ln.Layer, ln.Occupancy, cap)
+		}
+		if len(ln.Occupancy) != 2 {
+			t.Fatalf("occupancy has %d heads, want 2", len(ln.Occupancy))
+		}
+	}
+	// DensityKV admitted something, and provenance lists its final banks.
+	var dkv *policyTotals
+	for _, p := range sum.Policies {
+		if p.Policy == "densitykv" {
+			dkv = p
+		}
+	}
+	if dkv == nil || dkv.Admitted == 0 {
+		t.Fatalf("densitykv admitted nothing: %+v", dkv)
+	}
+	prov, _ := os.ReadFile(filepath.Join(rd, fileProvenance))
+	rows := strings.Count(string(prov), "\n") - 1
+	if want := 2 * 2 * dkv.OccMax; dkv.OccMin == dkv.OccMax && rows != want {
+		t.Fatalf("provenance has %d rows, want layers × heads × occupancy = %d", rows, want)
+	}
+	// The resolved config loads back and is complete.
+	c, err := loadRunConfig(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Memory.Capacity != cap || c.Memory.Bank.Tau != 2 || c.Memory.Bank.Ordering != "mean" || c.Memory.Bank.Sigma != 2 {
+		t.Fatalf("resolved config: capacity %d tau %v ordering %q sigma %v", c.Memory.Capacity, c.Memory.Bank.Tau, c.Memory.Bank.Ordering, c.Memory.Bank.Sigma)
+	}
+	if !strings.Contains(out, "densitykv") || !strings.Contains(out, "admitted") || !strings.Contains(out, filepath.Join(rd, "plots")) {
+		t.Fatalf("stdout lacks per-update lines or plot paths:\n%s", out)
+	}
+	// Same folder again: refused without --force, accepted with it.
+	code, _, errs = run(t, context.Background(), tiny(dir, "a")...)
+	if code != exitUsage || !strings.Contains(errs, "already exists") {
+		t.Fatalf("rerun: exit %d, stderr %q", code, errs)
+	}
+	if code, _, errs = run(t, context.Background(), tiny(dir, "a", "--force", "--plots=false")...); code != 0 {
+		t.Fatalf("--force: exit %d: %s", code, errs)
+	}
+}
+
+func TestSimulateJSON(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := run(t, context.Background(), tiny(dir, "j", "--json", "--plots=false")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var s summary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("stdout is not the JSON summary: %v\n%s", err, out)
+	}
+	if s.Blocks != 12 || len(s.Policies) != 3 || s.Policies[0].Policy != "densitykv" {
+		t.Fatalf("JSON summary: %+v", s)
+	}
+}
+
+// stripTimings removes wall-clock fields so that two runs compare equal.
+func stripTimings(t *testing.T, path string) []logLine {
+	t.Helper()
+	ls, err := readLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ls {
+		ls[i].UpdateSeconds, ls[i].AttendSeconds = 0, 0
+	}
+	return ls
+}
+
+func TestResumeIsIdentical(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errs := run(t, context.Background(), tiny(dir, "full", "--plots=false")...); code != 0 {
+		t.Fatalf("full run: %s", errs)
+	}
+	for _, every := range []string{"0", "4"} {
+		t.Run("snapshot-every="+every, func(t *testing.T) {
+			name := "stopped" + every
+			ctx, cancel := context.WithCancel(context.Background())
+			afterBlockHook = func(b int) {
+				if b == 6 {
+					cancel() // Ctrl-C during block 6: stop after it
+				}
+			}
+			code, _, errs := run(t, ctx, tiny(dir, name, "--plots=false", "--snapshot-every", every)...)
+			afterBlockHook = nil
+			if code != exitInterrupted || !strings.Contains(errs, "--resume") {
+				t.Fatalf("interrupted run: exit %d, stderr %q", code, errs)
+			}
+			var s summary
+			if err := readJSON(filepath.Join(dir, name, fileSummary), &s); err != nil {
+				t.Fatal(err)
+			}
+			if s.Complete || s.CompletedBlocks != 7 {
+				t.Fatalf("interrupted summary: complete %v, %d blocks, want 7", s.Complete, s.CompletedBlocks)
+			}
+			// Flags that change the run are refused with --resume.
+			code, _, errs = run(t, context.Background(), "simulate", "--out", dir, "--name", name, "--resume", "--tau", "3")
+			if code != exitUsage || !strings.Contains(errs, "--tau") {
+				t.Fatalf("resume with --tau: exit %d, %q", code, errs)
+			}
+			code, _, errs = run(t, context.Background(), "simulate", "--out", dir, "--name", name, "--resume", "--quiet", "--plots=false")
+			if code != 0 {
+				t.Fatalf("resume: exit %d: %s", code, errs)
+			}
+			a := stripTimings(t, filepath.Join(dir, "full", fileLog))
+			b := stripTimings(t, filepath.Join(dir, name, fileLog))
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("resumed memory_log differs from the uninterrupted run (%d vs %d lines)", len(a), len(b))
+			}
+			for _, f := range []string{fileProvenance, fileAdmissions, fileStorageRun} {
+				x, _ := os.ReadFile(filepath.Join(dir, "full", f))
+				y, _ := os.ReadFile(filepath.Join(dir, name, f))
+				if !bytes.Equal(x, y) {
+					t.Errorf("%s differs after resume", f)
+				}
+			}
+		})
+	}
+}
+
+func TestErrorsNameTheFault(t *testing.T) {
+	dir := t.TempDir()
+	badYAML := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(badYAML, []byte("run:\n  seed: 1\n  colour: red\n"), 0o644)
+	okYAML := filepath.Join(dir, "ok.yaml")
+	os.WriteFile(okYAML, []byte("memory:\n  bank:\n    tau: 3\n"), 0o644)
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"negative tau", tiny(dir, "x", "--tau", "-1"), exitUsage, "bank tau -1"},
+		{"unknown policy", tiny(dir, "x", "--policy", "lru"), exitUsage, `policies[3] (--policy) is "lru"`}, // --policy repeats append
+		{"duplicate policy", tiny(dir, "x", "--policy", "fifo,fifo"), exitUsage, "each policy once"},
+		{"bad ordering", tiny(dir, "x", "--ordering", "median"), exitUsage, `bank ordering "median" unknown`},
+		{"zero seconds", tiny(dir, "x", "--seconds", "0"), exitUsage, "stream.seconds (--seconds) is 0"},
+		{"odd head dim", tiny(dir, "x", "--head-dim", "7"), exitUsage, "head dim 7"},
+		{"unknown yaml key", tiny(dir, "x", "--config", badYAML), exitUsage, "bad.yaml: yaml: unmarshal errors:\n  line 3: field colour not found"},
+		{"missing yaml", tiny(dir, "x", "--config", filepath.Join(dir, "nope.yaml")), exitUsage, "nope.yaml"},
+		{"bad flag value", tiny(dir, "x", "--layers", "two"), exitUsage, `invalid argument "two" for "--layers"`},
+		{"unknown flag", []string{"simulate", "--colour", "red"}, exitUsage, "unknown flag: --colour"},
+		{"unknown command", []string{"simulat"}, exitUsage, `unknown command "simulat"`},
+		{"resume nothing", []string{"simulate", "--out", dir, "--name", "never", "--resume"}, exitUsage, "never"},
+		{"bad updates", tiny(dir, "x", "--updates", "some"), exitUsage, `--updates is "some"`},
+		{"trace missing", []string{"trace", filepath.Join(dir, "none")}, exitUsage, "does not exist"},
+		{"trace args", []string{"trace"}, exitUsage, "accepts 1 arg"},
+		{"bench heads", []string{"bench", "--heads", "0"}, exitUsage, "--heads is 0"},
+		{"storage horizons", []string{"storage", "--horizons", "-5", "--no-plot"}, exitUsage, "--horizons has -5"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, errs := run(t, context.Background(), c.args...)
+			if code != c.code || !strings.Contains(errs, c.want) {
+				t.Fatalf("exit %d (want %d), stderr:\n%s\nwant it to contain %q", code, c.code, errs, c.want)
+			}
+			if !strings.HasPrefix(errs, "densitykv: ") {
+				t.Fatalf("stderr %q does not start with densitykv:", errs)
+			}
+		})
+	}
+	// A valid YAML file is applied and flags override it.
+	code, _, errs := run(t, context.Background(), tiny(dir, "y", "--config", okYAML, "--sigma", "3", "--plots=false")...)
+	if code != 0 {
+		t.Fatalf("ok.yaml: %s", errs)
+	}
+	c, err := loadRunConfig(filepath.Join(dir, "y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Memory.Bank.Tau != 3 || c.Memory.Bank.Sigma != 3 {
+		t.Fatalf("tau %v (want 3 from YAML), sigma %v (want 3 from flag)", c.Memory.Bank.Tau, c.Memory.Bank.Sigma)
+	}
+}
+
+func TestHelpOnEveryCommand(t *testing.T) {
+	root := newRootCmd()
+	var cmds [][]string
+	for _, c := range root.Commands() {
+		if c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		cmds = append(cmds, []string{c.Name()})
+		for _, sub := range c.Commands() {
+			cmds = append(cmds, []string{c.Name(), sub.Name()})
+		}
+	}
+	if len(cmds) < 6 {
+		t.Fatalf("only %d commands registered", len(cmds))
+	}
+	for _, c := range cmds {
+		code, out, errs := run(t, context.Background(), append(c, "--help")...)
+		if code != 0 || !strings.Contains(out, "Usage:") || !strings.Contains(out, "densitykv "+strings.Join(c, " ")) {
+			t.Errorf("%v --help: exit %d, stdout %q, stderr %q", c, code, out, errs)
+		}
+	}
+}
+
+func TestTraceRerendersRunFolder(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errs := run(t, context.Background(), tiny(dir, "r", "--plots=false")...); code != 0 {
+		t.Fatal(errs)
+	}
+	code, out, errs := run(t, context.Background(), "trace", filepath.Join(dir, "r"), "--json")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	var res struct{ Plots []string }
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Plots) != 4 {
+		t.Fatalf("trace --json: %v %q", err, out)
+	}
+	for _, p := range res.Plots {
+		if _, err := os.Stat(p); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestStorageJSONMatchesPaper(t *testing.T) {
+	code, out, errs := run(t, context.Background(), "storage", "--json", "--no-plot")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	var res storageJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	// The paper prints two or three significant digits.
+	want := map[string]float64{"densitykv@60": 3.28, "longlive-rag@30": 32.1, "longlive-rag@120": 128.5, "deep-forcing@60": 3.76, "densitykv-bank@60": 1.67}
+	tol := map[string]float64{"longlive-rag@30": 0.05, "longlive-rag@120": 0.05}
+	got := map[string]float64{}
+	for _, r := range res.Rows {
+		got[r.Policy+"@"+strings.TrimSuffix(strings.TrimSuffix(jsonNum(r.Seconds), ".0"), ".")] = r.GiB
+	}
+	for k, v := range want {
+		g, ok := got[k]
+		d := 0.006
+		if x, ok := tol[k]; ok {
+			d = x
+		}
+		if !ok || g < v-d || g > v+d {
+			t.Errorf("%s = %.3f GiB, want %.2f (paper)", k, g, v)
+		}
+	}
+}
+
+func jsonNum(f float64) string { b, _ := json.Marshal(f); return string(b) }
+
+func TestBenchJSON(t *testing.T) {
+	code, out, errs := run(t, context.Background(), "bench", "bank", "--heads", "2", "--candidates", "64", "--capacity", "128", "--dim", "16", "--repeats", "2", "--json")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := m["update_seconds_median"].(float64); !ok || !(v > 0) {
+		t.Fatalf("update_seconds_median = %v", m["update_seconds_median"])
+	}
+}
+
+func TestConfigRoundTrip(t *testing.T) {
+	for _, base := range []Config{DefaultConfig(), DemoConfig()} {
+		c, err := base.Resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := MarshalConfig(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Config
+		if err := yaml.Unmarshal(y, &back); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(c, back) {
+			t.Fatalf("round trip changed the config:\n%+v\n%+v", c, back)
+		}
+		r2, err := back.Resolve()
+		if err != nil || !reflect.DeepEqual(r2, c) {
+			t.Fatalf("resolving a resolved config changed it (%v)", err)
+		}
+	}
+	// The paper defaults.
+	c, _ := DefaultConfig().Resolve()
+	if c.Memory.Capacity != 9360 || c.Blocks() != 80 || c.Memory.Bank.Sigma != 8 || c.Memory.Bank.Delta != 1e-6 {
+		t.Fatalf("paper defaults: capacity %d blocks %d sigma %v delta %v", c.Memory.Capacity, c.Blocks(), c.Memory.Bank.Sigma, c.Memory.Bank.Delta)
+	}
+}

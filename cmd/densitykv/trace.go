@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func init() { register(newTraceCmd) }
+
+func newTraceCmd() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "trace RUN_FOLDER",
+		Short: "Render the diagnostics figures of a run folder (PNG and SVG)",
+		Long: `trace reads a run folder written by demo, simulate or generate
+(config.resolved.yaml, memory_log.jsonl, admissions.json, storage.json,
+attention_trace.json) and draws into RUN_FOLDER/plots/:
+
+  occupancy_admissions_densitykv  bank occupancy and admissions per update,
+                                  per layer, with the min–max band over heads
+  policies                        every policy's memory and attention keys
+  admission_montage               (a) layer–head banks admitting each source
+                                  token, (b) admissions by layer × source time,
+                                  (c) fraction of entries and positions admitted
+                                  per source frame (the paper's supplementary
+                                  figure)
+  storage_vs_horizon              measured live bytes of each policy
+  attention_trace                 (generate runs) attention mass from each
+                                  query frame to each source frame
+
+Use it on a run stopped with Ctrl-C, or after changing the plotting code.`,
+		Example: `  densitykv trace runs/demo
+  densitykv trace runs/simulate --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := args[0]
+			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+				return usagef("trace: run folder %q does not exist", dir)
+			}
+			pngs, err := renderAny(dir)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if jsonOut {
+				return printJSON(w, map[string]any{"run_dir": dir, "plots": pngs})
+			}
+			fmt.Fprintf(w, "plots of %s (PNG, with SVG beside each):\n", dir)
+			for _, p := range pngs {
+				fmt.Fprintf(w, "  %s\n", p)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the plot paths as JSON")
+	return cmd
+}
+
+// renderAny renders a simulate/demo run folder, or a generate run folder.
+func renderAny(dir string) ([]string, error) {
+	if _, err := os.Stat(dir + "/" + fileConfig); err != nil {
+		return nil, fmt.Errorf("trace: %s has no %s: not a densitykv run folder", dir, fileConfig)
+	}
+	return renderRun(dir)
+}
