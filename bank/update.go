@@ -377,8 +377,7 @@ func (b *Bank) scanCached(h int, cache []float32, ws *riesz.Workspace) {
 	}
 	s.ckpt = grow(s.ckpt, (R/ckEvery)*hd.n)
 	if cache != nil {
-		s.acc = grow(s.acc, hd.n)
-		riesz.ScanRows(cache, hd.n, s.rows, s.rem, s.cross, ckEvery, s.ckpt, s.acc)
+		riesz.ScanRows(cache, hd.n, s.rows, s.rem, s.cross, ckEvery, s.ckpt, ws)
 	} else {
 		b.kern.PrefixScan(riesz.Set{X: s.sd, Norms: s.sn, N: R, D: dd}, b.set(h), s.rem, s.cross, ckEvery, s.ckpt, ws)
 	}

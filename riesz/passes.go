@@ -43,7 +43,7 @@ func (k Kernel) RowStatsCached(a, b Set, inv []float32, sum, mean, maxs []float6
 		return
 	}
 	if cache != nil {
-		k.Matrix(a, b, cache)
+		k.Matrix(a, b, cache, ws)
 		// Same 512-column segments as the tiled path, so the float64
 		// accumulation order (and every bit of the result) is identical.
 		for x := 0; x < a.N; x++ {
@@ -71,17 +71,7 @@ func (k Kernel) RowStatsCached(a, b Set, inv []float32, sum, mean, maxs []float6
 
 // rowStats accumulates one row (or row segment) of interactions.
 func rowStats(row, inv []float32, x int, sum, mean, maxs []float64) {
-	inv = inv[:len(row)]
-	var s, sn float64
-	var m float32
-	for j, v := range row {
-		s += float64(v)
-		q := v * inv[j]
-		sn += float64(q)
-		if q > m {
-			m = q
-		}
-	}
+	s, sn, m := epiRowStats(row, inv[:len(row)])
 	if sum != nil {
 		sum[x] += s
 	}
@@ -104,20 +94,14 @@ func (k Kernel) Sums(a, b Set, rows, cols []float64, ws *Workspace) {
 		return
 	}
 	k.ForEachTile(a, b, ws, func(i0, j0, nr, nc int, w []float32) {
+		var c []float64
+		if cols != nil {
+			c = cols[j0 : j0+nc]
+		}
 		for r := 0; r < nr; r++ {
-			row := w[r*nc : r*nc+nc]
+			s := epiRowSumCols(w[r*nc:r*nc+nc], c)
 			if rows != nil {
-				var s float64
-				for _, v := range row {
-					s += float64(v)
-				}
 				rows[i0+r] += s
-			}
-			if cols != nil {
-				c := cols[j0 : j0+nc]
-				for j, v := range row {
-					c[j] += float64(v)
-				}
 			}
 		}
 	})
@@ -137,6 +121,7 @@ func (k Kernel) SelfSums(a Set, out []float64, ws *Workspace) {
 		return
 	}
 	t := ws.tileBuf()
+	ws.pack(a)
 	for i0 := 0; i0 < a.N; i0 += TileRows {
 		rows := min(TileRows, a.N-i0)
 		for j0 := (i0 / TileCols) * TileCols; j0 < a.N; j0 += TileCols {
@@ -144,22 +129,14 @@ func (k Kernel) SelfSums(a Set, out []float64, ws *Workspace) {
 			if j0+cols <= i0+1 {
 				continue
 			}
-			k.tile(a, a, i0, rows, j0, cols, t, cols)
+			k.tile(ws, a, a, i0, rows, j0, cols, t, cols)
 			for r := 0; r < rows; r++ {
 				i := i0 + r
 				start := max(0, i+1-j0)
 				if start >= cols {
 					continue
 				}
-				row := t[r*cols+start : r*cols+cols]
-				col := out[j0+start : j0+cols]
-				var s float64
-				for j, v := range row {
-					f := float64(v)
-					s += f
-					col[j] += f
-				}
-				out[i] += s
+				out[i] += epiRowSumCols(t[r*cols+start:r*cols+cols], out[j0+start:j0+cols])
 			}
 		}
 	}
@@ -187,18 +164,16 @@ const Never = math.MaxInt32
 // for any r without a second full pass.
 func (k Kernel) PrefixScan(a, b Set, rem []float64, cross []int32, every int, ckpt []float64, ws *Workspace) {
 	checkScan(a.N, b.N, rem, cross, every, ckpt)
-	acc := ws.scanAcc(b.N)
-	clear(acc)
-	initCross(rem[:b.N], cross[:b.N])
+	acc, rm := ws.initScan(rem[:b.N], cross[:b.N])
 	if a.N == 0 || b.N == 0 {
 		return
 	}
 	k.ForEachTile(a, b, ws, func(i0, j0, nr, nc int, w []float32) {
 		ac := acc[j0 : j0+nc]
 		cr := cross[j0 : j0+nc]
-		rm := rem[j0 : j0+nc]
+		rmj := rm[j0 : j0+nc]
 		for r := 0; r < nr; r++ {
-			scanRow(w[r*nc:r*nc+nc], ac, rm, cr, int32(i0+r+1))
+			epiScanRow(w[r*nc:r*nc+nc], ac, rmj, cr, int32(i0+r+1))
 		}
 		if every > 0 && j0+nc == b.N {
 			if end := i0 + nr; end%every == 0 {
@@ -212,16 +187,16 @@ func (k Kernel) PrefixScan(a, b Set, rem []float64, cross []int32, every int, ck
 // length m, row stride m, as written by Matrix): it walks the rows
 // W[rows[0]], W[rows[1]], … in that order. Results equal PrefixScan over the
 // same candidates in that order bit for bit.
-func ScanRows(w []float32, m int, rows []int32, rem []float64, cross []int32, every int, ckpt []float64, acc []float64) {
+func ScanRows(w []float32, m int, rows []int32, rem []float64, cross []int32, every int, ckpt []float64, ws *Workspace) {
 	checkScan(len(rows), m, rem, cross, every, ckpt)
-	if len(acc) < m {
-		panic(fmt.Sprintf("riesz: ScanRows: accumulator of %d for %d columns", len(acc), m))
-	}
-	acc = acc[:m]
-	clear(acc)
-	initCross(rem[:m], cross[:m])
+	acc, rm := ws.initScan(rem[:m], cross[:m])
 	for r, x := range rows {
-		scanRow(w[int(x)*m:int(x)*m+m], acc, rem[:m], cross[:m], int32(r+1))
+		// Same 512-column segments as PrefixScan (bit-identical results).
+		row := w[int(x)*m : int(x)*m+m]
+		for j0 := 0; j0 < m; j0 += TileCols {
+			j1 := min(j0+TileCols, m)
+			epiScanRow(row[j0:j1], acc[j0:j1], rm[j0:j1], cross[j0:j1], int32(r+1))
+		}
 		if every > 0 && (r+1)%every == 0 {
 			copy(ckpt[((r+1)/every-1)*m:], acc)
 		}
@@ -242,27 +217,23 @@ func checkScan(n, m int, rem []float64, cross []int32, every int, ckpt []float64
 	}
 }
 
-func initCross(rem []float64, cross []int32) {
+// initScan prepares the scan accumulators and the private copy of the
+// headrooms (set to +Inf once a column has crossed) and initialises cross.
+func (ws *Workspace) initScan(rem []float64, cross []int32) (acc, rm []float64) {
+	n := len(rem)
+	if cap(ws.acc) < 2*n {
+		ws.acc = make([]float64, 2*n)
+	}
+	acc, rm = ws.acc[:n], ws.acc[n:2*n]
+	clear(acc)
 	for j, v := range rem {
 		if v <= 0 {
 			cross[j] = 0
+			rm[j] = math.Inf(1)
 		} else {
 			cross[j] = Never
+			rm[j] = v
 		}
 	}
-}
-
-// scanRow adds one row of interactions to the running sums and records
-// first crossings at prefix length r.
-func scanRow(row []float32, acc, rem []float64, cross []int32, r int32) {
-	acc = acc[:len(row)]
-	rem = rem[:len(row)]
-	cross = cross[:len(row)]
-	for j, v := range row {
-		s := acc[j] + float64(v)
-		acc[j] = s
-		if s >= rem[j] && cross[j] == Never {
-			cross[j] = r
-		}
-	}
+	return acc, rm
 }

@@ -122,44 +122,18 @@ func (k Kernel) Eval32(d2 float32) float32 {
 //	row[j] = w(max(0, na + nb[j] − 2·row[j]))
 func (k Kernel) fromDots(row []float32, na float32, nb []float32) {
 	nb = nb[:len(row)]
+	if k.pow != 0 {
+		epiFromDots(row, na, nb, k.eps32, k.invS2, k.pow)
+		return
+	}
 	e, s := k.eps32, k.invS2
-	switch k.pow {
-	case 2:
-		for j, v := range row {
-			d2 := na + nb[j] - 2*v
-			if d2 < 0 {
-				d2 = 0
-			}
-			t := e + d2*s
-			row[j] = 1 / (t * t)
+	np := float64(k.negP32)
+	for j, v := range row {
+		d2 := na + nb[j] - 2*v
+		if d2 < 0 {
+			d2 = 0
 		}
-	case 1:
-		for j, v := range row {
-			d2 := na + nb[j] - 2*v
-			if d2 < 0 {
-				d2 = 0
-			}
-			row[j] = 1 / (e + d2*s)
-		}
-	case 4:
-		for j, v := range row {
-			d2 := na + nb[j] - 2*v
-			if d2 < 0 {
-				d2 = 0
-			}
-			t := e + d2*s
-			t2 := t * t
-			row[j] = 1 / (t2 * t2)
-		}
-	default:
-		np := float64(k.negP32)
-		for j, v := range row {
-			d2 := na + nb[j] - 2*v
-			if d2 < 0 {
-				d2 = 0
-			}
-			row[j] = float32(math.Pow(float64(e+d2*s), np))
-		}
+		row[j] = float32(math.Pow(float64(e+d2*s), np))
 	}
 }
 

@@ -178,14 +178,14 @@ func TestPrefixScan(t *testing.T) {
 		k.PrefixScan(a, b, rem, cross, TileRows, ckpt, &ws)
 		// The cached path agrees bit for bit, in any row order.
 		cache := make([]float32, n*m)
-		k.Matrix(a, b, cache)
+		k.Matrix(a, b, cache, &ws)
 		order := make([]int32, n)
 		for i := range order {
 			order[i] = int32(i)
 		}
 		cross2 := make([]int32, m)
 		ckpt2 := make([]float64, len(ckpt))
-		ScanRows(cache, m, order, rem, cross2, TileRows, ckpt2, make([]float64, m))
+		ScanRows(cache, m, order, rem, cross2, TileRows, ckpt2, &ws)
 		if !slices.Equal(cross, cross2) || !slices.Equal(ckpt, ckpt2) {
 			t.Fatalf("%v: ScanRows differs from PrefixScan", sz)
 		}

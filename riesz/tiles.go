@@ -49,13 +49,15 @@ func (s Set) check(op, name string) {
 type Workspace struct {
 	tile []float32
 	acc  []float64
+	pb   gemm.PackedB // the right-hand set of the current pass, packed once
 }
 
-func (ws *Workspace) scanAcc(n int) []float64 {
-	if len(ws.acc) < n {
-		ws.acc = make([]float64, n)
+// pack packs b as the right-hand operand of the pass (A·Bᵀ).
+func (ws *Workspace) pack(b Set) {
+	if b.N == 0 {
+		return
 	}
-	return ws.acc[:n]
+	gemm.PackNT(&ws.pb, b.N, b.D, b.X, b.D)
 }
 
 func (ws *Workspace) tileBuf() []float32 {
@@ -66,13 +68,17 @@ func (ws *Workspace) tileBuf() []float32 {
 }
 
 // Bytes returns the workspace's current size in bytes.
-func (ws *Workspace) Bytes() int64 { return int64(len(ws.tile))*4 + int64(len(ws.acc))*8 }
+func (ws *Workspace) Bytes() int64 {
+	return int64(len(ws.tile))*4 + int64(len(ws.acc))*8 + ws.pb.Bytes()
+}
 
 // tile computes w(a_i, b_j) for i in [i0, i0+rows), j in [j0, j0+cols) into
-// t (rows×cols, row stride ldt).
-func (k Kernel) tile(a, b Set, i0, rows, j0, cols int, t []float32, ldt int) {
+// t (rows×cols, row stride ldt). b must be packed in ws (ws.pack) and j0 a
+// multiple of gemm.NR. Every element gets the same arithmetic wherever its
+// tile lies, so passes with different tilings agree bit for bit.
+func (k Kernel) tile(ws *Workspace, a, b Set, i0, rows, j0, cols int, t []float32, ldt int) {
 	d := a.D
-	gemm.NT(rows, cols, d, a.X[i0*d:], d, b.X[j0*d:], d, t, ldt)
+	ws.pb.ProductSub(rows, a.X[i0*d:], d, j0, j0+cols, 0, d, t, ldt, false)
 	nb := b.Norms[j0 : j0+cols]
 	for r := 0; r < rows; r++ {
 		k.fromDots(t[r*ldt:r*ldt+cols], a.Norms[i0+r], nb)
@@ -82,17 +88,21 @@ func (k Kernel) tile(a, b Set, i0, rows, j0, cols int, t []float32, ldt int) {
 // Matrix writes the full interaction matrix W[i][j] = w(a_i, b_j) into dst
 // (a.N×b.N, row stride b.N), tile by tile. It is the cache of the bank's
 // scoring pass, used only when its size fits the caller's budget.
-func (k Kernel) Matrix(a, b Set, dst []float32) {
+func (k Kernel) Matrix(a, b Set, dst []float32, ws *Workspace) {
 	a.check("Matrix", "a")
 	b.check("Matrix", "b")
 	if len(dst) < a.N*b.N {
 		panic(fmt.Sprintf("riesz: Matrix: %d values for a %d×%d matrix", len(dst), a.N, b.N))
 	}
+	if a.N == 0 || b.N == 0 {
+		return
+	}
+	ws.pack(b)
 	for i0 := 0; i0 < a.N; i0 += TileRows {
 		rows := min(TileRows, a.N-i0)
 		for j0 := 0; j0 < b.N; j0 += TileCols {
 			cols := min(TileCols, b.N-j0)
-			k.tile(a, b, i0, rows, j0, cols, dst[i0*b.N+j0:], b.N)
+			k.tile(ws, a, b, i0, rows, j0, cols, dst[i0*b.N+j0:], b.N)
 		}
 	}
 }
@@ -107,12 +117,16 @@ func (k Kernel) ForEachTile(a, b Set, ws *Workspace, fn func(i0, j0, rows, cols 
 	if a.D != b.D {
 		panic(fmt.Sprintf("riesz: ForEachTile: dimensions %d and %d differ", a.D, b.D))
 	}
+	if a.N == 0 || b.N == 0 {
+		return
+	}
 	t := ws.tileBuf()
+	ws.pack(b)
 	for i0 := 0; i0 < a.N; i0 += TileRows {
 		rows := min(TileRows, a.N-i0)
 		for j0 := 0; j0 < b.N; j0 += TileCols {
 			cols := min(TileCols, b.N-j0)
-			k.tile(a, b, i0, rows, j0, cols, t, cols)
+			k.tile(ws, a, b, i0, rows, j0, cols, t, cols)
 			fn(i0, j0, rows, cols, t[:rows*cols])
 		}
 	}

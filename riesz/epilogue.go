@@ -1,0 +1,35 @@
+package riesz
+
+// Epilogues: the per-element work of the fused passes after the dot
+// products (distance → interaction, row/column reductions, prefix scan).
+// Each has a pure-Go reference (epilogue_generic.go, always built) and, with
+// GOEXPERIMENT=simd on AVX-512, an archsimd version chosen once at start-up
+// (epilogue_amd64.go). Reductions accumulate in float64 in both; the SIMD
+// versions sum in 8 or 16 float64 lanes, so they agree with the reference to
+// float64 rounding, not bit for bit. Within one process every pass uses the
+// same epilogues, so cached and recomputed passes agree bit for bit.
+var (
+	// epiFromDots: row[j] = w(max(0, na + nb[j] − 2·row[j])) for pow 1, 2, 4.
+	epiFromDots = fromDotsGeneric
+	// epiRowStats: Σ row, Σ row·inv (float32 products), max row·inv.
+	epiRowStats = rowStatsGeneric
+	// epiRowSumCols: returns Σ row and adds row into col (col may be nil).
+	epiRowSumCols = rowSumColsGeneric
+	// epiScanRow: acc += row; first crossing of acc ≥ rem recorded as r and
+	// rem set to +Inf (rem is the pass's private copy).
+	epiScanRow    = scanRowGeneric
+	simdEpilogues bool
+)
+
+func init() { archInit() }
+
+// SIMD reports whether the AVX-512 epilogues are in use.
+func SIMD() bool { return simdEpilogues }
+
+// forceGeneric switches to the reference epilogues and returns a function
+// that restores the previous choice (for tests).
+func forceGeneric() (restore func()) {
+	a, b, c, d, s := epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, simdEpilogues
+	epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, simdEpilogues = fromDotsGeneric, rowStatsGeneric, rowSumColsGeneric, scanRowGeneric, false
+	return func() { epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, simdEpilogues = a, b, c, d, s }
+}

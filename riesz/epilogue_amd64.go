@@ -1,0 +1,167 @@
+//go:build goexperiment.simd && amd64
+
+package riesz
+
+import (
+	"math"
+	"simd/archsimd"
+)
+
+// archInit selects the AVX-512 epilogues when the CPU supports them.
+func archInit() {
+	if archsimd.X86.AVX512() {
+		epiFromDots = fromDotsAVX512
+		epiRowStats = rowStatsAVX512
+		epiRowSumCols = rowSumColsAVX512
+		epiScanRow = scanRowAVX512
+		simdEpilogues = true
+	}
+}
+
+// fromDotsAVX512 is fromDotsGeneric on 16 lanes (the distance uses a fused
+// multiply-add: na + nb − 2·dot rounded once).
+func fromDotsAVX512(row []float32, na float32, nb []float32, eps, s float32, pow int) {
+	n := len(row) &^ 15
+	nb = nb[:len(row)]
+	vna := archsimd.BroadcastFloat32x16(na)
+	m2 := archsimd.BroadcastFloat32x16(-2)
+	ve := archsimd.BroadcastFloat32x16(eps)
+	vs := archsimd.BroadcastFloat32x16(s)
+	one := archsimd.BroadcastFloat32x16(1)
+	zero := archsimd.BroadcastFloat32x16(0)
+	for j := 0; j < n; j += 16 {
+		p := (*[16]float32)(row[j : j+16])
+		dot := archsimd.LoadFloat32x16(p)
+		b := archsimd.LoadFloat32x16((*[16]float32)(nb[j : j+16]))
+		d2 := dot.MulAdd(m2, vna.Add(b)).Max(zero)
+		t := d2.MulAdd(vs, ve)
+		var w archsimd.Float32x16
+		switch pow {
+		case 1:
+			w = one.Div(t)
+		case 2:
+			w = one.Div(t.Mul(t))
+		default:
+			t2 := t.Mul(t)
+			w = one.Div(t2.Mul(t2))
+		}
+		w.Store(p)
+	}
+	if n < len(row) {
+		fromDotsGeneric(row[n:], na, nb[n:], eps, s, pow)
+	}
+}
+
+func hsum(v archsimd.Float64x8) float64 {
+	var a [8]float64
+	v.Store(&a)
+	return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
+}
+
+func hmax(v archsimd.Float32x16) float32 {
+	var a [16]float32
+	v.Store(&a)
+	m := a[0]
+	for _, x := range a[1:] {
+		if x > m {
+			m = x
+		}
+	}
+	return m
+}
+
+// rowStatsAVX512 is rowStatsGeneric with float64 lane accumulators.
+func rowStatsAVX512(row, inv []float32) (s, sn float64, m float32) {
+	n := len(row) &^ 15
+	inv = inv[:len(row)]
+	var s0, s1, q0, q1 archsimd.Float64x8
+	var mx archsimd.Float32x16
+	for j := 0; j < n; j += 16 {
+		w := archsimd.LoadFloat32x16((*[16]float32)(row[j : j+16]))
+		iv := archsimd.LoadFloat32x16((*[16]float32)(inv[j : j+16]))
+		q := w.Mul(iv)
+		s0 = s0.Add(w.GetLo().ConvertToFloat64())
+		s1 = s1.Add(w.GetHi().ConvertToFloat64())
+		q0 = q0.Add(q.GetLo().ConvertToFloat64())
+		q1 = q1.Add(q.GetHi().ConvertToFloat64())
+		mx = mx.Max(q)
+	}
+	s = hsum(s0.Add(s1))
+	sn = hsum(q0.Add(q1))
+	m = hmax(mx)
+	if n < len(row) {
+		ts, tsn, tm := rowStatsGeneric(row[n:], inv[n:])
+		s += ts
+		sn += tsn
+		m = max(m, tm)
+	}
+	return s, sn, m
+}
+
+// rowSumColsAVX512 is rowSumColsGeneric with float64 lanes.
+func rowSumColsAVX512(row []float32, col []float64) float64 {
+	n := len(row) &^ 15
+	var s0, s1 archsimd.Float64x8
+	if col == nil {
+		for j := 0; j < n; j += 16 {
+			w := archsimd.LoadFloat32x16((*[16]float32)(row[j : j+16]))
+			s0 = s0.Add(w.GetLo().ConvertToFloat64())
+			s1 = s1.Add(w.GetHi().ConvertToFloat64())
+		}
+	} else {
+		col = col[:len(row)]
+		for j := 0; j < n; j += 16 {
+			w := archsimd.LoadFloat32x16((*[16]float32)(row[j : j+16]))
+			lo := w.GetLo().ConvertToFloat64()
+			hi := w.GetHi().ConvertToFloat64()
+			s0 = s0.Add(lo)
+			s1 = s1.Add(hi)
+			c0 := (*[8]float64)(col[j : j+8])
+			c1 := (*[8]float64)(col[j+8 : j+16])
+			archsimd.LoadFloat64x8(c0).Add(lo).Store(c0)
+			archsimd.LoadFloat64x8(c1).Add(hi).Store(c1)
+		}
+	}
+	s := hsum(s0.Add(s1))
+	if n < len(row) {
+		var c []float64
+		if col != nil {
+			c = col[n:]
+		}
+		s += rowSumColsGeneric(row[n:], c)
+	}
+	return s
+}
+
+// scanRowAVX512 is scanRowGeneric on 8 float64 lanes; the rare crossings
+// are recorded in scalar code.
+func scanRowAVX512(row []float32, acc, rem []float64, cross []int32, r int32) {
+	n := len(row) &^ 15
+	acc = acc[:len(row)]
+	rem = rem[:len(row)]
+	cross = cross[:len(row)]
+	inf := math.Inf(1)
+	for j := 0; j < n; j += 16 {
+		w := archsimd.LoadFloat32x16((*[16]float32)(row[j : j+16]))
+		a0p := (*[8]float64)(acc[j : j+8])
+		a1p := (*[8]float64)(acc[j+8 : j+16])
+		a0 := archsimd.LoadFloat64x8(a0p).Add(w.GetLo().ConvertToFloat64())
+		a1 := archsimd.LoadFloat64x8(a1p).Add(w.GetHi().ConvertToFloat64())
+		a0.Store(a0p)
+		a1.Store(a1p)
+		m0 := a0.GreaterEqual(archsimd.LoadFloat64x8((*[8]float64)(rem[j : j+8]))).ToBits()
+		m1 := a1.GreaterEqual(archsimd.LoadFloat64x8((*[8]float64)(rem[j+8 : j+16]))).ToBits()
+		if m0|m1 != 0 {
+			bits := uint16(m0) | uint16(m1)<<8
+			for l := 0; l < 16; l++ {
+				if bits&(1<<l) != 0 {
+					cross[j+l] = r
+					rem[j+l] = inf
+				}
+			}
+		}
+	}
+	if n < len(row) {
+		scanRowGeneric(row[n:], acc[n:], rem[n:], cross[n:], r)
+	}
+}

@@ -1,0 +1,73 @@
+package riesz
+
+import "math"
+
+// fromDotsGeneric is the reference of epiFromDots:
+//
+//	d2 = max(0, na + nb[j] − 2·row[j]); t = eps + d2·s; row[j] = t^(−pow)
+func fromDotsGeneric(row []float32, na float32, nb []float32, eps, s float32, pow int) {
+	nb = nb[:len(row)]
+	for j, v := range row {
+		d2 := na + nb[j] - 2*v
+		if d2 < 0 {
+			d2 = 0
+		}
+		t := eps + d2*s
+		switch pow {
+		case 1:
+			row[j] = 1 / t
+		case 2:
+			row[j] = 1 / (t * t)
+		default:
+			t2 := t * t
+			row[j] = 1 / (t2 * t2)
+		}
+	}
+}
+
+// rowStatsGeneric is the reference of epiRowStats.
+func rowStatsGeneric(row, inv []float32) (s, sn float64, m float32) {
+	inv = inv[:len(row)]
+	for j, v := range row {
+		s += float64(v)
+		q := v * inv[j]
+		sn += float64(q)
+		if q > m {
+			m = q
+		}
+	}
+	return s, sn, m
+}
+
+// rowSumColsGeneric is the reference of epiRowSumCols.
+func rowSumColsGeneric(row []float32, col []float64) float64 {
+	var s float64
+	if col == nil {
+		for _, v := range row {
+			s += float64(v)
+		}
+		return s
+	}
+	col = col[:len(row)]
+	for j, v := range row {
+		f := float64(v)
+		s += f
+		col[j] += f
+	}
+	return s
+}
+
+// scanRowGeneric is the reference of epiScanRow.
+func scanRowGeneric(row []float32, acc, rem []float64, cross []int32, r int32) {
+	acc = acc[:len(row)]
+	rem = rem[:len(row)]
+	cross = cross[:len(row)]
+	for j, v := range row {
+		s := acc[j] + float64(v)
+		acc[j] = s
+		if s >= rem[j] {
+			cross[j] = r
+			rem[j] = math.Inf(1)
+		}
+	}
+}
