@@ -147,6 +147,8 @@ func drawHeat(dc draw.Canvas, hp HeatPanel) {
 	p.Add(&heatLayer{hp: hp, cm: cm})
 	if hp.Grid.dx() == 1 && hp.Grid.X0 == math.Trunc(hp.Grid.X0) {
 		p.X.Tick.Marker = intTicks{}
+	} else {
+		p.X.Tick.Marker = niceTicks{}
 	}
 	if hp.Grid.dy() == 1 && hp.Grid.Y0 == math.Trunc(hp.Grid.Y0) {
 		p.Y.Tick.Marker = intTicks{}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -40,7 +41,9 @@ type LinePanel struct {
 	// YFromZero starts the y axis at 0 (ignored with LogY); XFromZero
 	// starts the x axis at 0.
 	YFromZero, XFromZero bool
-	Shade                *Shade
+	// YMax, when > 0, fixes the top of the y axis (e.g. room for a legend).
+	YMax  float64
+	Shade *Shade
 	// Legend places the legend: "" or "top-left", "top-right",
 	// "bottom-right", "bottom-left", or "none".
 	Legend string
@@ -210,6 +213,9 @@ func linePlot(lp LinePanel) *plot.Plot {
 	if lp.YFromZero && !lp.LogY {
 		p.Y.Min = 0
 	}
+	if lp.YMax > 0 && !lp.LogY {
+		p.Y.Max = lp.YMax
+	}
 	if lp.XFromZero {
 		p.X.Min = math.Min(0, p.X.Min)
 	}
@@ -230,6 +236,10 @@ func linePlot(lp LinePanel) *plot.Plot {
 		p.Legend.Left = true
 	}
 	p.Legend.TextStyle.Font.Size = vg.Points(8)
+	p.X.Tick.Marker = niceTicks{}
+	if !lp.LogY {
+		p.Y.Tick.Marker = niceTicks{}
+	}
 	return p
 }
 
@@ -266,4 +276,36 @@ func (s *shade) Plot(c draw.Canvas, p *plot.Plot) {
 // DataRange makes the shaded range part of the x axis.
 func (s *shade) DataRange() (xmin, xmax, ymin, ymax float64) {
 	return s.From, s.To, math.Inf(1), math.Inf(-1)
+}
+
+// niceTicks places about six labelled ticks at multiples of 1, 2 or 5
+// times a power of ten.
+type niceTicks struct{}
+
+func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) {
+		return plot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	raw := (hi - lo) / 6
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*mag >= raw {
+			step = m * mag
+			break
+		}
+	}
+	var ts []plot.Tick
+	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
+		if math.Abs(v) < step*1e-9 {
+			v = 0
+		}
+		ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', 6, 64)})
+		for k := 1; k < 5 && step/5 > 0; k++ { // minor ticks
+			if m := v + float64(k)*step/5; m <= hi {
+				ts = append(ts, plot.Tick{Value: m})
+			}
+		}
+	}
+	return ts
 }

@@ -91,7 +91,7 @@ func AdmissionMontage(name string, m Montage) (*Figure, error) {
 			{Name: "layer–head entries", X: xs, Y: m.EntryFraction, Points: m.Frames <= 40},
 			{Name: "unique spatial positions", X: xs, Y: m.PositionFraction, Points: m.Frames <= 40},
 		},
-		YFromZero: true, Shade: sh,
+		YFromZero: true, YMax: 1.2, Shade: sh, Legend: "top-right",
 	}
 	if err := a.validate(); err != nil {
 		return nil, fmt.Errorf("plots: %s: %w", name, err)

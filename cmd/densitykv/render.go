@@ -265,9 +265,9 @@ func policiesFigure(cfg Config, byPolicy map[string][]logLine) (*plots.Figure, e
 	}
 	return plots.Lines("policies", "Memory policies side by side on the same stream", 18*vg.Centimeter, 7*vg.Centimeter,
 		plots.LinePanel{Title: "historical memory per head (line: mean over layers and heads, band: min–max)",
-			XLabel: "video time (s)", YLabel: "memory tokens", Series: occ, YFromZero: true, Legend: "top-left"},
+			XLabel: "video time (s)", YLabel: "memory tokens", Series: occ, YFromZero: true, XFromZero: true, Legend: "bottom-right"},
 		plots.LinePanel{Title: "attention keys per query (sink + memory + local window, layer 0)",
-			XLabel: "video time (s)", YLabel: "keys", Series: att, YFromZero: true, Legend: "top-left"},
+			XLabel: "video time (s)", YLabel: "keys", Series: att, YFromZero: true, XFromZero: true, Legend: "bottom-right"},
 	)
 }
 
