@@ -22,8 +22,8 @@ import (
 // Tile sizes: BlockT query rows against BlockS keys per step (BlockS is a
 // multiple of gemm.NR).
 const (
-	BlockT = 64
-	BlockS = 256
+	BlockT = 128
+	BlockS = 512
 )
 
 // Attention computes, for every head h < H and query t < T,

@@ -25,6 +25,7 @@ func rowMaxAVX512(x []float32, scale float32) float32 {
 	}
 	var buf [16]float32
 	acc.Store(&buf)
+	archsimd.ClearAVXUpperBits() // scalar SSE code follows
 	m := neg
 	for _, v := range buf {
 		m = max(m, v)
@@ -99,6 +100,7 @@ func expRowAVX512(x []float32, scale, m float32) float32 {
 	}
 	var buf [16]float32
 	s0.Add(s1).Store(&buf)
+	archsimd.ClearAVXUpperBits() // scalar SSE code follows
 	var sum float32
 	for _, v := range buf {
 		sum += v

@@ -24,7 +24,7 @@ func packB(p *PackedB, nn bool, n, k int, b []float32, ldb int) *PackedB {
 				}
 			}
 		}
-		return p
+		// The panels are still filled: MulPacked always reads them.
 	}
 	np := (n + NR - 1) / NR
 	p.data = grow(p.data, np*k*NR)
@@ -110,11 +110,11 @@ func packA(ap []float32, rows, k int, a []float32, lda, i0 int) []float32 {
 }
 
 // macro computes the block C[0:rows][0:cols] (c has leading dimension ldc)
-// from packed A rows (ap, rows ≤ TileM, packed depth akk = k1-k0) and the
-// packed B panels starting at column j0 (a multiple of NR), over the inner
-// range [k0, k1) of B. With acc the products are added to C (continuing
-// its value), otherwise C is overwritten.
-func (p *PackedB) macro(ap []float32, rows, j0, cols, k0, k1 int, c []float32, ldc int, acc bool, tmp *[MR * NR]float32) {
+// from packed A rows (ap: panels of depth aK, whose columns [aK0, aK0+k1-k0)
+// are used) and the packed B panels starting at column j0 (a multiple of
+// NR), over the inner range [k0, k1) of B. With acc the products are added
+// to C (continuing its value), otherwise C is overwritten.
+func (p *PackedB) macro(ap []float32, aK, aK0, rows, j0, cols, k0, k1 int, c []float32, ldc int, acc bool, tmp *[MR * NR]float32) {
 	k := p.k
 	akk := k1 - k0
 	if akk == 0 {
@@ -134,7 +134,7 @@ func (p *PackedB) macro(ap []float32, rows, j0, cols, k0, k1 int, c []float32, l
 			bp := p.data[(jp*k+k0+pc)*NR : (jp*k+k0+pc+kc)*NR]
 			for ii := 0; ii < rows; ii += MR {
 				mr := min(MR, rows-ii)
-				a := ap[((ii/MR)*akk+pc)*MR : ((ii/MR)*akk+pc+kc)*MR]
+				a := ap[((ii/MR)*aK+aK0+pc)*MR : ((ii/MR)*aK+aK0+pc+kc)*MR]
 				if mr == MR && nc == NR {
 					kernel(kc, a, bp, c[ii*ldc+jj:], ldc, acc)
 					continue
@@ -168,7 +168,7 @@ func (p *PackedB) sub(m int, a []float32, lda int, j0, j1, k0, k1 int, c []float
 		ws.ap = packA(ws.ap, rows, akk, a, lda, i0)
 		for jb := j0; jb < j1; jb += TileN {
 			cols := min(TileN, j1-jb)
-			p.macro(ws.ap, rows, jb, cols, k0, k1, c[i0*ldc+jb-j0:], ldc, acc, &ws.tmp)
+			p.macro(ws.ap, akk, 0, rows, jb, cols, k0, k1, c[i0*ldc+jb-j0:], ldc, acc, &ws.tmp)
 		}
 	}
 	putWorkspace(ws)
@@ -231,7 +231,7 @@ func (p *PackedB) productRange(lo, hi, m int, a []float32, lda int, c []float32,
 			ws.ap = packA(ws.ap, rows, k, a, lda, i0)
 			last = ic
 		}
-		p.macro(ws.ap, rows, j0, cols, 0, k, c[i0*ldc+j0:], ldc, false, &ws.tmp)
+		p.macro(ws.ap, k, 0, rows, j0, cols, 0, k, c[i0*ldc+j0:], ldc, false, &ws.tmp)
 	}
 	putWorkspace(ws)
 }
@@ -265,7 +265,7 @@ func (p *PackedB) tileRange(w, lo, hi, m int, a []float32, lda int, seq TileFunc
 		for j0 := 0; j0 < n; j0 += TileN {
 			cols := min(TileN, n-j0)
 			if useFast {
-				p.macro(ws.ap, rows, j0, cols, 0, k, ws.tile, TileN, false, &ws.tmp)
+				p.macro(ws.ap, k, 0, rows, j0, cols, 0, k, ws.tile, TileN, false, &ws.tmp)
 			} else {
 				ntGeneric(rows, cols, k, a[i0*lda:], lda, p.raw[j0*k:], k, ws.tile, TileN)
 			}

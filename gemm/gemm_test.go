@@ -415,3 +415,94 @@ func TestProductSub(t *testing.T) {
 		}
 	}
 }
+
+func TestMulPacked(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 15))
+	for _, gen := range []bool{false, true} {
+		restore := func() {}
+		if gen {
+			restore = forceGeneric()
+		}
+		m, n, k := 70, 100, 300
+		a := randMat(rng, m, k, k+1)
+		at := randMat(rng, k, m, m+2) // A2 = atᵀ
+		b := randMat(rng, n, k, k)
+		pa := PackA(nil, m, k, a, k+1)
+		pat := PackAT(nil, m, k, at, m+2)
+		pb := PackNT(nil, n, k, b, k)
+		// A panel written by hand through Resize must equal PackA.
+		var ph PackedA
+		d := ph.Resize(m, k)
+		for i := range d {
+			d[i] = 0
+		}
+		for i := 0; i < m; i++ {
+			for q := 0; q < k; q++ {
+				d[(i/MR)*k*MR+q*MR+i%MR] = a[i*(k+1)+q]
+			}
+		}
+		for i := range d {
+			if d[i] != pa.Data()[i] {
+				t.Fatalf("PackA layout differs from the documented one at %d", i)
+			}
+		}
+		bt := randMat(rng, n, 400, 400) // B with a longer inner dimension, offset bk0
+		pbt := PackNT(nil, n, 400, bt, 400)
+		for _, r := range []struct{ i0, i1, j0, j1, k0, k1 int }{{0, 70, 0, 100, 0, 300}, {4, 67, 32, 97, 7, 200}, {68, 70, 96, 100, 299, 300}, {0, 4, 0, 32, 5, 5}} {
+			for _, useT := range []bool{false, true} {
+				p := pa
+				if useT {
+					p = pat
+				}
+				rows, cols := r.i1-r.i0, r.j1-r.j0
+				c := randMat(rng, rows, cols, cols+1)
+				c0 := append([]float32(nil), c...)
+				kk := r.k1 - r.k0
+				MulPacked(rows, cols, kk, p, r.i0, r.k0, pb, r.j0, r.k0, c, cols+1, true)
+				// Same A block against B columns shifted by 100 in depth.
+				c2 := append([]float32(nil), c0...)
+				MulPacked(rows, cols, kk, p, r.i0, r.k0, pbt, r.j0, r.k0+100, c2, cols+1, true)
+				for i := 0; i < rows; i++ {
+					for j := 0; j < cols; j++ {
+						want := float64(c0[i*(cols+1)+j])
+						tol := math.Abs(want)
+						for q := 0; q < kk; q++ {
+							av := a[(r.i0+i)*(k+1)+r.k0+q]
+							if useT {
+								av = at[(r.k0+q)*(m+2)+r.i0+i]
+							}
+							x := float64(av) * float64(bt[(r.j0+j)*400+r.k0+100+q])
+							want += x
+							tol += math.Abs(x)
+						}
+						if d := math.Abs(float64(c2[i*(cols+1)+j]) - want); d > 1e-6*tol+1e-30 {
+							t.Fatalf("offset B: generic=%v T=%v %v: (%d,%d) = %v, want %v", gen, useT, r, i, j, c2[i*(cols+1)+j], want)
+						}
+					}
+				}
+				for i := 0; i < rows; i++ {
+					for j := 0; j < cols; j++ {
+						want := float64(c0[i*(cols+1)+j])
+						tol := math.Abs(want)
+						for q := r.k0; q < r.k1; q++ {
+							av := a[(r.i0+i)*(k+1)+q]
+							if useT {
+								av = at[q*(m+2)+r.i0+i]
+							}
+							x := float64(av) * float64(b[(r.j0+j)*k+q])
+							want += x
+							tol += math.Abs(x)
+						}
+						if d := math.Abs(float64(c[i*(cols+1)+j]) - want); d > 1e-6*tol+1e-30 {
+							t.Fatalf("generic=%v T=%v %v: (%d,%d) = %v, want %v", gen, useT, r, i, j, c[i*(cols+1)+j], want)
+						}
+					}
+					if c[i*(cols+1)+cols] != c0[i*(cols+1)+cols] {
+						t.Fatalf("%v: padding column overwritten", r)
+					}
+				}
+			}
+		}
+		restore()
+	}
+}

@@ -74,4 +74,8 @@ func kernelAVX512(kc int, a, b []float32, c []float32, ldc int, acc bool) {
 	x21.Store((*[16]float32)(c2[16:32]))
 	x30.Store((*[16]float32)(c3[0:16]))
 	x31.Store((*[16]float32)(c3[16:32]))
+	// Leave no dirty upper halves behind: the scalar SSE code that follows
+	// (packing, epilogues, math.Exp) would otherwise pay transition
+	// penalties on Intel cores.
+	archsimd.ClearAVXUpperBits()
 }
