@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +13,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/densitykv/densitykv/internal/goldendir"
 )
 
 // run executes the command line in-process and returns exit code, stdout
@@ -350,5 +354,78 @@ func TestConfigRoundTrip(t *testing.T) {
 	c, _ := DefaultConfig().Resolve()
 	if c.Memory.Capacity != 9360 || c.Blocks() != 80 || c.Memory.Bank.Sigma != 8 || c.Memory.Bank.Delta != 1e-6 {
 		t.Fatalf("paper defaults: capacity %d blocks %d sigma %v delta %v", c.Memory.Capacity, c.Blocks(), c.Memory.Bank.Sigma, c.Memory.Bank.Delta)
+	}
+}
+
+func TestGenerateTinyGolden(t *testing.T) {
+	g := goldendir.Wan(t)
+	dir := t.TempDir()
+	args := []string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(g, "weights.safetensors"),
+		"--text", filepath.Join(g, "rollout_native.safetensors"), "--text-tensor", "context",
+		"--latent-height", "6", "--latent-width", "8", "--blocks", "6", "--policy", "densitykv",
+		"--capacity", "24", "--sigma", "4", "--ordering", "max", "--out", dir, "--quiet"}
+	code, out, errs := run(t, context.Background(), append(args, "--name", "full")...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	rd := filepath.Join(dir, "full")
+	for _, f := range []string{fileConfig, fileLog, fileSummary, "manifest.json", "latents/block_00005.safetensors",
+		"attention_trace.json", "plots/attention_trace.png", "preview/frame_00017.png", fileProvenance} {
+		if _, err := os.Stat(filepath.Join(rd, f)); err != nil {
+			t.Errorf("generate run folder lacks %s", f)
+		}
+	}
+	var tr attentionTraceJSON
+	if err := readJSON(filepath.Join(rd, "attention_trace.json"), &tr); err != nil {
+		t.Fatal(err)
+	}
+	for q, row := range tr.Mass {
+		s := 0.0
+		for sf, v := range row {
+			s += v
+			if sf < len(row)-1 && sf > q+2 && v != 0 {
+				t.Fatalf("query frame %d attends future frame %d", q, sf)
+			}
+		}
+		if math.Abs(s-1) > 1e-9 {
+			t.Fatalf("attention of query frame %d sums to %v, want 1", q, s)
+		}
+	}
+	// Interrupt after block 2, resume: latents and log identical.
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	stopArgs := append(append([]string(nil), args...), "--name", "stop")
+	genHook = func() {
+		n++
+		if n == 3 {
+			cancel()
+		}
+	}
+	code, _, errs = run(t, ctx, stopArgs...)
+	genHook = nil
+	if code != exitInterrupted {
+		t.Fatalf("interrupted generate: exit %d: %s", code, errs)
+	}
+	code, _, errs = run(t, context.Background(), "generate", "--out", dir, "--name", "stop", "--resume", "--quiet")
+	if code != 0 {
+		t.Fatalf("resume: %s", errs)
+	}
+	a := stripTimings(t, filepath.Join(rd, fileLog))
+	b := stripTimings(t, filepath.Join(dir, "stop", fileLog))
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("resumed generate log differs (%d vs %d lines)", len(a), len(b))
+	}
+	for i := 0; i < 6; i++ {
+		f := fmt.Sprintf("latents/block_%05d.safetensors", i)
+		x, _ := os.ReadFile(filepath.Join(rd, f))
+		y, _ := os.ReadFile(filepath.Join(dir, "stop", f))
+		if len(x) == 0 || !bytes.Equal(x, y) {
+			t.Fatalf("%s differs after resume", f)
+		}
+	}
+	// Errors name the flag.
+	code, _, errs = run(t, context.Background(), "generate", "--arch", "tiny", "--checkpoint", filepath.Join(dir, "none.pt"), "--text", "x")
+	if code != exitUsage || !strings.Contains(errs, "--checkpoint") {
+		t.Fatalf("missing checkpoint: exit %d %q", code, errs)
 	}
 }

@@ -1,0 +1,661 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"gonum.org/v1/plot/vg"
+	"gopkg.in/yaml.v3"
+
+	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/plots"
+	"github.com/densitykv/densitykv/rollout"
+	"github.com/densitykv/densitykv/wan"
+)
+
+func init() { register(newGenerateCmd) }
+
+// GenerateSection is the generate-specific part of a generate run's
+// config.resolved.yaml (the rest is the simulate Config: run, stream,
+// policies, memory).
+type GenerateSection struct {
+	Checkpoint string     `yaml:"checkpoint"`
+	Entry      string     `yaml:"entry"`
+	LoRA       string     `yaml:"lora"`
+	LoRAAlpha  float64    `yaml:"lora_alpha"`
+	Arch       string     `yaml:"arch"` // 1.3b or tiny
+	Model      wan.Config `yaml:"model"`
+	Texts      []TextSpec `yaml:"texts"`
+	// LatentHeight and LatentWidth are the VAE latent size (60×104 for
+	// 480×832 video); tokens are 2×2 patches of it.
+	LatentHeight int `yaml:"latent_height"`
+	LatentWidth  int `yaml:"latent_width"`
+	Blocks       int `yaml:"blocks"`
+	// TraceStep is the denoising step whose attention is traced (3 = the
+	// 4th pass); -1 disables the trace.
+	TraceStep int  `yaml:"trace_step"`
+	Preview   bool `yaml:"preview"`
+}
+
+// TextSpec is one prompt: a text-encoder output file used from FromBlock on.
+type TextSpec struct {
+	Path      string `yaml:"path"`
+	Tensor    string `yaml:"tensor"`
+	FromBlock int    `yaml:"from_block"`
+}
+
+// generateConfig is config.resolved.yaml of a generate run.
+type generateConfig struct {
+	Config   `yaml:",inline"`
+	Generate GenerateSection `yaml:"generate"`
+}
+
+// archs are the model architectures generate knows.
+var archs = map[string]func() wan.Config{"1.3b": wan.DefaultConfig, "tiny": wan.TinyConfig}
+
+func newGenerateCmd() *cobra.Command {
+	var g GenerateSection
+	var rf runFlags
+	var texts []string
+	var textTensor, policy string
+	var seconds float64
+	var seed uint64
+	var out, name string
+	var mc memory.Config
+	cmd := &cobra.Command{
+		Use:   "generate",
+		Short: "Roll out the Wan backbone from a checkpoint and text embeddings with any memory policy",
+		Long: `generate runs the streaming block rollout (3 latent frames per block, 4
+denoising steps at warped timesteps, then a clean t=0 pass whose K/V the
+memory policy keeps) of a Wan2.1-style causal DiT loaded from a checkpoint
+(.safetensors or PyTorch .pt: generator / generator_ema / model entries;
+LongLive LoRA adapters with --lora), conditioned on text-encoder outputs read
+from tensor files (--text; PATH@BLOCK switches the prompt at a block).
+
+The run folder <out>/<name>/ gets latents/block_NNNNN.safetensors and
+manifest.json (streamed per block), memory_log.jsonl, summary.json,
+admissions.json and provenance.csv (DensityKV), attention_trace.json (the
+attention mass from each query frame to each source frame on the 4th
+denoising pass), and plots/. There is no VAE decoder in this project: with
+--preview it writes PNG frames of a latent preview (3 latent channels as
+RGB) under preview/, and preview.mp4 when ffmpeg is installed. These are not
+decoded video frames.`,
+		Example: `  densitykv generate --checkpoint wan_causal.pt --text prompt.safetensors --seconds 30 --policy densitykv
+  densitykv generate --arch tiny --checkpoint weights.safetensors --text ctx.safetensors --text-tensor context \
+      --latent-height 6 --latent-width 8 --blocks 8 --policy densitykv --capacity 24 --ordering max`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f := cmd.Flags()
+			var gc generateConfig
+			if rf.resume {
+				var bad []string
+				f.Visit(func(fl *pflag.Flag) {
+					if !strings.Contains(" out name resume json quiet ", " "+fl.Name+" ") {
+						bad = append(bad, "--"+fl.Name)
+					}
+				})
+				if len(bad) > 0 {
+					return usagef("--resume continues a run with its saved %s; drop %v", fileConfig, bad)
+				}
+				dir := filepath.Join(out, name)
+				if err := loadYAMLFile(filepath.Join(dir, fileConfig), &gc); err != nil {
+					return usagef("--resume: %w", err)
+				}
+			} else {
+				newArch, ok := archs[g.Arch]
+				if !ok {
+					return usagef("--arch is %q, want 1.3b or tiny", g.Arch)
+				}
+				g.Model = newArch()
+				if g.Checkpoint == "" {
+					return usagef("--checkpoint is required (a .safetensors or .pt file of the causal Wan generator)")
+				}
+				if _, err := os.Stat(g.Checkpoint); err != nil {
+					return usagef("--checkpoint: %w", err)
+				}
+				if len(texts) == 0 {
+					return usagef("--text is required (a tensor file with the text-encoder output [L, %d])", g.Model.TextDim)
+				}
+				g.Texts = nil
+				for _, t := range texts {
+					ts := TextSpec{Path: t, Tensor: textTensor}
+					if i := strings.LastIndex(t, "@"); i > 0 {
+						b, err := strconv.Atoi(t[i+1:])
+						if err != nil || b < 0 {
+							return usagef("--text %q: the block after @ must be a non-negative integer", t)
+						}
+						ts.Path, ts.FromBlock = t[:i], b
+					}
+					if _, err := os.Stat(ts.Path); err != nil {
+						return usagef("--text: %w", err)
+					}
+					g.Texts = append(g.Texts, ts)
+				}
+				if g.Texts[0].FromBlock != 0 {
+					return usagef("--text: the first prompt must start at block 0, got @%d", g.Texts[0].FromBlock)
+				}
+				if g.LatentHeight <= 0 || g.LatentWidth <= 0 || g.LatentHeight%g.Model.Patch[1] != 0 || g.LatentWidth%g.Model.Patch[2] != 0 {
+					return usagef("--latent-height/--latent-width %d×%d must be positive multiples of the %d×%d patch", g.LatentHeight, g.LatentWidth, g.Model.Patch[1], g.Model.Patch[2])
+				}
+				if f.Changed("seconds") && f.Changed("blocks") {
+					return usagef("give --seconds or --blocks, not both")
+				}
+				if !f.Changed("blocks") {
+					if !(seconds > 0) || math.IsInf(seconds, 0) {
+						return usagef("--seconds is %v, want > 0", seconds)
+					}
+					g.Blocks = int(math.Ceil(seconds*4/3 - 1e-9))
+				}
+				if g.Blocks <= 0 {
+					return usagef("--blocks is %d, want > 0", g.Blocks)
+				}
+				if g.TraceStep < -1 || g.TraceStep >= len(rollout.DefaultSchedule().Timesteps) {
+					return usagef("--trace-step is %d, want -1 (off) or 0..%d", g.TraceStep, len(rollout.DefaultSchedule().Timesteps)-1)
+				}
+				if name == "" {
+					name = "generate"
+				}
+				if strings.ContainsAny(name, `/\`) {
+					return usagef("--name %q must be a plain folder name", name)
+				}
+				m := mc
+				m.Layout = g.Model.Layout(g.LatentHeight, g.LatentWidth, 3)
+				rm, err := m.Resolve()
+				if err != nil {
+					return usageError{err}
+				}
+				gc = generateConfig{Config: Config{Run: RunConfig{Out: out, Name: name, Seed: int64(seed), Plots: true},
+					Stream:   StreamConfig{Kind: "wan", Seconds: float64(g.Blocks*3) / 4, FPS: 4},
+					Policies: []string{policy}, Memory: rm}, Generate: g}
+				if !f.Changed("policy") && policy == "" {
+					return usagef("--policy is required")
+				}
+				found := false
+				for _, n := range memory.Names() {
+					found = found || n == policy
+				}
+				if !found {
+					return usagef("--policy is %q, want one of %s", policy, strings.Join(memory.Names(), ", "))
+				}
+			}
+			return runGenerate(cmd, gc, rf)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&g.Checkpoint, "checkpoint", "", "generator checkpoint (.safetensors or PyTorch .pt)")
+	f.StringVar(&g.Entry, "entry", "", "PyTorch checkpoint entry (default: generator, generator_ema, model)")
+	f.StringVar(&g.LoRA, "lora", "", "LongLive LoRA checkpoint (generator_lora entry), merged into the weights")
+	f.Float64Var(&g.LoRAAlpha, "lora-alpha", 0, "LoRA alpha (0 = the rank)")
+	f.StringVar(&g.Arch, "arch", "1.3b", "model architecture: 1.3b (Wan2.1-T2V-1.3B) or tiny (the golden test model)")
+	f.StringSliceVar(&texts, "text", nil, "text-encoder output tensor file; PATH@BLOCK switches to it at BLOCK (repeatable)")
+	f.StringVar(&textTensor, "text-tensor", "", "tensor name inside the text files (default: context, or the only tensor)")
+	f.IntVar(&g.LatentHeight, "latent-height", 60, "latent height (60 for 480×832 video)")
+	f.IntVar(&g.LatentWidth, "latent-width", 104, "latent width (104 for 480×832 video)")
+	f.Float64Var(&seconds, "seconds", 5, "video length at 4 latent frames/s (rounded up to 3-frame blocks)")
+	f.IntVar(&g.Blocks, "blocks", 0, "number of 3-frame blocks (instead of --seconds)")
+	f.Uint64Var(&seed, "seed", 0, "noise seed")
+	f.StringVar(&policy, "policy", memory.NameDensityKV, "memory policy: "+strings.Join(memory.Names(), ", "))
+	f.IntVar(&g.TraceStep, "trace-step", 3, "denoising step whose attention is traced (3 = 4th pass), -1 = off")
+	f.BoolVar(&g.Preview, "preview", true, "write PNG frames of a latent preview (and preview.mp4 with ffmpeg)")
+	f.StringVar(&out, "out", "runs", "parent folder of run folders")
+	f.StringVar(&name, "name", "generate", "run folder name")
+	f.IntVar(&mc.SinkFrames, "sink-frames", 0, "first-frame sink, frames (0 = 1)")
+	f.IntVar(&mc.CacheFrames, "cache-frames", 0, "native rolling cache incl. sink, frames (0 = 12)")
+	f.IntVar(&mc.WindowFrames, "window-frames", 0, "local window incl. the current block, frames (0 = 5)")
+	f.IntVar(&mc.Capacity, "capacity", 0, "historical budget M per head, tokens (0 = 6 frames)")
+	f.Float64Var(&mc.Bank.Tau, "tau", 0, "DensityKV τ (0 = 2)")
+	f.Float64Var(&mc.Bank.Sigma, "sigma", 0, "DensityKV σ (0 = 8)")
+	f.StringVar(&mc.Bank.Ordering, "ordering", "", "DensityKV ordering: mean (paper, default), max (authors' code), source")
+	f.StringVar(&mc.Bank.Baselines, "baselines", "", "DensityKV baselines: frozen (default), refresh")
+	f.StringVar(&mc.Bank.Eviction, "eviction", "", "DensityKV eviction: mandatory-densest (default), densest, mandatory-source")
+	f.StringVar(&mc.Bank.Prefix, "prefix", "", "DensityKV prefix: shared (default), per-head")
+	f.StringVar(&mc.LongLiveRAG.Descriptor, "rag-descriptor", "", "LongLive-RAG frame descriptor: latent-mean (default), key-mean")
+	f.BoolVar(&rf.json, "json", false, "print the summary as JSON")
+	f.BoolVar(&rf.resume, "resume", false, "continue the stopped run --out/--name with its saved config")
+	f.BoolVar(&rf.force, "force", false, "overwrite an existing run folder")
+	f.BoolVar(&rf.quiet, "quiet", false, "no progress output")
+	return cmd
+}
+
+func loadYAMLFile(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := yamlUnmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// loadTextEmbedding reads a text-encoder output [L][D] (or [1][L][D]) from a
+// tensor file: the named tensor, else "context", else the only tensor.
+func loadTextEmbedding(path, name string) ([]float32, int, int, error) {
+	sd, err := checkpoint.LoadFile(path, checkpoint.TorchOptions{})
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("--text %s: %w", path, err)
+	}
+	if name == "" {
+		if _, ok := sd["context"]; ok {
+			name = "context"
+		} else if len(sd) == 1 {
+			for n := range sd {
+				name = n
+			}
+		} else {
+			return nil, 0, 0, fmt.Errorf("--text %s: %d tensors; name one with --text-tensor", path, len(sd))
+		}
+	}
+	t, ok := sd[name]
+	if !ok {
+		return nil, 0, 0, fmt.Errorf("--text %s: no tensor %q (--text-tensor)", path, name)
+	}
+	sh := t.Shape
+	if len(sh) == 3 && sh[0] == 1 {
+		sh = sh[1:]
+	}
+	if len(sh) != 2 {
+		return nil, 0, 0, fmt.Errorf("--text %s: tensor %q has shape %v, want [L, D] or [1, L, D]", path, name, t.Shape)
+	}
+	return t.Data, sh[0], sh[1], nil
+}
+
+// runGenerate runs (or, with --resume, replays and continues) a rollout.
+func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	g := gc.Generate
+	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
+	var saved runState
+	if rf.resume {
+		if err := readJSON(filepath.Join(dir, dirState, fileCheckpoint), &saved); err != nil {
+			return usagef("--resume: %s has no checkpoint: %v", dir, err)
+		}
+	} else {
+		if err := prepareRunDir(dir, rf.force); err != nil {
+			return err
+		}
+		for _, d := range []string{rollout.ManifestFile, rollout.LatentDir, "preview", "preview.mp4", "attention_trace.json"} {
+			os.RemoveAll(filepath.Join(dir, d))
+		}
+		y, err := yamlMarshal(gc)
+		if err != nil {
+			return err
+		}
+		if err := writeFileAtomic(filepath.Join(dir, fileConfig), append([]byte("# densitykv generate: resolved configuration\n"), y...)); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, dirState), 0o755); err != nil {
+		return err
+	}
+	m, err := wan.Load(g.Checkpoint, g.Model, wan.LoadOptions{Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha})
+	if err != nil {
+		return fmt.Errorf("--checkpoint %s: %w", g.Checkpoint, err)
+	}
+	var prompts []rollout.Prompt
+	for _, ts := range g.Texts {
+		v, rows, dim, err := loadTextEmbedding(ts.Path, ts.Tensor)
+		if err != nil {
+			return err
+		}
+		if dim != g.Model.TextDim {
+			return fmt.Errorf("--text %s: width %d, the %s model needs %d", ts.Path, dim, g.Arch, g.Model.TextDim)
+		}
+		txt, err := m.EmbedText(v, rows)
+		if err != nil {
+			return fmt.Errorf("--text %s: %w", ts.Path, err)
+		}
+		prompts = append(prompts, rollout.Prompt{FromBlock: ts.FromBlock, Text: txt, Name: filepath.Base(ts.Path)})
+	}
+	pol, err := memory.New(gc.Policies[0], gc.Memory)
+	if err != nil {
+		return err
+	}
+	frames := g.Blocks * 3
+	var tr *attentionTracer
+	var run memory.Policy = pol
+	if g.TraceStep >= 0 {
+		tr = newAttentionTracer(pol, g.TraceStep, frames)
+		run = tr
+	}
+	sch := rollout.DefaultSchedule()
+	seed := uint64(gc.Run.Seed)
+	// On --resume, the stopped run's shards move aside so that the
+	// recomputed blocks can be checked against them.
+	oldMan, _ := rollout.ReadManifest(dir)
+	prevDir := filepath.Join(dir, dirState)
+	if rf.resume {
+		os.RemoveAll(filepath.Join(prevDir, rollout.LatentDir))
+		if err := os.Rename(filepath.Join(dir, rollout.LatentDir), filepath.Join(prevDir, rollout.LatentDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("--resume: %w", err)
+		}
+	}
+	w, err := rollout.NewWriter(dir, rollout.Manifest{Policy: pol.Name(), Channels: g.Model.OutDim, Height: g.LatentHeight, Width: g.LatentWidth,
+		FramesPerBlock: 3, BlocksPlanned: g.Blocks, Timesteps: sch.Timesteps, Sigmas: sch.Sigmas, Seed: &seed,
+		Extra: map[string]string{"checkpoint": g.Checkpoint, "lora": g.LoRA}})
+	if err != nil {
+		return err
+	}
+	logw, err := openLog(filepath.Join(dir, fileLog), saved.LogBytes)
+	if err != nil {
+		return fmt.Errorf("memory log: %w", err)
+	}
+	defer logw.close()
+	st := &runState{Adm: newAdmissions(gc.Config), Totals: []*policyTotals{{Policy: gc.Policies[0]}}, Bytes: make([][]int64, 1)}
+	replayTo := saved.NextBlock
+	if rf.resume && !rf.quiet {
+		fmt.Fprintf(stderr, "resume: recomputing blocks 0..%d (checked against the saved latents), then continuing\n", replayTo-1)
+	}
+	if !rf.json && !rf.quiet {
+		l := gc.Memory.Layout
+		fmt.Fprintf(stdout, "generate: %s model, %d blocks (%d latent frames, %.4g s), latent %d×%d (%d×%d tokens), policy %s, M=%d\n",
+			g.Arch, g.Blocks, frames, float64(frames)/4, g.LatentHeight, g.LatentWidth, l.Height, l.Width, gc.Policies[0], gc.Memory.Capacity)
+	}
+	prog := newProgress(stderr, "generate", g.Blocks, 0, rf.quiet)
+	defer prog.finish()
+	start := time.Now()
+	checkpointState := func() error {
+		n, err := logw.sync()
+		if err != nil {
+			return err
+		}
+		st.LogBytes = n
+		if err := writeJSONAtomic(filepath.Join(dir, dirState, fileCheckpoint), st); err != nil {
+			return err
+		}
+		if tr != nil {
+			return writeJSONAtomic(filepath.Join(dir, "attention_trace.json"), traceFile(tr, g.TraceStep))
+		}
+		return nil
+	}
+	var blockErr error
+	o := simOptions{stdout: stdout, stderr: stderr, updates: "all", quiet: rf.quiet}
+	if rf.json {
+		o.stdout = nil
+	}
+	err = rollout.Run(m, run, rollout.Options{Blocks: g.Blocks, FramesPerBlock: 3, Height: g.LatentHeight, Width: g.LatentWidth,
+		Schedule: sch, Noise: rollout.Seeded{Seed: seed, StepsPerBlock: len(sch.Timesteps) - 1}, Prompts: prompts,
+		Writer: w, Context: cmd.Context(),
+		BlockDone: func(b int, latents []float32, bl rollout.BlockLog) {
+			if blockErr != nil {
+				return
+			}
+			if b < replayTo && b < len(oldMan.Shards) {
+				// Replayed block: it must equal what the stopped run wrote.
+				if old, err := rollout.ReadBlock(prevDir, oldMan, b); err == nil && !equal32(old, latents) {
+					blockErr = fmt.Errorf("--resume: block %d recomputed differently from the saved latents", b)
+					return
+				}
+			}
+			s := statsOf(pol)
+			s.Offered, s.Admitted, s.EvictedMandatory, s.EvictedCapacity = bl.Offered, bl.Admitted, bl.EvictedMandatory, bl.EvictedCapacity
+			s.UpdateSeconds = bl.UpdateSeconds
+			var decs []bank.Decision
+			if d, ok := pol.(*memory.DensityKV); ok {
+				decs = d.LastDecisions()
+				st.Adm.add(b, decs, bl.Offered)
+			}
+			tot := st.Totals[0]
+			tot.Bytes = pol.Bytes()
+			tot.PeakBytes = max(tot.PeakBytes, tot.Bytes)
+			tot.UpdateSeconds += s.UpdateSeconds
+			st.Bytes[0] = append(st.Bytes[0], tot.Bytes)
+			sec := float64((b+1)*3) / 4
+			var lines []logLine
+			tot.OccMin, tot.OccMax = 1<<62, 0
+			for l := 0; l < gc.Memory.Layout.Layers; l++ {
+				ln := lineFor(gc.Policies[0], b, l, sec, s, decs, tot.Bytes, 0)
+				tot.Admitted += int64(ln.AdmittedTotal)
+				tot.EvictedMandatory += int64(ln.EvictedMandatory)
+				tot.EvictedCapacity += int64(ln.EvictedCapacity)
+				tot.OccMin, tot.OccMax = min(tot.OccMin, ln.OccMin), max(tot.OccMax, ln.OccMax)
+				if l == 0 {
+					tot.Tokens = ln.Tokens.Sink + ln.Tokens.Memory + ln.Tokens.Local
+				}
+				lines = append(lines, ln)
+			}
+			st.NextBlock = b + 1
+			prog.add(1)
+			if genHook != nil {
+				genHook()
+			}
+			if b < replayTo {
+				return
+			}
+			for _, ln := range lines {
+				if err := logw.write(ln); err != nil {
+					blockErr = err
+					return
+				}
+			}
+			printUpdates(o, gc.Config, b, lines, prog)
+			if g.Preview {
+				if err := writePreview(dir, b, latents, g.Model.OutDim, g.LatentHeight, g.LatentWidth); err != nil {
+					blockErr = err
+					return
+				}
+			}
+			if err := checkpointState(); err != nil {
+				blockErr = err
+			}
+		},
+	})
+	prog.finish()
+	if blockErr != nil {
+		return blockErr
+	}
+	interrupted := err != nil && errors.Is(err, cmd.Context().Err()) && cmd.Context().Err() != nil
+	if err != nil && !interrupted {
+		return err
+	}
+	if err := checkpointState(); err != nil {
+		return err
+	}
+	os.RemoveAll(filepath.Join(prevDir, rollout.LatentDir))
+	res := &simResult{Dir: dir, Cfg: gc.Config, State: st, Elapsed: time.Since(start), Interrupted: interrupted, Replayed: replayTo}
+	if !interrupted {
+		if err := writeProvenance(filepath.Join(dir, fileProvenance), gc.Config, []memory.Policy{pol}, st.Adm); err != nil {
+			return err
+		}
+		if err := writeJSONAtomic(filepath.Join(dir, fileAdmissions), st.Adm); err != nil {
+			return err
+		}
+		if err := writeStorageRun(filepath.Join(dir, fileStorageRun), gc.Config, st); err != nil {
+			return err
+		}
+	}
+	sum := newSummary("generate", dir, gc.Config, res)
+	if !interrupted {
+		pngs, err := renderRun(dir)
+		if err != nil {
+			return fmt.Errorf("plots: %w", err)
+		}
+		if tr != nil {
+			p, err := traceFigure(dir, tr, g.TraceStep)
+			if err != nil {
+				return err
+			}
+			pngs = append(pngs, p)
+		}
+		sum.Plots = pngs
+	}
+	previewNote := ""
+	if g.Preview && !interrupted {
+		previewNote = "latent preview PNGs in " + filepath.Join(dir, "preview") + " (3 latent channels as RGB; no VAE decoder in this project)"
+		if mp4, err := previewVideo(dir); err == nil {
+			previewNote += "; " + mp4
+		} else {
+			previewNote += "; no mp4: " + err.Error()
+		}
+	}
+	if err := writeJSONAtomic(filepath.Join(dir, fileSummary), sum); err != nil {
+		return err
+	}
+	if rf.json {
+		if err := printJSON(stdout, sum); err != nil {
+			return err
+		}
+	} else {
+		printSummary(stdout, sum)
+		fmt.Fprintf(stdout, "latents: %s (manifest.json, latents/)\n", dir)
+		if previewNote != "" {
+			fmt.Fprintln(stdout, previewNote)
+		}
+	}
+	if interrupted {
+		return fmt.Errorf("%w after block %d of %d; continue with: densitykv generate --out %s --name %s --resume",
+			errInterrupted, st.NextBlock, g.Blocks, gc.Run.Out, gc.Run.Name)
+	}
+	return nil
+}
+
+// genHook, when set (tests), runs after every finished block.
+var genHook func()
+
+func equal32(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// attentionTraceJSON is attention_trace.json.
+type attentionTraceJSON struct {
+	Step   int `json:"step"`
+	Frames int `json:"frames"`
+	// Mass[q][s] is the fraction of query frame q's attention (averaged
+	// over layers, heads and its tokens) on source frame s; the last column
+	// is memory whose source frame is unknown.
+	Mass [][]float64 `json:"mass"`
+}
+
+func traceFile(tr *attentionTracer, step int) attentionTraceJSON {
+	F := tr.frames
+	out := attentionTraceJSON{Step: step, Frames: F}
+	for q := 0; q < F; q++ {
+		row := tr.Mass[q*(F+1) : (q+1)*(F+1)]
+		var s float64
+		for _, v := range row {
+			s += v
+		}
+		r := make([]float64, F+1)
+		if s > 0 {
+			for i, v := range row {
+				r[i] = v / s
+			}
+		}
+		out.Mass = append(out.Mass, r)
+	}
+	return out
+}
+
+// traceFigure draws the attention trace heat map.
+func traceFigure(dir string, tr *attentionTracer, step int) (string, error) {
+	tf := traceFile(tr, step)
+	F := tf.Frames
+	z := make([]float64, F*(F+1))
+	for q := 0; q < F; q++ {
+		copy(z[q*(F+1):], tf.Mass[q])
+	}
+	fig, err := plots.Heat("attention_trace", 18*vg.Centimeter, 14*vg.Centimeter, plots.HeatPanel{
+		Title:  fmt.Sprintf("Attention from each query frame to each source frame (pass %d)", step+1),
+		XLabel: fmt.Sprintf("source frame (column %d: memory of unknown frame)", F), YLabel: "query frame",
+		ZLabel: "fraction of attention (log)", Grid: plots.Grid{Cols: F + 1, Rows: F, Z: z}, Log: true, Palette: "magma", ImageY: true,
+	})
+	if err != nil {
+		return "", err
+	}
+	paths, err := fig.Save(filepath.Join(dir, dirPlots, "attention_trace"))
+	if err != nil {
+		return "", err
+	}
+	return paths[0], nil
+}
+
+// writePreview writes one PNG per latent frame: channels 0..2 mapped to RGB
+// (each scaled by its ±3σ range), upscaled 4× with nearest neighbours.
+func writePreview(dir string, b int, latents []float32, C, H, W int) error {
+	pd := filepath.Join(dir, "preview")
+	if err := os.MkdirAll(pd, 0o755); err != nil {
+		return err
+	}
+	const up = 4
+	F := len(latents) / (C * H * W)
+	for f := 0; f < F; f++ {
+		img := image.NewRGBA(image.Rect(0, 0, W*up, H*up))
+		var ch [3][]float32
+		for c := 0; c < 3; c++ {
+			cc := min(c, C-1)
+			ch[c] = latents[(f*C+cc)*H*W : (f*C+cc+1)*H*W]
+		}
+		for y := 0; y < H*up; y++ {
+			for x := 0; x < W*up; x++ {
+				i := (y/up)*W + x/up
+				px := func(v float32) uint8 {
+					t := (float64(v)/3 + 1) / 2
+					return uint8(math.Round(255 * math.Max(0, math.Min(1, t))))
+				}
+				img.Set(x, y, color.RGBA{px(ch[0][i]), px(ch[1][i]), px(ch[2][i]), 255})
+			}
+		}
+		var buf bytes.Buffer
+		if err := png.Encode(&buf, img); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(filepath.Join(pd, fmt.Sprintf("frame_%05d.png", b*F+f)), buf.Bytes()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// previewVideo assembles preview/frame_*.png into preview.mp4 with ffmpeg
+// (4 frames/s), or says why it cannot.
+func previewVideo(dir string) (string, error) {
+	ff, err := exec.LookPath("ffmpeg")
+	if err != nil {
+		return "", errors.New("ffmpeg is not installed")
+	}
+	out := filepath.Join(dir, "preview.mp4")
+	c := exec.Command(ff, "-y", "-loglevel", "error", "-framerate", "4", "-i", filepath.Join(dir, "preview", "frame_%05d.png"),
+		"-c:v", "libx264", "-pix_fmt", "yuv420p", "-vf", "scale=trunc(iw/2)*2:trunc(ih/2)*2", out)
+	if msg, err := c.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("ffmpeg failed: %v: %s", err, bytes.TrimSpace(msg))
+	}
+	return "latent preview video " + out, nil
+}
+
+func yamlMarshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func yamlUnmarshal(b []byte, v any) error { return yaml.Unmarshal(b, v) }
