@@ -13,9 +13,9 @@ import (
 // forceGeneric switches the row kernels to the portable ones and returns a
 // func restoring them.
 func forceGeneric() func() {
-	om, oe := rowMax, expRow
-	rowMax, expRow = rowMaxGo, expRowGo
-	return func() { rowMax, expRow = om, oe }
+	sp, sc, ar := softmaxPanel, scaleCols, addRows
+	softmaxPanel, scaleCols, addRows = softmaxPanelGo, scaleColsGo, addRowsGo
+	return func() { softmaxPanel, scaleCols, addRows = sp, sc, ar }
 }
 
 func randVec(rng *rand.Rand, n int, amp float64) []float32 {

@@ -1,25 +1,51 @@
 package attn
 
 import (
-	"math"
 	"sync"
 
 	"github.com/densitykv/densitykv/gemm"
 )
 
-// packBudget bounds the packed K and V panels held at once (floats): heads
-// are processed in groups whose packed operands fit.
+// The tiled attention works on transposed tiles so that every operand stays
+// in the gemm package's packed panel layouts and the softmax runs across
+// queries in vector lanes:
+//
+//	Sᵀ = K·Qᵀ     (key tile × query tile; A = K packed per head, B = Qᵀ
+//	               panels of gemm.NR queries packed per query tile). The
+//	               product is written straight into the panel layout of a
+//	               packed B operand, one panel of NR queries at a time.
+//	Pᵀ = exp(scale·Sᵀ − m)  in place, per query lane (online softmax).
+//	Oᵀ += Vᵀ·Pᵀ  (A = Vᵀ packed per head, B = Pᵀ as it lies).
+//
+// Finally out[t] = Oᵀ[:, t] / l[t]. Nothing is packed per key tile.
+
+// packBudget bounds the packed K and Vᵀ held at once (floats): heads are
+// processed in groups whose packed operands fit.
 const packBudget = 8 << 20
+
+const lanes = gemm.NR // queries per panel
 
 // scratch is one worker's tile state, pooled.
 type scratch struct {
-	sc   []float32 // BlockT×BlockS scores, then probabilities
-	o    []float32 // BlockT×D unnormalised output
-	m, l []float32 // running max and sum per row
-	seg  []float64 // BlockT×nk per-row mass per key segment (unnormalised)
+	qp  gemm.PackedB // Qᵀ panels of the query tile
+	pt  gemm.PackedB // Pᵀ panels of the current key tile
+	ot  []float32    // D×BlockT unnormalised output, transposed
+	st  []panelState // per panel of the query tile
+	seg []float32    // per panel: nk×lanes unnormalised mass per key segment
+}
+
+// panelState is the online-softmax state of one panel of queries.
+type panelState struct {
+	m, l, alpha [lanes]float32
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// packs holds the packed K and Vᵀ of a group of heads, pooled across calls
+// (a Wan-scale call packs 2·S·D floats per head).
+type packs struct{ kp, vt []gemm.PackedA }
+
+var packPool = sync.Pool{New: func() any { return new(packs) }}
 
 func growF(s []float32, n int) []float32 {
 	if cap(s) < n {
@@ -29,14 +55,15 @@ func growF(s []float32, n int) []float32 {
 }
 
 type problem struct {
-	out, q         []float32
-	T, S, H, D     int
-	scale          float32
-	kp, vp         []gemm.PackedB // per head of the current group
-	h0             int
-	qb, kb         []int
-	partial        []float64 // per unit: nq×nk mass partials
-	nq, nk, qtiles int
+	out, q     []float32
+	T, S, H, D int
+	scale      float32
+	kp, vt     []gemm.PackedA // per head of the current group: K and Vᵀ
+	h0         int
+	qb, kb     []int
+	partial    []float64 // per unit: nq×nk mass partials
+	nq, nk     int
+	qtiles     int
 }
 
 func run(out, q, k, v []float32, T, S, H, D int, scale float32, qb, kb []int, mass []float64) {
@@ -45,23 +72,30 @@ func run(out, q, k, v []float32, T, S, H, D int, scale float32, qb, kb []int, ma
 	}
 	if D == 0 {
 		clear(out[:T*H*D])
-		return
+		if mass == nil {
+			return
+		}
 	}
 	p := &problem{out: out, q: q, T: T, S: S, H: H, D: D, scale: scale, qb: qb, kb: kb}
 	p.qtiles = (T + BlockT - 1) / BlockT
 	if mass != nil {
 		p.nq, p.nk = len(qb)-1, len(kb)-1
 	}
-	group := max(1, min(H, packBudget/(2*S*D+1)))
-	p.kp = make([]gemm.PackedB, group)
-	p.vp = make([]gemm.PackedB, group)
+	group := max(1, min(H, packBudget/(2*S*max(D, 1)+1)))
+	pk := packPool.Get().(*packs)
+	defer packPool.Put(pk)
+	for len(pk.kp) < group {
+		pk.kp = append(pk.kp, gemm.PackedA{})
+		pk.vt = append(pk.vt, gemm.PackedA{})
+	}
+	p.kp, p.vt = pk.kp[:group], pk.vt[:group]
 	workers := gemm.Threads()
 	for h0 := 0; h0 < H; h0 += group {
 		g := min(group, H-h0)
 		p.h0 = h0
 		for i := 0; i < g; i++ {
-			gemm.PackNT(&p.kp[i], S, D, k[(h0+i)*D:], H*D)
-			gemm.PackNN(&p.vp[i], D, S, v[(h0+i)*D:], H*D)
+			gemm.PackA(&p.kp[i], S, D, k[(h0+i)*D:], H*D)
+			gemm.PackAT(&p.vt[i], D, S, v[(h0+i)*D:], H*D)
 		}
 		units := g * p.qtiles
 		if mass != nil {
@@ -71,18 +105,24 @@ func run(out, q, k, v []float32, T, S, H, D int, scale float32, qb, kb []int, ma
 		if work := 4 * float64(T) * float64(S) * float64(D) * float64(g); work < 1<<22 {
 			w = 1
 		}
-		var wg sync.WaitGroup
-		for i := 0; i < w; i++ {
-			lo, hi := i*units/w, (i+1)*units/w
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for u := lo; u < hi; u++ {
-					p.unit(u)
-				}
-			}()
+		if w == 1 {
+			for u := 0; u < units; u++ {
+				p.unit(u)
+			}
+		} else {
+			var wg sync.WaitGroup
+			for i := 0; i < w; i++ {
+				lo, hi := i*units/w, (i+1)*units/w
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for u := lo; u < hi; u++ {
+						p.unit(u)
+					}
+				}()
+			}
+			wg.Wait()
 		}
-		wg.Wait()
 		if mass != nil {
 			for u := 0; u < units; u++ {
 				for i, x := range p.partial[u*p.nq*p.nk : (u+1)*p.nq*p.nk] {
@@ -101,75 +141,69 @@ func (p *problem) unit(u int) {
 	t0 := qt * BlockT
 	rows := min(BlockT, T-t0)
 	ld := H * D
-	qa := p.q[t0*ld+h*D:]
-	kp, vp := &p.kp[hl], &p.vp[hl]
+	npan := (rows + lanes - 1) / lanes
+	kp, vt := &p.kp[hl], &p.vt[hl]
 
 	ws := scratchPool.Get().(*scratch)
-	ws.sc = growF(ws.sc, BlockT*BlockS)
-	ws.o = growF(ws.o, BlockT*D)
-	ws.m = growF(ws.m, BlockT)
-	ws.l = growF(ws.l, BlockT)
-	var seg []float64
+	defer scratchPool.Put(ws)
+	gemm.PackNT(&ws.qp, rows, D, p.q[t0*ld+h*D:], ld)
+	ws.ot = growF(ws.ot, D*BlockT)
+	if cap(ws.st) < npan {
+		ws.st = make([]panelState, npan)
+	}
+	st := ws.st[:npan]
+	var seg []float32
 	if p.nk > 0 {
-		if cap(ws.seg) < BlockT*p.nk {
-			ws.seg = make([]float64, BlockT*p.nk)
-		}
-		seg = ws.seg[:BlockT*p.nk]
+		seg = growF(ws.seg, npan*p.nk*lanes)
+		ws.seg = seg
 		clear(seg)
 	}
-	m, l, o, sc := ws.m[:rows], ws.l[:rows], ws.o, ws.sc
-	for r := range m {
-		m[r] = float32(math.Inf(-1))
-		l[r] = 0
-	}
+	ot := ws.ot
 	for s0 := 0; s0 < S; s0 += BlockS {
 		cols := min(BlockS, S-s0)
-		kp.ProductSub(rows, qa, ld, s0, s0+cols, 0, D, sc, BlockS, false)
-		for r := 0; r < rows; r++ {
-			row := sc[r*BlockS : r*BlockS+cols]
-			mnew := max(m[r], rowMax(row, p.scale))
-			if math.IsInf(float64(mnew), -1) {
-				mnew = 0 // all scores -Inf so far: keep probabilities at 0
-			}
-			alpha := expf(m[r] - mnew)
-			sum := expRow(row, p.scale, mnew)
-			if s0 > 0 {
-				l[r] = l[r]*alpha + sum
-				or := o[r*D : r*D+D]
-				for i := range or {
-					or[i] *= alpha
+		first := s0 == 0
+		pt := ws.pt.Resize(rows, cols)
+		for jp := 0; jp < npan; jp++ {
+			panel := pt[jp*cols*lanes : (jp+1)*cols*lanes]
+			nq := min(lanes, rows-jp*lanes)
+			gemm.MulPacked(cols, nq, D, kp, s0, 0, &ws.qp, jp*lanes, 0, panel, lanes, false)
+			if nq < lanes {
+				for s := 0; s < cols; s++ {
+					clear(panel[s*lanes+nq : s*lanes+lanes])
 				}
-			} else {
-				l[r] = sum
 			}
-			m[r] = mnew
+			ps := &st[jp]
+			softmaxPanel(panel, cols, p.scale, ps, first)
+			if !first {
+				scaleCols(ot, D, BlockT, jp*lanes, &ps.alpha)
+			}
 			if seg != nil {
-				sr := seg[r*p.nk : r*p.nk+p.nk]
-				if s0 > 0 {
-					for i := range sr {
-						sr[i] *= float64(alpha)
-					}
-				}
+				sp := seg[jp*p.nk*lanes : (jp+1)*p.nk*lanes]
 				for j := 0; j < p.nk; j++ {
+					acc := (*[lanes]float32)(sp[j*lanes : (j+1)*lanes])
+					if !first {
+						for i := range acc {
+							acc[i] *= ps.alpha[i]
+						}
+					}
 					a, b := max(p.kb[j], s0), min(p.kb[j+1], s0+cols)
-					if b <= a {
-						continue
+					if b > a {
+						addRows(panel, a-s0, b-s0, acc)
 					}
-					var s float32
-					for _, x := range row[a-s0 : b-s0] {
-						s += x
-					}
-					sr[j] += float64(s)
 				}
 			}
 		}
-		vp.ProductSub(rows, sc, BlockS, 0, D, s0, s0+cols, o, D, s0 > 0)
+		gemm.MulPacked(D, rows, cols, vt, 0, s0, &ws.pt, 0, 0, ot, BlockT, !first)
+	}
+	// out[t0+r][h] = Oᵀ[:, r] / l[r]
+	var inv [BlockT]float32
+	for r := 0; r < rows; r++ {
+		inv[r] = 1 / st[r/lanes].l[r%lanes]
 	}
 	for r := 0; r < rows; r++ {
-		inv := 1 / l[r]
 		dst := p.out[(t0+r)*ld+h*D : (t0+r)*ld+h*D+D]
-		for i, x := range o[r*D : r*D+D] {
-			dst[i] = x * inv
+		for d := range dst {
+			dst[d] = ot[d*BlockT+r] * inv[r]
 		}
 	}
 	if seg != nil {
@@ -180,11 +214,10 @@ func (p *problem) unit(u int) {
 			for p.qb[qi+1] <= t {
 				qi++
 			}
-			inv := 1 / float64(l[r])
-			for j, x := range seg[r*p.nk : r*p.nk+p.nk] {
-				part[qi*p.nk+j] += x * inv
+			jp, lane := r/lanes, r%lanes
+			for j := 0; j < p.nk; j++ {
+				part[qi*p.nk+j] += float64(seg[(jp*p.nk+j)*lanes+lane]) * float64(inv[r])
 			}
 		}
 	}
-	scratchPool.Put(ws)
 }
