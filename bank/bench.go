@@ -26,29 +26,46 @@ type BenchConfig struct {
 }
 
 // BenchResult reports a benchmark. Times are wall-clock seconds.
+// JSON field names are snake_case (update_seconds_median, …) so that a
+// command can print the struct directly.
 type BenchResult struct {
-	Heads, Candidates, Capacity, Dim int
+	Heads      int `json:"heads"`
+	Candidates int `json:"candidates"`
+	Capacity   int `json:"capacity"`
+	Dim        int `json:"dim"`
+	Workers    int `json:"workers"`
 
-	UpdateSeconds       []float64 // every timed update (full bank, steady state)
-	UpdateSecondsMedian float64
+	UpdateSeconds       []float64 `json:"update_seconds"` // every timed update (full bank, steady state)
+	UpdateSecondsMedian float64   `json:"update_seconds_median"`
 	// PassSeconds are the timings of one fused interaction pass (the
 	// scoring pass: N×M interactions with row statistics) over all heads.
-	PassSeconds       []float64
-	PassSecondsMedian float64
+	PassSeconds       []float64 `json:"pass_seconds"`
+	PassSecondsMedian float64   `json:"pass_seconds_median"`
+	// UpdateCPUSeconds and PassCPUSeconds are the process CPU time (all
+	// threads) of each timed update and pass: on a machine shared with
+	// other work, CPU time / workers estimates the uncontended wall time.
+	UpdateCPUSeconds       []float64 `json:"update_cpu_seconds"`
+	UpdateCPUSecondsMedian float64   `json:"update_cpu_seconds_median"`
+	PassCPUSecondsMedian   float64   `json:"pass_cpu_seconds_median"`
+	// PassGFLOPSPerCore is 2·N·M·d·H / PassCPUSecondsMedian: the pass rate
+	// per busy core, independent of contention.
+	PassGFLOPSPerCore float64 `json:"pass_gflops_per_core"`
 	// PairsPerSecond is N·M·H / PassSecondsMedian.
-	PairsPerSecond float64
+	PairsPerSecond float64 `json:"pairs_per_second"`
 	// PassGFLOPS is the interaction pass's effective rate, counting
 	// 2·N·M·d flops per head (the dot products alone).
-	PassGFLOPS float64
+	PassGFLOPS float64 `json:"pass_gflops"`
 	// UpdateGFLOPS is 2·N·M·d·H / UpdateSecondsMedian: one pass-equivalent
 	// per update.
-	UpdateGFLOPS float64
+	UpdateGFLOPS float64 `json:"update_gflops"`
 	// PeakExtraBytes is the largest transient workspace of an update
-	// (per-head scratch and tile buffers), beyond the bank's own storage.
-	PeakExtraBytes int64
-	BankBytes      int64 // persistent bytes of the full bank (paper accounting)
-	Accepted       []int // r* of every timed update
-	Steps          Timings
+	// (per-head scratch, tile buffers, packed operands and the interaction
+	// cache), beyond the bank's own storage.
+	PeakExtraBytes int64   `json:"peak_extra_bytes"`
+	BankBytes      int64   `json:"bank_bytes"` // persistent bytes of the full bank (paper accounting)
+	Accepted       []int   `json:"accepted"`   // r* of every timed update
+	Steps          Timings `json:"step_means"` // mean time per Algorithm 1 step
+	SIMD           bool    `json:"simd"`       // AVX-512 epilogues in use
 }
 
 func (c BenchConfig) withDefaults() BenchConfig {
@@ -171,7 +188,8 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 	if err != nil {
 		return BenchResult{}, fmt.Errorf("bank: bench: %w", err)
 	}
-	res := BenchResult{Heads: bc.Heads, Candidates: bc.Candidates, Capacity: bc.Capacity, Dim: bc.Dim}
+	res := BenchResult{Heads: bc.Heads, Candidates: bc.Candidates, Capacity: bc.Capacity, Dim: bc.Dim,
+		Workers: cfg.workers(), SIMD: riesz.SIMD()}
 	// Fill: blocks until the bank is full (the first admits min(N, M)).
 	fill := newVideoStream(bc.Heads, bc.Capacity, bc.Dim, bc.Seed)
 	if _, err := b.Update(fill.next()); err != nil {
@@ -180,10 +198,12 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 	vs := newVideoStream(bc.Heads, bc.Candidates, bc.Dim, bc.Seed+1)
 	for i := 0; i < bc.Repeats; i++ {
 		blk := vs.next()
+		c0 := processCPU()
 		dec, err := b.Update(blk)
 		if err != nil {
 			return res, err
 		}
+		res.UpdateCPUSeconds = append(res.UpdateCPUSeconds, (processCPU() - c0).Seconds())
 		res.UpdateSeconds = append(res.UpdateSeconds, dec.Timings.Total.Seconds())
 		res.Accepted = append(res.Accepted, dec.Accepted)
 		res.Steps.Validate += dec.Timings.Validate / time.Duration(bc.Repeats)
@@ -194,13 +214,16 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 		res.Steps.Total += dec.Timings.Total / time.Duration(bc.Repeats)
 	}
 	res.UpdateSecondsMedian = median(res.UpdateSeconds)
+	res.UpdateCPUSecondsMedian = median(res.UpdateCPUSeconds)
 	res.PeakExtraBytes = b.PeakScratchBytes()
 	res.BankBytes = b.Bytes()
 	// Standalone interaction passes over the full bank.
 	blk := vs.next()
 	N := bc.Candidates
+	var passCPU []float64
 	for i := 0; i < bc.Repeats; i++ {
 		t := time.Now()
+		c0 := processCPU()
 		b.parallel(func(h int, ws *riesz.Workspace) {
 			s := &b.scratch[h]
 			keys := blk.Keys[h*N*bc.Dim : (h+1)*N*bc.Dim]
@@ -216,11 +239,16 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 			b.kern.RowStats(cs, b.set(h), s.inv, s.ext, s.score, nil, ws)
 		})
 		res.PassSeconds = append(res.PassSeconds, time.Since(t).Seconds())
+		passCPU = append(passCPU, (processCPU() - c0).Seconds())
 	}
+	res.PassCPUSecondsMedian = median(passCPU)
 	res.PassSecondsMedian = median(res.PassSeconds)
 	pairs := float64(N) * float64(b.Len()) * float64(bc.Heads)
 	res.PairsPerSecond = pairs / res.PassSecondsMedian
 	res.PassGFLOPS = 2 * pairs * float64(bc.Dim) / res.PassSecondsMedian / 1e9
+	if res.PassCPUSecondsMedian > 0 {
+		res.PassGFLOPSPerCore = 2 * pairs * float64(bc.Dim) / res.PassCPUSecondsMedian / 1e9
+	}
 	res.UpdateGFLOPS = 2 * float64(N) * float64(bc.Capacity) * float64(bc.Heads) * float64(bc.Dim) / res.UpdateSecondsMedian / 1e9
 	return res, nil
 }

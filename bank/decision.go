@@ -58,10 +58,10 @@ type HeadDecision struct {
 
 // Timings splits an update's wall time by Algorithm 1 step.
 type Timings struct {
-	Validate time.Duration // input validation and candidate preparation
-	Score    time.Duration // scoring and ordering (step 1)
-	Scan     time.Duration // prefix scan and r* (step 2)
-	Evict    time.Duration // eviction selection (step 3)
-	Commit   time.Duration // commit and exact density update
-	Total    time.Duration
+	Validate time.Duration `json:"validate_ns"` // input validation and candidate preparation
+	Score    time.Duration `json:"score_ns"`    // scoring and ordering (step 1)
+	Scan     time.Duration `json:"scan_ns"`     // prefix scan and r* (step 2)
+	Evict    time.Duration `json:"evict_ns"`    // eviction selection (step 3)
+	Commit   time.Duration `json:"commit_ns"`   // commit and exact density update
+	Total    time.Duration `json:"total_ns"`
 }

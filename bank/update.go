@@ -601,7 +601,8 @@ func (b *Bank) commit(h int, blk Block, ext []float64, ws *riesz.Workspace) {
 	if ne > 0 {
 		s.sub = grow(s.sub, final)
 		clear(s.sub)
-		b.kern.Sums(riesz.Set{X: s.ed, Norms: s.en, N: ne, D: dd}, fs, nil, s.sub, ws)
+		// Row sums of final × evicted (cheaper than column sums).
+		b.kern.Sums(fs, riesz.Set{X: s.ed, Norms: s.en, N: ne, D: dd}, s.sub, nil, ws)
 		for i := 0; i < final; i++ {
 			s.rho[i] -= s.sub[i]
 		}

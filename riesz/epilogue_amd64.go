@@ -27,7 +27,8 @@ func fromDotsAVX512(row []float32, na float32, nb []float32, eps, s float32, pow
 	m2 := archsimd.BroadcastFloat32x16(-2)
 	ve := archsimd.BroadcastFloat32x16(eps)
 	vs := archsimd.BroadcastFloat32x16(s)
-	one := archsimd.BroadcastFloat32x16(1)
+	two := archsimd.BroadcastFloat32x16(2)
+	mone := archsimd.BroadcastFloat32x16(-1)
 	zero := archsimd.BroadcastFloat32x16(0)
 	for j := 0; j < n; j += 16 {
 		p := (*[16]float32)(row[j : j+16])
@@ -35,17 +36,21 @@ func fromDotsAVX512(row []float32, na float32, nb []float32, eps, s float32, pow
 		b := archsimd.LoadFloat32x16((*[16]float32)(nb[j : j+16]))
 		d2 := dot.MulAdd(m2, vna.Add(b)).Max(zero)
 		t := d2.MulAdd(vs, ve)
-		var w archsimd.Float32x16
+		var x archsimd.Float32x16
 		switch pow {
 		case 1:
-			w = one.Div(t)
+			x = t
 		case 2:
-			w = one.Div(t.Mul(t))
+			x = t.Mul(t)
 		default:
 			t2 := t.Mul(t)
-			w = one.Div(t2.Mul(t2))
+			x = t2.Mul(t2)
 		}
-		w.Store(p)
+		// 1/x: 14-bit reciprocal estimate and one Newton step (x ≥ eps > 0),
+		// within a few float32 ulps of the division.
+		r := x.Reciprocal()
+		r = r.Mul(x.Mul(r).MulAdd(mone, two))
+		r.Store(p)
 	}
 	if n < len(row) {
 		fromDotsGeneric(row[n:], na, nb[n:], eps, s, pow)
@@ -70,24 +75,32 @@ func hmax(v archsimd.Float32x16) float32 {
 	return m
 }
 
-// rowStatsAVX512 is rowStatsGeneric with float64 lane accumulators.
+// hsum32 returns the float64 sum of the lanes of two float32 accumulators.
+func hsum32(a, b archsimd.Float32x16) float64 {
+	return hsum(a.GetLo().ConvertToFloat64().Add(a.GetHi().ConvertToFloat64()).
+		Add(b.GetLo().ConvertToFloat64()).Add(b.GetHi().ConvertToFloat64()))
+}
+
+// rowStatsAVX512 is rowStatsGeneric with float32 lane accumulators (two per
+// sum, so each lane adds at most len/32 terms: for the passes' 512-column
+// segments 16 terms, a relative error of a few 1e-7), combined in float64.
 func rowStatsAVX512(row, inv []float32) (s, sn float64, m float32) {
-	n := len(row) &^ 15
+	n := len(row) &^ 31
 	inv = inv[:len(row)]
-	var s0, s1, q0, q1 archsimd.Float64x8
-	var mx archsimd.Float32x16
-	for j := 0; j < n; j += 16 {
-		w := archsimd.LoadFloat32x16((*[16]float32)(row[j : j+16]))
-		iv := archsimd.LoadFloat32x16((*[16]float32)(inv[j : j+16]))
-		q := w.Mul(iv)
-		s0 = s0.Add(w.GetLo().ConvertToFloat64())
-		s1 = s1.Add(w.GetHi().ConvertToFloat64())
-		q0 = q0.Add(q.GetLo().ConvertToFloat64())
-		q1 = q1.Add(q.GetHi().ConvertToFloat64())
-		mx = mx.Max(q)
+	var s0, s1, q0, q1, mx archsimd.Float32x16
+	for j := 0; j < n; j += 32 {
+		w0 := archsimd.LoadFloat32x16((*[16]float32)(row[j : j+16]))
+		w1 := archsimd.LoadFloat32x16((*[16]float32)(row[j+16 : j+32]))
+		p0 := w0.Mul(archsimd.LoadFloat32x16((*[16]float32)(inv[j : j+16])))
+		p1 := w1.Mul(archsimd.LoadFloat32x16((*[16]float32)(inv[j+16 : j+32])))
+		s0 = s0.Add(w0)
+		s1 = s1.Add(w1)
+		q0 = q0.Add(p0)
+		q1 = q1.Add(p1)
+		mx = mx.Max(p0).Max(p1)
 	}
-	s = hsum(s0.Add(s1))
-	sn = hsum(q0.Add(q1))
+	s = hsum32(s0, s1)
+	sn = hsum32(q0, q1)
 	m = hmax(mx)
 	if n < len(row) {
 		ts, tsn, tm := rowStatsGeneric(row[n:], inv[n:])
@@ -98,17 +111,25 @@ func rowStatsAVX512(row, inv []float32) (s, sn float64, m float32) {
 	return s, sn, m
 }
 
-// rowSumColsAVX512 is rowSumColsGeneric with float64 lanes.
+// rowSumColsAVX512 is rowSumColsGeneric with float32 lanes for the row sum
+// alone (as rowStatsAVX512) and float64 lanes when columns are added.
 func rowSumColsAVX512(row []float32, col []float64) float64 {
+	if col == nil {
+		n := len(row) &^ 31
+		var a0, a1 archsimd.Float32x16
+		for j := 0; j < n; j += 32 {
+			a0 = a0.Add(archsimd.LoadFloat32x16((*[16]float32)(row[j : j+16])))
+			a1 = a1.Add(archsimd.LoadFloat32x16((*[16]float32)(row[j+16 : j+32])))
+		}
+		s := hsum32(a0, a1)
+		if n < len(row) {
+			s += rowSumColsGeneric(row[n:], nil)
+		}
+		return s
+	}
 	n := len(row) &^ 15
 	var s0, s1 archsimd.Float64x8
-	if col == nil {
-		for j := 0; j < n; j += 16 {
-			w := archsimd.LoadFloat32x16((*[16]float32)(row[j : j+16]))
-			s0 = s0.Add(w.GetLo().ConvertToFloat64())
-			s1 = s1.Add(w.GetHi().ConvertToFloat64())
-		}
-	} else {
+	{
 		col = col[:len(row)]
 		for j := 0; j < n; j += 16 {
 			w := archsimd.LoadFloat32x16((*[16]float32)(row[j : j+16]))

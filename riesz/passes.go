@@ -43,14 +43,23 @@ func (k Kernel) RowStatsCached(a, b Set, inv []float32, sum, mean, maxs []float6
 		return
 	}
 	if cache != nil {
-		k.Matrix(a, b, cache, ws)
-		// Same 512-column segments as the tiled path, so the float64
-		// accumulation order (and every bit of the result) is identical.
-		for x := 0; x < a.N; x++ {
-			row := cache[x*b.N : x*b.N+b.N]
-			for j0 := 0; j0 < b.N; j0 += TileCols {
-				j1 := min(j0+TileCols, b.N)
-				rowStats(row[j0:j1], inv[j0:j1], x, sum, mean, maxs)
+		// Tiles are written straight into the cache and reduced while they
+		// are still in cache memory, in the same 512-column segments as the
+		// uncached path (so the results are bit-identical).
+		if len(cache) < a.N*b.N {
+			panic(fmt.Sprintf("riesz: RowStatsCached: cache of %d for a %d×%d matrix", len(cache), a.N, b.N))
+		}
+		ws.pack(b)
+		M := b.N
+		for i0 := 0; i0 < a.N; i0 += TileRows {
+			rows := min(TileRows, a.N-i0)
+			for j0 := 0; j0 < M; j0 += TileCols {
+				cols := min(TileCols, M-j0)
+				k.tile(ws, a, b, i0, rows, j0, cols, cache[i0*M+j0:], M)
+				for r := 0; r < rows; r++ {
+					o := (i0+r)*M + j0
+					rowStats(cache[o:o+cols], inv[j0:j0+cols], i0+r, sum, mean, maxs)
+				}
 			}
 		}
 	} else {
