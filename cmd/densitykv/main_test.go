@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/synth"
 )
 
 // run executes the command line in-process and returns exit code, stdout
@@ -427,5 +428,51 @@ func TestGenerateTinyGolden(t *testing.T) {
 	code, _, errs = run(t, context.Background(), "generate", "--arch", "tiny", "--checkpoint", filepath.Join(dir, "none.pt"), "--text", "x")
 	if code != exitUsage || !strings.Contains(errs, "--checkpoint") {
 		t.Fatalf("missing checkpoint: exit %d %q", code, errs)
+	}
+}
+
+func TestStreamFileReplaysSynthetic(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errs := run(t, context.Background(), tiny(dir, "synthetic", "--plots=false")...); code != 0 {
+		t.Fatal(errs)
+	}
+	c, err := loadRunConfig(filepath.Join(dir, "synthetic"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := synth.NewGenerator(synthConfig(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "stream.dkvs")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := synth.NewWriter(f, synth.Header{Layout: c.Memory.Layout, DType: synth.Float32, Blocks: c.Blocks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := synth.Copy(w, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	// The layout comes from the file; --height etc. are overridden by it.
+	code, _, errs := run(t, context.Background(), "simulate", "--out", dir, "--name", "file", "--stream", "file", "--stream-file", path,
+		"--seconds", "9", "--policy", "densitykv,fifo,native", "--quiet", "--sigma", "2", "--plots=false")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	a := stripTimings(t, filepath.Join(dir, "synthetic", fileLog))
+	b := stripTimings(t, filepath.Join(dir, "file", fileLog))
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("replaying the recorded stream gave a different log (%d vs %d lines)", len(a), len(b))
+	}
+	code, _, errs = run(t, context.Background(), "simulate", "--stream", "file", "--stream-file", filepath.Join(dir, "missing.dkvs"))
+	if code != exitUsage || !strings.Contains(errs, "stream.path (--stream-file)") {
+		t.Fatalf("missing stream file: exit %d %q", code, errs)
 	}
 }
