@@ -13,29 +13,14 @@ import (
 
 func init() { register(newBenchCmd) }
 
-// bankBenchJSON is the --json output of `densitykv bench bank`.
+// bankBenchJSON is the --json output of `densitykv bench bank`: the bank
+// package's result (snake_case fields, update_seconds_median among them)
+// plus the run's settings.
 type bankBenchJSON struct {
-	Benchmark           string    `json:"benchmark"`
-	Heads               int       `json:"heads"`
-	Candidates          int       `json:"candidates"`
-	Capacity            int       `json:"capacity"`
-	Dim                 int       `json:"dim"`
-	Ordering            string    `json:"ordering"`
-	Workers             int       `json:"workers"`
-	GOMAXPROCS          int       `json:"gomaxprocs"`
-	UpdateSeconds       []float64 `json:"update_seconds"`
-	UpdateSecondsMedian float64   `json:"update_seconds_median"`
-	PassSeconds         []float64 `json:"pass_seconds"`
-	PassSecondsMedian   float64   `json:"pass_seconds_median"`
-	PairsPerSecond      float64   `json:"pairs_per_second"`
-	PassGFLOPS          float64   `json:"pass_gflops"`
-	UpdateGFLOPS        float64   `json:"update_gflops"`
-	PeakExtraBytes      int64     `json:"peak_extra_bytes"`
-	BankBytes           int64     `json:"bank_bytes"`
-	Accepted            []int     `json:"accepted"`
-	StepSeconds         struct {
-		Validate, Score, Scan, Evict, Commit, Total float64
-	} `json:"step_seconds_mean"`
+	Benchmark  string `json:"benchmark"`
+	Ordering   string `json:"ordering"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	bank.BenchResult
 }
 
 func newBenchCmd() *cobra.Command {
@@ -104,27 +89,17 @@ It prints the median update time, interaction pairs/s, effective GFLOP/s
 			if err != nil {
 				return err
 			}
-			out := bankBenchJSON{Benchmark: "bank-update", Heads: r.Heads, Candidates: r.Candidates, Capacity: r.Capacity, Dim: r.Dim,
-				Ordering: ordering, Workers: bc.Workers, GOMAXPROCS: runtime.GOMAXPROCS(0),
-				UpdateSeconds: r.UpdateSeconds, UpdateSecondsMedian: r.UpdateSecondsMedian,
-				PassSeconds: r.PassSeconds, PassSecondsMedian: r.PassSecondsMedian, PairsPerSecond: r.PairsPerSecond,
-				PassGFLOPS: r.PassGFLOPS, UpdateGFLOPS: r.UpdateGFLOPS, PeakExtraBytes: r.PeakExtraBytes, BankBytes: r.BankBytes,
-				Accepted: r.Accepted}
-			out.StepSeconds.Validate = r.Steps.Validate.Seconds()
-			out.StepSeconds.Score = r.Steps.Score.Seconds()
-			out.StepSeconds.Scan = r.Steps.Scan.Seconds()
-			out.StepSeconds.Evict = r.Steps.Evict.Seconds()
-			out.StepSeconds.Commit = r.Steps.Commit.Seconds()
-			out.StepSeconds.Total = r.Steps.Total.Seconds()
+			out := bankBenchJSON{Benchmark: "bank-update", Ordering: ordering, GOMAXPROCS: runtime.GOMAXPROCS(0), BenchResult: r}
 			if jsonOut {
 				return printJSON(w, out)
 			}
 			fmt.Fprintf(w, "update (full layer, steady state): median %.3f s  [%s]\n", r.UpdateSecondsMedian, secondsList(r.UpdateSeconds))
+			fmt.Fprintf(w, "  process CPU time per update: median %.3f s (÷ busy cores ≈ uncontended wall time)\n", r.UpdateCPUSecondsMedian)
 			fmt.Fprintf(w, "  steps (mean): validate %.3f  score %.3f  scan %.3f  evict %.3f  commit %.3f s\n",
-				out.StepSeconds.Validate, out.StepSeconds.Score, out.StepSeconds.Scan, out.StepSeconds.Evict, out.StepSeconds.Commit)
+				r.Steps.Validate.Seconds(), r.Steps.Score.Seconds(), r.Steps.Scan.Seconds(), r.Steps.Evict.Seconds(), r.Steps.Commit.Seconds())
 			fmt.Fprintf(w, "  r* per update: %v; update-equivalent %.1f GFLOP/s\n", r.Accepted, r.UpdateGFLOPS)
-			fmt.Fprintf(w, "interaction pass (N×M×H): median %.3f s, %.3g pairs/s, %.1f GFLOP/s effective (2·N·M·d per pass)\n",
-				r.PassSecondsMedian, r.PairsPerSecond, r.PassGFLOPS)
+			fmt.Fprintf(w, "interaction pass (N×M×H): median %.3f s, %.3g pairs/s, %.1f GFLOP/s effective (2·N·M·d per pass), %.1f GFLOP/s per busy core; AVX-512 kernels: %v\n",
+				r.PassSecondsMedian, r.PairsPerSecond, r.PassGFLOPS, r.PassGFLOPSPerCore, r.SIMD)
 			fmt.Fprintf(w, "memory: bank %s persistent, peak extra workspace %s\n", humanBytes(r.BankBytes), humanBytes(r.PeakExtraBytes))
 			return nil
 		},
