@@ -1,0 +1,426 @@
+package eval
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/synth"
+)
+
+func TestAttendMatchesFloat64(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const nq, n, d, ld = 3, 7, 8, 16 // rows of k/v are heads of a [n][2][8] tensor
+	q := make([]float32, nq*d)
+	k := make([]float32, n*ld)
+	v := make([]float32, n*ld)
+	for _, s := range [][]float32{q, k, v} {
+		for i := range s {
+			s[i] = float32(r.NormFloat64())
+		}
+	}
+	skip := func(j int) bool { return j == 2 || j == 5 }
+	for _, sk := range []func(int) bool{nil, skip} {
+		w := make([]float32, nq*n)
+		out := make([]float32, nq*d)
+		Attend(q, nq, d, k[d:], v[d:], ld, n, sk, w, out) // second head
+		for i := 0; i < nq; i++ {
+			logits := make([]float64, n)
+			m := math.Inf(-1)
+			for j := 0; j < n; j++ {
+				if sk != nil && sk(j) {
+					continue
+				}
+				for c := 0; c < d; c++ {
+					logits[j] += float64(q[i*d+c]) * float64(k[j*ld+d+c])
+				}
+				logits[j] /= math.Sqrt(d)
+				m = math.Max(m, logits[j])
+			}
+			var z float64
+			for j := range logits {
+				if sk == nil || !sk(j) {
+					z += math.Exp(logits[j] - m)
+				}
+			}
+			for c := 0; c < d; c++ {
+				var o float64
+				for j := 0; j < n; j++ {
+					if sk != nil && sk(j) {
+						if w[i*n+j] != 0 {
+							t.Fatalf("skipped row %d has weight %v", j, w[i*n+j])
+						}
+						continue
+					}
+					o += math.Exp(logits[j]-m) / z * float64(v[j*ld+d+c])
+				}
+				if math.Abs(o-float64(out[i*d+c])) > 1e-5 {
+					t.Fatalf("query %d dim %d: %v, want %v", i, c, out[i*d+c], o)
+				}
+			}
+		}
+	}
+}
+
+func TestRelL2(t *testing.T) {
+	for _, tc := range []struct {
+		a, b []float32
+		want float64
+	}{
+		{[]float32{1, 2}, []float32{1, 2}, 0},
+		{[]float32{0, 0}, []float32{3, 4}, 1},
+		{[]float32{3, 5}, []float32{3, 4}, 0.2},
+		{[]float32{0}, []float32{0}, 0},
+		{[]float32{1}, []float32{0}, math.Inf(1)},
+	} {
+		if got := RelL2(tc.a, tc.b); math.Abs(got-tc.want) > 1e-12 && got != tc.want {
+			t.Errorf("RelL2(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func TestTopKRecall(t *testing.T) {
+	w := []float32{0.1, 0.5, 0.2, 0.5, 0.05, 0.3}
+	all := func(int) bool { return true }
+	if got := TopK(nil, w, 3, all); !equalInts(got, []int{1, 3, 5}) {
+		t.Fatalf("TopK = %v, want [1 3 5] (tie 1/3 broken by index)", got)
+	}
+	if got := TopK(nil, w, 2, func(j int) bool { return j != 1 }); !equalInts(got, []int{3, 5}) {
+		t.Fatalf("TopK eligible = %v", got)
+	}
+	kept := func(j int) bool { return j == 3 || j == 0 }
+	for _, tc := range []struct {
+		k    int
+		want float64
+	}{{1, 0}, {2, 0.5}, {3, 1.0 / 3}, {10, 2.0 / 6}} {
+		if got := TopKRecall(w, tc.k, all, kept); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("k=%d: recall %v, want %v", tc.k, got, tc.want)
+		}
+	}
+	if got := TopKRecall(w, 3, func(int) bool { return false }, kept); !math.IsNaN(got) {
+		t.Errorf("no eligible rows: %v, want NaN", got)
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestCoverageRadius(t *testing.T) {
+	// Points on a line in 2-D: retained {0, 10}; history {0, 3, 7, 10, 4}.
+	pts := func(xs ...float32) []float32 {
+		var out []float32
+		for _, x := range xs {
+			out = append(out, x, 0)
+		}
+		return out
+	}
+	x := pts(0, 3, 7, 10, 4)
+	r := pts(0, 10)
+	mx, mean := CoverageRadius(x, 5, r, 2, 2)
+	if math.Abs(mx-4) > 1e-6 || math.Abs(mean-(0+3+3+0+4)/5.0) > 1e-6 {
+		t.Fatalf("max %v mean %v, want 4 and 2", mx, mean)
+	}
+	if mx, _ := CoverageRadius(x, 5, nil, 0, 2); !math.IsInf(mx, 1) {
+		t.Fatalf("no retained keys: max %v, want +Inf", mx)
+	}
+	if mx, mean := CoverageRadius(nil, 0, r, 2, 2); mx != 0 || mean != 0 {
+		t.Fatal("no history must give zero radius")
+	}
+	// More points than one tile: a grid covered by every other point.
+	var big, ret []float32
+	for i := 0; i < 600; i++ {
+		big = append(big, float32(i), 1)
+		if i%2 == 0 {
+			ret = append(ret, float32(i), 1)
+		}
+	}
+	mx, mean = CoverageRadius(big, 600, ret, 300, 2)
+	if math.Abs(mx-1) > 1e-3 || math.Abs(mean-0.5) > 1e-3 {
+		t.Fatalf("grid: max %v mean %v, want 1 and 0.5", mx, mean)
+	}
+}
+
+func TestMidRanks(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		v     []float64
+		lower bool
+		want  []float64
+	}{
+		{[]float64{3, 1, 1, 2}, true, []float64{4, 1.5, 1.5, 3}},
+		{[]float64{3, 1, 1, 2}, false, []float64{1, 3.5, 3.5, 2}},
+		{[]float64{5, 5, 5}, true, []float64{2, 2, 2}},
+		{[]float64{nan, 2, nan, 1}, true, []float64{3.5, 2, 3.5, 1}},
+		{[]float64{nan, 2, 1}, false, []float64{3, 1, 2}},
+		{nil, true, []float64{}},
+	} {
+		got := MidRanks(tc.v, tc.lower)
+		for i := range tc.want {
+			if got[i] != tc.want[i] {
+				t.Errorf("MidRanks(%v, lower=%v) = %v, want %v", tc.v, tc.lower, got, tc.want)
+				break
+			}
+		}
+		var s, n float64
+		for _, r := range got {
+			s += r
+			n++
+		}
+		if n > 0 && s != n*(n+1)/2 {
+			t.Errorf("ranks %v do not sum to n(n+1)/2", got)
+		}
+	}
+}
+
+// fakeResult builds a Result with one layer and head and the given
+// per-variant metrics at a single horizon.
+func fakeResult(ms []Metrics) *Result {
+	r := &Result{Layout: memory.Layout{Height: 1, Width: 1, FramesPerBlock: 1, Layers: 1, Heads: 1, HeadDim: 4},
+		Blocks: 1, Horizons: []int{1}, Layers: []int{0}}
+	for i, m := range ms {
+		r.Variants = append(r.Variants, Variant{Group: "g", Label: string(rune('A' + i))})
+		r.Cells = append(r.Cells, [][][]Metrics{{{m}}})
+		r.PerBlock = append(r.PerBlock, []BlockStat{{Bytes: 1 << 20, UpdateSeconds: 0.001}})
+	}
+	return r
+}
+
+func TestMakeTableRanksAndMarks(t *testing.T) {
+	// Cover values are divided by √4 = 2 for display.
+	r := fakeResult([]Metrics{
+		{RelErr: 0.10, Dropped: 0.2, Recall: 0.9, CoverMax: 2, CoverMean: 1},
+		{RelErr: 0.10, Dropped: 0.1, Recall: 0.5, CoverMax: 4, CoverMean: 2},
+		{RelErr: 0.30, Dropped: 0.3, Recall: 0.7, CoverMax: 6, CoverMean: 3},
+	})
+	tb := MakeTable(r, "g", 0)
+	if len(tb.Rows) != 3 {
+		t.Fatalf("%d rows", len(tb.Rows))
+	}
+	// Rel err ties A and B at 10.00% → midranks 1.5, 1.5, 3.
+	wantRanks := [][]float64{{1.5, 2, 1, 1, 1}, {1.5, 1, 3, 2, 2}, {3, 3, 2, 3, 3}}
+	for i, row := range tb.Rows {
+		for c := 0; c < 5; c++ {
+			if row.Ranks[c] != wantRanks[i][c] {
+				t.Fatalf("row %s col %d rank %v, want %v", row.Label, c, row.Ranks[c], wantRanks[i][c])
+			}
+		}
+	}
+	if got := tb.Rows[0].AvgRank; math.Abs(got-6.5/5) > 1e-12 {
+		t.Fatalf("avg rank %v, want %v", got, 6.5/5)
+	}
+	if tb.Rows[0].Marks[0] != MarkBest || tb.Rows[1].Marks[0] != MarkBest || tb.Rows[2].Marks[0] != MarkSecond {
+		t.Fatalf("rel err marks %v %v %v", tb.Rows[0].Marks[0], tb.Rows[1].Marks[0], tb.Rows[2].Marks[0])
+	}
+	md := tb.Markdown()
+	for _, s := range []string{"**10.00**", "<u>30.00</u>", "**1.30**", "| A |"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("markdown lacks %q:\n%s", s, md)
+		}
+	}
+	var sb strings.Builder
+	if err := tb.WriteCSV(&sb); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(sb.String(), "\n"); lines != 4 {
+		t.Fatalf("csv has %d lines, want 4:\n%s", lines, sb.String())
+	}
+}
+
+func evalStream(t *testing.T, blocks int) (*synth.Generator, memory.Config) {
+	t.Helper()
+	c := synth.DefaultConfig()
+	c.Layout = memory.Layout{Height: 4, Width: 6, FramesPerBlock: 2, Layers: 2, Heads: 2, HeadDim: 16}
+	c.Blocks = blocks
+	g, err := synth.NewGenerator(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, memory.Config{Layout: c.Layout, SinkFrames: 1, WindowFrames: 4, CacheFrames: 8}
+}
+
+func bits(x float64) uint64 { return math.Float64bits(x) }
+
+func TestRunReferenceAgainstItself(t *testing.T) {
+	g, base := evalStream(t, 8)
+	big := base
+	big.Capacity = 1 << 20
+	small := base
+	small.Capacity = 24 // one frame
+	vs := []Variant{
+		{Group: "g", Label: "full", Policy: memory.NameFullHistory, Config: base},
+		{Group: "g", Label: "fifo-all", Policy: memory.NameFIFO, Config: big},
+		{Group: "g", Label: "fifo-1", Policy: memory.NameFIFO, Config: small},
+		{Group: "g", Label: "native", Policy: memory.NameNative, Config: base},
+		{Group: "g", Label: "bogus", Policy: "no-such-policy", Config: base},
+	}
+	res, err := Run(g, vs, Options{Base: base, Queries: 16, TopK: 4, CoverageSample: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Variants) != 4 || len(res.Skipped) != 1 {
+		t.Fatalf("variants %d skipped %v", len(res.Variants), res.Skipped)
+	}
+	if !equalInts(res.Horizons, []int{2, 4, 8}) {
+		t.Fatalf("horizons %v", res.Horizons)
+	}
+	z := len(res.Horizons) - 1
+	for v := 0; v < 2; v++ { // FullHistory and a FIFO that keeps everything
+		for _, li := range res.Cells[v][z] {
+			for _, m := range li {
+				if m.RelErr != 0 || m.Dropped != 0 || m.Recall != 1 || m.CoverMax != 0 || m.CoverMean != 0 {
+					t.Fatalf("%s: %+v, want exact agreement with the reference", res.Variants[v].Label, m)
+				}
+			}
+		}
+	}
+	for _, v := range []int{2, 3} {
+		m := res.Cells[v][z][0][0]
+		if !(m.RelErr > 0 && m.Dropped > 0 && m.Recall < 1 && m.CoverMax > 0 && m.CoverMean > 0 && m.CoverMean <= m.CoverMax) {
+			t.Fatalf("%s: %+v, want a lossy memory", res.Variants[v].Label, m)
+		}
+	}
+	if res.Collisions != 0 {
+		t.Errorf("%d hash collisions", res.Collisions)
+	}
+	for v, u := range res.Unmatched {
+		if u != 0 {
+			t.Errorf("%s: %d unmatched context rows", res.Variants[v].Label, u)
+		}
+	}
+	// FIFO with one frame of memory: at the last horizon exactly one history
+	// frame (the newest) is fully attended, the rest not at all.
+	fc := res.FrameCoverage[2][z]
+	ws := 7*2 + 2 - 4 // window start of the last block (7)
+	for f := range fc {
+		switch {
+		case f < 1 || f >= ws:
+			if !math.IsNaN(fc[f]) {
+				t.Fatalf("frame %d (sink or window) coverage %v, want NaN", f, fc[f])
+			}
+		case f == ws-1:
+			if fc[f] != 1 {
+				t.Fatalf("newest history frame coverage %v, want 1", fc[f])
+			}
+		default:
+			if fc[f] != 0 {
+				t.Fatalf("frame %d coverage %v, want 0", f, fc[f])
+			}
+		}
+	}
+	if got := res.PerBlock[2][7].Memory; got != 24 {
+		t.Fatalf("FIFO memory at the end %v, want 24", got)
+	}
+}
+
+func TestRunDeterministicAcrossWorkers(t *testing.T) {
+	run := func(workers int) *Result {
+		g, base := evalStream(t, 6)
+		vs, err := Suite(SuiteConfig{Base: base, Groups: []string{GroupBaselines, GroupTau}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Run(g, vs, Options{Base: base, Queries: 8, TopK: 4, CoverageSample: 32, Workers: workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	a, b := run(1), run(2)
+	if len(a.Variants) != len(b.Variants) || len(a.Variants) < 5 {
+		t.Fatalf("variants %d vs %d", len(a.Variants), len(b.Variants))
+	}
+	for v := range a.Cells {
+		for z := range a.Cells[v] {
+			for i := range a.Cells[v][z] {
+				for h, m := range a.Cells[v][z][i] {
+					n := b.Cells[v][z][i][h]
+					if bits(m.RelErr) != bits(n.RelErr) || bits(m.Dropped) != bits(n.Dropped) || bits(m.Recall) != bits(n.Recall) ||
+						bits(m.CoverMax) != bits(n.CoverMax) || bits(m.CoverMean) != bits(n.CoverMean) {
+						t.Fatalf("variant %d horizon %d layer %d head %d: %+v vs %+v", v, z, i, h, m, n)
+					}
+				}
+			}
+			for f := range a.FrameCoverage[v][z] {
+				if bits(a.FrameCoverage[v][z][f]) != bits(b.FrameCoverage[v][z][f]) {
+					t.Fatalf("frame coverage differs at variant %d frame %d", v, f)
+				}
+			}
+		}
+	}
+	dir := t.TempDir()
+	files, err := a.WriteFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tables.md", "baselines_h6.csv", "tau_h6.csv", "cells.csv", "series.csv", "frame_coverage.csv", "fidelity.png", "fidelity.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, want)); err != nil || st.Size() == 0 {
+			t.Errorf("report file %s missing or empty (%v); wrote %v", want, err, files)
+		}
+	}
+}
+
+func TestSuite(t *testing.T) {
+	l := memory.Layout{Height: 10, Width: 16, FramesPerBlock: 3, Layers: 2, Heads: 2, HeadDim: 32}
+	vs, err := Suite(SuiteConfig{Base: memory.Config{Layout: l}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, v := range vs {
+		count[v.Group]++
+		if _, err := v.Config.Resolve(); err != nil {
+			t.Errorf("%s/%s: %v", v.Group, v.Label, err)
+		}
+	}
+	want := map[string]int{GroupBaselines: 7, GroupTau: 3, GroupCapacity: 3, GroupSigma: 3, GroupP: 3, GroupPolicy: 7, GroupOrdering: 2, GroupGeometry: 3}
+	for g, n := range want {
+		if count[g] != n {
+			t.Errorf("group %s has %d variants, want %d", g, count[g], n)
+		}
+	}
+	// Scaling: σ = 8·√(32/128) = 4; M = 6 frames of 160 tokens.
+	if s := ScaledSigma(128); s != 8 {
+		t.Errorf("ScaledSigma(128) = %v", s)
+	}
+	for _, v := range vs {
+		if v.Group == GroupSigma && v.Label == "σ=4" && v.Config.Bank.Sigma != 4 {
+			t.Errorf("σ row %+v", v.Config.Bank)
+		}
+		if v.Group == GroupCapacity && strings.HasPrefix(v.Label, "M=960") && v.Config.Capacity != 960 {
+			t.Errorf("capacity row %d", v.Config.Capacity)
+		}
+	}
+	if _, err := Suite(SuiteConfig{Base: memory.Config{Layout: l}, Groups: []string{"nope"}}); err == nil {
+		t.Error("unknown group accepted")
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	g, base := evalStream(t, 3)
+	vs := []Variant{{Group: "g", Label: "fifo", Policy: memory.NameFIFO, Config: base}}
+	for name, opt := range map[string]Options{
+		"horizon": {Base: base, Horizons: []int{9}},
+		"layer":   {Base: base, Layers: []int{5}},
+		"queries": {Base: base, Queries: -1},
+	} {
+		if _, err := Run(g, vs, opt); err == nil || !strings.HasPrefix(err.Error(), "eval: ") {
+			t.Errorf("%s: error %v, want an eval error", name, err)
+		}
+	}
+	if _, err := Run(g, []Variant{{Policy: "nope"}}, Options{Base: base}); err == nil {
+		t.Error("no buildable variant accepted")
+	}
+}
