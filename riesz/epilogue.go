@@ -17,8 +17,11 @@ var (
 	epiRowSumCols = rowSumColsGeneric
 	// epiScanRow: acc += row; first crossing of acc ≥ rem recorded as r and
 	// rem set to +Inf (rem is the pass's private copy).
-	epiScanRow    = scanRowGeneric
-	simdEpilogues bool
+	epiScanRow = scanRowGeneric
+	// epiFromDotsStats: epiFromDots then epiRowStats (inv nil: sum only),
+	// fused in one sweep.
+	epiFromDotsStats = fromDotsStatsGeneric
+	simdEpilogues    bool
 )
 
 func init() { archInit() }
@@ -29,7 +32,10 @@ func SIMD() bool { return simdEpilogues }
 // forceGeneric switches to the reference epilogues and returns a function
 // that restores the previous choice (for tests).
 func forceGeneric() (restore func()) {
-	a, b, c, d, s := epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, simdEpilogues
-	epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, simdEpilogues = fromDotsGeneric, rowStatsGeneric, rowSumColsGeneric, scanRowGeneric, false
-	return func() { epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, simdEpilogues = a, b, c, d, s }
+	a, b, c, d, e, s := epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, simdEpilogues
+	epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, simdEpilogues =
+		fromDotsGeneric, rowStatsGeneric, rowSumColsGeneric, scanRowGeneric, fromDotsStatsGeneric, false
+	return func() {
+		epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, simdEpilogues = a, b, c, d, e, s
+	}
 }

@@ -14,6 +14,7 @@ func archInit() {
 		epiRowStats = rowStatsAVX512
 		epiRowSumCols = rowSumColsAVX512
 		epiScanRow = scanRowAVX512
+		epiFromDotsStats = fromDotsStatsAVX512
 		simdEpilogues = true
 	}
 }
@@ -185,4 +186,62 @@ func scanRowAVX512(row []float32, acc, rem []float64, cross []int32, r int32) {
 	if n < len(row) {
 		scanRowGeneric(row[n:], acc[n:], rem[n:], cross[n:], r)
 	}
+}
+
+// fromDotsStatsAVX512 fuses fromDotsAVX512 and rowStatsAVX512 (or the row
+// sum when inv is nil) in one sweep over the row; each float32 lane adds
+// len/16 terms (32 for a 512-column segment) before the float64 combine.
+// (Unrolling by two spills vector registers — the compiler allocates 15 —
+// and is several times slower.)
+func fromDotsStatsAVX512(row []float32, na float32, nb, inv []float32, eps, s float32, pow int) (sum, sn float64, m float32) {
+	n := len(row) &^ 15
+	nb = nb[:len(row)]
+	if inv != nil {
+		inv = inv[:len(row)]
+	}
+	vna := archsimd.BroadcastFloat32x16(na)
+	m2 := archsimd.BroadcastFloat32x16(-2)
+	ve := archsimd.BroadcastFloat32x16(eps)
+	vs := archsimd.BroadcastFloat32x16(s)
+	two := archsimd.BroadcastFloat32x16(2)
+	zero := archsimd.BroadcastFloat32x16(0)
+	var as, aq, mx archsimd.Float32x16
+	for j := 0; j < n; j += 16 {
+		p := (*[16]float32)(row[j : j+16])
+		b := archsimd.LoadFloat32x16((*[16]float32)(nb[j : j+16]))
+		t := archsimd.LoadFloat32x16(p).MulAdd(m2, vna.Add(b)).Max(zero).MulAdd(vs, ve)
+		x := t
+		if pow >= 2 {
+			x = t.Mul(t)
+			if pow == 4 {
+				x = x.Mul(x)
+			}
+		}
+		// 1/x: 14-bit estimate and one Newton step, r·(2 − x·r).
+		r := x.Reciprocal()
+		r = r.Mul(two.Sub(x.Mul(r)))
+		r.Store(p)
+		as = as.Add(r)
+		if inv != nil {
+			q := r.Mul(archsimd.LoadFloat32x16((*[16]float32)(inv[j : j+16])))
+			aq = aq.Add(q)
+			mx = mx.Max(q)
+		}
+	}
+	sum = hsum32(as, zero)
+	if inv != nil {
+		sn = hsum32(aq, zero)
+		m = hmax(mx)
+	}
+	if n < len(row) {
+		var iv []float32
+		if inv != nil {
+			iv = inv[n:]
+		}
+		ts, tsn, tm := fromDotsStatsGeneric(row[n:], na, nb[n:], iv, eps, s, pow)
+		sum += ts
+		sn += tsn
+		m = max(m, tm)
+	}
+	return sum, sn, m
 }

@@ -71,3 +71,12 @@ func scanRowGeneric(row []float32, acc, rem []float64, cross []int32, r int32) {
 		}
 	}
 }
+
+// fromDotsStatsGeneric is the reference of epiFromDotsStats.
+func fromDotsStatsGeneric(row []float32, na float32, nb, inv []float32, eps, s float32, pow int) (sum, sn float64, m float32) {
+	fromDotsGeneric(row, na, nb, eps, s, pow)
+	if inv == nil {
+		return rowSumColsGeneric(row, nil), 0, 0
+	}
+	return rowStatsGeneric(row, inv)
+}

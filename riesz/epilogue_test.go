@@ -49,6 +49,30 @@ func TestEpiloguesAgainstGeneric(t *testing.T) {
 		if math.Abs(s1-s2) > 2e-6*s1 || math.Abs(q1-q2) > 2e-6*q1 || m1 != m2 {
 			t.Fatalf("n=%d rowStats (%v %v %v) vs (%v %v %v)", n, s2, q2, m2, s1, q1, m1)
 		}
+		// Fused distance → interaction → statistics.
+		for _, withInv := range []bool{false, true} {
+			var iv []float32
+			if withInv {
+				iv = inv
+			}
+			dots := make([]float32, n)
+			nb := make([]float32, n)
+			for j := range dots {
+				dots[j] = float32(rng.NormFloat64() * 10)
+				nb[j] = float32(rng.Float64() * 50)
+			}
+			d1, d2 := slices.Clone(dots), slices.Clone(dots)
+			a1, b1, x1 := fromDotsStatsGeneric(d1, 20, nb, iv, 1, 1.0/64, 2)
+			a2, b2, x2 := epiFromDotsStats(d2, 20, nb, iv, 1, 1.0/64, 2)
+			if math.Abs(a1-a2) > 4e-6*a1 || math.Abs(b1-b2) > 4e-6*b1 || math.Abs(float64(x1-x2)) > 1e-6*float64(x1) {
+				t.Fatalf("n=%d fused stats (%v %v %v) vs (%v %v %v)", n, a2, b2, x2, a1, b1, x1)
+			}
+			for j := range d1 {
+				if math.Abs(float64(d1[j]-d2[j])) > 1e-6*float64(d1[j]) {
+					t.Fatalf("n=%d fused interactions differ at %d", n, j)
+				}
+			}
+		}
 		c1 := make([]float64, n+1)
 		c2 := make([]float64, n+1)
 		c1[n], c2[n] = guard, guard

@@ -42,53 +42,42 @@ func (k Kernel) RowStatsCached(a, b Set, inv []float32, sum, mean, maxs []float6
 	if b.N == 0 || a.N == 0 {
 		return
 	}
-	if cache != nil {
-		// Tiles are written straight into the cache and reduced while they
-		// are still in cache memory, in the same 512-column segments as the
-		// uncached path (so the results are bit-identical).
-		if len(cache) < a.N*b.N {
-			panic(fmt.Sprintf("riesz: RowStatsCached: cache of %d for a %d×%d matrix", len(cache), a.N, b.N))
-		}
-		ws.pack(b)
-		M := b.N
-		for i0 := 0; i0 < a.N; i0 += TileRows {
-			rows := min(TileRows, a.N-i0)
-			for j0 := 0; j0 < M; j0 += TileCols {
-				cols := min(TileCols, M-j0)
-				k.tile(ws, a, b, i0, rows, j0, cols, cache[i0*M+j0:], M)
-				for r := 0; r < rows; r++ {
-					o := (i0+r)*M + j0
-					rowStats(cache[o:o+cols], inv[j0:j0+cols], i0+r, sum, mean, maxs)
+	// Tiles are reduced while they are still in cache memory, in 512-column
+	// segments (the cached path writes them straight into the cache), so
+	// both paths give identical results.
+	if cache != nil && len(cache) < a.N*b.N {
+		panic(fmt.Sprintf("riesz: RowStatsCached: cache of %d for a %d×%d matrix", len(cache), a.N, b.N))
+	}
+	ws.pack(b)
+	M := b.N
+	t := ws.tileBuf()
+	for i0 := 0; i0 < a.N; i0 += TileRows {
+		rows := min(TileRows, a.N-i0)
+		for j0 := 0; j0 < M; j0 += TileCols {
+			cols := min(TileCols, M-j0)
+			dst, ld := t, cols
+			if cache != nil {
+				dst, ld = cache[i0*M+j0:], M
+			}
+			k.tileStats(ws, a, b, i0, rows, j0, cols, dst, ld, inv, func(r int, s, sn float64, m float32) {
+				x := i0 + r
+				if sum != nil {
+					sum[x] += s
 				}
-			}
+				if mean != nil {
+					mean[x] += sn
+				}
+				if maxs != nil && float64(m) > maxs[x] {
+					maxs[x] = float64(m)
+				}
+			})
 		}
-	} else {
-		k.ForEachTile(a, b, ws, func(i0, j0, rows, cols int, w []float32) {
-			iv := inv[j0 : j0+cols]
-			for r := 0; r < rows; r++ {
-				rowStats(w[r*cols:r*cols+cols], iv, i0+r, sum, mean, maxs)
-			}
-		})
 	}
 	if mean != nil {
 		inm := 1 / float64(b.N)
 		for x := 0; x < a.N; x++ {
 			mean[x] *= inm
 		}
-	}
-}
-
-// rowStats accumulates one row (or row segment) of interactions.
-func rowStats(row, inv []float32, x int, sum, mean, maxs []float64) {
-	s, sn, m := epiRowStats(row, inv[:len(row)])
-	if sum != nil {
-		sum[x] += s
-	}
-	if mean != nil {
-		mean[x] += sn
-	}
-	if maxs != nil && float64(m) > maxs[x] {
-		maxs[x] = float64(m)
 	}
 }
 
@@ -100,6 +89,21 @@ func (k Kernel) Sums(a, b Set, rows, cols []float64, ws *Workspace) {
 		panic(fmt.Sprintf("riesz: Sums: outputs of length %d, %d for a %d×%d product", len(rows), len(cols), a.N, b.N))
 	}
 	if a.N == 0 || b.N == 0 {
+		return
+	}
+	if cols == nil {
+		// Row sums only: fused epilogue.
+		t := ws.tileBuf()
+		ws.pack(b)
+		for i0 := 0; i0 < a.N; i0 += TileRows {
+			nr := min(TileRows, a.N-i0)
+			for j0 := 0; j0 < b.N; j0 += TileCols {
+				nc := min(TileCols, b.N-j0)
+				k.tileStats(ws, a, b, i0, nr, j0, nc, t, nc, nil, func(r int, s, _ float64, _ float32) {
+					rows[i0+r] += s
+				})
+			}
+		}
 		return
 	}
 	k.ForEachTile(a, b, ws, func(i0, j0, nr, nc int, w []float32) {

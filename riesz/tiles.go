@@ -85,6 +85,36 @@ func (k Kernel) tile(ws *Workspace, a, b Set, i0, rows, j0, cols int, t []float3
 	}
 }
 
+// tileStats is tile fused with per-row statistics: for every row r it
+// calls fn(r, Σ_j w, Σ_j w·inv[j], max_j w·inv[j]) (inv nil: sum only)
+// over the tile's columns.
+func (k Kernel) tileStats(ws *Workspace, a, b Set, i0, rows, j0, cols int, t []float32, ldt int, inv []float32, fn func(r int, s, sn float64, m float32)) {
+	d := a.D
+	ws.pb.ProductSub(rows, a.X[i0*d:], d, j0, j0+cols, 0, d, t, ldt, false)
+	nb := b.Norms[j0 : j0+cols]
+	var iv []float32
+	if inv != nil {
+		iv = inv[j0 : j0+cols]
+	}
+	for r := 0; r < rows; r++ {
+		row := t[r*ldt : r*ldt+cols]
+		if k.pow == 0 {
+			k.fromDots(row, a.Norms[i0+r], nb)
+			var s, sn float64
+			var m float32
+			if iv == nil {
+				s = epiRowSumCols(row, nil)
+			} else {
+				s, sn, m = epiRowStats(row, iv)
+			}
+			fn(r, s, sn, m)
+			continue
+		}
+		s, sn, m := epiFromDotsStats(row, a.Norms[i0+r], nb, iv, k.eps32, k.invS2, k.pow)
+		fn(r, s, sn, m)
+	}
+}
+
 // Matrix writes the full interaction matrix W[i][j] = w(a_i, b_j) into dst
 // (a.N×b.N, row stride b.N), tile by tile. It is the cache of the bank's
 // scoring pass, used only when its size fits the caller's budget.
