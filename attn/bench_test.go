@@ -44,3 +44,31 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkAttentionMass is BenchmarkAttention's Wan-scale case for one head
+// with the attention-mass trace on (sink / memory / window key segments,
+// three query segments), to compare with Attention alone.
+func BenchmarkAttentionMass(b *testing.B) {
+	for _, s := range []shape{{4680, 18720, 1, 128}, {36, 180, 2, 32}} {
+		b.Run(fmt.Sprintf("T%d_S%d_H%d_D%d", s.T, s.S, s.H, s.D), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			q := randVec(rng, s.T*s.H*s.D, 1)
+			k := randVec(rng, s.S*s.H*s.D, 1)
+			v := randVec(rng, s.S*s.H*s.D, 1)
+			out := make([]float32, s.T*s.H*s.D)
+			scale := float32(1 / math.Sqrt(float64(s.D)))
+			qb := []int{0, s.T / 3, 2 * s.T / 3, s.T}
+			kb := []int{0, s.S / 6, 5 * s.S / 6, s.S}
+			mass := make([]float64, 9)
+			start := cpuTime()
+			for b.Loop() {
+				AttentionMass(out, q, k, v, s.T, s.S, s.H, s.D, scale, qb, kb, mass)
+			}
+			flops := 4 * float64(s.T) * float64(s.S) * float64(s.H) * float64(s.D)
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			if cpu := cpuTime() - start; cpu > 0 {
+				b.ReportMetric(flops*float64(b.N)/cpu.Seconds()/1e9, "cpuGFLOP/s")
+			}
+		})
+	}
+}

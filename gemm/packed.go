@@ -2,6 +2,9 @@ package gemm
 
 import "fmt"
 
+// The packing loops unroll the MR=4 rows of a panel by hand.
+const _ = uint(MR-4) + uint(4-MR)
+
 // PackedA is a left-hand operand packed into micro-kernel panels of MR rows:
 // element (i, q) of the m×k matrix A lives at
 //
@@ -67,6 +70,14 @@ func PackAT(p *PackedA, m, k int, x []float32, ldx int) *PackedA {
 		dst := d[ip*k*MR : (ip+1)*k*MR]
 		i0 := ip * MR
 		nr := min(MR, m-i0)
+		if nr == MR {
+			for q := 0; q < k; q++ {
+				row := x[q*ldx+i0 : q*ldx+i0+MR : q*ldx+i0+MR]
+				o := dst[q*MR : q*MR+MR : q*MR+MR]
+				o[0], o[1], o[2], o[3] = row[0], row[1], row[2], row[3]
+			}
+			continue
+		}
 		for q := 0; q < k; q++ {
 			row := x[q*ldx+i0 : q*ldx+i0+nr]
 			o := dst[q*MR : q*MR+MR : q*MR+MR]
