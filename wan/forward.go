@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/densitykv/densitykv/attn"
 	"github.com/densitykv/densitykv/memory"
 )
 
@@ -73,7 +74,6 @@ type workspace struct {
 	x, y, q, k, v, att, o    []float32
 	h, patches, out, mods, e []float32
 	e0, sin, tmp             []float32
-	kt, vt                   []float32
 }
 
 func (m *Model) workspace(T, F int) *workspace {
@@ -220,8 +220,7 @@ func (m *Model) Forward(flow []float32, c Call, pol memory.Policy) error {
 			trace(fmt.Sprintf("block%d_selfattn_k_roped", l), ctx.K[(S-T)*d:])
 			trace(fmt.Sprintf("block%d_selfattn_v", l), ws.v)
 		}
-		ws.kt, ws.vt = grow(ws.kt, S*d), grow(ws.vt, S*d)
-		attention(ws.att, ctx.Q, ctx.K, ctx.V, T, S, nh, hd, scale, ws.kt, ws.vt)
+		attn.Attention(ws.att, ctx.Q, ctx.K, ctx.V, T, S, nh, hd, scale)
 		sa.O.apply(ws.o, ws.att, T)
 		for t := 0; t < T; t++ {
 			g := mod(2)(t / tpf)
@@ -235,8 +234,7 @@ func (m *Model) Forward(flow []float32, c Call, pol memory.Policy) error {
 		ca := &b.CrossAttn
 		ca.Q.apply(ws.q, ws.y, T)
 		rmsNorm(ws.q, T, d, cfg.Eps, ca.NormQ)
-		ws.kt, ws.vt = grow(ws.kt, cfg.TextLen*d), grow(ws.vt, cfg.TextLen*d)
-		attention(ws.att, ws.q, c.Text.K[l], c.Text.V[l], T, cfg.TextLen, nh, hd, scale, ws.kt, ws.vt)
+		attn.Attention(ws.att, ws.q, c.Text.K[l], c.Text.V[l], T, cfg.TextLen, nh, hd, scale)
 		ca.O.apply(ws.o, ws.att, T)
 		for i, v := range ws.o {
 			x[i] += v
@@ -293,13 +291,6 @@ func (m *Model) Forward(flow []float32, c Call, pol memory.Policy) error {
 		}
 	}
 	return nil
-}
-
-func grow(b []float32, n int) []float32 {
-	if cap(b) < n {
-		return make([]float32, n)
-	}
-	return b[:n]
 }
 
 func firstNonFinite(x []float32) int {

@@ -235,10 +235,27 @@ func Random(cfg Config, seed uint64) (*Model, error) {
 		return nil, err
 	}
 	r := rand.New(rand.NewPCG(seed, 0x77616e))
+	var spare float64
+	haveSpare := false
+	normal := func() float64 { // Marsaglia's polar method (no math.Exp)
+		if haveSpare {
+			haveSpare = false
+			return spare
+		}
+		for {
+			u, v := 2*r.Float64()-1, 2*r.Float64()-1
+			s := u*u + v*v
+			if s > 0 && s < 1 {
+				f := math.Sqrt(-2 * math.Log(s) / s)
+				spare, haveSpare = v*f, true
+				return u * f
+			}
+		}
+	}
 	for _, p := range m.Params() {
 		d := *p.Data
 		for i := range d {
-			z := r.NormFloat64()
+			z := normal()
 			switch p.Kind {
 			case "weight":
 				d[i] = float32(z / math.Sqrt(float64(p.FanIn)))

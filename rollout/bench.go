@@ -1,0 +1,280 @@
+package rollout
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"runtime/metrics"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/wan"
+)
+
+// BenchOptions configures Bench.
+type BenchOptions struct {
+	Name  string     // label ("tiny", "wan2.1-1.3b")
+	Model wan.Config // architecture; Layers is the full depth
+	// LayersRun is the number of layers actually built and run (0 = all).
+	// With fewer, per-block time and parameter memory are extrapolated
+	// linearly to Model.Layers (the layers are identical in cost).
+	LayersRun      int
+	Height, Width  int // latent size
+	FramesPerBlock int // 0 = 3
+	// Blocks > 0 runs a real rollout of that many blocks with the Policy
+	// (memory.New name, default native, cache 12 frames) and reports the
+	// median of the blocks after the cache is full. Blocks == 0 runs Calls
+	// forward calls of one block against a fixed steady-state context of
+	// ContextFrames frames (sink + history + the block itself).
+	Blocks        int
+	Policy        string
+	Calls         int // forward calls timed with Blocks == 0 (0 = 5, one block)
+	ContextFrames int // 0 = 12 (Wan's native cache)
+	Seed          uint64
+}
+
+// BenchResult is what Bench measured.
+type BenchResult struct {
+	Name           string
+	Params         int64 // parameters of the full model
+	Layers         int   // full depth
+	LayersRun      int
+	Tokens         int // query tokens per call
+	Keys           int // self-attention keys per call (steady state)
+	CallsPerBlock  int
+	CallSeconds    []float64 // each timed forward call (LayersRun layers)
+	BlockSeconds   []float64 // each timed block (LayersRun layers; real rollouts only)
+	MedianCall     float64
+	MedianBlock    float64 // seconds per block at LayersRun layers
+	PerBlock       float64 // seconds per block of the full model (extrapolated when LayersRun < Layers)
+	Extrapolated   bool
+	ParamBytes     int64  // float32 parameters of the full model
+	PeakHeapBytes  uint64 // peak live heap observed during the run
+	PeakHeapFull   uint64 // estimate for the full model (peak + parameters of the layers not built)
+	Threads        int
+	SecondsElapsed float64
+}
+
+// String formats the result for `densitykv bench`.
+func (r BenchResult) String() string {
+	ex := ""
+	if r.Extrapolated {
+		ex = fmt.Sprintf(" (extrapolated from %d of %d layers)", r.LayersRun, r.Layers)
+	}
+	return fmt.Sprintf("%s: %.3g M params, %d tokens × %d keys per call, %d calls per block: median call %.4g s at %d layers, %.4g s per block%s; peak heap %.1f MiB measured, %.1f MiB for the full model; %d threads",
+		r.Name, float64(r.Params)/1e6, r.Tokens, r.Keys, r.CallsPerBlock, r.MedianCall, r.LayersRun, r.PerBlock, ex,
+		float64(r.PeakHeapBytes)/(1<<20), float64(r.PeakHeapFull)/(1<<20), r.Threads)
+}
+
+// heapSampler records the peak live heap while running.
+type heapSampler struct {
+	peak atomic.Uint64
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func startHeapSampler() *heapSampler {
+	h := &heapSampler{stop: make(chan struct{})}
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	sample := func() {
+		metrics.Read(s)
+		if v := s[0].Value.Uint64(); v > h.peak.Load() {
+			h.peak.Store(v)
+		}
+	}
+	sample()
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-h.stop:
+				sample()
+				return
+			case <-t.C:
+				sample()
+			}
+		}
+	}()
+	return h
+}
+
+func (h *heapSampler) done() uint64 { close(h.stop); h.wg.Wait(); return h.peak.Load() }
+
+func median(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), x...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// Bench measures per-call and per-block time and peak memory of the model
+// with random weights (see BenchOptions).
+func Bench(o BenchOptions) (BenchResult, error) {
+	full := o.Model
+	if err := full.Validate(); err != nil {
+		return BenchResult{}, err
+	}
+	if o.FramesPerBlock == 0 {
+		o.FramesPerBlock = 3
+	}
+	if o.LayersRun <= 0 || o.LayersRun > full.Layers {
+		o.LayersRun = full.Layers
+	}
+	if o.Calls <= 0 {
+		o.Calls = 5
+	}
+	if o.ContextFrames == 0 {
+		o.ContextFrames = 12
+	}
+	if o.ContextFrames < o.FramesPerBlock {
+		return BenchResult{}, fmt.Errorf("rollout: bench: context %d frames < block %d frames", o.ContextFrames, o.FramesPerBlock)
+	}
+	run := full
+	run.Layers = o.LayersRun
+	start := time.Now()
+	runtime.GC()
+	hs := startHeapSampler()
+	m, err := wan.Random(run, o.Seed)
+	if err != nil {
+		hs.done()
+		return BenchResult{}, err
+	}
+	res := BenchResult{Name: o.Name, Layers: full.Layers, LayersRun: o.LayersRun, Threads: runtime.GOMAXPROCS(0)}
+	perLayer := blockParams(full)
+	res.Params = m.NumParams() + int64(full.Layers-o.LayersRun)*perLayer
+	res.ParamBytes = 4 * res.Params
+	lay := run.Layout(o.Height, o.Width, o.FramesPerBlock)
+	tpf := lay.TokensPerFrame()
+	res.Tokens = lay.TokensPerBlock()
+	res.CallsPerBlock = 5
+	r := rand.New(rand.NewPCG(o.Seed, 1))
+	ctx := make([]float32, full.TextLen*full.TextDim)
+	for i := range ctx {
+		ctx[i] = float32(r.NormFloat64())
+	}
+	txt, err := m.EmbedText(ctx, full.TextLen)
+	if err != nil {
+		hs.done()
+		return res, err
+	}
+	if o.Blocks > 0 {
+		name := o.Policy
+		if name == "" {
+			name = memory.NameNative
+		}
+		pol, err := memory.New(name, memory.Config{Layout: lay})
+		if err != nil {
+			hs.done()
+			return res, err
+		}
+		sch := DefaultSchedule()
+		res.CallsPerBlock = len(sch.Timesteps) + 1
+		var last time.Time
+		err = Run(m, pol, Options{Blocks: o.Blocks, FramesPerBlock: o.FramesPerBlock, Height: o.Height, Width: o.Width, Schedule: sch,
+			Noise: Seeded{Seed: o.Seed, StepsPerBlock: len(sch.Timesteps) - 1}, Prompts: []Prompt{{Text: txt}},
+			Progress: func(p Progress) {
+				now := time.Now()
+				if !last.IsZero() && (p.Block+1)*o.FramesPerBlock > 12 {
+					res.CallSeconds = append(res.CallSeconds, now.Sub(last).Seconds())
+				}
+				last = now
+			},
+			BlockDone: func(b int, _ []float32, log BlockLog) {
+				if (b+1)*o.FramesPerBlock > 12 {
+					res.BlockSeconds = append(res.BlockSeconds, log.Seconds)
+					if len(log.Attention) > 0 {
+						res.Keys = log.Attention[0].Total()
+					}
+				}
+			}})
+		if err != nil {
+			hs.done()
+			return res, err
+		}
+		res.MedianBlock = median(res.BlockSeconds)
+	} else {
+		S := o.ContextFrames * tpf
+		res.Keys = S
+		pol := newFixedPolicy(lay, S, o.Seed)
+		in := make([]float32, o.FramesPerBlock*full.InDim*o.Height*o.Width)
+		for i := range in {
+			in[i] = float32(r.NormFloat64())
+		}
+		flow := make([]float32, len(in))
+		ts := make([]float32, o.FramesPerBlock)
+		for c := 0; c < o.Calls; c++ {
+			for i := range ts {
+				ts[i] = DefaultSchedule().Timesteps[c%4]
+			}
+			t0 := time.Now()
+			if err := m.Forward(flow, wan.Call{Latent: in, Height: o.Height, Width: o.Width, Timesteps: ts, Text: txt, Mem: memory.Call{Block: 0, Step: c}}, pol); err != nil {
+				hs.done()
+				return res, err
+			}
+			res.CallSeconds = append(res.CallSeconds, time.Since(t0).Seconds())
+		}
+		res.MedianBlock = median(res.CallSeconds) * float64(res.CallsPerBlock)
+	}
+	res.PeakHeapBytes = hs.done()
+	res.MedianCall = median(res.CallSeconds)
+	scale := float64(full.Layers) / float64(o.LayersRun)
+	res.PerBlock = res.MedianBlock * scale
+	res.Extrapolated = o.LayersRun < full.Layers
+	res.PeakHeapFull = res.PeakHeapBytes + uint64(4*int64(full.Layers-o.LayersRun)*perLayer)
+	res.SecondsElapsed = time.Since(start).Seconds()
+	return res, nil
+}
+
+// blockParams returns the parameter count of one transformer layer.
+func blockParams(c wan.Config) int64 {
+	d, f := int64(c.Dim), int64(c.FFNDim)
+	return 8*(d*d+d) + 4*d + 2*d + (f*d + f) + (d*f + d) + 6*d
+}
+
+// fixedPolicy is a benchmark-only memory.Policy whose every call attends a
+// fixed steady-state context: S − T random history keys followed by the
+// block's own keys (queries are not rotated; RoPE is a negligible cost).
+type fixedPolicy struct {
+	lay        memory.Layout
+	S          int
+	hk, hv     []float32
+	kbuf, vbuf []float32
+}
+
+func newFixedPolicy(l memory.Layout, S int, seed uint64) *fixedPolicy {
+	row := l.Heads * l.HeadDim
+	T := l.TokensPerBlock()
+	p := &fixedPolicy{lay: l, S: S, hk: make([]float32, (S-T)*row), hv: make([]float32, (S-T)*row),
+		kbuf: make([]float32, S*row), vbuf: make([]float32, S*row)}
+	r := rand.New(rand.NewPCG(seed, 2))
+	for i := range p.hk {
+		p.hk[i], p.hv[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+	}
+	return p
+}
+
+func (p *fixedPolicy) Name() string            { return "bench-fixed-context" }
+func (p *fixedPolicy) Layout() memory.Layout   { return p.lay }
+func (p *fixedPolicy) Begin(memory.Call) error { return nil }
+func (p *fixedPolicy) End() error              { return nil }
+func (p *fixedPolicy) Bytes() int64            { return int64(len(p.hk)+len(p.hv)) * 2 * int64(p.lay.Layers) }
+func (p *fixedPolicy) Attend(layer int, q, k, v []float32) (memory.Context, error) {
+	n := len(p.hk)
+	copy(p.kbuf, p.hk)
+	copy(p.kbuf[n:], k)
+	copy(p.vbuf, p.hv)
+	copy(p.vbuf[n:], v)
+	T := p.lay.TokensPerBlock()
+	return memory.Context{Q: q, K: p.kbuf, V: p.vbuf, Parts: memory.Parts{Local: p.S - T, Sink: T}}, nil
+}
