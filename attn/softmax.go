@@ -10,7 +10,8 @@ var (
 	// max_s scale·p[s][i]) it sets alpha = exp(m − m') (0 when first),
 	// p[s][i] = exp(scale·p[s][i] − m'), l = l·alpha + Σ_s p[s][i] (l = Σ
 	// when first) and m = m'. A lane whose scores are all −Inf keeps
-	// probabilities 0; NaN scores give NaN.
+	// probabilities 0; a NaN score makes its probability and the lane's l
+	// NaN (the lane's m is then unspecified).
 	softmaxPanel = softmaxPanelGo
 	// scaleCols multiplies columns j0..j0+lanes of the rows×ld matrix o by
 	// alpha (column j0+i by alpha[i]).

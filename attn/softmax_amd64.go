@@ -24,7 +24,8 @@ func store(v archsimd.Float32x16, p unsafe.Pointer) { v.Store((*[16]float32)(p))
 
 // exp16 returns exp(y) to about 2 ulp: y = n·ln2 + u with |u| ≤ ln2/2
 // (Cody–Waite split of ln2), e^u by its Taylor polynomial of degree 7,
-// scaled by 2^n (VSCALEFPS). Inputs below −104 give 0, NaN gives NaN.
+// scaled by 2^n (VSCALEFPS). Inputs below −104 give 0, NaN gives NaN
+// (restored explicitly: the clamping max may drop it).
 func exp16(y archsimd.Float32x16) archsimd.Float32x16 {
 	const (
 		log2e = 1.44269504088896341
@@ -44,7 +45,6 @@ func exp16(y archsimd.Float32x16) archsimd.Float32x16 {
 	p = p.MulAdd(u, archsimd.BroadcastFloat32x16(0.5))
 	p = p.MulAdd(u, archsimd.BroadcastFloat32x16(1))
 	p = p.MulAdd(u, archsimd.BroadcastFloat32x16(1))
-	// NaN in, NaN out (Max may have replaced it by the clamp).
 	return orig.Merge(p.Scale(n), orig.IsNaN())
 }
 
