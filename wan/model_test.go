@@ -1,0 +1,250 @@
+package wan
+
+import (
+	"bytes"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/memory"
+)
+
+func goldenStateDict(t *testing.T) checkpoint.StateDict {
+	t.Helper()
+	sd, err := checkpoint.LoadFile(filepath.Join(goldendir.Wan(t), "weights.safetensors"), checkpoint.TorchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sd
+}
+
+func TestFromStateDictNamesEveryProblem(t *testing.T) {
+	sd := goldenStateDict(t)
+	if _, err := FromStateDict(TinyConfig(), sd); err != nil {
+		t.Fatal(err)
+	}
+	delete(sd, "blocks.1.ffn.2.bias")
+	sd["blocks.0.extra.weight"] = &checkpoint.Tensor{Shape: []int{1}, Data: []float32{0}}
+	sd["head.head.weight"] = &checkpoint.Tensor{Shape: []int{64, 63}, Data: make([]float32, 64*63)}
+	_, err := FromStateDict(TinyConfig(), sd)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, s := range []string{"blocks.1.ffn.2.bias", "blocks.0.extra.weight", "head.head.weight [64 63]"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q does not name %s", err, s)
+		}
+	}
+	// A config with three layers reports the missing layer's tensors.
+	cfg := TinyConfig()
+	cfg.Layers = 3
+	if _, err := FromStateDict(cfg, goldenStateDict(t)); err == nil || !strings.Contains(err.Error(), "blocks.2.self_attn.q.weight") {
+		t.Fatalf("3-layer config: %v", err)
+	}
+	bad := goldenStateDict(t)
+	bad["blocks.0.norm3.weight"].Data[5] = float32(math.NaN())
+	if _, err := FromStateDict(TinyConfig(), bad); err == nil || !strings.Contains(err.Error(), "blocks.0.norm3.weight") {
+		t.Fatalf("NaN parameter: %v", err)
+	}
+}
+
+func TestDefaultConfigShapes(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m := mustModel(c)
+	var n int64
+	for _, e := range m.Expected() {
+		k := int64(1)
+		for _, s := range e.Shape {
+			k *= int64(s)
+		}
+		n += k
+	}
+	// Wan2.1-T2V-1.3B has about 1.42e9 parameters.
+	if n < 1.40e9 || n > 1.44e9 {
+		t.Fatalf("1.3B config has %d parameters", n)
+	}
+	if l := c.Layout(60, 104, 3); l != memory.DefaultLayout() {
+		t.Fatalf("layout %+v, want %+v", l, memory.DefaultLayout())
+	}
+	for _, bad := range []func(*Config){
+		func(c *Config) { c.Heads = 5 },
+		func(c *Config) { c.Patch = [3]int{2, 2, 2} },
+		func(c *Config) { c.Eps = 0 },
+		func(c *Config) { c.Layers = 0 },
+	} {
+		c := DefaultConfig()
+		bad(&c)
+		if c.Validate() == nil {
+			t.Errorf("config %+v accepted", c)
+		}
+	}
+}
+
+// TestLoadLoRA merges a rank-2 adapter on every block Linear and checks
+// W' = W + (alpha/r)·B·A, and that a missing adapter is named.
+func TestLoadLoRA(t *testing.T) {
+	dir := t.TempDir()
+	base := goldenStateDict(t)
+	var ts []checkpoint.WriteTensor
+	for _, n := range base.Names() {
+		ts = append(ts, checkpoint.WriteTensor{Name: "model." + n, Shape: base[n].Shape, Data: base[n].Data})
+	}
+	basePath := filepath.Join(dir, "base.safetensors")
+	if err := checkpoint.WriteSafetensorsFile(basePath, ts, nil); err != nil {
+		t.Fatal(err)
+	}
+	var lora []checkpoint.WriteTensor
+	lin := []string{"self_attn.q", "self_attn.k", "self_attn.v", "self_attn.o", "cross_attn.q", "cross_attn.k", "cross_attn.v", "cross_attn.o", "ffn.0", "ffn.2"}
+	for l := 0; l < 2; l++ {
+		for i, s := range lin {
+			w := base["blocks."+string(rune('0'+l))+"."+s+".weight"]
+			out, in := w.Shape[0], w.Shape[1]
+			a := make([]float32, 2*in)
+			b := make([]float32, out*2)
+			for j := range a {
+				a[j] = float32((j+i)%7) * 0.01
+			}
+			for j := range b {
+				b[j] = float32((j+l)%5) * 0.02
+			}
+			p := "base_model.model.blocks." + string(rune('0'+l)) + "." + s
+			lora = append(lora, checkpoint.WriteTensor{Name: p + ".lora_A.weight", Shape: []int{2, in}, Data: a},
+				checkpoint.WriteTensor{Name: p + ".lora_B.weight", Shape: []int{out, 2}, Data: b})
+		}
+	}
+	loraPath := filepath.Join(dir, "lora.safetensors")
+	if err := checkpoint.WriteSafetensorsFile(loraPath, lora, nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(basePath, TinyConfig(), LoadOptions{LoRA: loraPath, LoRAAlpha: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Check one merged entry by hand: ffn.2 of layer 1, element (3, 5).
+	w0 := goldenStateDict(t)["blocks.1.ffn.2.weight"]
+	in := w0.Shape[1]
+	var a, b []float32
+	for _, x := range lora {
+		switch x.Name {
+		case "base_model.model.blocks.1.ffn.2.lora_A.weight":
+			a = x.Data.([]float32)
+		case "base_model.model.blocks.1.ffn.2.lora_B.weight":
+			b = x.Data.([]float32)
+		}
+	}
+	want := w0.Data[3*in+5] + 2*(b[3*2]*a[5]+b[3*2+1]*a[in+5])
+	if got := m.Blocks[1].FFN2.W[3*in+5]; math.Abs(float64(got-want)) > 1e-6 {
+		t.Fatalf("merged weight %v, want %v", got, want)
+	}
+	// Drop one adapter: Load names the layer left without one.
+	var partial []checkpoint.WriteTensor
+	for _, x := range lora {
+		if !strings.Contains(x.Name, "blocks.0.cross_attn.v.") {
+			partial = append(partial, x)
+		}
+	}
+	if err := checkpoint.WriteSafetensorsFile(loraPath, partial, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(basePath, TinyConfig(), LoadOptions{LoRA: loraPath}); err == nil || !strings.Contains(err.Error(), "blocks.0.cross_attn.v.weight") {
+		t.Fatalf("missing adapter: %v", err)
+	}
+}
+
+func TestForwardValidatesBeforeTouchingThePolicy(t *testing.T) {
+	m := goldenModel(t)
+	pol := nativePolicy(t, m)
+	txt, err := m.EmbedText(make([]float32, 8*32), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float32, 3*16*6*8)
+	flow := make([]float32, len(x))
+	ts := []float32{1000, 1000, 1000}
+	call := memory.Call{Block: 0, First: true}
+	nan := append([]float32(nil), x...)
+	nan[100] = float32(math.NaN())
+	other, _ := memory.New(memory.NameNative, memory.Config{Layout: m.Cfg.Layout(8, 8, 3)})
+	cases := []struct {
+		name string
+		c    Call
+		p    memory.Policy
+		want string
+	}{
+		{"short latent", Call{Latent: x[:10], Height: 6, Width: 8, Timesteps: ts, Text: txt, Mem: call}, pol, "latent has 10 values"},
+		{"odd height", Call{Latent: x, Height: 5, Width: 8, Timesteps: ts, Text: txt, Mem: call}, pol, "5×8"},
+		{"nan", Call{Latent: nan, Height: 6, Width: 8, Timesteps: ts, Text: txt, Mem: call}, pol, "index 100"},
+		{"no text", Call{Latent: x, Height: 6, Width: 8, Timesteps: ts, Mem: call}, pol, "text"},
+		{"layout", Call{Latent: x, Height: 6, Width: 8, Timesteps: ts, Text: txt, Mem: call}, other, "layout"},
+		{"nan timestep", Call{Latent: x, Height: 6, Width: 8, Timesteps: []float32{1, float32(math.Inf(1)), 1}, Text: txt, Mem: call}, pol, "timestep 1"},
+	}
+	for _, c := range cases {
+		if err := m.Forward(flow, c.c, c.p); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want mention of %q", c.name, err, c.want)
+		}
+	}
+	// The policy was never begun: a valid first call still works.
+	if err := m.Forward(flow, Call{Latent: x, Height: 6, Width: 8, Timesteps: ts, Text: txt, Mem: call}, pol); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.EmbedText(make([]float32, 9*32), 9); err == nil {
+		t.Error("9 text rows accepted for text_len 8")
+	}
+}
+
+// TestTextPaddingAndThreads checks that fewer text rows equal explicit zero
+// padding, that the text changes the output, and that the forward is
+// bit-identical for 1 and 2 gemm threads.
+func TestTextPaddingAndThreads(t *testing.T) {
+	m := goldenModel(t)
+	g := openGolden(t, "forward_a_first_block_t1000.safetensors")
+	ctx := g.f32("context")
+	full, _ := m.EmbedText(ctx, 8)
+	short, err := m.EmbedText(ctx[:5*32], 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range full.K {
+		if !bytes.Equal(f32bytes(full.K[l]), f32bytes(short.K[l])) {
+			t.Fatal("5 rows + padding differs from the zero-padded 8 rows")
+		}
+	}
+	run := func(txt *Text, threads int) []float32 {
+		prev := gemm.SetThreads(threads)
+		defer gemm.SetThreads(prev)
+		flow := make([]float32, 3*16*6*8)
+		if err := m.Forward(flow, Call{Latent: g.f32("x"), Height: 6, Width: 8, Timesteps: []float32{1000, 1000, 1000}, Text: txt,
+			Mem: memory.Call{Block: 0, First: true}}, nativePolicy(t, m)); err != nil {
+			t.Fatal(err)
+		}
+		return flow
+	}
+	a, b := run(full, 1), run(full, 2)
+	if !bytes.Equal(f32bytes(a), f32bytes(b)) {
+		t.Fatal("forward differs between 1 and 2 threads")
+	}
+	other := append([]float32(nil), ctx...)
+	for i := range other {
+		other[i] = -other[i]
+	}
+	txt2, _ := m.EmbedText(other, 8)
+	if c := run(txt2, 2); bytes.Equal(f32bytes(a), f32bytes(c)) {
+		t.Fatal("the text does not change the output")
+	}
+}
+
+func f32bytes(x []float32) []byte {
+	b := make([]byte, 0, 4*len(x))
+	for _, v := range x {
+		u := math.Float32bits(v)
+		b = append(b, byte(u), byte(u>>8), byte(u>>16), byte(u>>24))
+	}
+	return b
+}
