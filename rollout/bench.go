@@ -278,3 +278,17 @@ func (p *fixedPolicy) Attend(layer int, q, k, v []float32) (memory.Context, erro
 	T := p.lay.TokensPerBlock()
 	return memory.Context{Q: q, K: p.kbuf, V: p.vbuf, Parts: memory.Parts{Local: p.S - T, Sink: T}}, nil
 }
+
+// StandardBenches returns the benchmarks `densitykv bench` reports: the
+// tiny golden configuration (a real 8-block Native rollout, median of the
+// blocks after the 12-frame cache is full) and Wan2.1-T2V-1.3B at 480×832
+// (60×104 latents, 4,680 tokens per block) with random weights: one layer
+// run against the steady-state 12-frame context (18,720 keys), timed over
+// calls forward calls and extrapolated to 30 layers and 5 calls per block
+// (a full 1.3B block takes hours on a 2-core machine).
+func StandardBenches(calls int) []BenchOptions {
+	return []BenchOptions{
+		{Name: "tiny (golden config)", Model: wan.TinyConfig(), Height: 6, Width: 8, Blocks: 8},
+		{Name: "wan2.1-t2v-1.3b", Model: wan.DefaultConfig(), LayersRun: 1, Height: 60, Width: 104, Calls: calls},
+	}
+}

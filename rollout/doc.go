@@ -2,7 +2,8 @@
 // video generator (Self-Forcing / Causal-Forcing / LongLive) on the wan
 // backbone with any memory.Policy:
 //
-//	noise for every frame is drawn up front (Noise.Initial)
+//	noise for every frame is drawn up front (Noise.Initial, indexed by frame,
+//	so it is read block by block without holding the whole video)
 //	for block b (frames [bF, bF+F)):
 //	    x = noise of the block
 //	    for step s < S:                       (warped float32 timesteps, e.g. 1000, 937.5, 833.33…, 625)

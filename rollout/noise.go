@@ -8,6 +8,9 @@ import (
 // Noise supplies the rollout's Gaussian draws: the initial noise of every
 // latent frame (drawn up front, in frame order) and one re-noise draw of a
 // whole block after each non-final denoising step.
+//
+// Implementations must be addressable by index: Initial(f) returns the f-th
+// frame of the up-front draw whatever the order of calls.
 type Noise interface {
 	// Initial fills dst ([C][H][W]) with frame's initial noise.
 	Initial(frame int, dst []float32) error

@@ -123,13 +123,11 @@ func Run(m *wan.Model, pol memory.Policy, opt Options) error {
 	S := len(sch.Timesteps)
 	frameSize := cfg.InDim * opt.Height * opt.Width
 	blockSize := F * frameSize
-	// All initial noise up front, in frame order (the draw order).
-	initial := make([]float32, opt.Blocks*blockSize)
-	for f := 0; f < opt.Blocks*F; f++ {
-		if err := opt.Noise.Initial(f, initial[f*frameSize:(f+1)*frameSize]); err != nil {
-			return err
-		}
-	}
+	// The initial noise of every frame is drawn "up front": Noise.Initial is
+	// indexed by frame and independent of call order (Seeded uses one stream
+	// per frame, Sequence indexes the supplied draws), so reading each
+	// block's frames when the block starts gives exactly the up-front draw
+	// while holding one block, not the whole video.
 	x := make([]float32, blockSize)
 	x0 := make([]float32, blockSize)
 	flow := make([]float32, blockSize)
@@ -145,7 +143,11 @@ func Run(m *wan.Model, pol memory.Policy, opt Options) error {
 				prompt = p
 			}
 		}
-		copy(x, initial[b*blockSize:(b+1)*blockSize])
+		for f := 0; f < F; f++ {
+			if err := opt.Noise.Initial(b*F+f, x[f*frameSize:(f+1)*frameSize]); err != nil {
+				return err
+			}
+		}
 		log := BlockLog{Block: b, Frames: [2]int{b * F, (b + 1) * F}, Policy: pol.Name(), Prompt: prompt.Name}
 		for s := 0; s <= S; s++ {
 			if err := ctx.Err(); err != nil {
