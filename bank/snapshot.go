@@ -262,7 +262,7 @@ func load(r io.Reader) (*Bank, int64, error) {
 		}
 		riesz.Norms(hd.norms, hd.desc, n, dd)
 		for i := 0; i < n; i++ {
-			if math.IsInf(float64(hd.norms[i]), 0) {
+			if !(hd.norms[i] <= MaxNorm2) {
 				return nil, read, fail("head %d state %d: descriptor norm overflows", h, i)
 			}
 		}

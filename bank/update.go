@@ -22,6 +22,10 @@ var (
 	ErrEmpty = errors.New("empty block")
 )
 
+// MaxNorm2 bounds a descriptor's squared norm: |a|² + |b|² − 2a·b must stay
+// finite in float32 for every pair.
+const MaxNorm2 = 1e37
+
 // ckEvery is the checkpoint interval of the prefix scan (a multiple of
 // riesz.TileRows): S_i(r) is kept for r = ckEvery, 2·ckEvery, … so that
 // S_i(r*) costs at most ckEvery−1 extra candidate rows.
@@ -253,9 +257,10 @@ func (b *Bank) prepare(blk Block) (int, error) {
 		s.cn = grow(s.cn, n)
 		riesz.Norms(s.cn, s.cd, n, dd)
 		for i, v := range s.cn {
-			if math.IsInf(float64(v), 0) {
+			if !(v <= MaxNorm2) {
 				s.ck, s.cv, s.cd = nil, nil, nil // drop references to the caller's block
-				return 0, fmt.Errorf("%w: descriptor norm² overflows float32 at head %d row %d", ErrNonFinite, h, i)
+				return 0, fmt.Errorf("%w: descriptor |x|² = %v exceeds %v (distances would overflow float32) at head %d row %d",
+					ErrNonFinite, v, float32(MaxNorm2), h, i)
 			}
 		}
 	}

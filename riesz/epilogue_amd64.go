@@ -31,6 +31,7 @@ func fromDotsAVX512(row []float32, na float32, nb []float32, eps, s float32, pow
 	two := archsimd.BroadcastFloat32x16(2)
 	mone := archsimd.BroadcastFloat32x16(-1)
 	zero := archsimd.BroadcastFloat32x16(0)
+	xmax := archsimd.BroadcastFloat32x16(MaxDenominator)
 	for j := 0; j < n; j += 16 {
 		p := (*[16]float32)(row[j : j+16])
 		dot := archsimd.LoadFloat32x16(p)
@@ -49,6 +50,7 @@ func fromDotsAVX512(row []float32, na float32, nb []float32, eps, s float32, pow
 		}
 		// 1/x: 14-bit reciprocal estimate and one Newton step (x ≥ eps > 0),
 		// within a few float32 ulps of the division.
+		x = x.Min(xmax)
 		r := x.Reciprocal()
 		r = r.Mul(x.Mul(r).MulAdd(mone, two))
 		r.Store(p)
@@ -205,6 +207,7 @@ func fromDotsStatsAVX512(row []float32, na float32, nb, inv []float32, eps, s fl
 	vs := archsimd.BroadcastFloat32x16(s)
 	two := archsimd.BroadcastFloat32x16(2)
 	zero := archsimd.BroadcastFloat32x16(0)
+	xmax := archsimd.BroadcastFloat32x16(MaxDenominator)
 	var as, aq, mx archsimd.Float32x16
 	for j := 0; j < n; j += 16 {
 		p := (*[16]float32)(row[j : j+16])
@@ -218,6 +221,7 @@ func fromDotsStatsAVX512(row []float32, na float32, nb, inv []float32, eps, s fl
 			}
 		}
 		// 1/x: 14-bit estimate and one Newton step, r·(2 − x·r).
+		x = x.Min(xmax)
 		r := x.Reciprocal()
 		r = r.Mul(two.Sub(x.Mul(r)))
 		r.Store(p)

@@ -2,9 +2,14 @@ package riesz
 
 import "math"
 
+// MaxDenominator caps t^p before the reciprocal so that interactions of
+// astronomically distant points are ~1e−36 instead of 0·∞ = NaN in the
+// reciprocal-and-Newton SIMD path; both paths apply it.
+const MaxDenominator = 1e36
+
 // fromDotsGeneric is the reference of epiFromDots:
 //
-//	d2 = max(0, na + nb[j] − 2·row[j]); t = eps + d2·s; row[j] = t^(−pow)
+//	d2 = max(0, na + nb[j] − 2·row[j]); t = eps + d2·s; row[j] = 1/min(t^pow, MaxDenominator)
 func fromDotsGeneric(row []float32, na float32, nb []float32, eps, s float32, pow int) {
 	nb = nb[:len(row)]
 	for j, v := range row {
@@ -13,15 +18,15 @@ func fromDotsGeneric(row []float32, na float32, nb []float32, eps, s float32, po
 			d2 = 0
 		}
 		t := eps + d2*s
+		x := t
 		switch pow {
-		case 1:
-			row[j] = 1 / t
 		case 2:
-			row[j] = 1 / (t * t)
-		default:
-			t2 := t * t
-			row[j] = 1 / (t2 * t2)
+			x = t * t
+		case 4:
+			x = t * t
+			x *= x
 		}
+		row[j] = 1 / min(x, MaxDenominator)
 	}
 }
 

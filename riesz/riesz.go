@@ -105,16 +105,18 @@ func (k Kernel) Eval(d2 float64) float64 {
 // compute it.
 func (k Kernel) Eval32(d2 float32) float32 {
 	t := k.eps32 + d2*k.invS2
+	x := t
 	switch k.pow {
 	case 1:
-		return 1 / t
 	case 2:
-		return 1 / (t * t)
+		x = t * t
 	case 4:
-		t2 := t * t
-		return 1 / (t2 * t2)
+		x = t * t
+		x *= x
+	default:
+		return float32(math.Pow(float64(t), float64(k.negP32)))
 	}
-	return float32(math.Pow(float64(t), float64(k.negP32)))
+	return 1 / min(x, MaxDenominator)
 }
 
 // fromDots turns a row of dot products into interactions in place:
