@@ -20,6 +20,19 @@
 //
 // Shapes: blocks are head-major, Keys [H][N][d_k], Values [H][N][d_v],
 // Desc [H][N][DescDim]; per-head accessors return [n][d] row-major copies.
+//
+// Cost. Per head and update the interactions are computed by package
+// riesz's fused, tiled passes (never an N×M matrix unless cached, see
+// below): one N×M scoring pass (external densities and scores), the prefix
+// scan (crossing points and checkpointed prefix sums S_i(r) every 128
+// candidates, so S_i(r*) needs at most 127 extra rows), one F×e pass for the
+// subtraction of the e evicted states from the F states of the final bank,
+// and one symmetric r*×r* pass among the admitted states. When
+// workers·N·M·4 bytes fit Config.CacheBytes (512 MiB by default: the paper
+// scale on two workers), the scoring pass keeps its N×M interactions for the
+// head in flight and the prefix scan reads them instead of recomputing them.
+// Heads run in parallel (Config.Workers); scratch is reused across updates;
+// results are bit-identical for any worker count and cache setting.
 package bank
 
 import (

@@ -41,9 +41,11 @@ type HeadDecision struct {
 	Capacity  int // additional evictions to free e_{r*} slots
 	// Violators is the number of previously stored states with g_i(r*) ≥ τ
 	// (equal to Mandatory except under EvictDensest or an infeasible update).
+	// With AdmitSequential it is summed over the single-candidate steps.
 	Violators int
 	// FloorStates counts previously stored states whose baseline is at the
-	// floor δ and whose projected ratio reaches τ within this block.
+	// floor δ and whose projected ratio reaches τ within this block (summed
+	// over the steps with AdmitSequential).
 	FloorStates int
 	// Order lists candidate indices (0..N−1) in this head's ordering.
 	Order []int32

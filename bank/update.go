@@ -172,6 +172,16 @@ func (b *Bank) Update(blk Block) (Decision, error) {
 		peak += b.ws[w].Bytes() + int64(cap(b.cache[w]))*4
 	}
 	b.peak = max(b.peak, peak)
+	// Drop references to the caller's block (scratch that aliases it).
+	for h := range b.scratch {
+		sc := &b.scratch[h]
+		if b.cfg.Payload != BF16 {
+			sc.ck, sc.cv = nil, nil
+		}
+		if b.cfg.Payload != BF16 || b.cfg.DescDim > 0 {
+			sc.cd = nil
+		}
+	}
 	b.updates++
 	b.offered += int64(n)
 	dec.Timings.Total = time.Since(t0)
