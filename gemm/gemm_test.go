@@ -333,6 +333,9 @@ func TestPanics(t *testing.T) {
 }
 
 func TestSteadyStateAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items under the race detector")
+	}
 	defer SetThreads(SetThreads(1))
 	m, n, k := 64, 300, 128
 	a, b, c := make([]float32, m*k), make([]float32, n*k), make([]float32, m*n)
