@@ -193,6 +193,9 @@ func (c Config) validate() error {
 	if c.CacheFrames < c.SinkFrames+l.FramesPerBlock {
 		return fmt.Errorf("memory: config: cache frames %d < sink %d + frames per block %d", c.CacheFrames, c.SinkFrames, l.FramesPerBlock)
 	}
+	if c.WindowFrames+c.SinkFrames > c.CacheFrames {
+		return fmt.Errorf("memory: config: window frames %d + sink %d exceed cache frames %d (window positions would leave the cache)", c.WindowFrames, c.SinkFrames, c.CacheFrames)
+	}
 	if c.Capacity < 0 {
 		return fmt.Errorf("memory: config: capacity %d is negative", c.Capacity)
 	}

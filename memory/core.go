@@ -273,9 +273,10 @@ func (c *core) queries(q []float32, ts []int) []float32 {
 func (c *core) startUpdate() { c.updStart = time.Now() }
 func (c *core) stopUpdate()  { c.stats.UpdateSeconds += time.Since(c.updStart).Seconds() }
 
+// firstNonFinite returns the index of the first NaN or ±Inf in x, or −1.
 func firstNonFinite(x []float32) int {
 	for i, v := range x {
-		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
 			return i
 		}
 	}

@@ -1,0 +1,76 @@
+package memory
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// benchPolicy fills a one-layer paper-scale policy (30×52 tokens per frame,
+// 12 heads, d = 128) with blocks clean blocks.
+func benchPolicy(b *testing.B, name string, blocks int) (Policy, []float32) {
+	l := DefaultLayout()
+	l.Layers = 1
+	cfg := DefaultConfig(l)
+	cfg.LongLiveRAG.Descriptor = "key-mean"
+	p, err := New(name, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	x := make([]float32, l.TokensPerBlock()*l.Heads*l.HeadDim)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	for blk := 0; blk < blocks; blk++ {
+		if err := p.Begin(Call{Block: blk, First: true, Clean: true}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.Attend(0, x, x, x); err != nil {
+			b.Fatal(err)
+		}
+		if err := p.End(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := p.Begin(Call{Block: blocks, First: true}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := p.Attend(0, x, x, x); err != nil {
+		b.Fatal(err)
+	}
+	if err := p.End(); err != nil {
+		b.Fatal(err)
+	}
+	return p, x
+}
+
+// BenchmarkAttendPaperScale measures one denoising call of one layer at the
+// paper's scale with a full context (18,720 keys): the context assembly
+// (copies and RoPE) each policy adds on top of attention.
+func BenchmarkAttendPaperScale(b *testing.B) {
+	for _, name := range []string{NameNative, NameInfinityRoPE, NameDensityKV, NameFIFO} {
+		b.Run(name, func(b *testing.B) {
+			blocks := 4
+			if name == NameDensityKV {
+				blocks = 5
+			}
+			p, x := benchPolicy(b, name, blocks)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := p.Begin(Call{Block: blocks, Step: i + 1}); err != nil {
+					b.Fatal(err)
+				}
+				c, err := p.Attend(0, x, x, x)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if c.Parts.Total() > 18720 || c.Parts.Total() < 18720-c.Parts.Memory {
+					b.Fatalf("%d keys", c.Parts.Total())
+				}
+				if err := p.End(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
