@@ -38,16 +38,20 @@ type BenchOptions struct {
 
 // BenchResult is what Bench measured.
 type BenchResult struct {
-	Name           string
-	Params         int64 // parameters of the full model
-	Layers         int   // full depth
-	LayersRun      int
-	Tokens         int // query tokens per call
-	Keys           int // self-attention keys per call (steady state)
-	CallsPerBlock  int
-	CallSeconds    []float64 // each timed forward call (LayersRun layers)
-	BlockSeconds   []float64 // each timed block (LayersRun layers; real rollouts only)
-	MedianCall     float64
+	Name          string
+	Params        int64 // parameters of the full model
+	Layers        int   // full depth
+	LayersRun     int
+	Tokens        int // query tokens per call
+	Keys          int // self-attention keys per call (steady state)
+	CallsPerBlock int
+	CallSeconds   []float64 // each timed forward call (LayersRun layers)
+	BlockSeconds  []float64 // each timed block (LayersRun layers; real rollouts only)
+	MedianCall    float64
+	// CallCPU is the process CPU seconds per timed call (user + system,
+	// all threads): less sensitive than wall time to other load on a
+	// shared machine.
+	CallCPU        float64
 	MedianBlock    float64 // seconds per block at LayersRun layers
 	PerBlock       float64 // seconds per block of the full model (extrapolated when LayersRun < Layers)
 	Extrapolated   bool
@@ -64,8 +68,8 @@ func (r BenchResult) String() string {
 	if r.Extrapolated {
 		ex = fmt.Sprintf(" (extrapolated from %d of %d layers)", r.LayersRun, r.Layers)
 	}
-	return fmt.Sprintf("%s: %.3g M params, %d tokens × %d keys per call, %d calls per block: median call %.4g s at %d layers, %.4g s per block%s; peak heap %.1f MiB measured, %.1f MiB for the full model; %d threads",
-		r.Name, float64(r.Params)/1e6, r.Tokens, r.Keys, r.CallsPerBlock, r.MedianCall, r.LayersRun, r.PerBlock, ex,
+	return fmt.Sprintf("%s: %.3g M params, %d tokens × %d keys per call, %d calls per block: median call %.4g s (%.4g CPU s) at %d layers, %.4g s per block%s; peak heap %.1f MiB measured, %.1f MiB for the full model; %d threads",
+		r.Name, float64(r.Params)/1e6, r.Tokens, r.Keys, r.CallsPerBlock, r.MedianCall, r.CallCPU, r.LayersRun, r.PerBlock, ex,
 		float64(r.PeakHeapBytes)/(1<<20), float64(r.PeakHeapFull)/(1<<20), r.Threads)
 }
 
@@ -89,7 +93,7 @@ func startHeapSampler() *heapSampler {
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		t := time.NewTicker(2 * time.Millisecond)
+		t := time.NewTicker(25 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {
@@ -181,14 +185,18 @@ func Bench(o BenchOptions) (BenchResult, error) {
 		sch := DefaultSchedule()
 		res.CallsPerBlock = len(sch.Timesteps) + 1
 		var last time.Time
+		var cpuFull, cpuLast float64
+		timed := 0
 		err = Run(m, pol, Options{Blocks: o.Blocks, FramesPerBlock: o.FramesPerBlock, Height: o.Height, Width: o.Width, Schedule: sch,
 			Noise: Seeded{Seed: o.Seed, StepsPerBlock: len(sch.Timesteps) - 1}, Prompts: []Prompt{{Text: txt}},
 			Progress: func(p Progress) {
-				now := time.Now()
+				now, cpu := time.Now(), processCPU()
 				if !last.IsZero() && (p.Block+1)*o.FramesPerBlock > 12 {
 					res.CallSeconds = append(res.CallSeconds, now.Sub(last).Seconds())
+					cpuFull += cpu - cpuLast
+					timed++
 				}
-				last = now
+				last, cpuLast = now, cpu
 			},
 			BlockDone: func(b int, _ []float32, log BlockLog) {
 				if (b+1)*o.FramesPerBlock > 12 {
@@ -203,6 +211,9 @@ func Bench(o BenchOptions) (BenchResult, error) {
 			return res, err
 		}
 		res.MedianBlock = median(res.BlockSeconds)
+		if timed > 0 {
+			res.CallCPU = cpuFull / float64(timed)
+		}
 	} else {
 		S := o.ContextFrames * tpf
 		res.Keys = S
@@ -213,6 +224,7 @@ func Bench(o BenchOptions) (BenchResult, error) {
 		}
 		flow := make([]float32, len(in))
 		ts := make([]float32, o.FramesPerBlock)
+		cpu0 := processCPU()
 		for c := 0; c < o.Calls; c++ {
 			for i := range ts {
 				ts[i] = DefaultSchedule().Timesteps[c%4]
@@ -224,6 +236,7 @@ func Bench(o BenchOptions) (BenchResult, error) {
 			}
 			res.CallSeconds = append(res.CallSeconds, time.Since(t0).Seconds())
 		}
+		res.CallCPU = (processCPU() - cpu0) / float64(o.Calls)
 		res.MedianBlock = median(res.CallSeconds) * float64(res.CallsPerBlock)
 	}
 	res.PeakHeapBytes = hs.done()

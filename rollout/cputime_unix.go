@@ -1,0 +1,14 @@
+//go:build unix
+
+package rollout
+
+import "syscall"
+
+// processCPU returns the user+system CPU seconds of this process.
+func processCPU() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+}
