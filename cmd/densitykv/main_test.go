@@ -162,6 +162,13 @@ func TestResumeIsIdentical(t *testing.T) {
 			if s.Complete || s.CompletedBlocks != 7 {
 				t.Fatalf("interrupted summary: complete %v, %d blocks, want 7", s.Complete, s.CompletedBlocks)
 			}
+			var cp runState
+			if err := readJSON(filepath.Join(dir, name, dirState, fileCheckpoint), &cp); err != nil {
+				t.Fatal(err)
+			}
+			if cp.NextBlock != 7 || !cp.Snapshots {
+				t.Fatalf("checkpoint at block %d, snapshots %v; want 7 and policy snapshots", cp.NextBlock, cp.Snapshots)
+			}
 			// Flags that change the run are refused with --resume.
 			code, _, errs = run(t, context.Background(), "simulate", "--out", dir, "--name", name, "--resume", "--tau", "3")
 			if code != exitUsage || !strings.Contains(errs, "--tau") {
@@ -326,6 +333,20 @@ func TestBenchJSON(t *testing.T) {
 	}
 	if v, ok := m["update_seconds_median"].(float64); !ok || !(v > 0) {
 		t.Fatalf("update_seconds_median = %v", m["update_seconds_median"])
+	}
+}
+
+func TestBenchWanTinyJSON(t *testing.T) {
+	code, out, errs := run(t, context.Background(), "bench", "wan", "--tiny", "--json")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	var rs []wanBenchJSON
+	if err := json.Unmarshal([]byte(out), &rs); err != nil || len(rs) != 1 {
+		t.Fatalf("bench wan --json: %v %q", err, out)
+	}
+	if r := rs[0]; !(r.CallMedian > 0) || !(r.PerBlock > 0) || r.Params != 161536 || r.Extrapolated {
+		t.Fatalf("tiny bench: %+v", r)
 	}
 }
 

@@ -18,6 +18,7 @@ type progress struct {
 	bar     *progressbar.ProgressBar
 	total   int
 	done    int
+	done0   int // steps already done when the report started (resume)
 	start   time.Time
 	last    time.Time
 	every   time.Duration
@@ -34,7 +35,7 @@ func isTerminal(w io.Writer) bool {
 
 // newProgress starts a progress report of total steps, resuming at done.
 func newProgress(w io.Writer, label string, total, done int, quiet bool) *progress {
-	p := &progress{w: w, total: total, done: done, start: time.Now(), label: label, quiet: quiet, every: 5 * time.Second}
+	p := &progress{w: w, total: total, done: done, done0: done, start: time.Now(), label: label, quiet: quiet, every: 5 * time.Second}
 	if quiet || total <= 0 {
 		p.quiet = true
 		return p
@@ -75,8 +76,8 @@ func (p *progress) add(n int) {
 	p.last = now
 	el := now.Sub(p.start)
 	eta := "?"
-	if p.done > 0 {
-		eta = (time.Duration(float64(el) / float64(p.done) * float64(p.total-p.done))).Round(time.Second).String()
+	if n := p.done - p.done0; n > 0 {
+		eta = (time.Duration(float64(el) / float64(n) * float64(p.total-p.done))).Round(time.Second).String()
 	}
 	fmt.Fprintf(p.w, "%s: %d/%d (%.0f%%) elapsed %s eta %s\n", p.label, p.done, p.total,
 		100*float64(p.done)/float64(p.total), el.Round(time.Second), eta)

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/densitykv/densitykv/rollout"
+)
+
+func init() { benchSubcommands = append(benchSubcommands, newBenchWanCmd) }
+
+// wanBenchJSON is one entry of `densitykv bench wan --json`.
+type wanBenchJSON struct {
+	Name            string    `json:"name"`
+	Params          int64     `json:"params"`
+	Layers          int       `json:"layers"`
+	LayersRun       int       `json:"layers_run"`
+	Tokens          int       `json:"tokens_per_call"`
+	Keys            int       `json:"keys_per_call"`
+	CallsPerBlock   int       `json:"calls_per_block"`
+	CallSeconds     []float64 `json:"call_seconds"`
+	BlockSeconds    []float64 `json:"block_seconds,omitempty"`
+	CallMedian      float64   `json:"call_seconds_median"`
+	BlockMedian     float64   `json:"block_seconds_median"`
+	PerBlock        float64   `json:"seconds_per_block_full_model"`
+	Extrapolated    bool      `json:"extrapolated"`
+	ParamBytes      int64     `json:"param_bytes"`
+	PeakHeapBytes   uint64    `json:"peak_heap_bytes"`
+	PeakHeapFull    uint64    `json:"peak_heap_bytes_full_model"`
+	Threads         int       `json:"threads"`
+	ElapsedSeconds  float64   `json:"elapsed_seconds"`
+	ExtrapolateNote string    `json:"note,omitempty"`
+}
+
+func newBenchWanCmd() *cobra.Command {
+	var jsonOut, tinyOnly bool
+	var calls int
+	cmd := &cobra.Command{
+		Use:   "wan",
+		Short: "Time the Wan backbone: the tiny golden model and Wan2.1-1.3B at 480×832 (random weights)",
+		Long: `bench wan times forward calls of the causal Wan2.1 backbone with random
+weights: the tiny golden configuration as a real 8-block rollout (median of
+the blocks after the 12-frame cache is full), and Wan2.1-T2V-1.3B at 480×832
+(4,680 tokens per block) with one layer run against the steady-state
+12-frame context (18,720 keys) and extrapolated to 30 layers and 5 calls per
+block, because a full 1.3B block takes a long time on a 2-core machine. The
+extrapolation is stated in the output.`,
+		Example: `  densitykv bench wan --tiny
+  densitykv bench wan --calls 1 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if calls < 1 {
+				return usagef("--calls is %d, want >= 1", calls)
+			}
+			benches := rollout.StandardBenches(calls)
+			if tinyOnly {
+				benches = benches[:1]
+			}
+			w := cmd.OutOrStdout()
+			var out []wanBenchJSON
+			for _, b := range benches {
+				if !jsonOut {
+					fmt.Fprintf(w, "running %s ...\n", b.Name)
+				}
+				r, err := rollout.Bench(b)
+				if err != nil {
+					return fmt.Errorf("bench wan: %s: %w", b.Name, err)
+				}
+				j := wanBenchJSON{Name: r.Name, Params: r.Params, Layers: r.Layers, LayersRun: r.LayersRun, Tokens: r.Tokens, Keys: r.Keys,
+					CallsPerBlock: r.CallsPerBlock, CallSeconds: r.CallSeconds, BlockSeconds: r.BlockSeconds, CallMedian: r.MedianCall,
+					BlockMedian: r.MedianBlock, PerBlock: r.PerBlock, Extrapolated: r.Extrapolated, ParamBytes: r.ParamBytes,
+					PeakHeapBytes: r.PeakHeapBytes, PeakHeapFull: r.PeakHeapFull, Threads: r.Threads, ElapsedSeconds: r.SecondsElapsed}
+				if r.Extrapolated {
+					j.ExtrapolateNote = fmt.Sprintf("per-block time and memory extrapolated from %d of %d layers", r.LayersRun, r.Layers)
+				}
+				out = append(out, j)
+				if !jsonOut {
+					fmt.Fprintln(w, r.String())
+				}
+			}
+			if jsonOut {
+				return printJSON(w, out)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print a JSON array, one object per model")
+	cmd.Flags().BoolVar(&tinyOnly, "tiny", false, "only the tiny golden model (seconds)")
+	cmd.Flags().IntVar(&calls, "calls", 2, "forward calls timed for the 1.3B model")
+	return cmd
+}
