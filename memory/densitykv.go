@@ -231,3 +231,32 @@ func (s *bankSelector) ragged(l int) []int {
 	}
 	return nil
 }
+
+// maxNorm2 is the largest squared norm per head vector a clean pass may
+// write: half the bank's bound (bank.MaxNorm2), leaving room for the RoPE
+// rotation's rounding, so that a committed block can never make a later bank
+// update fail half-way through the layers.
+const maxNorm2 = bank.MaxNorm2 / 2
+
+// checkClean rejects clean keys (and values, when they enter the density
+// descriptor) whose per-head squared norm would overflow the bank's
+// distance computations.
+func (s *bankSelector) checkClean(layer int, k, v []float32) error {
+	D, H := s.c.lay.HeadDim, s.c.lay.Heads
+	withV := s.cfg.Descriptor == "key-value"
+	for i := 0; i < len(k)/D; i++ {
+		var n2 float64
+		for _, x := range k[i*D : (i+1)*D] {
+			n2 += float64(x) * float64(x)
+		}
+		if withV {
+			for _, x := range v[i*D : (i+1)*D] {
+				n2 += float64(x) * float64(x)
+			}
+		}
+		if n2 > maxNorm2 {
+			return fmt.Errorf("memory: densitykv: block %d layer %d: clean key at token %d head %d has |x|² = %.3g > %.3g (bank distances would overflow)", s.c.call.Block, layer, i/H, i%H, n2, maxNorm2)
+		}
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/densitykv/densitykv/bank"
@@ -203,4 +204,26 @@ func allEqual(x []int) bool {
 		}
 	}
 	return true
+}
+
+// TestDensityKVHugeKeys checks that a clean key the bank could not measure
+// is rejected when it is written (not blocks later, half-way through the
+// layers' bank updates), and that the policy is unchanged.
+func TestDensityKVHugeKeys(t *testing.T) {
+	cfg := tinyConfig()
+	p, _ := New(NameDensityKV, cfg)
+	s := newStream(cfg.Layout, 3)
+	s.block(t, p, 0, 0)
+	before := p.Bytes()
+	if err := p.Begin(Call{Block: 1, First: true, Clean: true}); err != nil {
+		t.Fatal(err)
+	}
+	q, k, v := s.qkv(1, 0, 0)
+	k[(5*2+1)*32+3] = 3e18
+	if _, err := p.Attend(0, q, k, v); err == nil || !strings.Contains(err.Error(), "token 5 head 1") {
+		t.Fatalf("huge key: %v", err)
+	}
+	if p.Bytes() != before {
+		t.Fatal("state changed")
+	}
 }

@@ -6,6 +6,32 @@
 //
 // This file defines the contract shared by the backbone (package wan), the
 // rollout, the simulator and the evaluation. Policies implement Policy.
+//
+// Policies are built by name with New(name, Config) (Names lists them;
+// DefaultConfig gives the paper's setting, Config has YAML tags):
+//
+//   - Native: [sink | last CacheFrames−SinkFrames frames incl. the current
+//     block], keys stored rotated at absolute frame positions.
+//   - Infinity-RoPE: the same keys, stored raw and re-indexed every call at
+//     slot positions 0…n−1.
+//   - Deep Forcing: a CacheFrames cache of sink, a query-scored compressed
+//     middle and the RecentFrames tail.
+//   - LongLive-RAG, FullHistory, FIFO, uniform stride and DensityKV share the
+//     windowed geometry of the golden rollout: [sink | memory at t = 0 |
+//     last WindowFrames frames incl. the current block], window and queries
+//     at their slot in a CacheFrames rolling cache; frames leaving the
+//     window are offered to the memory at the first call of the next block.
+//
+// Every policy also implements StatsReporter (a per-call record) and
+// Snapshotter (Save/Load of the whole state between calls). Bytes follows
+// the paper's accounting (package storage): BF16 K/V whatever the in-memory
+// precision. Provenance ids are global token indices
+// frame·TokensPerFrame + h·Width + w (Layout.TokenPos).
+//
+// The clean pass (Call.Clean) is what commits a block's K/V; its k and v are
+// copied during Attend and committed at End. A returned error leaves the
+// persistent state unchanged (an Attend error leaves the call open at the
+// same layer).
 package memory
 
 // Layout describes the token geometry and attention shape of a backbone.

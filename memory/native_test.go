@@ -104,7 +104,8 @@ func TestProtocolErrors(t *testing.T) {
 	q, k, v := s.qkv(0, 0, 0)
 	bad := append([]float32(nil), k...)
 	bad[12*64+33] = float32(nanF())
-	for _, name := range []string{NameNative, NameInfinityRoPE} {
+	cfg.LongLiveRAG.Descriptor = "key-mean"
+	for _, name := range Names() {
 		p, err := New(name, cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -88,6 +88,13 @@ func (p *windowed) Attend(layer int, q, k, v []float32) (Context, error) {
 	if err := p.checkAttend(layer, q, k, v); err != nil {
 		return Context{}, err
 	}
+	if cc, ok := p.sel.(interface {
+		checkClean(layer int, k, v []float32) error
+	}); ok && p.call.Clean {
+		if err := cc.checkClean(layer, k, v); err != nil {
+			return Context{}, err
+		}
+	}
 	p.stage(layer, q, k, v, false)
 	F, S, W := p.lay.FramesPerBlock, p.cfg.SinkFrames, p.cfg.WindowFrames
 	start := p.call.Block * F
