@@ -49,3 +49,47 @@ func TestMatchedBudgets(t *testing.T) {
 		}
 	}
 }
+
+// TestBytesEqualStorageFormulas runs every policy to its steady state and
+// checks its live Bytes against the storage package's policy formula.
+func TestBytesEqualStorageFormulas(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Bank.Tau = 1e9 // every prefix feasible: the bank fills to capacity
+	cfg.LongLiveRAG.Descriptor = "key-mean"
+	cfg.LongLiveRAG.DescriptorStorageDim = 1024
+	sc := storageConfig(cfg)
+	const blocks = 9
+	frames := int64(blocks * cfg.Layout.FramesPerBlock)
+	want := map[string]int64{
+		NameNative:        sc.Native(),
+		NameInfinityRoPE:  sc.Native(),
+		NameDeepForcing:   sc.DeepForcing(),
+		NameLongLiveRAG:   sc.LongLiveRAG(frames),
+		NameFullHistory:   sc.FullHistory(frames),
+		NameFIFO:          sc.Controls(),
+		NameUniformStride: 0, // occupancy between M/2 and M: checked below
+		NameDensityKV:     sc.DensityKV(),
+	}
+	for _, name := range Names() {
+		p, err := New(name, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newStream(cfg.Layout, 8)
+		for b := 0; b < blocks; b++ {
+			s.block(t, p, b, 0)
+		}
+		got := p.Bytes()
+		if name == NameUniformStride {
+			n := int64(p.(StatsReporter).LastStats().Occupancy[0][0])
+			m := storageModel(cfg)
+			want[name] = m.KVFrames(int64(cfg.SinkFrames+cfg.WindowFrames)) + m.Provenance(n)
+			if n < int64(cfg.Capacity/2) || n > int64(cfg.Capacity) {
+				t.Fatalf("uniform stride holds %d tokens, want [%d, %d]", n, cfg.Capacity/2, cfg.Capacity)
+			}
+		}
+		if got != want[name] {
+			t.Errorf("%s: live bytes %d, storage formula %d", name, got, want[name])
+		}
+	}
+}
