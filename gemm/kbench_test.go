@@ -13,3 +13,17 @@ func BenchmarkMicroKernel(b *testing.B) {
 	}
 	reportFlops(b, 2*float64(kc*MR*NR), start)
 }
+
+// BenchmarkPackNT packs a full bank's keys (9360×128), as the Riesz passes
+// do once per pass and head.
+func BenchmarkPackNT(b *testing.B) {
+	defer SetThreads(SetThreads(1))
+	n, k := 9360, 128
+	bb := benchData(n * k)
+	var p PackedB
+	start := cpuTime()
+	for b.Loop() {
+		PackNT(&p, n, k, bb, k)
+	}
+	b.ReportMetric(float64(n*k)*float64(b.N)/(cpuTime()-start).Seconds()/1e9, "cpuGfloats/s")
+}
