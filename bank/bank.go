@@ -183,10 +183,12 @@ type Bank struct {
 	updates int32 // successful updates so far
 	offered int64 // candidates offered so far (default source ids)
 
+	// Borrowed from the package pool during an update (see pool.go).
+	tr      *transient
 	ws      []riesz.Workspace // one per worker
 	cache   [][]float32       // per worker: candidate×bank interactions of the head in flight
 	scratch []headScratch     // one per head
-	peak    int64             // peak scratch bytes seen
+	peak    int64             // peak transient bytes seen
 }
 
 // New validates cfg and returns an empty bank.
@@ -200,9 +202,6 @@ func New(cfg Config) (*Bank, error) {
 	for h := range b.heads {
 		b.heads[h] = head{keys: newPayload(cfg.Payload, 0, cfg.KeyDim), vals: newPayload(cfg.Payload, 0, cfg.ValueDim)}
 	}
-	b.ws = make([]riesz.Workspace, cfg.workers())
-	b.cache = make([][]float32, cfg.workers())
-	b.scratch = make([]headScratch, cfg.Heads)
 	return b, nil
 }
 

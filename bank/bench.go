@@ -221,6 +221,8 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 	blk := vs.next()
 	N := bc.Candidates
 	var passCPU []float64
+	b.acquire()
+	defer b.release()
 	for i := 0; i < bc.Repeats; i++ {
 		t := time.Now()
 		c0 := processCPU()

@@ -129,6 +129,8 @@ func (s *headScratch) bytes() int64 {
 // On error the bank is unchanged.
 func (b *Bank) Update(blk Block) (Decision, error) {
 	t0 := time.Now()
+	b.acquire()
+	defer b.release()
 	n, err := b.prepare(blk)
 	if err != nil {
 		return Decision{}, fmt.Errorf("bank: update %d: %w", b.updates, err)

@@ -1,0 +1,65 @@
+package bank
+
+import (
+	"sync"
+
+	"github.com/densitykv/densitykv/riesz"
+)
+
+// transient is the per-update workspace of a bank: per-head scratch, and one
+// riesz.Workspace and interaction cache per worker. A bank borrows one from
+// a package pool for the duration of an update, so a model with many layers
+// (one bank each) keeps one set alive, not one per layer.
+type transient struct {
+	scratch []headScratch
+	ws      []riesz.Workspace
+	cache   [][]float32
+}
+
+// pool holds idle transients; at most poolKeep are kept.
+var pool struct {
+	sync.Mutex
+	free []*transient
+}
+
+const poolKeep = 2
+
+// acquire borrows a transient workspace sized for the bank.
+func (b *Bank) acquire() {
+	pool.Lock()
+	var t *transient
+	if n := len(pool.free); n > 0 {
+		t = pool.free[n-1]
+		pool.free = pool.free[:n-1]
+	}
+	pool.Unlock()
+	if t == nil {
+		t = &transient{}
+	}
+	H, W := b.cfg.Heads, b.cfg.workers()
+	if len(t.scratch) < H {
+		t.scratch = append(t.scratch, make([]headScratch, H-len(t.scratch))...)
+	}
+	if len(t.ws) < W {
+		t.ws = append(t.ws, make([]riesz.Workspace, W-len(t.ws))...)
+	}
+	if len(t.cache) < W {
+		t.cache = append(t.cache, make([][]float32, W-len(t.cache))...)
+	}
+	b.tr = t
+	b.scratch, b.ws, b.cache = t.scratch[:H], t.ws[:W], t.cache[:W]
+}
+
+// release returns the bank's transient workspace to the pool.
+func (b *Bank) release() {
+	t := b.tr
+	b.tr, b.scratch, b.ws, b.cache = nil, nil, nil, nil
+	if t == nil {
+		return
+	}
+	pool.Lock()
+	if len(pool.free) < poolKeep {
+		pool.free = append(pool.free, t)
+	}
+	pool.Unlock()
+}
