@@ -518,7 +518,7 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 		}
 	}
 	if interrupted {
-		return fmt.Errorf("%w after block %d of %d; continue with: densitykv generate --out %s --name %s --resume",
+		return fmt.Errorf("%w with %d of %d blocks done; continue with: densitykv generate --out %s --name %s --resume",
 			errInterrupted, st.NextBlock, g.Blocks, gc.Run.Out, gc.Run.Name)
 	}
 	return nil

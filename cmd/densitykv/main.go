@@ -14,6 +14,8 @@
 // of times without flag values leaking between runs). Commands added
 // directly with rootCmd.AddCommand are adopted into every tree too.
 //
+// With no arguments it runs the demo, its default job.
+//
 // Exit codes: 0 success, 1 failure, 2 usage error (bad flag or argument),
 // 130 interrupted (Ctrl-C; the run folder is left consistent and can be
 // continued with --resume).
@@ -91,6 +93,11 @@ the plots are.`,
 // execute runs the command line args with the given streams and returns
 // the process exit code. Errors are printed to stderr prefixed "densitykv:".
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		// The default job: the demo (bank updates on the built-in stream).
+		fmt.Fprintln(stderr, "densitykv: no command given, running the demo (densitykv --help lists the commands)")
+		args = []string{"demo"}
+	}
 	root := newRootCmd()
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(root.FlagErrorFunc())

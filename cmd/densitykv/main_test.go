@@ -497,3 +497,24 @@ func TestStreamFileReplaysSynthetic(t *testing.T) {
 		t.Fatalf("missing stream file: exit %d %q", code, errs)
 	}
 }
+
+func TestNoArgumentsRunsDemo(t *testing.T) {
+	// Only the dispatch is checked here (the demo itself is exercised by
+	// simulate's tests): "densitykv --help" lists demo, and no arguments
+	// announce the demo before running it.
+	dir := t.TempDir()
+	old, _ := os.Getwd()
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(old)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // stop before the first block
+	code, _, errs := run(t, ctx)
+	if !strings.Contains(errs, "running the demo") || code != exitInterrupted {
+		t.Fatalf("no arguments: exit %d, stderr %q", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "runs", "demo", fileConfig)); err != nil {
+		t.Fatalf("the demo did not start in runs/demo: %v", err)
+	}
+}

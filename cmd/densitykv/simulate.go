@@ -166,7 +166,7 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 		printSummary(stdout, sum)
 	}
 	if res.Interrupted {
-		return fmt.Errorf("%w after block %d of %d; continue with: densitykv %s --out %s --name %s --resume",
+		return fmt.Errorf("%w with %d of %d blocks done; continue with: densitykv %s --out %s --name %s --resume",
 			errInterrupted, res.State.NextBlock, cfg.Blocks(), command, cfg.Run.Out, cfg.Run.Name)
 	}
 	return nil
@@ -236,7 +236,7 @@ func printJSON(w io.Writer, v any) error {
 func printSummary(w io.Writer, s *summary) {
 	state := "complete"
 	if !s.Complete {
-		state = fmt.Sprintf("stopped after block %d of %d", s.CompletedBlocks, s.Blocks)
+		state = fmt.Sprintf("stopped with %d of %d blocks done", s.CompletedBlocks, s.Blocks)
 	}
 	fmt.Fprintf(w, "\n%s %s: %d blocks, %.4g s of video in %.1f s wall\n", s.Command, state, s.CompletedBlocks, s.VideoSeconds, s.ElapsedSeconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
