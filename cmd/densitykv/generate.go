@@ -485,13 +485,6 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 		if err != nil {
 			return fmt.Errorf("plots: %w", err)
 		}
-		if tr != nil {
-			p, err := traceFigure(dir, tr, g.TraceStep)
-			if err != nil {
-				return err
-			}
-			pngs = append(pngs, p)
-		}
 		sum.Plots = pngs
 	}
 	previewNote := ""
@@ -569,27 +562,24 @@ func traceFile(tr *attentionTracer, step int) attentionTraceJSON {
 	return out
 }
 
-// traceFigure draws the attention trace heat map.
-func traceFigure(dir string, tr *attentionTracer, step int) (string, error) {
-	tf := traceFile(tr, step)
+// traceFigure draws the attention trace heat map of attention_trace.json.
+func traceFigure(tf attentionTraceJSON) (*plots.Figure, error) {
 	F := tf.Frames
+	if len(tf.Mass) != F {
+		return nil, fmt.Errorf("attention_trace.json: %d rows for %d frames", len(tf.Mass), F)
+	}
 	z := make([]float64, F*(F+1))
 	for q := 0; q < F; q++ {
+		if len(tf.Mass[q]) != F+1 {
+			return nil, fmt.Errorf("attention_trace.json: row %d has %d values, want %d", q, len(tf.Mass[q]), F+1)
+		}
 		copy(z[q*(F+1):], tf.Mass[q])
 	}
-	fig, err := plots.Heat("attention_trace", 18*vg.Centimeter, 14*vg.Centimeter, plots.HeatPanel{
-		Title:  fmt.Sprintf("Attention from each query frame to each source frame (pass %d)", step+1),
+	return plots.Heat("attention_trace", 18*vg.Centimeter, 14*vg.Centimeter, plots.HeatPanel{
+		Title:  fmt.Sprintf("Attention from each query frame to each source frame (pass %d)", tf.Step+1),
 		XLabel: fmt.Sprintf("source frame (column %d: memory of unknown frame)", F), YLabel: "query frame",
 		ZLabel: "fraction of attention (log)", Grid: plots.Grid{Cols: F + 1, Rows: F, Z: z}, Log: true, Palette: "magma", ImageY: true,
 	})
-	if err != nil {
-		return "", err
-	}
-	paths, err := fig.Save(filepath.Join(dir, dirPlots, "attention_trace"))
-	if err != nil {
-		return "", err
-	}
-	return paths[0], nil
 }
 
 // writePreview writes one PNG per latent frame: channels 0..2 mapped to RGB

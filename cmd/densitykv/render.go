@@ -112,6 +112,14 @@ func renderRun(dir string) ([]string, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
+	var tf attentionTraceJSON
+	if err := readJSON(filepath.Join(dir, "attention_trace.json"), &tf); err == nil {
+		if err := add(traceFigure(tf)); err != nil {
+			return nil, err
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
 	var pngs []string
 	for _, f := range figs {
 		paths, err := f.Save(filepath.Join(out, f.Name))
