@@ -294,7 +294,7 @@ func unpickleTorch(r io.ReaderAt, size int64) (top interface{}, tf *torchFile, e
 		}
 		return &storageRef{dtype: sc.dtype, key: key, numel: int64(n)}, nil
 	}
-	top, err = u.Load()
+	top, err = safeLoad(&u)
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint: torch: unpickling data.pkl: %v: %w", err, ErrFormat)
 	}
@@ -438,4 +438,15 @@ func LoadTorchFile(p string, opt TorchOptions) (StateDict, error) {
 		return nil, fmt.Errorf("%w (file %s)", err, p)
 	}
 	return sd, nil
+}
+
+// safeLoad runs the unpickler, turning a panic inside it (malformed input)
+// into an error.
+func safeLoad(u *pickle.Unpickler) (top interface{}, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			top, err = nil, fmt.Errorf("unpickler panic: %v", r)
+		}
+	}()
+	return u.Load()
 }
