@@ -38,11 +38,15 @@ func benchUpdate(b *testing.B, bc BenchConfig) {
 		blocks[i] = vs.next()
 	}
 	b.ResetTimer()
+	c0 := processCPU()
 	for i := 0; i < b.N; i++ {
 		if _, err := bk.Update(blocks[i%len(blocks)]); err != nil {
 			b.Fatal(err)
 		}
 	}
+	// CPU seconds per update (all threads): robust to other load on the
+	// machine; divide by the worker count for the uncontended wall time.
+	b.ReportMetric((processCPU()-c0).Seconds()/float64(b.N), "cpu-s/op")
 	b.ReportMetric(2*float64(bc.Candidates)*float64(bc.Capacity)*float64(bc.Dim)*float64(bc.Heads)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s-equiv")
 }
 
