@@ -191,14 +191,22 @@ func LoadTorch(r io.ReaderAt, size int64, opt TorchOptions) (StateDict, error) {
 		}
 	}
 	out := make(StateDict, len(sd))
+	refs := map[string]int{} // remaining tensors per storage: raw bytes are dropped after the last
 	for _, e := range sd {
 		t, ok := e.v.(*tensorRef)
 		if !ok {
 			return nil, fmt.Errorf("checkpoint: torch: entry %q: key %q holds %T, not a tensor", want, e.k, e.v)
 		}
+		refs[t.st.key]++
+	}
+	for _, e := range sd {
+		t := e.v.(*tensorRef)
 		data, err := tf.materialize(t)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint: torch: tensor %q: %w", e.k, err)
+		}
+		if refs[t.st.key]--; refs[t.st.key] == 0 {
+			delete(tf.cache, t.st.key)
 		}
 		nk := NormalizeKey(e.k)
 		if _, dup := out[nk]; dup {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"slices"
 	"strconv"
 
 	"github.com/densitykv/densitykv/checkpoint"
@@ -182,7 +184,7 @@ func Load(path string, cfg Config, opt LoadOptions) (*Model, error) {
 		return nil, fmt.Errorf("wan: load: %w", err)
 	}
 	if opt.LoRA != "" {
-		lsd, err := checkpoint.LoadFile(opt.LoRA, checkpoint.TorchOptions{Entry: "generator_lora"})
+		lsd, err := loadLoRA(opt.LoRA)
 		if err != nil {
 			return nil, fmt.Errorf("wan: load lora: %w", err)
 		}
@@ -220,6 +222,29 @@ func Load(path string, cfg Config, opt LoadOptions) (*Model, error) {
 		}
 	}
 	return FromStateDict(cfg, sd)
+}
+
+// loadLoRA reads LoRA factors: the "generator_lora" entry of a PyTorch
+// checkpoint when present (LongLive), else its state dict, or a
+// safetensors file.
+func loadLoRA(path string) (checkpoint.StateDict, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if ents, err := checkpoint.TorchEntries(f, st.Size()); err == nil {
+		entry := ""
+		if slices.Contains(ents, "generator_lora") {
+			entry = "generator_lora"
+		}
+		return checkpoint.LoadTorch(f, st.Size(), checkpoint.TorchOptions{Entry: entry})
+	}
+	return checkpoint.LoadFile(path, checkpoint.TorchOptions{})
 }
 
 func mustModel(cfg Config) *Model {
