@@ -104,7 +104,7 @@ func (c *core) snapLoad(r io.Reader, state any) (snapHeader, error) {
 	if !reflect.DeepEqual(h.Config, c.cfg) {
 		return h, fmt.Errorf("memory: %s: load: snapshot config %+v differs from the policy's %+v", c.name, h.Config, c.cfg)
 	}
-	if h.Committed < 0 || h.Started != h.Committed {
+	if h.Committed < 0 || (h.Started != h.Committed && h.Started != h.Committed+1) {
 		return h, fmt.Errorf("%w: %s: blocks begun %d, committed %d", ErrSnapshot, c.name, h.Started, h.Committed)
 	}
 	if err := dec.Decode(state); err != nil {
