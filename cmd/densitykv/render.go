@@ -210,15 +210,33 @@ func occupancyFigure(cfg Config, policy string, lines []logLine) (*plots.Figure,
 		}
 		ev = []plots.Series{{Name: "mandatory (growth bound τ)", X: x, Y: mand}, {Name: "capacity (bank full)", X: x, Y: capv}}
 	}
+	seriesMax := func(ss []plots.Series) float64 {
+		m := 0.0
+		for _, s := range ss {
+			for i, v := range s.Y {
+				m = math.Max(m, v)
+				if s.Hi != nil {
+					m = math.Max(m, s.Hi[i])
+				}
+			}
+		}
+		return m
+	}
+	headroom := func(ss []plots.Series) float64 {
+		if m := seriesMax(ss); m > 0 {
+			return 1.3 * m
+		}
+		return 0
+	}
 	title := fmt.Sprintf("%s: bank occupancy and admissions per update (M = %d per head, %d layers × %d heads)",
 		policy, cfg.Memory.Capacity, L, cfg.Memory.Layout.Heads)
 	return plots.Lines("occupancy_admissions_"+policy, title, 18*vg.Centimeter, 6.5*vg.Centimeter,
 		plots.LinePanel{Title: "occupancy per head (line: mean over heads, band: min–max over heads)",
-			XLabel: "block (3 latent frames each)", YLabel: "stored states", Series: occ, YFromZero: true, Legend: "bottom-right"},
+			XLabel: "block (3 latent frames each)", YLabel: "stored states", Series: occ, YFromZero: true, YMax: headroom(occ), Legend: "top-left"},
 		plots.LinePanel{Title: "admitted per head in each update (band: min–max over heads)",
-			XLabel: "block", YLabel: "admitted states", Series: adm, YFromZero: true},
+			XLabel: "block", YLabel: "admitted states", Series: adm, YFromZero: true, Legend: "none"},
 		plots.LinePanel{Title: fmt.Sprintf("evictions per update, summed over all %d layers and heads", L),
-			XLabel: "block", YLabel: "evicted states", Series: ev, YFromZero: true},
+			XLabel: "block", YLabel: "evicted states", Series: ev, YFromZero: true, YMax: headroom(ev), Legend: "top-left"},
 	)
 }
 
