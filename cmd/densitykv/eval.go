@@ -1,0 +1,198 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/densitykv/densitykv/eval"
+	"github.com/densitykv/densitykv/memory"
+)
+
+func init() { register(newEvalCmd) }
+
+// EvalConfig is the default of `densitykv eval`: the demo's reduced scale
+// (10×16 tokens per frame, 4 heads of dimension 64, three-frame blocks,
+// one sink frame, five-frame window, six frame-equivalents of memory, σ
+// scaled to d) with 2 layers and 30 s of video (40 blocks), so that the
+// whole suite (about 20 distinct policies) finishes in a few minutes on
+// two cores.
+func EvalConfig() Config {
+	c := DemoConfig()
+	c.Memory.Layout.Layers = 2
+	c.Run.Name = "eval"
+	c.Policies = evalPolicies() // recorded in the resolved config; the suite decides
+	return c
+}
+
+// evalFlags are the evaluation settings besides the run configuration.
+type evalFlags struct {
+	groups         []string
+	queries        int
+	topK           int
+	coverageSample int
+	horizons       []float64
+	evalLayers     []int
+	force, quiet   bool
+	json           bool
+}
+
+func newEvalCmd() *cobra.Command {
+	var ef evalFlags
+	var cf *configFlags
+	cmd := &cobra.Command{
+		Use:   "eval",
+		Short: "Compare every memory policy at matched capacity: attention fidelity, coverage, paper sweeps (a few minutes)",
+		Long: `eval runs the matched-capacity evaluation of issue 6 (package eval) on one
+KV stream (the built-in synthetic one by default, or a recorded stream file):
+the baselines (Native, Infinity-RoPE, Deep Forcing, LongLive-RAG, FIFO,
+uniform stride, DensityKV), the parameter sweeps (τ, M, σ, p, scaled to the
+stream), the policy ablations, mean vs max ordering and the descriptor
+geometry, all against the FullHistory reference on the same stream.
+
+Per policy, layer, head and horizon it measures the attention output error
+of sampled queries versus FullHistory, the attention mass FullHistory puts on
+history the policy dropped, the top-k recall of the most-attended history
+tokens, the coverage radius of the history by the retained keys (÷√d_k it
+bounds the worst-case logit discrepancy), per-frame coverage, bytes and
+update time. These are attention-level measurements, not video quality.
+
+It writes tables (Markdown and CSV, best bold, second underlined, average
+rank with midranks for ties), per-cell and per-block CSVs and plots (PNG and
+SVG) into --out/--name (runs/eval by default), and prints the tables.
+Memory and stream flags are those of simulate; the default is the demo's
+reduced scale with 2 layers and 30 s.`,
+		Example: `  densitykv eval
+  densitykv eval --groups baselines,policy --seconds 60
+  densitykv eval --stream file --stream-file rollout.dkvs --rag-descriptor key-mean`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runEval(cmd, cf, ef)
+		},
+	}
+	f := cmd.Flags()
+	cf = bindConfigFlags(f, EvalConfig())
+	f.StringSliceVar(&ef.groups, "groups", nil, "tables to run, comma-separated (default all): "+strings.Join(eval.Groups(), ", "))
+	f.IntVar(&ef.queries, "queries", 64, "query tokens sampled per block for the fidelity metrics")
+	f.IntVar(&ef.topK, "top-k", 16, "most-attended history tokens per query for the recall")
+	f.IntVar(&ef.coverageSample, "coverage-sample", 1024, "history keys sampled per layer and head for the coverage radius")
+	f.Float64SliceVar(&ef.horizons, "horizons", nil, "report horizons in seconds (default: a quarter, half and all of the stream)")
+	f.IntSliceVar(&ef.evalLayers, "eval-layers", nil, "layers to measure (default all; every policy still runs every layer)")
+	f.BoolVar(&ef.force, "force", false, "overwrite an existing eval folder of the same name")
+	f.BoolVar(&ef.quiet, "quiet", false, "no progress lines and no tables on stdout")
+	f.BoolVar(&ef.json, "json", false, "print a JSON summary (files, run time, skipped variants) instead of the tables")
+	return cmd
+}
+
+func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if cf.fs.Changed("policy") {
+		return usagef("eval runs the whole suite; choose tables with --groups instead of --policy")
+	}
+	if ef.queries <= 0 || ef.topK <= 0 || ef.coverageSample <= 0 {
+		return usagef("--queries %d, --top-k %d and --coverage-sample %d must be positive", ef.queries, ef.topK, ef.coverageSample)
+	}
+	base := EvalConfig()
+	if kind, _ := cf.fs.GetString("stream"); cf.fs.Changed("stream") && kind == "file" {
+		path, _ := cf.fs.GetString("stream-file")
+		l, _, err := streamLayoutFromFile(path)
+		if err != nil {
+			return usagef("--stream-file: %w", err)
+		}
+		base.Memory.Layout = l
+	}
+	cfg, err := cf.resolve(base)
+	if err != nil {
+		return err
+	}
+	if cfg.Stream.Kind == "synthetic" && cfg.Blocks() == 0 {
+		return usagef("stream.seconds (--seconds) %g gives no block at %g frames/s", cfg.Stream.Seconds, cfg.Stream.FPS)
+	}
+	dir := filepath.Join(cfg.Run.Out, cfg.Run.Name)
+	if _, err := os.Stat(filepath.Join(dir, "tables.md")); err == nil && !ef.force {
+		return usagef("eval folder %s already exists; overwrite it with --force or pick another --name", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("eval folder: %w", err)
+	}
+	y, err := MarshalConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, fileConfig), y); err != nil {
+		return err
+	}
+	src, err := openStream(cfg)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	blocks := src.Blocks()
+	if cfg.Stream.Kind == "synthetic" {
+		blocks = cfg.Blocks()
+	}
+	if blocks <= 0 {
+		return usagef("stream %s has no known length; eval needs the block count in the stream header", cfg.Stream.Path)
+	}
+	vs, err := eval.Suite(eval.SuiteConfig{Base: cfg.Memory, Groups: ef.groups})
+	if err != nil {
+		return usageError{err}
+	}
+	var horizons []int
+	for _, s := range ef.horizons {
+		b := int(math.Ceil(s*cfg.Stream.FPS/float64(cfg.Memory.Layout.FramesPerBlock) - 1e-9))
+		if b < 1 || b > blocks {
+			return usagef("--horizons %g s is block %d, outside 1…%d", s, b, blocks)
+		}
+		horizons = append(horizons, b)
+	}
+	opt := eval.Options{Base: cfg.Memory, Queries: ef.queries, TopK: ef.topK, CoverageSample: ef.coverageSample,
+		Horizons: horizons, Layers: ef.evalLayers, Seed: uint64(cfg.Run.Seed)}
+	quiet := ef.quiet || ef.json
+	if !quiet {
+		l := cfg.Memory.Layout
+		fmt.Fprintf(stdout, "eval: %d variants on %d blocks (%d×%d tokens/frame, %d layers × %d heads, d=%d, M=%d); folder %s\n",
+			len(vs), blocks, l.Height, l.Width, l.Layers, l.Heads, l.HeadDim, cfg.Memory.Capacity, dir)
+	}
+	prog := newProgress(stderr, "eval", blocks, 0, quiet)
+	opt.Progress = func(done, _ int) { prog.add(1) }
+	start := time.Now()
+	res, err := eval.Run(src, vs, opt)
+	prog.finish()
+	if err != nil {
+		return err
+	}
+	files, err := res.WriteFiles(dir)
+	if err != nil {
+		return err
+	}
+	files = append([]string{filepath.Join(dir, fileConfig)}, files...)
+	if ef.json {
+		return printJSON(stdout, struct {
+			Dir      string   `json:"dir"`
+			Blocks   int      `json:"blocks"`
+			Horizons []int    `json:"horizon_blocks"`
+			Variants int      `json:"variants"`
+			Skipped  []string `json:"skipped,omitempty"`
+			Seconds  float64  `json:"seconds"`
+			Files    []string `json:"files"`
+		}{dir, res.Blocks, res.Horizons, len(res.Variants), res.Skipped, time.Since(start).Seconds(), files})
+	}
+	if !quiet {
+		fmt.Fprintln(stdout, res.Markdown())
+		fmt.Fprintf(stdout, "Attention-level measurements, not video quality. Files in %s (tables.md, CSVs, plots).\n", dir)
+	}
+	return nil
+}
+
+// evalPolicies lists the memory policies the suite's baselines use (for
+// documentation and tests).
+func evalPolicies() []string {
+	return []string{memory.NameNative, memory.NameInfinityRoPE, memory.NameDeepForcing, memory.NameLongLiveRAG,
+		memory.NameFIFO, memory.NameUniformStride, memory.NameDensityKV}
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func tinyEval(out, name string, extra ...string) []string {
+	a := []string{"eval", "--out", out, "--name", name, "--height", "4", "--width", "6", "--heads", "2", "--head-dim", "16",
+		"--seconds", "6", "--queries", "8", "--coverage-sample", "64", "--quiet"}
+	return append(a, extra...)
+}
+
+func TestEvalWritesTablesAndPlots(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := run(t, context.Background(), tinyEval(dir, "e", "--groups", "baselines,tau", "--json")...)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	var sum struct {
+		Dir      string   `json:"dir"`
+		Blocks   int      `json:"blocks"`
+		Horizons []int    `json:"horizon_blocks"`
+		Variants int      `json:"variants"`
+		Files    []string `json:"files"`
+	}
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatalf("json summary: %v\n%s", err, out)
+	}
+	// 6 s at 4 frames/s = 24 frames = 8 blocks; 7 baselines + 3 τ rows.
+	if sum.Blocks != 8 || sum.Variants != 10 || len(sum.Horizons) != 3 {
+		t.Fatalf("summary %+v", sum)
+	}
+	rd := filepath.Join(dir, "e")
+	for _, f := range []string{fileConfig, "tables.md", "baselines_h8.csv", "tau_h8.csv", "cells.csv", "series.csv", "fidelity.png", "fidelity.svg"} {
+		if st, err := os.Stat(filepath.Join(rd, f)); err != nil || st.Size() == 0 {
+			t.Errorf("eval folder lacks %s (%v)", f, err)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(rd, "tables.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"### baselines, horizon 8 blocks", "| DensityKV |", "| τ=1.5 |", "Avg. Rank"} {
+		if !strings.Contains(string(md), s) {
+			t.Errorf("tables.md lacks %q", s)
+		}
+	}
+	// An existing folder needs --force.
+	if code, _, _ := run(t, context.Background(), tinyEval(dir, "e", "--groups", "tau")...); code != exitUsage {
+		t.Fatalf("rerun without --force: exit %d, want %d", code, exitUsage)
+	}
+	if code, _, errs := run(t, context.Background(), tinyEval(dir, "e", "--groups", "tau", "--force")...); code != 0 {
+		t.Fatalf("rerun with --force: exit %d: %s", code, errs)
+	}
+}
+
+func TestEvalUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, args := range map[string][]string{
+		"group":   tinyEval(dir, "a", "--groups", "nope"),
+		"policy":  tinyEval(dir, "b", "--policy", "fifo"),
+		"queries": tinyEval(dir, "c", "--queries", "0"),
+		"horizon": tinyEval(dir, "d", "--horizons", "60"),
+	} {
+		if code, _, errs := run(t, context.Background(), args...); code != exitUsage {
+			t.Errorf("%s: exit %d, want %d (%s)", name, code, exitUsage, errs)
+		}
+	}
+}
