@@ -1,6 +1,9 @@
 package gemm
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // BenchmarkMicroKernel measures the micro-kernel on L1-resident panels
 // (the ceiling of the blocked driver).
@@ -16,14 +19,19 @@ func BenchmarkMicroKernel(b *testing.B) {
 
 // BenchmarkPackNT packs a full bank's keys (9360×128), as the Riesz passes
 // do once per pass and head.
+// The 512-row case is the riesz tile size (fits in L2).
 func BenchmarkPackNT(b *testing.B) {
 	defer SetThreads(SetThreads(1))
-	n, k := 9360, 128
-	bb := benchData(n * k)
-	var p PackedB
-	start := cpuTime()
-	for b.Loop() {
-		PackNT(&p, n, k, bb, k)
+	for _, n := range []int{512, 9360} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			k := 128
+			bb := benchData(n * k)
+			var p PackedB
+			start := cpuTime()
+			for b.Loop() {
+				PackNT(&p, n, k, bb, k)
+			}
+			b.ReportMetric(float64(n*k)*float64(b.N)/(cpuTime()-start).Seconds()/1e9, "cpuGfloats/s")
+		})
 	}
-	b.ReportMetric(float64(n*k)*float64(b.N)/(cpuTime()-start).Seconds()/1e9, "cpuGfloats/s")
 }
