@@ -509,3 +509,45 @@ func TestMulPacked(t *testing.T) {
 		restore()
 	}
 }
+
+// TestCrossCheckSizes runs the fast path against the reference loops for
+// every m, n in sizes (around the vector width, the register block and the
+// tiles) with guard values around C.
+func TestCrossCheckSizes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 17))
+	for _, k := range []int{1, 16, 17, 129} {
+		for _, m := range sizes {
+			for _, n := range sizes {
+				for _, nn := range []bool{false, true} {
+					ldc := n + 1 + m%2 // odd and even padding
+					a := randMat(rng, m, k, k)
+					var b []float32
+					var ldb int
+					if nn {
+						ldb = n + 1
+						b = randMat(rng, k, n, ldb)
+					} else {
+						ldb = k
+						b = randMat(rng, n, k, ldb)
+					}
+					fast := filled(m*ldc + 3)
+					slow := filled(m*ldc + 3)
+					f := NT
+					if nn {
+						f = NN
+					}
+					f(m, n, k, a, k, b, ldb, fast, ldc)
+					restore := forceGeneric()
+					f(m, n, k, a, k, b, ldb, slow, ldc)
+					restore()
+					for i := range fast {
+						d := math.Abs(float64(fast[i]) - float64(slow[i]))
+						if d > 4e-6*float64(k) || (slow[i] == guard) != (fast[i] == guard) {
+							t.Fatalf("nn=%v m=%d n=%d k=%d: element %d fast %v generic %v", nn, m, n, k, i, fast[i], slow[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
