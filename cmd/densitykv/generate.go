@@ -468,16 +468,8 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 	}
 	os.RemoveAll(filepath.Join(prevDir, rollout.LatentDir))
 	res := &simResult{Dir: dir, Cfg: gc.Config, State: st, Elapsed: time.Since(start), Interrupted: interrupted, Replayed: replayTo}
-	if !interrupted {
-		if err := writeProvenance(filepath.Join(dir, fileProvenance), gc.Config, []memory.Policy{pol}, st.Adm); err != nil {
-			return err
-		}
-		if err := writeJSONAtomic(filepath.Join(dir, fileAdmissions), st.Adm); err != nil {
-			return err
-		}
-		if err := writeStorageRun(filepath.Join(dir, fileStorageRun), gc.Config, st); err != nil {
-			return err
-		}
+	if err := writeArtifacts(dir, gc.Config, []memory.Policy{pol}, st); err != nil {
+		return err
 	}
 	sum := newSummary("generate", dir, gc.Config, res)
 	if !interrupted {

@@ -162,6 +162,10 @@ func TestResumeIsIdentical(t *testing.T) {
 			if s.Complete || s.CompletedBlocks != 7 {
 				t.Fatalf("interrupted summary: complete %v, %d blocks, want 7", s.Complete, s.CompletedBlocks)
 			}
+			// A stopped run folder renders.
+			if code, _, errs := run(t, context.Background(), "trace", filepath.Join(dir, name)); code != 0 {
+				t.Fatalf("trace of the stopped run: %s", errs)
+			}
 			var cp runState
 			if err := readJSON(filepath.Join(dir, name, dirState, fileCheckpoint), &cp); err != nil {
 				t.Fatal(err)

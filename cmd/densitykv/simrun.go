@@ -286,6 +286,9 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 			if err := checkpoint(); err != nil {
 				return nil, err
 			}
+			if err := writeArtifacts(dir, cfg, pols, st); err != nil {
+				return nil, err
+			}
 			res.State, res.Interrupted, res.Elapsed = st, true, time.Since(start)
 			return res, errInterrupted
 		}
@@ -386,18 +389,23 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 		return nil, err
 	}
 	prog.finish()
-	// Final artefacts: provenance of the banks, admissions, storage by block.
-	if err := writeProvenance(filepath.Join(dir, fileProvenance), cfg, pols, st.Adm); err != nil {
-		return nil, err
-	}
-	if err := writeJSONAtomic(filepath.Join(dir, fileAdmissions), st.Adm); err != nil {
-		return nil, err
-	}
-	if err := writeStorageRun(filepath.Join(dir, fileStorageRun), cfg, st); err != nil {
+	if err := writeArtifacts(dir, cfg, pols, st); err != nil {
 		return nil, err
 	}
 	res.State, res.Elapsed = st, time.Since(start)
 	return res, nil
+}
+
+// writeArtifacts writes the provenance of the banks, the admission counts
+// and the storage by block as they stand (at the end, or when stopped).
+func writeArtifacts(dir string, cfg Config, pols []memory.Policy, st *runState) error {
+	if err := writeProvenance(filepath.Join(dir, fileProvenance), cfg, pols, st.Adm); err != nil {
+		return err
+	}
+	if err := writeJSONAtomic(filepath.Join(dir, fileAdmissions), st.Adm); err != nil {
+		return err
+	}
+	return writeStorageRun(filepath.Join(dir, fileStorageRun), cfg, st)
 }
 
 // afterBlockHook, when set (tests), runs after every logged block.
