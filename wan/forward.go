@@ -112,7 +112,10 @@ func Sinusoid(dst []float32, t float64) {
 
 // Forward runs the model on one block and writes the flow prediction
 // [F][OutDim][Height][Width] into flow. It calls pol.Begin(c.Mem), then
-// pol.Attend for every layer in order, then pol.End().
+// pol.Attend for every layer in order, then pol.End(). Inputs are validated
+// before Begin, so an input error leaves the policy untouched; an error
+// returned by the policy itself leaves the call open, and that policy
+// should then be discarded.
 func (m *Model) Forward(flow []float32, c Call, pol memory.Policy) error {
 	cfg := m.Cfg
 	F := len(c.Timesteps)
