@@ -110,6 +110,11 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if err != nil {
 		return err
 	}
+	if !cf.fs.Changed("sigma") && cf.file == "" {
+		// The paper's calibration σ = √(d_k/2) for whatever head dimension
+		// the stream has (5.66 at the default d = 64).
+		cfg.Memory.Bank.Sigma = eval.ScaledSigma(cfg.Memory.Layout.HeadDim)
+	}
 	if cfg.Stream.Kind == "synthetic" && cfg.Blocks() == 0 {
 		return usagef("stream.seconds (--seconds) %g gives no block at %g frames/s", cfg.Stream.Seconds, cfg.Stream.FPS)
 	}

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/synth"
 )
 
 func tinyEval(out, name string, extra ...string) []string {
@@ -70,5 +73,46 @@ func TestEvalUsageErrors(t *testing.T) {
 		if code, _, errs := run(t, context.Background(), args...); code != exitUsage {
 			t.Errorf("%s: exit %d, want %d (%s)", name, code, exitUsage, errs)
 		}
+	}
+}
+
+func TestEvalRecordedStream(t *testing.T) {
+	dir := t.TempDir()
+	sc := synth.DefaultConfig()
+	sc.Layout = memory.Layout{Height: 4, Width: 6, FramesPerBlock: 3, Layers: 2, Heads: 2, HeadDim: 16}
+	sc.Blocks = 6
+	g, err := synth.NewGenerator(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "s.dkvs")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := synth.NewWriter(f, synth.Header{Layout: sc.Layout, DType: synth.BFloat16, Blocks: sc.Blocks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := synth.Copy(w, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := run(t, context.Background(), "eval", "--out", dir, "--name", "r", "--stream", "file", "--stream-file", path,
+		"--groups", "baselines", "--queries", "8", "--coverage-sample", "32", "--rag-descriptor", "key-mean", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	var sum struct {
+		Blocks   int `json:"blocks"`
+		Variants int `json:"variants"`
+	}
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || sum.Blocks != 6 || sum.Variants != 7 {
+		t.Fatalf("summary %+v (%v)\n%s", sum, err, out)
 	}
 }
