@@ -440,3 +440,23 @@ func TestDeterministicAcrossWorkersAndCache(t *testing.T) {
 		})
 	}
 }
+
+func TestFreeScratch(t *testing.T) {
+	cfg := smallConfig()
+	b, _ := New(cfg)
+	st := newStream(cfg, 4, false, 20)
+	b.Update(st.block())
+	FreeScratch()
+	pool.Lock()
+	n := len(pool.free)
+	pool.Unlock()
+	if n != 0 {
+		t.Fatalf("%d pooled workspaces after FreeScratch", n)
+	}
+	if _, err := b.Update(st.block()); err != nil {
+		t.Fatal(err)
+	}
+	if b.PeakScratchBytes() <= 0 {
+		t.Fatal("no scratch accounted")
+	}
+}

@@ -63,3 +63,12 @@ func (b *Bank) release() {
 	}
 	pool.Unlock()
 }
+
+// FreeScratch drops the pooled per-update workspaces (scratch, tile buffers
+// and interaction caches: about 0.5 GB after paper-scale updates) so the
+// garbage collector can reclaim them; the next update allocates afresh.
+func FreeScratch() {
+	pool.Lock()
+	pool.free = nil
+	pool.Unlock()
+}
