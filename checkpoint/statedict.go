@@ -39,8 +39,10 @@ func NormalizeKey(k string) string {
 	return k
 }
 
-// LoadSafetensors reads every floating-point tensor of a safetensors file
-// as float32 into a state dict with normalised keys.
+// LoadSafetensors reads every tensor of a safetensors file as float32 into
+// a state dict with normalised keys. Every tensor must be floating-point:
+// an integer tensor is an error naming it (read such files with
+// NewSafetensors and Int64).
 func LoadSafetensors(r io.ReaderAt, size int64) (StateDict, error) {
 	s, err := NewSafetensors(r, size)
 	if err != nil {
