@@ -257,3 +257,14 @@ func FuzzAttention(f *testing.F) {
 		}
 	})
 }
+
+// With D = 0 every score is 0: the output is empty and the mass is the
+// uniform distribution over the keys.
+func TestZeroDim(t *testing.T) {
+	T, S, H := 3, 10, 2
+	mass := make([]float64, 2)
+	AttentionMass(nil, nil, nil, nil, T, S, H, 0, 1, []int{0, T}, []int{0, 4, S}, mass)
+	if math.Abs(mass[0]-float64(H*T)*0.4) > 1e-5 || math.Abs(mass[1]-float64(H*T)*0.6) > 1e-5 {
+		t.Fatalf("mass %v, want %v %v", mass, float64(H*T)*0.4, float64(H*T)*0.6)
+	}
+}
