@@ -3,6 +3,9 @@ package memory
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/densitykv/densitykv/rope"
@@ -72,6 +75,8 @@ type core struct {
 	pendK, pendV, pendQ [][]float32 // clean-pass copies per layer, committed at End
 
 	kbuf, vbuf, qbuf []float32
+	jobs             []ctxJob
+	ctxLen           int
 	stats            Stats
 	updStart         time.Time
 }
@@ -170,16 +175,31 @@ func (c *core) checkAttend(layer int, q, k, v []float32) error {
 		return fmt.Errorf("memory: %s: block %d step %d: attend layer %d, want layer %d of %d", c.name, c.call.Block, c.call.Step, layer, c.layer, c.lay.Layers)
 	}
 	want := c.tokens * c.row
-	for _, t := range []struct {
+	in := [3]struct {
 		n string
 		x []float32
-	}{{"q", q}, {"k", k}, {"v", v}} {
+	}{{"q", q}, {"k", k}, {"v", v}}
+	for _, t := range in {
 		if len(t.x) != want {
 			return fmt.Errorf("memory: %s: block %d layer %d: %s has %d values, want %d tokens × %d heads × %d", c.name, c.call.Block, layer, t.n, len(t.x), c.tokens, c.lay.Heads, c.lay.HeadDim)
 		}
-		if i := firstNonFinite(t.x); i >= 0 {
-			tok, rem := i/c.row, i%c.row
-			return fmt.Errorf("memory: %s: block %d layer %d: %s has %v at token %d head %d dim %d", c.name, c.call.Block, layer, t.n, t.x[i], tok, rem/c.lay.HeadDim, rem%c.lay.HeadDim)
+	}
+	var bad [3]int
+	if want >= 1<<18 && runtime.GOMAXPROCS(0) > 1 {
+		var wg sync.WaitGroup
+		for i := range in {
+			wg.Go(func() { bad[i] = firstNonFinite(in[i].x) })
+		}
+		wg.Wait()
+	} else {
+		for i := range in {
+			bad[i] = firstNonFinite(in[i].x)
+		}
+	}
+	for i, t := range in {
+		if j := bad[i]; j >= 0 {
+			tok, rem := j/c.row, j%c.row
+			return fmt.Errorf("memory: %s: block %d layer %d: %s has %v at token %d head %d dim %d", c.name, c.call.Block, layer, t.n, t.x[j], tok, rem/c.lay.HeadDim, rem%c.lay.HeadDim)
 		}
 	}
 	return nil
@@ -244,30 +264,108 @@ func (c *core) frameSlot(f, end int) int {
 	return f - (end - c.cfg.CacheFrames)
 }
 
-// ctxReset empties the context buffers.
+// ctxReset starts a new context.
 func (c *core) ctxReset() {
-	c.kbuf, c.vbuf = c.kbuf[:0], c.vbuf[:0]
+	c.jobs = c.jobs[:0]
+	c.ctxLen = 0
 }
 
-// ctxFrame appends n tokens of k/v to the context and rotates the appended
-// keys of a whole frame at temporal position t (t < 0: no rotation).
+// ctxFrame schedules n tokens of k/v (a whole frame when t ≥ 0, rotated at
+// temporal position t and the native spatial grid; any rows when t < 0) to
+// be appended to the context. The copies and rotations run in queries.
 func (c *core) ctxFrame(k, v []float32, t int) {
-	off := len(c.kbuf)
-	c.kbuf = append(c.kbuf, k...)
-	c.vbuf = append(c.vbuf, v...)
-	if t >= 0 {
-		c.rot.frame(c.kbuf[off:], c.lay.Heads, t)
+	c.addJobs(ctxJob{off: c.ctxLen, k: k, v: v, t: t})
+	c.ctxLen += len(k)
+}
+
+// ctxJob copies k (and v) to offset off of the context (or q to the query
+// buffer) and rotates the copied keys when t ≥ 0; p0 is the in-frame index
+// of the first token.
+type ctxJob struct {
+	off  int
+	k, v []float32
+	t    int
+	p0   int
+	q    bool
+}
+
+// chunkTokens is the parallel work unit.
+const chunkTokens = 256
+
+// addJobs splits j into chunks of chunkTokens tokens.
+func (c *core) addJobs(j ctxJob) {
+	step := chunkTokens * c.row
+	for o := 0; o < len(j.k); o += step {
+		e := min(o+step, len(j.k))
+		cj := j
+		cj.off, cj.k, cj.p0 = j.off+o, j.k[o:e], j.p0+o/c.row
+		if j.v != nil {
+			cj.v = j.v[o:e]
+		}
+		c.jobs = append(c.jobs, cj)
 	}
 }
 
-// queries rotates the current block's q at per-frame temporal positions ts.
+// queries schedules the current block's q at per-frame temporal positions
+// ts, then runs every scheduled copy and rotation (in parallel when the work
+// is large; the result does not depend on the thread count) and returns the
+// rotated queries. The context is c.kbuf, c.vbuf afterwards.
 func (c *core) queries(q []float32, ts []int) []float32 {
-	c.qbuf = append(c.qbuf[:0], q...)
 	n := c.tpf * c.row
 	for f, t := range ts {
-		c.rot.frame(c.qbuf[f*n:(f+1)*n], c.lay.Heads, t)
+		c.addJobs(ctxJob{off: f * n, k: q[f*n : (f+1)*n], t: t, q: true})
+	}
+	c.kbuf = grow(c.kbuf, c.ctxLen)
+	c.vbuf = grow(c.vbuf, c.ctxLen)
+	c.qbuf = grow(c.qbuf, len(q))
+	for _, j := range c.jobs {
+		if j.t >= 0 {
+			c.rot.temporal(j.t) // grow the tables before going parallel
+		}
+	}
+	workers := 1
+	if c.ctxLen+len(q) >= 1<<20 {
+		workers = min(runtime.GOMAXPROCS(0), len(c.jobs))
+	}
+	var next atomic.Int64
+	run := func() {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= len(c.jobs) {
+				return
+			}
+			c.runJob(c.jobs[i])
+		}
+	}
+	if workers <= 1 {
+		run()
+	} else {
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			wg.Go(run)
+		}
+		wg.Wait()
 	}
 	return c.qbuf
+}
+
+func (c *core) runJob(j ctxJob) {
+	dst := c.kbuf
+	if j.q {
+		dst = c.qbuf
+	}
+	dst = dst[j.off : j.off+len(j.k)]
+	copy(dst, j.k)
+	if j.v != nil {
+		copy(c.vbuf[j.off:j.off+len(j.v)], j.v)
+	}
+	if j.t < 0 {
+		return
+	}
+	for i := 0; i < len(j.k)/c.row; i++ {
+		p := j.p0 + i
+		c.rot.token(dst[i*c.row:(i+1)*c.row], c.lay.Heads, j.t, p/c.lay.Width, p%c.lay.Width)
+	}
 }
 
 func (c *core) startUpdate() { c.updStart = time.Now() }

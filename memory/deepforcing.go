@@ -194,8 +194,7 @@ func (p *DeepForcing) Attend(layer int, q, k, v []float32) (Context, error) {
 		}
 	}
 	m := &p.mid[layer]
-	p.kbuf = append(p.kbuf, m.K...)
-	p.vbuf = append(p.vbuf, m.V...)
+	p.ctxFrame(m.K, m.V, -1)
 	parts.Memory = len(m.Src)
 	for _, f := range p.hist {
 		p.ctxFrame(f.K[layer], f.V[layer], -1)

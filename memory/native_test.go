@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 
@@ -179,5 +180,32 @@ func TestNewAndConfig(t *testing.T) {
 		if _, err := New(NameNative, c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("config error %v, want %q", err, tc.want)
 		}
+	}
+}
+
+// TestParallelAssembly runs a layout large enough for the parallel context
+// assembly and checks Native and FIFO contexts against the oracle, with one
+// and with several threads.
+func TestParallelAssembly(t *testing.T) {
+	for _, procs := range []int{1, 3} {
+		old := runtime.GOMAXPROCS(procs)
+		cfg := Config{Layout: Layout{Height: 16, Width: 16, FramesPerBlock: 3, Layers: 1, Heads: 8, HeadDim: 64}}
+		cfg, _ = cfg.Resolve()
+		if cfg.CacheFrames*cfg.Layout.TokensPerFrame()*8*64 < 1<<20 {
+			t.Fatal("layout too small for the parallel path")
+		}
+		nat, _ := New(NameNative, cfg)
+		fifo, _ := New(NameFIFO, cfg)
+		sn, sf := newStream(cfg.Layout, 4), newStream(cfg.Layout, 4)
+		for b := 0; b < 6; b++ {
+			ctx := sn.block(t, nat, b, 0)
+			segs, _ := nativeSegs(cfg, b, false)
+			_, k, v := sn.qkv(b, 0, 0)
+			sn.expectFrames(t, ctx[0], 0, k, v, segs)
+			ctx = sf.block(t, fifo, b, 0)
+			hist := historyTokens(cfg, b)
+			sf.checkWindowed(t, cfg, ctx[0], b, 0, 0, hist[max(0, len(hist)-cfg.Capacity):])
+		}
+		runtime.GOMAXPROCS(old)
 	}
 }

@@ -115,8 +115,7 @@ func (p *windowed) Attend(layer int, q, k, v []float32) (Context, error) {
 		}
 	}
 	mk, mv, mn := p.sel.memory(layer)
-	p.kbuf = append(p.kbuf, mk...)
-	p.vbuf = append(p.vbuf, mv...)
+	p.ctxFrame(mk, mv, -1)
 	parts.Memory = mn
 	for _, f := range p.recent {
 		if f.ID >= end-W {

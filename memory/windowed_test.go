@@ -52,8 +52,13 @@ func (s *stream) checkWindowed(t *testing.T, cfg Config, ctx Context, b, step, l
 	ms := ctx.Parts.Sink * row
 	s.expectFrames(t, Context{K: ctx.K[:ms], V: ctx.V[:ms]}, layer, k, v, sink)
 	me := ms + len(mem)*row
+	rot0 := map[int][]float32{}
 	for i, tk := range mem {
-		kk := rotated(l, s.cleanK[[2]int{tk.frame, layer}], 0)
+		kk, ok := rot0[tk.frame]
+		if !ok {
+			kk = rotated(l, s.cleanK[[2]int{tk.frame, layer}], 0)
+			rot0[tk.frame] = kk
+		}
 		if !equal(ctx.K[ms+i*row:ms+(i+1)*row], kk[tk.p*row:(tk.p+1)*row]) {
 			t.Fatalf("block %d layer %d: memory entry %d (frame %d token %d): key differs", b, layer, i, tk.frame, tk.p)
 		}
