@@ -173,6 +173,18 @@ func TestResumeIsIdentical(t *testing.T) {
 			if cp.NextBlock != 7 || !cp.Snapshots {
 				t.Fatalf("checkpoint at block %d, snapshots %v; want 7 and policy snapshots", cp.NextBlock, cp.Snapshots)
 			}
+			// A crash after the checkpoint leaves lines the checkpoint does
+			// not cover: resume must drop them.
+			lf, err := os.OpenFile(filepath.Join(dir, name, fileLog), os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lf.WriteString(`{"policy":"densitykv","block":7,"layer":0}` + "\n")
+			lf.Close()
+			snaps, _ := filepath.Glob(filepath.Join(dir, name, dirState, "policy-*-b000007.snap"))
+			if len(snaps) != 3 {
+				t.Fatalf("state holds %v, want the 3 policies' snapshots at block 7", snaps)
+			}
 			// Flags that change the run are refused with --resume.
 			code, _, errs = run(t, context.Background(), "simulate", "--out", dir, "--name", name, "--resume", "--tau", "3")
 			if code != exitUsage || !strings.Contains(errs, "--tau") {

@@ -209,7 +209,7 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 		if saved.Snapshots {
 			for i, p := range pols {
 				sn := p.(snapshotter) // saved only when all policies support it
-				if err := loadSnapshot(filepath.Join(stateDir, snapshotName(i, cfg.Policies[i])), sn); err != nil {
+				if err := loadSnapshot(filepath.Join(stateDir, snapshotName(i, cfg.Policies[i], saved.NextBlock)), sn); err != nil {
 					return nil, fmt.Errorf("--resume: policy %s: %w", cfg.Policies[i], err)
 				}
 			}
@@ -262,12 +262,23 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 		st.Snapshots = canSnap
 		if canSnap {
 			for i, p := range pols {
-				if err := saveSnapshot(filepath.Join(stateDir, snapshotName(i, cfg.Policies[i])), p.(snapshotter)); err != nil {
+				if err := saveSnapshot(filepath.Join(stateDir, snapshotName(i, cfg.Policies[i], st.NextBlock)), p.(snapshotter)); err != nil {
 					return fmt.Errorf("checkpoint: policy %s: %w", cfg.Policies[i], err)
 				}
 			}
 		}
-		return writeJSONAtomic(filepath.Join(stateDir, fileCheckpoint), st)
+		// checkpoint.json names the block of its snapshots; it is written
+		// last, so a crash in between leaves the previous checkpoint valid.
+		if err := writeJSONAtomic(filepath.Join(stateDir, fileCheckpoint), st); err != nil {
+			return err
+		}
+		old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
+		for _, f := range old {
+			if !strings.HasSuffix(f, fmt.Sprintf("-b%06d.snap", st.NextBlock)) || !canSnap {
+				os.Remove(f)
+			}
+		}
+		return nil
 	}
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		return nil, err
@@ -529,7 +540,11 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%.2f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-func snapshotName(i int, policy string) string { return fmt.Sprintf("policy-%02d-%s.snap", i, policy) }
+// snapshotName names policy i's snapshot taken before block (the number of
+// completed blocks).
+func snapshotName(i int, policy string, block int) string {
+	return fmt.Sprintf("policy-%02d-%s-b%06d.snap", i, policy, block)
+}
 
 func saveSnapshot(path string, s snapshotter) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
