@@ -424,3 +424,25 @@ func TestRunErrors(t *testing.T) {
 		t.Error("no buildable variant accepted")
 	}
 }
+
+// BenchmarkRunBaselines evaluates the seven baselines on 8 blocks of the
+// default synthetic stream with 2 layers (one op = the whole run).
+func BenchmarkRunBaselines(b *testing.B) {
+	c := synth.DefaultConfig()
+	c.Layout.Layers = 2
+	c.Blocks = 8
+	base := memory.Config{Layout: c.Layout}
+	vs, err := Suite(SuiteConfig{Base: base, Groups: []string{GroupBaselines}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		g, err := synth.NewGenerator(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Run(g, vs, Options{Base: base}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
