@@ -320,6 +320,14 @@ func TestRunReferenceAgainstItself(t *testing.T) {
 			}
 		}
 	}
+	// Ages at the last block (frames 14, 15): FIFO keeps frame 11 (age 4);
+	// FullHistory keeps frames 1…11 (mean age 15 − 6 = 9).
+	if got := res.Cells[2][z][0][0].RetainedAge; got != 4 {
+		t.Fatalf("FIFO retained age %v, want 4", got)
+	}
+	if got := res.Cells[0][z][1][1].RetainedAge; got != 9 {
+		t.Fatalf("FullHistory retained age %v, want 9", got)
+	}
 	if got := res.PerBlock[2][7].Memory; got != 24 {
 		t.Fatalf("FIFO memory at the end %v, want 24", got)
 	}

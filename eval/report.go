@@ -62,6 +62,9 @@ func Columns(r *Result) []Column {
 		metricCol("Top-k recall (%) ↑", "topk_recall_pct", 1, false, 100, func(m Metrics) float64 { return m.Recall }),
 		metricCol("Cover max/√d ↓", "cover_max_over_sqrt_d", 3, true, inv, func(m Metrics) float64 { return m.CoverMax }),
 		metricCol("Cover mean/√d ↓", "cover_mean_over_sqrt_d", 3, true, inv, func(m Metrics) float64 { return m.CoverMean }),
+		{Name: "Mean age (frames)", Key: "retained_age_frames", Decimals: 1, Value: func(r *Result, v, z int) float64 {
+			return r.Mean(v, z, func(m Metrics) float64 { return m.RetainedAge })
+		}},
 		{Name: "Memory (tok/head)", Key: "memory_tokens", Decimals: 0, Value: func(r *Result, v, z int) float64 {
 			return r.PerBlock[v][r.Horizons[z]-1].Memory
 		}},
@@ -375,13 +378,13 @@ func ff(x float64) string { return strconv.FormatFloat(x, 'g', 8, 64) }
 
 func (r *Result) writeCells(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"group", "label", "policy", "horizon_blocks", "layer", "head", "rel_err", "dropped_mass", "topk_recall", "cover_max", "cover_mean"})
+	cw.Write([]string{"group", "label", "policy", "horizon_blocks", "layer", "head", "rel_err", "dropped_mass", "topk_recall", "cover_max", "cover_mean", "retained_age_frames"})
 	for v, vr := range r.Variants {
 		for z, hz := range r.Horizons {
 			for i, l := range r.Layers {
 				for h, m := range r.Cells[v][z][i] {
 					cw.Write([]string{vr.Group, vr.Label, vr.Policy, strconv.Itoa(hz), strconv.Itoa(l), strconv.Itoa(h),
-						ff(m.RelErr), ff(m.Dropped), ff(m.Recall), ff(m.CoverMax), ff(m.CoverMean)})
+						ff(m.RelErr), ff(m.Dropped), ff(m.Recall), ff(m.CoverMax), ff(m.CoverMean), ff(m.RetainedAge)})
 				}
 			}
 		}

@@ -66,6 +66,10 @@ type Metrics struct {
 	// between keys rotated at temporal position 0 (the bank geometry).
 	// Divided by √d_k they bound the worst-case logit discrepancy.
 	CoverMax, CoverMean float64
+	// RetainedAge is the mean age, in latent frames, of the history tokens
+	// the policy still attends at the horizon (age = the block's last frame
+	// − the token's frame; NaN when it attends no history).
+	RetainedAge float64
 }
 
 // BlockStat is one policy's record of one block.
@@ -153,7 +157,7 @@ type evaluator struct {
 	horizon  map[int]int
 	blocks   int
 	cells    [][][][]blockCell // [v][b][li][h]
-	cover    [][][][][2]float64
+	cover    [][][][][3]float64
 	frameCov [][][][]float64 // [v][z][layer·H+head][f]
 	unmatch  []int64
 	coll     int64
@@ -281,7 +285,7 @@ func Run(src synth.Reader, variants []Variant, opt Options) (*Result, error) {
 	}
 	frames := blocks * lay.FramesPerBlock
 	ev.cells = make([][][][]blockCell, ev.nv)
-	ev.cover = make([][][][][2]float64, ev.nv)
+	ev.cover = make([][][][][3]float64, ev.nv)
 	ev.frameCov = make([][][][]float64, ev.nv)
 	ev.unmatch = make([]int64, ev.nv)
 	perBlock := make([][]BlockStat, ev.nv)
@@ -296,12 +300,12 @@ func Run(src synth.Reader, variants []Variant, opt Options) (*Result, error) {
 				}
 			}
 		}
-		ev.cover[v] = make([][][][2]float64, len(opt.Horizons))
+		ev.cover[v] = make([][][][3]float64, len(opt.Horizons))
 		ev.frameCov[v] = make([][][]float64, len(opt.Horizons))
 		for z := range ev.cover[v] {
-			ev.cover[v][z] = make([][][2]float64, nl)
+			ev.cover[v][z] = make([][][3]float64, nl)
 			for i := range ev.cover[v][z] {
-				ev.cover[v][z][i] = make([][2]float64, H)
+				ev.cover[v][z][i] = make([][3]float64, H)
 			}
 			ev.frameCov[v][z] = make([][]float64, nl*H)
 			for i := range ev.frameCov[v][z] {
@@ -363,7 +367,8 @@ func Run(src synth.Reader, variants []Variant, opt Options) (*Result, error) {
 					m.RelErr = meanOver(hz, func(b int) float64 { return ev.cells[p][b][i][h].relErr })
 					m.Dropped = meanOver(hz, func(b int) float64 { return ev.cells[p][b][i][h].dropped })
 					m.Recall = meanOver(hz, func(b int) float64 { return ev.cells[p][b][i][h].recall })
-					m.CoverMax, m.CoverMean = ev.cover[p][z][i][h][0], ev.cover[p][z][i][h][1]
+					c := ev.cover[p][z][i][h]
+					m.CoverMax, m.CoverMean, m.RetainedAge = c[0], c[1], c[2]
 					res.Cells[vi][z][i][h] = m
 				}
 			}
@@ -639,7 +644,7 @@ func (ev *evaluator) coverage(view sim.LayerView, li, h, z int) {
 	nh := hi - lo
 	if nh <= 0 {
 		for v := 0; v < ev.nv; v++ {
-			ev.cover[v][z][li][h] = [2]float64{math.NaN(), math.NaN()}
+			ev.cover[v][z][li][h] = [3]float64{math.NaN(), math.NaN(), math.NaN()}
 		}
 		return
 	}
@@ -672,7 +677,18 @@ func (ev *evaluator) coverage(view sim.LayerView, li, h, z int) {
 		if len(x) == 0 {
 			mx, mean = 0, 0
 		}
-		ev.cover[pi-1][z][li][h] = [2]float64{mx, mean}
+		age := math.NaN()
+		if nk := len(rk) / D; nk > 0 {
+			last := view.Block*lay.FramesPerBlock + lay.FramesPerBlock - 1
+			var sum float64
+			for id := lo; id < hi; id++ {
+				if kept[id] {
+					sum += float64(last - id/tpf)
+				}
+			}
+			age = sum / float64(nk)
+		}
+		ev.cover[pi-1][z][li][h] = [3]float64{mx, mean, age}
 		fc := ev.frameCov[pi-1][z][li*lay.Heads+h]
 		for f := lo / tpf; f < hi/tpf; f++ {
 			n := 0
