@@ -133,6 +133,7 @@ func isCobraUsage(err error) bool {
 }
 
 func main() {
+	setMemoryLimit()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

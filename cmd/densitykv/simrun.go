@@ -206,6 +206,9 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 		if saved.NextBlock > blocks {
 			return nil, fmt.Errorf("--resume: checkpoint at block %d beyond the run's %d blocks", saved.NextBlock, blocks)
 		}
+		if saved.NextBlock == blocks {
+			return nil, usagef("--resume: %s is already complete (%d blocks); densitykv trace %s re-renders its plots", dir, blocks, dir)
+		}
 		if saved.Snapshots {
 			for i, p := range pols {
 				sn := p.(snapshotter) // saved only when all policies support it
@@ -253,14 +256,17 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 	prog := newProgress(o.stderr, "simulate", blocks, st.NextBlock, o.quiet)
 	defer prog.finish()
 
-	checkpoint := func() error {
+	// checkpoint records the completed blocks; with snaps it also saves the
+	// policies' state (not needed once the run is complete).
+	checkpoint := func(snaps bool) error {
 		n, err := logw.sync()
 		if err != nil {
 			return fmt.Errorf("memory log: %w", err)
 		}
 		st.LogBytes = n
-		st.Snapshots = canSnap
-		if canSnap {
+		snaps = snaps && canSnap
+		st.Snapshots = snaps
+		if snaps {
 			for i, p := range pols {
 				if err := saveSnapshot(filepath.Join(stateDir, snapshotName(i, cfg.Policies[i], st.NextBlock)), p.(snapshotter)); err != nil {
 					return fmt.Errorf("checkpoint: policy %s: %w", cfg.Policies[i], err)
@@ -274,7 +280,7 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 		}
 		old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
 		for _, f := range old {
-			if !strings.HasSuffix(f, fmt.Sprintf("-b%06d.snap", st.NextBlock)) || !canSnap {
+			if !strings.HasSuffix(f, fmt.Sprintf("-b%06d.snap", st.NextBlock)) || !snaps {
 				os.Remove(f)
 			}
 		}
@@ -294,7 +300,7 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 			return res, errInterrupted
 		}
 		if !replaying && ctx.Err() != nil {
-			if err := checkpoint(); err != nil {
+			if err := checkpoint(true); err != nil {
 				return nil, err
 			}
 			if err := writeArtifacts(dir, cfg, pols, st); err != nil {
@@ -391,12 +397,12 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 		}
 		prog.add(1)
 		if cfg.Run.SnapshotEvery > 0 && st.NextBlock%cfg.Run.SnapshotEvery == 0 && st.NextBlock < blocks {
-			if err := checkpoint(); err != nil {
+			if err := checkpoint(true); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if err := checkpoint(); err != nil {
+	if err := checkpoint(false); err != nil {
 		return nil, err
 	}
 	prog.finish()

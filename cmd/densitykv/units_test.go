@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 
@@ -119,4 +120,13 @@ func FuzzDecodeConfig(f *testing.F) {
 			t.Fatalf("round trip changed the config:\n%s\n---\n%s", y, y2)
 		}
 	})
+}
+
+func TestTotalMemory(t *testing.T) {
+	if _, err := os.Stat("/proc/meminfo"); err != nil {
+		t.Skip("no /proc/meminfo on this system")
+	}
+	if m := totalMemory(); m < 64<<20 {
+		t.Fatalf("totalMemory() = %d bytes, implausible", m)
+	}
 }
