@@ -227,3 +227,111 @@ func TestDensityKVHugeKeys(t *testing.T) {
 		t.Fatal("state changed")
 	}
 }
+
+// TestDensityKVMatchesBankOnOfferedFrames feeds an independent bank, per
+// layer, the blocks the policy should offer (frames 3b−5…3b−3 at block b,
+// keys rotated at t = 0 with the reference rope, head-major, sources =
+// global token index) and requires identical bank contents.
+func TestDensityKVMatchesBankOnOfferedFrames(t *testing.T) {
+	cfg := goldenDensityConfig(60)
+	pol, err := New(NameDensityKV, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pol.(*DensityKV)
+	bc, err := bankConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.Layout
+	H, D, P := l.Heads, l.HeadDim, l.TokensPerFrame()
+	oracle := make([]*bank.Bank, l.Layers)
+	for i := range oracle {
+		oracle[i], _ = bank.New(bc)
+	}
+	s := newStream(l, 31)
+	for b := 0; b < 8; b++ {
+		if b >= 2 {
+			N := 3 * P
+			for layer, ob := range oracle {
+				blk := bank.Block{Keys: make([]float32, H*N*D), Values: make([]float32, H*N*D), Source: make([]int64, N)}
+				for i := 0; i < 3; i++ {
+					f := 3*b - 5 + i
+					kr := rotated(l, s.cleanK[[2]int{f, layer}], 0)
+					vv := s.cleanV[[2]int{f, layer}]
+					for tp := 0; tp < P; tp++ {
+						n := i*P + tp
+						blk.Source[n] = int64(f*P + tp)
+						for h := 0; h < H; h++ {
+							copy(blk.Keys[(h*N+n)*D:(h*N+n+1)*D], kr[(tp*H+h)*D:(tp*H+h+1)*D])
+							copy(blk.Values[(h*N+n)*D:(h*N+n+1)*D], vv[(tp*H+h)*D:(tp*H+h+1)*D])
+						}
+					}
+				}
+				if _, err := ob.Update(blk); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		s.block(t, p, b, 2)
+		for layer, ob := range oracle {
+			pb := p.Banks()[layer]
+			for h := 0; h < H; h++ {
+				if fmt.Sprint(pb.Entries(h)) != fmt.Sprint(ob.Entries(h)) || !equal(pb.Keys(h), ob.Keys(h)) || !equal(pb.Values(h), ob.Values(h)) {
+					t.Fatalf("block %d layer %d head %d: policy bank differs from the oracle bank", b, layer, h)
+				}
+			}
+		}
+	}
+}
+
+// TestDensityKVKnownAnswers checks two regimes whose answer is known
+// without running Algorithm 1: with an unreachable growth limit, source
+// ordering and a capacity that holds the whole history the bank is the full
+// history in source order; with capacity 24 < N = 36 the first update keeps the first
+// 24 candidates (frames 1–2) and every later update replaces the whole bank
+// with 24 tokens of the newest offered frames.
+func TestDensityKVKnownAnswers(t *testing.T) {
+	for _, capacity := range []int{1000, 24} {
+		cfg := goldenDensityConfig(capacity)
+		cfg.Bank.Tau = 1e30
+		if capacity == 1000 {
+			cfg.Bank.Ordering = "source" // admission order = source order
+		}
+		pol, _ := New(NameDensityKV, cfg)
+		p := pol.(*DensityKV)
+		s := newStream(cfg.Layout, 6)
+		for b := 0; b < 7; b++ {
+			s.block(t, p, b, 1)
+			for layer, bk := range p.Banks() {
+				for h := 0; h < 2; h++ {
+					ents := bk.Entries(h)
+					if capacity == 1000 {
+						hist := historyTokens(cfg, b)
+						if len(ents) != len(hist) {
+							t.Fatalf("block %d: %d entries, want the %d history tokens", b, len(ents), len(hist))
+						}
+						for i, e := range ents {
+							if e.Source != int64(hist[i].frame*12+hist[i].p) {
+								t.Fatalf("block %d: entry %d is token %d, want %v", b, i, e.Source, hist[i])
+							}
+						}
+						continue
+					}
+					if b < 2 {
+						continue
+					}
+					if len(ents) != 24 {
+						t.Fatalf("block %d layer %d head %d: %d entries", b, layer, h, len(ents))
+					}
+					for i, e := range ents {
+						lo := int64((3*b - 5) * 12)
+						if b == 2 && e.Source != 12+int64(i) || e.Source < lo || e.Source >= lo+36 {
+							t.Fatalf("block %d: entry %d from token %d, want the offered frames %d…%d", b, i, e.Source, 3*b-5, 3*b-3)
+						}
+					}
+				}
+			}
+		}
+	}
+}
