@@ -418,8 +418,12 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 			sec := float64((b+1)*3) / 4
 			var lines []logLine
 			tot.OccMin, tot.OccMax = 1<<62, 0
+			banks := bankBytes(pol)
 			for l := 0; l < gc.Memory.Layout.Layers; l++ {
 				ln := lineFor(gc.Policies[0], b, l, sec, s, decs, tot.Bytes, 0)
+				if banks != nil {
+					ln.BankBytes = banks[l]
+				}
 				tot.Admitted += int64(ln.AdmittedTotal)
 				tot.EvictedMandatory += int64(ln.EvictedMandatory)
 				tot.EvictedCapacity += int64(ln.EvictedCapacity)

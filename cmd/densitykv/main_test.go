@@ -71,6 +71,15 @@ func TestSimulateWritesRunFolder(t *testing.T) {
 		if len(ln.Occupancy) != 2 {
 			t.Fatalf("occupancy has %d heads, want 2", len(ln.Occupancy))
 		}
+		if ln.Policy == "densitykv" {
+			// BF16 K and V of d = 8, FP32 density and baseline, int64 + int32 provenance.
+			const perState = 2*8*2 + 4 + 4 + 8 + 4
+			if want := int64(ln.Occupancy[0]+ln.Occupancy[1]) * perState; ln.BankBytes != want {
+				t.Fatalf("block %d layer %d: bank_bytes %d, want %d for occupancy %v", ln.Block, ln.Layer, ln.BankBytes, want, ln.Occupancy)
+			}
+		} else if ln.BankBytes != 0 {
+			t.Fatalf("%s has bank_bytes %d", ln.Policy, ln.BankBytes)
+		}
 	}
 	// DensityKV admitted something, and provenance lists its final banks.
 	var dkv *policyTotals

@@ -48,8 +48,11 @@ type logLine struct {
 	EvictedCapacity  int   `json:"evicted_capacity"`
 	// Tokens counts this layer's attention keys by part.
 	Tokens partsJSON `json:"tokens"`
-	// Bytes is the policy's live persistent state after the block.
-	Bytes int64 `json:"bytes"`
+	// Bytes is the policy's live persistent state after the block (sink,
+	// window and memory); BankBytes is this layer's DensityKV bank alone
+	// (K/V payload, densities, baselines, provenance).
+	Bytes     int64 `json:"bytes"`
+	BankBytes int64 `json:"bank_bytes,omitempty"`
 	// Flags of the bank decision (DensityKV only).
 	Flushed      bool `json:"flushed,omitempty"`
 	FloorBlocked bool `json:"floor_blocked,omitempty"`
@@ -367,8 +370,12 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 			tot.UpdateSeconds += s.UpdateSeconds
 			st.Bytes[i] = append(st.Bytes[i], tot.Bytes)
 			tot.OccMin, tot.OccMax = 1<<62, 0
+			banks := bankBytes(p)
 			for l := 0; l < L; l++ {
 				ln := lineFor(cfg.Policies[i], b, l, sec, s, decs, tot.Bytes, attend[i][l])
+				if banks != nil {
+					ln.BankBytes = banks[l]
+				}
 				tot.Admitted += int64(ln.AdmittedTotal)
 				tot.EvictedMandatory += int64(ln.EvictedMandatory)
 				tot.EvictedCapacity += int64(ln.EvictedCapacity)
@@ -423,6 +430,20 @@ func writeArtifacts(dir string, cfg Config, pols []memory.Policy, st *runState) 
 		return err
 	}
 	return writeStorageRun(filepath.Join(dir, fileStorageRun), cfg, st)
+}
+
+// bankBytes returns the live bytes of each layer's DensityKV bank, or nil
+// for other policies.
+func bankBytes(p memory.Policy) []int64 {
+	d, ok := p.(*memory.DensityKV)
+	if !ok {
+		return nil
+	}
+	out := make([]int64, len(d.Banks()))
+	for l, b := range d.Banks() {
+		out[l] = b.Bytes()
+	}
+	return out
 }
 
 // afterBlockHook, when set (tests), runs after every logged block.
@@ -481,11 +502,13 @@ func printUpdates(o simOptions, cfg Config, b int, lines []logLine, prog *progre
 			continue
 		}
 		var adm, mand, capv, omin, omax int
+		var bankB int64
 		omin = 1 << 62
 		var flags []string
 		upd := -1
 		for _, ln := range ls {
 			adm += ln.AdmittedTotal
+			bankB += ln.BankBytes
 			mand += ln.EvictedMandatory
 			capv += ln.EvictedCapacity
 			omin, omax = min(omin, ln.OccMin), max(omax, ln.OccMax)
@@ -513,8 +536,12 @@ func printUpdates(o simOptions, cfg Config, b int, lines []logLine, prog *progre
 		if omax != omin {
 			occ = fmt.Sprintf("%d-%d", omin, omax)
 		}
-		fmt.Fprintf(o.stdout, "%-14s block %3d (frames %3d-%3d, %6.2fs) update %s  admitted %7d  evicted %6d mandatory %6d capacity  occupancy %s/%d per head  bytes %s%s\n",
-			name, b, b*F, b*F+F-1, ls[0].Second, u, adm, mand, capv, occ, capacity, humanBytes(ls[0].Bytes), flagStr(flags))
+		bytes := "bytes " + humanBytes(ls[0].Bytes)
+		if name == memory.NameDensityKV {
+			bytes = "bank " + humanBytes(bankB) + " (with sink+window " + humanBytes(ls[0].Bytes) + ")"
+		}
+		fmt.Fprintf(o.stdout, "%-14s block %3d (frames %3d-%3d, %6.2fs) update %s  admitted %7d  evicted %6d mandatory %6d capacity  occupancy %s/%d per head  %s%s\n",
+			name, b, b*F, b*F+F-1, ls[0].Second, u, adm, mand, capv, occ, capacity, bytes, flagStr(flags))
 	}
 }
 
