@@ -91,6 +91,32 @@ func TestSimulateWritesRunFolder(t *testing.T) {
 	if dkv == nil || dkv.Admitted == 0 {
 		t.Fatalf("densitykv admitted nothing: %+v", dkv)
 	}
+	// The admission aggregates agree with the log.
+	var adm admissions
+	if err := readJSON(filepath.Join(rd, fileAdmissions), &adm); err != nil {
+		t.Fatal(err)
+	}
+	var sumTok, sumLF int64
+	for _, v := range adm.TokenBanks {
+		sumTok += int64(v)
+	}
+	for _, v := range adm.LayerFrame {
+		sumLF += v
+	}
+	if sumTok != dkv.Admitted || sumLF != dkv.Admitted || adm.InitFrames < 1 {
+		t.Fatalf("admissions.json: %d token-bank and %d layer-frame admissions, init frames %d; the log says %d admitted", sumTok, sumLF, adm.InitFrames, dkv.Admitted)
+	}
+	updBlock := map[int]int{}
+	for _, ln := range lines {
+		if ln.Policy == "densitykv" && ln.Update >= 0 {
+			updBlock[ln.Update] = ln.Block
+		}
+	}
+	for u, b := range adm.UpdateBlock {
+		if updBlock[u] != b {
+			t.Fatalf("admissions.json maps update %d to block %d, the log to block %d", u, b, updBlock[u])
+		}
+	}
 	prov, _ := os.ReadFile(filepath.Join(rd, fileProvenance))
 	rows := strings.Count(string(prov), "\n") - 1
 	if want := 2 * 2 * dkv.OccMax; dkv.OccMin == dkv.OccMax && rows != want {
