@@ -569,3 +569,32 @@ func TestNoArgumentsRunsDemo(t *testing.T) {
 		t.Fatalf("the demo did not start in runs/demo: %v", err)
 	}
 }
+
+func TestGeneratePreviewVideoWithFFmpeg(t *testing.T) {
+	g := goldendir.Wan(t)
+	dir := t.TempDir()
+	// A stand-in ffmpeg that records its arguments and writes the output.
+	bin := filepath.Join(dir, "bin")
+	os.MkdirAll(bin, 0o755)
+	script := "#!/bin/sh\necho \"$@\" > \"" + filepath.Join(dir, "ffmpeg.args") + "\"\nfor a; do last=$a; done\necho fake > \"$last\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "ffmpeg"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	code, out, errs := run(t, context.Background(), "generate", "--arch", "tiny", "--checkpoint", filepath.Join(g, "weights.safetensors"),
+		"--text", filepath.Join(g, "rollout_native.safetensors"), "--latent-height", "6", "--latent-width", "8", "--blocks", "2",
+		"--policy", "native", "--out", dir, "--name", "v", "--quiet", "--trace-step", "-1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "v", "preview.mp4")); err != nil {
+		t.Fatal("no preview.mp4 with ffmpeg on PATH")
+	}
+	args, _ := os.ReadFile(filepath.Join(dir, "ffmpeg.args"))
+	if !strings.Contains(string(args), "frame_%05d.png") || !strings.Contains(out, "latent preview video") || !strings.Contains(out, "no VAE decoder") {
+		t.Fatalf("ffmpeg args %q; stdout:\n%s", args, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "v", "attention_trace.json")); err == nil {
+		t.Fatal("--trace-step -1 still wrote an attention trace")
+	}
+}
