@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/plots"
 	"github.com/densitykv/densitykv/rollout"
+	"github.com/densitykv/densitykv/synth"
 	"github.com/densitykv/densitykv/wan"
 )
 
@@ -50,6 +52,10 @@ type GenerateSection struct {
 	// 4th pass); -1 disables the trace.
 	TraceStep int  `yaml:"trace_step"`
 	Preview   bool `yaml:"preview"`
+	// RecordStream, when set, records the clean passes' q/k/v of every layer
+	// into a stream file (package synth's format) that simulate and eval
+	// replay with --stream file.
+	RecordStream string `yaml:"record_stream"`
 }
 
 // TextSpec is one prompt: a text-encoder output file used from FromBlock on.
@@ -212,6 +218,7 @@ decoded video frames.`,
 	f.StringVar(&policy, "policy", memory.NameDensityKV, "memory policy: "+strings.Join(memory.Names(), ", "))
 	f.IntVar(&g.TraceStep, "trace-step", 3, "denoising step whose attention is traced (3 = 4th pass), -1 = off")
 	f.BoolVar(&g.Preview, "preview", true, "write PNG frames of a latent preview (and preview.mp4 with ffmpeg)")
+	f.StringVar(&g.RecordStream, "record-stream", "", "record the clean passes' q/k/v into this stream file (replay with simulate/eval --stream file)")
 	f.StringVar(&out, "out", "runs", "parent folder of run folders")
 	f.StringVar(&name, "name", "generate", "run folder name")
 	f.IntVar(&mc.SinkFrames, "sink-frames", 0, "first-frame sink, frames (0 = 1)")
@@ -332,6 +339,15 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 	if g.TraceStep >= 0 {
 		tr = newAttentionTracer(pol, g.TraceStep, frames)
 		run = tr
+	}
+	finishRec := func() error { return nil }
+	if g.RecordStream != "" {
+		rec, closeRec, err := newStreamRecorder(g.RecordStream, run, pol, g)
+		if err != nil {
+			return err
+		}
+		defer closeRec()
+		run, finishRec = rec, closeRec
 	}
 	sch := rollout.DefaultSchedule()
 	seed := uint64(gc.Run.Seed)
@@ -469,6 +485,9 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 	}
 	if err := checkpointState(); err != nil {
 		return err
+	}
+	if err := finishRec(); err != nil {
+		return fmt.Errorf("--record-stream: %w", err)
 	}
 	os.RemoveAll(filepath.Join(prevDir, rollout.LatentDir))
 	res := &simResult{Dir: dir, Cfg: gc.Config, State: st, Elapsed: time.Since(start), Interrupted: interrupted, Replayed: replayTo}
@@ -645,3 +664,43 @@ func yamlMarshal(v any) ([]byte, error) {
 }
 
 func yamlUnmarshal(b []byte, v any) error { return yaml.Unmarshal(b, v) }
+
+// recorded forwards a synth.Recorder and reports the wrapped policy's
+// statistics (the rollout logs them).
+type recorded struct {
+	*synth.Recorder
+	stats memory.Policy
+}
+
+// LastStats reports the wrapped policy's statistics.
+func (r recorded) LastStats() memory.Stats { return statsOf(r.stats) }
+
+// newStreamRecorder wraps run so that every clean pass is recorded into
+// path; the returned function finishes the file.
+func newStreamRecorder(path string, run, pol memory.Policy, g GenerateSection) (memory.Policy, func() error, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--record-stream: %w", err)
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	sw, err := synth.NewWriter(bw, synth.Header{Layout: pol.Layout(), DType: synth.Float32, Blocks: g.Blocks,
+		Source: "densitykv generate " + filepath.Base(g.Checkpoint)})
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("--record-stream: %w", err)
+	}
+	rec, err := synth.NewRecorder(run, sw)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("--record-stream: %w", err)
+	}
+	done := false
+	finish := func() error {
+		if done {
+			return nil
+		}
+		done = true
+		return errors.Join(sw.Close(), bw.Flush(), f.Close())
+	}
+	return recorded{rec, pol}, finish, nil
+}

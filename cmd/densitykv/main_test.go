@@ -598,3 +598,46 @@ func TestGeneratePreviewVideoWithFFmpeg(t *testing.T) {
 		t.Fatal("--trace-step -1 still wrote an attention trace")
 	}
 }
+
+// A rollout recorded by generate replays through simulate with the same
+// DensityKV decisions, occupancy, attention parts and bytes.
+func TestGenerateRecordReplaysInSimulate(t *testing.T) {
+	g := goldendir.Wan(t)
+	dir := t.TempDir()
+	stream := filepath.Join(dir, "rollout.dkvs")
+	mem := []string{"--policy", "densitykv", "--capacity", "24", "--sigma", "4", "--ordering", "max"}
+	args := append([]string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(g, "weights.safetensors"),
+		"--text", filepath.Join(g, "rollout_native.safetensors"), "--latent-height", "6", "--latent-width", "8", "--blocks", "6",
+		"--out", dir, "--name", "gen", "--quiet", "--record-stream", stream, "--preview=false"}, mem...)
+	if code, _, errs := run(t, context.Background(), args...); code != 0 {
+		t.Fatal(errs)
+	}
+	sim := append([]string{"simulate", "--stream", "file", "--stream-file", stream, "--seconds", "4.5", "--out", dir, "--name", "sim",
+		"--quiet", "--plots=false"}, mem...)
+	if code, _, errs := run(t, context.Background(), sim...); code != 0 {
+		t.Fatal(errs)
+	}
+	a := stripTimings(t, filepath.Join(dir, "gen", fileLog))
+	b := stripTimings(t, filepath.Join(dir, "sim", fileLog))
+	if len(a) != len(b) || len(a) != 6*2 {
+		t.Fatalf("%d generate lines, %d simulate lines, want 12 each", len(a), len(b))
+	}
+	admitted := 0
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Block != y.Block || x.Layer != y.Layer || x.AdmittedTotal != y.AdmittedTotal || x.EvictedMandatory != y.EvictedMandatory ||
+			x.EvictedCapacity != y.EvictedCapacity || !reflect.DeepEqual(x.Occupancy, y.Occupancy) || x.Tokens != y.Tokens ||
+			x.Bytes != y.Bytes || x.BankBytes != y.BankBytes || x.Update != y.Update {
+			t.Fatalf("line %d differs:\ngenerate %+v\nsimulate %+v", i, x, y)
+		}
+		admitted += x.AdmittedTotal
+	}
+	if admitted == 0 {
+		t.Fatal("the bank admitted nothing")
+	}
+	p1, _ := os.ReadFile(filepath.Join(dir, "gen", fileProvenance))
+	p2, _ := os.ReadFile(filepath.Join(dir, "sim", fileProvenance))
+	if !bytes.Equal(p1, p2) {
+		t.Fatal("final banks differ between the rollout and its replay")
+	}
+}
