@@ -55,6 +55,7 @@ func fromDotsAVX512(row []float32, na float32, nb []float32, eps, s float32, pow
 		r = r.Mul(x.Mul(r).MulAdd(mone, two))
 		r.Store(p)
 	}
+	archsimd.ClearAVXUpperBits() // scalar SSE code follows
 	if n < len(row) {
 		fromDotsGeneric(row[n:], na, nb[n:], eps, s, pow)
 	}
@@ -105,6 +106,7 @@ func rowStatsAVX512(row, inv []float32) (s, sn float64, m float32) {
 	s = hsum32(s0, s1)
 	sn = hsum32(q0, q1)
 	m = hmax(mx)
+	archsimd.ClearAVXUpperBits() // scalar SSE code follows
 	if n < len(row) {
 		ts, tsn, tm := rowStatsGeneric(row[n:], inv[n:])
 		s += ts
@@ -125,6 +127,7 @@ func rowSumColsAVX512(row []float32, col []float64) float64 {
 			a1 = a1.Add(archsimd.LoadFloat32x16((*[16]float32)(row[j+16 : j+32])))
 		}
 		s := hsum32(a0, a1)
+		archsimd.ClearAVXUpperBits() // scalar SSE code follows
 		if n < len(row) {
 			s += rowSumColsGeneric(row[n:], nil)
 		}
@@ -147,6 +150,7 @@ func rowSumColsAVX512(row []float32, col []float64) float64 {
 		}
 	}
 	s := hsum(s0.Add(s1))
+	archsimd.ClearAVXUpperBits() // scalar SSE code follows
 	if n < len(row) {
 		var c []float64
 		if col != nil {
@@ -185,6 +189,7 @@ func scanRowAVX512(row []float32, acc, rem []float64, cross []int32, r int32) {
 			}
 		}
 	}
+	archsimd.ClearAVXUpperBits() // scalar SSE code follows
 	if n < len(row) {
 		scanRowGeneric(row[n:], acc[n:], rem[n:], cross[n:], r)
 	}
@@ -237,6 +242,7 @@ func fromDotsStatsAVX512(row []float32, na float32, nb, inv []float32, eps, s fl
 		sn = hsum32(aq, zero)
 		m = hmax(mx)
 	}
+	archsimd.ClearAVXUpperBits() // scalar SSE code follows
 	if n < len(row) {
 		var iv []float32
 		if inv != nil {
