@@ -139,6 +139,7 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 			command, cfg.Blocks(), cfg.Frames(), float64(cfg.Frames())/cfg.Stream.FPS, cfg.Stream.FPS, l.Height, l.Width, l.Layers, l.Heads, l.HeadDim, cfg.Memory.Capacity)
 		fmt.Fprintf(stdout, "policies: %v; run folder: %s\n", cfg.Policies, dir)
 	}
+	warnMemory(stderr, cfg)
 	o := simOptions{stdout: stdout, stderr: stderr, updates: rf.updates, quiet: rf.quiet, resume: rf.resume}
 	if rf.json {
 		o.stdout = nil
@@ -259,5 +260,26 @@ func printSummary(w io.Writer, s *summary) {
 		for _, p := range s.Plots {
 			fmt.Fprintf(w, "  %s\n", p)
 		}
+	}
+}
+
+// warnMemory warns when policies that keep every frame (FullHistory,
+// LongLive-RAG) will hold more float32 K/V in memory than the machine has.
+func warnMemory(w io.Writer, cfg Config) {
+	total := totalMemory()
+	if total <= 0 {
+		return
+	}
+	l := cfg.Memory.Layout
+	perFrame := int64(l.TokensPerFrame()) * int64(l.Layers) * int64(l.Heads) * int64(l.HeadDim) * 2 * 4
+	var need int64
+	for _, p := range cfg.Policies {
+		if p == memory.NameFullHistory || p == memory.NameLongLiveRAG {
+			need += int64(cfg.Frames()) * perFrame
+		}
+	}
+	if need > total/2 {
+		fmt.Fprintf(w, "warning: full-history / longlive-rag keep every frame: about %s of float32 K/V by the end, this machine has %s of memory\n",
+			humanBytes(need), humanBytes(total))
 	}
 }
