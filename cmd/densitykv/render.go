@@ -349,8 +349,8 @@ func storageRunFigure(cfg Config, sr storageRun) (*plots.Figure, error) {
 		ss = append(ss, s)
 	}
 	l := cfg.Memory.Layout
-	return plots.Lines("storage_vs_horizon", fmt.Sprintf("Persistent temporal state measured in this run (%d×%d tokens/frame, %d layers × %d heads, d = %d, BF16 K/V)",
-		l.Height, l.Width, l.Layers, l.Heads, l.HeadDim), 18*vg.Centimeter, 9*vg.Centimeter,
-		plots.LinePanel{Title: "live bytes after each block (Policy.Bytes)", XLabel: "generated video (s)", YLabel: "MiB",
+	return plots.Lines("storage_vs_horizon", "Persistent temporal state measured in this run", 18*vg.Centimeter, 9*vg.Centimeter,
+		plots.LinePanel{Title: fmt.Sprintf("live bytes after each block (%d×%d tokens/frame, %d layers × %d heads, d = %d)",
+			l.Height, l.Width, l.Layers, l.Heads, l.HeadDim), XLabel: "generated video (s)", YLabel: "MiB",
 			Series: ss, YFromZero: true, XFromZero: true, Legend: "top-left"})
 }
