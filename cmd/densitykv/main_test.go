@@ -554,11 +554,7 @@ func TestNoArgumentsRunsDemo(t *testing.T) {
 	// simulate's tests): "densitykv --help" lists demo, and no arguments
 	// announce the demo before running it.
 	dir := t.TempDir()
-	old, _ := os.Getwd()
-	if err := os.Chdir(dir); err != nil {
-		t.Fatal(err)
-	}
-	defer os.Chdir(old)
+	t.Chdir(dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // stop before the first block
 	code, _, errs := run(t, ctx)
