@@ -214,7 +214,10 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 		}
 		if saved.Snapshots {
 			for i, p := range pols {
-				sn := p.(snapshotter) // saved only when all policies support it
+				sn, ok := p.(snapshotter)
+				if !ok {
+					return nil, fmt.Errorf("--resume: policy %s cannot load the checkpoint's snapshot", cfg.Policies[i])
+				}
 				if err := loadSnapshot(filepath.Join(stateDir, snapshotName(i, cfg.Policies[i], saved.NextBlock)), sn); err != nil {
 					return nil, fmt.Errorf("--resume: policy %s: %w", cfg.Policies[i], err)
 				}
