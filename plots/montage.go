@@ -26,6 +26,8 @@ type Montage struct {
 	// admissions of layer l (summed over heads) of source frame f: panel (b).
 	Layers, Frames int
 	LayerFrame     []float64
+	// FirstLayer labels row 0 of LayerFrame (a run over a layer range).
+	FirstLayer int
 	// EntryFraction[f] is the fraction of the Layers·Heads·Height·Width
 	// possible layer–head entries of source frame f that were admitted;
 	// PositionFraction[f] the fraction of its Height·Width spatial positions
@@ -77,7 +79,7 @@ func AdmissionMontage(name string, m Montage) (*Figure, error) {
 	b := HeatPanel{
 		Title:  "(b) admissions by layer and source time",
 		XLabel: "source time (s)", YLabel: "layer", ZLabel: "admissions (log)",
-		Grid: Grid{Cols: m.Frames, Rows: m.Layers, Z: m.LayerFrame, DX: dt},
+		Grid: Grid{Cols: m.Frames, Rows: m.Layers, Z: m.LayerFrame, DX: dt, Y0: float64(m.FirstLayer)},
 		Log:  true, Palette: "oranges", Shade: sh,
 	}
 	xs := make([]float64, m.Frames)

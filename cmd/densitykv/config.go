@@ -61,6 +61,11 @@ type StreamConfig struct {
 	Seconds float64 `yaml:"seconds"`
 	// FPS is latent frames per second (4 for Wan2.1).
 	FPS float64 `yaml:"fps"`
+	// FirstLayer simulates the stream's layers [FirstLayer, FirstLayer +
+	// memory.layout.layers) (synthetic streams): the policies' layers are
+	// independent, so a paper-scale run can be split over several runs
+	// that each fit in memory. Logged layer indices are the stream's.
+	FirstLayer int `yaml:"first_layer"`
 }
 
 var streamKinds = []string{"synthetic", "file"}
@@ -69,6 +74,7 @@ var streamKinds = []string{"synthetic", "file"}
 var yamlFlags = map[string]string{
 	"run.out": "out", "run.name": "name", "run.snapshot_every": "snapshot-every",
 	"stream.seconds": "seconds", "stream.fps": "fps", "stream.kind": "stream", "policies": "policy",
+	"stream.first_layer": "first-layer",
 }
 
 // DefaultConfig is the paper-scale setting (Wan2.1-1.3B layout, 60 s).
@@ -182,6 +188,11 @@ func (c Config) Resolve() (Config, error) {
 	}
 	if c.Run.Seed < 0 {
 		bad("run.seed", c.Run.Seed, ">= 0")
+	}
+	if c.Stream.FirstLayer < 0 {
+		bad("stream.first_layer", c.Stream.FirstLayer, ">= 0")
+	} else if c.Stream.FirstLayer > 0 && c.Stream.Kind != "synthetic" {
+		bad("stream.first_layer", c.Stream.FirstLayer, "0 for stream.kind "+c.Stream.Kind+" (only synthetic streams start at a later layer)")
 	}
 	m, err := c.Memory.Resolve()
 	if err != nil {
@@ -305,6 +316,7 @@ func bindConfigFlags(fs *pflag.FlagSet, def Config) *configFlags {
 	str("stream-file", "recorded stream file for --stream file (stream.path)", func(c *Config) *string { return &c.Stream.Path })
 	float("seconds", "video length in seconds at --fps latent frames/s (stream.seconds)", func(c *Config) *float64 { return &c.Stream.Seconds })
 	float("fps", "latent frames per second (stream.fps)", func(c *Config) *float64 { return &c.Stream.FPS })
+	integer("first-layer", "simulate the stream's layers [first-layer, first-layer + layers) (stream.first_layer)", func(c *Config) *int { return &c.Stream.FirstLayer })
 	integer("layers", "transformer layers (memory.layout.layers)", func(c *Config) *int { return &c.Memory.Layout.Layers })
 	integer("heads", "attention heads per layer (memory.layout.heads)", func(c *Config) *int { return &c.Memory.Layout.Heads })
 	integer("head-dim", "per-head key/value dimension (memory.layout.headdim)", func(c *Config) *int { return &c.Memory.Layout.HeadDim })

@@ -158,10 +158,11 @@ func occupancyFigure(cfg Config, policy string, lines []logLine) (*plots.Figure,
 	type agg struct{ x, occ, lo, hi, adm, alo, ahi, mand, capv []float64 }
 	per := make([]agg, L)
 	for _, ln := range lines {
-		if ln.Layer >= L {
+		li := ln.Layer - cfg.Stream.FirstLayer
+		if li < 0 || li >= L {
 			continue
 		}
-		a := &per[ln.Layer]
+		a := &per[li]
 		mean := 0.0
 		for _, o := range ln.Occupancy {
 			mean += float64(o)
@@ -191,7 +192,7 @@ func occupancyFigure(cfg Config, policy string, lines []logLine) (*plots.Figure,
 	var occ, adm, ev []plots.Series
 	for _, l := range layers {
 		a := per[l]
-		name := fmt.Sprintf("layer %d", l)
+		name := fmt.Sprintf("layer %d", cfg.Stream.FirstLayer+l)
 		occ = append(occ, plots.Series{Name: name, X: a.x, Y: a.occ, Lo: a.lo, Hi: a.hi})
 		adm = append(adm, plots.Series{Name: name, X: a.x, Y: a.adm, Lo: a.alo, Hi: a.ahi})
 	}
@@ -267,7 +268,7 @@ func policiesFigure(cfg Config, byPolicy map[string][]logLine) (*plots.Figure, e
 				a.n++
 			}
 			a.lo, a.hi = math.Min(a.lo, float64(ln.OccMin)), math.Max(a.hi, float64(ln.OccMax))
-			if ln.Layer == 0 {
+			if ln.Layer == cfg.Stream.FirstLayer {
 				a.tok = float64(ln.Tokens.Sink + ln.Tokens.Memory + ln.Tokens.Local)
 			}
 		}
@@ -305,7 +306,7 @@ func montageFigure(cfg Config, a *admissions) (*plots.Figure, error) {
 	}
 	m := plots.Montage{
 		Title:  fmt.Sprintf("DensityKV admissions (%d layers × %d heads, M = %d, %g latent frames/s)", a.Layers, a.Heads, cfg.Memory.Capacity, a.FPS),
-		Height: a.Height, Width: a.Width, Layers: a.Layers, Frames: a.Frames, FPS: a.FPS, InitFrames: a.InitFrames,
+		Height: a.Height, Width: a.Width, Layers: a.Layers, FirstLayer: a.FirstLayer, Frames: a.Frames, FPS: a.FPS, InitFrames: a.InitFrames,
 		TokenBanks: make([]float64, len(a.TokenBanks)), LayerFrame: make([]float64, len(a.LayerFrame)),
 		EntryFraction: make([]float64, a.Frames), PositionFraction: make([]float64, a.Frames),
 	}

@@ -85,6 +85,8 @@ type policyTotals struct {
 type admissions struct {
 	Layers, Heads, Height, Width, Frames int
 	FPS                                  float64
+	// FirstLayer is the stream layer of LayerFrame's row 0.
+	FirstLayer int `json:"first_layer"`
 	// TokenBanks[f·P + p] counts the layer–head banks that admitted source
 	// token p of frame f.
 	TokenBanks []int32 `json:"token_banks"`
@@ -100,7 +102,7 @@ type admissions struct {
 func newAdmissions(c Config) *admissions {
 	l := c.Memory.Layout
 	F := c.Frames()
-	return &admissions{Layers: l.Layers, Heads: l.Heads, Height: l.Height, Width: l.Width, Frames: F, FPS: c.Stream.FPS,
+	return &admissions{Layers: l.Layers, Heads: l.Heads, Height: l.Height, Width: l.Width, Frames: F, FPS: c.Stream.FPS, FirstLayer: c.Stream.FirstLayer,
 		TokenBanks: make([]int32, F*l.TokensPerFrame()), LayerFrame: make([]int64, l.Layers*F)}
 }
 
@@ -335,9 +337,9 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 			attend[i] = make([]float64, L)
 		}
 		for l := 0; l < L; l++ {
-			q, k, v, err := stream.Layer(l)
+			q, k, v, err := stream.Layer(cfg.Stream.FirstLayer + l)
 			if err != nil {
-				return nil, fmt.Errorf("stream: block %d layer %d: %w", b, l, err)
+				return nil, fmt.Errorf("stream: block %d layer %d: %w", b, cfg.Stream.FirstLayer+l, err)
 			}
 			for i, p := range pols {
 				// Each policy gets its own copy: one that writes into its
@@ -376,6 +378,7 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 			banks := bankBytes(p)
 			for l := 0; l < L; l++ {
 				ln := lineFor(cfg.Policies[i], b, l, sec, s, decs, tot.Bytes, attend[i][l])
+				ln.Layer += cfg.Stream.FirstLayer
 				if banks != nil {
 					ln.BankBytes = banks[l]
 				}
@@ -633,7 +636,7 @@ func writeProvenance(path string, cfg Config, pols []memory.Policy, adm *admissi
 						blk = adm.UpdateBlock[e.Admitted]
 					}
 					f, pos := e.Source/int64(P), int(e.Source%int64(P))
-					fmt.Fprintf(&sb, "%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s\n", cfg.Policies[i], l, h, slot, e.Source, f, pos/W, pos%W,
+					fmt.Fprintf(&sb, "%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s\n", cfg.Policies[i], cfg.Stream.FirstLayer+l, h, slot, e.Source, f, pos/W, pos%W,
 						e.Admitted, blk, strconv.FormatFloat(e.Density, 'g', -1, 64), strconv.FormatFloat(e.Baseline, 'g', -1, 64))
 				}
 			}

@@ -37,7 +37,9 @@ func synthParams(c synth.Config) SynthParams {
 // synthConfig builds the generator configuration of a run.
 func synthConfig(c Config) synth.Config {
 	p := c.Stream.Synth
-	return synth.Config{Layout: c.Memory.Layout, Blocks: c.Blocks(), Seed: uint64(c.Run.Seed),
+	l := c.Memory.Layout
+	l.Layers += c.Stream.FirstLayer // the generator builds every layer up to the last simulated
+	return synth.Config{Layout: l, Blocks: c.Blocks(), Seed: uint64(c.Run.Seed),
 		Channels: p.Channels, Hidden: p.Hidden, Objects: p.Objects, Regions: p.Regions,
 		PanAmplitude: p.PanAmplitude, PanPeriod: p.PanPeriod, CutAt: p.CutAt, ReturnAt: p.ReturnAt,
 		Drift: p.Drift, Noise: p.Noise, KeyNoise: p.KeyNoise, ValueNoise: p.ValueNoise}
