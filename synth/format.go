@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/densitykv/densitykv/memory"
 )
@@ -340,16 +341,22 @@ func (f *FileReader) peek() (byte, int, error) {
 func (f *FileReader) payload() ([]byte, error) {
 	typ, n := f.pend, f.pendLen
 	f.pend = 0
-	if cap(f.buf) < n+4 {
-		f.buf = make([]byte, n+4)
-	}
-	b := f.buf[:n+4]
-	if _, err := io.ReadFull(f.r, b); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	// Read in chunks so that a corrupt length cannot allocate more than
+	// about twice the bytes actually present.
+	b := f.buf[:0]
+	for need := n + 4; len(b) < need; {
+		chunk := min(need-len(b), 1<<20)
+		b = slices.Grow(b, chunk)
+		m, err := io.ReadFull(f.r, b[len(b):len(b)+chunk])
+		b = b[:len(b)+m]
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("synth: block %d: read record %c: %w", f.block, typ, err)
 		}
-		return nil, fmt.Errorf("synth: block %d: read record %c: %w", f.block, typ, err)
 	}
+	f.buf = b
 	crc := crc32.NewIEEE()
 	crc.Write([]byte{typ})
 	crc.Write(b[:n])
@@ -441,9 +448,6 @@ func (f *FileReader) Layer(l int) (q, k, v []float32, err error) {
 	if l < f.layer || l >= f.h.Layout.Layers {
 		return nil, nil, nil, fmt.Errorf("synth: block %d: layer %d out of order (next %d of %d)", f.block, l, f.layer, f.h.Layout.Layers)
 	}
-	if f.q == nil {
-		f.q, f.k, f.v = make([]float32, f.n), make([]float32, f.n), make([]float32, f.n)
-	}
 	for f.layer <= l {
 		typ, n, err := f.peek()
 		if err != nil {
@@ -466,6 +470,9 @@ func (f *FileReader) Layer(l int) (q, k, v []float32, err error) {
 			continue // skipped layer: no need to decode
 		}
 		p = p[6:]
+		if f.q == nil { // allocated once the first full record is present
+			f.q, f.k, f.v = make([]float32, f.n), make([]float32, f.n), make([]float32, f.n)
+		}
 		sz := f.n * f.h.DType.size()
 		for i, t := range [3][]float32{f.q, f.k, f.v} {
 			decodeValues(t, p[i*sz:(i+1)*sz], f.h.DType)
