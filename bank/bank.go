@@ -25,12 +25,19 @@
 // riesz's fused, tiled passes (never an N×M matrix unless cached, see
 // below): one N×M scoring pass (external densities and scores), the prefix
 // scan (crossing points and checkpointed prefix sums S_i(r) every 128
-// candidates, so S_i(r*) needs at most 127 extra rows), one F×e pass for the
+// candidates, so S_i(r*) needs at most 127 extra rows), one pass for the
 // subtraction of the e evicted states from the F states of the final bank,
 // and one symmetric r*×r* pass among the admitted states. When
 // workers·N·M·4 bytes fit Config.CacheBytes (512 MiB by default: the paper
 // scale on two workers), the scoring pass keeps its N×M interactions for the
-// head in flight and the prefix scan reads them instead of recomputing them.
+// head in flight; the prefix scan reads them instead of recomputing them,
+// and the head's evictions are chosen speculatively for its own largest
+// feasible prefix while they are cached, with every admitted candidate's
+// interactions with those evicted states gathered from the cache. When the
+// shared r* equals that prefix (the usual case) the subtraction pass only
+// covers the survivors × evicted (old × old, never cached), so a full
+// paper-scale update costs about 1.75 interaction passes instead of 2.25;
+// otherwise the speculation is discarded and the final × evicted pass runs.
 // Heads run in parallel (Config.Workers); scratch is reused across updates;
 // results are bit-identical for any worker count and cache setting.
 package bank
@@ -189,6 +196,7 @@ type Bank struct {
 	cache   [][]float32       // per worker: candidate×bank interactions of the head in flight
 	scratch []headScratch     // one per head
 	peak    int64             // peak transient bytes seen
+	spec    [3]int64          // per head and update: no speculative eviction, reused, discarded
 }
 
 // New validates cfg and returns an empty bank.

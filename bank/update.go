@@ -63,6 +63,19 @@ type headScratch struct {
 	tScore, tScan time.Duration
 	ext1          []float64
 	evOld         int // evicted states admitted by earlier updates
+
+	// Speculative eviction (joint admission with the interaction cache):
+	// while head h's candidate×bank interactions are still cached, its
+	// evictions are chosen for specR (the head's own largest feasible
+	// prefix, which is the shared r* in the common case) and every
+	// admitted candidate's interaction with the evicted states is summed
+	// from the cache into specEv, so the commit needs no candidate×evicted
+	// kernel pass. specR < 0: no speculation.
+	specR  int
+	specEv []float64 // Σ_{evicted} w(candidate rows[j], ·), j < specR
+	gbuf   []float32 // gather scratch
+	evs    []int32   // evicted storage indices, ascending
+	spec   int       // 0: no speculation, 1: reused, 2: discarded (r* ≠ specR)
 }
 
 func grow[T any](s []T, n int) []T {
@@ -74,7 +87,8 @@ func grow[T any](s []T, n int) []T {
 
 func (s *headScratch) bytes() int64 {
 	f := int64(cap(s.ck)+cap(s.cv)+cap(s.cd)+cap(s.cn)+cap(s.sd)+cap(s.sn)+cap(s.inv)+cap(s.ed)+cap(s.en)) * 4
-	d := int64(cap(s.ext)+cap(s.score)+cap(s.rem)+cap(s.acc)+cap(s.ckpt)+cap(s.S)+cap(s.proj)+cap(s.sub)+cap(s.rho)) * 8
+	f += int64(cap(s.gbuf)+cap(s.evs)) * 4
+	d := int64(cap(s.ext)+cap(s.score)+cap(s.rem)+cap(s.acc)+cap(s.ckpt)+cap(s.S)+cap(s.proj)+cap(s.sub)+cap(s.rho)+cap(s.specEv)) * 8
 	i := int64(cap(s.order)+cap(s.rows)+cap(s.cross)+cap(s.viol)+cap(s.evict)+cap(s.idx)) * 4
 	return f + d + i + int64(cap(s.isEv))
 }
@@ -140,6 +154,8 @@ func (b *Bank) Update(blk Block) (Decision, error) {
 	for h := range b.heads {
 		b.scratch[h].dec = HeadDecision{}
 		b.scratch[h].evOld = 0
+		b.scratch[h].specR = -1
+		b.scratch[h].spec = 0
 	}
 	empty := true
 	for h := range b.heads {
@@ -155,6 +171,7 @@ func (b *Bank) Update(blk Block) (Decision, error) {
 	}
 	dec.Heads = make([]HeadDecision, len(b.heads))
 	for h := range b.heads {
+		b.spec[b.scratch[h].spec]++
 		dec.Heads[h] = b.scratch[h].dec
 		dec.Heads[h].Len = b.heads[h].n
 	}
@@ -294,6 +311,9 @@ func (b *Bank) updateJoint(dec *Decision, blk Block, n int) {
 		t1 := time.Now()
 		s.rows = append(s.rows[:0], s.order[:R]...)
 		b.scanCached(h, cache, ws)
+		if cache != nil {
+			b.speculate(h, cache, ws)
+		}
 		s.tScore, s.tScan = t1.Sub(t0), time.Since(t1)
 	})
 	var sc, sn time.Duration
@@ -474,9 +494,75 @@ func (b *Bank) choosePrefix(dec *Decision) {
 	}
 }
 
+// speculate runs head h's eviction choice for its own largest feasible
+// prefix while the head's interactions are in cache (written by scoreCached
+// for this head and bank), and sums every admitted candidate's interactions
+// with the chosen evicted states into s.specEv. The choice depends only on
+// this head's state, so if the shared prefix turns out equal to specR,
+// selectEvictions reuses it unchanged (bit-identical decisions) and commit
+// takes Σ_evicted w for the new states from specEv instead of a kernel pass.
+func (b *Bank) speculate(h int, cache []float32, ws *riesz.Workspace) {
+	s := &b.scratch[h]
+	s.specR = -1
+	if s.m == 0 {
+		return
+	}
+	rs := -1
+	for r := len(s.rows); r >= 0; r-- {
+		if int(s.viol[r]) <= b.evictions(s.m, r) {
+			rs = r
+			break
+		}
+	}
+	if rs < 0 {
+		return
+	}
+	s.r = rs
+	b.chooseEvictions(h, ws)
+	s.specR = rs
+	s.specEv = grow(s.specEv, rs)
+	clear(s.specEv)
+	if len(s.evict) == 0 || rs == 0 {
+		return
+	}
+	s.evs = append(s.evs[:0], s.evict...)
+	slices.Sort(s.evs)
+	s.gbuf = grow(s.gbuf, len(s.evs)+16)
+	b.kern.GatherRowSums(cache, s.m, s.rows[:rs], s.evs, s.specEv, s.gbuf)
+}
+
 // selectEvictions computes S_i(r) and ρ̃_i(r) and chooses head h's
-// e_r evictions (Algorithm 1, "Initialize R^h …", "Add states …").
+// e_r evictions (Algorithm 1, "Initialize R^h …", "Add states …"), reusing
+// the speculative choice when it was made for the same r, and records the
+// eviction counts in the head's decision.
 func (b *Bank) selectEvictions(h int, ws *riesz.Workspace) {
+	s := &b.scratch[h]
+	switch {
+	case s.specR >= 0 && s.specR == s.r:
+		s.spec = 1
+	case s.specR >= 0:
+		s.spec = 2
+		s.specR = -1
+	}
+	if s.specR < 0 {
+		b.chooseEvictions(h, ws)
+	}
+	if s.m == 0 {
+		return
+	}
+	s.dec.Violators += int(s.viol[s.r])
+	for _, i := range s.evict {
+		if int(s.cross[i]) <= s.r {
+			s.dec.Mandatory++
+		} else {
+			s.dec.Capacity++
+		}
+	}
+}
+
+// chooseEvictions is the eviction choice of selectEvictions (s.S, s.proj,
+// s.e, s.evict, s.isEv for s.r) without touching the decision record.
+func (b *Bank) chooseEvictions(h int, ws *riesz.Workspace) {
 	s := &b.scratch[h]
 	hd := &b.heads[h]
 	m, r := s.m, s.r
@@ -506,7 +592,6 @@ func (b *Bank) selectEvictions(h int, ws *riesz.Workspace) {
 	s.isEv = grow(s.isEv, m)
 	clear(s.isEv)
 	viol := int(s.viol[r])
-	s.dec.Violators += viol
 	feasible := viol <= e
 	if e == 0 {
 		return
@@ -537,13 +622,6 @@ func (b *Bank) selectEvictions(h int, ws *riesz.Workspace) {
 		s.evict = append(s.evict, i)
 		s.isEv[i] = true
 	}
-	for _, i := range s.evict {
-		if int(s.cross[i]) <= r {
-			s.dec.Mandatory++
-		} else {
-			s.dec.Capacity++
-		}
-	}
 }
 
 // commit applies head h's decision: compaction of the survivors, append of
@@ -559,13 +637,18 @@ func (b *Bank) commit(h int, blk Block, ext []float64, ws *riesz.Workspace) {
 		r = min(len(s.rows), c.Capacity)
 		s.r = r
 	}
-	// Evicted descriptors (for the subtraction pass) and provenance.
+	// Evicted descriptors (for the subtraction pass) in storage order
+	// (the order of the speculative sums), provenance in eviction order.
 	ne := len(s.evict)
 	s.ed = grow(s.ed, ne*dd)
 	s.en = grow(s.en, ne)
-	for j, i := range s.evict {
+	s.evs = append(s.evs[:0], s.evict...)
+	slices.Sort(s.evs)
+	for j, i := range s.evs {
 		copy(s.ed[j*dd:j*dd+dd], hd.desc[int(i)*dd:int(i)*dd+dd])
 		s.en[j] = hd.norms[i]
+	}
+	for _, i := range s.evict {
 		s.dec.Evicted = append(s.dec.Evicted, hd.src[i])
 		if hd.adm[i] != b.updates {
 			s.evOld++
@@ -616,11 +699,20 @@ func (b *Bank) commit(h int, blk Block, ext []float64, ws *riesz.Workspace) {
 	hd.n = final
 	fs := b.set(h)
 	if ne > 0 {
-		s.sub = grow(s.sub, final)
+		// Row sums of final × evicted (cheaper than column sums); the new
+		// states' part comes from the speculative sums over the cached
+		// interactions when the speculation was for this prefix.
+		rows := final
+		if s.specR == r && m > 0 {
+			rows = w0
+			for j := 0; j < r; j++ {
+				s.rho[w0+j] -= s.specEv[j]
+			}
+		}
+		s.sub = grow(s.sub, rows)
 		clear(s.sub)
-		// Row sums of final × evicted (cheaper than column sums).
-		b.kern.Sums(fs, riesz.Set{X: s.ed, Norms: s.en, N: ne, D: dd}, s.sub, nil, ws)
-		for i := 0; i < final; i++ {
+		b.kern.Sums(fs.Rows(0, rows), riesz.Set{X: s.ed, Norms: s.en, N: ne, D: dd}, s.sub, nil, ws)
+		for i := 0; i < rows; i++ {
 			s.rho[i] -= s.sub[i]
 		}
 	}

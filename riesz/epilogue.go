@@ -21,7 +21,14 @@ var (
 	// epiFromDotsStats: epiFromDots then epiRowStats (inv nil: sum only),
 	// fused in one sweep.
 	epiFromDotsStats = fromDotsStatsGeneric
-	simdEpilogues    bool
+	// epiStatsSum: Σ row of an already computed row, bit for bit the sum
+	// that epiFromDotsStats (inv nil) returns for the row it writes.
+	epiStatsSum = statsSumGeneric
+	// epiCompress: dst[k] = row[cols[k]] for the strictly increasing cols,
+	// whose bits are also given per 16 columns (bits[c/16] bit c%16); dst
+	// has 16 values of slack.
+	epiCompress   = compressGeneric
+	simdEpilogues bool
 )
 
 func init() { archInit() }
@@ -32,10 +39,10 @@ func SIMD() bool { return simdEpilogues }
 // forceGeneric switches to the reference epilogues and returns a function
 // that restores the previous choice (for tests).
 func forceGeneric() (restore func()) {
-	a, b, c, d, e, s := epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, simdEpilogues
-	epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, simdEpilogues =
-		fromDotsGeneric, rowStatsGeneric, rowSumColsGeneric, scanRowGeneric, fromDotsStatsGeneric, false
+	a, b, c, d, e, f, g, s := epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, simdEpilogues
+	epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, simdEpilogues =
+		fromDotsGeneric, rowStatsGeneric, rowSumColsGeneric, scanRowGeneric, fromDotsStatsGeneric, statsSumGeneric, compressGeneric, false
 	return func() {
-		epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, simdEpilogues = a, b, c, d, e, s
+		epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, simdEpilogues = a, b, c, d, e, f, g, s
 	}
 }

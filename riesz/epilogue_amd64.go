@@ -4,6 +4,7 @@ package riesz
 
 import (
 	"math"
+	"math/bits"
 	"simd/archsimd"
 )
 
@@ -15,6 +16,8 @@ func archInit() {
 		epiRowSumCols = rowSumColsAVX512
 		epiScanRow = scanRowAVX512
 		epiFromDotsStats = fromDotsStatsAVX512
+		epiStatsSum = statsSumAVX512
+		epiCompress = compressAVX512
 		simdEpilogues = true
 	}
 }
@@ -55,10 +58,17 @@ func fromDotsAVX512(row []float32, na float32, nb []float32, eps, s float32, pow
 		r = r.Mul(x.Mul(r).MulAdd(mone, two))
 		r.Store(p)
 	}
-	archsimd.ClearAVXUpperBits() // scalar SSE code follows
 	if n < len(row) {
-		fromDotsGeneric(row[n:], na, nb[n:], eps, s, pow)
+		// The tail runs through the same vector arithmetic on a padded
+		// copy, so an element's interaction does not depend on its column
+		// position (cached and recomputed passes agree bit for bit).
+		var t, tb [16]float32
+		k := copy(t[:], row[n:])
+		copy(tb[:], nb[n:])
+		fromDotsAVX512(t[:], na, tb[:], eps, s, pow)
+		copy(row[n:], t[:k])
 	}
+	archsimd.ClearAVXUpperBits() // scalar SSE code follows
 }
 
 func hsum(v archsimd.Float64x8) float64 {
@@ -242,16 +252,71 @@ func fromDotsStatsAVX512(row []float32, na float32, nb, inv []float32, eps, s fl
 		sn = hsum32(aq, zero)
 		m = hmax(mx)
 	}
-	archsimd.ClearAVXUpperBits() // scalar SSE code follows
 	if n < len(row) {
-		var iv []float32
+		// The tail's interactions come from the same vector arithmetic on
+		// a padded copy (position-independent values, see fromDotsAVX512);
+		// its reductions are scalar as in the reference.
+		var t, tb [16]float32
+		k := copy(t[:], row[n:])
+		copy(tb[:], nb[n:])
+		fromDotsStatsAVX512(t[:], na, tb[:], nil, eps, s, pow)
+		copy(row[n:], t[:k])
+		archsimd.ClearAVXUpperBits() // scalar SSE code follows
+		var ts, tsn float64
+		var tm float32
 		if inv != nil {
-			iv = inv[n:]
+			ts, tsn, tm = rowStatsGeneric(row[n:], inv[n:])
+		} else {
+			ts = rowSumColsGeneric(row[n:], nil)
 		}
-		ts, tsn, tm := fromDotsStatsGeneric(row[n:], na, nb[n:], iv, eps, s, pow)
 		sum += ts
 		sn += tsn
 		m = max(m, tm)
 	}
+	archsimd.ClearAVXUpperBits() // scalar SSE code follows
 	return sum, sn, m
+}
+
+// statsSumAVX512 is the row sum of fromDotsStatsAVX512 (inv nil) over an
+// already computed row: one float32 accumulator over 16-lane steps, the same
+// horizontal reduction and the same scalar tail, so the two agree bit for
+// bit.
+func statsSumAVX512(row []float32) float64 {
+	n := len(row) &^ 15
+	zero := archsimd.BroadcastFloat32x16(0)
+	var as archsimd.Float32x16
+	for j := 0; j < n; j += 16 {
+		as = as.Add(archsimd.LoadFloat32x16((*[16]float32)(row[j : j+16])))
+	}
+	sum := hsum32(as, zero)
+	archsimd.ClearAVXUpperBits() // scalar SSE code follows
+	if n < len(row) {
+		sum += rowSumColsGeneric(row[n:], nil)
+	}
+	return sum
+}
+
+// compressAVX512 is compressGeneric with VCOMPRESSPS: each 16-column chunk
+// with selected columns is loaded once and its selected lanes are packed to
+// the front and stored at the next output position.
+func compressAVX512(row []float32, bm []uint16, cols []int32, dst []float32) {
+	n := len(row) &^ 15
+	pos := 0
+	for c := 0; c < n>>4; c++ {
+		m := bm[c]
+		if m == 0 {
+			continue
+		}
+		v := archsimd.LoadFloat32x16((*[16]float32)(row[c*16 : c*16+16]))
+		v.Compress(archsimd.Mask32x16FromBits(m)).Store((*[16]float32)(dst[pos : pos+16]))
+		pos += bits.OnesCount16(m)
+	}
+	archsimd.ClearAVXUpperBits() // scalar SSE code follows
+	for j := n; j < len(row); j++ {
+		if bm[j>>4]>>(j&15)&1 != 0 {
+			dst[pos] = row[j]
+			pos++
+		}
+	}
+	_ = cols
 }

@@ -85,3 +85,14 @@ func fromDotsStatsGeneric(row []float32, na float32, nb, inv []float32, eps, s f
 	}
 	return rowStatsGeneric(row, inv)
 }
+
+// statsSumGeneric is the reference of epiStatsSum (the row sum of
+// fromDotsStatsGeneric with inv nil).
+func statsSumGeneric(row []float32) float64 { return rowSumColsGeneric(row, nil) }
+
+// compressGeneric is the reference of epiCompress.
+func compressGeneric(row []float32, _ []uint16, cols []int32, dst []float32) {
+	for k, c := range cols {
+		dst[k] = row[c]
+	}
+}

@@ -250,3 +250,37 @@ func (ws *Workspace) initScan(rem []float64, cross []int32) (acc, rm []float64) 
 	}
 	return acc, rm
 }
+
+// GatherRowSums adds to out[r] the sum of W[rows[r]][cols[k]] over k, read
+// from a cached interaction matrix W (rows of length m, row stride m, as
+// written by RowStatsCached for a against b); cols must be strictly
+// increasing. The result equals, bit for bit, Sums(a', b', out, nil) where
+// a' holds the rows rows[·] of a and b' the rows cols[·] of b in that
+// order: interactions do not depend on their position in a pass, and the
+// gathered values are reduced in 512-column segments exactly as the fused
+// row-sum epilogue does. buf is scratch of at least len(cols)+16 values.
+func (k Kernel) GatherRowSums(w []float32, m int, rows, cols []int32, out []float64, buf []float32) {
+	if len(out) < len(rows) || len(buf) < len(cols)+16 {
+		panic(fmt.Sprintf("riesz: GatherRowSums: %d outputs for %d rows, %d scratch values for %d columns", len(out), len(rows), len(buf), len(cols)))
+	}
+	bits := make([]uint16, (m+15)/16)
+	for q, c := range cols {
+		if c < 0 || int(c) >= m || q > 0 && c <= cols[q-1] {
+			panic(fmt.Sprintf("riesz: GatherRowSums: column %d at %d out of range [0, %d) or not increasing", c, q, m))
+		}
+		bits[c>>4] |= 1 << (c & 15)
+	}
+	for r, x := range rows {
+		row := w[int(x)*m : int(x)*m+m]
+		g := buf[:len(cols)]
+		epiCompress(row, bits, cols, buf)
+		for j0 := 0; j0 < len(g); j0 += TileCols {
+			seg := g[j0:min(j0+TileCols, len(g))]
+			if k.pow == 0 {
+				out[r] += epiRowSumCols(seg, nil)
+			} else {
+				out[r] += epiStatsSum(seg)
+			}
+		}
+	}
+}
