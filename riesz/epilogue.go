@@ -27,7 +27,10 @@ var (
 	// epiCompress: dst[k] = row[cols[k]] for the strictly increasing cols,
 	// whose bits are also given per 16 columns (bits[c/16] bit c%16); dst
 	// has 16 values of slack.
-	epiCompress   = compressGeneric
+	epiCompress = compressGeneric
+	// epiTileStats: epiFromDotsStats for every row of a tile (row r of
+	// t[r*ldt:], norm na[r]); per-row results in s, sn, m.
+	epiTileStats  = tileStatsGeneric
 	simdEpilogues bool
 )
 
@@ -39,10 +42,10 @@ func SIMD() bool { return simdEpilogues }
 // forceGeneric switches to the reference epilogues and returns a function
 // that restores the previous choice (for tests).
 func forceGeneric() (restore func()) {
-	a, b, c, d, e, f, g, s := epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, simdEpilogues
-	epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, simdEpilogues =
-		fromDotsGeneric, rowStatsGeneric, rowSumColsGeneric, scanRowGeneric, fromDotsStatsGeneric, statsSumGeneric, compressGeneric, false
+	a, b, c, d, e, f, g, h, s := epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, epiTileStats, simdEpilogues
+	epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, epiTileStats, simdEpilogues =
+		fromDotsGeneric, rowStatsGeneric, rowSumColsGeneric, scanRowGeneric, fromDotsStatsGeneric, statsSumGeneric, compressGeneric, tileStatsGeneric, false
 	return func() {
-		epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, simdEpilogues = a, b, c, d, e, f, g, s
+		epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, epiTileStats, simdEpilogues = a, b, c, d, e, f, g, h, s
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/bits"
 	"simd/archsimd"
+	"sync"
 )
 
 // archInit selects the AVX-512 epilogues when the CPU supports them.
@@ -18,6 +19,7 @@ func archInit() {
 		epiFromDotsStats = fromDotsStatsAVX512
 		epiStatsSum = statsSumAVX512
 		epiCompress = compressAVX512
+		epiTileStats = fromDotsStatsTileAVX512
 		simdEpilogues = true
 	}
 }
@@ -320,3 +322,136 @@ func compressAVX512(row []float32, bm []uint16, cols []int32, dst []float32) {
 	}
 	_ = cols
 }
+
+// tileScratch holds the broadcast operands and the per-row partial
+// reductions of fromDotsStatsTileAVX512, so that no scalar (legacy SSE)
+// instruction runs while the vector registers' upper halves are dirty:
+// mixing the two costs hundreds of cycles per row on this CPU, more than
+// the row's arithmetic.
+type tileScratch struct {
+	na     [TileRows][16]float32
+	c      [5][16]float32
+	hs, hq [TileRows][8]float64
+	mx     [TileRows][16]float32
+}
+
+// fromDotsStatsTileAVX512 is fromDotsStatsAVX512 for every row of a tile
+// (rows×cols at stride ldt, row r against norm na[r]), with the per-row
+// results in os, osn, om. The arithmetic and the order of every reduction
+// are those of fromDotsStatsAVX512, so results agree bit for bit; only the
+// scalar work is batched after the vector work.
+func fromDotsStatsTileAVX512(t []float32, ldt, rows, cols int, na, nb, inv []float32, eps, s float32, pow int, os, osn []float64, om []float32) {
+	for rows > TileRows {
+		fromDotsStatsTileAVX512(t, ldt, TileRows, cols, na, nb, inv, eps, s, pow, os, osn, om)
+		t, na, os, osn, om = t[TileRows*ldt:], na[TileRows:], os[TileRows:], osn[TileRows:], om[TileRows:]
+		rows -= TileRows
+	}
+	sc := tileScratchPool.get()
+	defer tileScratchPool.put(sc)
+	n := cols &^ 15
+	nb = nb[:cols]
+	if inv != nil {
+		inv = inv[:cols]
+	}
+	na = na[:rows]
+	os, osn, om = os[:rows], osn[:rows], om[:rows]
+	for r, v := range na {
+		for l := range sc.na[r] {
+			sc.na[r][l] = v
+		}
+	}
+	for l := 0; l < 16; l++ {
+		sc.c[0][l], sc.c[1][l], sc.c[2][l], sc.c[3][l], sc.c[4][l] = -2, eps, s, 2, MaxDenominator
+	}
+	if n > 0 {
+		m2 := archsimd.LoadFloat32x16(&sc.c[0])
+		ve := archsimd.LoadFloat32x16(&sc.c[1])
+		vs := archsimd.LoadFloat32x16(&sc.c[2])
+		two := archsimd.LoadFloat32x16(&sc.c[3])
+		xmax := archsimd.LoadFloat32x16(&sc.c[4])
+		var zero archsimd.Float32x16
+		for r := 0; r < rows; r++ {
+			row := t[r*ldt : r*ldt+n]
+			vna := archsimd.LoadFloat32x16(&sc.na[r])
+			var as, aq, mx archsimd.Float32x16
+			for j := 0; j < n; j += 16 {
+				p := (*[16]float32)(row[j : j+16])
+				b := archsimd.LoadFloat32x16((*[16]float32)(nb[j : j+16]))
+				tt := archsimd.LoadFloat32x16(p).MulAdd(m2, vna.Add(b)).Max(zero).MulAdd(vs, ve)
+				x := tt
+				if pow >= 2 {
+					x = tt.Mul(tt)
+					if pow == 4 {
+						x = x.Mul(x)
+					}
+				}
+				x = x.Min(xmax)
+				rc := x.Reciprocal()
+				rc = rc.Mul(two.Sub(x.Mul(rc)))
+				rc.Store(p)
+				as = as.Add(rc)
+				if inv != nil {
+					q := rc.Mul(archsimd.LoadFloat32x16((*[16]float32)(inv[j : j+16])))
+					aq = aq.Add(q)
+					mx = mx.Max(q)
+				}
+			}
+			as.GetLo().ConvertToFloat64().Add(as.GetHi().ConvertToFloat64()).
+				Add(zero.GetLo().ConvertToFloat64()).Add(zero.GetHi().ConvertToFloat64()).Store(&sc.hs[r])
+			if inv != nil {
+				aq.GetLo().ConvertToFloat64().Add(aq.GetHi().ConvertToFloat64()).
+					Add(zero.GetLo().ConvertToFloat64()).Add(zero.GetHi().ConvertToFloat64()).Store(&sc.hq[r])
+				mx.Store(&sc.mx[r])
+			}
+		}
+		archsimd.ClearAVXUpperBits() // scalar SSE code follows
+	}
+	for r := 0; r < rows; r++ {
+		os[r], osn[r], om[r] = 0, 0, 0
+		if n == 0 {
+			continue
+		}
+		os[r] = lanes8(&sc.hs[r])
+		if inv != nil {
+			osn[r] = lanes8(&sc.hq[r])
+			m := sc.mx[r][0]
+			for _, x := range sc.mx[r][1:] {
+				if x > m {
+					m = x
+				}
+			}
+			om[r] = m
+		}
+	}
+	if n < cols {
+		for r := 0; r < rows; r++ {
+			var iv []float32
+			if inv != nil {
+				iv = inv[n:]
+			}
+			// The same padded-tail arithmetic as fromDotsStatsAVX512.
+			ts, tsn, tm := fromDotsStatsAVX512(t[r*ldt+n:r*ldt+cols], na[r], nb[n:], iv, eps, s, pow)
+			os[r] += ts
+			osn[r] += tsn
+			om[r] = max(om[r], tm)
+		}
+	}
+}
+
+// lanes8 is hsum's reduction of eight stored float64 lanes.
+func lanes8(a *[8]float64) float64 {
+	return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
+}
+
+type scratchPool struct{ p sync.Pool }
+
+var tileScratchPool scratchPool
+
+func (sp *scratchPool) get() *tileScratch {
+	if v, ok := sp.p.Get().(*tileScratch); ok {
+		return v
+	}
+	return new(tileScratch)
+}
+
+func (sp *scratchPool) put(v *tileScratch) { sp.p.Put(v) }

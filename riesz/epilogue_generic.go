@@ -96,3 +96,10 @@ func compressGeneric(row []float32, _ []uint16, cols []int32, dst []float32) {
 		dst[k] = row[c]
 	}
 }
+
+// tileStatsGeneric is the reference of epiTileStats.
+func tileStatsGeneric(t []float32, ldt, rows, cols int, na, nb, inv []float32, eps, s float32, pow int, os, osn []float64, om []float32) {
+	for r := 0; r < rows; r++ {
+		os[r], osn[r], om[r] = fromDotsStatsGeneric(t[r*ldt:r*ldt+cols], na[r], nb, inv, eps, s, pow)
+	}
+}

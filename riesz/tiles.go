@@ -50,6 +50,16 @@ type Workspace struct {
 	tile []float32
 	acc  []float64
 	pb   gemm.PackedB // the right-hand set of the current pass, packed once
+
+	rs, rsn []float64 // per-row statistics of a tile
+	rm      []float32
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // pack packs b as the right-hand operand of the pass (A·Bᵀ).
@@ -69,7 +79,7 @@ func (ws *Workspace) tileBuf() []float32 {
 
 // Bytes returns the workspace's current size in bytes.
 func (ws *Workspace) Bytes() int64 {
-	return int64(len(ws.tile))*4 + int64(len(ws.acc))*8 + ws.pb.Bytes()
+	return int64(len(ws.tile)+cap(ws.rm))*4 + int64(len(ws.acc)+cap(ws.rs)+cap(ws.rsn))*8 + ws.pb.Bytes()
 }
 
 // tile computes w(a_i, b_j) for i in [i0, i0+rows), j in [j0, j0+cols) into
@@ -96,21 +106,26 @@ func (k Kernel) tileStats(ws *Workspace, a, b Set, i0, rows, j0, cols int, t []f
 	if inv != nil {
 		iv = inv[j0 : j0+cols]
 	}
+	if k.pow != 0 {
+		ws.rs = grow(ws.rs, rows)
+		ws.rsn = grow(ws.rsn, rows)
+		ws.rm = grow(ws.rm, rows)
+		epiTileStats(t, ldt, rows, cols, a.Norms[i0:i0+rows], nb, iv, k.eps32, k.invS2, k.pow, ws.rs, ws.rsn, ws.rm)
+		for r := 0; r < rows; r++ {
+			fn(r, ws.rs[r], ws.rsn[r], ws.rm[r])
+		}
+		return
+	}
 	for r := 0; r < rows; r++ {
 		row := t[r*ldt : r*ldt+cols]
-		if k.pow == 0 {
-			k.fromDots(row, a.Norms[i0+r], nb)
-			var s, sn float64
-			var m float32
-			if iv == nil {
-				s = epiRowSumCols(row, nil)
-			} else {
-				s, sn, m = epiRowStats(row, iv)
-			}
-			fn(r, s, sn, m)
-			continue
+		k.fromDots(row, a.Norms[i0+r], nb)
+		var s, sn float64
+		var m float32
+		if iv == nil {
+			s = epiRowSumCols(row, nil)
+		} else {
+			s, sn, m = epiRowStats(row, iv)
 		}
-		s, sn, m := epiFromDotsStats(row, a.Norms[i0+r], nb, iv, k.eps32, k.invS2, k.pow)
 		fn(r, s, sn, m)
 	}
 }
