@@ -30,8 +30,10 @@ var (
 	epiCompress = compressGeneric
 	// epiTileStats: epiFromDotsStats for every row of a tile (row r of
 	// t[r*ldt:], norm na[r]); per-row results in s, sn, m.
-	epiTileStats  = tileStatsGeneric
-	simdEpilogues bool
+	epiTileStats = tileStatsGeneric
+	// epiTileFromDots: epiFromDots for every row of a tile.
+	epiTileFromDots = tileFromDotsGeneric
+	simdEpilogues   bool
 )
 
 func init() { archInit() }
@@ -42,10 +44,10 @@ func SIMD() bool { return simdEpilogues }
 // forceGeneric switches to the reference epilogues and returns a function
 // that restores the previous choice (for tests).
 func forceGeneric() (restore func()) {
-	a, b, c, d, e, f, g, h, s := epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, epiTileStats, simdEpilogues
-	epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, epiTileStats, simdEpilogues =
-		fromDotsGeneric, rowStatsGeneric, rowSumColsGeneric, scanRowGeneric, fromDotsStatsGeneric, statsSumGeneric, compressGeneric, tileStatsGeneric, false
+	a, b, c, d, e, f, g, h, i, s := epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, epiTileStats, epiTileFromDots, simdEpilogues
+	epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, epiTileStats, epiTileFromDots, simdEpilogues =
+		fromDotsGeneric, rowStatsGeneric, rowSumColsGeneric, scanRowGeneric, fromDotsStatsGeneric, statsSumGeneric, compressGeneric, tileStatsGeneric, tileFromDotsGeneric, false
 	return func() {
-		epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, epiTileStats, simdEpilogues = a, b, c, d, e, f, g, h, s
+		epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, epiTileStats, epiTileFromDots, simdEpilogues = a, b, c, d, e, f, g, h, i, s
 	}
 }

@@ -20,6 +20,7 @@ func archInit() {
 		epiStatsSum = statsSumAVX512
 		epiCompress = compressAVX512
 		epiTileStats = fromDotsStatsTileAVX512
+		epiTileFromDots = fromDotsTileAVX512
 		simdEpilogues = true
 	}
 }
@@ -161,8 +162,10 @@ func rowSumColsAVX512(row []float32, col []float64) float64 {
 			archsimd.LoadFloat64x8(c1).Add(hi).Store(c1)
 		}
 	}
-	s := hsum(s0.Add(s1))
+	var l8 [8]float64
+	s0.Add(s1).Store(&l8)
 	archsimd.ClearAVXUpperBits() // scalar SSE code follows
+	s := lanes8(&l8)
 	if n < len(row) {
 		var c []float64
 		if col != nil {
@@ -285,13 +288,16 @@ func fromDotsStatsAVX512(row []float32, na float32, nb, inv []float32, eps, s fl
 // bit.
 func statsSumAVX512(row []float32) float64 {
 	n := len(row) &^ 15
-	zero := archsimd.BroadcastFloat32x16(0)
-	var as archsimd.Float32x16
+	var zero, as archsimd.Float32x16
 	for j := 0; j < n; j += 16 {
 		as = as.Add(archsimd.LoadFloat32x16((*[16]float32)(row[j : j+16])))
 	}
-	sum := hsum32(as, zero)
+	// hsum32(as, zero), finished after VZEROUPPER.
+	var l8 [8]float64
+	as.GetLo().ConvertToFloat64().Add(as.GetHi().ConvertToFloat64()).
+		Add(zero.GetLo().ConvertToFloat64()).Add(zero.GetHi().ConvertToFloat64()).Store(&l8)
 	archsimd.ClearAVXUpperBits() // scalar SSE code follows
+	sum := lanes8(&l8)
 	if n < len(row) {
 		sum += rowSumColsGeneric(row[n:], nil)
 	}
@@ -455,3 +461,68 @@ func (sp *scratchPool) get() *tileScratch {
 }
 
 func (sp *scratchPool) put(v *tileScratch) { sp.p.Put(v) }
+
+// fromDotsTileAVX512 is fromDotsAVX512 for every row of a tile (rows×cols
+// at stride ldt, row r against norm na[r]), with the broadcast operands
+// loaded from memory so that no legacy-SSE instruction runs while the
+// upper halves are dirty; bit-identical to the per-row function.
+func fromDotsTileAVX512(t []float32, ldt, rows, cols int, na, nb []float32, eps, s float32, pow int) {
+	for rows > TileRows {
+		fromDotsTileAVX512(t, ldt, TileRows, cols, na, nb, eps, s, pow)
+		t, na = t[TileRows*ldt:], na[TileRows:]
+		rows -= TileRows
+	}
+	sc := tileScratchPool.get()
+	defer tileScratchPool.put(sc)
+	n := cols &^ 15
+	nb = nb[:cols]
+	na = na[:rows]
+	for r, v := range na {
+		for l := range sc.na[r] {
+			sc.na[r][l] = v
+		}
+	}
+	for l := 0; l < 16; l++ {
+		sc.c[0][l], sc.c[1][l], sc.c[2][l], sc.c[3][l], sc.c[4][l] = -2, eps, s, 2, MaxDenominator
+	}
+	if n > 0 {
+		m2 := archsimd.LoadFloat32x16(&sc.c[0])
+		ve := archsimd.LoadFloat32x16(&sc.c[1])
+		vs := archsimd.LoadFloat32x16(&sc.c[2])
+		two := archsimd.LoadFloat32x16(&sc.c[3])
+		xmax := archsimd.LoadFloat32x16(&sc.c[4])
+		var zero archsimd.Float32x16
+		for r := 0; r < rows; r++ {
+			row := t[r*ldt : r*ldt+n]
+			vna := archsimd.LoadFloat32x16(&sc.na[r])
+			for j := 0; j < n; j += 16 {
+				p := (*[16]float32)(row[j : j+16])
+				dot := archsimd.LoadFloat32x16(p)
+				b := archsimd.LoadFloat32x16((*[16]float32)(nb[j : j+16]))
+				d2 := dot.MulAdd(m2, vna.Add(b)).Max(zero)
+				tt := d2.MulAdd(vs, ve)
+				var x archsimd.Float32x16
+				switch pow {
+				case 1:
+					x = tt
+				case 2:
+					x = tt.Mul(tt)
+				default:
+					t2 := tt.Mul(tt)
+					x = t2.Mul(t2)
+				}
+				x = x.Min(xmax)
+				rc := x.Reciprocal()
+				// r·(2 − x·r), as fromDotsAVX512's r·((x·r)·(−1) + 2).
+				rc = rc.Mul(two.Sub(x.Mul(rc)))
+				rc.Store(p)
+			}
+		}
+		archsimd.ClearAVXUpperBits() // scalar SSE code follows
+	}
+	if n < cols {
+		for r := 0; r < rows; r++ {
+			fromDotsAVX512(t[r*ldt+n:r*ldt+cols], na[r], nb[n:], eps, s, pow)
+		}
+	}
+}

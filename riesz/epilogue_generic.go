@@ -103,3 +103,10 @@ func tileStatsGeneric(t []float32, ldt, rows, cols int, na, nb, inv []float32, e
 		os[r], osn[r], om[r] = fromDotsStatsGeneric(t[r*ldt:r*ldt+cols], na[r], nb, inv, eps, s, pow)
 	}
 }
+
+// tileFromDotsGeneric is the reference of epiTileFromDots.
+func tileFromDotsGeneric(t []float32, ldt, rows, cols int, na, nb []float32, eps, s float32, pow int) {
+	for r := 0; r < rows; r++ {
+		fromDotsGeneric(t[r*ldt:r*ldt+cols], na[r], nb, eps, s, pow)
+	}
+}

@@ -90,6 +90,10 @@ func (k Kernel) tile(ws *Workspace, a, b Set, i0, rows, j0, cols int, t []float3
 	d := a.D
 	ws.pb.ProductSub(rows, a.X[i0*d:], d, j0, j0+cols, 0, d, t, ldt, false)
 	nb := b.Norms[j0 : j0+cols]
+	if k.pow != 0 {
+		epiTileFromDots(t, ldt, rows, cols, a.Norms[i0:i0+rows], nb, k.eps32, k.invS2, k.pow)
+		return
+	}
 	for r := 0; r < rows; r++ {
 		k.fromDots(t[r*ldt:r*ldt+cols], a.Norms[i0+r], nb)
 	}

@@ -38,6 +38,7 @@ func TestTileStatsMatchesRows(t *testing.T) {
 						}
 					}
 					ref := append([]float32(nil), tile...)
+					orig := append([]float32(nil), tile...)
 					s, sn, m := make([]float64, rows), make([]float64, rows), make([]float32, rows)
 					epiTileStats(tile, ldt, rows, cols, na, nb, inv, 1, 1.0/64, pow, s, sn, m)
 					for r := 0; r < rows; r++ {
@@ -49,6 +50,20 @@ func TestTileStatsMatchesRows(t *testing.T) {
 					for i := range tile {
 						if tile[i] != ref[i] {
 							t.Fatalf("value %d: tile %v, row %v", i, tile[i], ref[i])
+						}
+					}
+					// The interaction-only tile epilogue writes the same values.
+					for i := range tile {
+						tile[i] = orig[i]
+						ref[i] = orig[i]
+					}
+					epiTileFromDots(tile, ldt, rows, cols, na, nb, 1, 1.0/64, pow)
+					for r := 0; r < rows; r++ {
+						epiFromDots(ref[r*ldt:r*ldt+cols], na[r], nb, 1, 1.0/64, pow)
+					}
+					for i := range tile {
+						if tile[i] != ref[i] {
+							t.Fatalf("fromDots value %d: tile %v, row %v", i, tile[i], ref[i])
 						}
 					}
 				})
