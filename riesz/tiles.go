@@ -53,6 +53,26 @@ type Workspace struct {
 
 	rs, rsn []float64 // per-row statistics of a tile
 	rm      []float32
+
+	pa       gemm.PackedA // rows [paI0, paI0+paRows) of paSet, packed once per row block
+	paX      *float32
+	paI0     int
+	paRows   int
+	paN, paD int
+}
+
+// product computes the dot products of rows [i0, i0+rows) of a with the
+// packed right-hand set's rows [j0, j0+cols) into t (row stride ldt). The
+// row block of a is packed once and reused for every column tile of the
+// same block (the passes walk row blocks outer, column tiles inner); the
+// products equal PackedB.ProductSub's bit for bit (same micro-kernel calls).
+func (ws *Workspace) product(a Set, i0, rows, j0, cols int, t []float32, ldt int) {
+	d := a.D
+	if ws.paX != &a.X[0] || ws.paI0 != i0 || ws.paRows != rows || ws.paN != a.N || ws.paD != d {
+		gemm.PackA(&ws.pa, rows, d, a.X[i0*d:], d)
+		ws.paX, ws.paI0, ws.paRows, ws.paN, ws.paD = &a.X[0], i0, rows, a.N, d
+	}
+	gemm.MulPacked(rows, cols, d, &ws.pa, 0, 0, &ws.pb, j0, 0, t, ldt, false)
 }
 
 func grow[T any](s []T, n int) []T {
@@ -64,6 +84,7 @@ func grow[T any](s []T, n int) []T {
 
 // pack packs b as the right-hand operand of the pass (A·Bᵀ).
 func (ws *Workspace) pack(b Set) {
+	ws.paX = nil // a new pass: the packed row block is stale
 	if b.N == 0 {
 		return
 	}
@@ -79,7 +100,7 @@ func (ws *Workspace) tileBuf() []float32 {
 
 // Bytes returns the workspace's current size in bytes.
 func (ws *Workspace) Bytes() int64 {
-	return int64(len(ws.tile)+cap(ws.rm))*4 + int64(len(ws.acc)+cap(ws.rs)+cap(ws.rsn))*8 + ws.pb.Bytes()
+	return int64(len(ws.tile)+cap(ws.rm)+len(ws.pa.Data()))*4 + int64(len(ws.acc)+cap(ws.rs)+cap(ws.rsn))*8 + ws.pb.Bytes()
 }
 
 // tile computes w(a_i, b_j) for i in [i0, i0+rows), j in [j0, j0+cols) into
@@ -87,8 +108,7 @@ func (ws *Workspace) Bytes() int64 {
 // multiple of gemm.NR. Every element gets the same arithmetic wherever its
 // tile lies, so passes with different tilings agree bit for bit.
 func (k Kernel) tile(ws *Workspace, a, b Set, i0, rows, j0, cols int, t []float32, ldt int) {
-	d := a.D
-	ws.pb.ProductSub(rows, a.X[i0*d:], d, j0, j0+cols, 0, d, t, ldt, false)
+	ws.product(a, i0, rows, j0, cols, t, ldt)
 	nb := b.Norms[j0 : j0+cols]
 	if k.pow != 0 {
 		epiTileFromDots(t, ldt, rows, cols, a.Norms[i0:i0+rows], nb, k.eps32, k.invS2, k.pow)
@@ -103,8 +123,7 @@ func (k Kernel) tile(ws *Workspace, a, b Set, i0, rows, j0, cols int, t []float3
 // calls fn(r, Σ_j w, Σ_j w·inv[j], max_j w·inv[j]) (inv nil: sum only)
 // over the tile's columns.
 func (k Kernel) tileStats(ws *Workspace, a, b Set, i0, rows, j0, cols int, t []float32, ldt int, inv []float32, fn func(r int, s, sn float64, m float32)) {
-	d := a.D
-	ws.pb.ProductSub(rows, a.X[i0*d:], d, j0, j0+cols, 0, d, t, ldt, false)
+	ws.product(a, i0, rows, j0, cols, t, ldt)
 	nb := b.Norms[j0 : j0+cols]
 	var iv []float32
 	if inv != nil {

@@ -71,3 +71,29 @@ func TestTileStatsMatchesRows(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkspaceRepacksRows checks that a workspace reused for a second pass
+// over the same (mutated in place) left-hand rows does not reuse the row
+// block packed by the first pass.
+func TestWorkspaceRepacksRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	k := MustNew(4, 2, 1)
+	a := randSet(rng, 70, 16, 1)
+	b := randSet(rng, 600, 16, 1)
+	var ws Workspace
+	first := make([]float64, a.N)
+	k.Sums(a, b, first, nil, &ws)
+	for i := range a.X {
+		a.X[i] *= 0.5
+	}
+	Norms(a.Norms, a.X, a.N, a.D)
+	got := make([]float64, a.N)
+	k.Sums(a, b, got, nil, &ws)
+	want := make([]float64, a.N)
+	k.Sums(a, b, want, nil, new(Workspace))
+	for i := range want {
+		if got[i] != want[i] || got[i] == first[i] {
+			t.Fatalf("row %d: reused workspace %v, fresh %v, before the change %v", i, got[i], want[i], first[i])
+		}
+	}
+}
