@@ -1,7 +1,11 @@
 package bank
 
 import (
+	"errors"
+	"math"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -60,5 +64,43 @@ func TestSpeculativeEvictionsBothWays(t *testing.T) {
 				t.Errorf("speculation never discarded: %v", bc.spec)
 			}
 		})
+	}
+}
+
+// TestBF16OverflowBoundary checks the input screen at the bfloat16 overflow
+// boundary: the largest float32 that rounds to a finite bfloat16 is stored,
+// the next one (a tie rounding to +Inf) is rejected, for either sign, and
+// with an F32 payload neither is.
+func TestBF16OverflowBoundary(t *testing.T) {
+	for _, c := range []struct {
+		bits    uint32
+		payload DType
+		ok      bool
+		msg     string
+	}{
+		{0x7f7f7fff, BF16, true, ""},
+		{0xff7f7fff, BF16, true, ""},
+		{0x7f7f8000, BF16, false, "overflows bfloat16"},
+		{0xff7f8000, BF16, false, "overflows bfloat16"},
+		{0x7f7f8000, F32, true, ""},
+		{0x7f800000, F32, false, "values has Inf"},
+		{0x7fc00001, F32, false, "values has NaN"},
+	} {
+		cfg := smallConfig()
+		cfg.Payload = c.payload
+		b, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blk := newStream(cfg, 3, false, 10).block()
+		blk.Values = slices.Clone(blk.Values)
+		blk.Values[cfg.ValueDim+2] = math.Float32frombits(c.bits)
+		_, err = b.Update(blk)
+		if c.ok != (err == nil) {
+			t.Fatalf("value bits %#x payload %v: err = %v, want ok=%v", c.bits, c.payload, err, c.ok)
+		}
+		if err != nil && (!errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), "values has") || !strings.Contains(err.Error(), c.msg)) {
+			t.Fatalf("value bits %#x: err = %v", c.bits, err)
+		}
 	}
 }

@@ -236,6 +236,23 @@ func (b *Bank) prepare(blk Block) (int, error) {
 		return 0, fmt.Errorf("%w: %d candidates exceeds %d", ErrShape, n, math.MaxInt32/2)
 	}
 	check := func(name string, x []float32, d int, bf bool) error {
+		// Fast screen on the bits: every value that can fail below has
+		// |bits| > 0x7f7f0000 (above the largest finite bfloat16, or Inf,
+		// or NaN); without bfloat16 only Inf and NaN (≥ 0x7f800000).
+		lim := uint32(0x7f800000)
+		if bf {
+			lim = 0x7f7f0001
+		}
+		bad := false
+		for _, v := range x {
+			if math.Float32bits(v)&0x7fffffff >= lim {
+				bad = true
+				break
+			}
+		}
+		if !bad {
+			return nil
+		}
 		for i, v := range x {
 			f := float64(v)
 			if math.IsNaN(f) || math.IsInf(f, 0) || bf && math.IsInf(float64(RoundBF16(v)), 0) {
