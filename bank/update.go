@@ -235,7 +235,10 @@ func (b *Bank) prepare(blk Block) (int, error) {
 	if n > math.MaxInt32/2 {
 		return 0, fmt.Errorf("%w: %d candidates exceeds %d", ErrShape, n, math.MaxInt32/2)
 	}
-	check := func(name string, x []float32, d int, bf bool) error {
+	// check reports the first non-finite (or bfloat16-overflowing) value of
+	// head h's rows of x (head-major [H][n][d]).
+	check := func(name string, x []float32, h, d int, bf bool) error {
+		x = x[h*n*d : (h+1)*n*d]
 		// Fast screen on the bits: every value that can fail below has
 		// |bits| > 0x7f7f0000 (above the largest finite bfloat16, or Inf,
 		// or NaN); without bfloat16 only Inf and NaN (≥ 0x7f800000).
@@ -263,23 +266,31 @@ func (b *Bank) prepare(blk Block) (int, error) {
 				case !math.IsNaN(f):
 					what = fmt.Sprintf("%v (overflows bfloat16)", v)
 				}
-				return fmt.Errorf("%w: %s has %s at head %d row %d col %d", ErrNonFinite, name, what, i/(n*d), i/d%n, i%d)
+				return fmt.Errorf("%w: %s has %s at head %d row %d col %d", ErrNonFinite, name, what, h, i/d, i%d)
 			}
 		}
 		return nil
 	}
 	bf := c.Payload == BF16
-	if err := check("keys", blk.Keys, dk, bf); err != nil {
-		return 0, err
+	// Heads are checked in parallel; the error reported is the first in
+	// the sequential order (all keys, then all values, then all
+	// descriptors, each head-major), as a sequential scan would find it.
+	errs := make([]error, 3*H)
+	b.parallel(func(h int, _ *riesz.Workspace) {
+		errs[h] = check("keys", blk.Keys, h, dk, bf)
+		errs[H+h] = check("values", blk.Values, h, dv, bf)
+		if c.DescDim > 0 {
+			errs[2*H+h] = check("desc", blk.Desc, h, dd, false)
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return 0, err
+		}
 	}
-	if err := check("values", blk.Values, dv, bf); err != nil {
-		return 0, err
-	}
-	if err := check("desc", blk.Desc, dd, false); err != nil {
-		return 0, err
-	}
-	// Candidate scratch (no bank state is touched).
-	for h := 0; h < H; h++ {
+	// Candidate scratch (no bank state is touched), heads in parallel.
+	nerrs := make([]error, H)
+	b.parallel(func(h int, _ *riesz.Workspace) {
 		s := &b.scratch[h]
 		keys := blk.Keys[h*n*dk : (h+1)*n*dk]
 		vals := blk.Values[h*n*dv : (h+1)*n*dv]
@@ -304,10 +315,19 @@ func (b *Bank) prepare(blk Block) (int, error) {
 		riesz.Norms(s.cn, s.cd, n, dd)
 		for i, v := range s.cn {
 			if !(v <= MaxNorm2) {
-				s.ck, s.cv, s.cd = nil, nil, nil // drop references to the caller's block
-				return 0, fmt.Errorf("%w: descriptor |x|² = %v exceeds %v (distances would overflow float32) at head %d row %d",
+				nerrs[h] = fmt.Errorf("%w: descriptor |x|² = %v exceeds %v (distances would overflow float32) at head %d row %d",
 					ErrNonFinite, v, float32(MaxNorm2), h, i)
+				return
 			}
+		}
+	})
+	for _, err := range nerrs {
+		if err != nil {
+			for h := range b.scratch {
+				s := &b.scratch[h]
+				s.ck, s.cv, s.cd = nil, nil, nil // drop references to the caller's block
+			}
+			return 0, err
 		}
 	}
 	return n, nil

@@ -7,7 +7,18 @@ package riesz
 // (epilogue_amd64.go). Reductions accumulate in float64 in both; the SIMD
 // versions sum in 8 or 16 float64 lanes, so they agree with the reference to
 // float64 rounding, not bit for bit. Within one process every pass uses the
-// same epilogues, so cached and recomputed passes agree bit for bit.
+// same epilogues, so cached and recomputed passes agree bit for bit; the
+// SIMD interaction of an element does not depend on its column position
+// (row tails run the vector arithmetic on a padded copy), so sums gathered
+// from a cached matrix equal a recomputed pass over the gathered rows.
+//
+// Performance rule for the SIMD versions: no scalar float code (which the Go
+// compiler emits as legacy SSE) may run while the vector registers' upper
+// halves are dirty; on this Xeon that costs far more than a row's
+// arithmetic. Broadcast operands are loaded from memory, reductions are
+// stored and finished after archsimd.ClearAVXUpperBits, and the statistics
+// and interaction epilogues work a whole tile per call (epiTileStats,
+// epiTileFromDots).
 var (
 	// epiFromDots: row[j] = w(max(0, na + nb[j] − 2·row[j])) for pow 1, 2, 4.
 	epiFromDots = fromDotsGeneric
