@@ -44,7 +44,10 @@ var (
 	epiTileStats = tileStatsGeneric
 	// epiTileFromDots: epiFromDots for every row of a tile.
 	epiTileFromDots = tileFromDotsGeneric
-	simdEpilogues   bool
+	// epiScanRows4: epiScanRow on four rows in order (prefix lengths
+	// r+1 … r+4), bit for bit.
+	epiScanRows4  = scanRows4Generic
+	simdEpilogues bool
 )
 
 func init() { archInit() }
@@ -55,10 +58,10 @@ func SIMD() bool { return simdEpilogues }
 // forceGeneric switches to the reference epilogues and returns a function
 // that restores the previous choice (for tests).
 func forceGeneric() (restore func()) {
-	a, b, c, d, e, f, g, h, i, s := epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, epiTileStats, epiTileFromDots, simdEpilogues
-	epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, epiTileStats, epiTileFromDots, simdEpilogues =
-		fromDotsGeneric, rowStatsGeneric, rowSumColsGeneric, scanRowGeneric, fromDotsStatsGeneric, statsSumGeneric, compressGeneric, tileStatsGeneric, tileFromDotsGeneric, false
+	a, b, c, d, e, f, g, h, i, j, s := epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, epiTileStats, epiTileFromDots, epiScanRows4, simdEpilogues
+	epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, epiTileStats, epiTileFromDots, epiScanRows4, simdEpilogues =
+		fromDotsGeneric, rowStatsGeneric, rowSumColsGeneric, scanRowGeneric, fromDotsStatsGeneric, statsSumGeneric, compressGeneric, tileStatsGeneric, tileFromDotsGeneric, scanRows4Generic, false
 	return func() {
-		epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, epiTileStats, epiTileFromDots, simdEpilogues = a, b, c, d, e, f, g, h, i, s
+		epiFromDots, epiRowStats, epiRowSumCols, epiScanRow, epiFromDotsStats, epiStatsSum, epiCompress, epiTileStats, epiTileFromDots, epiScanRows4, simdEpilogues = a, b, c, d, e, f, g, h, i, j, s
 	}
 }

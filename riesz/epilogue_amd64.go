@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"simd/archsimd"
 	"sync"
+	"unsafe"
 )
 
 // archInit selects the AVX-512 epilogues when the CPU supports them.
@@ -21,6 +22,7 @@ func archInit() {
 		epiCompress = compressAVX512
 		epiTileStats = fromDotsStatsTileAVX512
 		epiTileFromDots = fromDotsTileAVX512
+		epiScanRows4 = scanRows4AVX512
 		simdEpilogues = true
 	}
 }
@@ -523,6 +525,58 @@ func fromDotsTileAVX512(t []float32, ldt, rows, cols int, na, nb []float32, eps,
 	if n < cols {
 		for r := 0; r < rows; r++ {
 			fromDotsAVX512(t[r*ldt+n:r*ldt+cols], na[r], nb[n:], eps, s, pow)
+		}
+	}
+}
+
+// scanRows4AVX512 is scanRowAVX512 applied to the rows w0..w3 in order
+// (prefix lengths r+1 … r+4): the float64 accumulators stay in registers
+// across the four rows, so each lane adds the same values in the same order
+// and records the same crossing point as four separate calls.
+func scanRows4AVX512(w0, w1, w2, w3 []float32, acc, rem []float64, cross []int32, r int32) {
+	n := len(w0) &^ 15
+	acc = acc[:len(w0)]
+	rem = rem[:len(w0)]
+	cross = cross[:len(w0)]
+	w1, w2, w3 = w1[:len(w0)], w2[:len(w0)], w3[:len(w0)]
+	ws := [4][]float32{w0, w1, w2, w3}
+	for j := 0; j < n; j += 16 {
+		a0p := (*[8]float64)(acc[j : j+8])
+		a1p := (*[8]float64)(acc[j+8 : j+16])
+		r0p := (*[8]float64)(rem[j : j+8])
+		r1p := (*[8]float64)(rem[j+8 : j+16])
+		a0 := archsimd.LoadFloat64x8(a0p)
+		a1 := archsimd.LoadFloat64x8(a1p)
+		rm0 := archsimd.LoadFloat64x8(r0p)
+		rm1 := archsimd.LoadFloat64x8(r1p)
+		for k := 0; k < 4; k++ {
+			w := archsimd.LoadFloat32x16((*[16]float32)(ws[k][j : j+16]))
+			a0 = a0.Add(w.GetLo().ConvertToFloat64())
+			a1 = a1.Add(w.GetHi().ConvertToFloat64())
+			m0 := a0.GreaterEqual(rm0).ToBits()
+			m1 := a1.GreaterEqual(rm1).ToBits()
+			if m0|m1 != 0 {
+				// Rare (each state crosses once): record the crossings and
+				// set the crossed lanes' headroom to +Inf in memory, then
+				// reload it. Integer code only until the vector work ends.
+				bits := uint16(m0) | uint16(m1)<<8
+				for l := 0; l < 16; l++ {
+					if bits&(1<<l) != 0 {
+						cross[j+l] = r + int32(k) + 1
+						*(*uint64)(unsafe.Pointer(&rem[j+l])) = 0x7ff0000000000000 // +Inf
+					}
+				}
+				rm0 = archsimd.LoadFloat64x8(r0p)
+				rm1 = archsimd.LoadFloat64x8(r1p)
+			}
+		}
+		a0.Store(a0p)
+		a1.Store(a1p)
+	}
+	archsimd.ClearAVXUpperBits() // scalar SSE code follows
+	for k, w := range ws {
+		if n < len(w) {
+			scanRowGeneric(w[n:], acc[n:], rem[n:], cross[n:], r+int32(k)+1)
 		}
 	}
 }

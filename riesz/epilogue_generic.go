@@ -110,3 +110,10 @@ func tileFromDotsGeneric(t []float32, ldt, rows, cols int, na, nb []float32, eps
 		fromDotsGeneric(t[r*ldt:r*ldt+cols], na[r], nb, eps, s, pow)
 	}
 }
+
+// scanRows4Generic is the reference of epiScanRows4.
+func scanRows4Generic(w0, w1, w2, w3 []float32, acc, rem []float64, cross []int32, r int32) {
+	for k, w := range [4][]float32{w0, w1, w2, w3} {
+		scanRowGeneric(w, acc, rem, cross, r+int32(k)+1)
+	}
+}

@@ -2,7 +2,9 @@ package riesz
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -94,6 +96,50 @@ func TestWorkspaceRepacksRows(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] || got[i] == first[i] {
 			t.Fatalf("row %d: reused workspace %v, fresh %v, before the change %v", i, got[i], want[i], first[i])
+		}
+	}
+}
+
+// TestScanRows4MatchesRows checks the four-row prefix-scan epilogue against
+// four single-row calls: accumulators, crossing points (including several
+// crossings inside one group and already-crossed lanes) and headrooms.
+func TestScanRows4MatchesRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 11))
+	for _, n := range []int{5, 16, 40, 512} {
+		var w [4][]float32
+		for k := range w {
+			w[k] = make([]float32, n)
+			for j := range w[k] {
+				w[k][j] = float32(rng.Float64())
+			}
+		}
+		acc := make([]float64, n)
+		rem := make([]float64, n)
+		cross := make([]int32, n)
+		for j := range rem {
+			acc[j] = rng.Float64()
+			rem[j] = acc[j] + rng.Float64()*2.5 // crosses after 0–5 rows
+			cross[j] = Never
+			if j%7 == 0 {
+				rem[j] = math.Inf(1) // already crossed
+			}
+		}
+		acc2, rem2, cross2 := slices.Clone(acc), slices.Clone(rem), slices.Clone(cross)
+		epiScanRows4(w[0], w[1], w[2], w[3], acc, rem, cross, 8)
+		for k := range w {
+			epiScanRow(w[k], acc2, rem2, cross2, int32(8+k+1))
+		}
+		got := 0
+		for j := range acc {
+			if acc[j] != acc2[j] || rem[j] != rem2[j] || cross[j] != cross2[j] {
+				t.Fatalf("n=%d column %d: (%v, %v, %d), want (%v, %v, %d)", n, j, acc[j], rem[j], cross[j], acc2[j], rem2[j], cross2[j])
+			}
+			if cross[j] != Never {
+				got++
+			}
+		}
+		if got == 0 {
+			t.Fatalf("n=%d: no crossings exercised", n)
 		}
 	}
 }
