@@ -29,6 +29,16 @@ type oDecision struct {
 	admitted [][]int64 // per head, in admission order
 	evicted  [][]int64 // per head, sorted
 	order    [][]int
+
+	// The decision record's reports (see Decision and HeadDecision), per
+	// head where they are per head; summed over the single-candidate steps
+	// of sequential admission.
+	mandatory, capacity []int // evicted violators / other evictions
+	violators           []int // stored states with g_i(r*) ≥ τ
+	floorStates         []int // floor-baseline states reaching τ within the block
+	empty, flushed      bool
+	infeasible          bool // no prefix, not even 0, feasible
+	floorBlocked        bool
 }
 
 func (o *oracle) w(a, b []float64) float64 {
@@ -81,13 +91,19 @@ func (o *oracle) score(B []oEntry, x oCand) float64 {
 func (o *oracle) update(cands [][]oCand) oDecision {
 	H := o.cfg.Heads
 	N := len(cands[0])
-	d := oDecision{admitted: make([][]int64, H), evicted: make([][]int64, H), order: make([][]int, H)}
+	d := oDecision{admitted: make([][]int64, H), evicted: make([][]int64, H), order: make([][]int, H),
+		mandatory: make([]int, H), capacity: make([]int, H), violators: make([]int, H), floorStates: make([]int, H)}
 	empty := true
+	before := make([][]int64, H) // sources stored before the update
 	for h := 0; h < H; h++ {
 		if len(o.heads[h]) > 0 {
 			empty = false
 		}
+		for _, e := range o.heads[h] {
+			before[h] = append(before[h], e.src)
+		}
 	}
+	d.empty = empty
 	// Orders π_h against the bank before the update.
 	for h := 0; h < H; h++ {
 		B := o.heads[h]
@@ -129,6 +145,17 @@ func (o *oracle) update(cands [][]oCand) oDecision {
 	for h := range d.evicted {
 		slices.Sort(d.evicted[h])
 	}
+	// Flushed: some head lost every state it held before the update.
+	for h := 0; h < H; h++ {
+		if len(before[h]) == 0 {
+			continue
+		}
+		left := false
+		for _, e := range o.heads[h] {
+			left = left || slices.Contains(before[h], e.src)
+		}
+		d.flushed = d.flushed || !left
+	}
 	o.upd++
 	return d
 }
@@ -162,28 +189,47 @@ func (o *oracle) joint(cands [][]oCand, rows [][]int, d *oDecision) int {
 	}
 	ev := func(h, r int) int { return max(0, len(o.heads[h])+r-M) }
 	feasible := func(h, r int) bool { return len(o.heads[h]) == 0 || viol[h][r] <= ev(h, r) }
-	// Line 17: the largest shared r*.
+	// Line 17: the largest shared r* (0 and infeasible when none is).
 	if o.cfg.Prefix == PrefixShared {
-		rs := 0
-		for r := R; r >= 0; r-- {
+		rs, found := 0, false
+		for r := R; r >= 0 && !found; r-- {
 			ok := true
 			for h := 0; h < H; h++ {
 				ok = ok && feasible(h, r)
 			}
 			if ok {
-				rs = r
-				break
+				rs, found = r, true
 			}
 		}
+		d.infeasible = d.infeasible || !found
 		for h := range rstar {
 			rstar[h] = rs
 		}
 	} else {
 		for h := range rstar {
-			for r := R; r >= 0; r-- {
+			found := false
+			for r := R; r >= 0 && !found; r-- {
 				if feasible(h, r) {
-					rstar[h] = r
-					break
+					rstar[h], found = r, true
+				}
+			}
+			d.infeasible = d.infeasible || !found
+		}
+	}
+	// Degenerate states: floor-baseline states (admitted with density ≤ δ)
+	// that reach τ·δ within the block, and whether one of them stops the
+	// prefix (it would cross at r* + 1 while r* < R).
+	for h := 0; h < H; h++ {
+		for i, e := range o.heads[h] {
+			if e.base > o.cfg.Delta {
+				continue
+			}
+			if gr, _ := g(h, i, R); gr >= o.cfg.Tau {
+				d.floorStates[h]++
+				if r := rstar[h]; r < R {
+					if gr1, _ := g(h, i, r+1); gr1 >= o.cfg.Tau {
+						d.floorBlocked = true
+					}
 				}
 			}
 		}
@@ -194,6 +240,7 @@ func (o *oracle) joint(cands [][]oCand, rows [][]int, d *oDecision) int {
 		r := rstar[h]
 		acc = max(acc, r)
 		e := ev(h, r)
+		d.violators[h] += viol[h][r]
 		evict := make([]bool, len(B))
 		if e > 0 {
 			n := 0
@@ -227,6 +274,11 @@ func (o *oracle) joint(cands [][]oCand, rows [][]int, d *oDecision) int {
 		var next []oEntry
 		for i, en := range B {
 			if evict[i] {
+				if gr, _ := g(h, i, r); gr >= o.cfg.Tau {
+					d.mandatory[h]++
+				} else {
+					d.capacity[h]++
+				}
 				d.evicted[h] = append(d.evicted[h], en.src)
 			} else {
 				next = append(next, en)

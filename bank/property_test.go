@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -14,9 +16,17 @@ type stream struct {
 	rng       *rand.Rand
 	cfg       Config
 	clustered bool
-	centres   [][]float64 // per head × cluster, flattened [k][d]
-	next      int64
-	maxN      int
+	// islands: integer keys near the origin, and now and then a key on one
+	// of two far "islands" (a coordinate of ±300). Integer coordinates make
+	// float32 norms, dots and squared distances exact, so the bank and the
+	// float64 oracle agree even on states whose density is below δ: the
+	// first key on an island is admitted at the floor baseline, and the
+	// next one on the same island pushes it over τ·δ (blocking admission
+	// while the bank has room, a mandatory eviction once it is full).
+	islands bool
+	centres [][]float64 // per head × cluster, flattened [k][d]
+	next    int64
+	maxN    int
 }
 
 func newStream(cfg Config, seed uint64, clustered bool, maxN int) *stream {
@@ -57,7 +67,22 @@ func (s *stream) block() Block {
 		for x := 0; x < n; x++ {
 			k := blk.Keys[(h*n+x)*dk : (h*n+x+1)*dk]
 			cl := s.rng.IntN(4)
+			if s.islands {
+				for i := range k {
+					k[i] = float32(s.rng.IntN(7) - 3)
+				}
+				if s.rng.IntN(12) == 0 {
+					far := float32(300)
+					if s.rng.IntN(2) == 0 {
+						far = -300
+					}
+					k[0] = far + float32(s.rng.IntN(2))
+				}
+			}
 			for i := range k {
+				if s.islands {
+					break
+				}
 				if s.clustered {
 					k[i] = float32(s.centres[h][cl*dk+i] + s.rng.NormFloat64()*0.3)
 				} else {
@@ -158,29 +183,94 @@ func TestOracleAndInvariants(t *testing.T) {
 	if testing.Short() {
 		seeds, updates = 3, 10
 	}
+	var seen reportTally
 	for _, v := range variants {
-		for _, clustered := range []bool{false, true} {
+		for _, kind := range []string{"random", "clustered", "islands"} {
 			for seed := 0; seed < seeds; seed++ {
-				name := fmt.Sprintf("%s/clustered=%v/seed=%d", v.name, clustered, seed)
+				name := fmt.Sprintf("%s/%s/seed=%d", v.name, kind, seed)
 				t.Run(name, func(t *testing.T) {
 					cfg := smallConfig()
 					v.mod(&cfg)
 					cfg.Workers = 1 + seed%3
-					checkStream(t, cfg, uint64(seed), clustered, updates, 36)
+					if kind == "islands" && cfg.DescDim > 0 {
+						t.Skip("separate descriptors are not integer-valued")
+					}
+					seen.add(v.name, checkStream(t, cfg, uint64(seed), kind, updates, 36))
 				})
 			}
 		}
 	}
+	// The comparisons above are only meaningful if every report occurred.
+	for _, c := range []struct {
+		what string
+		n    int
+	}{
+		{"empty-bank update", seen.all.empty},
+		{"flushed update", seen.all.flushed},
+		{"mandatory eviction", seen.all.mandatory},
+		{"capacity eviction", seen.all.capacity},
+		{"floor-baseline state reaching τ·δ", seen.all.floorStates},
+		{"floor-blocked admission", seen.all.floorBlocked},
+		{"infeasible update (densest-only eviction)", seen.densest.infeasible},
+		{"violator kept by densest-only eviction", seen.densest.violatorsKept},
+	} {
+		if c.n == 0 {
+			t.Errorf("no %s in any stream: the decision-record comparison is vacuous", c.what)
+		}
+	}
 }
 
-func checkStream(t *testing.T, cfg Config, seed uint64, clustered bool, updates, maxN int) {
+// reports counts decision-record reports over a stream.
+type reports struct {
+	empty, flushed, infeasible, floorBlocked int
+	mandatory, capacity, floorStates         int
+	violatorsKept                            int // violators not evicted
+}
+
+type reportTally struct {
+	sync.Mutex
+	all, densest reports
+}
+
+func (r *reports) add(o reports) {
+	r.empty += o.empty
+	r.flushed += o.flushed
+	r.infeasible += o.infeasible
+	r.floorBlocked += o.floorBlocked
+	r.mandatory += o.mandatory
+	r.capacity += o.capacity
+	r.floorStates += o.floorStates
+	r.violatorsKept += o.violatorsKept
+}
+
+func (t *reportTally) add(variant string, r reports) {
+	t.Lock()
+	defer t.Unlock()
+	t.all.add(r)
+	if strings.HasPrefix(variant, "densest") {
+		t.densest.add(r)
+	}
+}
+
+// b2i converts a report flag to a count.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// checkStream runs a stream of the given kind (random, clustered or
+// islands) through the bank and the oracle and returns the reports seen.
+func checkStream(t *testing.T, cfg Config, seed uint64, kind string, updates, maxN int) (seen reports) {
 	t.Helper()
 	b, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := &oracle{cfg: cfg, heads: make([][]oEntry, cfg.Heads)}
-	st := newStream(cfg, seed, clustered, maxN)
+	st := newStream(cfg, seed, kind == "clustered", maxN)
+	st.islands = kind == "islands"
 	keyOf := map[[2]int64][]float32{} // (head, source) → stored key
 	densTol := func(got, want float64) bool {
 		tol := 1e-4
@@ -210,6 +300,23 @@ func checkStream(t *testing.T, cfg Config, seed uint64, clustered bool, updates,
 		if dec.Accepted != od.accepted {
 			t.Fatalf("update %d (N=%d): accepted %d, oracle %d", u, n, dec.Accepted, od.accepted)
 		}
+		for _, f := range []struct {
+			name      string
+			got, want bool
+		}{
+			{"Empty", dec.Empty, od.empty},
+			{"Flushed", dec.Flushed, od.flushed},
+			{"Infeasible", dec.Infeasible, od.infeasible},
+			{"FloorBlocked", dec.FloorBlocked, od.floorBlocked},
+		} {
+			if f.got != f.want {
+				t.Fatalf("update %d (N=%d): %s %v, oracle %v", u, n, f.name, f.got, f.want)
+			}
+		}
+		seen.empty += b2i(od.empty)
+		seen.flushed += b2i(od.flushed)
+		seen.infeasible += b2i(od.infeasible)
+		seen.floorBlocked += b2i(od.floorBlocked)
 		for h := 0; h < cfg.Heads; h++ {
 			hd := dec.Heads[h]
 			if !slices.Equal(hd.Admitted, od.admitted[h]) && !(len(hd.Admitted) == 0 && len(od.admitted[h]) == 0) {
@@ -220,9 +327,17 @@ func checkStream(t *testing.T, cfg Config, seed uint64, clustered bool, updates,
 			if !slices.Equal(ev, od.evicted[h]) && !(len(ev) == 0 && len(od.evicted[h]) == 0) {
 				t.Fatalf("update %d head %d: evicted %v, oracle %v", u, h, ev, od.evicted[h])
 			}
+			if hd.Mandatory != od.mandatory[h] || hd.Capacity != od.capacity[h] || hd.Violators != od.violators[h] || hd.FloorStates != od.floorStates[h] {
+				t.Fatalf("update %d head %d: mandatory %d capacity %d violators %d floor states %d, oracle %d %d %d %d", u, h,
+					hd.Mandatory, hd.Capacity, hd.Violators, hd.FloorStates, od.mandatory[h], od.capacity[h], od.violators[h], od.floorStates[h])
+			}
 			if hd.Mandatory+hd.Capacity != len(hd.Evicted) {
 				t.Fatalf("update %d head %d: mandatory %d + capacity %d != %d evicted", u, h, hd.Mandatory, hd.Capacity, len(hd.Evicted))
 			}
+			seen.mandatory += hd.Mandatory
+			seen.capacity += hd.Capacity
+			seen.floorStates += hd.FloorStates
+			seen.violatorsKept += hd.Violators - hd.Mandatory
 			ents := b.Entries(h)
 			oe := o.heads[h]
 			if len(ents) != len(oe) {
@@ -272,6 +387,7 @@ func checkStream(t *testing.T, cfg Config, seed uint64, clustered bool, updates,
 			t.Fatal("negative bytes")
 		}
 	}
+	return seen
 }
 
 func f64(x []float32) []float64 {
