@@ -58,12 +58,15 @@ type HeadDecision struct {
 	Len      int // occupancy after the update
 }
 
-// Timings splits an update's wall time by Algorithm 1 step.
+// Timings splits an update's wall time by Algorithm 1 step (see Update for
+// the step numbers). Scoring, scanning and speculative eviction run per head
+// interleaved on the workers; their phase's wall time is apportioned by the
+// heads' summed time in each.
 type Timings struct {
 	Validate time.Duration `json:"validate_ns"` // input validation and candidate preparation
-	Score    time.Duration `json:"score_ns"`    // scoring and ordering (step 1)
-	Scan     time.Duration `json:"scan_ns"`     // prefix scan and r* (step 2)
-	Evict    time.Duration `json:"evict_ns"`    // eviction selection (step 3)
-	Commit   time.Duration `json:"commit_ns"`   // commit and exact density update
+	Score    time.Duration `json:"score_ns"`    // scoring and ordering (step 2)
+	Scan     time.Duration `json:"scan_ns"`     // prefix scan and r* (steps 3–4)
+	Evict    time.Duration `json:"evict_ns"`    // eviction choice, speculative or not (step 5)
+	Commit   time.Duration `json:"commit_ns"`   // commit, exact density update, baselines (steps 6–8; step 1 for an empty bank)
 	Total    time.Duration `json:"total_ns"`
 }

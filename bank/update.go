@@ -58,9 +58,11 @@ type headScratch struct {
 	m             int // occupancy before
 	r             int // admitted count
 	e             int // evictions
+	w0            int // first new state's storage index after commitStates
 	dec           HeadDecision
 	acc           []float64 // scan accumulators
 	tScore, tScan time.Duration
+	tSpec         time.Duration
 	ext1          []float64
 	evOld         int // evicted states admitted by earlier updates
 
@@ -95,28 +97,33 @@ func (s *headScratch) bytes() int64 {
 
 // Update applies Algorithm 1 (paper supplementary, "DensityKV update for one
 // Transformer layer") to one block and returns the decision record. The
-// steps, in paper order:
+// steps, in paper order, and the functions that implement them (prepare
+// validates the block first):
 //
-//  1. empty bank: admit the first min(N, M) candidates in source order and
-//     set ρ = Φ over the resulting bank, b = max(ρ, δ);
-//  2. score: s_h(x) (Eq. candidate-score, or the max/source variant) against
-//     the bank before the update, and a stable ascending sort (ties by input
-//     order) giving π_h;
-//  3. prefix scan: for every stored state the crossing point c_i, the first
-//     prefix length r at which ρ_i + Σ_{j≤r} w(k̄_i, k_{π(j)}) ≥ τ·b_i; since
-//     w ≥ 0 the violator count is v_r = |{i : c_i ≤ r}|;
-//  4. shared prefix: r* = the LARGEST r ≤ min(N, M) with v_r^h ≤ e_r =
-//     max(0, m + r − M) in every head (feasibility is not monotone in r, so
-//     every r is tested);
-//  5. eviction: every violator at r* (mandatory), then the remaining states
-//     of largest projected density ρ̃_i(r*) until e_{r*} are released (ties:
-//     earlier storage position first);
-//  6. commit: survivors keep their relative order, then π_h(1..r*) in order;
-//  7. exact density update: survivors ρ + Σ_admitted w − Σ_evicted w; new
-//     states Σ_old w + Σ_other-new w − Σ_evicted w (as the Wan reference
-//     computes it); both clamped at ≥ 0 against float cancellation;
-//  8. baselines: new states b = max(ρ, δ) in the final bank; survivors keep
-//     theirs (BaselinesRefresh resets all).
+//  1. initEmpty — empty bank: admit the first min(N, M) candidates in source
+//     order and set ρ = Φ over the resulting bank, b = max(ρ, δ);
+//  2. score — s_h(x) (Eq. candidate-score, or the max/source variant)
+//     against the bank before the update, and a stable ascending sort (ties
+//     by input order) giving π_h;
+//  3. scan — prefix scan: for every stored state the crossing point c_i,
+//     the first prefix length r at which ρ_i + Σ_{j≤r} w(k̄_i, k_{π(j)}) ≥
+//     τ·b_i; since w ≥ 0 the violator count is v_r = |{i : c_i ≤ r}|;
+//  4. choosePrefix — shared prefix: r* = the LARGEST r ≤ min(N, M) with
+//     v_r^h ≤ e_r = max(0, m + r − M) in every head (feasibility is not
+//     monotone in r, so every r is tested);
+//  5. selectEvictions — every violator at r* (mandatory), then the
+//     remaining states of largest projected density ρ̃_i(r*) until e_{r*}
+//     are released (ties: earlier storage position first). speculate makes
+//     the same choice early, per head, while the head's interactions are
+//     cached; selectEvictions keeps it when r* matches (bit-identical);
+//  6. commitStates — survivors keep their relative order, then π_h(1..r*)
+//     in order;
+//  7. updateDensities — exact density update: survivors ρ + Σ_admitted w −
+//     Σ_evicted w; new states Σ_old w + Σ_other-new w − Σ_evicted w (as the
+//     Wan reference computes it); both clamped at ≥ 0 against float
+//     cancellation;
+//  8. setBaselines — new states b = max(ρ, δ) in the final bank; survivors
+//     keep theirs (BaselinesRefresh resets all).
 //
 // Readings of ambiguous points:
 //   - If no r (not even 0) is feasible — a stored state already at or above
@@ -164,9 +171,12 @@ func (b *Bank) Update(blk Block) (Decision, error) {
 		}
 	}
 	dec.Empty = empty
-	if b.cfg.Admission == AdmitSequential && !empty {
+	switch {
+	case empty:
+		b.initEmpty(&dec, blk, n)
+	case b.cfg.Admission == AdmitSequential:
 		b.updateSequential(&dec, blk, n)
-	} else {
+	default:
 		b.updateJoint(&dec, blk, n)
 	}
 	dec.Heads = make([]HeadDecision, len(b.heads))
@@ -334,6 +344,29 @@ func (b *Bank) prepare(blk Block) (int, error) {
 }
 
 // updateJoint is Algorithm 1 with joint admission.
+// initEmpty is Algorithm 1 lines 1–6: an empty bank takes the first
+// r* = min(N, M) candidates of every head in source order, whatever the
+// ordering and admission variants; their densities are computed over the
+// new bank (updateDensities: the co-admitted states' interactions) and
+// frozen as baselines.
+func (b *Bank) initEmpty(dec *Decision, blk Block, n int) {
+	t := time.Now()
+	r := min(n, b.cfg.Capacity)
+	b.parallel(func(h int, ws *riesz.Workspace) {
+		s := &b.scratch[h]
+		b.score(h, n, ws) // identity order, zero scores and external densities
+		s.rows = append(s.rows[:0], s.order[:r]...)
+		s.m, s.r = 0, r
+		s.evict = s.evict[:0]
+		b.commit(h, blk, s.ext, ws)
+	})
+	dec.Accepted = r
+	dec.Timings.Commit = time.Since(t)
+	b.finishDecision(dec)
+}
+
+// updateJoint is Algorithm 1 lines 8–29 for a non-empty bank with joint
+// admission: score and order, prefix scan, shared r*, evictions, commit.
 func (b *Bank) updateJoint(dec *Decision, blk Block, n int) {
 	t := time.Now()
 	R := min(n, b.cfg.Capacity)
@@ -348,27 +381,33 @@ func (b *Bank) updateJoint(dec *Decision, blk Block, n int) {
 		t1 := time.Now()
 		s.rows = append(s.rows[:0], s.order[:R]...)
 		b.scanCached(h, cache, ws)
+		t2 := time.Now()
 		if cache != nil {
 			b.speculate(h, cache, ws)
 		}
-		s.tScore, s.tScan = t1.Sub(t0), time.Since(t1)
+		s.tScore, s.tScan, s.tSpec = t1.Sub(t0), t2.Sub(t1), time.Since(t2)
 	})
-	var sc, sn time.Duration
+	// Step 4: the shared (or per-head) prefix length.
+	b.choosePrefix(dec)
+	// The heads ran interleaved on the workers: the phase's wall time is
+	// split between scoring, scanning and (speculative) eviction in the
+	// proportions of the heads' summed step times.
+	var sc, sn, sp time.Duration
 	for h := range b.scratch {
 		sc += b.scratch[h].tScore
 		sn += b.scratch[h].tScan
+		sp += b.scratch[h].tSpec
 	}
-	// Step 4: the shared (or per-head) prefix length.
-	b.choosePrefix(dec)
 	el := time.Since(t)
-	if sc+sn > 0 {
-		dec.Timings.Score = time.Duration(float64(el) * float64(sc) / float64(sc+sn))
+	if tot := sc + sn + sp; tot > 0 {
+		dec.Timings.Score = time.Duration(float64(el) * float64(sc) / float64(tot))
+		dec.Timings.Evict = time.Duration(float64(el) * float64(sp) / float64(tot))
 	}
-	dec.Timings.Scan = el - dec.Timings.Score
+	dec.Timings.Scan = el - dec.Timings.Score - dec.Timings.Evict
 	t = time.Now()
-	// Step 5: eviction.
+	// Step 5: eviction (reusing the speculative choice when r* matches).
 	b.parallel(func(h int, ws *riesz.Workspace) { b.selectEvictions(h, ws) })
-	dec.Timings.Evict = time.Since(t)
+	dec.Timings.Evict += time.Since(t)
 	t = time.Now()
 	// Steps 6–8: commit, exact density update, baselines.
 	b.parallel(func(h int, ws *riesz.Workspace) {
@@ -661,10 +700,23 @@ func (b *Bank) chooseEvictions(h int, ws *riesz.Workspace) {
 	}
 }
 
-// commit applies head h's decision: compaction of the survivors, append of
-// the admitted prefix, exact density update and new baselines. ext holds the
-// candidates' external densities against the bank before the update.
+// commit applies head h's decision (Algorithm 1, the last three lines of
+// the per-head loop): commitStates, then updateDensities, then
+// setBaselines. ext holds the candidates' external densities against the
+// bank before the update.
 func (b *Bank) commit(h int, blk Block, ext []float64, ws *riesz.Workspace) {
+	b.commitStates(h, blk, ext)
+	b.updateDensities(h, ws)
+	b.setBaselines(h)
+}
+
+// commitStates is the commit B ← (B \ R) ⊎ P_{r*} for head h: survivors
+// keep their relative order, then the admitted prefix follows in admission
+// order. It records the admitted and evicted source ids, keeps the evicted
+// descriptors for updateDensities, and leaves in s.rho each state's density
+// before the subtraction: ρ_i + S_i(r*) for survivors (the projected
+// density), Σ_old w for new states (their external density ext).
+func (b *Bank) commitStates(h int, blk Block, ext []float64) {
 	s := &b.scratch[h]
 	hd := &b.heads[h]
 	c := b.cfg
@@ -713,7 +765,7 @@ func (b *Bank) commit(h int, blk Block, ext []float64, ws *riesz.Workspace) {
 		w++
 	}
 	// New states in admission order: Σ_old w to start with.
-	w0 := w
+	s.w0 = w
 	for j := 0; j < r; j++ {
 		x := int(s.rows[j])
 		hd.keys.set(w, s.ck[x*dk:x*dk+dk])
@@ -734,35 +786,55 @@ func (b *Bank) commit(h int, blk Block, ext []float64, ws *riesz.Workspace) {
 		w++
 	}
 	hd.n = final
+	s.dec.Accepted += r
+}
+
+// updateDensities is the exact density maintenance of the committed bank
+// (supplementary Eq. density-update): every state subtracts its
+// interactions with the evicted states, and the new states add their
+// interactions with each other, so that a new state's density is Φ over the
+// final bank. The interactions among previously retained states are never
+// recomputed. Densities are clamped at ≥ 0 against float cancellation and
+// rounded to the density dtype.
+func (b *Bank) updateDensities(h int, ws *riesz.Workspace) {
+	s := &b.scratch[h]
+	hd := &b.heads[h]
+	ne, w0, final := len(s.evict), s.w0, hd.n
 	fs := b.set(h)
 	if ne > 0 {
 		// Row sums of final × evicted (cheaper than column sums); the new
 		// states' part comes from the speculative sums over the cached
 		// interactions when the speculation was for this prefix.
 		rows := final
-		if s.specR == r && m > 0 {
+		if s.specR == s.r && s.m > 0 {
 			rows = w0
-			for j := 0; j < r; j++ {
+			for j := 0; j < s.r; j++ {
 				s.rho[w0+j] -= s.specEv[j]
 			}
 		}
 		s.sub = grow(s.sub, rows)
 		clear(s.sub)
-		b.kern.Sums(fs.Rows(0, rows), riesz.Set{X: s.ed, Norms: s.en, N: ne, D: dd}, s.sub, nil, ws)
+		b.kern.Sums(fs.Rows(0, rows), riesz.Set{X: s.ed, Norms: s.en, N: ne, D: b.cfg.descDim()}, s.sub, nil, ws)
 		for i := 0; i < rows; i++ {
 			s.rho[i] -= s.sub[i]
 		}
 	}
-	if r > 0 {
+	if final > w0 {
 		b.kern.SelfSums(fs.Rows(w0, final), s.rho[w0:final], ws)
 	}
 	for i := 0; i < final; i++ {
 		hd.rho[i] = b.roundDensity(math.Max(0, s.rho[i]))
 	}
-	for i := w0; i < final; i++ {
-		hd.base[i] = b.roundDensity(math.Max(hd.rho[i], c.Delta))
+}
+
+// setBaselines freezes the insertion baseline b_i = max(ρ_i, δ) of every
+// newly admitted state; survivors keep theirs (BaselinesRefresh resets all
+// of them after the update, in Update).
+func (b *Bank) setBaselines(h int) {
+	hd := &b.heads[h]
+	for i := b.scratch[h].w0; i < hd.n; i++ {
+		hd.base[i] = b.roundDensity(math.Max(hd.rho[i], b.cfg.Delta))
 	}
-	s.dec.Accepted += r
 }
 
 // finishDecision copies the per-candidate records into the decision.
