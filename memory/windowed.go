@@ -10,7 +10,8 @@ import (
 type selector interface {
 	// offer hands over the committed frames (raw keys) that left the window
 	// at the first call of block, oldest first (possibly none), and updates
-	// the memory. It records its per-layer stats into st.
+	// the memory. It records its per-layer stats into st. An error leaves
+	// the selector (every layer of it) unchanged.
 	offer(block int, frames []*frame, st *Stats) error
 	// memory returns layer's memory keys (rotated at temporal position 0 and
 	// native spatial position) and values, [n][H][D], and n.
@@ -62,15 +63,17 @@ func (p *windowed) Begin(c Call) error {
 		}
 		_ = S
 	}
-	st := p.stats
+	st, call, layer := p.stats, p.call, p.layer
 	p.openCall(c)
 	if c.First {
 		p.startUpdate()
 		err := p.sel.offer(c.Block, leaving, &p.stats)
 		p.stopUpdate()
 		if err != nil {
-			// Undo the call: the selector left its state unchanged.
-			p.open, p.stats = false, st
+			// Undo the call: a selector that returns an error has left its
+			// state unchanged (DensityKV checks every layer's bank block
+			// before updating any).
+			p.open, p.stats, p.call, p.layer = false, st, call, layer
 			p.started--
 			return err
 		}
@@ -169,9 +172,14 @@ func (p *windowed) Bytes() int64 {
 	return p.model().KVFrames(int64(len(p.sink)+len(p.recent))) + p.sel.bytes()
 }
 
-// memFrame returns a frame's keys of layer rotated at temporal position 0.
+// memKeys returns a frame's keys of layer rotated at temporal position 0.
 func (c *core) memKeys(f *frame, layer int) []float32 {
-	k := append([]float32(nil), f.K[layer]...)
+	return c.memKeysInto(make([]float32, len(f.K[layer])), f, layer)
+}
+
+// memKeysInto is memKeys into dst (len ≥ the frame's values).
+func (c *core) memKeysInto(dst []float32, f *frame, layer int) []float32 {
+	k := dst[:copy(dst, f.K[layer])]
 	c.rot.frame(k, c.lay.Heads, 0)
 	return k
 }
