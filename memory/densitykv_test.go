@@ -115,6 +115,10 @@ func TestDensityKVPackingAndBank(t *testing.T) {
 	}
 }
 
+// TestDensityKVBytesMatchStorage checks live bytes against the storage
+// formula (sink and window as BF16 K/V, bank states at the paper's size)
+// and, for an f32 payload with f64 densities and a separate descriptor,
+// that the banks count what they store while the sink and window stay BF16.
 func TestDensityKVBytesMatchStorage(t *testing.T) {
 	cfg := tinyConfig()
 	cfg.Capacity = 30
@@ -122,9 +126,28 @@ func TestDensityKVBytesMatchStorage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wide := cfg
+	wide.Bank.Payload, wide.Bank.Densities, wide.Bank.Descriptor = "f32", "f64", "pre-rope-key"
+	pw, err := New(NameDensityKV, wide)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := newStream(cfg.Layout, 5)
+	sw := newStream(cfg.Layout, 5)
 	m := storageModel(cfg)
+	D := int64(cfg.Layout.HeadDim)
 	for b := 0; b < 7; b++ {
+		sw.block(t, pw, b, 1)
+		var ws int64
+		for _, bk := range pw.(*DensityKV).Banks() {
+			for h := 0; h < cfg.Layout.Heads; h++ {
+				ws += int64(bk.HeadLen(h))
+			}
+		}
+		wframes := min(b*3+3, 1) + min(b*3+3-1, 5)
+		if got, want := pw.Bytes(), m.KVFrames(int64(wframes))+ws*(2*D*4+2*8+8+4+D*4); got != want || (b >= 2 && ws == 0) {
+			t.Fatalf("f32/f64 block %d: bytes %d, want %d (%d states)", b, got, want, ws)
+		}
 		s.block(t, p, b, 1)
 		var states int64
 		for _, bk := range p.(*DensityKV).Banks() {

@@ -24,8 +24,15 @@
 //
 // Every policy also implements StatsReporter (a per-call record) and
 // Snapshotter (Save/Load of the whole state between calls). Bytes follows
-// the paper's accounting (package storage): BF16 K/V whatever the in-memory
-// precision. Provenance ids are global token indices
+// the paper's accounting (package storage) applied to the state the policy
+// holds: what the policy keeps itself (sink, window and cache K/V, pools,
+// Deep Forcing's query buffer, LongLive-RAG's descriptors), held as float32
+// in memory, is counted as BF16, as the paper stores it; DensityKV's banks
+// count what they store (bank.Config.BytesPerState: payload and density
+// dtypes, provenance, and a float32 descriptor when a separate one is kept),
+// which is the paper's BF16/FP32 bank only with the default bf16 payload,
+// f32 densities and post-RoPE-key descriptor. Provenance ids are global
+// token indices
 // frame·TokensPerFrame + h·Width + w (Layout.TokenPos).
 //
 // The clean pass (Call.Clean) is what commits a block's K/V; its k and v are
