@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
+	"image/png"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -373,6 +376,68 @@ func TestStorageJSONMatchesPaper(t *testing.T) {
 }
 
 func jsonNum(f float64) string { b, _ := json.Marshal(f); return string(b) }
+
+// TestStoragePlot runs the storage command with its figure (the other
+// storage tests pass --no-plot) and checks that storage_vs_horizon.png
+// decodes as a PNG and storage_vs_horizon.svg parses as an <svg> XML
+// document, both named in the output.
+func TestStoragePlot(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "plots") // created by the command
+	code, out, errs := run(t, context.Background(), "storage", "--out", dir)
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	png1, svg1 := filepath.Join(dir, "storage_vs_horizon.png"), filepath.Join(dir, "storage_vs_horizon.svg")
+	for _, p := range []string{png1, svg1} {
+		if !strings.Contains(out, "plot: "+p+"\n") {
+			t.Errorf("output does not name %s:\n%s", p, out)
+		}
+	}
+	f, err := os.Open(png1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", png1, err)
+	}
+	if b := img.Bounds(); b.Dx() < 100 || b.Dy() < 50 {
+		t.Fatalf("%s: %v image", png1, b)
+	}
+	sf, err := os.Open(svg1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	dec := xml.NewDecoder(sf)
+	root, depth, elems := "", 0, 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: not XML: %v", svg1, err)
+		}
+		switch e := tok.(type) {
+		case xml.StartElement:
+			if depth == 0 {
+				if root != "" {
+					t.Fatalf("%s: second root element <%s>", svg1, e.Name.Local)
+				}
+				root = e.Name.Local
+			}
+			depth++
+			elems++
+		case xml.EndElement:
+			depth--
+		}
+	}
+	if root != "svg" || depth != 0 || elems < 10 {
+		t.Fatalf("%s: root <%s>, %d elements, depth %d at EOF", svg1, root, elems, depth)
+	}
+}
 
 // TestStorageTablePrintsPaperFigures checks the printed table cell by cell
 // against the strings the paper prints (GiB with one decimal from 10 GiB up,
