@@ -8,7 +8,8 @@ import (
 )
 
 // DensityKV is the paper's policy: attention reads
-// [sink | per-layer density bank (keys at t = 0) | local window], and the
+// [sink (t = 0) | per-layer density bank (keys at t = 0) | local window]
+// (a multi-frame sink is all at t = 0 once committed, see windowed), and the
 // frames leaving the window are offered, one block of N = F·P candidates
 // per head, to each layer's bank (Algorithm 1) before the first call of the
 // next block ("logical precommit"); that call, the block's later denoising

@@ -17,10 +17,11 @@
 //   - Deep Forcing: a CacheFrames cache of sink, a query-scored compressed
 //     middle and the RecentFrames tail.
 //   - LongLive-RAG, FullHistory, FIFO, uniform stride and DensityKV share the
-//     windowed geometry of the golden rollout: [sink | memory at t = 0 |
-//     last WindowFrames frames incl. the current block], window and queries
-//     at their slot in a CacheFrames rolling cache; frames leaving the
-//     window are offered to the memory at the first call of the next block.
+//     windowed geometry of the golden rollout: [sink at t = 0 | memory at
+//     t = 0 | last WindowFrames frames incl. the current block], window and
+//     queries at their slot in a CacheFrames rolling cache; frames leaving
+//     the window are offered to the memory at the first call of the next
+//     block. Every committed sink frame sits at t = 0 (see windowed).
 //
 // Every policy also implements StatsReporter (a per-call record) and
 // Snapshotter (Save/Load of the whole state between calls). Bytes follows

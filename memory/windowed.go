@@ -24,18 +24,26 @@ type selector interface {
 }
 
 // windowed is the family of policies that attend
-// [sink (slot positions) | memory (t = 0) | local window] with the local
-// window holding the last WindowFrames frames including the current block:
+// [sink (t = 0) | memory (t = 0) | local window] with the local window
+// holding the last WindowFrames frames including the current block:
 // DensityKV, LongLive-RAG, FullHistory, FIFO and uniform stride. Frames that
 // leave the window are offered to the selector at the first call of the
 // next block ("logical precommit"): block b offers frames
 // [SinkFrames + seen, b·F + F − WindowFrames).
 //
 // Positions follow the golden rollout's latent-memory cache: keys are stored
-// raw (after qk-norm, before RoPE); sink frames sit at their slot (frame
-// index, 0 for the one-frame sink); window frames and queries at their slot
-// in a CacheFrames rolling cache (absolute until it is full, then
+// raw (after qk-norm, before RoPE); window frames and queries sit at their
+// slot in a CacheFrames rolling cache (absolute until it is full, then
 // block-relative: queries at 9, 10, 11 and the window at 7…11 for Wan).
+// Committed sink frames are memory keys: every one of them sits at temporal
+// position 0 with its native spatial grid, like the bank and retrieved
+// frames (the issue's "memory keys (bank, sink, retrieved frames) use
+// temporal position 0"; the golden rollout's one-frame sink is at τ = 0,
+// which is also its slot). A sink frame that is still being generated (the
+// current block, e.g. block 0) sits at its slot with its queries, like the
+// rest of the block. With SinkFrames = 1 the two readings of the golden
+// README (τ = 0, or τ = slot index) coincide; with more sink frames this
+// choice keeps every nonlocal key at τ = 0.
 type windowed struct {
 	*core
 	sel    selector
@@ -107,7 +115,7 @@ func (p *windowed) Attend(layer int, q, k, v []float32) (Context, error) {
 	var parts Parts
 	qt := make([]int, F)
 	for _, f := range p.sink {
-		p.ctxFrame(f.K[layer], f.V[layer], p.frameSlot(f.ID, end))
+		p.ctxFrame(f.K[layer], f.V[layer], 0) // committed sink frames: memory keys at t = 0
 		parts.Sink += p.tpf
 	}
 	for f := 0; f < F; f++ {
