@@ -20,6 +20,10 @@ type dfTok struct {
 	reuse    int
 }
 
+// TestDeepForcingSelection runs Deep Forcing on a random stream against a
+// literal oracle of its cache (scores, top-budget selection, reuse cap,
+// chronological order, positions) for the default cap of 7 and for 1, long
+// enough that each cap excludes tokens the scores would have kept.
 func TestDeepForcingSelection(t *testing.T) {
 	for _, maxReuse := range []int{7, 1} {
 		t.Run(fmt.Sprintf("reuse%d", maxReuse), func(t *testing.T) {
@@ -34,9 +38,11 @@ func TestDeepForcingSelection(t *testing.T) {
 			row := H * D
 			R, C := cfg.DeepForcing.RecentFrames, cfg.CacheFrames
 			budget := (C - 1 - R) * P
+			blocks := 14
 			s := newStream(l, 21)
 			or := make([]dfOracle, l.Layers)
-			for b := 0; b < 10; b++ {
+			capped, maxSeen := 0, 0 // kept-quality candidates excluded by the cap; most compressions survived
+			for b := 0; b < blocks; b++ {
 				// Oracle update at the block's first call.
 				for layer := range or {
 					o := &or[layer]
@@ -69,12 +75,20 @@ func TestDeepForcingSelection(t *testing.T) {
 							}
 						}
 						score[i] /= float64(H) * math.Sqrt(float64(D))
+						maxSeen = max(maxSeen, c.reuse)
 						if c.reuse < maxReuse {
 							idx = append(idx, i)
 						}
 					}
 					sort.SliceStable(idx, func(a, b int) bool { return score[idx[a]] > score[idx[b]] })
 					idx = idx[:min(budget, len(idx))]
+					// Capped tokens that outscore a kept one (or would fill a
+					// free slot): the cap changed the selection.
+					for i, c := range cands {
+						if c.reuse >= maxReuse && (len(idx) < budget || score[i] > score[idx[len(idx)-1]]) {
+							capped++
+						}
+					}
 					sort.Ints(idx)
 					o.mid = o.mid[:0:0]
 					for _, i := range idx {
@@ -143,6 +157,11 @@ func TestDeepForcingSelection(t *testing.T) {
 						}
 					}
 				}
+			}
+			// Long enough for the cap to bind: 14 blocks are 10 compressions,
+			// and the 8th (block 11) is the first a token can be capped at 7.
+			if maxSeen != maxReuse || capped == 0 {
+				t.Fatalf("the reuse cap %d never changed the selection (most compressions survived %d, %d capped candidates would have been kept)", maxReuse, maxSeen, capped)
 			}
 			// Steady state: the storage formula of a full cache.
 			if maxReuse == 7 {
@@ -269,5 +288,93 @@ func TestLongLiveRAGDescriptors(t *testing.T) {
 	}
 	if st := p.(StatsReporter).LastStats(); st.Parts[0].Memory != 6*12 {
 		t.Fatalf("block 5 retrieved %d tokens, want 72 (top 6 of the 7 eligible frames 1..7)", st.Parts[0].Memory)
+	}
+}
+
+// TestDeepForcingReuseCap is a hand-built known answer for the reuse cap
+// under budget pressure. One token per frame, one block per frame, one head
+// of dimension 6 (RoPE pairs split 1/1/1, so on a 1×1 grid only dims 0–1
+// rotate), sink 1, cache 4, recent 1: the compressed middle holds 2 tokens
+// and, once full, every block compresses the 2 middle tokens and the frame
+// that left the tail. Every query is e₂ and frame f's key is s_f·e₂, so a
+// token's score is s_f/√6: frames 1, 3 and 5 score 100, 90 and 80, every
+// other frame f scores f − 3 (frame 2: 1, frame 4: 2). The cap, not the
+// score, decides which tokens go: with MaxReuse 2, frames 1 and 3 lose to
+// frame 5 at block 6 after two compressions, and frame 5 loses to frames 7
+// and 8 at block 9; with the default 7, frames 1 and 3 hold the middle for
+// seven compressions (blocks 4–10) and are dropped for frame 10 at block 11.
+func TestDeepForcingReuseCap(t *testing.T) {
+	score := func(f int) float32 {
+		switch f {
+		case 1:
+			return 100
+		case 3:
+			return 90
+		case 5:
+			return 80
+		case 2:
+			return 1
+		case 4:
+			return 2
+		}
+		return float32(f - 3)
+	}
+	type tk struct{ frame, reuse int }
+	for _, tc := range []struct {
+		maxReuse int // 0: the default
+		mid      map[int][]tk
+	}{
+		{2, map[int][]tk{
+			4: {{1, 1}, {3, 1}}, 5: {{1, 2}, {3, 2}},
+			6: {{5, 1}}, 7: {{5, 1}}, // only frame 5 is eligible; block 7 fits without compressing
+			8: {{5, 2}, {7, 1}}, 9: {{7, 2}, {8, 1}}, 10: {{8, 2}, {9, 1}}, 11: {{9, 2}, {10, 1}},
+			12: {{10, 2}, {11, 1}}, 13: {{11, 2}, {12, 1}},
+		}},
+		{0, map[int][]tk{
+			4: {{1, 1}, {3, 1}}, 5: {{1, 2}, {3, 2}}, 6: {{1, 3}, {3, 3}}, 7: {{1, 4}, {3, 4}},
+			8: {{1, 5}, {3, 5}}, 9: {{1, 6}, {3, 6}}, 10: {{1, 7}, {3, 7}},
+			11: {{10, 1}}, 12: {{10, 1}}, 13: {{11, 1}, {12, 1}},
+		}},
+	} {
+		t.Run(fmt.Sprintf("reuse%d", tc.maxReuse), func(t *testing.T) {
+			cfg := Config{Layout: Layout{Height: 1, Width: 1, FramesPerBlock: 1, Layers: 1, Heads: 1, HeadDim: 6},
+				SinkFrames: 1, CacheFrames: 4, WindowFrames: 2, DeepForcing: DeepForcingConfig{RecentFrames: 1, MaxReuse: tc.maxReuse}}
+			pol, err := New(NameDeepForcing, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := pol.(*DeepForcing)
+			if tc.maxReuse == 0 && p.Config().DeepForcing.MaxReuse != 7 {
+				t.Fatalf("default max reuse %d, want 7", p.Config().DeepForcing.MaxReuse)
+			}
+			for b := 0; b < 14; b++ {
+				if err := p.Begin(Call{Block: b, First: true, Clean: true}); err != nil {
+					t.Fatal(err)
+				}
+				q := []float32{0, 0, 1, 0, 0, 0}
+				k := []float32{0, 0, score(b), 0, 0, 0}
+				v := []float32{float32(b), 0, 0, 0, 0, 0}
+				ctx, err := p.Attend(0, q, k, v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := tc.mid[b]
+				if ctx.Parts.Memory != len(want) || ctx.Parts.Total() > 4 {
+					t.Fatalf("block %d: parts %+v, want %d middle tokens within the 4-token cache", b, ctx.Parts, len(want))
+				}
+				for i, w := range want {
+					r := ctx.Parts.Sink + i
+					if f := int(ctx.V[r*6]); f != w.frame || ctx.K[r*6+2] != score(w.frame) {
+						t.Fatalf("block %d: middle token %d is frame %d (key %v), want frame %d", b, i, f, ctx.K[r*6+2], w.frame)
+					}
+					if got := p.mid[0].Reuse[i]; int(got) != w.reuse {
+						t.Fatalf("block %d: frame %d survived %d compressions, want %d", b, w.frame, got, w.reuse)
+					}
+				}
+				if err := p.End(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }

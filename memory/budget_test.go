@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"math"
 	"testing"
 )
 
@@ -54,9 +55,8 @@ func TestMatchedBudgets(t *testing.T) {
 // checks its live Bytes against the storage package's policy formula.
 func TestBytesEqualStorageFormulas(t *testing.T) {
 	cfg := tinyConfig()
-	cfg.Bank.Tau = 1e9 // every prefix feasible: the bank fills to capacity
-	cfg.LongLiveRAG.Descriptor = "key-mean"
-	cfg.LongLiveRAG.DescriptorStorageDim = 1024
+	cfg.Bank.Tau = 1e9                      // every prefix feasible: the bank fills to capacity
+	cfg.LongLiveRAG.Descriptor = "key-mean" // H·D = 64 values per frame
 	sc := storageConfig(cfg)
 	const blocks = 9
 	frames := int64(blocks * cfg.Layout.FramesPerBlock)
@@ -90,6 +90,47 @@ func TestBytesEqualStorageFormulas(t *testing.T) {
 		}
 		if got != want[name] {
 			t.Errorf("%s: live bytes %d, storage formula %d", name, got, want[name])
+		}
+	}
+}
+
+// TestLongLiveRAGDefaultBytes runs LongLive-RAG in its default
+// configuration (the built-in 16-channel latent-mean descriptor, no storage
+// override) and checks its live bytes after every block against the storage
+// formula evaluated with that same 16-d descriptor; the paper's 1,024-d
+// descriptor is counted only when DescriptorStorageDim asks for it.
+func TestLongLiveRAGDefaultBytes(t *testing.T) {
+	for _, override := range []int{0, 1024} {
+		cfg := tinyConfig()
+		cfg.LongLiveRAG.DescriptorStorageDim = override
+		pol, err := New(NameLongLiveRAG, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := pol.(*LongLiveRAG)
+		want := 16
+		if override > 0 {
+			want = override
+		}
+		if cfg.LongLiveRAG.Descriptor != "latent-mean" || cfg.LongLiveRAG.LatentChannels != 16 || p.DescriptorDim() != want {
+			t.Fatalf("override %d: descriptor %q with %d channels, DescriptorDim %d, want %d",
+				override, cfg.LongLiveRAG.Descriptor, cfg.LongLiveRAG.LatentChannels, p.DescriptorDim(), want)
+		}
+		sc := storageConfig(cfg)
+		sc.DescriptorDim = want
+		s := newStream(cfg.Layout, 12)
+		F := cfg.Layout.FramesPerBlock
+		for b := 0; b < 8; b++ {
+			lat := make([]float32, F*16*6*8) // [F][C][H'][W'] of the golden tiny model
+			for i := range lat {
+				lat[i] = float32(math.Cos(float64(i+1) * float64(b+1) * 0.37))
+			}
+			s.call(t, p, Call{Block: b, Step: 0, First: true})
+			s.call(t, p, Call{Block: b, Step: 1, Clean: true, Latent: lat})
+			frames := int64((b + 1) * F)
+			if got, formula := p.Bytes(), sc.LongLiveRAG(frames); got != formula {
+				t.Fatalf("override %d block %d: live bytes %d, storage formula with %d-d descriptors %d", override, b, got, want, formula)
+			}
 		}
 	}
 }

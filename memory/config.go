@@ -109,8 +109,13 @@ type LongLiveRAGConfig struct {
 	Descriptor string `yaml:"descriptor"`
 	// LatentChannels C of Call.Latent [F][C][H'][W'] (16).
 	LatentChannels int `yaml:"latent_channels"`
-	// DescriptorStorageDim is the descriptor size counted by Bytes, in BF16
-	// values (0 = the descriptor's own dimension).
+	// DescriptorStorageDim overrides the descriptor size Bytes counts per
+	// frame, in BF16 values. 0 (the default) counts the descriptor the
+	// policy actually keeps (LatentChannels for latent-mean, Heads·HeadDim
+	// for key-mean, Describer.Dim for a custom one), so Bytes is the storage
+	// formula (storage.Config.LongLiveRAG) of the live state. A positive
+	// value projects another descriptor size onto the run, e.g. the paper's
+	// 1,024 (storage.Paper); Bytes then no longer describes the state held.
 	DescriptorStorageDim int `yaml:"descriptor_storage_dim"`
 }
 

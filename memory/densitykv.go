@@ -2,12 +2,14 @@ package memory
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/densitykv/densitykv/bank"
 )
 
 // DensityKV is the paper's policy: attention reads
-// [sink | per-layer density bank (keys at t = 0) | local window], and the
+// [sink (t = 0) | per-layer density bank (keys at t = 0) | local window]
+// (a multi-frame sink is all at t = 0 once committed, see windowed), and the
 // frames leaving the window are offered, one block of N = F·P candidates
 // per head, to each layer's bank (Algorithm 1) before the first call of the
 // next block ("logical precommit"); that call, the block's later denoising
@@ -109,7 +111,8 @@ func (p *DensityKV) UpdateBlock(u int) int {
 func (p *DensityKV) HeadMemory(layer int) []int { return append([]int(nil), p.s.headN[layer]...) }
 
 // offer builds one bank.Block per layer from the leaving frames and updates
-// every layer's bank.
+// every layer's bank. Every layer's block is checked (bank.Bank.Check) before
+// any bank changes, so an error leaves every layer's bank as it was.
 func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
 	if len(frames) == 0 {
 		return nil
@@ -136,10 +139,12 @@ func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
 	if descDim > 0 {
 		desc = make([]float32, H*N*descDim)
 	}
-	decs := make([]bank.Decision, c.lay.Layers)
-	for l := 0; l < c.lay.Layers; l++ {
+	kr := make([]float32, P*H*D)
+	// build fills keys, vals and desc with layer l's candidates: head-major
+	// [H][N][·], candidate row n = frame index i·P + in-frame token p.
+	build := func(l int) bank.Block {
 		for i, f := range frames {
-			kr := c.memKeys(f, l)
+			c.memKeysInto(kr, f, l)
 			for p := 0; p < P; p++ {
 				n := i*P + p
 				for h := 0; h < H; h++ {
@@ -156,12 +161,22 @@ func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
 				}
 			}
 		}
-		dec, err := s.banks[l].Update(bank.Block{Keys: keys, Values: vals, Desc: desc, Source: src})
+		return bank.Block{Keys: keys, Values: vals, Desc: desc, Source: src}
+	}
+	// Check every layer before updating any: a block that one layer's bank
+	// would reject must not leave the layers before it updated.
+	for l := 0; l < c.lay.Layers; l++ {
+		if err := s.banks[l].Check(build(l)); err != nil {
+			return fmt.Errorf("memory: densitykv: block %d layer %d: offered frames %d…%d (bank row r is token r mod %d of frame %d + ⌊r/%d⌋): %w",
+				block, l, frames[0].ID, frames[len(frames)-1].ID, P, frames[0].ID, P, err)
+		}
+	}
+	decs := make([]bank.Decision, c.lay.Layers)
+	for l := 0; l < c.lay.Layers; l++ {
+		dec, err := s.banks[l].Update(build(l))
 		if err != nil {
-			if l > 0 {
-				return fmt.Errorf("memory: densitykv: block %d layer %d (layers 0..%d already updated): %w", block, l, l-1, err)
-			}
-			return fmt.Errorf("memory: densitykv: block %d layer %d: %w", block, l, err)
+			// bank.Update fails only where bank.Check does.
+			panic(fmt.Sprintf("memory: densitykv: block %d layer %d: bank update failed after its check passed (layers 0..%d already updated): %v", block, l, l-1, err))
 		}
 		decs[l] = dec
 		st.Offered[l] = N
@@ -234,16 +249,30 @@ func (s *bankSelector) ragged(l int) []int {
 
 // maxNorm2 is the largest squared norm per head vector a clean pass may
 // write: half the bank's bound (bank.MaxNorm2), leaving room for the RoPE
-// rotation's rounding, so that a committed block can never make a later bank
-// update fail half-way through the layers.
+// rotation's and the bfloat16 payload's rounding, so that a committed block
+// can never make a later bank update fail.
 const maxNorm2 = bank.MaxNorm2 / 2
 
-// checkClean rejects clean keys (and values, when they enter the density
-// descriptor) whose per-head squared norm would overflow the bank's
-// distance computations.
+// checkClean rejects a clean pass whose K/V a later bank update would
+// reject: keys (and values, when they enter the density descriptor) whose
+// per-head squared norm would overflow the bank's distance computations,
+// and, with a bfloat16 payload, finite float32 values that overflow
+// bfloat16. Bad data is refused when it is written, not blocks later when
+// the frames leave the window.
 func (s *bankSelector) checkClean(layer int, k, v []float32) error {
+	if err := s.storable(k, v); err != nil {
+		return fmt.Errorf("memory: densitykv: block %d layer %d: clean %w", s.c.call.Block, layer, err)
+	}
+	return nil
+}
+
+// storable checks K/V rows [n][H][D] (raw keys, values) against what the
+// bank accepts once the keys are rotated; the error names the first bad
+// token, head and value.
+func (s *bankSelector) storable(k, v []float32) error {
 	D, H := s.c.lay.HeadDim, s.c.lay.Heads
 	withV := s.cfg.Descriptor == "key-value"
+	bf := s.cfg.Payload == "bf16"
 	for i := 0; i < len(k)/D; i++ {
 		var n2 float64
 		for _, x := range k[i*D : (i+1)*D] {
@@ -255,7 +284,14 @@ func (s *bankSelector) checkClean(layer int, k, v []float32) error {
 			}
 		}
 		if n2 > maxNorm2 {
-			return fmt.Errorf("memory: densitykv: block %d layer %d: clean key at token %d head %d has |x|² = %.3g > %.3g (bank distances would overflow)", s.c.call.Block, layer, i/H, i%H, n2, maxNorm2)
+			return fmt.Errorf("key at token %d head %d has |x|² = %.3g > %.3g (bank distances would overflow)", i/H, i%H, n2, maxNorm2)
+		}
+		if bf {
+			for j, x := range v[i*D : (i+1)*D] {
+				if math.IsInf(float64(bank.RoundBF16(x)), 0) {
+					return fmt.Errorf("value at token %d head %d dim %d is %v, which overflows the bfloat16 bank payload", i/H, i%H, j, x)
+				}
+			}
 		}
 	}
 	return nil

@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -113,6 +115,10 @@ func TestDensityKVPackingAndBank(t *testing.T) {
 	}
 }
 
+// TestDensityKVBytesMatchStorage checks live bytes against the storage
+// formula (sink and window as BF16 K/V, bank states at the paper's size)
+// and, for an f32 payload with f64 densities and a separate descriptor,
+// that the banks count what they store while the sink and window stay BF16.
 func TestDensityKVBytesMatchStorage(t *testing.T) {
 	cfg := tinyConfig()
 	cfg.Capacity = 30
@@ -120,9 +126,28 @@ func TestDensityKVBytesMatchStorage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wide := cfg
+	wide.Bank.Payload, wide.Bank.Densities, wide.Bank.Descriptor = "f32", "f64", "pre-rope-key"
+	pw, err := New(NameDensityKV, wide)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := newStream(cfg.Layout, 5)
+	sw := newStream(cfg.Layout, 5)
 	m := storageModel(cfg)
+	D := int64(cfg.Layout.HeadDim)
 	for b := 0; b < 7; b++ {
+		sw.block(t, pw, b, 1)
+		var ws int64
+		for _, bk := range pw.(*DensityKV).Banks() {
+			for h := 0; h < cfg.Layout.Heads; h++ {
+				ws += int64(bk.HeadLen(h))
+			}
+		}
+		wframes := min(b*3+3, 1) + min(b*3+3-1, 5)
+		if got, want := pw.Bytes(), m.KVFrames(int64(wframes))+ws*(2*D*4+2*8+8+4+D*4); got != want || (b >= 2 && ws == 0) {
+			t.Fatalf("f32/f64 block %d: bytes %d, want %d (%d states)", b, got, want, ws)
+		}
 		s.block(t, p, b, 1)
 		var states int64
 		for _, bk := range p.(*DensityKV).Banks() {
@@ -333,5 +358,131 @@ func TestDensityKVKnownAnswers(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestDensityKVFailedUpdateIsAtomic injects a finite float32 value that the
+// bfloat16 bank payload cannot hold. The clean pass must refuse it (naming
+// layer, token, head and dim) and leave the policy as a twin that never saw
+// it. A bad value that reaches the cache anyway (here written directly into
+// a committed frame) must make the next bank update fail as a whole: the
+// error names the layer, head and bank row, every layer's bank and the
+// whole policy stay bit-identical (also on retry), a snapshot holding it is
+// refused by Load, and once the value is repaired the policy continues
+// exactly like the twin.
+func TestDensityKVFailedUpdateIsAtomic(t *testing.T) {
+	cfg := tinyConfig() // bf16 payload, 2 layers
+	cfg.Capacity = 30
+	mk := func() *DensityKV {
+		p, err := New(NameDensityKV, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.(*DensityKV)
+	}
+	a, twin := mk(), mk()
+	s := newStream(cfg.Layout, 41)
+	save := func(p *DensityKV) []byte {
+		var buf bytes.Buffer
+		if err := p.Save(&buf); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	sameBanks := func(when string) {
+		t.Helper()
+		for l := range a.Banks() {
+			var x, y bytes.Buffer
+			a.Banks()[l].WriteTo(&x)
+			twin.Banks()[l].WriteTo(&y)
+			if !bytes.Equal(x.Bytes(), y.Bytes()) {
+				t.Fatalf("%s: layer %d bank differs from the twin's", when, l)
+			}
+		}
+		if a.Bytes() != twin.Bytes() {
+			t.Fatalf("%s: bytes %d, twin %d", when, a.Bytes(), twin.Bytes())
+		}
+	}
+	for b := 0; b < 4; b++ {
+		s.block(t, a, b, 1)
+		s.block(t, twin, b, 1)
+	}
+	const huge = float32(3.4028e38) // finite float32, +Inf in bfloat16
+	row := cfg.Layout.Heads * cfg.Layout.HeadDim
+	at := 7*row + 1*cfg.Layout.HeadDim + 5 // token 7 head 1 dim 5
+
+	// The clean pass of block 4 refuses the value.
+	for _, p := range []*DensityKV{a, twin} {
+		if err := p.Begin(Call{Block: 4, First: true, Clean: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for l := 0; l < cfg.Layout.Layers; l++ {
+		q, k, v := s.qkv(4, 0, l)
+		if l == 1 {
+			bad := append([]float32(nil), v...)
+			bad[at] = huge
+			_, err := a.Attend(l, q, k, bad)
+			if err == nil || !strings.Contains(err.Error(), "layer 1: clean value at token 7 head 1 dim 5") || !strings.Contains(err.Error(), "bfloat16") {
+				t.Fatalf("clean value %v accepted or badly reported: %v", huge, err)
+			}
+		}
+		for _, p := range []*DensityKV{a, twin} {
+			if _, err := p.Attend(l, q, k, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, p := range []*DensityKV{a, twin} {
+		if err := p.End(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(save(a), save(twin)) {
+		t.Fatal("refused clean value changed the policy")
+	}
+
+	// Frames 10…12 leave the window at block 5; plant the value in frame 11,
+	// layer 1 (bank row (11−10)·12 + 7 = 19), past layer 0's update.
+	var fr *frame
+	for _, f := range a.recent {
+		if f.ID == 11 {
+			fr = f
+		}
+	}
+	orig := fr.V[1][at]
+	fr.V[1][at] = huge
+	before := save(a)
+	fresh := mk()
+	if err := fresh.Load(bytes.NewReader(before)); !errors.Is(err, ErrSnapshot) || !strings.Contains(err.Error(), "frame 11 layer 1") {
+		t.Fatalf("Load of a snapshot holding %v: %v", huge, err)
+	}
+	for try := 0; try < 3; try++ {
+		err := a.Begin(Call{Block: 5, First: true})
+		if err == nil || !strings.Contains(err.Error(), "block 5 layer 1") || !strings.Contains(err.Error(), "offered frames 10…12") ||
+			!strings.Contains(err.Error(), "overflows bfloat16) at head 1 row 19 col 5") {
+			t.Fatalf("try %d: update with %v: %v", try, huge, err)
+		}
+		if !bytes.Equal(save(a), before) {
+			t.Fatalf("try %d: failed update changed the policy", try)
+		}
+		sameBanks(fmt.Sprintf("try %d", try))
+	}
+	fr.V[1][at] = orig
+	for b := 5; b < 9; b++ {
+		for st := 0; st <= 2; st++ {
+			c := Call{Block: b, Step: st, First: st == 0, Clean: st == 2}
+			ca, _ := s.call(t, a, c)
+			ct, _ := s.call(t, twin, c)
+			for l := range ca {
+				if !equal(ca[l].Q, ct[l].Q) || !equal(ca[l].K, ct[l].K) || !equal(ca[l].V, ct[l].V) || ca[l].Parts != ct[l].Parts {
+					t.Fatalf("block %d step %d layer %d: context differs from the twin's", b, st, l)
+				}
+			}
+		}
+		sameBanks(fmt.Sprintf("block %d", b))
+	}
+	if !bytes.Equal(save(a), save(twin)) {
+		t.Fatal("policy differs from the twin after recovery")
 	}
 }

@@ -7,14 +7,14 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/internal/goldendir"
-	"github.com/densitykv/densitykv/rope"
 )
 
 // TestGoldenBlock0RoPE checks the RoPE geometry of block 0 against the Wan
 // golden forward (forward_a: layer-0 q/k after RMSNorm and RoPE at τ = 0,1,2
 // and v). The pre-RoPE q/k are recovered by rotating the golden values back
-// (float64); every policy must then return the golden rotated q, k and the
-// values, in token order, to float32 precision.
+// (float64, angles from the README's formula, not from package rope); every
+// policy must then return the golden rotated q, k and the values, in token
+// order, to float32 precision.
 func TestGoldenBlock0RoPE(t *testing.T) {
 	dir := goldendir.Wan(t)
 	st, err := checkpoint.OpenSafetensors(filepath.Join(dir, "forward_a_first_block_t1000.safetensors"))
@@ -33,12 +33,26 @@ func TestGoldenBlock0RoPE(t *testing.T) {
 		return x
 	}
 	qr, kr, v := read("inter.block0_selfattn_q_roped"), read("inter.block0_selfattn_k_roped"), read("inter.block0_selfattn_v")
-	rt := rope.MustNew(32)
+	// The inverse rotation comes straight from the golden README's formula,
+	// independent of package rope (so a wrong rope angle cannot cancel
+	// out): c = 16 interleaved pairs (x[2j], x[2j+1]) split
+	// [c−2⌊c/3⌋, ⌊c/3⌋, ⌊c/3⌋] = [6, 5, 5] over (τ, h, w); pair j of a part
+	// with n pairs rotates by pos·10000^(−2j/(2n)), in float64.
+	const c = 32 / 2
+	split := [3]int{c - 2*(c/3), c / 3, c / 3}
+	angles := func(pos [3]int) []float64 {
+		var out []float64
+		for axis, n := range split {
+			for j := 0; j < n; j++ {
+				out = append(out, float64(pos[axis])*math.Pow(10000, -2*float64(j)/float64(2*n)))
+			}
+		}
+		return out
+	}
 	unrotate := func(x []float64) []float32 {
 		out := make([]float32, len(x))
-		ang := make([]float64, 16)
 		for tok := 0; tok < 36; tok++ {
-			a := rt.Angles(ang, rope.Pos{T: tok / 12, H: tok % 12 / 4, W: tok % 4})
+			a := angles([3]int{tok / 12, tok % 12 / 4, tok % 4}) // token = f·12 + h·4 + w, τ = f
 			for h := 0; h < 2; h++ {
 				o := (tok*2 + h) * 32
 				for j, aj := range a {

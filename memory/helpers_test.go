@@ -150,9 +150,17 @@ func equal(a, b []float32) bool {
 
 func nanF() float64 { return math.NaN() }
 
-// storageConfig is the storage package's configuration of cfg.
+// storageConfig is the storage package's configuration of cfg, with the
+// LongLive-RAG descriptor size its built-in descriptor keeps.
 func storageConfig(c Config) storage.Config {
+	dd := c.LongLiveRAG.DescriptorStorageDim
+	if dd == 0 {
+		dd = c.LongLiveRAG.LatentChannels
+		if c.LongLiveRAG.Descriptor == "key-mean" {
+			dd = c.Layout.Heads * c.Layout.HeadDim
+		}
+	}
 	return storage.Config{Model: storageModel(c), SinkFrames: c.SinkFrames, WindowFrames: c.WindowFrames,
 		Capacity: c.Capacity, CacheFrames: c.CacheFrames, QueryBufferFrames: c.DeepForcing.RecentFrames,
-		DescriptorDim: 1024, LatentFPS: 4}
+		DescriptorDim: dd, LatentFPS: 4}
 }

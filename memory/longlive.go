@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/densitykv/densitykv/storage"
 )
 
 // Describer computes LongLive-RAG's retrieval descriptor of one latent frame
@@ -97,7 +99,8 @@ func normalise(x []float32) {
 // retrieves the TopK pool frames most cosine-similar to the last generated
 // frame's descriptor, excluding the ExcludeRecent most recent evictions, and
 // attends [sink | retrieved frames (t = 0, chronological order) | window].
-// Similarity ties go to the more recent frame.
+// Similarity ties go to the more recent frame. Bytes counts every committed
+// frame's K/V and its descriptor as actually kept (see DescriptorDim).
 type LongLiveRAG struct {
 	windowed
 	s *ragSelector
@@ -260,12 +263,22 @@ func (s *ragSelector) occupancy(_ int, dst []int) {
 	}
 }
 
-// bytes counts the pool's K/V and one descriptor per committed frame
-// (DescriptorStorageDim BF16 values, or the descriptor's own dimension).
-func (s *ragSelector) bytes() int64 {
-	dim := s.cfg.DescriptorStorageDim
-	if dim == 0 {
-		dim = s.desc.Dim()
+// DescriptorDim returns the descriptor size, in BF16 values per committed
+// frame, that Bytes counts: the descriptor the policy keeps (16 for the
+// default latent-mean descriptor), or LongLiveRAGConfig.DescriptorStorageDim
+// when set. Bytes equals storage.Config.LongLiveRAG(frames) evaluated with
+// this DescriptorDim (the paper's storage table uses 1,024-d descriptors).
+func (p *LongLiveRAG) DescriptorDim() int { return p.s.descDim() }
+
+func (s *ragSelector) descDim() int {
+	if s.cfg.DescriptorStorageDim > 0 {
+		return s.cfg.DescriptorStorageDim
 	}
-	return s.c.model().KVFrames(int64(len(s.pool))) + int64(len(s.descs))*int64(dim)*2
+	return s.desc.Dim()
+}
+
+// bytes counts the pool's K/V and one BF16 descriptor of descDim values
+// per committed frame.
+func (s *ragSelector) bytes() int64 {
+	return s.c.model().KVFrames(int64(len(s.pool))) + storage.Descriptors(int64(len(s.descs)), s.descDim())
 }

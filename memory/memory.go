@@ -17,15 +17,23 @@
 //   - Deep Forcing: a CacheFrames cache of sink, a query-scored compressed
 //     middle and the RecentFrames tail.
 //   - LongLive-RAG, FullHistory, FIFO, uniform stride and DensityKV share the
-//     windowed geometry of the golden rollout: [sink | memory at t = 0 |
-//     last WindowFrames frames incl. the current block], window and queries
-//     at their slot in a CacheFrames rolling cache; frames leaving the
-//     window are offered to the memory at the first call of the next block.
+//     windowed geometry of the golden rollout: [sink at t = 0 | memory at
+//     t = 0 | last WindowFrames frames incl. the current block], window and
+//     queries at their slot in a CacheFrames rolling cache; frames leaving
+//     the window are offered to the memory at the first call of the next
+//     block. Every committed sink frame sits at t = 0 (see windowed).
 //
 // Every policy also implements StatsReporter (a per-call record) and
 // Snapshotter (Save/Load of the whole state between calls). Bytes follows
-// the paper's accounting (package storage): BF16 K/V whatever the in-memory
-// precision. Provenance ids are global token indices
+// the paper's accounting (package storage) applied to the state the policy
+// holds: what the policy keeps itself (sink, window and cache K/V, pools,
+// Deep Forcing's query buffer, LongLive-RAG's descriptors), held as float32
+// in memory, is counted as BF16, as the paper stores it; DensityKV's banks
+// count what they store (bank.Config.BytesPerState: payload and density
+// dtypes, provenance, and a float32 descriptor when a separate one is kept),
+// which is the paper's BF16/FP32 bank only with the default bf16 payload,
+// f32 densities and post-RoPE-key descriptor. Provenance ids are global
+// token indices
 // frame·TokensPerFrame + h·Width + w (Layout.TokenPos).
 //
 // The clean pass (Call.Clean) is what commits a block's K/V; its k and v are

@@ -264,6 +264,20 @@ func (p *windowed) load(r io.Reader) error {
 			}
 		}
 	case *bankSelector:
+		// The committed K/V must pass the clean pass's checks, or a later
+		// bank update would reject them.
+		for _, fr := range [][]*frame{st.Sink, st.Recent} {
+			for _, f := range fr {
+				for l := 0; l < L; l++ {
+					if i := max(firstNonFinite(f.K[l]), firstNonFinite(f.V[l])); i >= 0 {
+						return fmt.Errorf("%w: %s: frame %d layer %d has NaN or Inf", ErrSnapshot, p.name, f.ID, l)
+					}
+					if err := s.storable(f.K[l], f.V[l]); err != nil {
+						return fmt.Errorf("%w: %s: frame %d layer %d: %v", ErrSnapshot, p.name, f.ID, l, err)
+					}
+				}
+			}
+		}
 		if len(st.Banks) != L {
 			return fmt.Errorf("%w: %s: %d bank snapshots, want %d", ErrSnapshot, p.name, len(st.Banks), L)
 		}

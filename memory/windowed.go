@@ -10,7 +10,8 @@ import (
 type selector interface {
 	// offer hands over the committed frames (raw keys) that left the window
 	// at the first call of block, oldest first (possibly none), and updates
-	// the memory. It records its per-layer stats into st.
+	// the memory. It records its per-layer stats into st. An error leaves
+	// the selector (every layer of it) unchanged.
 	offer(block int, frames []*frame, st *Stats) error
 	// memory returns layer's memory keys (rotated at temporal position 0 and
 	// native spatial position) and values, [n][H][D], and n.
@@ -23,18 +24,26 @@ type selector interface {
 }
 
 // windowed is the family of policies that attend
-// [sink (slot positions) | memory (t = 0) | local window] with the local
-// window holding the last WindowFrames frames including the current block:
+// [sink (t = 0) | memory (t = 0) | local window] with the local window
+// holding the last WindowFrames frames including the current block:
 // DensityKV, LongLive-RAG, FullHistory, FIFO and uniform stride. Frames that
 // leave the window are offered to the selector at the first call of the
 // next block ("logical precommit"): block b offers frames
 // [SinkFrames + seen, b·F + F − WindowFrames).
 //
 // Positions follow the golden rollout's latent-memory cache: keys are stored
-// raw (after qk-norm, before RoPE); sink frames sit at their slot (frame
-// index, 0 for the one-frame sink); window frames and queries at their slot
-// in a CacheFrames rolling cache (absolute until it is full, then
+// raw (after qk-norm, before RoPE); window frames and queries sit at their
+// slot in a CacheFrames rolling cache (absolute until it is full, then
 // block-relative: queries at 9, 10, 11 and the window at 7…11 for Wan).
+// Committed sink frames are memory keys: every one of them sits at temporal
+// position 0 with its native spatial grid, like the bank and retrieved
+// frames (the issue's "memory keys (bank, sink, retrieved frames) use
+// temporal position 0"; the golden rollout's one-frame sink is at τ = 0,
+// which is also its slot). A sink frame that is still being generated (the
+// current block, e.g. block 0) sits at its slot with its queries, like the
+// rest of the block. With SinkFrames = 1 the two readings of the golden
+// README (τ = 0, or τ = slot index) coincide; with more sink frames this
+// choice keeps every nonlocal key at τ = 0.
 type windowed struct {
 	*core
 	sel    selector
@@ -62,15 +71,17 @@ func (p *windowed) Begin(c Call) error {
 		}
 		_ = S
 	}
-	st := p.stats
+	st, call, layer := p.stats, p.call, p.layer
 	p.openCall(c)
 	if c.First {
 		p.startUpdate()
 		err := p.sel.offer(c.Block, leaving, &p.stats)
 		p.stopUpdate()
 		if err != nil {
-			// Undo the call: the selector left its state unchanged.
-			p.open, p.stats = false, st
+			// Undo the call: a selector that returns an error has left its
+			// state unchanged (DensityKV checks every layer's bank block
+			// before updating any).
+			p.open, p.stats, p.call, p.layer = false, st, call, layer
 			p.started--
 			return err
 		}
@@ -104,7 +115,7 @@ func (p *windowed) Attend(layer int, q, k, v []float32) (Context, error) {
 	var parts Parts
 	qt := make([]int, F)
 	for _, f := range p.sink {
-		p.ctxFrame(f.K[layer], f.V[layer], p.frameSlot(f.ID, end))
+		p.ctxFrame(f.K[layer], f.V[layer], 0) // committed sink frames: memory keys at t = 0
 		parts.Sink += p.tpf
 	}
 	for f := 0; f < F; f++ {
@@ -169,9 +180,14 @@ func (p *windowed) Bytes() int64 {
 	return p.model().KVFrames(int64(len(p.sink)+len(p.recent))) + p.sel.bytes()
 }
 
-// memFrame returns a frame's keys of layer rotated at temporal position 0.
+// memKeys returns a frame's keys of layer rotated at temporal position 0.
 func (c *core) memKeys(f *frame, layer int) []float32 {
-	k := append([]float32(nil), f.K[layer]...)
+	return c.memKeysInto(make([]float32, len(f.K[layer])), f, layer)
+}
+
+// memKeysInto is memKeys into dst (len ≥ the frame's values).
+func (c *core) memKeysInto(dst []float32, f *frame, layer int) []float32 {
+	k := dst[:copy(dst, f.K[layer])]
 	c.rot.frame(k, c.lay.Heads, 0)
 	return k
 }

@@ -26,7 +26,11 @@ func windowSegs(cfg Config, b int) (sink, win []seg, qt []int) {
 		return -1
 	}
 	for f := 0; f < min(S, end); f++ {
-		sink = append(sink, seg{f, slot(f), cur(f)})
+		t := 0 // a committed sink frame is a memory key at t = 0
+		if cur(f) >= 0 {
+			t = slot(f) // being generated: with its queries
+		}
+		sink = append(sink, seg{f, t, cur(f)})
 	}
 	for f := max(S, end-W); f < end; f++ {
 		win = append(win, seg{f, slot(f), cur(f)})
@@ -139,5 +143,100 @@ func TestControlsSelection(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// checkSinkWindow checks the sink and window parts of one layer's context
+// and the query positions (windowSegs), whatever the memory holds.
+func (s *stream) checkSinkWindow(t *testing.T, cfg Config, ctx Context, b, step, layer int) {
+	t.Helper()
+	l := cfg.Layout
+	q, k, v := s.qkv(b, step, layer)
+	sink, win, qt := windowSegs(cfg, b)
+	P, row := l.TokensPerFrame(), l.Heads*l.HeadDim
+	if ctx.Parts.Sink != len(sink)*P || ctx.Parts.Local != len(win)*P {
+		t.Fatalf("block %d layer %d: parts %+v, want %d sink and %d window frames", b, layer, ctx.Parts, len(sink), len(win))
+	}
+	ms, me := ctx.Parts.Sink*row, (ctx.Parts.Sink+ctx.Parts.Memory)*row
+	s.expectFrames(t, Context{K: ctx.K[:ms], V: ctx.V[:ms]}, layer, k, v, sink)
+	s.expectFrames(t, Context{K: ctx.K[me:], V: ctx.V[me:]}, layer, k, v, win)
+	n := P * row
+	for f, tq := range qt {
+		if !equal(ctx.Q[f*n:(f+1)*n], rotated(l, q[f*n:(f+1)*n], tq)) {
+			t.Fatalf("block %d: query frame %d not at t=%d", b, f, tq)
+		}
+	}
+}
+
+// TestWindowedMultiFrameSink runs every windowed policy with a four-frame
+// sink (more than one block, so block 1 generates the sink's last frame):
+// committed sink frames all sit at t = 0 (memory keys), a sink frame being
+// generated sits at its slot with its queries, window and queries keep
+// their rolling-cache slots, and no sink frame is ever offered to the
+// memory.
+func TestWindowedMultiFrameSink(t *testing.T) {
+	for _, name := range []string{NameDensityKV, NameLongLiveRAG, NameFullHistory, NameFIFO, NameUniformStride} {
+		t.Run(name, func(t *testing.T) {
+			cfg := tinyConfig()
+			cfg.SinkFrames = 4
+			cfg.Capacity = 0 // (12 − 4 − 5)·12 = 36
+			cfg.LongLiveRAG.Descriptor = "key-mean"
+			cfg, err := cfg.Resolve()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := New(name, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			P := cfg.Layout.TokensPerFrame()
+			s := newStream(cfg.Layout, 19)
+			for b := 0; b < 8; b++ {
+				sink, _, _ := windowSegs(cfg, b)
+				for _, sg := range sink { // the oracle's geometry, spelled out
+					want := 0
+					if sg.cur >= 0 {
+						want = sg.frame // being generated (block 0 and 1): absolute, with its queries
+					}
+					if sg.t != want {
+						t.Fatalf("block %d: oracle puts sink frame %d at t=%d, want %d", b, sg.frame, sg.t, want)
+					}
+				}
+				for st := 0; st <= 1; st++ {
+					ctx, _ := s.call(t, p, Call{Block: b, Step: st, First: st == 0, Clean: st == 1})
+					for l := range ctx {
+						s.checkSinkWindow(t, cfg, ctx[l], b, st, l)
+						if name == NameFullHistory {
+							s.checkWindowed(t, cfg, ctx[l], b, st, l, historyTokens(cfg, b))
+						}
+					}
+				}
+				var srcs []int64
+				switch q := p.(type) {
+				case *DensityKV:
+					for _, bk := range q.Banks() {
+						for h := 0; h < cfg.Layout.Heads; h++ {
+							for _, e := range bk.Entries(h) {
+								srcs = append(srcs, e.Source)
+							}
+						}
+					}
+				case *Controls:
+					srcs = q.Sources()
+				case *LongLiveRAG:
+					for _, f := range q.Retrieved() {
+						srcs = append(srcs, int64(f*P))
+					}
+				}
+				for _, src := range srcs {
+					if src < int64(cfg.SinkFrames*P) {
+						t.Fatalf("block %d: memory holds token %d of a sink frame", b, src)
+					}
+				}
+				if b == 7 && len(srcs) == 0 {
+					t.Fatalf("%s: memory still empty at block 7", name)
+				}
+			}
+		})
 	}
 }

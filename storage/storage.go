@@ -29,6 +29,12 @@
 // give the printed figures: bank payload 1.61 GiB, bank total 1.67 GiB,
 // DensityKV 3.28 GiB, LongLive-RAG 32.1/64.3/128.5 GiB at 30/60/120 s
 // (120/240/480 frames), Deep Forcing 3.76 GiB, reductions 9.8×/19.6×/39.2×.
+//
+// A running policy's live bytes (memory.Policy.Bytes) are these formulas
+// applied to the state it actually holds: in particular a LongLive-RAG
+// policy counts its own descriptor (16 values with the built-in latent-mean
+// descriptor), not the paper's 1,024, so it matches LongLiveRAG only with
+// DescriptorDim set to that size.
 package storage
 
 import (
@@ -64,7 +70,7 @@ type Config struct {
 	Capacity          int     // DensityKV bank capacity M per head (9,360)
 	CacheFrames       int     // native / Deep Forcing cache (12)
 	QueryBufferFrames int     // Deep Forcing query buffer (4)
-	DescriptorDim     int     // LongLive-RAG descriptor, BF16 values (1,024)
+	DescriptorDim     int     // LongLive-RAG descriptor, BF16 values (1,024 in the paper; a running memory.LongLiveRAG reports its own, see its DescriptorDim)
 	LatentFPS         float64 // latent frames per second of video (4)
 }
 

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
+	"image/png"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/storage"
 	"github.com/densitykv/densitykv/synth"
 )
 
@@ -372,6 +376,128 @@ func TestStorageJSONMatchesPaper(t *testing.T) {
 }
 
 func jsonNum(f float64) string { b, _ := json.Marshal(f); return string(b) }
+
+// TestStoragePlot runs the storage command with its figure (the other
+// storage tests pass --no-plot) and checks that storage_vs_horizon.png
+// decodes as a PNG and storage_vs_horizon.svg parses as an <svg> XML
+// document, both named in the output.
+func TestStoragePlot(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "plots") // created by the command
+	code, out, errs := run(t, context.Background(), "storage", "--out", dir)
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	png1, svg1 := filepath.Join(dir, "storage_vs_horizon.png"), filepath.Join(dir, "storage_vs_horizon.svg")
+	for _, p := range []string{png1, svg1} {
+		if !strings.Contains(out, "plot: "+p+"\n") {
+			t.Errorf("output does not name %s:\n%s", p, out)
+		}
+	}
+	f, err := os.Open(png1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", png1, err)
+	}
+	if b := img.Bounds(); b.Dx() < 100 || b.Dy() < 50 {
+		t.Fatalf("%s: %v image", png1, b)
+	}
+	sf, err := os.Open(svg1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	dec := xml.NewDecoder(sf)
+	root, depth, elems := "", 0, 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: not XML: %v", svg1, err)
+		}
+		switch e := tok.(type) {
+		case xml.StartElement:
+			if depth == 0 {
+				if root != "" {
+					t.Fatalf("%s: second root element <%s>", svg1, e.Name.Local)
+				}
+				root = e.Name.Local
+			}
+			depth++
+			elems++
+		case xml.EndElement:
+			depth--
+		}
+	}
+	if root != "svg" || depth != 0 || elems < 10 {
+		t.Fatalf("%s: root <%s>, %d elements, depth %d at EOF", svg1, root, elems, depth)
+	}
+}
+
+// TestStorageTablePrintsPaperFigures checks the printed table cell by cell
+// against the strings the paper prints (GiB with one decimal from 10 GiB up,
+// two below; reductions with one decimal), and that the JSON keeps full
+// precision.
+func TestStorageTablePrintsPaperFigures(t *testing.T) {
+	code, out, errs := run(t, context.Background(), "storage", "--no-plot")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	type cell struct{ gib, red string }
+	got := map[string]cell{}
+	for _, ln := range strings.Split(out, "\n") {
+		f := strings.Fields(ln)
+		if len(f) == 5 && strings.HasSuffix(f[4], "×") {
+			got[f[2]+"@"+f[0]] = cell{f[3], f[4]}
+		}
+	}
+	if len(got) != 24 {
+		t.Fatalf("%d table rows, want 24:\n%s", len(got), out)
+	}
+	want := map[string]cell{
+		"densitykv-bank-payload@30": {gib: "1.61"},
+		"densitykv-bank@30":         {gib: "1.67"},
+		"densitykv@30":              {"3.28", "9.8×"},
+		"densitykv@60":              {"3.28", "19.6×"},
+		"densitykv@120":             {"3.28", "39.2×"},
+		"longlive-rag@30":           {"32.1", "1.0×"},
+		"longlive-rag@60":           {"64.3", "1.0×"},
+		"longlive-rag@120":          {"128.5", "1.0×"},
+		"deep-forcing@120":          {gib: "3.76"},
+	}
+	for k, w := range want {
+		g, ok := got[k]
+		if !ok || g.gib != w.gib || (w.red != "" && g.red != w.red) {
+			t.Errorf("%s: printed %q %q, paper prints %q %q", k, g.gib, g.red, w.gib, w.red)
+		}
+	}
+	for _, p := range []string{"1.61", "1.67", "3.28", "32.1", "64.3", "128.5", "3.76", "9.8×", "19.6×", "39.2×"} {
+		if !strings.Contains(out, p) {
+			t.Errorf("table lacks the paper's %q", p)
+		}
+	}
+	if strings.Contains(out, "32.14") {
+		t.Errorf("table prints LongLive-RAG beyond the paper's precision:\n%s", out)
+	}
+	code, out, errs = run(t, context.Background(), "storage", "--no-plot", "--json")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	var res storageJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Rows {
+		if r.GiB != float64(r.Bytes)/storage.GiB {
+			t.Fatalf("%s@%g: JSON GiB %v is not the full-precision %v", r.Policy, r.Seconds, r.GiB, float64(r.Bytes)/storage.GiB)
+		}
+	}
+}
 
 func TestBenchJSON(t *testing.T) {
 	code, out, errs := run(t, context.Background(), "bench", "bank", "--heads", "2", "--candidates", "64", "--capacity", "128", "--dim", "16", "--repeats", "2", "--json")

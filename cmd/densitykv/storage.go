@@ -48,7 +48,9 @@ LongLive-RAG's one 1,024-d BF16 descriptor per frame, Deep Forcing's query
 buffer and metadata. Model parameters and temporary workspace are excluded.
 Defaults reproduce the paper (Wan2.1-1.3B: 30 layers, 12 heads, d=128,
 1,560 tokens/frame, M=9,360, 4 latent frames/s): DensityKV 3.28 GiB,
-LongLive-RAG 32.1 / 64.3 / 128.5 GiB at 30 / 60 / 120 s.
+LongLive-RAG 32.1 / 64.3 / 128.5 GiB at 30 / 60 / 120 s. The table prints
+GiB at the paper's precision (one decimal from 10 GiB up, two below); --json
+keeps full precision.
 
 It also draws storage vs generation length for all policies into
 --out/storage_vs_horizon.png (and .svg).`,
@@ -116,7 +118,7 @@ It also draws storage vs generation length for all policies into
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "horizon s\tframes\tpolicy\tGiB\tLongLive-RAG ÷ policy\t")
 			for _, r := range res.Rows {
-				fmt.Fprintf(tw, "%g\t%d\t%s\t%.2f\t%.1f×\t\n", r.Seconds, r.Frames, r.Policy, r.GiB, r.Reduction)
+				fmt.Fprintf(tw, "%g\t%d\t%s\t%s\t%.1f×\t\n", r.Seconds, r.Frames, r.Policy, paperGiB(r.GiB), r.Reduction)
 			}
 			tw.Flush()
 			for _, p := range res.Plots {
@@ -142,6 +144,16 @@ It also draws storage vs generation length for all policies into
 	f.BoolVar(&noPlot, "no-plot", false, "do not draw the figure")
 	f.StringVar(&out, "out", "runs/storage", "folder for storage_vs_horizon.png/.svg")
 	return cmd
+}
+
+// paperGiB formats a size in GiB at the paper's printed precision: one
+// decimal from 10 GiB up (32.1, 128.5), two below (1.61, 3.28). The JSON
+// output keeps full precision.
+func paperGiB(g float64) string {
+	if math.Round(g*100)/100 >= 10 {
+		return fmt.Sprintf("%.1f", g)
+	}
+	return fmt.Sprintf("%.2f", g)
 }
 
 // storageFigure draws storage vs generation length for every policy, with
