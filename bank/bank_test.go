@@ -253,12 +253,38 @@ func TestSnapshotRejectsDamage(t *testing.T) {
 			t.Fatalf("flipped byte %d: err = %v", pos, err)
 		}
 	}
-	// ReadFrom with a bad snapshot leaves the bank unchanged.
-	if _, err := b.ReadFrom(bytes.NewReader(snap[:len(snap)-3])); err == nil {
-		t.Fatal("ReadFrom accepted a truncated snapshot")
+	// ReadFrom with a bad snapshot (truncated, or a flipped bit caught by
+	// the checksum) leaves the bank unchanged.
+	flipped := slices.Clone(snap)
+	flipped[len(flipped)/2] ^= 1
+	for _, bad := range [][]byte{snap[:len(snap)-3], flipped} {
+		if _, err := b.ReadFrom(bytes.NewReader(bad)); err == nil {
+			t.Fatal("ReadFrom accepted a damaged snapshot")
+		}
+		if !bytes.Equal(snap, snapshotBytes(t, b)) {
+			t.Fatal("failed ReadFrom changed the bank")
+		}
 	}
-	if !bytes.Equal(snap, snapshotBytes(t, b)) {
-		t.Fatal("failed ReadFrom changed the bank")
+	// A failed SaveFile (here: the rename onto a non-empty folder fails)
+	// leaves no temporary file behind, and a saved snapshot is intact after
+	// a failed overwrite.
+	dir := t.TempDir()
+	good := filepath.Join(dir, "bank.snap")
+	if err := b.SaveFile(good); err != nil {
+		t.Fatal(err)
+	}
+	blocked := filepath.Join(dir, "blocked")
+	if err := os.MkdirAll(filepath.Join(blocked, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SaveFile(blocked); err == nil || !strings.Contains(err.Error(), blocked) {
+		t.Fatalf("SaveFile onto a folder: error %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Fatalf("%d entries after a failed save, want 2 (a temporary file left behind?)", len(ents))
+	}
+	if lb, err := LoadFile(good); err != nil || !bytes.Equal(snapshotBytes(t, lb), snap) {
+		t.Fatalf("saved snapshot does not reload to the same bank: %v", err)
 	}
 	if _, err := LoadFile(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Fatal("LoadFile of a missing file succeeded")

@@ -110,12 +110,13 @@ func TestGolden(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(path), ".json")
 		t.Run(name, func(t *testing.T) {
 			gc := loadGolden(t, path)
-			for _, workers := range []int{1, 3} {
+			for _, run := range []struct {
+				workers int
+				cache   int64 // 0: default cache budget, −1: recompute path
+				density DType
+			}{{1, 0, F64}, {3, -1, F64}, {2, 0, F32}} {
 				cfg := goldenConfig(t, gc)
-				cfg.Workers = workers
-				if workers == 3 {
-					cfg.CacheBytes = -1 // recompute path
-				}
+				cfg.Workers, cfg.CacheBytes, cfg.Density = run.workers, run.cache, run.density
 				runGolden(t, gc, cfg)
 			}
 		})

@@ -5,11 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"hash/crc32"
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 
 	"github.com/densitykv/densitykv/riesz"
 )
@@ -308,32 +308,15 @@ func (d *decoder) u16() uint16 { return binary.LittleEndian.Uint16(d.take(2)) }
 func (d *decoder) u32() uint32 { return binary.LittleEndian.Uint32(d.take(4)) }
 func (d *decoder) u64() uint64 { return binary.LittleEndian.Uint64(d.take(8)) }
 
-// SaveFile writes a snapshot atomically: to a temporary file in the same
-// folder, synced, then renamed over path.
-func (b *Bank) SaveFile(path string) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("bank: save %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = b.WriteTo(f); err != nil {
-		return fmt.Errorf("bank: save %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("bank: save %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("bank: save %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("bank: save %s: %w", path, err)
+// SaveFile writes a snapshot atomically (package atomicfile: a synced
+// temporary file in the same folder renamed over path), so a crash or a
+// failed write leaves the previous snapshot intact.
+func (b *Bank) SaveFile(path string) error {
+	if err := atomicfile.Write(path, func(w io.Writer) error {
+		_, err := b.WriteTo(w)
+		return err
+	}); err != nil {
+		return fmt.Errorf("bank: save: %w", err)
 	}
 	return nil
 }

@@ -2,11 +2,9 @@ package plots
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"io"
-	"os"
-	"path/filepath"
 
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -78,24 +76,4 @@ func recoverDraw(name string, err *error) {
 	}
 }
 
-func writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Chmod(0o644)
-	}
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
+func writeAtomic(path string, data []byte) error { return atomicfile.WriteBytes(path, data) }

@@ -15,6 +15,13 @@
 // float64.
 //
 // Exponents p = 1, 2 and 4 are special-cased (no math.Pow per element).
+//
+// One deliberate deviation from the exact kernel: the float32 interaction is
+// 1/min(t^p, MaxDenominator), so no interaction is below 1e-36 (float32's
+// normal range ends at 1.2e-38; smaller values would be denormal and slow).
+// Such a pair is at distance ≳ σ·10^(36/(2p)) (10^9·σ for p = 2): it cannot
+// change a decision, because a density below the baseline floor δ already
+// makes the state's baseline δ ≫ 1e-36.
 package riesz
 
 import (
