@@ -1,8 +1,10 @@
 package rollout
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/densitykv/densitykv/bank"
@@ -331,6 +333,212 @@ func checkCandidates(t *testing.T, bg *bankGolden, bk *bank.Bank, dec bank.Decis
 	worst.row("bank.cand_external_density", hd.External, wExt)
 }
 
+// blockRecord is what the sidecar checks need of one block: its memory log
+// line and, per layer, the decision of the update the block ran (nil when
+// it ran none).
+type blockRecord struct {
+	log  BlockLog
+	decs []*bank.Decision
+}
+
+// densitySidecar is the part of a density-bank rollout sidecar compared by
+// checkDensitySidecar.
+type densitySidecar struct {
+	Density      map[string]json.RawMessage   `json:"density"`
+	Capacity     json.RawMessage              `json:"capacity_tokens_per_head"`
+	TotalEvicted json.RawMessage              `json:"total_evicted_entries_all_layers"`
+	Log          []map[string]json.RawMessage `json:"layer0_memory_log"`
+}
+
+// checkDensitySidecar compares the sidecar of a density-bank rollout with
+// the run: the density settings and capacity against the policy's resolved
+// configuration, the total eviction count, and the layer-0 memory log
+// against the rollout's BlockLog and bank decisions. The reference's log
+// describes its first decision group, which is head 0 (each head is its own
+// group): candidate_density_mean is head 0's mean external density and
+// admission_score_mean its mean ordering score minus the growth limit τ.
+// Its admission "gate" is the prefix search; the Go bank admits the whole
+// gated prefix, so gate_accepted equals accepted and nothing is pruned
+// after the gate.
+func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []blockRecord) {
+	t.Helper()
+	var sc densitySidecar
+	g.sidecar(&sc)
+	pc := pol.(interface{ Config() memory.Config }).Config()
+	chunk := 0
+	for k, raw := range sc.Density {
+		var want any
+		switch k {
+		case "density_scale":
+			want = pc.Bank.Sigma
+		case "riesz_power":
+			want = pc.Bank.P
+		case "riesz_eps":
+			want = pc.Bank.Eps
+		case "density_growth_limit":
+			want = pc.Bank.Tau
+		case "density_baseline_floor":
+			want = pc.Bank.Delta
+		case "local_window_frames":
+			want = pc.WindowFrames
+		case "sink_size_frames":
+			want = pc.SinkFrames
+		case "logical_precommit":
+			// DensityKV updates its banks at a block's first call, before
+			// attention; the bank checks above depend on it.
+			want = true
+		case "work_chunk_size":
+			// The reference processes candidates in chunks of this many;
+			// checked through the log's decision_group_sizes below.
+			if json.Unmarshal(raw, &chunk) != nil || chunk <= 0 {
+				t.Errorf("%s: density.work_chunk_size = %s, want a positive integer", g.name, raw)
+			}
+			continue
+		default:
+			if !g.prose("density." + k) {
+				t.Errorf("%s: sidecar density.%s = %s is not compared: add it to checkDensitySidecar", g.name, k, raw)
+			}
+			continue
+		}
+		if !sameJSON(t, raw, want) {
+			t.Errorf("%s: sidecar density.%s = %s, the policy uses %v", g.name, k, raw, want)
+		}
+		g.markSidecar("density." + k)
+	}
+	if !sameJSON(t, sc.Capacity, pc.Capacity) {
+		t.Errorf("%s: capacity_tokens_per_head = %s, the policy uses %d", g.name, sc.Capacity, pc.Capacity)
+	}
+	g.markSidecar("capacity_tokens_per_head")
+
+	// Evictions per head, summed over blocks and layers (the heads of a
+	// layer hold the same number of entries, so they evict alike).
+	evicted := 0
+	for _, r := range recs {
+		for l, d := range r.decs {
+			if d == nil {
+				continue
+			}
+			for h, hd := range d.Heads {
+				if n, n0 := hd.Mandatory+hd.Capacity, d.Heads[0].Mandatory+d.Heads[0].Capacity; n != n0 {
+					t.Errorf("block %d layer %d: head %d evicted %d, head 0 %d", r.log.Block, l, h, n, n0)
+				}
+			}
+			evicted += d.Heads[0].Mandatory + d.Heads[0].Capacity
+		}
+	}
+	if !sameJSON(t, sc.TotalEvicted, evicted) {
+		t.Errorf("%s: total_evicted_entries_all_layers = %s, the run evicted %d per head", g.name, sc.TotalEvicted, evicted)
+	}
+	g.markSidecar("total_evicted_entries_all_layers")
+
+	if len(sc.Log) != len(recs) {
+		t.Fatalf("%s: layer0_memory_log has %d entries for %d blocks", g.name, len(sc.Log), len(recs))
+	}
+	seen := 0
+	for b, e := range sc.Log {
+		r := recs[b]
+		lg, d := r.log, r.decs[0]
+		occ := lg.Occupancy[0]
+		omin, omax, osum := slices.Min(occ), slices.Max(occ), 0
+		for _, o := range occ {
+			osum += o
+		}
+		offered := lg.Offered[0]
+		seen += offered
+		var groups []int
+		for n := offered; n > 0; n -= min(n, chunk) {
+			groups = append(groups, min(n, chunk))
+		}
+		if groups == nil {
+			groups = []int{}
+		}
+		amin, amax := 0, 0
+		var extMean, scoreMean float64
+		if d != nil {
+			amin, amax = d.Heads[0].Accepted, d.Heads[0].Accepted
+			for _, hd := range d.Heads {
+				amin, amax = min(amin, hd.Accepted), max(amax, hd.Accepted)
+			}
+			h0 := d.Heads[0]
+			for c := range h0.External {
+				extMean += h0.External[c] / float64(len(h0.External))
+				scoreMean += h0.Score[c] / float64(len(h0.Score))
+			}
+			scoreMean -= pc.Bank.Tau
+		}
+		p := lg.Attention[0]
+		for k, raw := range e {
+			var want any
+			num := false
+			switch k {
+			case "query_frame":
+				want = lg.Frames[0]
+			case "mode":
+				var mode string
+				if json.Unmarshal(raw, &mode) != nil {
+					t.Errorf("%s: log block %d: mode %s is not a string", g.name, b, raw)
+					continue
+				}
+				// The reference's name for the policy must build the same one.
+				other, err := memory.New(mode, pc)
+				if err != nil || other.Name() != pol.Name() {
+					t.Errorf("%s: log block %d: mode %q is not policy %s (%v)", g.name, b, mode, pol.Name(), err)
+				}
+				g.markSidecar("layer0_memory_log[]." + k)
+				continue
+			case "active_entries_per_head":
+				want, num = float64(osum)/float64(len(occ)), true
+			case "active_entries_per_head_min":
+				want = omin
+			case "active_entries_per_head_max":
+				want = omax
+			case "processed_entries", "decision_entries":
+				want = offered
+			case "decision_group_sizes":
+				want = groups
+				if chunk > 0 {
+					g.markSidecar("density.work_chunk_size")
+				}
+			case "accepted_entries", "gate_accepted_entries":
+				want = lg.Admitted[0]
+			case "accepted_entries_min", "gate_accepted_entries_min":
+				want = amin
+			case "accepted_entries_max", "gate_accepted_entries_max":
+				want = amax
+			case "pruned_after_gate_entries":
+				want = 0
+			case "candidate_density_mean":
+				want, num = extMean, true
+			case "admission_score_mean":
+				want, num = scoreMean, true
+			case "source_tokens_seen":
+				want = seen
+			case "attention_memory_tokens":
+				want = p.Memory
+			case "attention_local_tokens":
+				want = p.Local
+			case "attention_total_tokens":
+				want = p.Total()
+			default:
+				t.Errorf("%s: layer0_memory_log[].%s = %s is not compared: add it to checkDensitySidecar", g.name, k, raw)
+				continue
+			}
+			ok := false
+			if num {
+				var v float64
+				w := want.(float64)
+				ok = json.Unmarshal(raw, &v) == nil && math.Abs(v-w) <= goldenTol*math.Abs(v)+1e-12
+			} else {
+				ok = sameJSON(t, raw, want)
+			}
+			if !ok {
+				t.Errorf("%s: layer0_memory_log block %d: %s = %s, the run has %v", g.name, b, k, raw, want)
+			}
+			g.markSidecar("layer0_memory_log[]." + k)
+		}
+	}
+}
+
 // TestGoldenRolloutDensityKV runs the three density-bank rollouts through
 // the real memory.DensityKV policy and checks every step's tensors (see
 // checkRollout) and, after each block's clean pass, every bank.* and attn.*
@@ -365,14 +573,24 @@ func TestGoldenRolloutDensityKV(t *testing.T) {
 			}
 			bg.TPF, bg.Sink = int64(lay.TokensPerFrame()), int64(cfg.SinkFrames*lay.TokensPerFrame())
 			worst := relWorst{}
-			blocks := 0
+			var recs []blockRecord
 			checkRollout(t, g, m, pol, func(b int, log BlockLog) {
-				blocks++
 				checkBankBlock(t, bg, dk, b, log, worst)
+				r := blockRecord{log: log, decs: make([]*bank.Decision, bg.L)}
+				for l, d := range dk.LastDecisions() {
+					if dk.UpdateBlock(d.Update) == b && d.Candidates > 0 {
+						r.decs[l] = &d
+					}
+				}
+				recs = append(recs, r)
 			})
-			if blocks != bg.B {
-				t.Errorf("%d blocks checked, golden has %d", blocks, bg.B)
+			if len(recs) != bg.B {
+				t.Fatalf("%d blocks checked, golden has %d", len(recs), bg.B)
 			}
+			g.mark("bank.updated", "bank.num_candidates", "bank.accepted_count", "bank.count", "bank.source_token", "bank.source_frame",
+				"bank.keys", "bank.values", "bank.density", "bank.density_baseline", "bank.cand_order", "bank.cand_target_slot",
+				"bank.cand_score", "bank.cand_external_density", "attn.tokens_mem_local_total")
+			checkDensitySidecar(t, g, pol, recs)
 			for name, e := range worst {
 				if !(e <= goldenTol) {
 					t.Errorf("%s: worst relative error %.3g > %g", name, e, goldenTol)
