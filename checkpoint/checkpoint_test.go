@@ -441,3 +441,69 @@ func FuzzTorch(f *testing.F) {
 		}
 	})
 }
+
+// TestMergeLoRAAlpha checks the scale alpha/r with r = lora_A's first
+// dimension: alpha 0 means alpha = r when every adapter has that rank, and
+// is an error naming two adapters when their ranks differ; a negative or
+// non-finite alpha is an error.
+func TestMergeLoRAAlpha(t *testing.T) {
+	// W = 0 [2×2]; A [r×2] and B [2×r] are all ones, so B·A = r everywhere
+	// and the merged weight is alpha (or r when alpha is 0).
+	ones := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = 1
+		}
+		return v
+	}
+	adapter := func(lora StateDict, mod string, r int) {
+		lora[mod+".lora_A.weight"] = &Tensor{Shape: []int{r, 2}, Data: ones(2 * r)}
+		lora[mod+".lora_B.weight"] = &Tensor{Shape: []int{2, r}, Data: ones(2 * r)}
+	}
+	for _, c := range []struct {
+		name   string
+		ranks  [2]int // of blocks.0.q and blocks.0.k
+		alpha  float64
+		want   [2]float32
+		errHas string
+	}{
+		{"alpha = rank", [2]int{3, 3}, 3, [2]float32{3, 3}, ""},
+		{"default alpha is the rank", [2]int{3, 3}, 0, [2]float32{3, 3}, ""},
+		{"rank wider than the layer", [2]int{5, 5}, 0, [2]float32{5, 5}, ""},
+		{"explicit alpha with mixed ranks", [2]int{2, 4}, 8, [2]float32{8, 8}, ""},
+		{"default alpha with mixed ranks", [2]int{2, 4}, 0, [2]float32{}, "blocks.0.k.weight has rank 4, blocks.0.q.weight rank 2"},
+		{"negative alpha", [2]int{2, 2}, -1, [2]float32{}, "alpha -1"},
+		{"NaN alpha", [2]int{2, 2}, math.NaN(), [2]float32{}, "alpha NaN"},
+		{"infinite alpha", [2]int{2, 2}, math.Inf(1), [2]float32{}, "alpha +Inf"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			base := StateDict{"blocks.0.q.weight": {Shape: []int{2, 2}, Data: make([]float32, 4)},
+				"blocks.0.k.weight": {Shape: []int{2, 2}, Data: make([]float32, 4)}}
+			lora := StateDict{}
+			adapter(lora, "blocks.0.q", c.ranks[0])
+			adapter(lora, "blocks.0.k", c.ranks[1])
+			_, err := MergeLoRA(base, lora, c.alpha)
+			if c.errHas != "" {
+				if err == nil || !strings.Contains(err.Error(), c.errHas) {
+					t.Fatalf("err = %v, want mention of %q", err, c.errHas)
+				}
+				for _, w := range base {
+					if w.Data[0] != 0 {
+						t.Fatal("failed merge modified base")
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, n := range []string{"blocks.0.q.weight", "blocks.0.k.weight"} {
+				for _, v := range base[n].Data {
+					if v != c.want[i] {
+						t.Fatalf("%s = %v, want all %v", n, base[n].Data, c.want[i])
+					}
+				}
+			}
+		})
+	}
+}
