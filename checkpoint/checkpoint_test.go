@@ -8,10 +8,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/torchtest"
 )
 
 func TestGoldenWeightsSafetensorsEqualTorch(t *testing.T) {
@@ -505,5 +507,99 @@ func TestMergeLoRAAlpha(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTorchKeyLayouts loads the state-dict layouts of released checkpoints,
+// written as .pt files, through LoadFile: entries generator,
+// generator_ema (FSDP-wrapped keys), model and state_dict, and a
+// top-level model.-prefixed state dict. Each must give the same normalised
+// tensors; the automatic entry choice prefers generator, then
+// generator_ema, model, state_dict.
+func TestTorchKeyLayouts(t *testing.T) {
+	w := &torchtest.Tensor{Shape: []int{2, 3}, Data: []float32{1, 2, 3, 4, 5, 6}}
+	b := &torchtest.Tensor{Shape: []int{2}, Data: []float32{-1, 0.5}}
+	decoy := &torchtest.Tensor{Shape: []int{1}, Data: []float32{99}}
+	sd := func(prefix string) torchtest.Dict {
+		return torchtest.Dict{{Key: prefix + "blocks.0.self_attn.q.weight", Value: w}, {Key: prefix + "head.head.bias", Value: b}}
+	}
+	for _, c := range []struct {
+		name  string
+		top   torchtest.Dict
+		entry string
+	}{
+		{"top-level model.-prefixed state dict", sd("model."), ""},
+		{"top-level bare state dict", sd(""), ""},
+		{"model entry", torchtest.Dict{{Key: "model", Value: sd("")}}, ""},
+		{"state_dict entry", torchtest.Dict{{Key: "state_dict", Value: sd("module.")}}, ""},
+		{"generator entry", torchtest.Dict{{Key: "generator", Value: sd("model.")}}, ""},
+		{"generator_ema entry with FSDP keys", torchtest.Dict{{Key: "generator_ema", Value: sd("model._fsdp_wrapped_module.")}}, ""},
+		{"generator preferred over generator_ema", torchtest.Dict{
+			{Key: "generator_ema", Value: torchtest.Dict{{Key: "model.x", Value: decoy}}}, {Key: "generator", Value: sd("model.")}}, ""},
+		{"model preferred over state_dict", torchtest.Dict{
+			{Key: "state_dict", Value: torchtest.Dict{{Key: "x", Value: decoy}}}, {Key: "model", Value: sd("")}}, ""},
+		{"named entry", torchtest.Dict{{Key: "generator", Value: torchtest.Dict{{Key: "model.x", Value: decoy}}},
+			{Key: "generator_ema", Value: sd("model._fsdp_wrapped_module.")}}, "generator_ema"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "ckpt.pt")
+			if err := os.WriteFile(p, torchtest.Bytes(c.top, torchtest.Options{}), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := LoadFile(p, TorchOptions{Entry: c.entry})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if names := got.Names(); !slices.Equal(names, []string{"blocks.0.self_attn.q.weight", "head.head.bias"}) {
+				t.Fatalf("names %v", names)
+			}
+			for n, want := range map[string]*torchtest.Tensor{"blocks.0.self_attn.q.weight": w, "head.head.bias": b} {
+				if g := got[n]; !slices.Equal(g.Shape, want.Shape) || !slices.Equal(g.Data, want.Data) {
+					t.Errorf("%s = %v %v, want %v %v", n, g.Shape, g.Data, want.Shape, want.Data)
+				}
+			}
+		})
+	}
+}
+
+// TestTorchCorruptFiles checks that malformed .pt files give an error that
+// names the problem and wraps ErrFormat.
+func TestTorchCorruptFiles(t *testing.T) {
+	top := torchtest.Dict{{Key: "generator", Value: torchtest.Dict{
+		{Key: "model.a", Value: &torchtest.Tensor{Shape: []int{4}, Data: []float32{1, 2, 3, 4}}},
+		{Key: "model.b", Value: &torchtest.Tensor{Shape: []int{2}, Data: []float32{5, 6}}}}}}
+	good := torchtest.Bytes(top, torchtest.Options{})
+	omit := func(rec string) []byte {
+		return torchtest.Bytes(top, torchtest.Options{Omit: func(r string) bool { return r == rec }})
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"no data.pkl", omit("archive/data.pkl"), "data.pkl not found"},
+		{"missing storage record", omit("archive/data/1"), "storage record data/1 missing"},
+		{"not a zip file", []byte("this is not a PyTorch checkpoint at all"), "not a zip archive"},
+		{"truncated zip", good[:len(good)/2], "truncated or corrupt zip archive"},
+		{"truncated to the first header", good[:30], "truncated or corrupt zip archive"},
+		{"empty file", nil, "not a zip archive"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := LoadTorch(bytes.NewReader(c.data), int64(len(c.data)), TorchOptions{})
+			if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrFormat) {
+				t.Fatalf("LoadTorch: %v, want mention of %q wrapping ErrFormat", err, c.want)
+			}
+			p := filepath.Join(t.TempDir(), "bad.pt")
+			if err := os.WriteFile(p, c.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err = LoadFile(p, TorchOptions{})
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p) || !errors.Is(err, ErrFormat) {
+				t.Fatalf("LoadFile: %v, want mention of %q and the file wrapping ErrFormat", err, c.want)
+			}
+		})
+	}
+	if sd, err := LoadTorch(bytes.NewReader(good), int64(len(good)), TorchOptions{}); err != nil || len(sd) != 2 {
+		t.Fatalf("intact archive: %v %v", sd, err)
 	}
 }
