@@ -207,7 +207,12 @@ func Bench(o BenchOptions) (BenchResult, error) {
 		if name == "" {
 			name = memory.NameNative
 		}
-		pol, err := memory.New(name, memory.Config{Layout: lay})
+		mc, err := run.Memory(memory.Config{}, o.Height, o.Width, o.FramesPerBlock)
+		if err != nil {
+			hs.done()
+			return res, err
+		}
+		pol, err := memory.New(name, mc)
 		if err != nil {
 			hs.done()
 			return res, err

@@ -179,8 +179,10 @@ decoded video frames.`,
 				if strings.ContainsAny(name, `/\`) {
 					return usagef("--name %q must be a plain folder name", name)
 				}
-				m := mc
-				m.Layout = g.Model.Layout(g.LatentHeight, g.LatentWidth, 3)
+				m, err := g.Model.Memory(mc, g.LatentHeight, g.LatentWidth, 3)
+				if err != nil {
+					return usageError{err}
+				}
 				rm, err := m.Resolve()
 				if err != nil {
 					return usageError{err}
@@ -328,6 +330,9 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 			return fmt.Errorf("--text %s: %w", ts.Path, err)
 		}
 		prompts = append(prompts, rollout.Prompt{FromBlock: ts.FromBlock, Text: txt, Name: filepath.Base(ts.Path)})
+	}
+	if _, err := g.Model.Memory(gc.Memory, g.LatentHeight, g.LatentWidth, 3); err != nil {
+		return fmt.Errorf("%s: %w", fileConfig, err)
 	}
 	pol, err := memory.New(gc.Policies[0], gc.Memory)
 	if err != nil {
