@@ -603,3 +603,16 @@ func TestTorchCorruptFiles(t *testing.T) {
 		t.Fatalf("intact archive: %v %v", sd, err)
 	}
 }
+
+// TestLoadFileSafetensorsWithTorchExtension: a safetensors file is read
+// whatever its extension (the format is chosen by content).
+func TestLoadFileSafetensorsWithTorchExtension(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ctx.bin")
+	if err := WriteSafetensorsFile(p, []WriteTensor{{Name: "context", Shape: []int{2}, Data: []float32{1, 2}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sd, err := LoadFile(p, TorchOptions{})
+	if err != nil || sd["context"] == nil || sd["context"].Data[1] != 2 {
+		t.Fatalf("LoadFile(%s) = %v, %v", p, sd, err)
+	}
+}

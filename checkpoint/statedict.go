@@ -69,8 +69,9 @@ var torchExt = map[string]bool{".pt": true, ".pth": true, ".bin": true, ".ckpt":
 
 // LoadFile reads a state dict from a .safetensors file or a PyTorch zip
 // checkpoint (.pt, .pth, .bin), chosen by the file's first bytes ("PK" for a
-// zip archive); a PyTorch extension on a file that is not a zip archive is
-// an error saying so. opt applies to PyTorch checkpoints only.
+// zip archive, else safetensors); a file with a PyTorch extension that is
+// neither is an error saying it is not a zip archive. opt applies to
+// PyTorch checkpoints only.
 func LoadFile(p string, opt TorchOptions) (StateDict, error) {
 	f, err := os.Open(p)
 	if err != nil {
@@ -87,10 +88,11 @@ func LoadFile(p string, opt TorchOptions) (StateDict, error) {
 	switch {
 	case n == 4 && string(magic[:]) == zipMagic:
 		sd, err = LoadTorch(f, st.Size(), opt)
-	case torchExt[strings.ToLower(filepath.Ext(p))]:
-		err = fmt.Errorf("checkpoint: load: not a zip archive: a %s file must be a PyTorch checkpoint in torch.save's zip format (PyTorch ≥ 1.6): %w", filepath.Ext(p), ErrFormat)
 	default:
 		sd, err = LoadSafetensors(f, st.Size())
+		if err != nil && torchExt[strings.ToLower(filepath.Ext(p))] {
+			err = fmt.Errorf("checkpoint: load: not a zip archive (nor safetensors): a %s file must be a PyTorch checkpoint in torch.save's zip format (PyTorch ≥ 1.6): %w", filepath.Ext(p), ErrFormat)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w (file %s)", err, p)
