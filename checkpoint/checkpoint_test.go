@@ -8,10 +8,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/torchtest"
 )
 
 func TestGoldenWeightsSafetensorsEqualTorch(t *testing.T) {
@@ -440,4 +442,177 @@ func FuzzTorch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMergeLoRAAlpha checks the scale alpha/r with r = lora_A's first
+// dimension: alpha 0 means alpha = r when every adapter has that rank, and
+// is an error naming two adapters when their ranks differ; a negative or
+// non-finite alpha is an error.
+func TestMergeLoRAAlpha(t *testing.T) {
+	// W = 0 [2×2]; A [r×2] and B [2×r] are all ones, so B·A = r everywhere
+	// and the merged weight is alpha (or r when alpha is 0).
+	ones := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = 1
+		}
+		return v
+	}
+	adapter := func(lora StateDict, mod string, r int) {
+		lora[mod+".lora_A.weight"] = &Tensor{Shape: []int{r, 2}, Data: ones(2 * r)}
+		lora[mod+".lora_B.weight"] = &Tensor{Shape: []int{2, r}, Data: ones(2 * r)}
+	}
+	for _, c := range []struct {
+		name   string
+		ranks  [2]int // of blocks.0.q and blocks.0.k
+		alpha  float64
+		want   [2]float32
+		errHas string
+	}{
+		{"alpha = rank", [2]int{3, 3}, 3, [2]float32{3, 3}, ""},
+		{"default alpha is the rank", [2]int{3, 3}, 0, [2]float32{3, 3}, ""},
+		{"rank wider than the layer", [2]int{5, 5}, 0, [2]float32{5, 5}, ""},
+		{"explicit alpha with mixed ranks", [2]int{2, 4}, 8, [2]float32{8, 8}, ""},
+		{"default alpha with mixed ranks", [2]int{2, 4}, 0, [2]float32{}, "blocks.0.k.weight has rank 4, blocks.0.q.weight rank 2"},
+		{"negative alpha", [2]int{2, 2}, -1, [2]float32{}, "alpha -1"},
+		{"NaN alpha", [2]int{2, 2}, math.NaN(), [2]float32{}, "alpha NaN"},
+		{"infinite alpha", [2]int{2, 2}, math.Inf(1), [2]float32{}, "alpha +Inf"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			base := StateDict{"blocks.0.q.weight": {Shape: []int{2, 2}, Data: make([]float32, 4)},
+				"blocks.0.k.weight": {Shape: []int{2, 2}, Data: make([]float32, 4)}}
+			lora := StateDict{}
+			adapter(lora, "blocks.0.q", c.ranks[0])
+			adapter(lora, "blocks.0.k", c.ranks[1])
+			_, err := MergeLoRA(base, lora, c.alpha)
+			if c.errHas != "" {
+				if err == nil || !strings.Contains(err.Error(), c.errHas) {
+					t.Fatalf("err = %v, want mention of %q", err, c.errHas)
+				}
+				for _, w := range base {
+					if w.Data[0] != 0 {
+						t.Fatal("failed merge modified base")
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, n := range []string{"blocks.0.q.weight", "blocks.0.k.weight"} {
+				for _, v := range base[n].Data {
+					if v != c.want[i] {
+						t.Fatalf("%s = %v, want all %v", n, base[n].Data, c.want[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestTorchKeyLayouts loads the state-dict layouts of released checkpoints,
+// written as .pt files, through LoadFile: entries generator,
+// generator_ema (FSDP-wrapped keys), model and state_dict, and a
+// top-level model.-prefixed state dict. Each must give the same normalised
+// tensors; the automatic entry choice prefers generator, then
+// generator_ema, model, state_dict.
+func TestTorchKeyLayouts(t *testing.T) {
+	w := &torchtest.Tensor{Shape: []int{2, 3}, Data: []float32{1, 2, 3, 4, 5, 6}}
+	b := &torchtest.Tensor{Shape: []int{2}, Data: []float32{-1, 0.5}}
+	decoy := &torchtest.Tensor{Shape: []int{1}, Data: []float32{99}}
+	sd := func(prefix string) torchtest.Dict {
+		return torchtest.Dict{{Key: prefix + "blocks.0.self_attn.q.weight", Value: w}, {Key: prefix + "head.head.bias", Value: b}}
+	}
+	for _, c := range []struct {
+		name  string
+		top   torchtest.Dict
+		entry string
+	}{
+		{"top-level model.-prefixed state dict", sd("model."), ""},
+		{"top-level bare state dict", sd(""), ""},
+		{"model entry", torchtest.Dict{{Key: "model", Value: sd("")}}, ""},
+		{"state_dict entry", torchtest.Dict{{Key: "state_dict", Value: sd("module.")}}, ""},
+		{"generator entry", torchtest.Dict{{Key: "generator", Value: sd("model.")}}, ""},
+		{"generator_ema entry with FSDP keys", torchtest.Dict{{Key: "generator_ema", Value: sd("model._fsdp_wrapped_module.")}}, ""},
+		{"generator preferred over generator_ema", torchtest.Dict{
+			{Key: "generator_ema", Value: torchtest.Dict{{Key: "model.x", Value: decoy}}}, {Key: "generator", Value: sd("model.")}}, ""},
+		{"model preferred over state_dict", torchtest.Dict{
+			{Key: "state_dict", Value: torchtest.Dict{{Key: "x", Value: decoy}}}, {Key: "model", Value: sd("")}}, ""},
+		{"named entry", torchtest.Dict{{Key: "generator", Value: torchtest.Dict{{Key: "model.x", Value: decoy}}},
+			{Key: "generator_ema", Value: sd("model._fsdp_wrapped_module.")}}, "generator_ema"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "ckpt.pt")
+			if err := os.WriteFile(p, torchtest.Bytes(c.top, torchtest.Options{}), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := LoadFile(p, TorchOptions{Entry: c.entry})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if names := got.Names(); !slices.Equal(names, []string{"blocks.0.self_attn.q.weight", "head.head.bias"}) {
+				t.Fatalf("names %v", names)
+			}
+			for n, want := range map[string]*torchtest.Tensor{"blocks.0.self_attn.q.weight": w, "head.head.bias": b} {
+				if g := got[n]; !slices.Equal(g.Shape, want.Shape) || !slices.Equal(g.Data, want.Data) {
+					t.Errorf("%s = %v %v, want %v %v", n, g.Shape, g.Data, want.Shape, want.Data)
+				}
+			}
+		})
+	}
+}
+
+// TestTorchCorruptFiles checks that malformed .pt files give an error that
+// names the problem and wraps ErrFormat.
+func TestTorchCorruptFiles(t *testing.T) {
+	top := torchtest.Dict{{Key: "generator", Value: torchtest.Dict{
+		{Key: "model.a", Value: &torchtest.Tensor{Shape: []int{4}, Data: []float32{1, 2, 3, 4}}},
+		{Key: "model.b", Value: &torchtest.Tensor{Shape: []int{2}, Data: []float32{5, 6}}}}}}
+	good := torchtest.Bytes(top, torchtest.Options{})
+	omit := func(rec string) []byte {
+		return torchtest.Bytes(top, torchtest.Options{Omit: func(r string) bool { return r == rec }})
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"no data.pkl", omit("archive/data.pkl"), "data.pkl not found"},
+		{"missing storage record", omit("archive/data/1"), "storage record data/1 missing"},
+		{"not a zip file", []byte("this is not a PyTorch checkpoint at all"), "not a zip archive"},
+		{"truncated zip", good[:len(good)/2], "truncated or corrupt zip archive"},
+		{"truncated to the first header", good[:30], "truncated or corrupt zip archive"},
+		{"empty file", nil, "not a zip archive"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := LoadTorch(bytes.NewReader(c.data), int64(len(c.data)), TorchOptions{})
+			if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrFormat) {
+				t.Fatalf("LoadTorch: %v, want mention of %q wrapping ErrFormat", err, c.want)
+			}
+			p := filepath.Join(t.TempDir(), "bad.pt")
+			if err := os.WriteFile(p, c.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err = LoadFile(p, TorchOptions{})
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p) || !errors.Is(err, ErrFormat) {
+				t.Fatalf("LoadFile: %v, want mention of %q and the file wrapping ErrFormat", err, c.want)
+			}
+		})
+	}
+	if sd, err := LoadTorch(bytes.NewReader(good), int64(len(good)), TorchOptions{}); err != nil || len(sd) != 2 {
+		t.Fatalf("intact archive: %v %v", sd, err)
+	}
+}
+
+// TestLoadFileSafetensorsWithTorchExtension: a safetensors file is read
+// whatever its extension (the format is chosen by content).
+func TestLoadFileSafetensorsWithTorchExtension(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ctx.bin")
+	if err := WriteSafetensorsFile(p, []WriteTensor{{Name: "context", Shape: []int{2}, Data: []float32{1, 2}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sd, err := LoadFile(p, TorchOptions{})
+	if err != nil || sd["context"] == nil || sd["context"].Data[1] != 2 {
+		t.Fatalf("LoadFile(%s) = %v, %v", p, sd, err)
+	}
 }

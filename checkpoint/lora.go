@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 )
@@ -24,11 +25,15 @@ func loraBase(k string) string {
 
 // MergeLoRA merges the low-rank adapters of lora into base in place:
 // for every module m with A = lora[m.lora_A…] [r, in] and
-// B = lora[m.lora_B…] [out, r], base[m.weight] += (alpha/r)·B·A. LongLive
-// uses rank 256 and alpha 256 on every Linear of every block. It returns the
-// names of the merged weights, sorted. Everything is validated before
-// anything is changed; an unpaired adapter, a target missing from base, or
-// mismatched shapes give an error naming the tensors.
+// B = lora[m.lora_B…] [out, r], base[m.weight] += (alpha/r)·B·A, where the
+// rank r of each adapter is A's first dimension (PEFT's scaling). LongLive
+// uses rank 256 and alpha 256 on every Linear of every block. Alpha 0 means
+// alpha = the rank (scale 1); it needs one rank, so adapters of different
+// ranks are then an error naming two of them. It returns the names of the
+// merged weights, sorted. Everything is validated before anything is
+// changed; an unpaired adapter, a target missing from base, mismatched
+// shapes, or a negative or non-finite alpha give an error naming the
+// tensors or the value.
 func MergeLoRA(base, lora StateDict, alpha float64) ([]string, error) {
 	type pair struct {
 		target string
@@ -80,14 +85,24 @@ func MergeLoRA(base, lora StateDict, alpha float64) ([]string, error) {
 			return nil, fmt.Errorf("checkpoint: lora: %s: weight %v, A %v, B %v do not compose (want A [r,in], B [out,r])", p.target, w.Shape, p.a.Shape, p.b.Shape)
 		}
 	}
-	if !(alpha > 0) {
-		return nil, fmt.Errorf("checkpoint: lora: alpha %v must be positive", alpha)
+	if !(alpha >= 0) || math.IsInf(alpha, 0) {
+		return nil, fmt.Errorf("checkpoint: lora: alpha %v must be positive (or 0 for the rank)", alpha)
+	}
+	for _, p := range pairs {
+		if r, r0 := p.a.Shape[0], pairs[0].a.Shape[0]; alpha == 0 && r != r0 {
+			return nil, fmt.Errorf("checkpoint: lora: alpha 0 means alpha = the rank, but the adapters disagree: %s has rank %d, %s rank %d (give alpha)",
+				pairs[0].target, r0, p.target, r)
+		}
 	}
 	names := make([]string, 0, len(pairs))
 	for _, p := range pairs {
 		w := base[p.target]
 		out, in, r := w.Shape[0], w.Shape[1], p.a.Shape[0]
-		scale := float32(alpha / float64(r))
+		a := alpha
+		if a == 0 {
+			a = float64(r)
+		}
+		scale := float32(a / float64(r))
 		row := make([]float32, in)
 		for i := 0; i < out; i++ {
 			clear(row)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -63,9 +64,14 @@ func LoadSafetensors(r io.ReaderAt, size int64) (StateDict, error) {
 	return out, nil
 }
 
+// torchExt lists the file extensions LoadFile treats as PyTorch checkpoints.
+var torchExt = map[string]bool{".pt": true, ".pth": true, ".bin": true, ".ckpt": true}
+
 // LoadFile reads a state dict from a .safetensors file or a PyTorch zip
 // checkpoint (.pt, .pth, .bin), chosen by the file's first bytes ("PK" for a
-// zip archive). opt applies to PyTorch checkpoints only.
+// zip archive, else safetensors); a file with a PyTorch extension that is
+// neither is an error saying it is not a zip archive. opt applies to
+// PyTorch checkpoints only.
 func LoadFile(p string, opt TorchOptions) (StateDict, error) {
 	f, err := os.Open(p)
 	if err != nil {
@@ -79,10 +85,14 @@ func LoadFile(p string, opt TorchOptions) (StateDict, error) {
 	var magic [4]byte
 	n, _ := f.ReadAt(magic[:], 0)
 	var sd StateDict
-	if n == 4 && string(magic[:]) == "PK\x03\x04" {
+	switch {
+	case n == 4 && string(magic[:]) == zipMagic:
 		sd, err = LoadTorch(f, st.Size(), opt)
-	} else {
+	default:
 		sd, err = LoadSafetensors(f, st.Size())
+		if err != nil && torchExt[strings.ToLower(filepath.Ext(p))] {
+			err = fmt.Errorf("checkpoint: load: not a zip archive (nor safetensors): a %s file must be a PyTorch checkpoint in torch.save's zip format (PyTorch ≥ 1.6): %w", filepath.Ext(p), ErrFormat)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w (file %s)", err, p)

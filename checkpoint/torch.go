@@ -16,6 +16,9 @@ import (
 	"github.com/nlpodyssey/gopickle/types"
 )
 
+// zipMagic starts every zip archive (its first local file header).
+const zipMagic = "PK\x03\x04"
+
 // MaxTorchTensorBytes bounds one storage record of a .pt file (16 GiB).
 const MaxTorchTensorBytes = 16 << 30
 
@@ -242,7 +245,11 @@ func TorchEntries(r io.ReaderAt, size int64) ([]string, error) {
 func unpickleTorch(r io.ReaderAt, size int64) (top interface{}, tf *torchFile, err error) {
 	zr, err := zip.NewReader(r, size)
 	if err != nil {
-		return nil, nil, fmt.Errorf("checkpoint: torch: not a zip archive: %v: %w", err, ErrFormat)
+		var magic [4]byte
+		if n, _ := r.ReadAt(magic[:], 0); n == 4 && string(magic[:]) == zipMagic {
+			return nil, nil, fmt.Errorf("checkpoint: torch: truncated or corrupt zip archive (%d bytes, no readable central directory): %v: %w", size, err, ErrFormat)
+		}
+		return nil, nil, fmt.Errorf("checkpoint: torch: not a zip archive (PyTorch checkpoints are read in torch.save's zip format, PyTorch ≥ 1.6): %v: %w", err, ErrFormat)
 	}
 	tf = &torchFile{records: map[string]*zip.File{}, cache: map[string][]byte{}}
 	var pkl *zip.File

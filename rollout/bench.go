@@ -19,8 +19,11 @@ type BenchOptions struct {
 	Name  string     // label ("tiny", "wan2.1-1.3b")
 	Model wan.Config // architecture; Layers is the full depth
 	// LayersRun is the number of layers actually built and run (0 = all).
-	// With fewer, per-block time and parameter memory are extrapolated
-	// linearly to Model.Layers (the layers are identical in cost).
+	// With fewer, per-block time is extrapolated linearly to Model.Layers
+	// (the layers are identical in cost), and so is the peak heap: each
+	// missing layer adds its parameters, its KV-cache state and its
+	// prompt's cross-attention K/V (see BenchResult). Only the fixed-context
+	// run (Blocks == 0) can run fewer layers.
 	LayersRun      int
 	Height, Width  int // latent size
 	FramesPerBlock int // 0 = 3
@@ -28,7 +31,8 @@ type BenchOptions struct {
 	// (memory.New name, default native, cache 12 frames) and reports the
 	// median of the blocks after the cache is full. Blocks == 0 runs Calls
 	// forward calls of one block against a fixed steady-state context of
-	// ContextFrames frames (sink + history + the block itself).
+	// ContextFrames frames (sink + history + the block itself), held per
+	// layer in float32 like Native's rolling cache.
 	Blocks        int
 	Policy        string
 	Calls         int // forward calls timed with Blocks == 0 (0 = 5, one block)
@@ -51,26 +55,44 @@ type BenchResult struct {
 	// CallCPU is the process CPU seconds per timed call (user + system,
 	// all threads): less sensitive than wall time to other load on a
 	// shared machine.
-	CallCPU        float64
-	MedianBlock    float64 // seconds per block at LayersRun layers
-	PerBlock       float64 // seconds per block of the full model (extrapolated when LayersRun < Layers)
-	Extrapolated   bool
-	ParamBytes     int64  // float32 parameters of the full model
-	PeakHeapBytes  uint64 // peak live heap observed during the run
-	PeakHeapFull   uint64 // estimate for the full model (peak + parameters of the layers not built)
-	Threads        int
-	SecondsElapsed float64
+	CallCPU       float64
+	MedianBlock   float64 // seconds per block at LayersRun layers
+	PerBlock      float64 // seconds per block of the full model (extrapolated when LayersRun < Layers)
+	Extrapolated  bool
+	ParamBytes    int64  // float32 parameters of the full model
+	PeakHeapBytes uint64 // peak live heap observed during the run (LayersRun layers)
+	// PeakHeapFull is PeakHeapBytes when every layer ran; otherwise the
+	// estimate PeakHeapBytes + (Layers − LayersRun)·(ParamBytesPerLayer +
+	// PolicyBytesPerLayer + TextBytesPerLayer). Shared buffers (the
+	// model's and attention's workspaces, the latents, the text embedding)
+	// are measured once and not scaled.
+	PeakHeapFull uint64
+	// The per-layer memory components, in bytes, as held by the run
+	// (…Run, for LayersRun layers) and per layer: float32 parameters, the
+	// memory policy's per-layer K/V state (the fixed-context run holds
+	// ContextFrames frames of K and V per layer, as Native does; 0 for a
+	// real policy, whose layers all run), and the prompt's cross-attention
+	// K/V (EmbedText keeps TextLen rows of K and V per layer).
+	ParamBytesRun, ParamBytesPerLayer   int64
+	PolicyBytesRun, PolicyBytesPerLayer int64
+	TextBytesRun, TextBytesPerLayer     int64
+	Threads                             int
+	SecondsElapsed                      float64
 }
 
-// String formats the result for `densitykv bench`.
+// String formats the result for `densitykv bench`, saying what was
+// measured and what is extrapolated.
 func (r BenchResult) String() string {
-	ex := ""
+	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
+	timeNote, memNote := "", fmt.Sprintf("peak heap %.1f MiB measured with all %d layers", float64(r.PeakHeapBytes)/(1<<20), r.Layers)
 	if r.Extrapolated {
-		ex = fmt.Sprintf(" (extrapolated from %d of %d layers)", r.LayersRun, r.Layers)
+		timeNote = fmt.Sprintf(" (extrapolated from %d of %d layers)", r.LayersRun, r.Layers)
+		memNote = fmt.Sprintf("peak heap %.1f MiB measured with %d of %d layers; full model %.1f MiB extrapolated = measured + %d layers × %.1f MiB (per layer: parameters %.1f, KV cache %.1f, text K/V %.1f MiB)",
+			float64(r.PeakHeapBytes)/(1<<20), r.LayersRun, r.Layers, float64(r.PeakHeapFull)/(1<<20), r.Layers-r.LayersRun,
+			mib(r.ParamBytesPerLayer+r.PolicyBytesPerLayer+r.TextBytesPerLayer), mib(r.ParamBytesPerLayer), mib(r.PolicyBytesPerLayer), mib(r.TextBytesPerLayer))
 	}
-	return fmt.Sprintf("%s: %.3g M params, %d tokens × %d keys per call, %d calls per block: median call %.4g s (%.4g CPU s) at %d layers, %.4g s per block%s; peak heap %.1f MiB measured, %.1f MiB for the full model; %d threads",
-		r.Name, float64(r.Params)/1e6, r.Tokens, r.Keys, r.CallsPerBlock, r.MedianCall, r.CallCPU, r.LayersRun, r.PerBlock, ex,
-		float64(r.PeakHeapBytes)/(1<<20), float64(r.PeakHeapFull)/(1<<20), r.Threads)
+	return fmt.Sprintf("%s: %.3g M params, %d tokens × %d keys per call, %d calls per block: median call %.4g s (%.4g CPU s) measured at %d layers, %.4g s per block%s; %s; %d threads",
+		r.Name, float64(r.Params)/1e6, r.Tokens, r.Keys, r.CallsPerBlock, r.MedianCall, r.CallCPU, r.LayersRun, r.PerBlock, timeNote, memNote, r.Threads)
 }
 
 // heapSampler records the peak live heap while running.
@@ -144,6 +166,9 @@ func Bench(o BenchOptions) (BenchResult, error) {
 	if o.ContextFrames < o.FramesPerBlock {
 		return BenchResult{}, fmt.Errorf("rollout: bench: context %d frames < block %d frames", o.ContextFrames, o.FramesPerBlock)
 	}
+	if o.Blocks > 0 && o.LayersRun < full.Layers {
+		return BenchResult{}, fmt.Errorf("rollout: bench: a real rollout runs every layer (%d of %d requested): its policy's per-layer state cannot be extrapolated", o.LayersRun, full.Layers)
+	}
 	run := full
 	run.Layers = o.LayersRun
 	start := time.Now()
@@ -158,6 +183,7 @@ func Bench(o BenchOptions) (BenchResult, error) {
 	perLayer := blockParams(full)
 	res.Params = m.NumParams() + int64(full.Layers-o.LayersRun)*perLayer
 	res.ParamBytes = 4 * res.Params
+	res.ParamBytesRun, res.ParamBytesPerLayer = 4*m.NumParams(), 4*perLayer
 	lay := run.Layout(o.Height, o.Width, o.FramesPerBlock)
 	tpf := lay.TokensPerFrame()
 	res.Tokens = lay.TokensPerBlock()
@@ -172,12 +198,21 @@ func Bench(o BenchOptions) (BenchResult, error) {
 		hs.done()
 		return res, err
 	}
+	for l := range txt.K {
+		res.TextBytesRun += 4 * int64(len(txt.K[l])+len(txt.V[l]))
+	}
+	res.TextBytesPerLayer = res.TextBytesRun / int64(o.LayersRun)
 	if o.Blocks > 0 {
 		name := o.Policy
 		if name == "" {
 			name = memory.NameNative
 		}
-		pol, err := memory.New(name, memory.Config{Layout: lay})
+		mc, err := run.Memory(memory.Config{}, o.Height, o.Width, o.FramesPerBlock)
+		if err != nil {
+			hs.done()
+			return res, err
+		}
+		pol, err := memory.New(name, mc)
 		if err != nil {
 			hs.done()
 			return res, err
@@ -218,6 +253,8 @@ func Bench(o BenchOptions) (BenchResult, error) {
 		S := o.ContextFrames * tpf
 		res.Keys = S
 		pol := newFixedPolicy(lay, S, o.Seed)
+		res.PolicyBytesRun = pol.heldBytes()
+		res.PolicyBytesPerLayer = res.PolicyBytesRun / int64(o.LayersRun)
 		in := make([]float32, o.FramesPerBlock*full.InDim*o.Height*o.Width)
 		for i := range in {
 			in[i] = float32(r.NormFloat64())
@@ -244,7 +281,7 @@ func Bench(o BenchOptions) (BenchResult, error) {
 	scale := float64(full.Layers) / float64(o.LayersRun)
 	res.PerBlock = res.MedianBlock * scale
 	res.Extrapolated = o.LayersRun < full.Layers
-	res.PeakHeapFull = res.PeakHeapBytes + uint64(4*int64(full.Layers-o.LayersRun)*perLayer)
+	res.PeakHeapFull = res.PeakHeapBytes + uint64(int64(full.Layers-o.LayersRun)*(res.ParamBytesPerLayer+res.PolicyBytesPerLayer+res.TextBytesPerLayer))
 	res.SecondsElapsed = time.Since(start).Seconds()
 	return res, nil
 }
@@ -256,40 +293,51 @@ func blockParams(c wan.Config) int64 {
 }
 
 // fixedPolicy is a benchmark-only memory.Policy whose every call attends a
-// fixed steady-state context: S − T random history keys followed by the
-// block's own keys (queries are not rotated; RoPE is a negligible cost).
+// fixed steady-state context of S keys per layer, held like Native's
+// rolling cache: per layer, S float32 rows of K and V whose first S − T are
+// random history and whose last T receive the block's own keys and values
+// on every call (the cache write). Queries are not rotated (RoPE is a
+// negligible cost). The context is the layer's cache itself, so there is no
+// shared assembly buffer.
 type fixedPolicy struct {
-	lay        memory.Layout
-	S          int
-	hk, hv     []float32
-	kbuf, vbuf []float32
+	lay  memory.Layout
+	S    int
+	k, v [][]float32 // per layer [S][H][D]
 }
 
 func newFixedPolicy(l memory.Layout, S int, seed uint64) *fixedPolicy {
 	row := l.Heads * l.HeadDim
 	T := l.TokensPerBlock()
-	p := &fixedPolicy{lay: l, S: S, hk: make([]float32, (S-T)*row), hv: make([]float32, (S-T)*row),
-		kbuf: make([]float32, S*row), vbuf: make([]float32, S*row)}
+	p := &fixedPolicy{lay: l, S: S, k: make([][]float32, l.Layers), v: make([][]float32, l.Layers)}
 	r := rand.New(rand.NewPCG(seed, 2))
-	for i := range p.hk {
-		p.hk[i], p.hv[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+	for i := range p.k {
+		p.k[i], p.v[i] = make([]float32, S*row), make([]float32, S*row)
+		for j := 0; j < (S-T)*row; j++ {
+			p.k[i][j], p.v[i][j] = float32(r.NormFloat64()), float32(r.NormFloat64())
+		}
 	}
 	return p
+}
+
+// heldBytes returns the bytes of K/V state the policy holds (all layers).
+func (p *fixedPolicy) heldBytes() int64 {
+	var n int64
+	for i := range p.k {
+		n += 4 * int64(len(p.k[i])+len(p.v[i]))
+	}
+	return n
 }
 
 func (p *fixedPolicy) Name() string            { return "bench-fixed-context" }
 func (p *fixedPolicy) Layout() memory.Layout   { return p.lay }
 func (p *fixedPolicy) Begin(memory.Call) error { return nil }
 func (p *fixedPolicy) End() error              { return nil }
-func (p *fixedPolicy) Bytes() int64            { return int64(len(p.hk)+len(p.hv)) * 2 * int64(p.lay.Layers) }
+func (p *fixedPolicy) Bytes() int64            { return p.heldBytes() / 2 } // BF16 accounting
 func (p *fixedPolicy) Attend(layer int, q, k, v []float32) (memory.Context, error) {
-	n := len(p.hk)
-	copy(p.kbuf, p.hk)
-	copy(p.kbuf[n:], k)
-	copy(p.vbuf, p.hv)
-	copy(p.vbuf[n:], v)
-	T := p.lay.TokensPerBlock()
-	return memory.Context{Q: q, K: p.kbuf, V: p.vbuf, Parts: memory.Parts{Local: p.S - T, Sink: T}}, nil
+	n := (p.S - p.lay.TokensPerBlock()) * p.lay.Heads * p.lay.HeadDim
+	copy(p.k[layer][n:], k)
+	copy(p.v[layer][n:], v)
+	return memory.Context{Q: q, K: p.k[layer], V: p.v[layer], Parts: memory.Parts{Local: p.S}}, nil
 }
 
 // StandardBenches returns the benchmarks `densitykv bench` reports: the
@@ -298,7 +346,9 @@ func (p *fixedPolicy) Attend(layer int, q, k, v []float32) (memory.Context, erro
 // (60×104 latents, 4,680 tokens per block) with random weights: one layer
 // run against the steady-state 12-frame context (18,720 keys), timed over
 // calls forward calls and extrapolated to 30 layers and 5 calls per block
-// (a full 1.3B block takes hours on a 2-core machine).
+// (a full 1.3B block takes hours on a 2-core machine); its peak heap is
+// extrapolated with each missing layer's parameters, 12-frame float32 K/V
+// cache (≈219 MiB) and text K/V.
 func StandardBenches(calls int) []BenchOptions {
 	return []BenchOptions{
 		{Name: "tiny (golden config)", Model: wan.TinyConfig(), Height: 6, Width: 8, Blocks: 8},

@@ -60,7 +60,7 @@ type GenerateOptions struct {
 	Model      wan.Config // zero value = wan.DefaultConfig()
 	Texts      []TextInput
 	Policy     string        // memory policy name (memory.Names)
-	Memory     memory.Config // Layout is filled in from the model and latent size
+	Memory     memory.Config // Layout and (when 0) RoPETheta are filled in from the model (wan.Config.Memory)
 	// Height and Width are the latent size (0 = 60×104, 480×832 video).
 	Height, Width  int
 	Blocks         int
@@ -101,8 +101,10 @@ func Generate(o GenerateOptions) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, err
 	}
-	mc := o.Memory
-	mc.Layout = cfg.Layout(o.Height, o.Width, o.FramesPerBlock)
+	mc, err := cfg.Memory(o.Memory, o.Height, o.Width, o.FramesPerBlock)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("rollout: generate: %w", err)
+	}
 	pol, err := memory.New(o.Policy, mc)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("rollout: generate: %w", err)

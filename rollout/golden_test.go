@@ -1,11 +1,16 @@
 package rollout
 
 import (
+	"encoding/json"
 	"math"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/internal/goldencov"
 	"github.com/densitykv/densitykv/internal/goldendir"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/wan"
@@ -13,9 +18,17 @@ import (
 
 const goldenTol = 1e-4
 
+// The golden latent geometry: 6×8 latents (a 3×4 token grid), 3-frame
+// blocks (package wan checks it against the sidecars).
+const goldenH, goldenW, goldenF = 6, 8, 3
+
+// goldenRollouts lists the golden rollout files (without extension).
+var goldenRollouts = []string{"rollout_native", "rollout_densitykv", "rollout_densitykv_cap60", "rollout_densitykv_large"}
+
 type goldenFile struct {
-	t *testing.T
-	s *checkpoint.Safetensors
+	t    *testing.T
+	name string // file name in the golden folder
+	s    *checkpoint.Safetensors
 }
 
 func openGolden(t *testing.T, name string) *goldenFile {
@@ -25,7 +38,31 @@ func openGolden(t *testing.T, name string) *goldenFile {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return &goldenFile{t, s}
+	return &goldenFile{t, name, s}
+}
+
+// mark records that the tests compared the named tensors of this file.
+func (g *goldenFile) mark(names ...string) { goldencov.Mark(g.name, names...) }
+
+// sidecar reads the file's JSON sidecar into v.
+func (g *goldenFile) sidecar(v any) {
+	g.t.Helper()
+	if err := goldencov.Sidecar(goldendir.Wan(g.t), strings.TrimSuffix(g.name, ".safetensors")+".json", v); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// prose reports whether the sidecar field at path is prose (nothing to
+// compare; see goldencov.Owner).
+func (g *goldenFile) prose(path string) bool {
+	return goldencov.Owner(strings.TrimSuffix(g.name, ".safetensors")+".json", "json:"+path) == goldencov.Prose
+}
+
+// markSidecar records that the tests compared the named sidecar fields.
+func (g *goldenFile) markSidecar(paths ...string) {
+	for _, p := range paths {
+		goldencov.Mark(strings.TrimSuffix(g.name, ".safetensors")+".json", "json:"+p)
+	}
 }
 
 func (g *goldenFile) f32(name string) []float32 {
@@ -76,18 +113,33 @@ func goldenModel(t *testing.T) *wan.Model {
 	return m
 }
 
-func TestScheduleMatchesGolden(t *testing.T) {
-	g := openGolden(t, "rollout_native.safetensors")
-	s := DefaultSchedule()
-	for i, v := range g.f64("timesteps") {
-		if float64(s.Timesteps[i]) != v {
-			t.Errorf("timestep %d = %v, want %v", i, s.Timesteps[i], v)
+// checkSchedule compares the file's timesteps and sigmas with s exactly.
+func checkSchedule(t *testing.T, g *goldenFile, s *Schedule) {
+	t.Helper()
+	for _, c := range []struct {
+		name string
+		got  []float32
+	}{{"timesteps", s.Timesteps}, {"sigmas", s.Sigmas}} {
+		want := g.f64(c.name)
+		if len(want) != len(c.got) {
+			t.Errorf("%s: %s has %d values, the schedule %d", g.name, c.name, len(want), len(c.got))
+			continue
 		}
+		for i, v := range want {
+			if float64(c.got[i]) != v {
+				t.Errorf("%s: %s[%d] = %v, golden %v", g.name, c.name, i, c.got[i], v)
+			}
+		}
+		g.mark(c.name)
 	}
-	for i, v := range g.f64("sigmas") {
-		if float64(s.Sigmas[i]) != v {
-			t.Errorf("sigma %d = %v, want %v", i, s.Sigmas[i], v)
-		}
+}
+
+// TestScheduleMatchesGolden checks DefaultSchedule against every rollout
+// file's float32 timesteps and sigmas, and σ at t = 0 and 1000.
+func TestScheduleMatchesGolden(t *testing.T) {
+	s := DefaultSchedule()
+	for _, f := range goldenRollouts {
+		checkSchedule(t, openGolden(t, f+".safetensors"), s)
 	}
 	if got := s.Sigma(0); float64(got) != 0.004980080295354128 {
 		t.Errorf("Sigma(0) = %v, want 0.004980080295354128 (nearest entry 4.98)", got)
@@ -97,11 +149,15 @@ func TestScheduleMatchesGolden(t *testing.T) {
 	}
 }
 
+// goldenForwards lists the golden single-block forward files (without
+// extension).
+var goldenForwards = []string{"forward_a_first_block_t1000", "forward_b_first_block_t0", "forward_c_second_block_with_cache", "forward_d_first_block_mixed_t"}
+
 // TestGoldenForwardX0 checks x0_pred = x − σ(t)·flow of the four forward
 // files, including σ(0) of the clean pass.
 func TestGoldenForwardX0(t *testing.T) {
 	s := DefaultSchedule()
-	for _, f := range []string{"forward_a_first_block_t1000", "forward_b_first_block_t0", "forward_c_second_block_with_cache", "forward_d_first_block_mixed_t"} {
+	for _, f := range goldenForwards {
 		g := openGolden(t, f+".safetensors")
 		x, flow, ts := g.f32("x"), g.f32("flow_pred"), g.f64("timestep")
 		x0 := make([]float32, len(x))
@@ -112,44 +168,70 @@ func TestGoldenForwardX0(t *testing.T) {
 		if e := relErr(x0, g.f64("x0_pred")); e > 1e-6 {
 			t.Errorf("%s: x0_pred relative error %.3g", f, e)
 		}
+		g.mark("x0_pred")
 	}
 }
 
 func goldenOptions(t *testing.T, m *wan.Model, g *goldenFile) Options {
 	t.Helper()
-	txt, err := m.EmbedText(g.f32("context"), 8)
+	ctx := g.f32("context")
+	txt, err := m.EmbedText(ctx, len(ctx)/m.Cfg.TextDim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := 16 * 6 * 8
-	return Options{Blocks: 8, FramesPerBlock: 3, Height: 6, Width: 8, Schedule: DefaultSchedule(),
-		Noise:   &Sequence{InitialValues: g.f32("noise_initial"), RenoiseValues: g.f32("noise_renoise"), FrameSize: fs, BlockSize: 3 * fs, PerBlock: 3},
+	fs := m.Cfg.InDim * goldenH * goldenW
+	return Options{Blocks: 8, FramesPerBlock: goldenF, Height: goldenH, Width: goldenW, Schedule: DefaultSchedule(),
+		Noise: &Sequence{InitialValues: g.f32("noise_initial"), RenoiseValues: g.f32("noise_renoise"), FrameSize: fs,
+			BlockSize: goldenF * fs, PerBlock: len(DefaultSchedule().Timesteps) - 1},
 		Prompts: []Prompt{{Text: txt, Name: "golden"}}}
 }
 
+// rolloutSidecar is the part of a rollout sidecar checkRollout compares.
+type rolloutSidecar struct {
+	Rollout map[string]json.RawMessage `json:"rollout"`
+	Check   map[string]float64         `json:"check"`
+}
+
 // checkRollout runs the golden rollout and compares every step's input,
-// flow and x0, the clean-pass inputs and the final latents.
+// flow and x0, the clean-pass inputs and the final latents (goldenTol
+// relative), the timesteps and sigmas (exactly), and the sidecar's rollout
+// settings and reference self-check against what the run used. The inputs
+// context, noise_initial and noise_renoise are fed in (the noise draws in
+// the documented order; step_input checks that order).
 func checkRollout(t *testing.T, g *goldenFile, m *wan.Model, pol memory.Policy, extra func(b int, log BlockLog)) {
 	t.Helper()
 	opt := goldenOptions(t, m, g)
-	bs := 3 * 16 * 6 * 8
+	checkSchedule(t, g, opt.Schedule)
+	S := len(opt.Schedule.Timesteps)
+	bs := opt.FramesPerBlock * m.Cfg.InDim * opt.Height * opt.Width
 	stepIn, stepFlow, stepX0 := g.f64("step_input"), g.f64("step_flow_pred"), g.f64("step_x0_pred")
 	clean, lat := g.f64("clean_pass_input"), g.f64("latents")
+	if len(stepIn) != opt.Blocks*S*bs || len(clean) != opt.Blocks*bs || len(lat) != opt.Blocks*bs {
+		t.Fatalf("%s: golden step/latent tensors hold %d/%d/%d values, want %d blocks × %d steps × %d", g.name, len(stepIn), len(clean), len(lat), opt.Blocks, S, bs)
+	}
 	worst := map[string]float64{}
 	note := func(k string, e float64) {
 		worst[k] = math.Max(worst[k], e)
 	}
+	calls := make([]int, opt.Blocks)
+	var flow00 []float32
 	opt.Observe = func(r StepRecord) {
+		calls[r.Block]++
 		if r.Clean {
 			note("clean_pass_input", relErr(r.Input, clean[r.Block*bs:(r.Block+1)*bs]))
 			return
 		}
-		o := (r.Block*4 + r.Step) * bs
+		if r.Block == 0 && r.Step == 0 {
+			flow00 = append([]float32(nil), r.Flow...)
+		}
+		o := (r.Block*S + r.Step) * bs
 		note("step_input", relErr(r.Input, stepIn[o:o+bs]))
 		note("step_flow_pred", relErr(r.Flow, stepFlow[o:o+bs]))
 		note("step_x0_pred", relErr(r.X0, stepX0[o:o+bs]))
 	}
+	blocks := 0
 	opt.BlockDone = func(b int, x []float32, log BlockLog) {
+		blocks++
 		e := relErr(x, lat[b*bs:(b+1)*bs])
 		note("latents", e)
 		if e > goldenTol {
@@ -162,18 +244,118 @@ func checkRollout(t *testing.T, g *goldenFile, m *wan.Model, pol memory.Policy, 
 	if err := Run(m, pol, opt); err != nil {
 		t.Fatal(err)
 	}
+	if blocks != opt.Blocks {
+		t.Fatalf("%d of %d blocks ran", blocks, opt.Blocks)
+	}
 	for k, e := range worst {
 		if e > goldenTol {
 			t.Errorf("%s: worst relative error %.3g > %g", k, e, goldenTol)
 		}
 	}
+	g.mark("step_input", "step_flow_pred", "step_x0_pred", "clean_pass_input", "latents", "context", "noise_initial", "noise_renoise")
 	t.Logf("worst relative errors: %v", worst)
+
+	var sc rolloutSidecar
+	g.sidecar(&sc)
+	pc := pol.(interface{ Config() memory.Config }).Config()
+	for k, raw := range sc.Rollout {
+		var want any
+		switch k {
+		case "num_blocks":
+			want = opt.Blocks
+		case "num_latent_frames":
+			want = opt.Blocks * opt.FramesPerBlock
+		case "sink_size_frames":
+			want = pc.SinkFrames
+		case "local_attn_size_frames":
+			want = pc.CacheFrames
+		case "denoising_step_list":
+			want = DefaultSteps
+		case "timestep_shift", "warp_denoising_step":
+			// The schedule the rollout ran must be the step list warped
+			// (or not) with this shift.
+			var steps []int
+			var shift float64
+			var warp bool
+			if json.Unmarshal(sc.Rollout["denoising_step_list"], &steps) != nil || json.Unmarshal(sc.Rollout["timestep_shift"], &shift) != nil ||
+				json.Unmarshal(sc.Rollout["warp_denoising_step"], &warp) != nil {
+				t.Errorf("%s: rollout step list / shift / warp unreadable", g.name)
+				continue
+			}
+			if !warp {
+				shift = 1
+			}
+			s, err := NewSchedule(steps, shift, 1000)
+			if err != nil || !slices.Equal(s.Timesteps, opt.Schedule.Timesteps) || !slices.Equal(s.Sigmas, opt.Schedule.Sigmas) {
+				t.Errorf("%s: rollout.%s: steps %v, shift %v, warp %v give %+v (%v), the rollout used %+v", g.name, k, steps, shift, warp, s, err, opt.Schedule)
+			}
+			g.markSidecar("rollout." + k)
+			continue
+		case "denoising_update_mode":
+			want = "x0_renoise" // the only update Run implements: x0 = x − σ·v, re-noised with fresh noise
+		case "context_noise":
+			want = 0 // Run feeds the clean pass the clean x0 (clean_pass_input checks it)
+		case "forwards_per_block":
+			for b, n := range calls {
+				if n != calls[0] {
+					t.Errorf("block %d: %d forward calls, block 0 had %d", b, n, calls[0])
+				}
+			}
+			want = calls[0]
+		default:
+			t.Errorf("%s: sidecar rollout.%s = %s is not compared: add it to checkRollout", g.name, k, raw)
+			continue
+		}
+		if !sameJSON(t, raw, want) {
+			t.Errorf("%s: sidecar rollout.%s = %s, the rollout used %v", g.name, k, raw, want)
+		}
+		g.markSidecar("rollout." + k)
+	}
+	if len(sc.Rollout) == 0 {
+		t.Errorf("%s: sidecar has no rollout settings", g.name)
+	}
+	// The reference's self-check: its block-0 step-0 flow equals forward
+	// case a's (the same first call). Recompute it from the golden files,
+	// and check the Go rollout's first call against forward case a too.
+	for k, v := range sc.Check {
+		if !strings.HasPrefix(k, "max_abs_diff_block0_step0_vs_") || !strings.HasSuffix(k, "forward_a") {
+			t.Errorf("%s: sidecar check.%s is not compared: add it to checkRollout", g.name, k)
+			continue
+		}
+		fa := openGolden(t, goldenForwards[0]+".safetensors").f64("flow_pred")
+		var d float64
+		for i, w := range fa {
+			d = math.Max(d, math.Abs(stepFlow[i]-w))
+		}
+		if d != v {
+			t.Errorf("%s: check.%s = %v, the golden files differ by %v", g.name, k, v, d)
+		}
+		if e := relErr(flow00, fa); e > goldenTol {
+			t.Errorf("%s: block 0 step 0 flow vs forward case a: relative error %.3g", g.name, e)
+		}
+		g.markSidecar("check." + k)
+	}
+}
+
+// sameJSON reports whether the JSON value raw equals want once both are
+// decoded the same way.
+func sameJSON(t *testing.T, raw json.RawMessage, want any) bool {
+	t.Helper()
+	wb, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b any
+	if json.Unmarshal(raw, &a) != nil || json.Unmarshal(wb, &b) != nil {
+		return false
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 func TestGoldenRolloutNative(t *testing.T) {
 	m := goldenModel(t)
 	g := openGolden(t, "rollout_native.safetensors")
-	pol, err := memory.New(memory.NameNative, memory.Config{Layout: m.Cfg.Layout(6, 8, 3), SinkFrames: 1, CacheFrames: 12})
+	pol, err := memory.New(memory.NameNative, memory.Config{Layout: m.Cfg.Layout(goldenH, goldenW, goldenF), SinkFrames: 1, CacheFrames: 12})
 	if err != nil {
 		t.Fatal(err)
 	}

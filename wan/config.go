@@ -8,18 +8,21 @@ import (
 
 // Config is the architecture of a Wan2.1-style DiT.
 type Config struct {
-	Dim      int     `json:"dim" yaml:"dim"`           // hidden size (1536)
-	FFNDim   int     `json:"ffn_dim" yaml:"ffn_dim"`   // FFN hidden size (8960)
-	FreqDim  int     `json:"freq_dim" yaml:"freq_dim"` // sinusoidal time embedding size (256)
-	TextDim  int     `json:"text_dim" yaml:"text_dim"` // text encoder width (4096)
-	TextLen  int     `json:"text_len" yaml:"text_len"` // text rows attended (512)
-	InDim    int     `json:"in_dim" yaml:"in_dim"`     // latent channels in (16)
-	OutDim   int     `json:"out_dim" yaml:"out_dim"`   // latent channels out (16)
-	Heads    int     `json:"num_heads" yaml:"num_heads"`
-	Layers   int     `json:"num_layers" yaml:"num_layers"`
-	Patch    [3]int  `json:"patch_size" yaml:"patch_size"` // (t, h, w) = (1, 2, 2)
-	Eps      float64 `json:"eps" yaml:"eps"`               // RMSNorm / LayerNorm epsilon (1e-6)
-	RoPEBase float64 `json:"rope_theta" yaml:"rope_theta"` // 10000
+	Dim     int     `json:"dim" yaml:"dim"`           // hidden size (1536)
+	FFNDim  int     `json:"ffn_dim" yaml:"ffn_dim"`   // FFN hidden size (8960)
+	FreqDim int     `json:"freq_dim" yaml:"freq_dim"` // sinusoidal time embedding size (256)
+	TextDim int     `json:"text_dim" yaml:"text_dim"` // text encoder width (4096)
+	TextLen int     `json:"text_len" yaml:"text_len"` // text rows attended (512)
+	InDim   int     `json:"in_dim" yaml:"in_dim"`     // latent channels in (16)
+	OutDim  int     `json:"out_dim" yaml:"out_dim"`   // latent channels out (16)
+	Heads   int     `json:"num_heads" yaml:"num_heads"`
+	Layers  int     `json:"num_layers" yaml:"num_layers"`
+	Patch   [3]int  `json:"patch_size" yaml:"patch_size"` // (t, h, w) = (1, 2, 2)
+	Eps     float64 `json:"eps" yaml:"eps"`               // RMSNorm / LayerNorm epsilon (1e-6)
+	// RoPEBase is the RoPE base θ (10000). The memory policy applies RoPE
+	// for the model, so its memory.Config.RoPETheta must equal this:
+	// Memory fills it in, and Forward rejects a policy that reports another.
+	RoPEBase float64 `json:"rope_theta" yaml:"rope_theta"`
 }
 
 // DefaultConfig is Wan2.1-T2V-1.3B.
@@ -69,6 +72,21 @@ func (c Config) Validate() error {
 		return fmt.Errorf("wan: config: eps %v must be > 0 and rope_theta %v > 1", c.Eps, c.RoPEBase)
 	}
 	return nil
+}
+
+// Memory returns mc completed for this model: the layout for latents of
+// height×width and framesPerBlock frames per block (see Layout), and the
+// model's RoPE base (a zero mc.RoPETheta becomes RoPEBase; a different one
+// is an error, since the policy rotates this model's queries and keys).
+func (c Config) Memory(mc memory.Config, height, width, framesPerBlock int) (memory.Config, error) {
+	mc.Layout = c.Layout(height, width, framesPerBlock)
+	if mc.RoPETheta == 0 {
+		mc.RoPETheta = c.RoPEBase
+	}
+	if mc.RoPETheta != c.RoPEBase {
+		return mc, fmt.Errorf("wan: memory config rope_theta %v differs from the model's rope_theta %v", mc.RoPETheta, c.RoPEBase)
+	}
+	return mc, nil
 }
 
 // Layout returns the memory layout of this model for latents of height×width

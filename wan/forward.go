@@ -142,6 +142,13 @@ func (m *Model) Forward(flow []float32, c Call, pol memory.Policy) error {
 	if want := cfg.Layout(H, W, F); pol.Layout() != want {
 		return fmt.Errorf("wan: forward block %d: memory policy %s has layout %+v, the model needs %+v", c.Mem.Block, pol.Name(), pol.Layout(), want)
 	}
+	// A policy that reports its configuration (every memory package policy)
+	// must rotate with the model's RoPE base.
+	if pc, ok := pol.(interface{ Config() memory.Config }); ok {
+		if th := pc.Config().RoPETheta; th != cfg.RoPEBase {
+			return fmt.Errorf("wan: forward block %d: memory policy %s applies RoPE with base %v, the model's rope_theta is %v", c.Mem.Block, pol.Name(), th, cfg.RoPEBase)
+		}
+	}
 	gh, gw := H/ph, W/pw
 	tpf := gh * gw
 	T := F * tpf

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/internal/goldencov"
 	"github.com/densitykv/densitykv/internal/goldendir"
 	"github.com/densitykv/densitykv/memory"
 )
@@ -60,6 +61,10 @@ func relErr(got []float32, want []float64) float64 {
 
 const goldenTol = 1e-4
 
+// The golden latent geometry the tests use: 6×8 latents (a 3×4 token grid)
+// and 3-frame blocks (checked against the sidecars by TestGoldenSidecars).
+const goldenH, goldenW, goldenF = 6, 8, 3
+
 func goldenModel(t *testing.T) *Model {
 	t.Helper()
 	m, err := Load(filepath.Join(goldendir.Wan(t), "weights.safetensors"), TinyConfig(), LoadOptions{})
@@ -71,7 +76,7 @@ func goldenModel(t *testing.T) *Model {
 
 func nativePolicy(t *testing.T, m *Model) memory.Policy {
 	t.Helper()
-	p, err := memory.New(memory.NameNative, memory.Config{Layout: m.Cfg.Layout(6, 8, 3), SinkFrames: 1, CacheFrames: 12})
+	p, err := memory.New(memory.NameNative, memory.Config{Layout: m.Cfg.Layout(goldenH, goldenW, goldenF), SinkFrames: 1, CacheFrames: 12})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +92,11 @@ func goldenText(t *testing.T, m *Model, g *goldenFile) *Text {
 	return txt
 }
 
+// TestGoldenForwards runs the four single-block forwards on the native
+// cache and compares flow_pred and every intermediate (inter.*, and cache.*
+// as the clean pass's roped keys and values) to goldenTol relative. The
+// inputs x, timestep, context and history_x are fed in. (x0_pred is
+// compared by package rollout, which owns the schedule.)
 func TestGoldenForwards(t *testing.T) {
 	m := goldenModel(t)
 	cases := []struct {
@@ -101,17 +111,21 @@ func TestGoldenForwards(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
-			g := openGolden(t, c.file+".safetensors")
+			file := c.file + ".safetensors"
+			g := openGolden(t, file)
 			pol := nativePolicy(t, m)
 			txt := goldenText(t, m, g)
+			goldencov.Mark(file, "x", "timestep", "context")
 			if c.file == "forward_a_first_block_t1000" {
 				if e := relErr(txt.Embed, g.f64("inter.context_embed")); e > goldenTol {
 					t.Errorf("context_embed: relative error %.3g", e)
 				}
+				goldencov.Mark(file, "inter.context_embed")
 			}
 			if c.check.Block == 1 {
-				hist := make([]float32, 3*16*6*8)
-				err := m.Forward(hist, Call{Latent: g.f32("history_x"), Height: 6, Width: 8, Timesteps: []float32{0, 0, 0},
+				goldencov.Mark(file, "history_x")
+				hist := make([]float32, goldenF*m.Cfg.InDim*goldenH*goldenW)
+				err := m.Forward(hist, Call{Latent: g.f32("history_x"), Height: goldenH, Width: goldenW, Timesteps: []float32{0, 0, 0},
 					Text: txt, Mem: memory.Call{Block: 0, First: true, Clean: true, Step: 4}}, pol)
 				if err != nil {
 					t.Fatal(err)
@@ -123,8 +137,8 @@ func TestGoldenForwards(t *testing.T) {
 				ts[i] = float32(v)
 			}
 			got := map[string][]float32{}
-			flow := make([]float32, 3*16*6*8)
-			err := m.Forward(flow, Call{Latent: g.f32("x"), Height: 6, Width: 8, Timesteps: ts, Text: txt, Mem: c.check,
+			flow := make([]float32, goldenF*m.Cfg.InDim*goldenH*goldenW)
+			err := m.Forward(flow, Call{Latent: g.f32("x"), Height: goldenH, Width: goldenW, Timesteps: ts, Text: txt, Mem: c.check,
 				Trace: func(name string, x []float32) { got[name] = append([]float32(nil), x...) }}, pol)
 			if err != nil {
 				t.Fatal(err)
@@ -134,6 +148,7 @@ func TestGoldenForwards(t *testing.T) {
 			} else {
 				t.Logf("flow_pred: relative error %.3g", e)
 			}
+			goldencov.Mark(file, "flow_pred")
 			for _, n := range g.s.Names() {
 				var key string
 				switch {
@@ -161,6 +176,7 @@ func TestGoldenForwards(t *testing.T) {
 				if e := relErr(x, g.f64(n)); e > goldenTol {
 					t.Errorf("%s: relative error %.3g > %g", n, e, goldenTol)
 				}
+				goldencov.Mark(file, n)
 			}
 		})
 	}

@@ -169,8 +169,10 @@ type LoadOptions struct {
 	// LoRA is an optional checkpoint holding LongLive's adapters (in its
 	// "generator_lora" entry for PyTorch files); merged into the weights.
 	LoRA string
-	// LoRAAlpha is the LoRA alpha (0 = the rank, i.e. scale 1; LongLive
-	// uses rank 256, alpha 256).
+	// LoRAAlpha is the LoRA alpha: each adapter is scaled by alpha/r with r
+	// its lora_A's first dimension. 0 means alpha = the rank (scale 1),
+	// which needs every adapter to have the same rank. LongLive uses rank
+	// 256, alpha 256.
 	LoRAAlpha float64
 }
 
@@ -188,19 +190,10 @@ func Load(path string, cfg Config, opt LoadOptions) (*Model, error) {
 		if err != nil {
 			return nil, fmt.Errorf("wan: load lora: %w", err)
 		}
-		alpha := opt.LoRAAlpha
-		if alpha == 0 {
-			for _, t := range lsd {
-				if len(t.Shape) == 2 {
-					alpha = float64(min(t.Shape[0], t.Shape[1])) // rank
-					break
-				}
-			}
-		}
 		if err := sd.Check(mustModel(cfg).Expected()); err != nil {
 			return nil, fmt.Errorf("wan: %w", err)
 		}
-		merged, err := checkpoint.MergeLoRA(sd, lsd, alpha)
+		merged, err := checkpoint.MergeLoRA(sd, lsd, opt.LoRAAlpha)
 		if err != nil {
 			return nil, fmt.Errorf("wan: %w", err)
 		}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"math"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,10 +54,105 @@ func TestFromStateDictNamesEveryProblem(t *testing.T) {
 	}
 }
 
+// TestRoPEBaseReachesThePolicy checks that Config.RoPEBase is what the
+// memory policy rotates with: Config.Memory fills it in (or rejects a
+// different memory rope_theta), Forward rejects a policy built with another
+// base, and changing the base changes the output.
+func TestRoPEBaseReachesThePolicy(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		base   float64
+		memory float64
+		want   float64
+		errHas string
+	}{
+		{"default fills in", 10000, 0, 10000, ""},
+		{"model base fills in", 20000, 0, 20000, ""},
+		{"equal", 20000, 20000, 20000, ""},
+		{"mismatch", 20000, 10000, 0, "rope_theta 10000 differs from the model's rope_theta 20000"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := TinyConfig()
+			cfg.RoPEBase = c.base
+			mc, err := cfg.Memory(memory.Config{RoPETheta: c.memory, SinkFrames: 1}, 6, 8, 3)
+			if c.errHas != "" {
+				if err == nil || !strings.Contains(err.Error(), c.errHas) {
+					t.Fatalf("err = %v, want %q", err, c.errHas)
+				}
+				return
+			}
+			if err != nil || mc.RoPETheta != c.want || mc.Layout != cfg.Layout(6, 8, 3) || mc.SinkFrames != 1 {
+				t.Fatalf("Memory = %+v, %v", mc, err)
+			}
+		})
+	}
+	flow := func(base, policyBase float64) ([]float32, error) {
+		cfg := TinyConfig()
+		cfg.RoPEBase = base
+		m, err := Random(cfg, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pol, err := memory.New(memory.NameNative, memory.Config{Layout: cfg.Layout(6, 8, 3), RoPETheta: policyBase})
+		if err != nil {
+			t.Fatal(err)
+		}
+		txt, err := m.EmbedText(make([]float32, 8*cfg.TextDim), 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := make([]float32, 3*16*6*8)
+		for i := range in {
+			in[i] = float32(math.Sin(float64(i)))
+		}
+		out := make([]float32, len(in))
+		return out, m.Forward(out, Call{Latent: in, Height: 6, Width: 8, Timesteps: []float32{1000, 1000, 1000}, Text: txt, Mem: memory.Call{First: true}}, pol)
+	}
+	if _, err := flow(20000, 10000); err == nil || !strings.Contains(err.Error(), "RoPE with base 10000, the model's rope_theta is 20000") {
+		t.Fatalf("policy with another RoPE base: %v", err)
+	}
+	a, err := flow(10000, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := flow(20000, 20000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Equal(a, b) {
+		t.Fatal("the RoPE base does not change the output")
+	}
+}
+
 func TestDefaultConfigShapes(t *testing.T) {
 	c := DefaultConfig()
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
+	}
+	// Every field of the Wan2.1-T2V-1.3B configuration (issue #4).
+	fields := []struct {
+		field     string
+		got, want any
+	}{
+		{"Dim", c.Dim, 1536}, {"FFNDim", c.FFNDim, 8960}, {"Heads", c.Heads, 12}, {"Layers", c.Layers, 30},
+		{"TextLen", c.TextLen, 512}, {"TextDim", c.TextDim, 4096}, {"FreqDim", c.FreqDim, 256},
+		{"Patch", c.Patch, [3]int{1, 2, 2}}, {"InDim", c.InDim, 16}, {"OutDim", c.OutDim, 16},
+		{"Eps", c.Eps, 1e-6}, {"RoPEBase", c.RoPEBase, 10000.0},
+	}
+	covered := map[string]bool{}
+	for _, f := range fields {
+		covered[f.field] = true
+		if f.got != f.want {
+			t.Errorf("DefaultConfig().%s = %v, want %v", f.field, f.got, f.want)
+		}
+	}
+	for i := 0; i < reflect.TypeFor[Config]().NumField(); i++ {
+		if n := reflect.TypeFor[Config]().Field(i).Name; !covered[n] {
+			t.Errorf("Config.%s: no default asserted", n)
+		}
+	}
+	if c.HeadDim() != 128 {
+		t.Errorf("head dim %d, want 128", c.HeadDim())
 	}
 	m := mustModel(c)
 	var n int64

@@ -28,6 +28,9 @@ type wanBenchJSON struct {
 	ParamBytes      int64     `json:"param_bytes"`
 	PeakHeapBytes   uint64    `json:"peak_heap_bytes"`
 	PeakHeapFull    uint64    `json:"peak_heap_bytes_full_model"`
+	ParamPerLayer   int64     `json:"param_bytes_per_layer"`
+	CachePerLayer   int64     `json:"kv_cache_bytes_per_layer"`
+	TextPerLayer    int64     `json:"text_kv_bytes_per_layer"`
 	Threads         int       `json:"threads"`
 	ElapsedSeconds  float64   `json:"elapsed_seconds"`
 	ExtrapolateNote string    `json:"note,omitempty"`
@@ -43,9 +46,12 @@ func newBenchWanCmd() *cobra.Command {
 weights: the tiny golden configuration as a real 8-block rollout (median of
 the blocks after the 12-frame cache is full), and Wan2.1-T2V-1.3B at 480×832
 (4,680 tokens per block) with one layer run against the steady-state
-12-frame context (18,720 keys) and extrapolated to 30 layers and 5 calls per
-block, because a full 1.3B block takes a long time on a 2-core machine. The
-extrapolation is stated in the output.`,
+12-frame context (18,720 keys, held per layer in float32 like the native
+cache) and extrapolated to 30 layers and 5 calls per block, because a full
+1.3B block takes a long time on a 2-core machine. The peak heap is measured
+with the layers run; the full-model figure adds each missing layer's
+parameters, 12-frame K/V cache and text K/V. The output states what is
+measured and what is extrapolated.`,
 		Example: `  densitykv bench wan --tiny
   densitykv bench wan --calls 1 --json`,
 		Args: cobra.NoArgs,
@@ -70,9 +76,11 @@ extrapolation is stated in the output.`,
 				j := wanBenchJSON{Name: r.Name, Params: r.Params, Layers: r.Layers, LayersRun: r.LayersRun, Tokens: r.Tokens, Keys: r.Keys,
 					CallsPerBlock: r.CallsPerBlock, CallSeconds: r.CallSeconds, BlockSeconds: r.BlockSeconds, CallMedian: r.MedianCall,
 					BlockMedian: r.MedianBlock, PerBlock: r.PerBlock, Extrapolated: r.Extrapolated, ParamBytes: r.ParamBytes,
-					PeakHeapBytes: r.PeakHeapBytes, PeakHeapFull: r.PeakHeapFull, Threads: r.Threads, ElapsedSeconds: r.SecondsElapsed}
+					PeakHeapBytes: r.PeakHeapBytes, PeakHeapFull: r.PeakHeapFull, ParamPerLayer: r.ParamBytesPerLayer,
+					CachePerLayer: r.PolicyBytesPerLayer, TextPerLayer: r.TextBytesPerLayer, Threads: r.Threads, ElapsedSeconds: r.SecondsElapsed}
 				if r.Extrapolated {
-					j.ExtrapolateNote = fmt.Sprintf("per-block time and memory extrapolated from %d of %d layers", r.LayersRun, r.Layers)
+					j.ExtrapolateNote = fmt.Sprintf("measured with %d of %d layers; per-block time scaled by %d/%d; peak_heap_bytes_full_model = peak_heap_bytes + %d × (param + kv_cache + text_kv bytes per layer)",
+						r.LayersRun, r.Layers, r.Layers, r.LayersRun, r.Layers-r.LayersRun)
 				}
 				out = append(out, j)
 				if !jsonOut {

@@ -139,13 +139,9 @@ decoded video frames.`,
 				}
 				g.Texts = nil
 				for _, t := range texts {
-					ts := TextSpec{Path: t, Tensor: textTensor}
-					if i := strings.LastIndex(t, "@"); i > 0 {
-						b, err := strconv.Atoi(t[i+1:])
-						if err != nil || b < 0 {
-							return usagef("--text %q: the block after @ must be a non-negative integer", t)
-						}
-						ts.Path, ts.FromBlock = t[:i], b
+					ts, err := parseTextSpec(t, textTensor)
+					if err != nil {
+						return usageError{err}
 					}
 					if _, err := os.Stat(ts.Path); err != nil {
 						return usagef("--text: %w", err)
@@ -179,8 +175,10 @@ decoded video frames.`,
 				if strings.ContainsAny(name, `/\`) {
 					return usagef("--name %q must be a plain folder name", name)
 				}
-				m := mc
-				m.Layout = g.Model.Layout(g.LatentHeight, g.LatentWidth, 3)
+				m, err := g.Model.Memory(mc, g.LatentHeight, g.LatentWidth, 3)
+				if err != nil {
+					return usageError{err}
+				}
 				rm, err := m.Resolve()
 				if err != nil {
 					return usageError{err}
@@ -208,7 +206,7 @@ decoded video frames.`,
 	f.StringVar(&g.LoRA, "lora", "", "LongLive LoRA checkpoint (generator_lora entry), merged into the weights")
 	f.Float64Var(&g.LoRAAlpha, "lora-alpha", 0, "LoRA alpha (0 = the rank)")
 	f.StringVar(&g.Arch, "arch", "1.3b", "model architecture: 1.3b (Wan2.1-T2V-1.3B) or tiny (the golden test model)")
-	f.StringSliceVar(&texts, "text", nil, "text-encoder output tensor file; PATH@BLOCK switches to it at BLOCK (repeatable)")
+	f.StringSliceVar(&texts, "text", nil, "text-encoder output tensor file; PATH@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable)")
 	f.StringVar(&textTensor, "text-tensor", "", "tensor name inside the text files (default: context, or the only tensor)")
 	f.IntVar(&g.LatentHeight, "latent-height", 60, "latent height (60 for 480×832 video)")
 	f.IntVar(&g.LatentWidth, "latent-width", 104, "latent width (104 for 480×832 video)")
@@ -237,6 +235,32 @@ decoded video frames.`,
 	f.BoolVar(&rf.force, "force", false, "overwrite an existing run folder")
 	f.BoolVar(&rf.quiet, "quiet", false, "no progress output")
 	return cmd
+}
+
+// parseTextSpec parses one --text value: PATH, or PATH@BLOCK to switch to
+// that prompt at block BLOCK. Only the text after the last '@' can be the
+// block, and only when it is an integer, so a path that contains '@'
+// ("runs/v@2/ctx.safetensors") is taken whole; a negative or out-of-range
+// block, or an empty path before it, is an error.
+func parseTextSpec(arg, tensor string) (TextSpec, error) {
+	ts := TextSpec{Path: arg, Tensor: tensor}
+	i := strings.LastIndex(arg, "@")
+	if i < 0 {
+		return ts, nil
+	}
+	b, err := strconv.Atoi(arg[i+1:])
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return ts, fmt.Errorf("--text %q: block %s after @ is out of range", arg, arg[i+1:])
+	case err != nil:
+		return ts, nil // not PATH@BLOCK: the '@' belongs to the path
+	case b < 0:
+		return ts, fmt.Errorf("--text %q: the block after @ must be non-negative", arg)
+	case i == 0:
+		return ts, fmt.Errorf("--text %q: no file before @%d", arg, b)
+	}
+	ts.Path, ts.FromBlock = arg[:i], b
+	return ts, nil
 }
 
 func loadYAMLFile(path string, v any) error {
@@ -328,6 +352,9 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 			return fmt.Errorf("--text %s: %w", ts.Path, err)
 		}
 		prompts = append(prompts, rollout.Prompt{FromBlock: ts.FromBlock, Text: txt, Name: filepath.Base(ts.Path)})
+	}
+	if _, err := g.Model.Memory(gc.Memory, g.LatentHeight, g.LatentWidth, 3); err != nil {
+		return fmt.Errorf("%s: %w", fileConfig, err)
 	}
 	pol, err := memory.New(gc.Policies[0], gc.Memory)
 	if err != nil {

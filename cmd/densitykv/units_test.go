@@ -130,3 +130,37 @@ func TestTotalMemory(t *testing.T) {
 		t.Fatalf("totalMemory() = %d bytes, implausible", m)
 	}
 }
+
+func TestParseTextSpec(t *testing.T) {
+	for _, c := range []struct {
+		arg    string
+		path   string
+		block  int
+		errHas string
+	}{
+		{"ctx.safetensors", "ctx.safetensors", 0, ""},
+		{"ctx.safetensors@3", "ctx.safetensors", 3, ""},
+		{"ctx.safetensors@0", "ctx.safetensors", 0, ""},
+		{"runs/v@2/ctx.safetensors", "runs/v@2/ctx.safetensors", 0, ""},
+		{"runs/v@2/ctx.safetensors@7", "runs/v@2/ctx.safetensors", 7, ""},
+		{"a@b@12", "a@b", 12, ""},
+		{"user@host.pt", "user@host.pt", 0, ""},
+		{"trailing@", "trailing@", 0, ""},
+		{"ctx.safetensors@-1", "", 0, "must be non-negative"},
+		{"ctx.safetensors@99999999999999999999", "", 0, "out of range"},
+		{"@4", "", 0, "no file before @4"},
+	} {
+		t.Run(c.arg, func(t *testing.T) {
+			ts, err := parseTextSpec(c.arg, "context")
+			if c.errHas != "" {
+				if err == nil || !strings.Contains(err.Error(), c.errHas) {
+					t.Fatalf("err = %v, want %q", err, c.errHas)
+				}
+				return
+			}
+			if err != nil || ts.Path != c.path || ts.FromBlock != c.block || ts.Tensor != "context" {
+				t.Fatalf("parseTextSpec(%q) = %+v, %v; want path %q block %d", c.arg, ts, err, c.path, c.block)
+			}
+		})
+	}
+}

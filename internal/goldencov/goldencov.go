@@ -1,0 +1,310 @@
+// Package goldencov makes the tests account for everything in the Wan
+// golden folder (../shared/golden/wan): every tensor of every file and every
+// sidecar field that carries data.
+//
+// Tests call Mark for the items they compared (or fed in as inputs whose
+// effect they compared). Each package that owns part of the folder (Owner)
+// runs Main from its TestMain: after a complete, passing run of the
+// package's tests, Main fails the run and lists every item the package owns
+// that no test marked. This package's own tests fail on any item that no
+// ownership rule covers, so a new tensor or sidecar field cannot go
+// unnoticed either.
+//
+// Items are tensor names for .safetensors files, "<entry>:<name>" (the
+// normalised key, see checkpoint.NormalizeKey) for each tensor entry of a
+// PyTorch .pt file, and "json:<path>" for the leaves of a .json sidecar:
+// object keys joined by ".", arrays of objects as "<key>[]" (so
+// "json:layer0_memory_log[].accepted_entries" is that field of every log
+// entry), and any other value as one leaf.
+package goldencov
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/internal/goldendir"
+)
+
+// Owners of golden items: the package whose tests must mark them.
+const (
+	Wan     = "wan"       // model config, weights, forward outputs and intermediates
+	Rollout = "rollout"   // rollouts, schedules, bank decisions, memory logs
+	Self    = "goldencov" // sidecar tensor listings (checked against the files)
+	// Prose marks sidecar text that describes rather than records data
+	// (descriptions of the procedure, layouts and formulas): nothing to
+	// compare, so nobody has to mark it.
+	Prose = "prose"
+)
+
+// prose lists the sidecar paths that are prose.
+var prose = map[string]bool{
+	"source": true, "description": true, "init": true, "notes": true, "case": true, "cache": true,
+	"noise_order": true, "step_arrays": true, "bank_update": true, "bank_arrays": true,
+	"density.kernel": true, "density.distance": true,
+	// The reference's arithmetic precision: the Go port runs float32 by
+	// design, against the README's tolerances.
+	"density.compute_dtype": true,
+}
+
+// Owner returns who must compare item of the golden file named file: Wan,
+// Rollout, Self or Prose, or "" when no rule covers it.
+func Owner(file, item string) string {
+	if p, ok := strings.CutPrefix(item, "json:"); ok {
+		switch {
+		case prose[p]:
+			return Prose
+		case strings.HasPrefix(p, "tensors."):
+			return Self
+		case strings.HasPrefix(p, "model_config."), p == "latent_frame_shape_CHW", p == "tokens_per_frame", p == "frames_per_block":
+			return Wan // every sidecar's model config and latent geometry
+		}
+	}
+	switch {
+	case strings.HasPrefix(file, "weights"):
+		return Wan
+	case strings.HasPrefix(file, "forward_"):
+		if item == "x0_pred" {
+			return Rollout // needs the schedule's σ(t)
+		}
+		return Wan
+	case strings.HasPrefix(file, "rollout_"):
+		return Rollout
+	}
+	return ""
+}
+
+// Registry records marked items per file.
+type Registry struct {
+	mu     sync.Mutex
+	marked map[string]map[string]bool
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{marked: map[string]map[string]bool{}} }
+
+// Mark records that items of file were compared.
+func (r *Registry) Mark(file string, items ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.marked[file]
+	if m == nil {
+		m = map[string]bool{}
+		r.marked[file] = m
+	}
+	for _, it := range items {
+		m[it] = true
+	}
+}
+
+// Marked reports whether item of file was marked.
+func (r *Registry) Marked(file, item string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.marked[file][item]
+}
+
+// Unmarked returns, for every file of dir, the items owned by owner that
+// were not marked ("file: item", sorted).
+func (r *Registry) Unmarked(dir, owner string) ([]string, error) {
+	files, err := Files(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, f := range files {
+		items, err := Items(dir, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			if Owner(f, it) == owner && !r.Marked(f, it) {
+				out = append(out, f+": "+it)
+			}
+		}
+	}
+	return out, nil
+}
+
+var std = NewRegistry()
+
+// Mark records in the package registry that the running test compared
+// items of the golden file named file (a base name, e.g.
+// "rollout_native.safetensors").
+func Mark(file string, items ...string) { std.Mark(file, items...) }
+
+// Files lists the golden files of dir that hold items: everything except
+// README.md.
+func Files(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("goldencov: %w", err)
+	}
+	var out []string
+	for _, e := range ents {
+		if !e.IsDir() && e.Name() != "README.md" {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// Items lists the items of one golden file (see the package comment). A
+// file of another kind is an error.
+func Items(dir, file string) ([]string, error) {
+	p := filepath.Join(dir, file)
+	switch filepath.Ext(file) {
+	case ".safetensors":
+		s, err := checkpoint.OpenSafetensors(p)
+		if err != nil {
+			return nil, fmt.Errorf("goldencov: %w", err)
+		}
+		defer s.Close()
+		return s.Names(), nil
+	case ".pt":
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("goldencov: %w", err)
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return nil, fmt.Errorf("goldencov: %w", err)
+		}
+		ents, err := checkpoint.TorchEntries(f, st.Size())
+		if err != nil {
+			return nil, fmt.Errorf("goldencov: %s: %w", file, err)
+		}
+		var out []string
+		for _, e := range ents {
+			sd, err := checkpoint.LoadTorch(f, st.Size(), checkpoint.TorchOptions{Entry: e})
+			if err != nil {
+				return nil, fmt.Errorf("goldencov: %s: %w", file, err)
+			}
+			for _, n := range sd.Names() {
+				out = append(out, e+":"+n)
+			}
+		}
+		return out, nil
+	case ".json":
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("goldencov: %w", err)
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return nil, fmt.Errorf("goldencov: %s: %w", file, err)
+		}
+		set := map[string]bool{}
+		flatten("", v, set)
+		out := make([]string, 0, len(set))
+		for k := range set {
+			out = append(out, "json:"+k)
+		}
+		sort.Strings(out)
+		return out, nil
+	}
+	return nil, fmt.Errorf("goldencov: %s: unknown kind of golden file (want .safetensors, .pt or .json)", file)
+}
+
+// flatten adds the leaf paths of v under prefix to set.
+func flatten(prefix string, v any, set map[string]bool) {
+	join := func(k string) string {
+		if prefix == "" {
+			return k
+		}
+		return prefix + "." + k
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		if len(x) == 0 {
+			set[prefix] = true
+		}
+		for k, e := range x {
+			flatten(join(k), e, set)
+		}
+	case []any:
+		objects := len(x) > 0
+		for _, e := range x {
+			if _, ok := e.(map[string]any); !ok {
+				objects = false
+			}
+		}
+		if !objects {
+			set[prefix] = true
+			return
+		}
+		for _, e := range x {
+			flatten(prefix+"[]", e, set)
+		}
+	default:
+		set[prefix] = true
+	}
+}
+
+// Sidecar reads the JSON sidecar file of the golden folder into v.
+func Sidecar(dir, file string, v any) error {
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		return fmt.Errorf("goldencov: %w", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("goldencov: %s: %w", file, err)
+	}
+	return nil
+}
+
+// filtered reports whether the test binary runs a subset of the package's
+// tests (or none), so that unmarked items would not mean untested ones.
+func filtered() bool {
+	for _, n := range []string{"test.run", "test.skip", "test.list"} {
+		if f := flag.Lookup(n); f != nil && f.Value.String() != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Main runs the package's tests (m.Run) and returns the exit code. When
+// every test ran (no -run, -skip or -list) and passed, it also checks that
+// the tests marked every golden item owned by owner, and fails, listing
+// them, when some are not. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(goldencov.Main(m, goldencov.Wan)) }
+func Main(m *testing.M, owner string) int {
+	code := m.Run()
+	if code != 0 {
+		return code
+	}
+	if filtered() {
+		if testing.Verbose() {
+			fmt.Println("goldencov: golden coverage not checked (filtered run)")
+		}
+		return code
+	}
+	dir, err := goldendir.Find(goldendir.EnvWan, "wan")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "goldencov: %v\n", err)
+		return 1
+	}
+	miss, err := std.Unmarked(dir, owner)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "goldencov: %v\n", err)
+		return 1
+	}
+	if len(miss) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL goldencov: %d golden items owned by package %s were compared by no test:\n\t%s\n", len(miss), owner, strings.Join(miss, "\n\t"))
+		return 1
+	}
+	if testing.Verbose() {
+		fmt.Printf("goldencov: every golden item owned by package %s was compared\n", owner)
+	}
+	return code
+}
