@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"fmt"
+	"github.com/densitykv/densitykv/gemm"
 	"math"
 	"sort"
 	"strings"
@@ -95,6 +96,7 @@ func MergeLoRA(base, lora StateDict, alpha float64) ([]string, error) {
 		}
 	}
 	names := make([]string, 0, len(pairs))
+	var delta []float32 // B·A, reused across adapters
 	for _, p := range pairs {
 		w := base[p.target]
 		out, in, r := w.Shape[0], w.Shape[1], p.a.Shape[0]
@@ -103,23 +105,13 @@ func MergeLoRA(base, lora StateDict, alpha float64) ([]string, error) {
 			a = float64(r)
 		}
 		scale := float32(a / float64(r))
-		row := make([]float32, in)
-		for i := 0; i < out; i++ {
-			clear(row)
-			br := p.b.Data[i*r : (i+1)*r]
-			for q, bv := range br {
-				if bv == 0 {
-					continue
-				}
-				ar := p.a.Data[q*in : (q+1)*in]
-				for j, av := range ar {
-					row[j] += bv * av
-				}
-			}
-			wr := w.Data[i*in : (i+1)*in]
-			for j, v := range row {
-				wr[j] += scale * v
-			}
+		if cap(delta) < out*in {
+			delta = make([]float32, out*in)
+		}
+		delta = delta[:out*in]
+		gemm.NN(out, in, r, p.b.Data, r, p.a.Data, in, delta, in)
+		for i, v := range delta {
+			w.Data[i] += scale * v
 		}
 		names = append(names, p.target)
 	}
