@@ -12,18 +12,8 @@ func (b *Bank) Check(blk Block) error {
 	b.acquire()
 	defer b.release()
 	_, err := b.prepare(blk)
-	// prepare fills only the transient candidate scratch; drop the slices
-	// that alias the caller's block before the scratch goes back to the pool
-	// (as Update does; with a BF16 payload the rounded copies are owned).
-	for h := range b.scratch {
-		s := &b.scratch[h]
-		if b.cfg.Payload != BF16 {
-			s.ck, s.cv = nil, nil
-		}
-		if b.cfg.Payload != BF16 || b.cfg.DescDim > 0 {
-			s.cd = nil
-		}
-	}
+	// prepare fills only the transient candidate scratch.
+	b.dropBlockRefs()
 	if err != nil {
 		return fmt.Errorf("bank: update %d: %w", b.updates, err)
 	}

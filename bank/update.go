@@ -201,7 +201,18 @@ func (b *Bank) Update(blk Block) (Decision, error) {
 		peak += b.ws[w].Bytes() + int64(cap(b.cache[w]))*4
 	}
 	b.peak = max(b.peak, peak)
-	// Drop references to the caller's block (scratch that aliases it).
+	b.dropBlockRefs()
+	b.updates++
+	b.offered += int64(n)
+	dec.Timings.Total = time.Since(t0)
+	return dec, nil
+}
+
+// dropBlockRefs clears the candidate scratch that aliases the caller's
+// block (keys and values are used in place with an F32 payload, descriptors
+// unless they are BF16-rounded copies), so the pooled scratch does not keep
+// the block alive.
+func (b *Bank) dropBlockRefs() {
 	for h := range b.scratch {
 		sc := &b.scratch[h]
 		if b.cfg.Payload != BF16 {
@@ -211,10 +222,6 @@ func (b *Bank) Update(blk Block) (Decision, error) {
 			sc.cd = nil
 		}
 	}
-	b.updates++
-	b.offered += int64(n)
-	dec.Timings.Total = time.Since(t0)
-	return dec, nil
 }
 
 // prepare validates blk (before any mutation) and fills every head's

@@ -182,28 +182,8 @@ func TestSafetensorsMalformed(t *testing.T) {
 	}
 }
 
-// --- a minimal pickle writer for building .pt archives in tests ---
-
-type pk struct{ b []byte }
-
-func (p *pk) op(b ...byte) { p.b = append(p.b, b...) }
-func (p *pk) str(s string) {
-	p.op('X')
-	p.b = binary.LittleEndian.AppendUint32(p.b, uint32(len(s)))
-	p.b = append(p.b, s...)
-}
-func (p *pk) int(v int) {
-	p.op('J')
-	p.b = binary.LittleEndian.AppendUint32(p.b, uint32(int32(v)))
-}
-func (p *pk) global(mod, name string) { p.op('c'); p.b = append(p.b, mod+"\n"+name+"\n"...) }
-func (p *pk) tuple(vs ...int) {
-	p.op('(')
-	for _, v := range vs {
-		p.int(v)
-	}
-	p.op('t')
-}
+// pk builds the pickle of hand-made .pt archives.
+type pk = torchtest.Pickler
 
 type ptTensor struct {
 	key          string
@@ -219,37 +199,37 @@ func ptArchive(entries map[string][]struct {
 	t    ptTensor
 }, order []string, storages map[string][]byte) []byte {
 	p := &pk{}
-	p.op(0x80, 2, '}', '(')
+	p.Op(0x80, 2, '}', '(')
 	for _, e := range order {
-		p.str(e)
-		p.op('}', '(')
+		p.Str(e)
+		p.Op('}', '(')
 		for _, nt := range entries[e] {
-			p.str(nt.name)
-			p.global("torch._utils", "_rebuild_tensor_v2")
-			p.op('(')
+			p.Str(nt.name)
+			p.Global("torch._utils", "_rebuild_tensor_v2")
+			p.Op('(')
 			// persistent id tuple
-			p.op('(')
-			p.str("storage")
-			p.global("torch", nt.t.storage)
-			p.str(nt.t.key)
-			p.str("cpu")
-			p.int(nt.t.numel)
-			p.op('t', 'Q')
-			p.int(nt.t.offset)
-			p.tuple(nt.t.size...)
-			p.tuple(nt.t.stride...)
-			p.op(0x89) // False
-			p.global("collections", "OrderedDict")
-			p.op(')', 'R')
-			p.op('t', 'R')
+			p.Op('(')
+			p.Str("storage")
+			p.Global("torch", nt.t.storage)
+			p.Str(nt.t.key)
+			p.Str("cpu")
+			p.Int(nt.t.numel)
+			p.Op('t', 'Q')
+			p.Int(nt.t.offset)
+			p.Tuple(nt.t.size...)
+			p.Tuple(nt.t.stride...)
+			p.Op(0x89) // False
+			p.Global("collections", "OrderedDict")
+			p.Op(')', 'R')
+			p.Op('t', 'R')
 		}
-		p.op('u')
+		p.Op('u')
 	}
-	p.op('u', '.')
+	p.Op('u', '.')
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
 	w, _ := zw.Create("archive/data.pkl")
-	w.Write(p.b)
+	w.Write(p.B)
 	for k, v := range storages {
 		w, _ := zw.Create("archive/data/" + k)
 		w.Write(v)

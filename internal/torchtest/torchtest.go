@@ -40,11 +40,11 @@ type Options struct {
 func Write(w io.Writer, top Dict, opt Options) error {
 	p := &pickler{}
 	var storages [][]byte
-	p.op(0x80, 2)
+	p.Op(0x80, 2)
 	if err := p.dict(top, &storages); err != nil {
 		return err
 	}
-	p.op('.')
+	p.Op('.')
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
 	add := func(name string, b []byte) error {
@@ -58,7 +58,7 @@ func Write(w io.Writer, top Dict, opt Options) error {
 		_, err = f.Write(b)
 		return err
 	}
-	if err := add("archive/data.pkl", p.b); err != nil {
+	if err := add("archive/data.pkl", p.B); err != nil {
 		return err
 	}
 	for i, s := range storages {
@@ -85,35 +85,44 @@ func Bytes(top Dict, opt Options) []byte {
 	return b.Bytes()
 }
 
-type pickler struct{ b []byte }
+// Pickler appends pickle protocol-2 opcodes to B: the few that torch.save
+// archives use (also for hand-built archives in tests).
+type Pickler struct{ B []byte }
 
-func (p *pickler) op(b ...byte) { p.b = append(p.b, b...) }
+// Op appends raw opcode bytes.
+func (p *Pickler) Op(b ...byte) { p.B = append(p.B, b...) }
 
-func (p *pickler) str(s string) {
-	p.op('X')
-	p.b = binary.LittleEndian.AppendUint32(p.b, uint32(len(s)))
-	p.b = append(p.b, s...)
+// Str appends a BINUNICODE string.
+func (p *Pickler) Str(s string) {
+	p.Op('X')
+	p.B = binary.LittleEndian.AppendUint32(p.B, uint32(len(s)))
+	p.B = append(p.B, s...)
 }
 
-func (p *pickler) int(v int) {
-	p.op('J')
-	p.b = binary.LittleEndian.AppendUint32(p.b, uint32(int32(v)))
+// Int appends a BININT.
+func (p *Pickler) Int(v int) {
+	p.Op('J')
+	p.B = binary.LittleEndian.AppendUint32(p.B, uint32(int32(v)))
 }
 
-func (p *pickler) global(mod, name string) { p.op('c'); p.b = append(p.b, mod+"\n"+name+"\n"...) }
+// Global appends a GLOBAL mod.name.
+func (p *Pickler) Global(mod, name string) { p.Op('c'); p.B = append(p.B, mod+"\n"+name+"\n"...) }
 
-func (p *pickler) tuple(vs []int) {
-	p.op('(')
+// Tuple appends a tuple of ints.
+func (p *Pickler) Tuple(vs ...int) {
+	p.Op('(')
 	for _, v := range vs {
-		p.int(v)
+		p.Int(v)
 	}
-	p.op('t')
+	p.Op('t')
 }
+
+type pickler struct{ Pickler }
 
 func (p *pickler) dict(d Dict, storages *[][]byte) error {
-	p.op('}', '(')
+	p.Op('}', '(')
 	for _, e := range d {
-		p.str(e.Key)
+		p.Str(e.Key)
 		switch v := e.Value.(type) {
 		case *Tensor:
 			if err := p.tensor(v, storages); err != nil {
@@ -127,7 +136,7 @@ func (p *pickler) dict(d Dict, storages *[][]byte) error {
 			return fmt.Errorf("torchtest: %s: value %T is neither *Tensor nor Dict", e.Key, e.Value)
 		}
 	}
-	p.op('u')
+	p.Op('u')
 	return nil
 }
 
@@ -153,21 +162,21 @@ func (p *pickler) tensor(t *Tensor, storages *[][]byte) error {
 		raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(v))
 	}
 	*storages = append(*storages, raw)
-	p.global("torch._utils", "_rebuild_tensor_v2")
-	p.op('(')
-	p.op('(')
-	p.str("storage")
-	p.global("torch", "FloatStorage")
-	p.str(key)
-	p.str("cpu")
-	p.int(n)
-	p.op('t', 'Q')
-	p.int(0)
-	p.tuple(t.Shape)
-	p.tuple(stride)
-	p.op(0x89) // False
-	p.global("collections", "OrderedDict")
-	p.op(')', 'R')
-	p.op('t', 'R')
+	p.Global("torch._utils", "_rebuild_tensor_v2")
+	p.Op('(')
+	p.Op('(')
+	p.Str("storage")
+	p.Global("torch", "FloatStorage")
+	p.Str(key)
+	p.Str("cpu")
+	p.Int(n)
+	p.Op('t', 'Q')
+	p.Int(0)
+	p.Tuple(t.Shape...)
+	p.Tuple(stride...)
+	p.Op(0x89) // False
+	p.Global("collections", "OrderedDict")
+	p.Op(')', 'R')
+	p.Op('t', 'R')
 	return nil
 }
