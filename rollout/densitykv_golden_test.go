@@ -3,6 +3,7 @@ package rollout
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/densitykv/densitykv/internal/goldencov"
 	"math"
 	"slices"
 	"testing"
@@ -400,12 +401,12 @@ func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []
 			}
 			continue
 		}
-		if !sameJSON(t, raw, want) {
+		if !goldencov.SameJSON(t, raw, want) {
 			t.Errorf("%s: sidecar density.%s = %s, the policy uses %v", g.name, k, raw, want)
 		}
 		g.markSidecar("density." + k)
 	}
-	if !sameJSON(t, sc.Capacity, pc.Capacity) {
+	if !goldencov.SameJSON(t, sc.Capacity, pc.Capacity) {
 		t.Errorf("%s: capacity_tokens_per_head = %s, the policy uses %d", g.name, sc.Capacity, pc.Capacity)
 	}
 	g.markSidecar("capacity_tokens_per_head")
@@ -426,7 +427,7 @@ func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []
 			evicted += d.Heads[0].Mandatory + d.Heads[0].Capacity
 		}
 	}
-	if !sameJSON(t, sc.TotalEvicted, evicted) {
+	if !goldencov.SameJSON(t, sc.TotalEvicted, evicted) {
 		t.Errorf("%s: total_evicted_entries_all_layers = %s, the run evicted %d per head", g.name, sc.TotalEvicted, evicted)
 	}
 	g.markSidecar("total_evicted_entries_all_layers")
@@ -529,7 +530,7 @@ func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []
 				w := want.(float64)
 				ok = json.Unmarshal(raw, &v) == nil && math.Abs(v-w) <= goldenTol*math.Abs(v)+1e-12
 			} else {
-				ok = sameJSON(t, raw, want)
+				ok = goldencov.SameJSON(t, raw, want)
 			}
 			if !ok {
 				t.Errorf("%s: layer0_memory_log block %d: %s = %s, the run has %v", g.name, b, k, raw, want)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -306,7 +305,7 @@ func checkRollout(t *testing.T, g *goldenFile, m *wan.Model, pol memory.Policy, 
 			t.Errorf("%s: sidecar rollout.%s = %s is not compared: add it to checkRollout", g.name, k, raw)
 			continue
 		}
-		if !sameJSON(t, raw, want) {
+		if !goldencov.SameJSON(t, raw, want) {
 			t.Errorf("%s: sidecar rollout.%s = %s, the rollout used %v", g.name, k, raw, want)
 		}
 		g.markSidecar("rollout." + k)
@@ -335,21 +334,6 @@ func checkRollout(t *testing.T, g *goldenFile, m *wan.Model, pol memory.Policy, 
 		}
 		g.markSidecar("check." + k)
 	}
-}
-
-// sameJSON reports whether the JSON value raw equals want once both are
-// decoded the same way.
-func sameJSON(t *testing.T, raw json.RawMessage, want any) bool {
-	t.Helper()
-	wb, err := json.Marshal(want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var a, b any
-	if json.Unmarshal(raw, &a) != nil || json.Unmarshal(wb, &b) != nil {
-		return false
-	}
-	return reflect.DeepEqual(a, b)
 }
 
 func TestGoldenRolloutNative(t *testing.T) {

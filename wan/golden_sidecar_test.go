@@ -5,8 +5,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
@@ -105,7 +103,7 @@ func TestGoldenSidecars(t *testing.T) {
 		}
 		check := func(item string, raw json.RawMessage, want any) {
 			t.Helper()
-			if !sameJSON(t, raw, want) {
+			if !goldencov.SameJSON(t, raw, want) {
 				t.Errorf("%s: %s = %s, the Go side has %v", file, item, raw, want)
 			}
 			goldencov.Mark(file, "json:"+item)
@@ -153,19 +151,4 @@ func TestGoldenSidecars(t *testing.T) {
 			check("frames_per_block", sc.FPB, lay.FramesPerBlock)
 		}
 	}
-}
-
-// sameJSON reports whether the JSON value raw equals want once both are
-// decoded the same way.
-func sameJSON(t *testing.T, raw json.RawMessage, want any) bool {
-	t.Helper()
-	wb, err := json.Marshal(want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var a, b any
-	if json.Unmarshal(raw, &a) != nil || json.Unmarshal(wb, &b) != nil {
-		return false
-	}
-	return reflect.DeepEqual(a, b) || strings.TrimSpace(string(raw)) == string(wb)
 }

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -307,4 +308,20 @@ func Main(m *testing.M, owner string) int {
 		fmt.Printf("goldencov: every golden item owned by package %s was compared\n", owner)
 	}
 	return code
+}
+
+// SameJSON reports whether the JSON value raw equals want once both are
+// decoded the same way (or their encodings are identical); it fails t if
+// want cannot be encoded.
+func SameJSON(t testing.TB, raw json.RawMessage, want any) bool {
+	t.Helper()
+	wb, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b any
+	if json.Unmarshal(raw, &a) != nil || json.Unmarshal(wb, &b) != nil {
+		return false
+	}
+	return reflect.DeepEqual(a, b) || strings.TrimSpace(string(raw)) == string(wb)
 }
