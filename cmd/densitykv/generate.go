@@ -479,6 +479,12 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 		}
 		return writeJSONAtomic(filepath.Join(dir, "attention_trace.json"), traceFile(tr, g.TraceStep))
 	}
+	// snapAt is the block of the checkpoint with a snapshot on disk (−1:
+	// none yet), so that a stop right after one does not save it again.
+	snapAt := -1
+	if rf.resume {
+		snapAt = start
+	}
 	// checkpoint commits the run's state after block st.NextBlock−1; with
 	// withSnap it saves the policy snapshot to continue from (not needed once
 	// the run is complete).
@@ -511,6 +517,10 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 		}
 		if err := writeGenCheckpoint(cpPath, gs); err != nil {
 			return err
+		}
+		snapAt = -1
+		if withSnap {
+			snapAt = st.NextBlock
 		}
 		old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
 		for _, f := range old {
@@ -607,7 +617,12 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 	if err != nil && !interrupted {
 		return err
 	}
-	if err := checkpoint(interrupted); err != nil {
+	if interrupted && snapAt == st.NextBlock {
+		// Stopped right after a checkpoint: it stands.
+		if err := writeTrace(); err != nil {
+			return err
+		}
+	} else if err := checkpoint(interrupted); err != nil {
 		return err
 	}
 	if rec != nil {

@@ -77,10 +77,10 @@ type fileFingerprint struct {
 // checkpoints of several GiB) by their size and fingerprintPieces evenly
 // spaced pieces of fingerprintPiece bytes, the first and last included, so
 // that resuming does not read the whole checkpoint a second time.
-const (
-	fingerprintWhole  = 256 << 20
-	fingerprintPieces = 64
-	fingerprintPiece  = 1 << 20
+var (
+	fingerprintWhole  int64 = 256 << 20
+	fingerprintPieces int64 = 64
+	fingerprintPiece  int64 = 1 << 20
 )
 
 func fingerprint(role, path string) (fileFingerprint, error) {
@@ -103,7 +103,7 @@ func fingerprint(role, path string) (fileFingerprint, error) {
 	} else {
 		fmt.Fprintf(h, "sampled %d %d %d\n", fp.Size, fingerprintPieces, fingerprintPiece)
 		buf := make([]byte, fingerprintPiece)
-		for i := int64(0); i < fingerprintPieces; i++ {
+		for i := range fingerprintPieces {
 			off := i * (fp.Size - fingerprintPiece) / (fingerprintPieces - 1)
 			if _, err := f.ReadAt(buf, off); err != nil {
 				return fp, fmt.Errorf("%s: %w", path, err)
