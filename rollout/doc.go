@@ -15,6 +15,9 @@
 //
 // Results stream out per block (Writer: safetensors latent shards + a JSON
 // manifest; a JSON-lines memory log), so long rollouts never hold all
-// latents. Generate wires checkpoint + text embeddings + policy for the
+// latents. A rollout stopped between blocks (Options.Stop) continues at
+// block b with Options.Start = b, the policy restored from a snapshot
+// (memory.Snapshotter) and the folder reopened by ResumeWriter,
+// bit-identically. Generate wires checkpoint + text embeddings + policy for the
 // command line; Bench measures per-block time and peak memory.
 package rollout

@@ -55,6 +55,23 @@ type Options struct {
 	BlockDone func(block int, latents []float32, log BlockLog)
 	// Context cancels the rollout between forward calls (nil = never).
 	Context context.Context
+	// Stop, when set, ends the rollout between blocks: it is checked before
+	// every block, and once it is done Run returns its error (wrapped)
+	// without starting the block. Unlike Context it never interrupts a
+	// block, so the policy is left at a block boundary, where it can be
+	// snapshotted (memory.Snapshotter) and the rollout resumed with Start.
+	Stop context.Context
+	// Start is the first block to generate (0 = from the beginning). A
+	// rollout started at block b > 0 continues one that completed blocks
+	// 0..b−1: the policy must hold the state it had after block b−1 (for
+	// instance restored with memory.Snapshotter), Writer must expect block
+	// b (ResumeWriter) and MemLog must end after block b−1's line. Nothing
+	// else carries over between blocks: Noise is addressed by frame and
+	// draw index (Initial(frame), Renoise(block, step)), the prompt is
+	// chosen by block index, and each Text's cross-attention K/V are fixed
+	// once embedded. So blocks b.. are bit-identical to those of the
+	// uninterrupted rollout.
+	Start int
 }
 
 // BlockLog is the per-block memory record (one JSON line of the memory
@@ -80,9 +97,9 @@ type BlockLog struct {
 	Bytes         int64          `json:"bytes"`
 }
 
-// Run generates opt.Blocks blocks with model m reading its history through
-// pol. It returns the first error of the model, the policy, the noise
-// source or the writer.
+// Run generates blocks opt.Start..opt.Blocks−1 with model m reading its
+// history through pol. It returns the first error of the model, the
+// policy, the noise source or the writer.
 func Run(m *wan.Model, pol memory.Policy, opt Options) error {
 	F := opt.FramesPerBlock
 	if F == 0 {
@@ -90,6 +107,12 @@ func Run(m *wan.Model, pol memory.Policy, opt Options) error {
 	}
 	if opt.Blocks <= 0 {
 		return fmt.Errorf("rollout: %d blocks requested", opt.Blocks)
+	}
+	if opt.Start < 0 || opt.Start > opt.Blocks {
+		return fmt.Errorf("rollout: start block %d outside [0, %d]", opt.Start, opt.Blocks)
+	}
+	if opt.Writer != nil && opt.Writer.Next() != opt.Start {
+		return fmt.Errorf("rollout: the writer expects block %d, the rollout starts at block %d", opt.Writer.Next(), opt.Start)
 	}
 	if opt.Schedule == nil || len(opt.Schedule.Timesteps) == 0 {
 		return fmt.Errorf("rollout: no schedule")
@@ -135,7 +158,12 @@ func Run(m *wan.Model, pol memory.Policy, opt Options) error {
 	ts := make([]float32, F)
 	start := time.Now()
 	sr, _ := pol.(memory.StatsReporter)
-	for b := 0; b < opt.Blocks; b++ {
+	for b := opt.Start; b < opt.Blocks; b++ {
+		if opt.Stop != nil {
+			if err := opt.Stop.Err(); err != nil {
+				return fmt.Errorf("rollout: stopped before block %d: %w", b, err)
+			}
+		}
 		bt := time.Now()
 		prompt := opt.Prompts[0]
 		for _, p := range opt.Prompts {

@@ -1,10 +1,15 @@
 package rollout
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/densitykv/densitykv/checkpoint"
@@ -42,6 +47,8 @@ type Shard struct {
 	File    string  `json:"file"`   // relative to the folder
 	Tensor  string  `json:"tensor"` // "latents" [F][C][H][W]
 	Seconds float64 `json:"seconds"`
+	// SHA256 is the file's SHA-256 (hex), checked when a rollout resumes.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // Writer streams latent shards (one safetensors file per block) and the
@@ -68,6 +75,69 @@ func NewWriter(dir string, man Manifest) (*Writer, error) {
 	return w, w.flush()
 }
 
+// ResumeWriter reopens the folder of a stopped rollout to continue at block
+// next (see Options.Start). It reads the manifest and checks that it lists
+// shards 0..next−1 in order and that their files exist with the SHA-256 the
+// manifest recorded (the files are hashed, not decoded). Shards from next
+// on — blocks written after the state the rollout resumes from — are
+// dropped from the manifest and their files removed; the manifest is
+// rewritten.
+func ResumeWriter(dir string, next int) (*Writer, error) {
+	man, err := ReadManifest(dir)
+	if err != nil {
+		return nil, fmt.Errorf("rollout: resume: %w", err)
+	}
+	if next < 0 || next > len(man.Shards) {
+		return nil, fmt.Errorf("rollout: resume at block %d: %s lists %d shards", next, filepath.Join(dir, ManifestFile), len(man.Shards))
+	}
+	F := man.FramesPerBlock
+	for b, sh := range man.Shards[:next] {
+		want := fmt.Sprintf("%s/block_%05d.safetensors", LatentDir, b)
+		if sh.Block != b || sh.File != want || sh.Frames != [2]int{b * F, (b + 1) * F} {
+			return nil, fmt.Errorf("rollout: resume: %s: shard %d is block %d in %s, want block %d in %s", ManifestFile, b, sh.Block, sh.File, b, want)
+		}
+		sum, err := fileSHA256(filepath.Join(dir, sh.File))
+		if err != nil {
+			return nil, fmt.Errorf("rollout: resume: latents of completed block %d: %w", b, err)
+		}
+		if sh.SHA256 != "" && sum != sh.SHA256 {
+			return nil, fmt.Errorf("rollout: resume: latents of completed block %d: %s has SHA-256 %s, the manifest records %s", b, filepath.Join(dir, sh.File), sum, sh.SHA256)
+		}
+	}
+	// Blocks beyond next: listed or not (a crash between a shard and its
+	// manifest), their files go.
+	stale, _ := filepath.Glob(filepath.Join(dir, LatentDir, "block_*.safetensors*"))
+	for _, f := range stale {
+		var b int
+		_, err := fmt.Sscanf(filepath.Base(f), "block_%d.safetensors", &b)
+		if err == nil && (b >= next || strings.HasSuffix(f, ".tmp")) {
+			if err := os.Remove(f); err != nil {
+				return nil, fmt.Errorf("rollout: resume: %w", err)
+			}
+		}
+	}
+	man.Shards = man.Shards[:next]
+	man.Complete = man.BlocksPlanned > 0 && next == man.BlocksPlanned
+	w := &Writer{dir: dir, man: man}
+	return w, w.flush()
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Next returns the block the writer expects next.
+func (w *Writer) Next() int { return len(w.man.Shards) }
+
 // Manifest returns a copy of the current manifest.
 func (w *Writer) Manifest() Manifest {
 	m := w.man
@@ -86,15 +156,36 @@ func (w *Writer) WriteBlock(b int, latents []float32, seconds float64) error {
 		return fmt.Errorf("rollout: writer: block %d has %d values, want %d×%d×%d×%d", b, len(latents), F, C, H, W)
 	}
 	name := fmt.Sprintf("%s/block_%05d.safetensors", LatentDir, b)
-	err := checkpoint.WriteSafetensorsFile(filepath.Join(w.dir, name),
+	sum, err := writeShard(filepath.Join(w.dir, name),
 		[]checkpoint.WriteTensor{{Name: "latents", Shape: []int{F, C, H, W}, Data: latents}},
 		map[string]string{"block": fmt.Sprint(b), "first_frame": fmt.Sprint(b * F)})
 	if err != nil {
 		return fmt.Errorf("rollout: writer: block %d: %w", b, err)
 	}
-	w.man.Shards = append(w.man.Shards, Shard{Block: b, Frames: [2]int{b * F, (b + 1) * F}, File: name, Tensor: "latents", Seconds: seconds})
+	w.man.Shards = append(w.man.Shards, Shard{Block: b, Frames: [2]int{b * F, (b + 1) * F}, File: name, Tensor: "latents", Seconds: seconds, SHA256: sum})
 	w.man.Complete = w.man.BlocksPlanned > 0 && len(w.man.Shards) == w.man.BlocksPlanned
 	return w.flush()
+}
+
+// writeShard writes a safetensors file atomically (temporary file + rename)
+// and returns its SHA-256.
+func writeShard(path string, tensors []checkpoint.WriteTensor, metadata map[string]string) (string, error) {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	werr := checkpoint.WriteSafetensors(io.MultiWriter(f, h), tensors, metadata)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func (w *Writer) flush() error {

@@ -111,6 +111,39 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	return &Writer{w: bw, h: h, n: l.TokensPerBlock() * l.Heads * l.HeadDim, block: -1}, nil
 }
 
+// ResumeWriter continues a stream of which a Writer wrote the header h and
+// the complete blocks first..next−1 and was then flushed (Flush), not
+// closed: w must be positioned right after them, for instance the file
+// truncated to the size it had at that Flush (which also drops an end
+// record written since). It writes nothing itself; the next block must be
+// block next (any index when next == first, as for NewWriter).
+func ResumeWriter(w io.Writer, h Header, first, next int) (*Writer, error) {
+	if h.DType == "" {
+		h.DType = Float32
+	}
+	if err := h.validate(); err != nil {
+		return nil, err
+	}
+	if first < 0 || next < first || next > math.MaxInt32 {
+		return nil, fmt.Errorf("synth: resume writer: blocks %d..%d", first, next-1)
+	}
+	l := h.Layout
+	sw := &Writer{w: bufio.NewWriterSize(w, 1<<20), h: h, n: l.TokensPerBlock() * l.Heads * l.HeadDim, block: -1, blocks: next - first}
+	if next > first {
+		sw.block, sw.layer = next-1, l.Layers
+	}
+	return sw, nil
+}
+
+// Flush writes the buffered records to the underlying writer. Between
+// blocks, what is then written is a resume point for ResumeWriter.
+func (w *Writer) Flush() error {
+	if err := w.w.Flush(); err != nil {
+		return fmt.Errorf("synth: flush: %w", err)
+	}
+	return nil
+}
+
 // Header returns the header the writer wrote.
 func (w *Writer) Header() Header { return w.h }
 

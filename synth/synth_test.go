@@ -524,3 +524,63 @@ func BenchmarkGeneratorBlock(b *testing.B) {
 		})
 	}
 }
+
+// TestResumeWriter writes part of a stream, flushes (the resume point),
+// closes it as a stopped run would, truncates back to the resume point and
+// continues with ResumeWriter: the file equals a stream written in one go.
+func TestResumeWriter(t *testing.T) {
+	c := smallConfig()
+	want := writeStream(t, c, Float32)
+	h := Header{Layout: c.Layout, Blocks: c.Blocks, Source: "test"}
+	for _, k := range []int{0, 2} {
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := mustGen(t, c)
+		copyBlocks := func(w *Writer, n int) {
+			for b := 0; b < n; b++ {
+				info, err := g.NextBlock()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := w.BeginBlock(info.Index, info.Latent, info.LatentShape); err != nil {
+					t.Fatal(err)
+				}
+				for l := 0; l < c.Layout.Layers; l++ {
+					q, k, v, _ := g.Layer(l)
+					if err := w.WriteLayer(l, q, k, v); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		copyBlocks(w, k)
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		at := buf.Len()
+		if err := w.Close(); err != nil { // the stopped run ends its file
+			t.Fatal(err)
+		}
+		buf.Truncate(at)
+		r, err := ResumeWriter(&buf, h, 0, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k > 0 && r.BeginBlock(k+1, nil, [4]int{}) == nil {
+			t.Fatal("resumed writer accepted a gap")
+		}
+		copyBlocks(r, c.Blocks-k)
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf.Bytes(), want) {
+			t.Fatalf("resumed after %d blocks: %d bytes differ from the %d of a stream written at once", k, buf.Len(), len(want))
+		}
+	}
+	if _, err := ResumeWriter(io.Discard, h, 2, 1); err == nil {
+		t.Fatal("resume with next < first accepted")
+	}
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -81,6 +81,7 @@ func newGenerateCmd() *cobra.Command {
 	var textTensor, policy string
 	var seconds float64
 	var seed uint64
+	var snapEvery int
 	var out, name string
 	var mc memory.Config
 	cmd := &cobra.Command{
@@ -100,7 +101,12 @@ attention mass from each query frame to each source frame on the 4th
 denoising pass), and plots/. There is no VAE decoder in this project: with
 --preview it writes PNG frames of a latent preview (3 latent channels as
 RGB) under preview/, and preview.mp4 when ffmpeg is installed. These are not
-decoded video frames.`,
+decoded video frames.
+
+Ctrl-C stops after the current block and saves a resume checkpoint (also
+saved every --snapshot-every blocks); --resume continues from it without
+computing the completed blocks again, with results identical to an
+uninterrupted run.`,
 		Example: `  densitykv generate --checkpoint wan_causal.pt --text prompt.safetensors --seconds 30 --policy densitykv
   densitykv generate --arch tiny --checkpoint weights.safetensors --text ctx.safetensors --text-tensor context \
       --latent-height 6 --latent-width 8 --blocks 8 --policy densitykv --capacity 24 --ordering max`,
@@ -169,6 +175,9 @@ decoded video frames.`,
 				if g.TraceStep < -1 || g.TraceStep >= len(rollout.DefaultSchedule().Timesteps) {
 					return usagef("--trace-step is %d, want -1 (off) or 0..%d", g.TraceStep, len(rollout.DefaultSchedule().Timesteps)-1)
 				}
+				if snapEvery < 0 {
+					return usagef("--snapshot-every is %d, want >= 0", snapEvery)
+				}
 				if name == "" {
 					name = "generate"
 				}
@@ -183,7 +192,7 @@ decoded video frames.`,
 				if err != nil {
 					return usageError{err}
 				}
-				gc = generateConfig{Config: Config{Run: RunConfig{Out: out, Name: name, Seed: int64(seed), Plots: true},
+				gc = generateConfig{Config: Config{Run: RunConfig{Out: out, Name: name, Seed: int64(seed), SnapshotEvery: snapEvery, Plots: true},
 					Stream:   StreamConfig{Kind: "wan", Seconds: float64(g.Blocks*3) / 4, FPS: 4},
 					Policies: []string{policy}, Memory: rm}, Generate: g}
 				if !f.Changed("policy") && policy == "" {
@@ -217,6 +226,7 @@ decoded video frames.`,
 	f.IntVar(&g.TraceStep, "trace-step", 3, "denoising step whose attention is traced (3 = 4th pass), -1 = off")
 	f.BoolVar(&g.Preview, "preview", true, "write PNG frames of a latent preview (and preview.mp4 with ffmpeg)")
 	f.StringVar(&g.RecordStream, "record-stream", "", "record the clean passes' q/k/v into this stream file (replay with simulate/eval --stream file)")
+	f.IntVar(&snapEvery, "snapshot-every", 10, "save a resume checkpoint (policy snapshot) every N blocks, 0 = only when stopped with Ctrl-C")
 	f.StringVar(&out, "out", "runs", "parent folder of run folders")
 	f.StringVar(&name, "name", "generate", "run folder name")
 	f.IntVar(&mc.SinkFrames, "sink-frames", 0, "first-frame sink, frames (0 = 1)")
@@ -306,15 +316,51 @@ func loadTextEmbedding(path, name string) ([]float32, int, int, error) {
 	return t.Data, sh[0], sh[1], nil
 }
 
-// runGenerate runs (or, with --resume, replays and continues) a rollout.
+// runGenerate runs a rollout or, with --resume, continues a stopped one
+// from its checkpoint (see genstate.go): the policy is restored from its
+// snapshot and the rollout starts at the checkpoint's block, so completed
+// blocks are not computed again.
 func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	ctx := cmd.Context()
 	g := gc.Generate
 	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
-	var saved runState
+	stateDir := filepath.Join(dir, dirState)
+	cpPath := filepath.Join(stateDir, fileCheckpoint)
+	gs := &genState{}
 	if rf.resume {
-		if err := readJSON(filepath.Join(dir, dirState, fileCheckpoint), &saved); err != nil {
-			return usagef("--resume: %s has no checkpoint: %v", dir, err)
+		saved, err := readGenCheckpoint(cpPath)
+		if errors.Is(err, os.ErrNotExist) {
+			return usagef("--resume: %s has no checkpoint (%s); start the run again without --resume", dir, filepath.Join(dirState, fileCheckpoint))
+		}
+		if err != nil {
+			return fmt.Errorf("--resume: %w", err)
+		}
+		gs = saved
+		y, err := os.ReadFile(filepath.Join(dir, fileConfig))
+		if err != nil {
+			return fmt.Errorf("--resume: %w", err)
+		}
+		if sum := sha256Hex(y); sum != gs.ConfigSHA256 {
+			return fmt.Errorf("--resume: %s changed since the checkpoint (SHA-256 %.12s…, was %.12s…); resume needs the configuration the run started with",
+				filepath.Join(dir, fileConfig), sum, gs.ConfigSHA256)
+		}
+		if gs.NextBlock < 0 || gs.NextBlock > g.Blocks || len(gs.Shards) != gs.NextBlock || gs.Adm == nil ||
+			len(gs.Totals) != 1 || len(gs.Bytes) != 1 || len(gs.Bytes[0]) != gs.NextBlock {
+			return fmt.Errorf("--resume: %s: checkpoint at block %d (%d shards) does not fit the run's %d blocks and policy %s", cpPath, gs.NextBlock, len(gs.Shards), g.Blocks, gc.Policies[0])
+		}
+		if gs.NextBlock == g.Blocks {
+			return usagef("--resume: %s is already complete (%d blocks); densitykv trace %s re-renders its plots", dir, g.Blocks, dir)
+		}
+		if gs.Snapshot == "" || !gs.Snapshots {
+			return fmt.Errorf("--resume: %s names no policy snapshot", cpPath)
+		}
+		inputs, err := generateInputs(g)
+		if err != nil {
+			return fmt.Errorf("--resume: %w", err)
+		}
+		if err := checkInputs(gs.Inputs, inputs); err != nil {
+			return fmt.Errorf("--resume: %w", err)
 		}
 	} else {
 		if err := prepareRunDir(dir, rf.force); err != nil {
@@ -327,11 +373,19 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 		if err != nil {
 			return err
 		}
-		if err := writeFileAtomic(filepath.Join(dir, fileConfig), append([]byte("# densitykv generate: resolved configuration\n"), y...)); err != nil {
+		y = append([]byte("# densitykv generate: resolved configuration\n"), y...)
+		if err := writeFileAtomic(filepath.Join(dir, fileConfig), y); err != nil {
 			return err
 		}
+		gs.ConfigSHA256 = sha256Hex(y)
+		if gs.Inputs, err = generateInputs(g); err != nil {
+			return err
+		}
+		gs.runState = runState{Adm: newAdmissions(gc.Config), Totals: []*policyTotals{{Policy: gc.Policies[0]}}, Bytes: make([][]int64, 1)}
 	}
-	if err := os.MkdirAll(filepath.Join(dir, dirState), 0o755); err != nil {
+	st := &gs.runState
+	start := st.NextBlock
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		return err
 	}
 	m, err := wan.Load(g.Checkpoint, g.Model, wan.LoadOptions{Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha})
@@ -360,90 +414,169 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 	if err != nil {
 		return err
 	}
+	snap, ok := pol.(snapshotter)
+	if !ok {
+		return fmt.Errorf("policy %s cannot be snapshotted for --resume", gc.Policies[0])
+	}
+	if rf.resume {
+		if err := loadSnapshotSum(filepath.Join(stateDir, gs.Snapshot), gs.SnapshotSHA256, snap); err != nil {
+			return fmt.Errorf("--resume: policy %s: %w", gc.Policies[0], err)
+		}
+	}
 	frames := g.Blocks * 3
 	var tr *attentionTracer
 	var run memory.Policy = pol
 	if g.TraceStep >= 0 {
 		tr = newAttentionTracer(pol, g.TraceStep, frames)
+		if rf.resume {
+			if len(gs.TraceMass) != len(tr.Mass) {
+				return fmt.Errorf("--resume: %s: attention trace of %d values, want %d", cpPath, len(gs.TraceMass), len(tr.Mass))
+			}
+			copy(tr.Mass, gs.TraceMass)
+		}
 		run = tr
 	}
-	finishRec := func() error { return nil }
+	var rec *streamRecord
 	if g.RecordStream != "" {
-		rec, closeRec, err := newStreamRecorder(g.RecordStream, run, pol, g)
+		rec, err = newStreamRecord(g.RecordStream, recordHeader(pol, g), rf.resume, gs.RecordBytes, start)
 		if err != nil {
-			return err
+			return fmt.Errorf("--record-stream: %w", err)
 		}
-		defer closeRec()
-		run, finishRec = rec, closeRec
+		defer rec.finish()
+		sr, err := synth.NewRecorder(run, rec.sw)
+		if err != nil {
+			return fmt.Errorf("--record-stream: %w", err)
+		}
+		run = recorded{sr, pol}
 	}
 	sch := rollout.DefaultSchedule()
 	seed := uint64(gc.Run.Seed)
-	// On --resume, the stopped run's shards move aside so that the
-	// recomputed blocks can be checked against them.
-	oldMan, _ := rollout.ReadManifest(dir)
-	prevDir := filepath.Join(dir, dirState)
+	man := rollout.Manifest{Policy: pol.Name(), Channels: g.Model.OutDim, Height: g.LatentHeight, Width: g.LatentWidth,
+		FramesPerBlock: 3, BlocksPlanned: g.Blocks, Timesteps: sch.Timesteps, Sigmas: sch.Sigmas, Seed: &seed,
+		Extra: map[string]string{"checkpoint": g.Checkpoint, "lora": g.LoRA}}
+	var w *rollout.Writer
 	if rf.resume {
-		os.RemoveAll(filepath.Join(prevDir, rollout.LatentDir))
-		if err := os.Rename(filepath.Join(dir, rollout.LatentDir), filepath.Join(prevDir, rollout.LatentDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		// The cheap check of the completed blocks: their shards exist with
+		// the checksums of the manifest and of the checkpoint.
+		if w, err = rollout.ResumeWriter(dir, start); err != nil {
 			return fmt.Errorf("--resume: %w", err)
 		}
-	}
-	w, err := rollout.NewWriter(dir, rollout.Manifest{Policy: pol.Name(), Channels: g.Model.OutDim, Height: g.LatentHeight, Width: g.LatentWidth,
-		FramesPerBlock: 3, BlocksPlanned: g.Blocks, Timesteps: sch.Timesteps, Sigmas: sch.Sigmas, Seed: &seed,
-		Extra: map[string]string{"checkpoint": g.Checkpoint, "lora": g.LoRA}})
-	if err != nil {
+		have := w.Manifest()
+		for b, sh := range have.Shards {
+			if sh.SHA256 != gs.Shards[b] {
+				return fmt.Errorf("--resume: latents of completed block %d: %s records SHA-256 %.12s…, the checkpoint %.12s…", b, rollout.ManifestFile, sh.SHA256, gs.Shards[b])
+			}
+		}
+		cmp := have
+		cmp.Version, cmp.Created, cmp.Shards, cmp.Complete = 0, "", nil, false
+		if !reflect.DeepEqual(cmp, man) {
+			return fmt.Errorf("--resume: %s describes another rollout (%+v, want %+v)", filepath.Join(dir, rollout.ManifestFile), cmp, man)
+		}
+		// Preview frames of blocks after the checkpoint are written again.
+		old, _ := filepath.Glob(filepath.Join(dir, "preview", "frame_*.png"))
+		for _, f := range old {
+			var fr int
+			if _, err := fmt.Sscanf(filepath.Base(f), "frame_%d.png", &fr); err == nil && fr >= start*3 {
+				os.Remove(f)
+			}
+		}
+		os.Remove(filepath.Join(dir, "preview.mp4"))
+	} else if w, err = rollout.NewWriter(dir, man); err != nil {
 		return err
 	}
-	logw, err := openLog(filepath.Join(dir, fileLog), saved.LogBytes)
+	logw, err := openLog(filepath.Join(dir, fileLog), st.LogBytes)
 	if err != nil {
 		return fmt.Errorf("memory log: %w", err)
 	}
 	defer logw.close()
-	st := &runState{Adm: newAdmissions(gc.Config), Totals: []*policyTotals{{Policy: gc.Policies[0]}}, Bytes: make([][]int64, 1)}
-	replayTo := saved.NextBlock
 	if rf.resume && !rf.quiet {
-		fmt.Fprintf(stderr, "resume: recomputing blocks 0..%d (checked against the saved latents), then continuing\n", replayTo-1)
+		fmt.Fprintf(stderr, "resume: continuing at block %d of %d from the checkpoint in %s\n", start, g.Blocks, stateDir)
 	}
 	if !rf.json && !rf.quiet {
 		l := gc.Memory.Layout
 		fmt.Fprintf(stdout, "generate: %s model, %d blocks (%d latent frames, %.4g s), latent %d×%d (%d×%d tokens), policy %s, M=%d\n",
 			g.Arch, g.Blocks, frames, float64(frames)/4, g.LatentHeight, g.LatentWidth, l.Height, l.Width, gc.Policies[0], gc.Memory.Capacity)
 	}
-	prog := newProgress(stderr, "generate", g.Blocks, 0, rf.quiet)
+	prog := newProgress(stderr, "generate", g.Blocks, start, rf.quiet)
 	defer prog.finish()
-	start := time.Now()
-	checkpointState := func() error {
+	began := time.Now()
+	writeTrace := func() error {
+		if tr == nil {
+			return nil
+		}
+		return writeJSONAtomic(filepath.Join(dir, "attention_trace.json"), traceFile(tr, g.TraceStep))
+	}
+	// snapAt is the block of the checkpoint with a snapshot on disk (−1:
+	// none yet), so that a stop right after one does not save it again.
+	snapAt := -1
+	if rf.resume {
+		snapAt = start
+	}
+	// checkpoint commits the run's state after block st.NextBlock−1; with
+	// withSnap it saves the policy snapshot to continue from (not needed once
+	// the run is complete).
+	checkpoint := func(withSnap bool) error {
 		n, err := logw.sync()
 		if err != nil {
-			return err
+			return fmt.Errorf("memory log: %w", err)
 		}
 		st.LogBytes = n
-		if err := writeJSONAtomic(filepath.Join(dir, dirState, fileCheckpoint), st); err != nil {
+		gs.RecordBytes = -1
+		if rec != nil {
+			if gs.RecordBytes, err = rec.sync(); err != nil {
+				return fmt.Errorf("--record-stream: %w", err)
+			}
+		}
+		gs.Snapshot, gs.SnapshotSHA256, st.Snapshots = "", "", withSnap
+		if withSnap {
+			gs.Snapshot = snapshotName(0, gc.Policies[0], st.NextBlock)
+			if gs.SnapshotSHA256, err = saveSnapshotSum(filepath.Join(stateDir, gs.Snapshot), snap); err != nil {
+				return fmt.Errorf("checkpoint: policy %s: %w", gc.Policies[0], err)
+			}
+		}
+		gs.Shards = gs.Shards[:0]
+		for _, sh := range w.Manifest().Shards {
+			gs.Shards = append(gs.Shards, sh.SHA256)
+		}
+		gs.TraceMass = nil
+		if tr != nil {
+			gs.TraceMass = tr.Mass
+		}
+		if err := writeGenCheckpoint(cpPath, gs); err != nil {
 			return err
 		}
-		if tr != nil {
-			return writeJSONAtomic(filepath.Join(dir, "attention_trace.json"), traceFile(tr, g.TraceStep))
+		snapAt = -1
+		if withSnap {
+			snapAt = st.NextBlock
 		}
-		return nil
+		old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
+		for _, f := range old {
+			if filepath.Base(f) != gs.Snapshot {
+				os.Remove(f)
+			}
+		}
+		return writeTrace()
 	}
 	var blockErr error
 	o := simOptions{stdout: stdout, stderr: stderr, updates: "all", quiet: rf.quiet}
 	if rf.json {
 		o.stdout = nil
 	}
+	stopping := false
 	err = rollout.Run(m, run, rollout.Options{Blocks: g.Blocks, FramesPerBlock: 3, Height: g.LatentHeight, Width: g.LatentWidth,
 		Schedule: sch, Noise: rollout.Seeded{Seed: seed, StepsPerBlock: len(sch.Timesteps) - 1}, Prompts: prompts,
-		Writer: w, Context: cmd.Context(),
+		Writer: w, Start: start, Stop: ctx,
+		Progress: func(p rollout.Progress) {
+			if !stopping && ctx.Err() != nil {
+				stopping = true
+				if !rf.quiet {
+					fmt.Fprintf(stderr, "\ngenerate: stopping after block %d to save a resume checkpoint\n", p.Block)
+				}
+			}
+		},
 		BlockDone: func(b int, latents []float32, bl rollout.BlockLog) {
 			if blockErr != nil {
 				return
-			}
-			if b < replayTo && b < len(oldMan.Shards) {
-				// Replayed block: it must equal what the stopped run wrote.
-				if old, err := rollout.ReadBlock(prevDir, oldMan, b); err == nil && !equal32(old, latents) {
-					blockErr = fmt.Errorf("--resume: block %d recomputed differently from the saved latents", b)
-					return
-				}
 			}
 			s := statsOf(pol)
 			s.Offered, s.Admitted, s.EvictedMandatory, s.EvictedCapacity = bl.Offered, bl.Admitted, bl.EvictedMandatory, bl.EvictedCapacity
@@ -478,12 +611,6 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 			}
 			st.NextBlock = b + 1
 			prog.add(1)
-			if genHook != nil {
-				genHook()
-			}
-			if b < replayTo {
-				return
-			}
 			for _, ln := range lines {
 				if err := logw.write(ln); err != nil {
 					blockErr = err
@@ -497,8 +624,15 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 					return
 				}
 			}
-			if err := checkpointState(); err != nil {
+			if every := gc.Run.SnapshotEvery; every > 0 && st.NextBlock%every == 0 && st.NextBlock < g.Blocks {
+				blockErr = checkpoint(true)
+			} else if _, err := logw.sync(); err != nil {
 				blockErr = err
+			} else {
+				blockErr = writeTrace()
+			}
+			if genHook != nil && blockErr == nil {
+				genHook()
 			}
 		},
 	})
@@ -506,18 +640,24 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 	if blockErr != nil {
 		return blockErr
 	}
-	interrupted := err != nil && errors.Is(err, cmd.Context().Err()) && cmd.Context().Err() != nil
+	interrupted := err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())
 	if err != nil && !interrupted {
 		return err
 	}
-	if err := checkpointState(); err != nil {
+	if interrupted && snapAt == st.NextBlock {
+		// Stopped right after a checkpoint: it stands.
+		if err := writeTrace(); err != nil {
+			return err
+		}
+	} else if err := checkpoint(interrupted); err != nil {
 		return err
 	}
-	if err := finishRec(); err != nil {
-		return fmt.Errorf("--record-stream: %w", err)
+	if rec != nil {
+		if err := rec.finish(); err != nil {
+			return fmt.Errorf("--record-stream: %w", err)
+		}
 	}
-	os.RemoveAll(filepath.Join(prevDir, rollout.LatentDir))
-	res := &simResult{Dir: dir, Cfg: gc.Config, State: st, Elapsed: time.Since(start), Interrupted: interrupted, Replayed: replayTo}
+	res := &simResult{Dir: dir, Cfg: gc.Config, State: st, Elapsed: time.Since(began), Interrupted: interrupted}
 	if err := writeArtifacts(dir, gc.Config, []memory.Policy{pol}, st); err != nil {
 		return err
 	}
@@ -561,18 +701,6 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 
 // genHook, when set (tests), runs after every finished block.
 var genHook func()
-
-func equal32(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			return false
-		}
-	}
-	return true
-}
 
 // attentionTraceJSON is attention_trace.json.
 type attentionTraceJSON struct {
@@ -701,33 +829,3 @@ type recorded struct {
 
 // LastStats reports the wrapped policy's statistics.
 func (r recorded) LastStats() memory.Stats { return statsOf(r.stats) }
-
-// newStreamRecorder wraps run so that every clean pass is recorded into
-// path; the returned function finishes the file.
-func newStreamRecorder(path string, run, pol memory.Policy, g GenerateSection) (memory.Policy, func() error, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--record-stream: %w", err)
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	sw, err := synth.NewWriter(bw, synth.Header{Layout: pol.Layout(), DType: synth.Float32, Blocks: g.Blocks,
-		Source: "densitykv generate " + filepath.Base(g.Checkpoint)})
-	if err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("--record-stream: %w", err)
-	}
-	rec, err := synth.NewRecorder(run, sw)
-	if err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("--record-stream: %w", err)
-	}
-	done := false
-	finish := func() error {
-		if done {
-			return nil
-		}
-		done = true
-		return errors.Join(sw.Close(), bw.Flush(), f.Close())
-	}
-	return recorded{rec, pol}, finish, nil
-}
