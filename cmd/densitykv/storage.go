@@ -169,19 +169,22 @@ func storageFigure(c storage.Config, horizons []float64) (*plots.Figure, error) 
 	}
 	gib := func(b int64) float64 { return float64(b) / storage.GiB }
 	type pol struct {
-		name  string
-		bytes func(s float64) int64
+		name   string
+		bytes  func(s float64) int64
+		dashed bool // told apart from a solid line at nearly the same height
 	}
 	pols := []pol{
-		{"LongLive-RAG (all K/V + descriptors)", func(s float64) int64 { return c.LongLiveRAG(c.Frames(s)) }},
-		{"Deep Forcing", func(float64) int64 { return c.DeepForcing() }},
-		{"Native / Infinity-RoPE", func(float64) int64 { return c.Native() }},
-		{"DensityKV (sink + window + bank)", func(float64) int64 { return c.DensityKV() }},
-		{"DensityKV bank only", func(float64) int64 { return c.DensityKVBank() }},
+		{"LongLive-RAG (all K/V + descriptors)", func(s float64) int64 { return c.LongLiveRAG(c.Frames(s)) }, false},
+		{"Full history (all K/V)", func(s float64) int64 { return c.FullHistory(c.Frames(s)) }, true},
+		{"Deep Forcing", func(float64) int64 { return c.DeepForcing() }, false},
+		{"Native / Infinity-RoPE", func(float64) int64 { return c.Native() }, true},
+		{"FIFO / uniform stride (DensityKV's budget)", func(float64) int64 { return c.Controls() }, true},
+		{"DensityKV (sink + window + bank)", func(float64) int64 { return c.DensityKV() }, false},
+		{"DensityKV bank only", func(float64) int64 { return c.DensityKVBank() }, false},
 	}
 	var ss []plots.Series
 	for _, p := range pols {
-		s := plots.Series{Name: p.name}
+		s := plots.Series{Name: p.name, Dashed: p.dashed}
 		for _, x := range xs {
 			s.X = append(s.X, x)
 			s.Y = append(s.Y, gib(p.bytes(x)))
