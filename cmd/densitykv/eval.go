@@ -70,7 +70,8 @@ reduced scale with 2 layers and 30 s.`,
 		Example: `  densitykv eval
   densitykv eval --groups baselines,policy --seconds 60
   densitykv eval --stream file --stream-file rollout.dkvs --rag-descriptor key-mean`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: interruptible("stopping after the current layer; a stopped eval writes no tables"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runEval(cmd, cf, ef)
 		},
@@ -165,10 +166,15 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 			len(vs), blocks, l.Height, l.Width, l.Layers, l.Heads, l.HeadDim, cfg.Memory.Capacity, dir)
 	}
 	prog := newProgress(stderr, "eval", blocks, 0, quiet)
-	opt.Progress = func(done, _ int) { prog.add(1) }
+	done := 0
+	opt.Progress = func(d, _ int) { done = d; prog.add(1) }
+	opt.Context = cmd.Context()
 	start := time.Now()
 	res, err := eval.Run(src, vs, opt)
 	prog.finish()
+	if err != nil && cmd.Context().Err() != nil {
+		return fmt.Errorf("%w: eval stopped after %d of %d blocks; a stopped eval writes no tables (run it again to evaluate)", errInterrupted, done, blocks)
+	}
 	if err != nil {
 		return err
 	}

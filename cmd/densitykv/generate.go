@@ -104,7 +104,8 @@ decoded video frames.`,
 		Example: `  densitykv generate --checkpoint wan_causal.pt --text prompt.safetensors --seconds 30 --policy densitykv
   densitykv generate --arch tiny --checkpoint weights.safetensors --text ctx.safetensors --text-tensor context \
       --latent-height 6 --latent-width 8 --blocks 8 --policy densitykv --capacity 24 --ordering max`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: interruptible("stopping after the current forward call"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f := cmd.Flags()
 			var gc generateConfig

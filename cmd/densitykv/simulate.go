@@ -63,7 +63,8 @@ identical results.`,
   densitykv simulate --config runs/demo/config.resolved.yaml --name demo-tau3 --tau 3
   densitykv simulate --ordering max --baselines refresh --name max-refresh
   densitykv simulate --name long --resume`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: interruptible("stopping after the current block"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSimulateCommand(cmd, "simulate", cf, rf, DefaultConfig())
 		},
