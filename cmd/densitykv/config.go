@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -55,7 +56,7 @@ type StreamConfig struct {
 	Kind string `yaml:"kind"`
 	Path string `yaml:"path"`
 	// Synth parameterises the synthetic scene.
-	Synth SynthParams `yaml:"synth"`
+	Synth SynthParams `yaml:"synth,omitempty"`
 	// Seconds of video; the stream has ceil(Seconds·FPS) latent frames
 	// rounded up to whole blocks.
 	Seconds float64 `yaml:"seconds"`
@@ -194,7 +195,7 @@ func (c Config) Resolve() (Config, error) {
 	} else if c.Stream.FirstLayer > 0 && c.Stream.Kind != "synthetic" {
 		bad("stream.first_layer", c.Stream.FirstLayer, "0 for stream.kind "+c.Stream.Kind+" (only synthetic streams start at a later layer)")
 	}
-	m, err := c.Memory.Resolve()
+	m, err := resolveMemory(c.Memory)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -212,32 +213,114 @@ func (c Config) Resolve() (Config, error) {
 	return c, nil
 }
 
-// LoadConfigFile decodes a YAML file over base (keys absent from the file
-// keep base's values). Unknown keys and type errors name the file and line.
-func LoadConfigFile(path string, base Config) (Config, error) {
-	f, err := os.Open(path)
+// resolveMemory resolves m (memory.Config.Resolve) and records the values a
+// zero leaves to the run: the bank workers actually used and the
+// LongLive-RAG descriptor size counted.
+func resolveMemory(m memory.Config) (memory.Config, error) {
+	r, err := m.Resolve()
 	if err != nil {
-		return base, fmt.Errorf("config %s: %w", path, err)
+		return m, err
 	}
-	defer f.Close()
-	c, err := decodeConfig(f, base)
+	if r.Bank.Workers == 0 { // the bank's own rule: GOMAXPROCS, at most one per head
+		r.Bank.Workers = max(1, min(runtime.GOMAXPROCS(0), r.Layout.Heads))
+	}
+	if l := &r.LongLiveRAG; l.DescriptorStorageDim == 0 { // the descriptor kept
+		switch l.Descriptor {
+		case "latent-mean":
+			l.DescriptorStorageDim = l.LatentChannels
+		case "key-mean":
+			l.DescriptorStorageDim = r.Layout.Heads * r.Layout.HeadDim
+		}
+	}
+	return r, nil
+}
+
+// LoadConfigFile decodes a YAML file over base (keys absent from the file
+// keep base's values) and returns the keys present. Unknown keys and type
+// errors name the file and line.
+func LoadConfigFile(path string, base Config) (Config, map[string]bool, error) {
+	c := base
+	keys, err := loadYAMLKeys(path, &c, true)
 	if err != nil {
-		return base, fmt.Errorf("config %s: %w", path, err)
+		return base, nil, err
+	}
+	return c, keys, nil
+}
+
+// loadYAMLKeys decodes the YAML file at path into v (see decodeYAML),
+// naming the file in errors.
+func loadYAMLKeys(path string, v any, strict bool) (map[string]bool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	keys, err := decodeYAML(b, v, strict)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return keys, nil
+}
+
+func decodeConfig(r io.Reader, base Config) (Config, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return base, err
+	}
+	c := base
+	if _, err := decodeYAML(b, &c, true); err != nil {
+		return base, err
 	}
 	return c, nil
 }
 
-func decodeConfig(r io.Reader, base Config) (Config, error) {
-	dec := yaml.NewDecoder(r)
-	dec.KnownFields(true)
-	c := base
-	if err := dec.Decode(&c); err != nil {
-		if errors.Is(err, io.EOF) { // empty file: all defaults
-			return base, nil
-		}
-		return base, err
+// legacyLayoutKeys are memory.layout keys of files written before the
+// layout had snake_case keys; they are read as their new names.
+var legacyLayoutKeys = map[string]string{"framesperblock": "frames_per_block", "headdim": "head_dim"}
+
+// decodeYAML decodes b over v (strict: unknown keys are errors; an empty
+// document changes nothing) and returns the dotted paths of the keys
+// present ("memory.bank.sigma"; a null value counts as absent), so that an
+// explicit value can be told from a default.
+func decodeYAML(b []byte, v any, strict bool) (map[string]bool, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, err
 	}
-	return c, nil
+	keys := map[string]bool{}
+	if len(doc.Content) == 0 {
+		return keys, nil
+	}
+	renamed := false
+	var walk func(n *yaml.Node, prefix string)
+	walk = func(n *yaml.Node, prefix string) {
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			if nk, ok := legacyLayoutKeys[k.Value]; ok && prefix == "memory.layout." {
+				k.Value, renamed = nk, true
+			}
+			if val.Tag == "!!null" {
+				continue
+			}
+			keys[prefix+k.Value] = true
+			walk(val, prefix+k.Value+".")
+		}
+	}
+	walk(doc.Content[0], "")
+	if renamed {
+		var err error
+		if b, err = yaml.Marshal(&doc); err != nil {
+			return nil, err
+		}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(strict)
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return keys, nil
 }
 
 // MarshalConfig renders c as YAML with a header comment.
@@ -319,10 +402,10 @@ func bindConfigFlags(fs *pflag.FlagSet, def Config) *configFlags {
 	integer("first-layer", "simulate the stream's layers [first-layer, first-layer + layers) (stream.first_layer)", func(c *Config) *int { return &c.Stream.FirstLayer })
 	integer("layers", "transformer layers (memory.layout.layers)", func(c *Config) *int { return &c.Memory.Layout.Layers })
 	integer("heads", "attention heads per layer (memory.layout.heads)", func(c *Config) *int { return &c.Memory.Layout.Heads })
-	integer("head-dim", "per-head key/value dimension (memory.layout.headdim)", func(c *Config) *int { return &c.Memory.Layout.HeadDim })
+	integer("head-dim", "per-head key/value dimension (memory.layout.head_dim)", func(c *Config) *int { return &c.Memory.Layout.HeadDim })
 	integer("height", "latent token rows per frame (memory.layout.height)", func(c *Config) *int { return &c.Memory.Layout.Height })
 	integer("width", "latent token columns per frame (memory.layout.width)", func(c *Config) *int { return &c.Memory.Layout.Width })
-	integer("frames-per-block", "latent frames per block (memory.layout.framesperblock)", func(c *Config) *int { return &c.Memory.Layout.FramesPerBlock })
+	integer("frames-per-block", "latent frames per block (memory.layout.frames_per_block)", func(c *Config) *int { return &c.Memory.Layout.FramesPerBlock })
 	integer("sink-frames", "first-frame sink, in frames (memory.sink_frames)", func(c *Config) *int { return &c.Memory.SinkFrames })
 	integer("cache-frames", "native rolling cache incl. sink, in frames (memory.cache_frames)", func(c *Config) *int { return &c.Memory.CacheFrames })
 	integer("window-frames", "local window incl. the current block, in frames (memory.window_frames)", func(c *Config) *int { return &c.Memory.WindowFrames })
@@ -340,7 +423,7 @@ func bindConfigFlags(fs *pflag.FlagSet, def Config) *configFlags {
 	str("descriptor", "density descriptor: post-rope-key (paper), pre-rope-key, key-value (memory.bank.descriptor)", func(c *Config) *string { return &c.Memory.Bank.Descriptor })
 	str("payload", "stored K/V dtype: bf16 (paper), f32 (memory.bank.payload)", func(c *Config) *string { return &c.Memory.Bank.Payload })
 	str("densities", "density/baseline precision: f32, f64 (memory.bank.densities)", func(c *Config) *string { return &c.Memory.Bank.Densities })
-	integer("workers", "bank worker threads, 0 = all cores (memory.bank.workers)", func(c *Config) *int { return &c.Memory.Bank.Workers })
+	integer("workers", "bank worker threads, 0 = one per head up to the cores, recorded resolved (memory.bank.workers)", func(c *Config) *int { return &c.Memory.Bank.Workers })
 	integer("deep-forcing-recent", "Deep Forcing recent frames incl. the current block (memory.deep_forcing.recent_frames)", func(c *Config) *int { return &c.Memory.DeepForcing.RecentFrames })
 	integer("deep-forcing-max-reuse", "Deep Forcing compressions a token may survive (memory.deep_forcing.max_reuse)", func(c *Config) *int { return &c.Memory.DeepForcing.MaxReuse })
 	integer("rag-top-k", "LongLive-RAG frames retrieved per block, 0 = capacity / tokens per frame (memory.longlive_rag.top_k)", func(c *Config) *int { return &c.Memory.LongLiveRAG.TopK })
@@ -354,7 +437,7 @@ func (cf *configFlags) resolve(base Config) (Config, error) {
 	c := base
 	if cf.file != "" {
 		var err error
-		if c, err = LoadConfigFile(cf.file, base); err != nil {
+		if c, _, err = LoadConfigFile(cf.file, base); err != nil {
 			return base, usageError{fmt.Errorf("--config: %w", err)}
 		}
 	}

@@ -182,7 +182,7 @@ decoded video frames.`,
 				}
 				m := mc
 				m.Layout = g.Model.Layout(g.LatentHeight, g.LatentWidth, 3)
-				rm, err := m.Resolve()
+				rm, err := resolveMemory(m)
 				if err != nil {
 					return usageError{err}
 				}
@@ -664,7 +664,9 @@ func yamlMarshal(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func yamlUnmarshal(b []byte, v any) error { return yaml.Unmarshal(b, v) }
+// yamlUnmarshal decodes a run folder's YAML (unknown keys ignored; the
+// older memory.layout keys are read, see decodeYAML).
+func yamlUnmarshal(b []byte, v any) error { _, err := decodeYAML(b, v, false); return err }
 
 // recorded forwards a synth.Recorder and reports the wrapped policy's
 // statistics (the rollout logs them).
