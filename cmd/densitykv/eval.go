@@ -111,7 +111,7 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if err != nil {
 		return err
 	}
-	if !cf.fs.Changed("sigma") && cf.file == "" {
+	if !cf.fs.Changed("sigma") && !cf.keys["memory.bank.sigma"] {
 		// The paper's calibration σ = √(d_k/2) for whatever head dimension
 		// the stream has (5.66 at the default d = 64).
 		cfg.Memory.Bank.Sigma = eval.ScaledSigma(cfg.Memory.Layout.HeadDim)
@@ -122,16 +122,6 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	dir := filepath.Join(cfg.Run.Out, cfg.Run.Name)
 	if _, err := os.Stat(filepath.Join(dir, "tables.md")); err == nil && !ef.force {
 		return usagef("eval folder %s already exists; overwrite it with --force or pick another --name", dir)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("eval folder: %w", err)
-	}
-	y, err := MarshalConfig(cfg)
-	if err != nil {
-		return err
-	}
-	if err := writeFileAtomic(filepath.Join(dir, fileConfig), y); err != nil {
-		return err
 	}
 	src, err := openStream(cfg)
 	if err != nil {
@@ -156,6 +146,17 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 			return usagef("--horizons %g s is block %d, outside 1…%d", s, b, blocks)
 		}
 		horizons = append(horizons, b)
+	}
+	// Everything is checked: now the folder.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("eval folder: %w", err)
+	}
+	y, err := MarshalConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, fileConfig), y); err != nil {
+		return err
 	}
 	opt := eval.Options{Base: cfg.Memory, Queries: ef.queries, TopK: ef.topK, CoverageSample: ef.coverageSample,
 		Horizons: horizons, Layers: ef.evalLayers, Seed: uint64(cfg.Run.Seed)}

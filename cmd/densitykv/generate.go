@@ -182,7 +182,7 @@ decoded video frames.`,
 				}
 				m := mc
 				m.Layout = g.Model.Layout(g.LatentHeight, g.LatentWidth, 3)
-				rm, err := resolveMemory(m)
+				rm, err := resolveMemory(m, []string{policy})
 				if err != nil {
 					return usageError{err}
 				}
