@@ -1,6 +1,7 @@
 package bank
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -23,6 +24,13 @@ type BenchConfig struct {
 	// Config overrides the bank configuration when non-nil (its Heads,
 	// Capacity, KeyDim and ValueDim are replaced by the fields above).
 	Config *Config
+	// Context stops the benchmark between its steps when cancelled (nil =
+	// never); RunBench then returns an error wrapping ctx.Err().
+	Context context.Context
+	// Progress, when set, is called after every step (the fill, the
+	// warm-up, each timed update and each timed pass: 2 + 2·Repeats steps)
+	// with the steps done and their total.
+	Progress func(done, total int)
 }
 
 // BenchResult reports a benchmark. Times are wall-clock seconds.
@@ -192,9 +200,30 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 	}
 	res := BenchResult{Heads: bc.Heads, Candidates: bc.Candidates, Capacity: bc.Capacity, Dim: bc.Dim,
 		Workers: cfg.workers(), SIMD: riesz.SIMD()}
+	steps, done := 2+2*bc.Repeats, 0
+	// next reports the finished step (if any) and checks the context
+	// before the following one.
+	next := func(finished bool, what string) error {
+		if finished {
+			done++
+			if bc.Progress != nil {
+				bc.Progress(done, steps)
+			}
+		}
+		if bc.Context != nil && bc.Context.Err() != nil {
+			return fmt.Errorf("bank: bench: stopped before %s (%d of %d steps done): %w", what, done, steps, bc.Context.Err())
+		}
+		return nil
+	}
+	if err := next(false, "the fill"); err != nil {
+		return res, err
+	}
 	// Fill: blocks until the bank is full (the first admits min(N, M)).
 	fill := newVideoStream(bc.Heads, bc.Capacity, bc.Dim, bc.Seed)
 	if _, err := b.Update(fill.next()); err != nil {
+		return res, err
+	}
+	if err := next(true, "the warm-up update"); err != nil {
 		return res, err
 	}
 	vs := newVideoStream(bc.Heads, bc.Candidates, bc.Dim, bc.Seed+1)
@@ -202,6 +231,9 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 		return res, err
 	}
 	for i := 0; i < bc.Repeats; i++ {
+		if err := next(true, fmt.Sprintf("timed update %d", i+1)); err != nil {
+			return res, err
+		}
 		blk := vs.next()
 		c0 := processCPU()
 		dec, err := b.Update(blk)
@@ -229,6 +261,9 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 	b.acquire()
 	defer b.release()
 	for i := 0; i < bc.Repeats; i++ {
+		if err := next(true, fmt.Sprintf("timed pass %d", i+1)); err != nil {
+			return res, err
+		}
 		t := time.Now()
 		c0 := processCPU()
 		b.parallel(func(h int, ws *riesz.Workspace) {
@@ -248,6 +283,7 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 		res.PassSeconds = append(res.PassSeconds, time.Since(t).Seconds())
 		passCPU = append(passCPU, (processCPU() - c0).Seconds())
 	}
+	_ = next(true, "") // the last pass: report it; nothing follows
 	res.PassCPUSecondsMedian = median(passCPU)
 	res.PassSecondsMedian = median(res.PassSeconds)
 	pairs := float64(N) * float64(b.Len()) * float64(bc.Heads)

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -46,6 +47,9 @@ type Options struct {
 	Seed uint64
 	// Progress is called after every block.
 	Progress func(done, total int)
+	// Context stops Run between layers of a block when it is cancelled
+	// (nil = never); Run then returns an error wrapping ctx.Err().
+	Context context.Context
 }
 
 // Metrics are the attention-level measurements of one policy, layer, head
@@ -319,9 +323,18 @@ func Run(src synth.Reader, variants []Variant, opt Options) (*Result, error) {
 		memSum[v] = make([]float64, blocks)
 	}
 
+	observe := ev.observe
+	if ctx := opt.Context; ctx != nil {
+		observe = func(view sim.LayerView) error {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("stopped: %w", err)
+			}
+			return ev.observe(view)
+		}
+	}
 	_, err = sim.Run(src, policies, sim.Options{
 		MaxBlocks:    blocks,
-		ObserveLayer: ev.observe,
+		ObserveLayer: observe,
 		OnLayer: func(r sim.LayerRecord) error {
 			if r.Policy > 0 {
 				memSum[r.Policy-1][r.Block] += float64(r.Parts.Memory) / float64(lay.Layers)

@@ -3,6 +3,7 @@ package memory
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -181,44 +182,72 @@ func (c Config) Resolve() (Config, error) {
 	return c, c.validate()
 }
 
+// FieldError is a configuration error that names the fields at fault by
+// their YAML paths inside Config ("bank.tau", "layout.heads"), so that a
+// command can name its own flags or keys for them.
+type FieldError struct {
+	Fields []string
+	Msg    string
+}
+
+func (e *FieldError) Error() string { return "memory: config: " + e.Msg }
+
+func fieldErr(fields []string, format string, a ...any) error {
+	return &FieldError{Fields: fields, Msg: fmt.Sprintf(format, a...)}
+}
+
 func (c Config) validate() error {
 	l := c.Layout
-	if l.Height <= 0 || l.Width <= 0 || l.FramesPerBlock <= 0 || l.Layers <= 0 || l.Heads <= 0 {
-		return fmt.Errorf("memory: config: layout %+v has a non-positive size", l)
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"height", l.Height}, {"width", l.Width}, {"frames_per_block", l.FramesPerBlock}, {"layers", l.Layers}, {"heads", l.Heads}} {
+		if f.v <= 0 {
+			return fieldErr([]string{"layout." + f.name}, "layout %s %d must be positive", f.name, f.v)
+		}
 	}
 	if l.HeadDim < 6 || l.HeadDim%2 != 0 {
-		return fmt.Errorf("memory: config: head dim %d must be even and at least 6", l.HeadDim)
+		return fieldErr([]string{"layout.head_dim"}, "head dim %d must be even and at least 6", l.HeadDim)
 	}
 	if c.SinkFrames < 0 {
-		return fmt.Errorf("memory: config: sink frames %d is negative", c.SinkFrames)
+		return fieldErr([]string{"sink_frames"}, "sink frames %d is negative", c.SinkFrames)
 	}
 	if c.WindowFrames < l.FramesPerBlock {
-		return fmt.Errorf("memory: config: window frames %d < frames per block %d (the window includes the current block)", c.WindowFrames, l.FramesPerBlock)
+		return fieldErr([]string{"window_frames", "layout.frames_per_block"}, "window frames %d < frames per block %d (the window includes the current block)", c.WindowFrames, l.FramesPerBlock)
 	}
 	if c.CacheFrames < c.SinkFrames+l.FramesPerBlock {
-		return fmt.Errorf("memory: config: cache frames %d < sink %d + frames per block %d", c.CacheFrames, c.SinkFrames, l.FramesPerBlock)
+		return fieldErr([]string{"cache_frames", "sink_frames", "layout.frames_per_block"}, "cache frames %d < sink %d + frames per block %d", c.CacheFrames, c.SinkFrames, l.FramesPerBlock)
 	}
 	if c.WindowFrames+c.SinkFrames > c.CacheFrames {
-		return fmt.Errorf("memory: config: window frames %d + sink %d exceed cache frames %d (window positions would leave the cache)", c.WindowFrames, c.SinkFrames, c.CacheFrames)
+		return fieldErr([]string{"window_frames", "sink_frames", "cache_frames"}, "window frames %d + sink %d exceed cache frames %d (window positions would leave the cache)", c.WindowFrames, c.SinkFrames, c.CacheFrames)
 	}
 	if c.Capacity < 0 {
-		return fmt.Errorf("memory: config: capacity %d is negative", c.Capacity)
+		return fieldErr([]string{"capacity"}, "capacity %d is negative", c.Capacity)
 	}
 	if !(c.RoPETheta > 1) || math.IsInf(c.RoPETheta, 0) {
-		return fmt.Errorf("memory: config: rope theta %v must be finite and > 1", c.RoPETheta)
+		return fieldErr([]string{"rope_theta"}, "rope theta %v must be finite and > 1", c.RoPETheta)
 	}
-	if d := c.DeepForcing; d.RecentFrames < l.FramesPerBlock || d.MaxReuse < 0 {
-		return fmt.Errorf("memory: config: deep forcing recent frames %d (must be ≥ frames per block %d) or max reuse %d (≥ 0) invalid", d.RecentFrames, l.FramesPerBlock, d.MaxReuse)
+	if d := c.DeepForcing; d.RecentFrames < l.FramesPerBlock {
+		return fieldErr([]string{"deep_forcing.recent_frames", "layout.frames_per_block"}, "deep forcing recent frames %d must be ≥ frames per block %d", d.RecentFrames, l.FramesPerBlock)
+	}
+	if d := c.DeepForcing; d.MaxReuse < 0 {
+		return fieldErr([]string{"deep_forcing.max_reuse"}, "deep forcing max reuse %d is negative", d.MaxReuse)
 	}
 	if c.DeepForcing.RecentFrames+c.SinkFrames > c.CacheFrames {
-		return fmt.Errorf("memory: config: deep forcing recent frames %d + sink %d exceed cache frames %d", c.DeepForcing.RecentFrames, c.SinkFrames, c.CacheFrames)
+		return fieldErr([]string{"deep_forcing.recent_frames", "sink_frames", "cache_frames"}, "deep forcing recent frames %d + sink %d exceed cache frames %d", c.DeepForcing.RecentFrames, c.SinkFrames, c.CacheFrames)
 	}
 	r := c.LongLiveRAG
-	if r.TopK < 0 || r.ExcludeRecent < 0 || r.LatentChannels <= 0 || r.DescriptorStorageDim < 0 {
-		return fmt.Errorf("memory: config: longlive-rag top-k %d, exclude %d, latent channels %d, descriptor storage dim %d invalid", r.TopK, r.ExcludeRecent, r.LatentChannels, r.DescriptorStorageDim)
+	for _, f := range []struct {
+		name string
+		v    int
+		min  int
+	}{{"top_k", r.TopK, 0}, {"exclude_recent", r.ExcludeRecent, 0}, {"latent_channels", r.LatentChannels, 1}, {"descriptor_storage_dim", r.DescriptorStorageDim, 0}} {
+		if f.v < f.min {
+			return fieldErr([]string{"longlive_rag." + f.name}, "longlive-rag %s %d must be ≥ %d", strings.ReplaceAll(f.name, "_", " "), f.v, f.min)
+		}
 	}
 	if r.Descriptor != "latent-mean" && r.Descriptor != "key-mean" {
-		return fmt.Errorf("memory: config: longlive-rag descriptor %q unknown (latent-mean, key-mean)", r.Descriptor)
+		return fieldErr([]string{"longlive_rag.descriptor"}, "longlive-rag descriptor %q unknown (latent-mean, key-mean)", r.Descriptor)
 	}
 	b := c.Bank
 	for _, f := range []struct {
@@ -226,7 +255,7 @@ func (c Config) validate() error {
 		v    float64
 	}{{"tau", b.Tau}, {"sigma", b.Sigma}, {"p", b.P}, {"eps", b.Eps}, {"delta", b.Delta}} {
 		if !(f.v > 0) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("memory: config: bank %s %v must be finite and positive", f.name, f.v)
+			return fieldErr([]string{"bank." + f.name}, "bank %s %v must be finite and positive", f.name, f.v)
 		}
 	}
 	for _, f := range []struct {
@@ -247,11 +276,42 @@ func (c Config) validate() error {
 			found = found || f.v == o
 		}
 		if !found {
-			return fmt.Errorf("memory: config: bank %s %q unknown (%s)", f.name, f.v, strings.Join(f.ok, ", "))
+			return fieldErr([]string{"bank." + f.name}, "bank %s %q unknown (%s)", f.name, f.v, strings.Join(f.ok, ", "))
 		}
 	}
 	if b.Workers < 0 {
-		return fmt.Errorf("memory: config: bank workers %d is negative", b.Workers)
+		return fieldErr([]string{"bank.workers"}, "bank workers %d is negative", b.Workers)
+	}
+	return nil
+}
+
+// Check resolves c and reports whether policy name can be built from it,
+// without building it: for DensityKV that includes the bank's own checks
+// (bank.Config.Validate: τ > 1, capacity ≥ 1, the kernel's range), so a
+// caller can reject a configuration before it creates anything.
+func (c Config) Check(name string) error {
+	n, err := canonical(name)
+	if err != nil {
+		return err
+	}
+	r, err := c.Resolve()
+	if err != nil {
+		return err
+	}
+	if n == NameDensityKV {
+		if _, err := bankConfig(r); err != nil {
+			msg := strings.TrimPrefix(err.Error(), "memory: densitykv: ")
+			var fields []string
+			for _, f := range []struct{ in, field string }{
+				{"Tau", "bank.tau"}, {"Delta", "bank.delta"}, {"sigma", "bank.sigma"}, {"riesz: p ", "bank.p"},
+				{"eps", "bank.eps"}, {"(−p)", "bank.p"}, {"Capacity", "capacity"}, {"Heads", "layout.heads"}, {"KeyDim", "layout.head_dim"},
+			} {
+				if strings.Contains(msg, f.in) && !slices.Contains(fields, f.field) {
+					fields = append(fields, f.field)
+				}
+			}
+			return &FieldError{Fields: fields, Msg: "densitykv " + msg}
+		}
 	}
 	return nil
 }

@@ -45,11 +45,12 @@ package memory
 // Layout describes the token geometry and attention shape of a backbone.
 // The Wan2.1-1.3B default is DefaultLayout().
 type Layout struct {
-	Height, Width  int // latent token grid per frame (30×52 for Wan2.1 at 480×832)
-	FramesPerBlock int // latent frames generated per block (3)
-	Layers         int // transformer layers (30)
-	Heads          int // attention heads per layer (12)
-	HeadDim        int // per-head key/value dimension (128)
+	Height         int `yaml:"height"`           // latent token rows per frame (30 for Wan2.1 at 480×832)
+	Width          int `yaml:"width"`            // latent token columns per frame (52)
+	FramesPerBlock int `yaml:"frames_per_block"` // latent frames generated per block (3)
+	Layers         int `yaml:"layers"`           // transformer layers (30)
+	Heads          int `yaml:"heads"`            // attention heads per layer (12)
+	HeadDim        int `yaml:"head_dim"`         // per-head key/value dimension (128)
 }
 
 // DefaultLayout is the Wan2.1-T2V-1.3B setting used in the paper.

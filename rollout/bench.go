@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -38,6 +39,12 @@ type BenchOptions struct {
 	Calls         int // forward calls timed with Blocks == 0 (0 = 5, one block)
 	ContextFrames int // 0 = 12 (Wan's native cache)
 	Seed          uint64
+	// Context stops the benchmark between forward calls when cancelled
+	// (nil = never); Bench then returns an error wrapping ctx.Err().
+	Context context.Context
+	// Progress, when set, is called after every forward call with the
+	// calls done and their total.
+	Progress func(done, total int)
 }
 
 // BenchResult is what Bench measured.
@@ -221,10 +228,13 @@ func Bench(o BenchOptions) (BenchResult, error) {
 		res.CallsPerBlock = len(sch.Timesteps) + 1
 		var last time.Time
 		var cpuFull, cpuLast float64
-		timed := 0
+		timed, calls := 0, 0
 		err = Run(m, pol, Options{Blocks: o.Blocks, FramesPerBlock: o.FramesPerBlock, Height: o.Height, Width: o.Width, Schedule: sch,
-			Noise: Seeded{Seed: o.Seed, StepsPerBlock: len(sch.Timesteps) - 1}, Prompts: []Prompt{{Text: txt}},
+			Noise: Seeded{Seed: o.Seed, StepsPerBlock: len(sch.Timesteps) - 1}, Prompts: []Prompt{{Text: txt}}, Context: o.Context,
 			Progress: func(p Progress) {
+				if calls++; o.Progress != nil {
+					o.Progress(calls, o.Blocks*res.CallsPerBlock)
+				}
 				now, cpu := time.Now(), processCPU()
 				if !last.IsZero() && (p.Block+1)*o.FramesPerBlock > 12 {
 					res.CallSeconds = append(res.CallSeconds, now.Sub(last).Seconds())
@@ -263,6 +273,10 @@ func Bench(o BenchOptions) (BenchResult, error) {
 		ts := make([]float32, o.FramesPerBlock)
 		cpu0 := processCPU()
 		for c := 0; c < o.Calls; c++ {
+			if o.Context != nil && o.Context.Err() != nil {
+				hs.done()
+				return res, fmt.Errorf("rollout: bench: stopped after %d of %d calls: %w", c, o.Calls, o.Context.Err())
+			}
 			for i := range ts {
 				ts[i] = DefaultSchedule().Timesteps[c%4]
 			}
@@ -272,6 +286,9 @@ func Bench(o BenchOptions) (BenchResult, error) {
 				return res, err
 			}
 			res.CallSeconds = append(res.CallSeconds, time.Since(t0).Seconds())
+			if o.Progress != nil {
+				o.Progress(c+1, o.Calls)
+			}
 		}
 		res.CallCPU = (processCPU() - cpu0) / float64(o.Calls)
 		res.MedianBlock = median(res.CallSeconds) * float64(res.CallsPerBlock)

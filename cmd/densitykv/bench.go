@@ -32,6 +32,7 @@ func newBenchCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 	}
 	bankCmd := newBenchBankCmd()
+	cmd.Annotations = bankCmd.Annotations
 	cmd.AddCommand(bankCmd)
 	for _, c := range benchSubcommands {
 		cmd.AddCommand(c())
@@ -48,7 +49,7 @@ var benchSubcommands []func() *cobra.Command
 
 func newBenchBankCmd() *cobra.Command {
 	var bc bank.BenchConfig
-	var jsonOut bool
+	var jsonOut, quiet bool
 	var ordering string
 	cmd := &cobra.Command{
 		Use:   "bank",
@@ -60,7 +61,8 @@ It prints the median update time, interaction pairs/s, effective GFLOP/s
 (counting 2·N·M·d per pass) and the peak extra memory.`,
 		Example: `  densitykv bench
   densitykv bench bank --heads 2 --candidates 1024 --capacity 2048 --dim 64 --json`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: interruptible("stopping after the current update or pass"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, f := range []struct {
 				name string
@@ -85,7 +87,17 @@ It prints the median update time, interaction pairs/s, effective GFLOP/s
 				fmt.Fprintf(w, "bank update benchmark: H=%d N=%d M=%d d=%d ordering=%s, %d repeats, GOMAXPROCS=%d\n",
 					bc.Heads, bc.Candidates, bc.Capacity, bc.Dim, ordering, bc.Repeats, runtime.GOMAXPROCS(0))
 			}
+			steps := 2 + 2*bc.Repeats // fill, warm-up, timed updates, timed passes
+			prog := newProgress(cmd.ErrOrStderr(), "bench bank", steps, 0, quiet)
+			done := 0
+			bc.Progress = func(d, _ int) { done = d; prog.add(1) }
+			bc.Context = cmd.Context()
 			r, err := bank.RunBench(bc)
+			prog.finish()
+			if err != nil && cmd.Context().Err() != nil {
+				return fmt.Errorf("%w: bench bank stopped after %d of %d steps (fill, warm-up, %d updates, %d passes); nothing measured",
+					errInterrupted, done, steps, bc.Repeats, bc.Repeats)
+			}
 			if err != nil {
 				return err
 			}
@@ -114,6 +126,7 @@ It prints the median update time, interaction pairs/s, effective GFLOP/s
 	f.Uint64Var(&bc.Seed, "seed", 0, "seed of the video-like key stream")
 	f.StringVar(&ordering, "ordering", "mean", "candidate ordering: mean, max, source")
 	f.BoolVar(&jsonOut, "json", false, "print a JSON object (with update_seconds_median)")
+	f.BoolVar(&quiet, "quiet", false, "no progress bar or progress lines (on stderr)")
 	return cmd
 }
 

@@ -37,7 +37,7 @@ type wanBenchJSON struct {
 }
 
 func newBenchWanCmd() *cobra.Command {
-	var jsonOut, tinyOnly bool
+	var jsonOut, tinyOnly, quiet bool
 	var calls int
 	cmd := &cobra.Command{
 		Use:   "wan",
@@ -54,7 +54,8 @@ parameters, 12-frame K/V cache and text K/V. The output states what is
 measured and what is extrapolated.`,
 		Example: `  densitykv bench wan --tiny
   densitykv bench wan --calls 1 --json`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: interruptible("stopping after the current forward call"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if calls < 1 {
 				return usagef("--calls is %d, want >= 1", calls)
@@ -69,7 +70,19 @@ measured and what is extrapolated.`,
 				if !jsonOut {
 					fmt.Fprintf(w, "running %s ...\n", b.Name)
 				}
+				total := b.Calls
+				if b.Blocks > 0 {
+					total = b.Blocks * (len(rollout.DefaultSchedule().Timesteps) + 1)
+				}
+				prog := newProgress(cmd.ErrOrStderr(), "bench wan "+b.Name+" (forward calls)", total, 0, quiet)
+				done := 0
+				b.Progress = func(d, _ int) { done = d; prog.add(1) }
+				b.Context = cmd.Context()
 				r, err := rollout.Bench(b)
+				prog.finish()
+				if err != nil && cmd.Context().Err() != nil {
+					return fmt.Errorf("%w: bench wan stopped in %s after %d of %d forward calls; its result is not printed", errInterrupted, b.Name, done, total)
+				}
 				if err != nil {
 					return fmt.Errorf("bench wan: %s: %w", b.Name, err)
 				}
@@ -96,5 +109,6 @@ measured and what is extrapolated.`,
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print a JSON array, one object per model")
 	cmd.Flags().BoolVar(&tinyOnly, "tiny", false, "only the tiny golden model (seconds)")
 	cmd.Flags().IntVar(&calls, "calls", 2, "forward calls timed for the 1.3B model")
+	cmd.Flags().BoolVar(&quiet, "quiet", false, "no progress bar or progress lines (on stderr)")
 	return cmd
 }

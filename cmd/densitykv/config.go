@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -55,7 +56,7 @@ type StreamConfig struct {
 	Kind string `yaml:"kind"`
 	Path string `yaml:"path"`
 	// Synth parameterises the synthetic scene.
-	Synth SynthParams `yaml:"synth"`
+	Synth SynthParams `yaml:"synth,omitempty"`
 	// Seconds of video; the stream has ceil(Seconds·FPS) latent frames
 	// rounded up to whole blocks.
 	Seconds float64 `yaml:"seconds"`
@@ -70,11 +71,99 @@ type StreamConfig struct {
 
 var streamKinds = []string{"synthetic", "file"}
 
-// yamlFlags maps YAML paths to the flags that set them, for error messages.
+// yamlFlags maps YAML paths to the flags that set them, for error messages
+// (bindConfigFlags registers exactly these; a test checks it).
 var yamlFlags = map[string]string{
-	"run.out": "out", "run.name": "name", "run.snapshot_every": "snapshot-every",
-	"stream.seconds": "seconds", "stream.fps": "fps", "stream.kind": "stream", "policies": "policy",
-	"stream.first_layer": "first-layer",
+	"run.out": "out", "run.name": "name", "run.seed": "seed", "run.snapshot_every": "snapshot-every", "run.plots": "plots",
+	"policies": "policy", "stream.kind": "stream", "stream.path": "stream-file",
+	"stream.seconds": "seconds", "stream.fps": "fps", "stream.first_layer": "first-layer",
+	"memory.layout.layers": "layers", "memory.layout.heads": "heads", "memory.layout.head_dim": "head-dim",
+	"memory.layout.height": "height", "memory.layout.width": "width", "memory.layout.frames_per_block": "frames-per-block",
+	"memory.sink_frames": "sink-frames", "memory.cache_frames": "cache-frames", "memory.window_frames": "window-frames",
+	"memory.capacity": "capacity", "memory.bank.tau": "tau", "memory.bank.sigma": "sigma", "memory.bank.p": "p",
+	"memory.bank.eps": "eps", "memory.bank.delta": "delta", "memory.bank.ordering": "ordering",
+	"memory.bank.baselines": "baselines", "memory.bank.eviction": "eviction", "memory.bank.prefix": "prefix",
+	"memory.bank.admission": "admission", "memory.bank.descriptor": "descriptor", "memory.bank.payload": "payload",
+	"memory.bank.densities": "densities", "memory.bank.workers": "workers",
+	"memory.deep_forcing.recent_frames": "deep-forcing-recent", "memory.deep_forcing.max_reuse": "deep-forcing-max-reuse",
+	"memory.longlive_rag.top_k": "rag-top-k", "memory.longlive_rag.descriptor": "rag-descriptor",
+}
+
+// named returns a YAML path with its flag, if it has one:
+// "memory.bank.sigma (--sigma)".
+func named(path string) string {
+	if f, ok := yamlFlags[path]; ok {
+		return path + " (--" + f + ")"
+	}
+	return path
+}
+
+// defaultedZeros are the keys whose zero value (empty string) memory.Config
+// Resolve replaces by the default, where zero is not itself a documented
+// choice (as it is for capacity, rag top-k, workers and the descriptor
+// storage dimension: 0 = derived). Given explicitly, as a flag or a YAML
+// key, such a zero is an error instead of silently becoming the default.
+var defaultedZeros = []struct {
+	path, want string
+	zero       func(*Config) bool
+	empty      bool // a string key: its zero is ""
+}{
+	{"memory.layout.height", "an integer >= 1", func(c *Config) bool { return c.Memory.Layout.Height == 0 }, false},
+	{"memory.layout.width", "an integer >= 1", func(c *Config) bool { return c.Memory.Layout.Width == 0 }, false},
+	{"memory.layout.frames_per_block", "an integer >= 1", func(c *Config) bool { return c.Memory.Layout.FramesPerBlock == 0 }, false},
+	{"memory.layout.layers", "an integer >= 1", func(c *Config) bool { return c.Memory.Layout.Layers == 0 }, false},
+	{"memory.layout.heads", "an integer >= 1", func(c *Config) bool { return c.Memory.Layout.Heads == 0 }, false},
+	{"memory.layout.head_dim", "an even integer >= 6", func(c *Config) bool { return c.Memory.Layout.HeadDim == 0 }, false},
+	{"memory.sink_frames", "an integer >= 1", func(c *Config) bool { return c.Memory.SinkFrames == 0 }, false},
+	{"memory.cache_frames", "an integer >= 1", func(c *Config) bool { return c.Memory.CacheFrames == 0 }, false},
+	{"memory.window_frames", "an integer >= frames per block", func(c *Config) bool { return c.Memory.WindowFrames == 0 }, false},
+	{"memory.rope_theta", "a finite number > 1", func(c *Config) bool { return c.Memory.RoPETheta == 0 }, false},
+	{"memory.bank.tau", "a finite number > 1", func(c *Config) bool { return c.Memory.Bank.Tau == 0 }, false},
+	{"memory.bank.sigma", "a finite number > 0", func(c *Config) bool { return c.Memory.Bank.Sigma == 0 }, false},
+	{"memory.bank.p", "a finite number > 0", func(c *Config) bool { return c.Memory.Bank.P == 0 }, false},
+	{"memory.bank.eps", "a finite number > 0", func(c *Config) bool { return c.Memory.Bank.Eps == 0 }, false},
+	{"memory.bank.delta", "a finite number > 0", func(c *Config) bool { return c.Memory.Bank.Delta == 0 }, false},
+	{"memory.bank.ordering", "mean, max or source", func(c *Config) bool { return blank(c.Memory.Bank.Ordering) }, true},
+	{"memory.bank.baselines", "frozen or refresh", func(c *Config) bool { return blank(c.Memory.Bank.Baselines) }, true},
+	{"memory.bank.eviction", "mandatory-densest, densest or mandatory-source", func(c *Config) bool { return blank(c.Memory.Bank.Eviction) }, true},
+	{"memory.bank.prefix", "shared or per-head", func(c *Config) bool { return blank(c.Memory.Bank.Prefix) }, true},
+	{"memory.bank.admission", "joint or sequential", func(c *Config) bool { return blank(c.Memory.Bank.Admission) }, true},
+	{"memory.bank.payload", "bf16 or f32", func(c *Config) bool { return blank(c.Memory.Bank.Payload) }, true},
+	{"memory.bank.densities", "f32 or f64", func(c *Config) bool { return blank(c.Memory.Bank.Densities) }, true},
+	{"memory.bank.descriptor", "post-rope-key, pre-rope-key or key-value", func(c *Config) bool { return blank(c.Memory.Bank.Descriptor) }, true},
+	{"memory.deep_forcing.recent_frames", "an integer >= frames per block", func(c *Config) bool { return c.Memory.DeepForcing.RecentFrames == 0 }, false},
+	{"memory.deep_forcing.max_reuse", "an integer >= 1 (0 is not available: the field's zero selects the default 7)", func(c *Config) bool { return c.Memory.DeepForcing.MaxReuse == 0 }, false},
+	{"memory.longlive_rag.exclude_recent", "an integer >= 1 (0 is not available: the field's zero selects the default 5)", func(c *Config) bool { return c.Memory.LongLiveRAG.ExcludeRecent == 0 }, false},
+	{"memory.longlive_rag.latent_channels", "an integer >= 1", func(c *Config) bool { return c.Memory.LongLiveRAG.LatentChannels == 0 }, false},
+	{"memory.longlive_rag.descriptor", "latent-mean or key-mean", func(c *Config) bool { return blank(c.Memory.LongLiveRAG.Descriptor) }, true},
+}
+
+func blank(s string) bool { return strings.TrimSpace(s) == "" }
+
+// explicitZeros rejects the defaultedZeros given explicitly: a changed flag
+// of fs (may be nil) or a key present in the YAML file (keys, from file).
+func explicitZeros(c *Config, fs *pflag.FlagSet, keys map[string]bool, file string) error {
+	var errs []error
+	for _, z := range defaultedZeros {
+		if !z.zero(c) {
+			continue
+		}
+		v := "0"
+		if z.empty {
+			v = `""`
+		}
+		flag, hasFlag := yamlFlags[z.path]
+		switch {
+		case hasFlag && fs != nil && fs.Changed(flag):
+			errs = append(errs, fmt.Errorf("--%s is %s, want %s (%s; leave the flag out for the default)", flag, v, z.want, z.path))
+		case keys[z.path]:
+			errs = append(errs, fmt.Errorf("%s: %s is %s, want %s (leave the key out for the default)", file, named(z.path), v, z.want))
+		}
+	}
+	if len(errs) > 0 {
+		return usageError{errors.Join(errs...)}
+	}
+	return nil
 }
 
 // DefaultConfig is the paper-scale setting (Wan2.1-1.3B layout, 60 s).
@@ -135,10 +224,7 @@ func (c Config) Blocks() int {
 func (c Config) Resolve() (Config, error) {
 	var errs []error
 	bad := func(field string, v any, want string) {
-		if f, ok := yamlFlags[field]; ok {
-			field += " (--" + f + ")"
-		}
-		errs = append(errs, fmt.Errorf("%s is %v, want %s", field, v, want))
+		errs = append(errs, fmt.Errorf("%s is %v, want %s", named(field), v, want))
 	}
 	if c.Run.Out == "" {
 		bad("run.out", `""`, "a folder")
@@ -194,7 +280,13 @@ func (c Config) Resolve() (Config, error) {
 	} else if c.Stream.FirstLayer > 0 && c.Stream.Kind != "synthetic" {
 		bad("stream.first_layer", c.Stream.FirstLayer, "0 for stream.kind "+c.Stream.Kind+" (only synthetic streams start at a later layer)")
 	}
-	m, err := c.Memory.Resolve()
+	var valid []string
+	for _, p := range c.Policies {
+		if slices.Contains(memory.Names(), p) {
+			valid = append(valid, p)
+		}
+	}
+	m, err := resolveMemory(c.Memory, valid)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -212,32 +304,134 @@ func (c Config) Resolve() (Config, error) {
 	return c, nil
 }
 
-// LoadConfigFile decodes a YAML file over base (keys absent from the file
-// keep base's values). Unknown keys and type errors name the file and line.
-func LoadConfigFile(path string, base Config) (Config, error) {
-	f, err := os.Open(path)
+// resolveMemory resolves m (memory.Config.Resolve), checks that each of
+// policies can be built from it (memory.Config.Check: DensityKV's bank
+// rules), and records the values a zero leaves to the run: the bank workers
+// actually used and the LongLive-RAG descriptor size counted. Errors name
+// the YAML keys and flags at fault.
+func resolveMemory(m memory.Config, policies []string) (memory.Config, error) {
+	r, err := m.Resolve()
 	if err != nil {
-		return base, fmt.Errorf("config %s: %w", path, err)
+		return m, memoryError(err)
 	}
-	defer f.Close()
-	c, err := decodeConfig(f, base)
+	for _, p := range policies {
+		if err := r.Check(p); err != nil {
+			return m, memoryError(err)
+		}
+	}
+	if r.Bank.Workers == 0 { // the bank's own rule: GOMAXPROCS, at most one per head
+		r.Bank.Workers = max(1, min(runtime.GOMAXPROCS(0), r.Layout.Heads))
+	}
+	if l := &r.LongLiveRAG; l.DescriptorStorageDim == 0 { // the descriptor kept
+		switch l.Descriptor {
+		case "latent-mean":
+			l.DescriptorStorageDim = l.LatentChannels
+		case "key-mean":
+			l.DescriptorStorageDim = r.Layout.Heads * r.Layout.HeadDim
+		}
+	}
+	return r, nil
+}
+
+// memoryError names the YAML keys (and flags) of a memory.FieldError.
+func memoryError(err error) error {
+	var fe *memory.FieldError
+	if !errors.As(err, &fe) || len(fe.Fields) == 0 {
+		return err
+	}
+	names := make([]string, len(fe.Fields))
+	for i, f := range fe.Fields {
+		names[i] = named("memory." + f)
+	}
+	return fmt.Errorf("%s: %w", strings.Join(names, ", "), err)
+}
+
+// LoadConfigFile decodes a YAML file over base (keys absent from the file
+// keep base's values) and returns the keys present. Unknown keys and type
+// errors name the file and line.
+func LoadConfigFile(path string, base Config) (Config, map[string]bool, error) {
+	c := base
+	keys, err := loadYAMLKeys(path, &c, true)
 	if err != nil {
-		return base, fmt.Errorf("config %s: %w", path, err)
+		return base, nil, err
+	}
+	return c, keys, nil
+}
+
+// loadYAMLKeys decodes the YAML file at path into v (see decodeYAML),
+// naming the file in errors.
+func loadYAMLKeys(path string, v any, strict bool) (map[string]bool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	keys, err := decodeYAML(b, v, strict)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return keys, nil
+}
+
+func decodeConfig(r io.Reader, base Config) (Config, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return base, err
+	}
+	c := base
+	if _, err := decodeYAML(b, &c, true); err != nil {
+		return base, err
 	}
 	return c, nil
 }
 
-func decodeConfig(r io.Reader, base Config) (Config, error) {
-	dec := yaml.NewDecoder(r)
-	dec.KnownFields(true)
-	c := base
-	if err := dec.Decode(&c); err != nil {
-		if errors.Is(err, io.EOF) { // empty file: all defaults
-			return base, nil
-		}
-		return base, err
+// legacyLayoutKeys are memory.layout keys of files written before the
+// layout had snake_case keys; they are read as their new names.
+var legacyLayoutKeys = map[string]string{"framesperblock": "frames_per_block", "headdim": "head_dim"}
+
+// decodeYAML decodes b over v (strict: unknown keys are errors; an empty
+// document changes nothing) and returns the dotted paths of the keys
+// present ("memory.bank.sigma"; a null value counts as absent), so that an
+// explicit value can be told from a default.
+func decodeYAML(b []byte, v any, strict bool) (map[string]bool, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, err
 	}
-	return c, nil
+	keys := map[string]bool{}
+	if len(doc.Content) == 0 {
+		return keys, nil
+	}
+	renamed := false
+	var walk func(n *yaml.Node, prefix string)
+	walk = func(n *yaml.Node, prefix string) {
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			if nk, ok := legacyLayoutKeys[k.Value]; ok && prefix == "memory.layout." {
+				k.Value, renamed = nk, true
+			}
+			if val.Tag == "!!null" {
+				continue
+			}
+			keys[prefix+k.Value] = true
+			walk(val, prefix+k.Value+".")
+		}
+	}
+	walk(doc.Content[0], "")
+	if renamed {
+		var err error
+		if b, err = yaml.Marshal(&doc); err != nil {
+			return nil, err
+		}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(strict)
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return keys, nil
 }
 
 // MarshalConfig renders c as YAML with a header comment.
@@ -262,104 +456,142 @@ type configFlags struct {
 	fs      *pflag.FlagSet
 	file    string
 	applies []func(*Config)
+	// keys are the YAML keys present in the --config file (after resolve).
+	keys map[string]bool
 }
 
+// usage appends a flag's YAML key to its help text.
+func usageFor(flag, usage string) string {
+	for p, f := range yamlFlags {
+		if f == flag {
+			return usage + " (" + p + ")"
+		}
+	}
+	return usage
+}
+
+func (cf *configFlags) str(name, usage string, def Config, field func(*Config) *string) {
+	v := cf.fs.String(name, *field(&def), usageFor(name, usage))
+	cf.applies = append(cf.applies, func(c *Config) {
+		if cf.fs.Changed(name) {
+			*field(c) = *v
+		}
+	})
+}
+
+func (cf *configFlags) integer(name, usage string, def Config, field func(*Config) *int) {
+	v := cf.fs.Int(name, *field(&def), usageFor(name, usage))
+	cf.applies = append(cf.applies, func(c *Config) {
+		if cf.fs.Changed(name) {
+			*field(c) = *v
+		}
+	})
+}
+
+func (cf *configFlags) float(name, usage string, def Config, field func(*Config) *float64) {
+	v := cf.fs.Float64(name, *field(&def), usageFor(name, usage))
+	cf.applies = append(cf.applies, func(c *Config) {
+		if cf.fs.Changed(name) {
+			*field(c) = *v
+		}
+	})
+}
+
+// bindConfigFlags registers --config and a flag for every setting of a
+// simulate-style run: the run, the stream, the layout, and the memory
+// flags shared with generate (bindMemoryFlags).
 func bindConfigFlags(fs *pflag.FlagSet, def Config) *configFlags {
 	cf := &configFlags{fs: fs}
 	fs.StringVar(&cf.file, "config", "", "YAML config file (flags given on the command line override it)")
-	str := func(name, usage string, field func(*Config) *string) {
-		v := fs.String(name, *field(&def), usage)
-		cf.applies = append(cf.applies, func(c *Config) {
-			if fs.Changed(name) {
-				*field(c) = *v
-			}
-		})
-	}
-	integer := func(name, usage string, field func(*Config) *int) {
-		v := fs.Int(name, *field(&def), usage)
-		cf.applies = append(cf.applies, func(c *Config) {
-			if fs.Changed(name) {
-				*field(c) = *v
-			}
-		})
-	}
-	float := func(name, usage string, field func(*Config) *float64) {
-		v := fs.Float64(name, *field(&def), usage)
-		cf.applies = append(cf.applies, func(c *Config) {
-			if fs.Changed(name) {
-				*field(c) = *v
-			}
-		})
-	}
-	str("out", "parent folder of run folders (run.out)", func(c *Config) *string { return &c.Run.Out })
-	str("name", "run folder name inside --out (run.name; default: the command name)", func(c *Config) *string { return &c.Run.Name })
-	seed := fs.Int64("seed", def.Run.Seed, "random seed of the synthetic stream (run.seed)")
+	cf.str("out", "parent folder of run folders", def, func(c *Config) *string { return &c.Run.Out })
+	cf.str("name", "run folder name inside --out (default: the command name)", def, func(c *Config) *string { return &c.Run.Name })
+	seed := fs.Int64("seed", def.Run.Seed, usageFor("seed", "random seed of the synthetic stream"))
 	cf.applies = append(cf.applies, func(c *Config) {
 		if fs.Changed("seed") {
 			c.Run.Seed = *seed
 		}
 	})
-	integer("snapshot-every", "save resume snapshots every N blocks, 0 = only on Ctrl-C (run.snapshot_every)", func(c *Config) *int { return &c.Run.SnapshotEvery })
-	plots := fs.Bool("plots", def.Run.Plots, "draw the figures at the end (run.plots)")
+	cf.integer("snapshot-every", "save resume snapshots every N blocks, 0 = only on Ctrl-C", def, func(c *Config) *int { return &c.Run.SnapshotEvery })
+	plots := fs.Bool("plots", def.Run.Plots, usageFor("plots", "draw the figures at the end"))
 	cf.applies = append(cf.applies, func(c *Config) {
 		if fs.Changed("plots") {
 			c.Run.Plots = *plots
 		}
 	})
-	pol := fs.StringSlice("policy", def.Policies, "memory policies, comma-separated: "+strings.Join(memory.Names(), ", ")+" (policies)")
+	pol := fs.StringSlice("policy", def.Policies, usageFor("policy", "memory policies, comma-separated: "+strings.Join(memory.Names(), ", ")))
 	cf.applies = append(cf.applies, func(c *Config) {
 		if fs.Changed("policy") {
 			c.Policies = append([]string(nil), *pol...)
 		}
 	})
-	str("stream", "stream kind: "+strings.Join(streamKinds, ", ")+" (stream.kind)", func(c *Config) *string { return &c.Stream.Kind })
-	str("stream-file", "recorded stream file for --stream file (stream.path)", func(c *Config) *string { return &c.Stream.Path })
-	float("seconds", "video length in seconds at --fps latent frames/s (stream.seconds)", func(c *Config) *float64 { return &c.Stream.Seconds })
-	float("fps", "latent frames per second (stream.fps)", func(c *Config) *float64 { return &c.Stream.FPS })
-	integer("first-layer", "simulate the stream's layers [first-layer, first-layer + layers) (stream.first_layer)", func(c *Config) *int { return &c.Stream.FirstLayer })
-	integer("layers", "transformer layers (memory.layout.layers)", func(c *Config) *int { return &c.Memory.Layout.Layers })
-	integer("heads", "attention heads per layer (memory.layout.heads)", func(c *Config) *int { return &c.Memory.Layout.Heads })
-	integer("head-dim", "per-head key/value dimension (memory.layout.headdim)", func(c *Config) *int { return &c.Memory.Layout.HeadDim })
-	integer("height", "latent token rows per frame (memory.layout.height)", func(c *Config) *int { return &c.Memory.Layout.Height })
-	integer("width", "latent token columns per frame (memory.layout.width)", func(c *Config) *int { return &c.Memory.Layout.Width })
-	integer("frames-per-block", "latent frames per block (memory.layout.framesperblock)", func(c *Config) *int { return &c.Memory.Layout.FramesPerBlock })
-	integer("sink-frames", "first-frame sink, in frames (memory.sink_frames)", func(c *Config) *int { return &c.Memory.SinkFrames })
-	integer("cache-frames", "native rolling cache incl. sink, in frames (memory.cache_frames)", func(c *Config) *int { return &c.Memory.CacheFrames })
-	integer("window-frames", "local window incl. the current block, in frames (memory.window_frames)", func(c *Config) *int { return &c.Memory.WindowFrames })
-	integer("capacity", "historical budget M per head in tokens, 0 = (cache − sink − window) frames (memory.capacity)", func(c *Config) *int { return &c.Memory.Capacity })
-	float("tau", "DensityKV density-growth threshold τ (memory.bank.tau)", func(c *Config) *float64 { return &c.Memory.Bank.Tau })
-	float("sigma", "Soft-Riesz length scale σ (memory.bank.sigma)", func(c *Config) *float64 { return &c.Memory.Bank.Sigma })
-	float("p", "Soft-Riesz exponent p (memory.bank.p)", func(c *Config) *float64 { return &c.Memory.Bank.P })
-	float("eps", "Soft-Riesz softening ε (memory.bank.eps)", func(c *Config) *float64 { return &c.Memory.Bank.Eps })
-	float("delta", "baseline floor δ (memory.bank.delta)", func(c *Config) *float64 { return &c.Memory.Bank.Delta })
-	str("ordering", "candidate ordering: mean (paper), max (authors' code), source (memory.bank.ordering)", func(c *Config) *string { return &c.Memory.Bank.Ordering })
-	str("baselines", "insertion baselines: frozen (paper), refresh (memory.bank.baselines)", func(c *Config) *string { return &c.Memory.Bank.Baselines })
-	str("eviction", "eviction: mandatory-densest (paper), densest, mandatory-source (memory.bank.eviction)", func(c *Config) *string { return &c.Memory.Bank.Eviction })
-	str("prefix", "admitted prefix: shared (paper), per-head (memory.bank.prefix)", func(c *Config) *string { return &c.Memory.Bank.Prefix })
-	str("admission", "admission: joint (paper), sequential (memory.bank.admission)", func(c *Config) *string { return &c.Memory.Bank.Admission })
-	str("descriptor", "density descriptor: post-rope-key (paper), pre-rope-key, key-value (memory.bank.descriptor)", func(c *Config) *string { return &c.Memory.Bank.Descriptor })
-	str("payload", "stored K/V dtype: bf16 (paper), f32 (memory.bank.payload)", func(c *Config) *string { return &c.Memory.Bank.Payload })
-	str("densities", "density/baseline precision: f32, f64 (memory.bank.densities)", func(c *Config) *string { return &c.Memory.Bank.Densities })
-	integer("workers", "bank worker threads, 0 = all cores (memory.bank.workers)", func(c *Config) *int { return &c.Memory.Bank.Workers })
-	integer("deep-forcing-recent", "Deep Forcing recent frames incl. the current block (memory.deep_forcing.recent_frames)", func(c *Config) *int { return &c.Memory.DeepForcing.RecentFrames })
-	integer("deep-forcing-max-reuse", "Deep Forcing compressions a token may survive (memory.deep_forcing.max_reuse)", func(c *Config) *int { return &c.Memory.DeepForcing.MaxReuse })
-	integer("rag-top-k", "LongLive-RAG frames retrieved per block, 0 = capacity / tokens per frame (memory.longlive_rag.top_k)", func(c *Config) *int { return &c.Memory.LongLiveRAG.TopK })
-	str("rag-descriptor", "LongLive-RAG frame descriptor: latent-mean, key-mean (memory.longlive_rag.descriptor)", func(c *Config) *string { return &c.Memory.LongLiveRAG.Descriptor })
+	cf.str("stream", "stream kind: "+strings.Join(streamKinds, ", "), def, func(c *Config) *string { return &c.Stream.Kind })
+	cf.str("stream-file", "recorded stream file for --stream file", def, func(c *Config) *string { return &c.Stream.Path })
+	cf.float("seconds", "video length in seconds at --fps latent frames/s", def, func(c *Config) *float64 { return &c.Stream.Seconds })
+	cf.float("fps", "latent frames per second", def, func(c *Config) *float64 { return &c.Stream.FPS })
+	cf.integer("first-layer", "simulate the stream's layers [first-layer, first-layer + layers)", def, func(c *Config) *int { return &c.Stream.FirstLayer })
+	cf.integer("layers", "transformer layers", def, func(c *Config) *int { return &c.Memory.Layout.Layers })
+	cf.integer("heads", "attention heads per layer", def, func(c *Config) *int { return &c.Memory.Layout.Heads })
+	cf.integer("head-dim", "per-head key/value dimension", def, func(c *Config) *int { return &c.Memory.Layout.HeadDim })
+	cf.integer("height", "latent token rows per frame", def, func(c *Config) *int { return &c.Memory.Layout.Height })
+	cf.integer("width", "latent token columns per frame", def, func(c *Config) *int { return &c.Memory.Layout.Width })
+	cf.integer("frames-per-block", "latent frames per block", def, func(c *Config) *int { return &c.Memory.Layout.FramesPerBlock })
+	cf.bindMemoryFlags(def)
 	return cf
+}
+
+// bindMemoryFlags registers the memory flags that simulate, demo, eval and
+// generate share: the attention budget, every DensityKV bank parameter and
+// variant, and the baselines' settings (YAML memory.*).
+func (cf *configFlags) bindMemoryFlags(def Config) {
+	cf.integer("sink-frames", "first-frame sink, in frames", def, func(c *Config) *int { return &c.Memory.SinkFrames })
+	cf.integer("cache-frames", "native rolling cache incl. sink, in frames", def, func(c *Config) *int { return &c.Memory.CacheFrames })
+	cf.integer("window-frames", "local window incl. the current block, in frames", def, func(c *Config) *int { return &c.Memory.WindowFrames })
+	cf.integer("capacity", "historical budget M per head in tokens, 0 = (cache − sink − window) frames", def, func(c *Config) *int { return &c.Memory.Capacity })
+	cf.float("tau", "DensityKV density-growth threshold τ (> 1)", def, func(c *Config) *float64 { return &c.Memory.Bank.Tau })
+	cf.float("sigma", "Soft-Riesz length scale σ", def, func(c *Config) *float64 { return &c.Memory.Bank.Sigma })
+	cf.float("p", "Soft-Riesz exponent p", def, func(c *Config) *float64 { return &c.Memory.Bank.P })
+	cf.float("eps", "Soft-Riesz softening ε", def, func(c *Config) *float64 { return &c.Memory.Bank.Eps })
+	cf.float("delta", "baseline floor δ", def, func(c *Config) *float64 { return &c.Memory.Bank.Delta })
+	cf.str("ordering", "candidate ordering: mean (paper), max (authors' code), source", def, func(c *Config) *string { return &c.Memory.Bank.Ordering })
+	cf.str("baselines", "insertion baselines: frozen (paper), refresh", def, func(c *Config) *string { return &c.Memory.Bank.Baselines })
+	cf.str("eviction", "eviction: mandatory-densest (paper), densest, mandatory-source", def, func(c *Config) *string { return &c.Memory.Bank.Eviction })
+	cf.str("prefix", "admitted prefix: shared (paper), per-head", def, func(c *Config) *string { return &c.Memory.Bank.Prefix })
+	cf.str("admission", "admission: joint (paper), sequential", def, func(c *Config) *string { return &c.Memory.Bank.Admission })
+	cf.str("descriptor", "density descriptor: post-rope-key (paper), pre-rope-key, key-value", def, func(c *Config) *string { return &c.Memory.Bank.Descriptor })
+	cf.str("payload", "stored K/V dtype: bf16 (paper), f32", def, func(c *Config) *string { return &c.Memory.Bank.Payload })
+	cf.str("densities", "density/baseline precision: f32, f64", def, func(c *Config) *string { return &c.Memory.Bank.Densities })
+	cf.integer("workers", "bank worker threads, 0 = one per head up to the cores (recorded resolved)", def, func(c *Config) *int { return &c.Memory.Bank.Workers })
+	cf.integer("deep-forcing-recent", "Deep Forcing recent frames incl. the current block", def, func(c *Config) *int { return &c.Memory.DeepForcing.RecentFrames })
+	cf.integer("deep-forcing-max-reuse", "Deep Forcing compressions a token may survive", def, func(c *Config) *int { return &c.Memory.DeepForcing.MaxReuse })
+	cf.integer("rag-top-k", "LongLive-RAG frames retrieved per block, 0 = capacity / tokens per frame", def, func(c *Config) *int { return &c.Memory.LongLiveRAG.TopK })
+	cf.str("rag-descriptor", "LongLive-RAG frame descriptor: latent-mean, key-mean", def, func(c *Config) *string { return &c.Memory.LongLiveRAG.Descriptor })
+}
+
+// load returns base overlaid with the --config file (recording its keys in
+// cf.keys) and then the flags given on the command line, with explicit
+// zeros that would silently become defaults rejected; not yet resolved.
+func (cf *configFlags) load(base Config, v *Config, file any) error {
+	*v = base
+	cf.keys = map[string]bool{}
+	if cf.file != "" {
+		keys, err := loadYAMLKeys(cf.file, file, true)
+		if err != nil {
+			return usageError{fmt.Errorf("--config: %w", err)}
+		}
+		cf.keys = keys
+	}
+	for _, apply := range cf.applies {
+		apply(v)
+	}
+	return explicitZeros(v, cf.fs, cf.keys, cf.file)
 }
 
 // resolve returns base overlaid with the --config file and then the flags
 // given on the command line, validated.
 func (cf *configFlags) resolve(base Config) (Config, error) {
-	c := base
-	if cf.file != "" {
-		var err error
-		if c, err = LoadConfigFile(cf.file, base); err != nil {
-			return base, usageError{fmt.Errorf("--config: %w", err)}
-		}
-	}
-	for _, apply := range cf.applies {
-		apply(&c)
+	var c Config
+	if err := cf.load(base, &c, &c); err != nil {
+		return base, err
 	}
 	r, err := c.Resolve()
 	if err != nil {

@@ -29,7 +29,8 @@ simulate flag works here too, with the demo's defaults.`,
 		Example: `  densitykv demo
   densitykv demo --seconds 60 --seed 3
   densitykv demo --json --quiet`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: interruptible("stopping after the current block"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("force") && !rf.resume {
 				rf.force = true

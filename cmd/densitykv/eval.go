@@ -70,7 +70,8 @@ reduced scale with 2 layers and 30 s.`,
 		Example: `  densitykv eval
   densitykv eval --groups baselines,policy --seconds 60
   densitykv eval --stream file --stream-file rollout.dkvs --rag-descriptor key-mean`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: interruptible("stopping after the current layer; a stopped eval writes no tables"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runEval(cmd, cf, ef)
 		},
@@ -110,7 +111,7 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if err != nil {
 		return err
 	}
-	if !cf.fs.Changed("sigma") && cf.file == "" {
+	if !cf.fs.Changed("sigma") && !cf.keys["memory.bank.sigma"] {
 		// The paper's calibration σ = √(d_k/2) for whatever head dimension
 		// the stream has (5.66 at the default d = 64).
 		cfg.Memory.Bank.Sigma = eval.ScaledSigma(cfg.Memory.Layout.HeadDim)
@@ -121,16 +122,6 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	dir := filepath.Join(cfg.Run.Out, cfg.Run.Name)
 	if _, err := os.Stat(filepath.Join(dir, "tables.md")); err == nil && !ef.force {
 		return usagef("eval folder %s already exists; overwrite it with --force or pick another --name", dir)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("eval folder: %w", err)
-	}
-	y, err := MarshalConfig(cfg)
-	if err != nil {
-		return err
-	}
-	if err := writeFileAtomic(filepath.Join(dir, fileConfig), y); err != nil {
-		return err
 	}
 	src, err := openStream(cfg)
 	if err != nil {
@@ -156,6 +147,17 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 		}
 		horizons = append(horizons, b)
 	}
+	// Everything is checked: now the folder.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("eval folder: %w", err)
+	}
+	y, err := MarshalConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, fileConfig), y); err != nil {
+		return err
+	}
 	opt := eval.Options{Base: cfg.Memory, Queries: ef.queries, TopK: ef.topK, CoverageSample: ef.coverageSample,
 		Horizons: horizons, Layers: ef.evalLayers, Seed: uint64(cfg.Run.Seed)}
 	quiet := ef.quiet || ef.json
@@ -165,10 +167,15 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 			len(vs), blocks, l.Height, l.Width, l.Layers, l.Heads, l.HeadDim, cfg.Memory.Capacity, dir)
 	}
 	prog := newProgress(stderr, "eval", blocks, 0, quiet)
-	opt.Progress = func(done, _ int) { prog.add(1) }
+	done := 0
+	opt.Progress = func(d, _ int) { done = d; prog.add(1) }
+	opt.Context = cmd.Context()
 	start := time.Now()
 	res, err := eval.Run(src, vs, opt)
 	prog.finish()
+	if err != nil && cmd.Context().Err() != nil {
+		return fmt.Errorf("%w: eval stopped after %d of %d blocks; a stopped eval writes no tables (run it again to evaluate)", errInterrupted, done, blocks)
+	}
 	if err != nil {
 		return err
 	}

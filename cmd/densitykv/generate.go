@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,6 +75,17 @@ type generateConfig struct {
 // archs are the model architectures generate knows.
 var archs = map[string]func() wan.Config{"1.3b": wan.DefaultConfig, "tiny": wan.TinyConfig}
 
+// generateDefaults is a generate run's configuration before the --config
+// file and the flags: the 1.3B model at 480×832, 5 s, DensityKV with the
+// paper's memory settings (the layout follows the model and latent size).
+func generateDefaults() generateConfig {
+	return generateConfig{
+		Config: Config{Run: RunConfig{Out: "runs", Name: "generate", Plots: true, SnapshotEvery: 10}, Stream: StreamConfig{Kind: "wan", FPS: 4},
+			Policies: []string{memory.NameDensityKV}, Memory: layoutFreeDefaults(memory.DefaultLayout())},
+		Generate: GenerateSection{Arch: "1.3b", LatentHeight: 60, LatentWidth: 104, TraceStep: 3, Preview: true},
+	}
+}
+
 func newGenerateCmd() *cobra.Command {
 	var g GenerateSection
 	var rf runFlags
@@ -83,7 +95,8 @@ func newGenerateCmd() *cobra.Command {
 	var seed uint64
 	var snapEvery int
 	var out, name string
-	var mc memory.Config
+	var cf *configFlags
+	def := generateDefaults()
 	cmd := &cobra.Command{
 		Use:   "generate",
 		Short: "Roll out the Wan backbone from a checkpoint and text embeddings with any memory policy",
@@ -103,14 +116,22 @@ denoising pass), and plots/. There is no VAE decoder in this project: with
 RGB) under preview/, and preview.mp4 when ffmpeg is installed. These are not
 decoded video frames.
 
+The memory flags are simulate's (budget, every bank parameter and variant,
+Deep Forcing and LongLive-RAG). --config reads a YAML file in the format of
+a generate run's config.resolved.yaml (run, policies, memory, generate);
+flags override it. The layout (memory.layout) follows the model and the
+latent size, and the stream (kind wan, 4 latent frames/s) the block count.
+
 Ctrl-C stops after the current block and saves a resume checkpoint (also
 saved every --snapshot-every blocks); --resume continues from it without
 computing the completed blocks again, with results identical to an
 uninterrupted run.`,
 		Example: `  densitykv generate --checkpoint wan_causal.pt --text prompt.safetensors --seconds 30 --policy densitykv
   densitykv generate --arch tiny --checkpoint weights.safetensors --text ctx.safetensors --text-tensor context \
-      --latent-height 6 --latent-width 8 --blocks 8 --policy densitykv --capacity 24 --ordering max`,
-		Args: cobra.NoArgs,
+      --latent-height 6 --latent-width 8 --blocks 8 --policy densitykv --capacity 24 --ordering max
+  densitykv generate --config runs/generate/config.resolved.yaml --name again --tau 3`,
+		Args:        cobra.NoArgs,
+		Annotations: interruptible("stopping after the current forward call"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f := cmd.Flags()
 			var gc generateConfig
@@ -129,117 +150,39 @@ uninterrupted run.`,
 					return usagef("--resume: %w", err)
 				}
 			} else {
-				newArch, ok := archs[g.Arch]
-				if !ok {
-					return usagef("--arch is %q, want 1.3b or tiny", g.Arch)
-				}
-				g.Model = newArch()
-				if g.Checkpoint == "" {
-					return usagef("--checkpoint is required (a .safetensors or .pt file of the causal Wan generator)")
-				}
-				if _, err := os.Stat(g.Checkpoint); err != nil {
-					return usagef("--checkpoint: %w", err)
-				}
-				if len(texts) == 0 {
-					return usagef("--text is required (a tensor file with the text-encoder output [L, %d])", g.Model.TextDim)
-				}
-				g.Texts = nil
-				for _, t := range texts {
-					ts, err := parseTextSpec(t, textTensor)
-					if err != nil {
-						return usageError{err}
-					}
-					if _, err := os.Stat(ts.Path); err != nil {
-						return usagef("--text: %w", err)
-					}
-					g.Texts = append(g.Texts, ts)
-				}
-				if g.Texts[0].FromBlock != 0 {
-					return usagef("--text: the first prompt must start at block 0, got @%d", g.Texts[0].FromBlock)
-				}
-				if g.LatentHeight <= 0 || g.LatentWidth <= 0 || g.LatentHeight%g.Model.Patch[1] != 0 || g.LatentWidth%g.Model.Patch[2] != 0 {
-					return usagef("--latent-height/--latent-width %d×%d must be positive multiples of the %d×%d patch", g.LatentHeight, g.LatentWidth, g.Model.Patch[1], g.Model.Patch[2])
-				}
-				if f.Changed("seconds") && f.Changed("blocks") {
-					return usagef("give --seconds or --blocks, not both")
-				}
-				if !f.Changed("blocks") {
-					if !(seconds > 0) || math.IsInf(seconds, 0) {
-						return usagef("--seconds is %v, want > 0", seconds)
-					}
-					g.Blocks = int(math.Ceil(seconds*4/3 - 1e-9))
-				}
-				if g.Blocks <= 0 {
-					return usagef("--blocks is %d, want > 0", g.Blocks)
-				}
-				if g.TraceStep < -1 || g.TraceStep >= len(rollout.DefaultSchedule().Timesteps) {
-					return usagef("--trace-step is %d, want -1 (off) or 0..%d", g.TraceStep, len(rollout.DefaultSchedule().Timesteps)-1)
-				}
-				if snapEvery < 0 {
-					return usagef("--snapshot-every is %d, want >= 0", snapEvery)
-				}
-				if name == "" {
-					name = "generate"
-				}
-				if strings.ContainsAny(name, `/\`) {
-					return usagef("--name %q must be a plain folder name", name)
-				}
-				m, err := g.Model.Memory(mc, g.LatentHeight, g.LatentWidth, 3)
-				if err != nil {
-					return usageError{err}
-				}
-				rm, err := m.Resolve()
-				if err != nil {
-					return usageError{err}
-				}
-				gc = generateConfig{Config: Config{Run: RunConfig{Out: out, Name: name, Seed: int64(seed), SnapshotEvery: snapEvery, Plots: true},
-					Stream:   StreamConfig{Kind: "wan", Seconds: float64(g.Blocks*3) / 4, FPS: 4},
-					Policies: []string{policy}, Memory: rm}, Generate: g}
-				if !f.Changed("policy") && policy == "" {
-					return usagef("--policy is required")
-				}
-				found := false
-				for _, n := range memory.Names() {
-					found = found || n == policy
-				}
-				if !found {
-					return usagef("--policy is %q, want one of %s", policy, strings.Join(memory.Names(), ", "))
+				var err error
+				if gc, err = resolveGenerate(f, cf, g, generateFlags{texts: texts, textTensor: textTensor, policy: policy,
+					seconds: seconds, seed: seed, out: out, name: name, snapEvery: snapEvery}); err != nil {
+					return err
 				}
 			}
 			return runGenerate(cmd, gc, rf)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&g.Checkpoint, "checkpoint", "", "generator checkpoint (.safetensors or PyTorch .pt)")
-	f.StringVar(&g.Entry, "entry", "", "PyTorch checkpoint entry (default: generator, generator_ema, model)")
-	f.StringVar(&g.LoRA, "lora", "", "LongLive LoRA checkpoint (generator_lora entry), merged into the weights")
-	f.Float64Var(&g.LoRAAlpha, "lora-alpha", 0, "LoRA alpha (0 = the rank)")
-	f.StringVar(&g.Arch, "arch", "1.3b", "model architecture: 1.3b (Wan2.1-T2V-1.3B) or tiny (the golden test model)")
-	f.StringSliceVar(&texts, "text", nil, "text-encoder output tensor file; PATH@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable)")
+	dg := def.Generate
+	f.StringVar(&g.Checkpoint, "checkpoint", dg.Checkpoint, "generator checkpoint (.safetensors or PyTorch .pt) (generate.checkpoint)")
+	f.StringVar(&g.Entry, "entry", dg.Entry, "PyTorch checkpoint entry (default: generator, generator_ema, model) (generate.entry)")
+	f.StringVar(&g.LoRA, "lora", dg.LoRA, "LongLive LoRA checkpoint (generator_lora entry), merged into the weights (generate.lora)")
+	f.Float64Var(&g.LoRAAlpha, "lora-alpha", dg.LoRAAlpha, "LoRA alpha (0 = the rank) (generate.lora_alpha)")
+	f.StringVar(&g.Arch, "arch", dg.Arch, "model architecture: 1.3b (Wan2.1-T2V-1.3B) or tiny (the golden test model) (generate.arch)")
+	f.StringSliceVar(&texts, "text", nil, "text-encoder output tensor file; PATH@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable) (generate.texts)")
 	f.StringVar(&textTensor, "text-tensor", "", "tensor name inside the text files (default: context, or the only tensor)")
-	f.IntVar(&g.LatentHeight, "latent-height", 60, "latent height (60 for 480×832 video)")
-	f.IntVar(&g.LatentWidth, "latent-width", 104, "latent width (104 for 480×832 video)")
-	f.Float64Var(&seconds, "seconds", 5, "video length at 4 latent frames/s (rounded up to 3-frame blocks)")
-	f.IntVar(&g.Blocks, "blocks", 0, "number of 3-frame blocks (instead of --seconds)")
-	f.Uint64Var(&seed, "seed", 0, "noise seed")
-	f.StringVar(&policy, "policy", memory.NameDensityKV, "memory policy: "+strings.Join(memory.Names(), ", "))
-	f.IntVar(&g.TraceStep, "trace-step", 3, "denoising step whose attention is traced (3 = 4th pass), -1 = off")
-	f.BoolVar(&g.Preview, "preview", true, "write PNG frames of a latent preview (and preview.mp4 with ffmpeg)")
-	f.StringVar(&g.RecordStream, "record-stream", "", "record the clean passes' q/k/v into this stream file (replay with simulate/eval --stream file)")
-	f.IntVar(&snapEvery, "snapshot-every", 10, "save a resume checkpoint (policy snapshot) every N blocks, 0 = only when stopped with Ctrl-C")
-	f.StringVar(&out, "out", "runs", "parent folder of run folders")
-	f.StringVar(&name, "name", "generate", "run folder name")
-	f.IntVar(&mc.SinkFrames, "sink-frames", 0, "first-frame sink, frames (0 = 1)")
-	f.IntVar(&mc.CacheFrames, "cache-frames", 0, "native rolling cache incl. sink, frames (0 = 12)")
-	f.IntVar(&mc.WindowFrames, "window-frames", 0, "local window incl. the current block, frames (0 = 5)")
-	f.IntVar(&mc.Capacity, "capacity", 0, "historical budget M per head, tokens (0 = 6 frames)")
-	f.Float64Var(&mc.Bank.Tau, "tau", 0, "DensityKV τ (0 = 2)")
-	f.Float64Var(&mc.Bank.Sigma, "sigma", 0, "DensityKV σ (0 = 8)")
-	f.StringVar(&mc.Bank.Ordering, "ordering", "", "DensityKV ordering: mean (paper, default), max (authors' code), source")
-	f.StringVar(&mc.Bank.Baselines, "baselines", "", "DensityKV baselines: frozen (default), refresh")
-	f.StringVar(&mc.Bank.Eviction, "eviction", "", "DensityKV eviction: mandatory-densest (default), densest, mandatory-source")
-	f.StringVar(&mc.Bank.Prefix, "prefix", "", "DensityKV prefix: shared (default), per-head")
-	f.StringVar(&mc.LongLiveRAG.Descriptor, "rag-descriptor", "", "LongLive-RAG frame descriptor: latent-mean (default), key-mean")
+	f.IntVar(&g.LatentHeight, "latent-height", dg.LatentHeight, "latent height (60 for 480×832 video) (generate.latent_height)")
+	f.IntVar(&g.LatentWidth, "latent-width", dg.LatentWidth, "latent width (104 for 480×832 video) (generate.latent_width)")
+	f.Float64Var(&seconds, "seconds", 5, "video length at 4 latent frames/s, rounded up to 3-frame blocks (stream.seconds)")
+	f.IntVar(&g.Blocks, "blocks", 0, "number of 3-frame blocks, instead of --seconds (generate.blocks)")
+	f.Uint64Var(&seed, "seed", 0, "noise seed (run.seed)")
+	f.StringVar(&policy, "policy", def.Policies[0], "memory policy: "+strings.Join(memory.Names(), ", ")+" (policies)")
+	f.IntVar(&g.TraceStep, "trace-step", dg.TraceStep, "denoising step whose attention is traced (3 = 4th pass), -1 = off (generate.trace_step)")
+	f.BoolVar(&g.Preview, "preview", dg.Preview, "write PNG frames of a latent preview, and preview.mp4 with ffmpeg (generate.preview)")
+	f.StringVar(&g.RecordStream, "record-stream", dg.RecordStream, "record the clean passes' q/k/v into this stream file, replayed with simulate/eval --stream file (generate.record_stream)")
+	f.IntVar(&snapEvery, "snapshot-every", def.Run.SnapshotEvery, "save a resume checkpoint (policy snapshot) every N blocks, 0 = only when stopped with Ctrl-C (run.snapshot_every)")
+	f.StringVar(&out, "out", def.Run.Out, "parent folder of run folders (run.out)")
+	f.StringVar(&name, "name", def.Run.Name, "run folder name (run.name)")
+	cf = &configFlags{fs: f}
+	f.StringVar(&cf.file, "config", "", "YAML config in the format of a generate config.resolved.yaml (flags given on the command line override it)")
+	cf.bindMemoryFlags(def.Config)
 	f.BoolVar(&rf.json, "json", false, "print the summary as JSON")
 	f.BoolVar(&rf.resume, "resume", false, "continue the stopped run --out/--name with its saved config")
 	f.BoolVar(&rf.force, "force", false, "overwrite an existing run folder")
@@ -271,6 +214,167 @@ func parseTextSpec(arg, tensor string) (TextSpec, error) {
 	}
 	ts.Path, ts.FromBlock = arg[:i], b
 	return ts, nil
+}
+
+// generateFlags are generate's flags that are not GenerateSection fields.
+type generateFlags struct {
+	texts              []string
+	textTensor, policy string
+	seconds            float64
+	seed               uint64
+	out, name          string
+	snapEvery          int
+}
+
+// setIf sets *dst to v when flag was given on the command line.
+func setIf[T any](f *pflag.FlagSet, flag string, dst *T, v T) {
+	if f.Changed(flag) {
+		*dst = v
+	}
+}
+
+// resolveGenerate builds a new generate run's configuration: the defaults,
+// the --config file, then the flags given on the command line (g and gf
+// hold their values), validated (every input file is checked later, before
+// the run folder is created).
+func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g GenerateSection, gf generateFlags) (generateConfig, error) {
+	gc := generateDefaults()
+	if err := cf.load(gc.Config, &gc.Config, &gc); err != nil {
+		return gc, err
+	}
+	file := func(key string) bool { return cf.keys[key] }
+	G := &gc.Generate
+	setIf(f, "checkpoint", &G.Checkpoint, g.Checkpoint)
+	setIf(f, "entry", &G.Entry, g.Entry)
+	setIf(f, "lora", &G.LoRA, g.LoRA)
+	setIf(f, "lora-alpha", &G.LoRAAlpha, g.LoRAAlpha)
+	setIf(f, "arch", &G.Arch, g.Arch)
+	setIf(f, "latent-height", &G.LatentHeight, g.LatentHeight)
+	setIf(f, "latent-width", &G.LatentWidth, g.LatentWidth)
+	setIf(f, "trace-step", &G.TraceStep, g.TraceStep)
+	setIf(f, "preview", &G.Preview, g.Preview)
+	setIf(f, "record-stream", &G.RecordStream, g.RecordStream)
+	setIf(f, "out", &gc.Run.Out, gf.out)
+	setIf(f, "name", &gc.Run.Name, gf.name)
+	setIf(f, "snapshot-every", &gc.Run.SnapshotEvery, gf.snapEvery)
+	if gc.Run.SnapshotEvery < 0 {
+		return gc, usagef("--snapshot-every (run.snapshot_every) is %d, want >= 0", gc.Run.SnapshotEvery)
+	}
+	if f.Changed("seed") {
+		if gf.seed > math.MaxInt64 {
+			return gc, usagef("--seed is %d, want at most %d", gf.seed, int64(math.MaxInt64))
+		}
+		gc.Run.Seed = int64(gf.seed)
+	}
+	if gc.Run.Seed < 0 {
+		return gc, usagef("%s: run.seed is %d, want >= 0", cf.file, gc.Run.Seed)
+	}
+	if f.Changed("policy") {
+		gc.Policies = []string{gf.policy}
+	}
+	newArch, ok := archs[G.Arch]
+	if !ok {
+		return gc, usagef("--arch (generate.arch) is %q, want 1.3b or tiny", G.Arch)
+	}
+	model := newArch()
+	if file("generate.model") && G.Model != model {
+		return gc, usagef("%s: generate.model differs from the %s architecture (generate.arch); the model follows the architecture, leave generate.model out", cf.file, G.Arch)
+	}
+	G.Model = model
+	if G.Checkpoint == "" {
+		return gc, usagef("--checkpoint is required (a .safetensors or .pt file of the causal Wan generator)")
+	}
+	if _, err := os.Stat(G.Checkpoint); err != nil {
+		return gc, usagef("--checkpoint: %w", err)
+	}
+	if f.Changed("text") || f.Changed("text-tensor") {
+		if !f.Changed("text") {
+			var paths []string
+			for _, t := range G.Texts {
+				paths = append(paths, fmt.Sprintf("%s@%d", t.Path, t.FromBlock))
+			}
+			gf.texts = paths
+		}
+		G.Texts = nil
+		for _, t := range gf.texts {
+			ts, err := parseTextSpec(t, gf.textTensor)
+			if err != nil {
+				return gc, usageError{err}
+			}
+			G.Texts = append(G.Texts, ts)
+		}
+	}
+	if len(G.Texts) == 0 {
+		return gc, usagef("--text is required (a tensor file with the text-encoder output [L, %d])", model.TextDim)
+	}
+	for i, ts := range G.Texts {
+		if _, err := os.Stat(ts.Path); err != nil {
+			return gc, usagef("--text: %w", err)
+		}
+		if i > 0 && ts.FromBlock <= G.Texts[i-1].FromBlock {
+			return gc, usagef("--text: prompt %s starts at block %d, not after the previous one's %d", ts.Path, ts.FromBlock, G.Texts[i-1].FromBlock)
+		}
+	}
+	if G.Texts[0].FromBlock != 0 {
+		return gc, usagef("--text: the first prompt must start at block 0, got @%d", G.Texts[0].FromBlock)
+	}
+	if G.LatentHeight <= 0 || G.LatentWidth <= 0 || G.LatentHeight%model.Patch[1] != 0 || G.LatentWidth%model.Patch[2] != 0 {
+		return gc, usagef("--latent-height/--latent-width %d×%d must be positive multiples of the %d×%d patch", G.LatentHeight, G.LatentWidth, model.Patch[1], model.Patch[2])
+	}
+	// The length: --blocks or --seconds, else the file's generate.blocks or
+	// stream.seconds, else --seconds' default.
+	switch {
+	case f.Changed("seconds") && f.Changed("blocks"):
+		return gc, usagef("give --seconds or --blocks, not both")
+	case f.Changed("blocks"):
+		G.Blocks = g.Blocks
+	case f.Changed("seconds") || !file("generate.blocks"):
+		s := gf.seconds
+		if !f.Changed("seconds") && file("stream.seconds") {
+			s = gc.Stream.Seconds
+		}
+		if !(s > 0) || math.IsInf(s, 0) {
+			return gc, usagef("--seconds (stream.seconds) is %v, want > 0", s)
+		}
+		G.Blocks = int(math.Ceil(s*4/3 - 1e-9))
+	}
+	if G.Blocks <= 0 {
+		return gc, usagef("--blocks (generate.blocks) is %d, want > 0", G.Blocks)
+	}
+	if G.TraceStep < -1 || G.TraceStep >= len(rollout.DefaultSchedule().Timesteps) {
+		return gc, usagef("--trace-step (generate.trace_step) is %d, want -1 (off) or 0..%d", G.TraceStep, len(rollout.DefaultSchedule().Timesteps)-1)
+	}
+	if gc.Run.Name == "" || strings.ContainsAny(gc.Run.Name, `/\`) || gc.Run.Name == "." || gc.Run.Name == ".." {
+		return gc, usagef("--name (run.name) %q must be a plain folder name", gc.Run.Name)
+	}
+	if gc.Run.Out == "" {
+		return gc, usagef("--out (run.out) is empty, want a folder")
+	}
+	if len(gc.Policies) != 1 || !slices.Contains(memory.Names(), gc.Policies[0]) {
+		return gc, usagef("--policy (policies) is %q, want one of %s", strings.Join(gc.Policies, ","), strings.Join(memory.Names(), ", "))
+	}
+	// The stream and the layout follow the model and the block count; a
+	// file may carry them (a config.resolved.yaml does) only unchanged.
+	stream := StreamConfig{Kind: "wan", Seconds: float64(G.Blocks*3) / 4, FPS: 4}
+	if file("stream.kind") && gc.Stream.Kind != stream.Kind || file("stream.fps") && gc.Stream.FPS != stream.FPS {
+		return gc, usagef("%s: stream.kind %q at %g frames/s: generate rolls out the Wan model (kind wan, 4 latent frames/s); leave stream out", cf.file, gc.Stream.Kind, gc.Stream.FPS)
+	}
+	gc.Stream = stream
+	m, err := model.Memory(gc.Memory, G.LatentHeight, G.LatentWidth, 3) // layout and RoPE base follow the model
+	if err != nil {
+		return gc, usageError{fmt.Errorf("config: %w", err)}
+	}
+	if file("memory.layout") && gc.Memory.Layout != m.Layout {
+		return gc, usagef("%s: memory.layout %+v differs from the model's %+v at latent %d×%d; the layout follows --arch and --latent-height/--latent-width, leave it out",
+			cf.file, gc.Memory.Layout, m.Layout, G.LatentHeight, G.LatentWidth)
+	}
+	m.LongLiveRAG.LatentChannels = model.OutDim // the descriptor reads the model's latents
+	rm, err := resolveMemory(m, gc.Policies)
+	if err != nil {
+		return gc, usageError{fmt.Errorf("config: %w", err)}
+	}
+	gc.Memory = rm
+	return gc, nil
 }
 
 func loadYAMLFile(path string, v any) error {
@@ -362,7 +466,35 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 		if err := checkInputs(gs.Inputs, inputs); err != nil {
 			return fmt.Errorf("--resume: %w", err)
 		}
-	} else {
+	}
+	m, err := wan.Load(g.Checkpoint, g.Model, wan.LoadOptions{Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha})
+	if err != nil {
+		return usageError{fmt.Errorf("--checkpoint %s: %w", g.Checkpoint, err)}
+	}
+	var prompts []rollout.Prompt
+	for _, ts := range g.Texts {
+		v, rows, dim, err := loadTextEmbedding(ts.Path, ts.Tensor)
+		if err != nil {
+			return usageError{err}
+		}
+		if dim != g.Model.TextDim {
+			return usagef("--text %s: width %d, the %s model needs %d", ts.Path, dim, g.Arch, g.Model.TextDim)
+		}
+		txt, err := m.EmbedText(v, rows)
+		if err != nil {
+			return usageError{fmt.Errorf("--text %s: %w", ts.Path, err)}
+		}
+		prompts = append(prompts, rollout.Prompt{FromBlock: ts.FromBlock, Text: txt, Name: filepath.Base(ts.Path)})
+	}
+	if _, err := g.Model.Memory(gc.Memory, g.LatentHeight, g.LatentWidth, 3); err != nil {
+		return usageError{fmt.Errorf("%s: %w", fileConfig, err)}
+	}
+	pol, err := memory.New(gc.Policies[0], gc.Memory)
+	if err != nil {
+		return err
+	}
+	if !rf.resume {
+		// Every input is checked: now the run folder.
 		if err := prepareRunDir(dir, rf.force); err != nil {
 			return err
 		}
@@ -386,32 +518,6 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 	st := &gs.runState
 	start := st.NextBlock
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
-		return err
-	}
-	m, err := wan.Load(g.Checkpoint, g.Model, wan.LoadOptions{Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha})
-	if err != nil {
-		return fmt.Errorf("--checkpoint %s: %w", g.Checkpoint, err)
-	}
-	var prompts []rollout.Prompt
-	for _, ts := range g.Texts {
-		v, rows, dim, err := loadTextEmbedding(ts.Path, ts.Tensor)
-		if err != nil {
-			return err
-		}
-		if dim != g.Model.TextDim {
-			return fmt.Errorf("--text %s: width %d, the %s model needs %d", ts.Path, dim, g.Arch, g.Model.TextDim)
-		}
-		txt, err := m.EmbedText(v, rows)
-		if err != nil {
-			return fmt.Errorf("--text %s: %w", ts.Path, err)
-		}
-		prompts = append(prompts, rollout.Prompt{FromBlock: ts.FromBlock, Text: txt, Name: filepath.Base(ts.Path)})
-	}
-	if _, err := g.Model.Memory(gc.Memory, g.LatentHeight, g.LatentWidth, 3); err != nil {
-		return fmt.Errorf("%s: %w", fileConfig, err)
-	}
-	pol, err := memory.New(gc.Policies[0], gc.Memory)
-	if err != nil {
 		return err
 	}
 	snap, ok := pol.(snapshotter)
@@ -818,7 +924,9 @@ func yamlMarshal(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func yamlUnmarshal(b []byte, v any) error { return yaml.Unmarshal(b, v) }
+// yamlUnmarshal decodes a run folder's YAML (unknown keys ignored; the
+// older memory.layout keys are read, see decodeYAML).
+func yamlUnmarshal(b []byte, v any) error { _, err := decodeYAML(b, v, false); return err }
 
 // recorded forwards a synth.Recorder and reports the wrapped policy's
 // statistics (the rollout logs them).

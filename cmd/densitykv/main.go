@@ -19,6 +19,11 @@
 // Exit codes: 0 success, 1 failure, 2 usage error (bad flag or argument),
 // 130 interrupted (Ctrl-C; the run folder is left consistent and can be
 // continued with --resume).
+//
+// The first Ctrl-C cancels the command's context and prints what the
+// command does about it (its annInterrupt annotation, e.g. "stopping after
+// the current block"); main then stops catching the signal, so a second
+// Ctrl-C kills the process at once.
 package main
 
 import (
@@ -29,6 +34,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -62,6 +68,31 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// annInterrupt is the cobra annotation with what a command does on the
+// first Ctrl-C ("stopping after the current block"); commands without one
+// just say "stopping".
+const annInterrupt = "densitykv.interrupt"
+
+// interruptible returns the annotations of a command that stops with what
+// on Ctrl-C.
+func interruptible(what string) map[string]string { return map[string]string{annInterrupt: what} }
+
+// stopSignals, set by main, stops catching Ctrl-C (restoring the default:
+// the next one kills the process).
+var stopSignals func()
+
+// lockedWriter serialises writes from the command and the Ctrl-C notice.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
@@ -102,10 +133,47 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(root.FlagErrorFunc())
 	}
+	notice := "stopping"
+	if c, _, err := root.Find(args); err == nil && c.Annotations[annInterrupt] != "" {
+		notice = c.Annotations[annInterrupt]
+	}
+	tty := isTerminal(stderr)
+	stderr = &lockedWriter{w: stderr}
+	// On the first Ctrl-C: stop listening (a second one kills the process)
+	// and say what happens now.
+	var once sync.Once
+	interrupted := func() {
+		once.Do(func() {
+			if stopSignals != nil {
+				stopSignals()
+			}
+			nl := ""
+			if tty { // end a progress bar's line
+				nl = "\n"
+			}
+			fmt.Fprintf(stderr, "%sdensitykv: Ctrl-C: %s (Ctrl-C again to abort)\n", nl, notice)
+		})
+	}
+	finished := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-ctx.Done():
+			interrupted()
+		case <-finished:
+		}
+	}()
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	close(finished)
+	wg.Wait()
+	if ctx.Err() != nil {
+		interrupted() // the command may have seen the cancellation first
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -135,6 +203,7 @@ func isCobraUsage(err error) bool {
 func main() {
 	setMemoryLimit()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	stopSignals = stop
 	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

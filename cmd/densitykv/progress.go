@@ -35,15 +35,27 @@ func isTerminal(w io.Writer) bool {
 
 // newProgress starts a progress report of total steps, resuming at done.
 func newProgress(w io.Writer, label string, total, done int, quiet bool) *progress {
+	return newProgressTo(w, label, total, done, quiet, isTerminal(w))
+}
+
+// newProgressTo is newProgress with a bar (tty) or plain lines. A resumed
+// bar counts only this run's steps (total − done, labelled with where it
+// resumed), so that its rate and ETA do not take the restored steps as
+// done in no time.
+func newProgressTo(w io.Writer, label string, total, done int, quiet, tty bool) *progress {
 	p := &progress{w: w, total: total, done: done, done0: done, start: time.Now(), label: label, quiet: quiet, every: 5 * time.Second}
-	if quiet || total <= 0 {
+	if quiet || total <= 0 || done >= total {
 		p.quiet = true
 		return p
 	}
-	if isTerminal(w) {
-		p.bar = progressbar.NewOptions(total,
+	if tty {
+		desc := label
+		if done > 0 {
+			desc = fmt.Sprintf("%s (resumed at %d of %d)", label, done, total)
+		}
+		p.bar = progressbar.NewOptions(total-done,
 			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription(label),
+			progressbar.OptionSetDescription(desc),
 			progressbar.OptionShowCount(),
 			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionSetElapsedTime(true),
@@ -51,9 +63,6 @@ func newProgress(w io.Writer, label string, total, done int, quiet bool) *progre
 			progressbar.OptionClearOnFinish(),
 			progressbar.OptionSetWidth(30),
 		)
-		if done > 0 {
-			_ = p.bar.Set(done)
-		}
 	}
 	return p
 }

@@ -11,7 +11,6 @@ import (
 	"slices"
 
 	"gonum.org/v1/plot/vg"
-	"gopkg.in/yaml.v3"
 
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/plots"
@@ -25,7 +24,7 @@ func loadRunConfig(dir string) (Config, error) {
 		return Config{}, fmt.Errorf("run folder %s: %w", dir, err)
 	}
 	var c Config
-	if err := yaml.Unmarshal(b, &c); err != nil {
+	if _, err := decodeYAML(b, &c, false); err != nil { // older layout keys too
 		return Config{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil

@@ -204,7 +204,11 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 		var saved runState
 		if err := readJSON(filepath.Join(stateDir, fileCheckpoint), &saved); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
-				return nil, usagef("--resume: %s has no checkpoint (%s); the run never completed a block, start it again without --resume", dir, filepath.Join(dirState, fileCheckpoint))
+				again := "start it again without --resume"
+				if _, logged := runProgress(dir); logged {
+					again += " and with --force (its log has blocks it cannot continue from)"
+				}
+				return nil, usagef("--resume: %s has no checkpoint (%s): the run stopped before saving one; %s", dir, filepath.Join(dirState, fileCheckpoint), again)
 			}
 			return nil, fmt.Errorf("--resume: %w", err)
 		}

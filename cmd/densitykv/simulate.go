@@ -63,7 +63,8 @@ identical results.`,
   densitykv simulate --config runs/demo/config.resolved.yaml --name demo-tau3 --tau 3
   densitykv simulate --ordering max --baselines refresh --name max-refresh
   densitykv simulate --name long --resume`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: interruptible("stopping after the current block"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSimulateCommand(cmd, "simulate", cf, rf, DefaultConfig())
 		},
@@ -117,6 +118,9 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 		var err error
 		if cfg, err = cf.resolve(base); err != nil {
 			return err
+		}
+		if cfg.Blocks() == 0 {
+			return usagef("stream.seconds (--seconds) %g gives no block at %g frames/s", cfg.Stream.Seconds, cfg.Stream.FPS)
 		}
 		dir = filepath.Join(cfg.Run.Out, cfg.Run.Name)
 		if err := prepareRunDir(dir, rf.force); err != nil {
@@ -173,12 +177,19 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 	return nil
 }
 
-// prepareRunDir creates dir, refusing to overwrite an existing run unless
-// force is set (then the run's own files are removed first).
+// prepareRunDir creates dir for a new run. An existing run folder is
+// refused unless force is set (then the run's own files are removed first),
+// or unless it holds nothing: no checkpoint and no logged block (a run that
+// failed or stopped before its first block), which is reused.
 func prepareRunDir(dir string, force bool) error {
 	if _, err := os.Stat(filepath.Join(dir, fileConfig)); err == nil {
-		if !force {
+		checkpointed, logged := runProgress(dir)
+		switch {
+		case force:
+		case checkpointed:
 			return usagef("run folder %s already exists; continue it with --resume, overwrite it with --force, or pick another --name", dir)
+		case logged:
+			return usagef("run folder %s already exists with logged blocks but no checkpoint to continue from; overwrite it with --force or pick another --name", dir)
 		}
 		for _, f := range []string{fileConfig, fileLog, fileSummary, fileProvenance, fileAdmissions, fileStorageRun, dirPlots, dirState} {
 			if err := os.RemoveAll(filepath.Join(dir, f)); err != nil {
@@ -190,6 +201,14 @@ func prepareRunDir(dir string, force bool) error {
 		return fmt.Errorf("run folder: %w", err)
 	}
 	return nil
+}
+
+// runProgress reports whether a run folder has a checkpoint to continue
+// from and whether its memory log holds any block.
+func runProgress(dir string) (checkpointed, logged bool) {
+	_, err := os.Stat(filepath.Join(dir, dirState, fileCheckpoint))
+	st, lerr := os.Stat(filepath.Join(dir, fileLog))
+	return err == nil, lerr == nil && st.Size() > 0
 }
 
 // summary is summary.json.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 )
@@ -60,8 +61,8 @@ Use it on a run stopped with Ctrl-C, or after changing the plotting code.`,
 
 // renderAny renders a simulate/demo run folder, or a generate run folder.
 func renderAny(dir string) ([]string, error) {
-	if _, err := os.Stat(dir + "/" + fileConfig); err != nil {
-		return nil, fmt.Errorf("trace: %s has no %s: not a densitykv run folder", dir, fileConfig)
+	if _, err := os.Stat(filepath.Join(dir, fileConfig)); err != nil {
+		return nil, usagef("trace: %s has no %s: not a densitykv run folder (demo, simulate or generate write one)", dir, fileConfig)
 	}
 	return renderRun(dir)
 }
