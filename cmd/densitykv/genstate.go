@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"hash"
 	"io"
 	"os"
@@ -31,11 +32,14 @@ import (
 const (
 	genCheckpointFormat  = "densitykv-generate-checkpoint"
 	genCheckpointVersion = 1
+	simCheckpointFormat  = "densitykv-simulate-checkpoint"
+	simCheckpointVersion = 1
 )
 
-// genCheckpoint is the envelope of state/checkpoint.json: State is checked
-// against SHA256, the SHA-256 of its compact JSON.
-type genCheckpoint struct {
+// sealedCheckpoint is the envelope of state/checkpoint.json (generate and
+// simulate): State is checked against SHA256, the SHA-256 of its compact
+// JSON, and Format names the command that wrote it.
+type sealedCheckpoint struct {
 	Format  string          `json:"format"`
 	Version int             `json:"version"`
 	SHA256  string          `json:"sha256"`
@@ -162,43 +166,58 @@ func sha256Hex(b []byte) string {
 
 // writeGenCheckpoint writes state/checkpoint.json atomically.
 func writeGenCheckpoint(path string, st *genState) error {
-	js, err := json.Marshal(st)
-	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	return writeJSONAtomic(path, genCheckpoint{Format: genCheckpointFormat, Version: genCheckpointVersion, SHA256: sha256Hex(js), State: js})
+	return writeSealed(path, genCheckpointFormat, genCheckpointVersion, st)
 }
 
 // readGenCheckpoint reads and checks state/checkpoint.json.
 func readGenCheckpoint(path string) (*genState, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
+	st := new(genState)
+	if err := readSealed(path, genCheckpointFormat, genCheckpointVersion, st); err != nil {
 		return nil, err
 	}
-	var env genCheckpoint
+	return st, nil
+}
+
+// writeSealed writes state as a sealed checkpoint (format, version and the
+// SHA-256 of the state's compact JSON) to path atomically.
+func writeSealed(path, format string, version int, state any) error {
+	js, err := json.Marshal(state)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return writeJSONAtomic(path, sealedCheckpoint{Format: format, Version: version, SHA256: sha256Hex(js), State: js})
+}
+
+// readSealed reads a checkpoint written by writeSealed into state, checking
+// its format, version and checksum; unknown fields are errors.
+func readSealed(path, format string, version int, state any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var env sealedCheckpoint
 	if err := json.Unmarshal(b, &env); err != nil {
-		return nil, fmt.Errorf("%s is damaged: %w", path, err)
+		return fmt.Errorf("%s is damaged: %w", path, err)
 	}
-	if env.Format != genCheckpointFormat {
-		return nil, fmt.Errorf("%s is not a generate checkpoint (format %q, want %q); it was written by another densitykv command or version", path, env.Format, genCheckpointFormat)
+	if env.Format != format {
+		return fmt.Errorf("%s is not a %s (format %q); it was written by another densitykv command or version", path, format, env.Format)
 	}
-	if env.Version != genCheckpointVersion {
-		return nil, fmt.Errorf("%s has format version %d; this densitykv reads version %d", path, env.Version, genCheckpointVersion)
+	if env.Version != version {
+		return fmt.Errorf("%s has format version %d; this densitykv reads version %d", path, env.Version, version)
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, env.State); err != nil {
-		return nil, fmt.Errorf("%s is damaged: state: %w", path, err)
+		return fmt.Errorf("%s is damaged: state: %w", path, err)
 	}
 	if sum := sha256Hex(compact.Bytes()); sum != env.SHA256 {
-		return nil, fmt.Errorf("%s is damaged: its state has SHA-256 %s, the file records %s", path, sum, env.SHA256)
+		return fmt.Errorf("%s is damaged: its state has SHA-256 %s, the file records %s", path, sum, env.SHA256)
 	}
-	st := new(genState)
 	dec := json.NewDecoder(&compact)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(st); err != nil {
-		return nil, fmt.Errorf("%s is damaged: state: %w", path, err)
+	if err := dec.Decode(state); err != nil {
+		return fmt.Errorf("%s is damaged: state: %w", path, err)
 	}
-	return st, nil
+	return nil
 }
 
 // hashWriter counts what passes through it and, when h is set, hashes it.
@@ -219,24 +238,11 @@ func (h *hashWriter) Write(p []byte) (int, error) {
 
 // saveSnapshotSum is saveSnapshot that also returns the file's SHA-256.
 func saveSnapshotSum(path string, s snapshotter) (string, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return "", err
+	h := sha256.New()
+	if err := atomicfile.Write(path, func(w io.Writer) error { return s.Save(io.MultiWriter(w, h)) }); err != nil {
+		return "", fmt.Errorf("snapshot: %w", err)
 	}
-	hw := &hashWriter{w: f, h: sha256.New()}
-	werr := s.Save(hw)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if err := errors.Join(werr, f.Close()); err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("snapshot %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("snapshot %s: %w", path, err)
-	}
-	return hex.EncodeToString(hw.h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // loadSnapshotSum loads a snapshot into s, checking the file's SHA-256

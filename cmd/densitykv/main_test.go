@@ -206,11 +206,35 @@ func TestResumeIsIdentical(t *testing.T) {
 				t.Fatalf("trace of the stopped run: %s", errs)
 			}
 			var cp runState
-			if err := readJSON(filepath.Join(dir, name, dirState, fileCheckpoint), &cp); err != nil {
+			cpPath := filepath.Join(dir, name, dirState, fileCheckpoint)
+			if err := readSealed(cpPath, simCheckpointFormat, simCheckpointVersion, &cp); err != nil {
 				t.Fatal(err)
 			}
 			if cp.NextBlock != 7 || !cp.Snapshots {
 				t.Fatalf("checkpoint at block %d, snapshots %v; want 7 and policy snapshots", cp.NextBlock, cp.Snapshots)
+			}
+			// A checkpoint whose state no longer matches its checksum, or one
+			// written by generate, is refused by --resume (and left alone).
+			good, err := os.ReadFile(cpPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, bad := range []struct{ old, new, want string }{
+				{`"next_block": 7`, `"next_block": 6`, "damaged"},
+				{simCheckpointFormat, genCheckpointFormat, "not a " + simCheckpointFormat},
+			} {
+				if !bytes.Contains(good, []byte(bad.old)) {
+					t.Fatalf("checkpoint has no %s: %s", bad.old, good)
+				}
+				if err := os.WriteFile(cpPath, bytes.Replace(good, []byte(bad.old), []byte(bad.new), 1), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if code, _, errs := run(t, context.Background(), "simulate", "--out", dir, "--name", name, "--resume"); code == 0 || !strings.Contains(errs, bad.want) {
+					t.Fatalf("resume from a checkpoint with %s: exit %d, stderr %q", bad.new, code, errs)
+				}
+			}
+			if err := os.WriteFile(cpPath, good, 0o644); err != nil {
+				t.Fatal(err)
 			}
 			// A crash after the checkpoint leaves lines the checkpoint does
 			// not cover: resume must drop them.

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"io"
 	"os"
-	"path/filepath"
 )
 
 // Files of a run folder <out>/<name>/.
@@ -24,30 +24,8 @@ const (
 	fileProvenanceH = "policy,layer,head,slot,source,source_frame,token_row,token_col,admitted_update,admitted_block,density,baseline"
 )
 
-// writeFileAtomic writes data to path through a temporary file in the same
-// folder and a rename, so readers never see a partial file.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Chmod(0o644)
-	}
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if err := errors.Join(werr, tmp.Close()); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
+// writeFileAtomic writes data to path atomically (package atomicfile).
+func writeFileAtomic(path string, data []byte) error { return atomicfile.WriteBytes(path, data) }
 
 // writeJSONAtomic writes v as indented JSON to path atomically.
 func writeJSONAtomic(path string, v any) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"io"
 	"os"
 	"path/filepath"
@@ -202,7 +203,7 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 	replayTo := 0
 	if o.resume {
 		var saved runState
-		if err := readJSON(filepath.Join(stateDir, fileCheckpoint), &saved); err != nil {
+		if err := readSealed(filepath.Join(stateDir, fileCheckpoint), simCheckpointFormat, simCheckpointVersion, &saved); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				again := "start it again without --resume"
 				if _, logged := runProgress(dir); logged {
@@ -287,7 +288,7 @@ func runSimulation(ctx context.Context, cfg Config, dir string, o simOptions) (*
 		}
 		// checkpoint.json names the block of its snapshots; it is written
 		// last, so a crash in between leaves the previous checkpoint valid.
-		if err := writeJSONAtomic(filepath.Join(stateDir, fileCheckpoint), st); err != nil {
+		if err := writeSealed(filepath.Join(stateDir, fileCheckpoint), simCheckpointFormat, simCheckpointVersion, st); err != nil {
 			return err
 		}
 		old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
@@ -590,21 +591,8 @@ func snapshotName(i int, policy string, block int) string {
 }
 
 func saveSnapshot(path string, s snapshotter) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	werr := s.Save(f)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if err := errors.Join(werr, f.Close()); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("snapshot %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("snapshot %s: %w", path, err)
+	if err := atomicfile.Write(path, s.Save); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
 	}
 	return nil
 }
