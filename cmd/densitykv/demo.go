@@ -11,7 +11,7 @@ func newDemoCmd() *cobra.Command {
 	var cf *configFlags
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the memory policies side by side on the built-in synthetic stream (offline, about a minute)",
+		Short: "Run the memory policies side by side on the built-in synthetic stream (offline, about 20 s on two cores)",
 		Long: `demo is the quickest way to see DensityKV work. Offline, with no downloads,
 it runs Native, FIFO, uniform stride, Deep Forcing, LongLive-RAG and DensityKV
 side by side on the built-in synthetic video-like KV stream (static background

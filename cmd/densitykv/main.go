@@ -101,7 +101,7 @@ func newRootCmd() *cobra.Command {
 		Long: `densitykv runs DensityKV and the baseline memory policies.
 
 Start with "densitykv demo": it runs the memory policies side by side on a
-built-in synthetic video-like KV stream (no downloads, about a minute on two
+built-in synthetic video-like KV stream (no downloads, about 20 s on two
 cores), writes a run folder with logs, a summary and plots, and prints where
 the plots are.`,
 		SilenceUsage:  true,
