@@ -610,7 +610,7 @@ func runGenerate(cmd *cobra.Command, gc generateConfig, rf runFlags) error {
 		if tr == nil {
 			return nil
 		}
-		return writeJSONAtomic(filepath.Join(dir, "attention_trace.json"), traceFile(tr, g.TraceStep))
+		return writeJSONAtomic(filepath.Join(dir, "attention_trace.json"), traceFile(tr, gc.Policies[0], g.TraceStep))
 	}
 	// snapAt is the block of the checkpoint with a snapshot on disk (−1:
 	// none yet), so that a stop right after one does not save it again.
@@ -810,17 +810,18 @@ var genHook func()
 
 // attentionTraceJSON is attention_trace.json.
 type attentionTraceJSON struct {
-	Step   int `json:"step"`
-	Frames int `json:"frames"`
+	Policy string `json:"policy,omitempty"`
+	Step   int    `json:"step"`
+	Frames int    `json:"frames"`
 	// Mass[q][s] is the fraction of query frame q's attention (averaged
 	// over layers, heads and its tokens) on source frame s; the last column
 	// is memory whose source frame is unknown.
 	Mass [][]float64 `json:"mass"`
 }
 
-func traceFile(tr *attentionTracer, step int) attentionTraceJSON {
+func traceFile(tr *attentionTracer, policy string, step int) attentionTraceJSON {
 	F := tr.frames
-	out := attentionTraceJSON{Step: step, Frames: F}
+	out := attentionTraceJSON{Policy: policy, Step: step, Frames: F}
 	for q := 0; q < F; q++ {
 		row := tr.Mass[q*(F+1) : (q+1)*(F+1)]
 		var s float64
@@ -840,22 +841,52 @@ func traceFile(tr *attentionTracer, step int) attentionTraceJSON {
 
 // traceFigure draws the attention trace heat map of attention_trace.json.
 func traceFigure(tf attentionTraceJSON) (*plots.Figure, error) {
+	hp, err := traceHeat(tf)
+	if err != nil {
+		return nil, err
+	}
+	return plots.Heat("attention_trace", 18*vg.Centimeter, 14*vg.Centimeter, hp)
+}
+
+// traceHeat is the heat-map panel of traceFigure.
+func traceHeat(tf attentionTraceJSON) (plots.HeatPanel, error) {
 	F := tf.Frames
 	if len(tf.Mass) != F {
-		return nil, fmt.Errorf("attention_trace.json: %d rows for %d frames", len(tf.Mass), F)
+		return plots.HeatPanel{}, fmt.Errorf("attention_trace.json: %d rows for %d frames", len(tf.Mass), F)
 	}
 	z := make([]float64, F*(F+1))
 	for q := 0; q < F; q++ {
 		if len(tf.Mass[q]) != F+1 {
-			return nil, fmt.Errorf("attention_trace.json: row %d has %d values, want %d", q, len(tf.Mass[q]), F+1)
+			return plots.HeatPanel{}, fmt.Errorf("attention_trace.json: row %d has %d values, want %d", q, len(tf.Mass[q]), F+1)
 		}
 		copy(z[q*(F+1):], tf.Mass[q])
 	}
-	return plots.Heat("attention_trace", 18*vg.Centimeter, 14*vg.Centimeter, plots.HeatPanel{
-		Title:  fmt.Sprintf("Attention from each query frame to each source frame (pass %d)", tf.Step+1),
-		XLabel: fmt.Sprintf("source frame (column %d: memory of unknown frame)", F), YLabel: "query frame",
-		ZLabel: "fraction of attention (log)", Grid: plots.Grid{Cols: F + 1, Rows: F, Z: z}, Log: true, Palette: "magma", ImageY: true,
-	})
+	// The last column (memory whose source frame is unknown) is drawn
+	// only when some attention went there.
+	const rows = " (layers, heads, tokens summed; rows sum to 1)"
+	cols, xl := F, "source frame"+rows
+	for q := 0; q < F; q++ {
+		if tf.Mass[q][F] > 0 {
+			cols, xl = F+1, fmt.Sprintf("source frame, column %d: unknown source", F)+rows
+			break
+		}
+	}
+	if cols == F {
+		zz := make([]float64, 0, F*F)
+		for q := 0; q < F; q++ {
+			zz = append(zz, tf.Mass[q][:F]...)
+		}
+		z = zz
+	}
+	title := fmt.Sprintf("Attention from each query frame to each source frame (denoising pass %d)", tf.Step+1)
+	if tf.Policy != "" {
+		title = fmt.Sprintf("%s: attention from each query frame to each source frame, denoising pass %d", tf.Policy, tf.Step+1)
+	}
+	return plots.HeatPanel{
+		Title:  title,
+		XLabel: xl, YLabel: "query frame",
+		ZLabel: "fraction of the query frame's attention (log)", Grid: plots.Grid{Cols: cols, Rows: F, Z: z}, Log: true, Palette: "magma", ImageY: true,
+	}, nil
 }
 
 // writePreview writes one PNG per latent frame: channels 0..2 mapped to RGB
