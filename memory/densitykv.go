@@ -53,7 +53,7 @@ func bankConfig(c Config) (bank.Config, error) {
 	switch b.Descriptor {
 	case "pre-rope-key":
 		bc.DescDim = c.Layout.HeadDim
-	case "key-value":
+	case "key-value", "pre-rope-key-value":
 		bc.DescDim = 2 * c.Layout.HeadDim
 	}
 	if err := bc.Validate(); err != nil {
@@ -130,7 +130,7 @@ func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
 	switch s.cfg.Descriptor {
 	case "pre-rope-key":
 		descDim = D
-	case "key-value":
+	case "key-value", "pre-rope-key-value":
 		descDim = 2 * D
 	}
 	if descDim > 0 {
@@ -151,6 +151,9 @@ func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
 						copy(desc[(h*N+n)*D:(h*N+n+1)*D], f.K[l][o:o+D])
 					case "key-value":
 						copy(desc[(h*N+n)*2*D:], kr[o:o+D])
+						copy(desc[(h*N+n)*2*D+D:(h*N+n+1)*2*D], f.V[l][o:o+D])
+					case "pre-rope-key-value":
+						copy(desc[(h*N+n)*2*D:], f.K[l][o:o+D])
 						copy(desc[(h*N+n)*2*D+D:(h*N+n+1)*2*D], f.V[l][o:o+D])
 					}
 				}
@@ -243,7 +246,7 @@ const maxNorm2 = bank.MaxNorm2 / 2
 // distance computations.
 func (s *bankSelector) checkClean(layer int, k, v []float32) error {
 	D, H := s.c.lay.HeadDim, s.c.lay.Heads
-	withV := s.cfg.Descriptor == "key-value"
+	withV := s.cfg.Descriptor == "key-value" || s.cfg.Descriptor == "pre-rope-key-value"
 	for i := 0; i < len(k)/D; i++ {
 		var n2 float64
 		for _, x := range k[i*D : (i+1)*D] {
