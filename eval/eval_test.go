@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/densitykv/densitykv/memory"
@@ -153,6 +154,189 @@ func TestCoverageRadius(t *testing.T) {
 	}
 }
 
+// bruteNearest is the float64 oracle of NearestRetained.
+func bruteNearest(xi, r []float32, nr, d int) (int32, float64) {
+	best, bj := math.Inf(1), int32(-1)
+	for j := 0; j < nr; j++ {
+		var s float64
+		for c := 0; c < d; c++ {
+			t := float64(xi[c]) - float64(r[j*d+c])
+			s += t * t
+		}
+		if s < best {
+			best, bj = s, int32(j)
+		}
+	}
+	return bj, math.Sqrt(best)
+}
+
+// TestNearestRetainedExact compares the gemm-based search with a float64
+// brute force on points built to defeat a float32 |a|²+|b|²−2a·b search:
+// large common offsets (cancellation), near-ties below float32 resolution,
+// exact duplicates, and more rows and columns than one gemm tile.
+func TestNearestRetainedExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, tc := range []struct {
+		name          string
+		nx, nr, d     int
+		offset, noise float64
+	}{
+		{"gaussian", 300, 700, 16, 0, 1},
+		{"offset", 200, 600, 64, 100, 1e-3}, // ‖x‖ ≈ 800, distances ≈ 0.01
+		{"tiles", 260, 1100, 8, 5, 0.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := tc.d
+			base := make([]float32, d)
+			for c := range base {
+				base[c] = float32(tc.offset * r.NormFloat64())
+			}
+			pt := func() []float32 {
+				p := make([]float32, d)
+				for c := range p {
+					p[c] = base[c] + float32(tc.noise*r.NormFloat64())
+				}
+				return p
+			}
+			var rs, xs []float32
+			for j := 0; j < tc.nr; j++ {
+				rs = append(rs, pt()...)
+			}
+			for i := 0; i < tc.nx; i++ {
+				switch i % 4 {
+				case 0: // a copy of a retained point
+					j := r.IntN(tc.nr)
+					xs = append(xs, rs[j*d:(j+1)*d]...)
+				case 1: // a retained point nudged by one ulp in one coordinate
+					j := r.IntN(tc.nr)
+					p := append([]float32(nil), rs[j*d:(j+1)*d]...)
+					c := r.IntN(d)
+					p[c] = math.Nextafter32(p[c], float32(math.Inf(1)))
+					xs = append(xs, p...)
+				default:
+					xs = append(xs, pt()...)
+				}
+			}
+			idx := make([]int32, tc.nx)
+			dist := make([]float64, tc.nx)
+			NearestRetained(xs, tc.nx, rs, tc.nr, d, idx, dist)
+			for i := 0; i < tc.nx; i++ {
+				bj, bd := bruteNearest(xs[i*d:(i+1)*d], rs, tc.nr, d)
+				if idx[i] != bj || dist[i] != bd {
+					t.Fatalf("point %d: nearest %d at %v, brute force %d at %v", i, idx[i], dist[i], bj, bd)
+				}
+			}
+			mx, mean := CoverageRadius(xs, tc.nx, rs, tc.nr, d)
+			var bmx, bsum float64
+			for _, v := range dist {
+				bmx = math.Max(bmx, v)
+				bsum += v
+			}
+			if mx != bmx || math.Abs(mean-bsum/float64(tc.nx)) > 1e-12*bmx {
+				t.Fatalf("CoverageRadius %v %v, brute force %v %v", mx, mean, bmx, bsum/float64(tc.nx))
+			}
+		})
+	}
+	// Exact ties resolve to the lower index.
+	idx := make([]int32, 1)
+	NearestRetained([]float32{0, 0}, 1, []float32{3, 4, 5, 0, 0, 5, 4, 3}, 4, 2, idx, nil)
+	if idx[0] != 0 {
+		t.Fatalf("tie went to %d, want 0", idx[0])
+	}
+}
+
+// TestRunCoverageExact checks the reported coverage radius on a stream
+// whose history (1,728 keys per head at the end) is larger than the old
+// 1,024-key sample: the reported max equals the float64 brute-force max over
+// every dropped history key, the mean matches, and the paper's logit bound
+// holds for every dropped key k and its nearest retained key k′ with random
+// queries and with the worst-case query q ∥ k − k′.
+func TestRunCoverageExact(t *testing.T) {
+	c := synth.DefaultConfig()
+	c.Layout = memory.Layout{Height: 8, Width: 8, FramesPerBlock: 2, Layers: 1, Heads: 2, HeadDim: 16}
+	c.Blocks = 16
+	g, err := synth.NewGenerator(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := memory.Config{Layout: c.Layout, SinkFrames: 1, WindowFrames: 4, CacheFrames: 8}
+	vs, err := Suite(SuiteConfig{Base: base, Groups: []string{GroupBaselines}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var cases []coverageCase
+	opt := Options{Base: base, Queries: 4, TopK: 2, onCoverage: func(cc coverageCase) {
+		mu.Lock()
+		cases = append(cases, cc)
+		mu.Unlock()
+	}}
+	if _, err := Run(g, vs, opt); err != nil {
+		t.Fatal(err)
+	}
+	D := c.Layout.HeadDim
+	r := rand.New(rand.NewPCG(3, 4))
+	sqrtD := math.Sqrt(float64(D))
+	big := 0
+	for _, cc := range cases {
+		var rk []float32
+		for id := cc.lo; id < cc.hi; id++ {
+			if cc.kept[id] {
+				rk = append(rk, cc.canon[id*D:(id+1)*D]...)
+			}
+		}
+		nr := len(rk) / D
+		var bmx, bsum float64
+		for id := cc.lo; id < cc.hi; id++ {
+			if cc.kept[id] || nr == 0 {
+				continue
+			}
+			k := cc.canon[id*D : (id+1)*D]
+			j, dist := bruteNearest(k, rk, nr, D)
+			bmx = math.Max(bmx, dist)
+			bsum += dist
+			kp := rk[int(j)*D : (int(j)+1)*D]
+			for trial := 0; trial < 4; trial++ {
+				q := make([]float64, D)
+				for i := range q {
+					if trial == 0 { // worst case: q ∥ k − k′
+						q[i] = float64(k[i]) - float64(kp[i])
+					} else {
+						q[i] = 3 * r.NormFloat64()
+					}
+				}
+				var lk, lkp, qn float64
+				for i := range q {
+					lk += q[i] * float64(k[i])
+					lkp += q[i] * float64(kp[i])
+					qn += q[i] * q[i]
+				}
+				lhs := math.Abs(lk-lkp) / sqrtD
+				rhs := math.Sqrt(qn) * cc.max / sqrtD
+				if lhs > rhs*(1+1e-9)+1e-12 {
+					t.Fatalf("layer %d head %d horizon %d policy %d key %d: logit change %v > ‖q‖·r/√d = %v (r = %v, true distance %v)",
+						cc.layer, cc.head, cc.horizon, cc.policy, id, lhs, rhs, cc.max, dist)
+				}
+			}
+		}
+		if nr == 0 {
+			continue
+		}
+		nh := cc.hi - cc.lo
+		big = max(big, nh)
+		if cc.max != bmx {
+			t.Fatalf("layer %d head %d horizon %d policy %d: reported max %v, brute force %v over %d history keys",
+				cc.layer, cc.head, cc.horizon, cc.policy, cc.max, bmx, nh)
+		}
+		if want := bsum / float64(nh); math.Abs(cc.mean-want) > 1e-12*bmx {
+			t.Fatalf("policy %d: reported mean %v, brute force %v", cc.policy, cc.mean, want)
+		}
+	}
+	if big <= 1024 || len(cases) == 0 {
+		t.Fatalf("largest history %d keys in %d cases: the test needs more than 1,024", big, len(cases))
+	}
+}
+
 func TestMidRanks(t *testing.T) {
 	nan := math.NaN()
 	for _, tc := range []struct {
@@ -266,7 +450,7 @@ func TestRunReferenceAgainstItself(t *testing.T) {
 		{Group: "g", Label: "native", Policy: memory.NameNative, Config: base},
 		{Group: "g", Label: "bogus", Policy: "no-such-policy", Config: base},
 	}
-	res, err := Run(g, vs, Options{Base: base, Queries: 16, TopK: 4, CoverageSample: 64})
+	res, err := Run(g, vs, Options{Base: base, Queries: 16, TopK: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -293,6 +293,11 @@ func (r *Result) Markdown() string {
 		r.Blocks, l.FramesPerBlock, l.Height, l.Width, l.Layers, r.Layers, l.Heads, l.HeadDim)
 	fmt.Fprintf(&b, "Sink %d frame(s), local window %d frames; reference FullHistory. Run time %.1f s.\n\n",
 		r.Base.SinkFrames, r.Base.WindowFrames, r.Seconds)
+	if r.CoverageSample > 0 {
+		fmt.Fprintf(&b, "Coverage radius on at most %d evenly spaced history keys per layer and head (a sample: the max can underestimate the true radius).\n\n", r.CoverageSample)
+	} else {
+		b.WriteString("Coverage radius exact over every history key of every evaluated layer and head.\n\n")
+	}
 	if len(r.Skipped) > 0 {
 		b.WriteString("Skipped variants:\n\n")
 		for _, s := range r.Skipped {

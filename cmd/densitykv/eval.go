@@ -58,9 +58,9 @@ geometry, all against the FullHistory reference on the same stream.
 Per policy, layer, head and horizon it measures the attention output error
 of sampled queries versus FullHistory, the attention mass FullHistory puts on
 history the policy dropped, the top-k recall of the most-attended history
-tokens, the coverage radius of the history by the retained keys (÷√d_k it
-bounds the worst-case logit discrepancy), per-frame coverage, bytes and
-update time. These are attention-level measurements, not video quality.
+tokens, the coverage radius of the history by the retained keys (exact over
+every history key unless --coverage-sample is given; ÷√d_k it bounds the
+worst-case logit discrepancy), per-frame coverage, bytes and update time. These are attention-level measurements, not video quality.
 
 It writes tables (Markdown and CSV, best bold, second underlined, average
 rank with midranks for ties), per-cell and per-block CSVs and plots (PNG and
@@ -80,7 +80,7 @@ reduced scale with 2 layers and 30 s.`,
 	f.StringSliceVar(&ef.groups, "groups", nil, "tables to run, comma-separated (default all): "+strings.Join(eval.Groups(), ", "))
 	f.IntVar(&ef.queries, "queries", 64, "query tokens sampled per block for the fidelity metrics")
 	f.IntVar(&ef.topK, "top-k", 16, "most-attended history tokens per query for the recall")
-	f.IntVar(&ef.coverageSample, "coverage-sample", 1024, "history keys sampled per layer and head for the coverage radius")
+	f.IntVar(&ef.coverageSample, "coverage-sample", 0, "measure the coverage radius on this many evenly spaced history keys per layer and head (0 = all, exact; a sample can underestimate the max)")
 	f.Float64SliceVar(&ef.horizons, "horizons", nil, "report horizons in seconds (default: a quarter, half and all of the stream)")
 	f.IntSliceVar(&ef.evalLayers, "eval-layers", nil, "layers to measure (default all; every policy still runs every layer)")
 	f.BoolVar(&ef.force, "force", false, "overwrite an existing eval folder of the same name")
@@ -94,8 +94,8 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if cf.fs.Changed("policy") {
 		return usagef("eval runs the whole suite; choose tables with --groups instead of --policy")
 	}
-	if ef.queries <= 0 || ef.topK <= 0 || ef.coverageSample <= 0 {
-		return usagef("--queries %d, --top-k %d and --coverage-sample %d must be positive", ef.queries, ef.topK, ef.coverageSample)
+	if ef.queries <= 0 || ef.topK <= 0 || ef.coverageSample < 0 {
+		return usagef("--queries %d and --top-k %d must be positive, --coverage-sample %d not negative", ef.queries, ef.topK, ef.coverageSample)
 	}
 	base := EvalConfig()
 	if kind, _ := cf.fs.GetString("stream"); cf.fs.Changed("stream") && kind == "file" {

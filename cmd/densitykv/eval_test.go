@@ -14,7 +14,7 @@ import (
 
 func tinyEval(out, name string, extra ...string) []string {
 	a := []string{"eval", "--out", out, "--name", name, "--height", "4", "--width", "6", "--heads", "2", "--head-dim", "16",
-		"--seconds", "6", "--queries", "8", "--coverage-sample", "64", "--quiet"}
+		"--seconds", "6", "--queries", "8", "--quiet"}
 	return append(a, extra...)
 }
 
@@ -68,6 +68,7 @@ func TestEvalUsageErrors(t *testing.T) {
 		"group":   tinyEval(dir, "a", "--groups", "nope"),
 		"policy":  tinyEval(dir, "b", "--policy", "fifo"),
 		"queries": tinyEval(dir, "c", "--queries", "0"),
+		"sample":  tinyEval(dir, "e", "--coverage-sample", "-1"),
 		"horizon": tinyEval(dir, "d", "--horizons", "60"),
 	} {
 		if code, _, errs := run(t, context.Background(), args...); code != exitUsage {
