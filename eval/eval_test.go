@@ -577,7 +577,7 @@ func TestSuite(t *testing.T) {
 			t.Errorf("%s/%s: %v", v.Group, v.Label, err)
 		}
 	}
-	want := map[string]int{GroupBaselines: 7, GroupTau: 3, GroupCapacity: 3, GroupSigma: 3, GroupP: 3, GroupPolicy: 7, GroupOrdering: 2, GroupGeometry: 3}
+	want := map[string]int{GroupBaselines: 7, GroupTau: 3, GroupCapacity: 3, GroupSigma: 3, GroupP: 3, GroupPolicy: 7, GroupOrdering: 2, GroupGeometry: 4}
 	for g, n := range want {
 		if count[g] != n {
 			t.Errorf("group %s has %d variants, want %d", g, count[g], n)
@@ -593,6 +593,19 @@ func TestSuite(t *testing.T) {
 		}
 		if v.Group == GroupCapacity && strings.HasPrefix(v.Label, "M=960") && v.Config.Capacity != 960 {
 			t.Errorf("capacity row %d", v.Config.Capacity)
+		}
+	}
+	// The geometry table has the paper's four descriptors, one each.
+	desc := map[string]string{}
+	for _, v := range vs {
+		if v.Group == GroupGeometry {
+			rc, _ := v.Config.Resolve()
+			desc[rc.Bank.Descriptor] = v.Label
+		}
+	}
+	for _, d := range []string{"post-rope-key", "key-value", "pre-rope-key", "pre-rope-key-value"} {
+		if desc[d] == "" {
+			t.Errorf("geometry table lacks descriptor %s (has %v)", d, desc)
 		}
 	}
 	if _, err := Suite(SuiteConfig{Base: memory.Config{Layout: l}, Groups: []string{"nope"}}); err == nil {

@@ -337,7 +337,7 @@ func bindConfigFlags(fs *pflag.FlagSet, def Config) *configFlags {
 	str("eviction", "eviction: mandatory-densest (paper), densest, mandatory-source (memory.bank.eviction)", func(c *Config) *string { return &c.Memory.Bank.Eviction })
 	str("prefix", "admitted prefix: shared (paper), per-head (memory.bank.prefix)", func(c *Config) *string { return &c.Memory.Bank.Prefix })
 	str("admission", "admission: joint (paper), sequential (memory.bank.admission)", func(c *Config) *string { return &c.Memory.Bank.Admission })
-	str("descriptor", "density descriptor: post-rope-key (paper), pre-rope-key, key-value (memory.bank.descriptor)", func(c *Config) *string { return &c.Memory.Bank.Descriptor })
+	str("descriptor", "density descriptor: post-rope-key (paper), pre-rope-key, key-value ([K;V], post-RoPE K), pre-rope-key-value ([K;V], pre-RoPE K) (memory.bank.descriptor)", func(c *Config) *string { return &c.Memory.Bank.Descriptor })
 	str("payload", "stored K/V dtype: bf16 (paper), f32 (memory.bank.payload)", func(c *Config) *string { return &c.Memory.Bank.Payload })
 	str("densities", "density/baseline precision: f32, f64 (memory.bank.densities)", func(c *Config) *string { return &c.Memory.Bank.Densities })
 	integer("workers", "bank worker threads, 0 = all cores (memory.bank.workers)", func(c *Config) *int { return &c.Memory.Bank.Workers })
