@@ -517,6 +517,48 @@ func TestRunReferenceAgainstItself(t *testing.T) {
 	}
 }
 
+// TestDeepForcingBudgetMarked checks that the matched-capacity table marks
+// Deep Forcing, whose compressed middle (cache − sink − recent tail = 7
+// frames with the paper's 12/1/4) is larger than the others' M (cache −
+// sink − window = 6 frames), and no other baseline.
+func TestDeepForcingBudgetMarked(t *testing.T) {
+	c := synth.DefaultConfig()
+	c.Layout = memory.Layout{Height: 2, Width: 3, FramesPerBlock: 3, Layers: 1, Heads: 2, HeadDim: 8}
+	c.Blocks = 8
+	g, err := synth.NewGenerator(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := memory.Config{Layout: c.Layout, SinkFrames: 1, WindowFrames: 5, CacheFrames: 12}
+	vs, err := Suite(SuiteConfig{Base: base, Groups: []string{GroupBaselines}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(g, vs, Options{Base: base, Queries: 4, TopK: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := MakeTable(res, GroupBaselines, len(res.Horizons)-1)
+	for _, row := range tb.Rows {
+		if want := row.Label == "Deep Forcing"; (row.Note != "") != want {
+			t.Errorf("%s: note %q", row.Label, row.Note)
+		}
+	}
+	md := tb.Markdown()
+	for _, want := range []string{"| Deep Forcing † |", "\n† Deep Forcing holds up to 42 history tokens per head", "M = 36 ", "a 12-frame cache"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("table lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Count(md, "†") != 2 {
+		t.Errorf("want one marker and one footnote:\n%s", md)
+	}
+	var sb strings.Builder
+	if err := tb.WriteCSV(&sb); err != nil || !strings.Contains(sb.String(), ",note\n") || !strings.Contains(sb.String(), "holds up to 42") {
+		t.Errorf("csv lacks the note (%v):\n%s", err, sb.String())
+	}
+}
+
 func TestRunDeterministicAcrossWorkers(t *testing.T) {
 	run := func(workers int) *Result {
 		g, base := evalStream(t, 6)
