@@ -64,7 +64,9 @@ type Shade struct {
 // LinePanel is one set of axes with line series.
 type LinePanel struct {
 	Title, XLabel, YLabel string
-	Series                []Series
+	// TitleSize is the panel title's font size (0: 12 pt).
+	TitleSize vg.Length
+	Series    []Series
 	// LogY uses a logarithmic y axis (values must be > 0).
 	LogY bool
 	// YFromZero starts the y axis at 0 (ignored with LogY); XFromZero
@@ -213,6 +215,9 @@ func drawTitle(dc draw.Canvas, title string, h vg.Length) {
 func linePlot(lp LinePanel) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = lp.Title
+	if lp.TitleSize > 0 {
+		p.Title.TextStyle.Font.Size = lp.TitleSize
+	}
 	p.X.Label.Text = lp.XLabel
 	p.Y.Label.Text = lp.YLabel
 	p.Add(plotter.NewGrid())
