@@ -1,6 +1,8 @@
 package eval
 
 import (
+	"fmt"
+	"image/color"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -8,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"gonum.org/v1/plot/vg"
 
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/synth"
@@ -557,6 +561,104 @@ func TestDeepForcingBudgetMarked(t *testing.T) {
 	if err := tb.WriteCSV(&sb); err != nil || !strings.Contains(sb.String(), ",note\n") || !strings.Contains(sb.String(), "holds up to 42") {
 		t.Errorf("csv lacks the note (%v):\n%s", err, sb.String())
 	}
+}
+
+// TestPlots checks the figures of a small suite: every figure is written,
+// legends sit outside the axes, every curve of a figure has its own colour
+// and dash pattern, a policy keeps its style across figures (the default
+// DensityKV rows look like the DensityKV baseline), titles say what is
+// averaged, and the sweeps plot metric against parameter value.
+func TestPlots(t *testing.T) {
+	g, base := evalStream(t, 6)
+	vs, err := Suite(SuiteConfig{Base: base, Groups: []string{GroupBaselines, GroupTau, GroupPolicy}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(g, vs, Options{Base: base, Queries: 8, TopK: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type style struct {
+		c      color.Color
+		dashes string
+		width  vg.Length
+	}
+	styles := map[string]style{}
+	names := map[string]bool{}
+	for _, f := range res.figures() {
+		names[f.name] = true
+		for _, p := range f.panels {
+			if p.Legend != "right" {
+				t.Errorf("%s: legend %q, want outside (right)", f.name, p.Legend)
+			}
+			if !strings.Contains(p.Title+f.title, "mean over") && f.name != "state_bytes" {
+				t.Errorf("%s: titles %q / %q do not say what is averaged", f.name, f.title, p.Title)
+			}
+			seen := map[style]string{}
+			for _, s := range p.Series {
+				st := style{s.Color, fmt.Sprint(s.Dashes), s.Width}
+				if o, dup := seen[st]; dup {
+					t.Errorf("%s: %q and %q share colour and dashes", f.name, o, s.Name)
+				}
+				seen[st] = s.Name
+				if strings.HasPrefix(f.name, "sweep_") {
+					continue
+				}
+				key := s.Name
+				if key == "Default" || key == "DensityKV" {
+					key = "density"
+				}
+				if o, ok := styles[key]; ok && o != st {
+					t.Errorf("%s: %q drawn as %+v, elsewhere %+v", f.name, s.Name, st, o)
+				}
+				styles[key] = st
+			}
+		}
+	}
+	for _, want := range []string{"fidelity", "dropped_mass", "recall", "state_bytes", "frame_coverage", "coverage_radius", "ablation_fidelity", "ablation_frame_coverage", "sweep_tau"} {
+		if !names[want] {
+			t.Errorf("figure %s missing (have %v)", want, names)
+		}
+	}
+	for _, f := range res.sweepFigures() {
+		p := f.panels[0]
+		if len(p.Series) != 3 || !equalFloats(p.Series[0].X, []float64{1.5, 2, 3}) {
+			t.Errorf("%s: series %+v, want rel. error, dropped mass and recall against τ", f.name, p.Series)
+		}
+		if !strings.Contains(f.title, "default τ = 2") {
+			t.Errorf("%s: title %q", f.name, f.title)
+		}
+	}
+	dir := t.TempDir()
+	files, err := res.WritePlots(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 2*len(names) {
+		t.Fatalf("wrote %d files for %d figures", len(files), len(names))
+	}
+	// WriteTables writes no picture.
+	tabs, err := res.WriteTables(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range tabs {
+		if strings.HasSuffix(f, ".png") || strings.HasSuffix(f, ".svg") {
+			t.Fatalf("WriteTables wrote %s", f)
+		}
+	}
+}
+
+func equalFloats(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func TestRunDeterministicAcrossWorkers(t *testing.T) {

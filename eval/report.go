@@ -370,11 +370,21 @@ func (r *Result) Markdown() string {
 	return b.String()
 }
 
-// WriteFiles writes the report into dir: tables.md, one CSV per table
-// (<group>_h<blocks>.csv), cells.csv (every policy, layer, head and
-// horizon), series.csv (per block), frame_coverage.csv and the plots
-// (PNG and SVG). It returns the paths written.
+// WriteFiles writes the report into dir: the tables (WriteTables) and the
+// plots (WritePlots). It returns the paths written.
 func (r *Result) WriteFiles(dir string) ([]string, error) {
+	files, err := r.WriteTables(dir)
+	if err != nil {
+		return files, err
+	}
+	plots, err := r.WritePlots(dir)
+	return append(files, plots...), err
+}
+
+// WriteTables writes tables.md, one CSV per table (<group>_h<blocks>.csv),
+// cells.csv (every policy, layer, head and horizon), series.csv (per block)
+// and frame_coverage.csv into dir. It returns the paths written.
+func (r *Result) WriteTables(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("eval: report: %w", err)
 	}
@@ -421,9 +431,7 @@ func (r *Result) WriteFiles(dir string) ([]string, error) {
 	if err := write("frame_coverage.csv", r.writeFrameCoverage); err != nil {
 		return files, err
 	}
-	plots, err := r.writePlots(dir)
-	files = append(files, plots...)
-	return files, err
+	return files, nil
 }
 
 func ff(x float64) string { return strconv.FormatFloat(x, 'g', 8, 64) }

@@ -23,6 +23,9 @@ type Variant struct {
 	Label  string        // row label
 	Policy string        // memory policy name (memory.New)
 	Config memory.Config // its configuration (Layout is set by Run)
+	// Default marks the suite's default DensityKV configuration in every
+	// table (figures draw it like the DensityKV baseline).
+	Default bool
 }
 
 // Options configure Run. Zero values select the defaults in brackets.
@@ -120,7 +123,9 @@ type Result struct {
 	// CoverageSample is Options.CoverageSample: 0 when the coverage radius
 	// is exact over every history key.
 	CoverageSample int
-	Seconds        float64
+	// Queries and TopK are the resolved Options.Queries and Options.TopK.
+	Queries, TopK int
+	Seconds       float64
 }
 
 // Mean returns metric f of variant v at horizon z averaged over evaluated
@@ -242,7 +247,8 @@ func Run(src synth.Reader, variants []Variant, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eval: reference: %w", err)
 	}
-	res := &Result{Layout: lay, Base: base, Blocks: blocks, Horizons: opt.Horizons, Layers: opt.Layers, CoverageSample: opt.CoverageSample}
+	res := &Result{Layout: lay, Base: base, Blocks: blocks, Horizons: opt.Horizons, Layers: opt.Layers, CoverageSample: opt.CoverageSample,
+		Queries: opt.Queries, TopK: opt.TopK}
 	type key struct {
 		policy string
 		cfg    memory.Config

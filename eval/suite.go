@@ -75,6 +75,8 @@ func Suite(sc SuiteConfig) ([]Variant, error) {
 		want[g] = true
 	}
 	all := len(want) == 0
+	dkv := memory.NameDensityKV
+	def, defErr := base.Resolve()
 	var out []Variant
 	add := func(group, label, policy string, mut func(*memory.Config)) {
 		if !all && !want[group] {
@@ -84,9 +86,12 @@ func Suite(sc SuiteConfig) ([]Variant, error) {
 		if mut != nil {
 			mut(&c)
 		}
-		out = append(out, Variant{Group: group, Label: label, Policy: policy, Config: c})
+		v := Variant{Group: group, Label: label, Policy: policy, Config: c}
+		if rc, err := c.Resolve(); policy == dkv && err == nil && defErr == nil && rc == def {
+			v.Default = true
+		}
+		out = append(out, v)
 	}
-	dkv := memory.NameDensityKV
 	for _, b := range []struct{ label, name string }{
 		{"Native", memory.NameNative}, {"Infinity-RoPE", memory.NameInfinityRoPE},
 		{"Deep Forcing", memory.NameDeepForcing}, {"LongLive-RAG", memory.NameLongLiveRAG},
