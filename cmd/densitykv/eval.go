@@ -64,7 +64,8 @@ worst-case logit discrepancy), per-frame coverage, bytes and update time. These 
 
 It writes tables (Markdown and CSV, best bold, second underlined, average
 rank with midranks for ties), per-cell and per-block CSVs and plots (PNG and
-SVG) into --out/--name (runs/eval by default), and prints the tables.
+SVG; --plots=false skips them) into --out/--name (runs/eval by default), and
+prints the tables.
 Memory and stream flags are those of simulate; the default is the demo's
 reduced scale with 2 layers and 30 s.`,
 		Example: `  densitykv eval
@@ -77,6 +78,13 @@ reduced scale with 2 layers and 30 s.`,
 	}
 	f := cmd.Flags()
 	cf = bindConfigFlags(f, EvalConfig())
+	// eval keeps no snapshots (it cannot resume) and runs every layer from
+	// the first (choose measured layers with --eval-layers).
+	for _, name := range evalIgnoredFlags {
+		if err := f.MarkHidden(name); err != nil {
+			panic(err)
+		}
+	}
 	f.StringSliceVar(&ef.groups, "groups", nil, "tables to run, comma-separated (default all): "+strings.Join(eval.Groups(), ", "))
 	f.IntVar(&ef.queries, "queries", 64, "query tokens sampled per block for the fidelity metrics")
 	f.IntVar(&ef.topK, "top-k", 16, "most-attended history tokens per query for the recall")
@@ -94,6 +102,11 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if cf.fs.Changed("policy") {
 		return usagef("eval runs the whole suite; choose tables with --groups instead of --policy")
 	}
+	for _, name := range evalIgnoredFlags {
+		if cf.fs.Changed(name) {
+			return usagef("--%s does not apply to eval (no snapshots or resume; measured layers are chosen with --eval-layers)", name)
+		}
+	}
 	if ef.queries <= 0 || ef.topK <= 0 || ef.coverageSample < 0 {
 		return usagef("--queries %d and --top-k %d must be positive, --coverage-sample %d not negative", ef.queries, ef.topK, ef.coverageSample)
 	}
@@ -109,6 +122,9 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	cfg, err := cf.resolve(base)
 	if err != nil {
 		return err
+	}
+	if cfg.Stream.FirstLayer != 0 {
+		return usagef("stream.first_layer %d does not apply to eval (it runs layers 0…layers−1; measure a subset with --eval-layers)", cfg.Stream.FirstLayer)
 	}
 	if !cf.fs.Changed("sigma") && cf.file == "" {
 		// The paper's calibration σ = √(d_k/2) for whatever head dimension
@@ -172,9 +188,16 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if err != nil {
 		return err
 	}
-	files, err := res.WriteFiles(dir)
+	files, err := res.WriteTables(dir)
 	if err != nil {
 		return err
+	}
+	if cfg.Run.Plots {
+		pf, err := res.WritePlots(dir)
+		if err != nil {
+			return err
+		}
+		files = append(files, pf...)
 	}
 	files = append([]string{filepath.Join(dir, fileConfig)}, files...)
 	if ef.json {
@@ -194,6 +217,10 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	}
 	return nil
 }
+
+// evalIgnoredFlags are run flags shared with simulate that eval does not
+// use: hidden from its help and rejected when given.
+var evalIgnoredFlags = []string{"snapshot-every", "first-layer"}
 
 // evalPolicies lists the memory policies the suite's baselines use (for
 // documentation and tests).

@@ -62,6 +62,46 @@ func TestEvalWritesTablesAndPlots(t *testing.T) {
 	}
 }
 
+// TestEvalPlotsFlag checks that --plots=false writes the tables but no
+// picture, and that flags eval does not use are hidden and rejected.
+func TestEvalPlotsFlag(t *testing.T) {
+	dir := t.TempDir()
+	if code, out, errs := run(t, context.Background(), tinyEval(dir, "np", "--groups", "baselines", "--plots=false")...); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "np"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+		if ext := filepath.Ext(e.Name()); ext == ".png" || ext == ".svg" {
+			t.Errorf("--plots=false wrote %s", e.Name())
+		}
+	}
+	if !strings.Contains(strings.Join(names, " "), "tables.md") {
+		t.Errorf("no tables.md in %v", names)
+	}
+	for _, args := range [][]string{
+		tinyEval(dir, "s", "--snapshot-every", "2"),
+		tinyEval(dir, "f", "--first-layer", "1"),
+	} {
+		if code, _, errs := run(t, context.Background(), args...); code != exitUsage || !strings.Contains(errs, "does not apply to eval") {
+			t.Errorf("%v: exit %d, want %d: %s", args, code, exitUsage, errs)
+		}
+	}
+	_, help, _ := run(t, context.Background(), "eval", "--help")
+	for _, name := range evalIgnoredFlags {
+		if strings.Contains(help, "--"+name) {
+			t.Errorf("eval --help lists --%s", name)
+		}
+	}
+	if !strings.Contains(help, "--plots") {
+		t.Error("eval --help lacks --plots")
+	}
+}
+
 func TestEvalUsageErrors(t *testing.T) {
 	dir := t.TempDir()
 	for name, args := range map[string][]string{
