@@ -336,8 +336,12 @@ func groupsOf(r *Result) []string {
 func (r *Result) Markdown() string {
 	var b strings.Builder
 	l := r.Layout
-	fmt.Fprintf(&b, "Stream: %d blocks of %d frames, %d×%d tokens per frame, %d layers (evaluated: %v), %d heads, d_k = %d. ",
-		r.Blocks, l.FramesPerBlock, l.Height, l.Width, l.Layers, r.Layers, l.Heads, l.HeadDim)
+	layers := "layers"
+	if l.Layers == 1 {
+		layers = "layer"
+	}
+	fmt.Fprintf(&b, "Stream: %d blocks of %d frames, %d×%d tokens per frame, %d %s (evaluated: %v), %d heads, d_k = %d. ",
+		r.Blocks, l.FramesPerBlock, l.Height, l.Width, l.Layers, layers, r.Layers, l.Heads, l.HeadDim)
 	fmt.Fprintf(&b, "Sink %d frame(s), local window %d frames; reference FullHistory. Run time %.1f s.\n\n",
 		r.Base.SinkFrames, r.Base.WindowFrames, r.Seconds)
 	if r.CoverageSample > 0 {
