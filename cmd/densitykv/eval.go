@@ -19,12 +19,12 @@ func init() { register(newEvalCmd) }
 // EvalConfig is the default of `densitykv eval`: the demo's reduced scale
 // (10×16 tokens per frame, 4 heads of dimension 64, three-frame blocks,
 // one sink frame, five-frame window, six frame-equivalents of memory, σ
-// scaled to d) with 2 layers and 30 s of video (40 blocks), so that the
-// whole suite (about 20 distinct policies) finishes in a few minutes on
-// two cores.
+// scaled to d) with 1 layer and 30 s of video (40 blocks), so that the
+// whole suite (25 distinct policies) finishes in a few minutes on two cores
+// in the pure-Go build too (a second layer doubles the time).
 func EvalConfig() Config {
 	c := DemoConfig()
-	c.Memory.Layout.Layers = 2
+	c.Memory.Layout.Layers = 1
 	c.Run.Name = "eval"
 	c.Policies = evalPolicies() // recorded in the resolved config; the suite decides
 	return c
@@ -60,14 +60,23 @@ of sampled queries versus FullHistory, the attention mass FullHistory puts on
 history the policy dropped, the top-k recall of the most-attended history
 tokens, the coverage radius of the history by the retained keys (exact over
 every history key unless --coverage-sample is given; ÷√d_k it bounds the
-worst-case logit discrepancy), per-frame coverage, bytes and update time. These are attention-level measurements, not video quality.
+worst-case logit discrepancy), per-frame coverage, bytes and update time.
+These are attention-level measurements, not video quality.
 
 It writes tables (Markdown and CSV, best bold, second underlined, average
 rank with midranks for ties), per-cell and per-block CSVs and plots (PNG and
 SVG; --plots=false skips them) into --out/--name (runs/eval by default), and
 prints the tables.
 Memory and stream flags are those of simulate; the default is the demo's
-reduced scale with 2 layers and 30 s.`,
+reduced scale with 1 layer and 30 s.
+
+Memory grows linearly with the stream and nothing is paged to disk: the
+FullHistory reference keeps the K/V of every token of every layer (and
+LongLive-RAG its pool of every frame), and eval keeps every history key of
+the measured layers for the exact coverage radius. The default peaks at
+about 1.1 GB resident; a paper-scale layout (30 layers × 12 heads × 128, 1,560
+tokens per frame) needs gigabytes per second of video, so shorten --seconds
+or reduce --layers/--heads for long streams (see docs/EVAL.md).`,
 		Example: `  densitykv eval
   densitykv eval --groups baselines,policy --seconds 60
   densitykv eval --stream file --stream-file rollout.dkvs --rag-descriptor key-mean`,

@@ -97,8 +97,19 @@ func TestEvalPlotsFlag(t *testing.T) {
 			t.Errorf("eval --help lists --%s", name)
 		}
 	}
-	if !strings.Contains(help, "--plots") {
-		t.Error("eval --help lacks --plots")
+	for _, want := range []string{"--plots", "Memory grows linearly with the stream", "nothing is paged to disk"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("eval --help lacks %q", want)
+		}
+	}
+}
+
+// TestEvalDefaultScale pins the default that keeps both builds within a
+// few minutes (docs/EVAL.md): one layer of the demo layout, 30 s.
+func TestEvalDefaultScale(t *testing.T) {
+	c := EvalConfig()
+	if l := c.Memory.Layout; l.Layers != 1 || l.Heads != 4 || l.HeadDim != 64 || c.Blocks() != 40 {
+		t.Fatalf("eval default layout %+v, %d blocks; docs/EVAL.md times 1 layer × 4 heads × 64, 40 blocks", l, c.Blocks())
 	}
 }
 
