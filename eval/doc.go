@@ -14,12 +14,15 @@
 //     on history tokens (non-sink tokens that left the local window) the
 //     policy does not attend; Recall is the fraction of each query's TopK
 //     most-attended history tokens (by FullHistory) the policy attends.
-//   - Coverage radius, at each horizon: for history keys (evenly spaced
-//     sample), the distance to the nearest history key the policy still
-//     attends, max and mean. Keys are compared rotated at temporal position
-//     0 and their own (h, w), the bank geometry; by the paper's logit bound
-//     (Eq. logit-bound) radius/√d_k is the worst-case normalised logit
-//     discrepancy of replacing a dropped key by its nearest retained one.
+//   - Coverage radius, at each horizon: for every history key, the distance
+//     to the nearest history key the policy still attends, max and mean,
+//     computed exactly (NearestRetained: a gemm product for candidates,
+//     every near-minimal candidate re-measured in float64), or on an evenly
+//     spaced sample when Options.CoverageSample asks for one. Keys are
+//     compared rotated at temporal position 0 and their own (h, w), the bank
+//     geometry; by the paper's logit bound (Eq. logit-bound) radius/√d_k is
+//     the worst-case normalised logit discrepancy of replacing a dropped key
+//     by its nearest retained one.
 //   - Per-frame coverage: the fraction of each source frame's tokens still
 //     attended at a horizon (a retention age profile).
 //   - Cost: persistent bytes (Policy.Bytes) and memory update time per

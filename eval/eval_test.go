@@ -1,12 +1,17 @@
 package eval
 
 import (
+	"fmt"
+	"image/color"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	"gonum.org/v1/plot/vg"
 
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/synth"
@@ -153,6 +158,189 @@ func TestCoverageRadius(t *testing.T) {
 	}
 }
 
+// bruteNearest is the float64 oracle of NearestRetained.
+func bruteNearest(xi, r []float32, nr, d int) (int32, float64) {
+	best, bj := math.Inf(1), int32(-1)
+	for j := 0; j < nr; j++ {
+		var s float64
+		for c := 0; c < d; c++ {
+			t := float64(xi[c]) - float64(r[j*d+c])
+			s += t * t
+		}
+		if s < best {
+			best, bj = s, int32(j)
+		}
+	}
+	return bj, math.Sqrt(best)
+}
+
+// TestNearestRetainedExact compares the gemm-based search with a float64
+// brute force on points built to defeat a float32 |a|²+|b|²−2a·b search:
+// large common offsets (cancellation), near-ties below float32 resolution,
+// exact duplicates, and more rows and columns than one gemm tile.
+func TestNearestRetainedExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, tc := range []struct {
+		name          string
+		nx, nr, d     int
+		offset, noise float64
+	}{
+		{"gaussian", 300, 700, 16, 0, 1},
+		{"offset", 200, 600, 64, 100, 1e-3}, // ‖x‖ ≈ 800, distances ≈ 0.01
+		{"tiles", 260, 1100, 8, 5, 0.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := tc.d
+			base := make([]float32, d)
+			for c := range base {
+				base[c] = float32(tc.offset * r.NormFloat64())
+			}
+			pt := func() []float32 {
+				p := make([]float32, d)
+				for c := range p {
+					p[c] = base[c] + float32(tc.noise*r.NormFloat64())
+				}
+				return p
+			}
+			var rs, xs []float32
+			for j := 0; j < tc.nr; j++ {
+				rs = append(rs, pt()...)
+			}
+			for i := 0; i < tc.nx; i++ {
+				switch i % 4 {
+				case 0: // a copy of a retained point
+					j := r.IntN(tc.nr)
+					xs = append(xs, rs[j*d:(j+1)*d]...)
+				case 1: // a retained point nudged by one ulp in one coordinate
+					j := r.IntN(tc.nr)
+					p := append([]float32(nil), rs[j*d:(j+1)*d]...)
+					c := r.IntN(d)
+					p[c] = math.Nextafter32(p[c], float32(math.Inf(1)))
+					xs = append(xs, p...)
+				default:
+					xs = append(xs, pt()...)
+				}
+			}
+			idx := make([]int32, tc.nx)
+			dist := make([]float64, tc.nx)
+			NearestRetained(xs, tc.nx, rs, tc.nr, d, idx, dist)
+			for i := 0; i < tc.nx; i++ {
+				bj, bd := bruteNearest(xs[i*d:(i+1)*d], rs, tc.nr, d)
+				if idx[i] != bj || dist[i] != bd {
+					t.Fatalf("point %d: nearest %d at %v, brute force %d at %v", i, idx[i], dist[i], bj, bd)
+				}
+			}
+			mx, mean := CoverageRadius(xs, tc.nx, rs, tc.nr, d)
+			var bmx, bsum float64
+			for _, v := range dist {
+				bmx = math.Max(bmx, v)
+				bsum += v
+			}
+			if mx != bmx || math.Abs(mean-bsum/float64(tc.nx)) > 1e-12*bmx {
+				t.Fatalf("CoverageRadius %v %v, brute force %v %v", mx, mean, bmx, bsum/float64(tc.nx))
+			}
+		})
+	}
+	// Exact ties resolve to the lower index.
+	idx := make([]int32, 1)
+	NearestRetained([]float32{0, 0}, 1, []float32{3, 4, 5, 0, 0, 5, 4, 3}, 4, 2, idx, nil)
+	if idx[0] != 0 {
+		t.Fatalf("tie went to %d, want 0", idx[0])
+	}
+}
+
+// TestRunCoverageExact checks the reported coverage radius on a stream
+// whose history (1,728 keys per head at the end) is larger than the old
+// 1,024-key sample: the reported max equals the float64 brute-force max over
+// every dropped history key, the mean matches, and the paper's logit bound
+// holds for every dropped key k and its nearest retained key k′ with random
+// queries and with the worst-case query q ∥ k − k′.
+func TestRunCoverageExact(t *testing.T) {
+	c := synth.DefaultConfig()
+	c.Layout = memory.Layout{Height: 8, Width: 8, FramesPerBlock: 2, Layers: 1, Heads: 2, HeadDim: 16}
+	c.Blocks = 16
+	g, err := synth.NewGenerator(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := memory.Config{Layout: c.Layout, SinkFrames: 1, WindowFrames: 4, CacheFrames: 8}
+	vs, err := Suite(SuiteConfig{Base: base, Groups: []string{GroupBaselines}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var cases []coverageCase
+	opt := Options{Base: base, Queries: 4, TopK: 2, onCoverage: func(cc coverageCase) {
+		mu.Lock()
+		cases = append(cases, cc)
+		mu.Unlock()
+	}}
+	if _, err := Run(g, vs, opt); err != nil {
+		t.Fatal(err)
+	}
+	D := c.Layout.HeadDim
+	r := rand.New(rand.NewPCG(3, 4))
+	sqrtD := math.Sqrt(float64(D))
+	big := 0
+	for _, cc := range cases {
+		var rk []float32
+		for id := cc.lo; id < cc.hi; id++ {
+			if cc.kept[id] {
+				rk = append(rk, cc.canon[id*D:(id+1)*D]...)
+			}
+		}
+		nr := len(rk) / D
+		var bmx, bsum float64
+		for id := cc.lo; id < cc.hi; id++ {
+			if cc.kept[id] || nr == 0 {
+				continue
+			}
+			k := cc.canon[id*D : (id+1)*D]
+			j, dist := bruteNearest(k, rk, nr, D)
+			bmx = math.Max(bmx, dist)
+			bsum += dist
+			kp := rk[int(j)*D : (int(j)+1)*D]
+			for trial := 0; trial < 4; trial++ {
+				q := make([]float64, D)
+				for i := range q {
+					if trial == 0 { // worst case: q ∥ k − k′
+						q[i] = float64(k[i]) - float64(kp[i])
+					} else {
+						q[i] = 3 * r.NormFloat64()
+					}
+				}
+				var lk, lkp, qn float64
+				for i := range q {
+					lk += q[i] * float64(k[i])
+					lkp += q[i] * float64(kp[i])
+					qn += q[i] * q[i]
+				}
+				lhs := math.Abs(lk-lkp) / sqrtD
+				rhs := math.Sqrt(qn) * cc.max / sqrtD
+				if lhs > rhs*(1+1e-9)+1e-12 {
+					t.Fatalf("layer %d head %d horizon %d policy %d key %d: logit change %v > ‖q‖·r/√d = %v (r = %v, true distance %v)",
+						cc.layer, cc.head, cc.horizon, cc.policy, id, lhs, rhs, cc.max, dist)
+				}
+			}
+		}
+		if nr == 0 {
+			continue
+		}
+		nh := cc.hi - cc.lo
+		big = max(big, nh)
+		if cc.max != bmx {
+			t.Fatalf("layer %d head %d horizon %d policy %d: reported max %v, brute force %v over %d history keys",
+				cc.layer, cc.head, cc.horizon, cc.policy, cc.max, bmx, nh)
+		}
+		if want := bsum / float64(nh); math.Abs(cc.mean-want) > 1e-12*bmx {
+			t.Fatalf("policy %d: reported mean %v, brute force %v", cc.policy, cc.mean, want)
+		}
+	}
+	if big <= 1024 || len(cases) == 0 {
+		t.Fatalf("largest history %d keys in %d cases: the test needs more than 1,024", big, len(cases))
+	}
+}
+
 func TestMidRanks(t *testing.T) {
 	nan := math.NaN()
 	for _, tc := range []struct {
@@ -266,7 +454,7 @@ func TestRunReferenceAgainstItself(t *testing.T) {
 		{Group: "g", Label: "native", Policy: memory.NameNative, Config: base},
 		{Group: "g", Label: "bogus", Policy: "no-such-policy", Config: base},
 	}
-	res, err := Run(g, vs, Options{Base: base, Queries: 16, TopK: 4, CoverageSample: 64})
+	res, err := Run(g, vs, Options{Base: base, Queries: 16, TopK: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,6 +521,146 @@ func TestRunReferenceAgainstItself(t *testing.T) {
 	}
 }
 
+// TestDeepForcingBudgetMarked checks that the matched-capacity table marks
+// Deep Forcing, whose compressed middle (cache − sink − recent tail = 7
+// frames with the paper's 12/1/4) is larger than the others' M (cache −
+// sink − window = 6 frames), and no other baseline.
+func TestDeepForcingBudgetMarked(t *testing.T) {
+	c := synth.DefaultConfig()
+	c.Layout = memory.Layout{Height: 2, Width: 3, FramesPerBlock: 3, Layers: 1, Heads: 2, HeadDim: 8}
+	c.Blocks = 8
+	g, err := synth.NewGenerator(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := memory.Config{Layout: c.Layout, SinkFrames: 1, WindowFrames: 5, CacheFrames: 12}
+	vs, err := Suite(SuiteConfig{Base: base, Groups: []string{GroupBaselines}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(g, vs, Options{Base: base, Queries: 4, TopK: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := MakeTable(res, GroupBaselines, len(res.Horizons)-1)
+	for _, row := range tb.Rows {
+		if want := row.Label == "Deep Forcing"; (row.Note != "") != want {
+			t.Errorf("%s: note %q", row.Label, row.Note)
+		}
+	}
+	md := tb.Markdown()
+	for _, want := range []string{"| Deep Forcing † |", "\n† Deep Forcing holds up to 42 history tokens per head", "M = 36 ", "a 12-frame cache"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("table lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Count(md, "†") != 2 {
+		t.Errorf("want one marker and one footnote:\n%s", md)
+	}
+	var sb strings.Builder
+	if err := tb.WriteCSV(&sb); err != nil || !strings.Contains(sb.String(), ",note\n") || !strings.Contains(sb.String(), "holds up to 42") {
+		t.Errorf("csv lacks the note (%v):\n%s", err, sb.String())
+	}
+}
+
+// TestPlots checks the figures of a small suite: every figure is written,
+// legends sit outside the axes, every curve of a figure has its own colour
+// and dash pattern, a policy keeps its style across figures (the default
+// DensityKV rows look like the DensityKV baseline), titles say what is
+// averaged, and the sweeps plot metric against parameter value.
+func TestPlots(t *testing.T) {
+	g, base := evalStream(t, 6)
+	vs, err := Suite(SuiteConfig{Base: base, Groups: []string{GroupBaselines, GroupTau, GroupPolicy}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(g, vs, Options{Base: base, Queries: 8, TopK: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type style struct {
+		c      color.Color
+		dashes string
+		width  vg.Length
+	}
+	styles := map[string]style{}
+	names := map[string]bool{}
+	for _, f := range res.figures() {
+		names[f.name] = true
+		for _, p := range f.panels {
+			if p.Legend != "right" {
+				t.Errorf("%s: legend %q, want outside (right)", f.name, p.Legend)
+			}
+			if !strings.Contains(p.Title+f.title, "mean over") && f.name != "state_bytes" {
+				t.Errorf("%s: titles %q / %q do not say what is averaged", f.name, f.title, p.Title)
+			}
+			seen := map[style]string{}
+			for _, s := range p.Series {
+				st := style{s.Color, fmt.Sprint(s.Dashes), s.Width}
+				if o, dup := seen[st]; dup {
+					t.Errorf("%s: %q and %q share colour and dashes", f.name, o, s.Name)
+				}
+				seen[st] = s.Name
+				if strings.HasPrefix(f.name, "sweep_") {
+					continue
+				}
+				key := s.Name
+				if key == "Default" || key == "DensityKV" {
+					key = "density"
+				}
+				if o, ok := styles[key]; ok && o != st {
+					t.Errorf("%s: %q drawn as %+v, elsewhere %+v", f.name, s.Name, st, o)
+				}
+				styles[key] = st
+			}
+		}
+	}
+	for _, want := range []string{"fidelity", "dropped_mass", "recall", "state_bytes", "frame_coverage", "coverage_radius", "ablation_fidelity", "ablation_frame_coverage", "sweep_tau"} {
+		if !names[want] {
+			t.Errorf("figure %s missing (have %v)", want, names)
+		}
+	}
+	for _, f := range res.sweepFigures() {
+		p := f.panels[0]
+		if len(p.Series) != 3 || !equalFloats(p.Series[0].X, []float64{1.5, 2, 3}) {
+			t.Errorf("%s: series %+v, want rel. error, dropped mass and recall against τ", f.name, p.Series)
+		}
+		if !strings.Contains(f.title, "default τ = 2") {
+			t.Errorf("%s: title %q", f.name, f.title)
+		}
+	}
+	dir := t.TempDir()
+	files, err := res.WritePlots(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 2*len(names) {
+		t.Fatalf("wrote %d files for %d figures", len(files), len(names))
+	}
+	// WriteTables writes no picture.
+	tabs, err := res.WriteTables(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range tabs {
+		if strings.HasSuffix(f, ".png") || strings.HasSuffix(f, ".svg") {
+			t.Fatalf("WriteTables wrote %s", f)
+		}
+	}
+}
+
+func equalFloats(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
 func TestRunDeterministicAcrossWorkers(t *testing.T) {
 	run := func(workers int) *Result {
 		g, base := evalStream(t, 6)
@@ -393,7 +721,7 @@ func TestSuite(t *testing.T) {
 			t.Errorf("%s/%s: %v", v.Group, v.Label, err)
 		}
 	}
-	want := map[string]int{GroupBaselines: 7, GroupTau: 3, GroupCapacity: 3, GroupSigma: 3, GroupP: 3, GroupPolicy: 7, GroupOrdering: 2, GroupGeometry: 3}
+	want := map[string]int{GroupBaselines: 7, GroupTau: 3, GroupCapacity: 3, GroupSigma: 3, GroupP: 3, GroupPolicy: 7, GroupOrdering: 2, GroupGeometry: 4}
 	for g, n := range want {
 		if count[g] != n {
 			t.Errorf("group %s has %d variants, want %d", g, count[g], n)
@@ -409,6 +737,19 @@ func TestSuite(t *testing.T) {
 		}
 		if v.Group == GroupCapacity && strings.HasPrefix(v.Label, "M=960") && v.Config.Capacity != 960 {
 			t.Errorf("capacity row %d", v.Config.Capacity)
+		}
+	}
+	// The geometry table has the paper's four descriptors, one each.
+	desc := map[string]string{}
+	for _, v := range vs {
+		if v.Group == GroupGeometry {
+			rc, _ := v.Config.Resolve()
+			desc[rc.Bank.Descriptor] = v.Label
+		}
+	}
+	for _, d := range []string{"post-rope-key", "key-value", "pre-rope-key", "pre-rope-key-value"} {
+		if desc[d] == "" {
+			t.Errorf("geometry table lacks descriptor %s (has %v)", d, desc)
 		}
 	}
 	if _, err := Suite(SuiteConfig{Base: memory.Config{Layout: l}, Groups: []string{"nope"}}); err == nil {

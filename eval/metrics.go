@@ -123,8 +123,9 @@ func TopK(dst []int, w []float32, k int, eligible func(j int) bool) []int {
 }
 
 // CoverageRadius returns the maximum and mean over the nx points x ([nx][d])
-// of the Euclidean distance to the nearest of the nr points r ([nr][d]).
-// With nr = 0 both are +Inf (nothing covers); with nx = 0 both are 0.
+// of the Euclidean distance to the nearest of the nr points r ([nr][d]),
+// computed exactly by NearestRetained. With nr = 0 both are +Inf (nothing
+// covers); with nx = 0 both are 0.
 func CoverageRadius(x []float32, nx int, r []float32, nr, d int) (maxDist, meanDist float64) {
 	if nx == 0 {
 		return 0, 0
@@ -132,28 +133,145 @@ func CoverageRadius(x []float32, nx int, r []float32, nr, d int) (maxDist, meanD
 	if nr == 0 {
 		return math.Inf(1), math.Inf(1)
 	}
-	rn := make([]float64, nr)
-	for j := range rn {
-		rn[j] = sqNorm(r[j*d : (j+1)*d])
-	}
-	const tile = 256
-	dots := make([]float32, tile*nr)
+	dist := make([]float64, nx)
+	NearestRetained(x, nx, r, nr, d, nil, dist)
 	var sum float64
-	for i0 := 0; i0 < nx; i0 += tile {
-		m := min(tile, nx-i0)
-		gemm.NT(m, nr, d, x[i0*d:], d, r, d, dots, nr)
-		for i := 0; i < m; i++ {
-			xn := sqNorm(x[(i0+i)*d : (i0+i+1)*d])
-			best := math.Inf(1)
-			for j, dot := range dots[i*nr : (i+1)*nr] {
-				best = math.Min(best, xn+rn[j]-2*float64(dot))
-			}
-			dist := math.Sqrt(math.Max(best, 0))
-			maxDist = math.Max(maxDist, dist)
-			sum += dist
-		}
+	for _, v := range dist {
+		maxDist = math.Max(maxDist, v)
+		sum += v
 	}
 	return maxDist, sum / float64(nx)
+}
+
+// nnSlots is how many near-minimal candidates NearestRetained remembers per
+// point before it falls back to re-measuring every r for that point.
+const nnSlots = 8
+
+// NearestRetained finds, for each of the nx points x ([nx][d]), the nearest
+// of the nr points r ([nr][d]): idx[i] (if idx is not nil) receives its
+// index and dist[i] (if not nil) the Euclidean distance, computed in float64
+// as √Σ(x−r)² over the float32 coordinates. Ties go to the lower index.
+// With nr = 0, idx is −1 and dist +Inf.
+//
+// The search is exact, not approximate: a float32 product (package gemm)
+// gives |x|² + |r|² − 2x·r for every pair, whose error is at most
+// E = 2γ_d·‖x‖·‖r‖ (plus float64 rounding) with γ_d = d·u/(1 − d·u), u =
+// 2⁻²⁴, whatever the summation order; every r within 2E of a point's
+// smallest product value is re-measured in float64, and the true nearest is
+// always among them. Points with more than a few such candidates are
+// re-measured against every r.
+func NearestRetained(x []float32, nx int, r []float32, nr, d int, idx []int32, dist []float64) {
+	if nr == 0 {
+		for i := 0; i < nx; i++ {
+			if idx != nil {
+				idx[i] = -1
+			}
+			if dist != nil {
+				dist[i] = math.Inf(1)
+			}
+		}
+		return
+	}
+	if nx == 0 {
+		return
+	}
+	rn := make([]float64, nr)
+	var rmax float64
+	for j := range rn {
+		rn[j] = sqNorm(r[j*d : (j+1)*d])
+		rmax = math.Max(rmax, rn[j])
+	}
+	u := math.Ldexp(1, -24)
+	gamma := float64(d) * u / (1 - float64(d)*u)
+	type cand struct {
+		j int32
+		v float64
+	}
+	type row struct {
+		xn, win, best float64
+		n             int
+		overflow      bool
+		c             [nnSlots]cand
+	}
+	rows := make([]row, nx)
+	for i := range rows {
+		xn := sqNorm(x[i*d : (i+1)*d])
+		e := 2*gamma*math.Sqrt(xn*rmax) + 1e-12*(xn+rmax)
+		rows[i] = row{xn: xn, win: 2 * e, best: math.Inf(1)}
+	}
+	gemm.NTFunc(nx, nr, d, x, d, r, d, func(i0, j0, nrow, ncol int, tile []float32, ldt int) {
+		for a := 0; a < nrow; a++ {
+			rw := &rows[i0+a]
+			thr := rw.best + rw.win
+			for s, dot := range tile[a*ldt : a*ldt+ncol] {
+				v := rw.xn + rn[j0+s] - 2*float64(dot)
+				if v > thr {
+					continue
+				}
+				if v < rw.best {
+					rw.best = v
+					thr = v + rw.win
+				}
+				if rw.overflow {
+					continue
+				}
+				if rw.n == nnSlots {
+					k := 0 // drop candidates the new minimum has ruled out
+					for _, c := range rw.c[:rw.n] {
+						if c.v <= thr {
+							rw.c[k] = c
+							k++
+						}
+					}
+					rw.n = k
+					if k == nnSlots {
+						rw.overflow = true
+						continue
+					}
+				}
+				rw.c[rw.n] = cand{int32(j0 + s), v}
+				rw.n++
+			}
+		}
+	})
+	for i := range rows {
+		rw := &rows[i]
+		xi := x[i*d : (i+1)*d]
+		best, bj := math.Inf(1), int32(-1)
+		try := func(j int32) {
+			if v := sqDist64(xi, r[int(j)*d:(int(j)+1)*d]); v < best || (v == best && j < bj) {
+				best, bj = v, j
+			}
+		}
+		if rw.overflow || rw.n == 0 { // n = 0 only for non-finite input
+			for j := 0; j < nr; j++ {
+				try(int32(j))
+			}
+		} else {
+			thr := rw.best + rw.win
+			for _, c := range rw.c[:rw.n] {
+				if c.v <= thr {
+					try(c.j)
+				}
+			}
+		}
+		if idx != nil {
+			idx[i] = bj
+		}
+		if dist != nil {
+			dist[i] = math.Sqrt(best)
+		}
+	}
+}
+
+// sqDist64 is Σ(a−b)² in float64.
+func sqDist64(a, b []float32) float64 {
+	var s float64
+	for i, x := range a {
+		t := float64(x) - float64(b[i])
+		s += t * t
+	}
+	return s
 }
 
 func sqNorm(x []float32) float64 {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/densitykv/densitykv/memory"
 )
 
 // Column is one metric column of a table.
@@ -37,6 +39,11 @@ type Row struct {
 	Ranks   []float64 // per column midrank (NaN for unranked columns)
 	Marks   []string  // per column: MarkBest, MarkSecond or MarkNone
 	AvgRank float64   // mean of the ranked columns' midranks
+	// Note, when set, is a footnote the Markdown table marks with "†": the
+	// row's memory held more history tokens per head than the capacity M
+	// it was configured with (Deep Forcing sizes its memory from its own
+	// cache layout), so it is not at matched capacity.
+	Note string
 }
 
 // Table is one group of variants at one horizon.
@@ -96,7 +103,7 @@ func MakeTable(r *Result, group string, z int) Table {
 		if vr.Group != group {
 			continue
 		}
-		row := Row{Variant: v, Label: vr.Label}
+		row := Row{Variant: v, Label: vr.Label, Note: budgetNote(r, v, z)}
 		for _, c := range t.Columns {
 			x := c.Value(r, v, z)
 			row.Values = append(row.Values, x)
@@ -139,6 +146,34 @@ func MakeTable(r *Result, group string, z int) Table {
 		t.Rows[i].AvgRank /= float64(max(ranked, 1))
 	}
 	return t
+}
+
+// budgetNote explains a variant whose memory part held more history tokens
+// per head (at any block up to horizon z) than its configured capacity M.
+func budgetNote(r *Result, v, z int) string {
+	if v >= len(r.PerBlock) {
+		return ""
+	}
+	rc, err := r.Variants[v].Config.Resolve()
+	if err != nil {
+		return ""
+	}
+	peak := 0.0
+	for _, b := range r.PerBlock[v][:min(r.Horizons[z], len(r.PerBlock[v]))] {
+		peak = math.Max(peak, b.Memory)
+	}
+	if peak <= float64(rc.Capacity)+0.5 {
+		return ""
+	}
+	note := fmt.Sprintf("%s holds up to %.0f history tokens per head in its memory part, more than the matched capacity M = %d of this table",
+		r.Variants[v].Label, peak, rc.Capacity)
+	if r.Variants[v].Policy == memory.NameDeepForcing {
+		tpf := rc.Layout.TokensPerFrame()
+		mid := rc.CacheFrames - rc.SinkFrames - rc.DeepForcing.RecentFrames
+		note += fmt.Sprintf(": its own configuration, a %d-frame cache with a %d-frame sink and a %d-frame recent tail (vs the %d-frame local window of the others), leaves %d frames (%d tokens) to its compressed middle; its total context, %d frames, equals Native's",
+			rc.CacheFrames, rc.SinkFrames, rc.DeepForcing.RecentFrames, rc.WindowFrames, mid, mid*tpf, rc.CacheFrames)
+	}
+	return note + "."
 }
 
 // distinctBest returns the best and second-best distinct non-NaN values.
@@ -193,8 +228,14 @@ func (t Table) Markdown() string {
 	}
 	b.WriteString("---:|\n")
 	bestRank, secondRank := distinctBest(avgRanks(t), true)
+	var notes []string
 	for _, row := range t.Rows {
-		b.WriteString("| " + row.Label + " |")
+		label := row.Label
+		if row.Note != "" {
+			label += " †"
+			notes = append(notes, row.Note)
+		}
+		b.WriteString("| " + label + " |")
 		for ci, c := range t.Columns {
 			b.WriteString(" " + mark(format(row.Shown[ci], c.Decimals), row.Marks[ci]) + " |")
 		}
@@ -206,6 +247,12 @@ func (t Table) Markdown() string {
 			m = MarkSecond
 		}
 		b.WriteString(" " + mark(format(ar, 2), m) + " |\n")
+	}
+	if len(notes) > 0 {
+		b.WriteString("\n")
+		for _, n := range notes {
+			b.WriteString("† " + n + "\n")
+		}
 	}
 	return b.String()
 }
@@ -239,7 +286,7 @@ func (t Table) WriteCSV(w io.Writer) error {
 			head = append(head, c.Key+"_rank", c.Key+"_mark")
 		}
 	}
-	head = append(head, "avg_rank")
+	head = append(head, "avg_rank", "note")
 	if err := cw.Write(head); err != nil {
 		return fmt.Errorf("eval: csv: %w", err)
 	}
@@ -251,7 +298,7 @@ func (t Table) WriteCSV(w io.Writer) error {
 				rec = append(rec, strconv.FormatFloat(row.Ranks[ci], 'g', 6, 64), row.Marks[ci])
 			}
 		}
-		rec = append(rec, strconv.FormatFloat(row.AvgRank, 'g', 6, 64))
+		rec = append(rec, strconv.FormatFloat(row.AvgRank, 'g', 6, 64), row.Note)
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("eval: csv: %w", err)
 		}
@@ -289,10 +336,19 @@ func groupsOf(r *Result) []string {
 func (r *Result) Markdown() string {
 	var b strings.Builder
 	l := r.Layout
-	fmt.Fprintf(&b, "Stream: %d blocks of %d frames, %d×%d tokens per frame, %d layers (evaluated: %v), %d heads, d_k = %d. ",
-		r.Blocks, l.FramesPerBlock, l.Height, l.Width, l.Layers, r.Layers, l.Heads, l.HeadDim)
+	layers := "layers"
+	if l.Layers == 1 {
+		layers = "layer"
+	}
+	fmt.Fprintf(&b, "Stream: %d blocks of %d frames, %d×%d tokens per frame, %d %s (evaluated: %v), %d heads, d_k = %d. ",
+		r.Blocks, l.FramesPerBlock, l.Height, l.Width, l.Layers, layers, r.Layers, l.Heads, l.HeadDim)
 	fmt.Fprintf(&b, "Sink %d frame(s), local window %d frames; reference FullHistory. Run time %.1f s.\n\n",
 		r.Base.SinkFrames, r.Base.WindowFrames, r.Seconds)
+	if r.CoverageSample > 0 {
+		fmt.Fprintf(&b, "Coverage radius on at most %d evenly spaced history keys per layer and head (a sample: the max can underestimate the true radius).\n\n", r.CoverageSample)
+	} else {
+		b.WriteString("Coverage radius exact over every history key of every evaluated layer and head.\n\n")
+	}
 	if len(r.Skipped) > 0 {
 		b.WriteString("Skipped variants:\n\n")
 		for _, s := range r.Skipped {
@@ -318,11 +374,21 @@ func (r *Result) Markdown() string {
 	return b.String()
 }
 
-// WriteFiles writes the report into dir: tables.md, one CSV per table
-// (<group>_h<blocks>.csv), cells.csv (every policy, layer, head and
-// horizon), series.csv (per block), frame_coverage.csv and the plots
-// (PNG and SVG). It returns the paths written.
+// WriteFiles writes the report into dir: the tables (WriteTables) and the
+// plots (WritePlots). It returns the paths written.
 func (r *Result) WriteFiles(dir string) ([]string, error) {
+	files, err := r.WriteTables(dir)
+	if err != nil {
+		return files, err
+	}
+	plots, err := r.WritePlots(dir)
+	return append(files, plots...), err
+}
+
+// WriteTables writes tables.md, one CSV per table (<group>_h<blocks>.csv),
+// cells.csv (every policy, layer, head and horizon), series.csv (per block)
+// and frame_coverage.csv into dir. It returns the paths written.
+func (r *Result) WriteTables(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("eval: report: %w", err)
 	}
@@ -369,9 +435,7 @@ func (r *Result) WriteFiles(dir string) ([]string, error) {
 	if err := write("frame_coverage.csv", r.writeFrameCoverage); err != nil {
 		return files, err
 	}
-	plots, err := r.writePlots(dir)
-	files = append(files, plots...)
-	return files, err
+	return files, nil
 }
 
 func ff(x float64) string { return strconv.FormatFloat(x, 'g', 8, 64) }

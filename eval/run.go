@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -23,6 +24,9 @@ type Variant struct {
 	Label  string        // row label
 	Policy string        // memory policy name (memory.New)
 	Config memory.Config // its configuration (Layout is set by Run)
+	// Default marks the suite's default DensityKV configuration in every
+	// table (figures draw it like the DensityKV baseline).
+	Default bool
 }
 
 // Options configure Run. Zero values select the defaults in brackets.
@@ -34,8 +38,11 @@ type Options struct {
 	Queries int
 	// TopK most-attended history tokens per query for recall [16].
 	TopK int
-	// CoverageSample history keys per layer and head for the coverage
-	// radius, evenly spaced over the history [1024].
+	// CoverageSample, when positive and smaller than the history, measures
+	// the coverage radius on that many evenly spaced history keys per layer
+	// and head instead of all of them; the sampled max can then be below
+	// the true max, and the logit bound no longer holds strictly.
+	// 0 (default): every history key, exact.
 	CoverageSample int
 	// Horizons are block counts at which metrics are reported [B/4, B/2, B].
 	Horizons []int
@@ -50,6 +57,10 @@ type Options struct {
 	// Context stops Run between layers of a block when it is cancelled
 	// (nil = never); Run then returns an error wrapping ctx.Err().
 	Context context.Context
+
+	// onCoverage, when set (tests), is called for every coverage
+	// computation, possibly from several goroutines at once.
+	onCoverage func(coverageCase)
 }
 
 // Metrics are the attention-level measurements of one policy, layer, head
@@ -64,11 +75,14 @@ type Metrics struct {
 	// Recall is the fraction of each query's TopK most-attended (by
 	// FullHistory) history tokens that the policy attends.
 	Recall float64
-	// CoverMax and CoverMean are the max and mean over sampled history keys
-	// (tokens that left the local window) of the distance to the nearest
-	// history key the policy still attends, at the horizon, measured
-	// between keys rotated at temporal position 0 (the bank geometry).
-	// Divided by √d_k they bound the worst-case logit discrepancy.
+	// CoverMax and CoverMean are the max and mean over every history key
+	// (tokens that left the local window; a sample with
+	// Options.CoverageSample) of the distance to the nearest history key
+	// the policy still attends, at the horizon, measured between keys
+	// rotated at temporal position 0 (the bank geometry). By the paper's
+	// logit bound, for any query q and any history key k the policy
+	// dropped, replacing k by its nearest retained key k′ changes the logit
+	// by |q·k − q·k′|/√d_k ≤ ‖q‖·CoverMax/√d_k.
 	CoverMax, CoverMean float64
 	// RetainedAge is the mean age, in latent frames, of the history tokens
 	// the policy still attends at the horizon (age = the block's last frame
@@ -110,7 +124,12 @@ type Result struct {
 	// Collisions counts stream tokens whose BF16 value row hashed like an
 	// earlier token of the same layer and head.
 	Collisions int64
-	Seconds    float64
+	// CoverageSample is Options.CoverageSample: 0 when the coverage radius
+	// is exact over every history key.
+	CoverageSample int
+	// Queries and TopK are the resolved Options.Queries and Options.TopK.
+	Queries, TopK int
+	Seconds       float64
 }
 
 // Mean returns metric f of variant v at horizon z averaged over evaluated
@@ -189,9 +208,6 @@ func Run(src synth.Reader, variants []Variant, opt Options) (*Result, error) {
 	if opt.TopK == 0 {
 		opt.TopK = 16
 	}
-	if opt.CoverageSample == 0 {
-		opt.CoverageSample = 1024
-	}
 	if opt.Workers <= 0 {
 		opt.Workers = runtime.GOMAXPROCS(0)
 	}
@@ -235,7 +251,8 @@ func Run(src synth.Reader, variants []Variant, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eval: reference: %w", err)
 	}
-	res := &Result{Layout: lay, Base: base, Blocks: blocks, Horizons: opt.Horizons, Layers: opt.Layers}
+	res := &Result{Layout: lay, Base: base, Blocks: blocks, Horizons: opt.Horizons, Layers: opt.Layers, CoverageSample: opt.CoverageSample,
+		Queries: opt.Queries, TopK: opt.TopK}
 	type key struct {
 		policy string
 		cfg    memory.Config
@@ -648,7 +665,10 @@ func grow(s []float32, n int) []float32 {
 }
 
 // coverage computes the coverage radius and per-frame coverage of every
-// policy for head h at horizon z (the current block).
+// policy for head h at horizon z (the current block). The radius is exact
+// over every history key (NearestRetained) unless Options.CoverageSample
+// asks for an evenly spaced sample; policies that attend the same history
+// tokens share one computation.
 func (ev *evaluator) coverage(view sim.LayerView, li, h, z int) {
 	lay := ev.lay
 	D, tpf := lay.HeadDim, lay.TokensPerFrame()
@@ -661,37 +681,67 @@ func (ev *evaluator) coverage(view sim.LayerView, li, h, z int) {
 		}
 		return
 	}
-	// Evenly spaced sample of the history.
-	ns := min(nh, ev.opt.CoverageSample)
+	// The measured history keys: all of them, or an evenly spaced sample.
+	ns := nh
+	if s := ev.opt.CoverageSample; s > 0 && s < nh {
+		ns = s
+	}
 	sample := make([]int32, ns)
 	for i := range sample {
 		sample[i] = int32(lo + int(int64(i)*int64(nh)/int64(ns)))
 	}
 	kept := make([]bool, len(tr.canon)/D)
+	type radius struct {
+		ids       []int32
+		mx, mean  float64
+		retainedN int
+	}
+	var done []radius // distinct retained sets measured so far
 	var x, rk []float32
+	var ids []int32
 	for pi := 1; pi < len(view.Contexts); pi++ {
 		clear(kept)
-		rk = rk[:0]
+		ids = ids[:0]
 		for _, id := range ev.rowIDs[pi][h] {
 			if id >= int32(lo) && id < int32(hi) && !kept[id] {
 				kept[id] = true
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		var mx, mean float64
+		cached := false
+		for _, d := range done {
+			if slices.Equal(d.ids, ids) {
+				mx, mean, cached = d.mx, d.mean, true
+				break
+			}
+		}
+		if !cached {
+			rk = rk[:0]
+			for _, id := range ids {
 				rk = append(rk, tr.canon[int(id)*D:int(id+1)*D]...)
 			}
-		}
-		x = x[:0]
-		for _, id := range sample {
-			if !kept[id] {
-				x = append(x, tr.canon[int(id)*D:int(id+1)*D]...)
+			x = x[:0]
+			for _, id := range sample {
+				if !kept[id] {
+					x = append(x, tr.canon[int(id)*D:int(id+1)*D]...)
+				}
 			}
+			mx, mean = CoverageRadius(x, len(x)/D, rk, len(rk)/D, D)
+			// Kept keys have distance 0.
+			mean *= float64(len(x)/D) / float64(ns)
+			if len(x) == 0 {
+				mx, mean = 0, 0
+			}
+			done = append(done, radius{ids: slices.Clone(ids), mx: mx, mean: mean})
 		}
-		mx, mean := CoverageRadius(x, len(x)/D, rk, len(rk)/D, D)
-		// Kept samples have distance 0.
-		mean *= float64(len(x)/D) / float64(ns)
-		if len(x) == 0 {
-			mx, mean = 0, 0
+		if ev.opt.onCoverage != nil {
+			ev.opt.onCoverage(coverageCase{layer: li, head: h, horizon: z, policy: pi - 1, canon: tr.canon, lo: lo, hi: hi,
+				kept: slices.Clone(kept), max: mx, mean: mean})
 		}
 		age := math.NaN()
-		if nk := len(rk) / D; nk > 0 {
+		if nk := len(ids); nk > 0 {
 			last := view.Block*lay.FramesPerBlock + lay.FramesPerBlock - 1
 			var sum float64
 			for id := lo; id < hi; id++ {
@@ -713,4 +763,17 @@ func (ev *evaluator) coverage(view sim.LayerView, li, h, z int) {
 			fc[f] = float64(n) / float64(tpf)
 		}
 	}
+}
+
+// coverageCase is what the test hook Options.onCoverage sees of one
+// coverage computation: the evaluated layer index, head, horizon index and
+// policy (distinct-policy index), the canonical keys of every token so far
+// ([token][D], rotated at t = 0), the history range [lo, hi) of token
+// indices, which tokens the policy attends, and the reported radius.
+type coverageCase struct {
+	layer, head, horizon, policy int
+	canon                        []float32
+	lo, hi                       int
+	kept                         []bool
+	max, mean                    float64
 }

@@ -45,8 +45,9 @@ type SuiteConfig struct {
 // Suite returns the paper's tables as variants, scaled to the base layout:
 // τ ∈ {1.5, 2, 3}; M ∈ {4, 6, 8} frames of tokens (6,240, 9,360, 12,480 for
 // Wan); σ ∈ {½, 1, 2}·ScaledSigma (4, 8, 16 for d_k = 128); p ∈ {1, 2, 4};
-// the policy ablations; candidate ordering mean vs max; descriptors
-// post-RoPE K, pre-RoPE K and [K;V]; and the baselines at the same
+// the policy ablations; candidate ordering mean vs max; the four density
+// descriptors of the paper's geometry rows (post- and pre-RoPE K, each alone
+// and as [K;V]); and the baselines at the same
 // capacity. Every DensityKV row changes exactly one setting of the default.
 func Suite(sc SuiteConfig) ([]Variant, error) {
 	base := sc.Base
@@ -74,6 +75,8 @@ func Suite(sc SuiteConfig) ([]Variant, error) {
 		want[g] = true
 	}
 	all := len(want) == 0
+	dkv := memory.NameDensityKV
+	def, defErr := base.Resolve()
 	var out []Variant
 	add := func(group, label, policy string, mut func(*memory.Config)) {
 		if !all && !want[group] {
@@ -83,9 +86,12 @@ func Suite(sc SuiteConfig) ([]Variant, error) {
 		if mut != nil {
 			mut(&c)
 		}
-		out = append(out, Variant{Group: group, Label: label, Policy: policy, Config: c})
+		v := Variant{Group: group, Label: label, Policy: policy, Config: c}
+		if rc, err := c.Resolve(); policy == dkv && err == nil && defErr == nil && rc == def {
+			v.Default = true
+		}
+		out = append(out, v)
 	}
-	dkv := memory.NameDensityKV
 	for _, b := range []struct{ label, name string }{
 		{"Native", memory.NameNative}, {"Infinity-RoPE", memory.NameInfinityRoPE},
 		{"Deep Forcing", memory.NameDeepForcing}, {"LongLive-RAG", memory.NameLongLiveRAG},
@@ -123,7 +129,8 @@ func Suite(sc SuiteConfig) ([]Variant, error) {
 	add(GroupOrdering, "Mean-normalised", dkv, nil)
 	add(GroupOrdering, "Max-normalised", dkv, func(c *memory.Config) { c.Bank.Ordering = "max" })
 	add(GroupGeometry, "Post-RoPE K", dkv, nil)
+	add(GroupGeometry, "Post-RoPE [K;V]", dkv, func(c *memory.Config) { c.Bank.Descriptor = "key-value" })
 	add(GroupGeometry, "Pre-RoPE K", dkv, func(c *memory.Config) { c.Bank.Descriptor = "pre-rope-key" })
-	add(GroupGeometry, "[K;V] (post-RoPE K)", dkv, func(c *memory.Config) { c.Bank.Descriptor = "key-value" })
+	add(GroupGeometry, "Pre-RoPE [K;V]", dkv, func(c *memory.Config) { c.Bank.Descriptor = "pre-rope-key-value" })
 	return out, nil
 }

@@ -82,7 +82,8 @@ type BankConfig struct {
 	// Densities dtype: "f32" or "f64".
 	Densities string `yaml:"densities"`
 	// Descriptor the density is measured on: "post-rope-key" (paper),
-	// "pre-rope-key" or "key-value" ([K;V], post-RoPE K).
+	// "pre-rope-key", "key-value" ([K;V], post-RoPE K) or
+	// "pre-rope-key-value" ([K;V], pre-RoPE K).
 	Descriptor string `yaml:"descriptor"`
 	// Workers bounds the bank's parallelism (0 = GOMAXPROCS).
 	Workers int `yaml:"workers"`
@@ -269,7 +270,7 @@ func (c Config) validate() error {
 		{"admission", b.Admission, []string{"joint", "sequential"}},
 		{"payload", b.Payload, []string{"bf16", "f32"}},
 		{"densities", b.Densities, []string{"f32", "f64"}},
-		{"descriptor", b.Descriptor, []string{"post-rope-key", "pre-rope-key", "key-value"}},
+		{"descriptor", b.Descriptor, []string{"post-rope-key", "pre-rope-key", "key-value", "pre-rope-key-value"}},
 	} {
 		found := false
 		for _, o := range f.ok {

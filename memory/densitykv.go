@@ -55,7 +55,7 @@ func bankConfig(c Config) (bank.Config, error) {
 	switch b.Descriptor {
 	case "pre-rope-key":
 		bc.DescDim = c.Layout.HeadDim
-	case "key-value":
+	case "key-value", "pre-rope-key-value":
 		bc.DescDim = 2 * c.Layout.HeadDim
 	}
 	if err := bc.Validate(); err != nil {
@@ -133,7 +133,7 @@ func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
 	switch s.cfg.Descriptor {
 	case "pre-rope-key":
 		descDim = D
-	case "key-value":
+	case "key-value", "pre-rope-key-value":
 		descDim = 2 * D
 	}
 	if descDim > 0 {
@@ -156,6 +156,9 @@ func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
 						copy(desc[(h*N+n)*D:(h*N+n+1)*D], f.K[l][o:o+D])
 					case "key-value":
 						copy(desc[(h*N+n)*2*D:], kr[o:o+D])
+						copy(desc[(h*N+n)*2*D+D:(h*N+n+1)*2*D], f.V[l][o:o+D])
+					case "pre-rope-key-value":
+						copy(desc[(h*N+n)*2*D:], f.K[l][o:o+D])
 						copy(desc[(h*N+n)*2*D+D:(h*N+n+1)*2*D], f.V[l][o:o+D])
 					}
 				}
@@ -271,7 +274,7 @@ func (s *bankSelector) checkClean(layer int, k, v []float32) error {
 // token, head and value.
 func (s *bankSelector) storable(k, v []float32) error {
 	D, H := s.c.lay.HeadDim, s.c.lay.Heads
-	withV := s.cfg.Descriptor == "key-value"
+	withV := s.cfg.Descriptor == "key-value" || s.cfg.Descriptor == "pre-rope-key-value"
 	bf := s.cfg.Payload == "bf16"
 	for i := 0; i < len(k)/D; i++ {
 		var n2 float64

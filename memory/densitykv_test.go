@@ -185,6 +185,7 @@ func TestDensityKVVariants(t *testing.T) {
 		{"f64", func(b *BankConfig) { b.Densities = "f64"; b.Payload = "f32" }, func(c bank.Config) bool { return c.Density == bank.F64 && c.Payload == bank.F32 }},
 		{"prerope", func(b *BankConfig) { b.Descriptor = "pre-rope-key" }, func(c bank.Config) bool { return c.DescDim == 32 }},
 		{"kv", func(b *BankConfig) { b.Descriptor = "key-value" }, func(c bank.Config) bool { return c.DescDim == 64 }},
+		{"prekv", func(b *BankConfig) { b.Descriptor = "pre-rope-key-value" }, func(c bank.Config) bool { return c.DescDim == 64 }},
 		{"params", func(b *BankConfig) { b.Tau, b.Sigma, b.P, b.Eps, b.Delta, b.Workers = 1.5, 3, 1, 0.5, 1e-4, 1 }, func(c bank.Config) bool {
 			return c.Tau == 1.5 && c.Sigma == 3 && c.P == 1 && c.Eps == 0.5 && c.Delta == 1e-4 && c.Workers == 1
 		}},
@@ -217,6 +218,65 @@ func TestDensityKVVariants(t *testing.T) {
 						t.Fatalf("block %d layer %d: memory %d heads %v ctx heads %v", b, l, c.Parts.Memory, hm, c.HeadMemory)
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestDensityKVDescriptorContents checks what each descriptor variant
+// stores per bank entry: the source token's post-RoPE key (at t = 0) or
+// pre-RoPE key, alone or followed by its value.
+func TestDensityKVDescriptorContents(t *testing.T) {
+	for _, tc := range []struct {
+		desc      string
+		post, val bool
+	}{
+		{"post-rope-key", true, false},
+		{"pre-rope-key", false, false},
+		{"key-value", true, true},
+		{"pre-rope-key-value", false, true},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			cfg := tinyConfig()
+			cfg.Capacity = 40
+			cfg.Bank.Payload = "f32"
+			cfg.Bank.Descriptor = tc.desc
+			pol, err := New(NameDensityKV, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := pol.(*DensityKV)
+			s := newStream(cfg.Layout, 4)
+			for b := 0; b < 6; b++ {
+				s.block(t, p, b, 0)
+			}
+			l := cfg.Layout
+			H, D, P := l.Heads, l.HeadDim, l.TokensPerFrame()
+			checked := 0
+			for layer, bk := range p.Banks() {
+				for h := 0; h < H; h++ {
+					desc, ents := bk.Descriptors(h), bk.Entries(h)
+					dd := len(desc) / max(len(ents), 1)
+					for i, e := range ents {
+						f, tok := int(e.Source)/P, int(e.Source)%P
+						raw := s.cleanK[[2]int{f, layer}]
+						k := raw[(tok*H+h)*D : (tok*H+h+1)*D]
+						if tc.post {
+							k = rotated(l, raw, 0)[(tok*H+h)*D : (tok*H+h+1)*D]
+						}
+						want := append([]float32(nil), k...)
+						if tc.val {
+							want = append(want, s.cleanV[[2]int{f, layer}][(tok*H+h)*D:(tok*H+h+1)*D]...)
+						}
+						if !equal(desc[i*dd:(i+1)*dd], want) {
+							t.Fatalf("layer %d head %d entry %d (source %d): descriptor differs from the %s of the source", layer, h, i, e.Source, tc.desc)
+						}
+						checked++
+					}
+				}
+			}
+			if checked == 0 {
+				t.Fatal("empty banks")
 			}
 		})
 	}

@@ -23,6 +23,35 @@ type Series struct {
 	Dashed bool
 	// Points marks every point with a glyph (useful for few points).
 	Points bool
+	// Color overrides the series colour (nil: SeriesColor of the series'
+	// index in its panel); Dashes overrides the dash pattern (nil: solid,
+	// or the Dashed pattern; see SeriesDashes); Width the line width
+	// (0: 1.5 pt). Give a curve the same Color and Dashes in every figure
+	// so that readers can follow it across figures.
+	Color  color.Color
+	Dashes []vg.Length
+	Width  vg.Length
+}
+
+// dashPatterns are distinguishable dash patterns (on, off, ...), solid
+// first, for series that share or overlap a colour.
+var dashPatterns = [][]vg.Length{
+	nil,
+	{vg.Points(6), vg.Points(3)},
+	{vg.Points(1.5), vg.Points(2)},
+	{vg.Points(7), vg.Points(2.5), vg.Points(1.5), vg.Points(2.5)},
+	{vg.Points(11), vg.Points(4)},
+	{vg.Points(3), vg.Points(3)},
+	{vg.Points(7), vg.Points(2.5), vg.Points(1.5), vg.Points(2.5), vg.Points(1.5), vg.Points(2.5)},
+}
+
+// SeriesDashes returns the i-th of a fixed list of dash patterns (nil, solid,
+// for i = 0), cycling after the list; together with SeriesColor(i) it gives
+// each series a distinct colour and line pattern, so that curves that lie
+// on top of each other stay distinguishable.
+func SeriesDashes(i int) []vg.Length {
+	n := len(dashPatterns)
+	return dashPatterns[((i%n)+n)%n]
 }
 
 // Shade marks the x-range [From, To] with a gray background and a label,
@@ -35,7 +64,9 @@ type Shade struct {
 // LinePanel is one set of axes with line series.
 type LinePanel struct {
 	Title, XLabel, YLabel string
-	Series                []Series
+	// TitleSize is the panel title's font size (0: 12 pt).
+	TitleSize vg.Length
+	Series    []Series
 	// LogY uses a logarithmic y axis (values must be > 0).
 	LogY bool
 	// YFromZero starts the y axis at 0 (ignored with LogY); XFromZero
@@ -45,9 +76,13 @@ type LinePanel struct {
 	YMax  float64
 	Shade *Shade
 	// Legend places the legend: "" or "top-left", "top-right",
-	// "bottom-right", "bottom-left", or "none".
+	// "bottom-right", "bottom-left" (inside the axes), "right" (outside
+	// the axes, to their right, so it never hides data), or "none".
 	Legend string
 }
+
+// legendOutside reports whether the panel's legend goes right of the axes.
+func (lp LinePanel) legendOutside() bool { return lp.Legend == "right" }
 
 func (s Series) validate(logY bool) error {
 	if len(s.X) != len(s.Y) {
@@ -87,6 +122,11 @@ func (lp LinePanel) validate() error {
 	if n == 0 {
 		return fmt.Errorf("panel %q: no data points", lp.Title)
 	}
+	switch lp.Legend {
+	case "", "top-left", "top-right", "bottom-right", "bottom-left", "right", "none":
+	default:
+		return fmt.Errorf("panel %q: legend placement %q unknown (top-left, top-right, bottom-right, bottom-left, right, none)", lp.Title, lp.Legend)
+	}
 	return nil
 }
 
@@ -119,18 +159,39 @@ func Lines(name, title string, width, panelHeight vg.Length, panels ...LinePanel
 		}
 		body := draw.Crop(dc, 0, 0, 0, -titleH)
 		ps := make([][]*plot.Plot, len(panels))
+		legends := make([]*plot.Legend, len(panels))
+		var legW vg.Length // width reserved right of the axes for outside legends
 		for i, lp := range panels {
-			ps[i] = []*plot.Plot{linePlot(lp)}
+			p := linePlot(lp)
+			ps[i] = []*plot.Plot{p}
+			if lp.legendOutside() {
+				l := p.Legend
+				legends[i] = &l
+				p.Legend = plot.NewLegend() // drawn outside, below
+				r := l.Rectangle(body)
+				legW = max(legW, r.Max.X-r.Min.X+legendGap)
+			}
 		}
 		tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadX: vg.Millimeter, PadY: 4 * vg.Millimeter,
-			PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter}
+			PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4*vg.Millimeter + legW}
 		cs := plot.Align(ps, tiles, body)
 		for i := range ps {
 			ps[i][0].Draw(cs[i][0])
+			if l := legends[i]; l != nil {
+				data := ps[i][0].DataCanvas(cs[i][0])
+				lc := data
+				lc.Min.X = data.Max.X + legendGap
+				lc.Max.X = body.Max.X - 2*vg.Millimeter
+				l.Top, l.Left = true, true
+				l.Draw(lc)
+			}
 		}
 	}
 	return f, nil
 }
+
+// legendGap separates an outside legend from the axes.
+const legendGap = 4 * vg.Millimeter
 
 func fillWhite(dc draw.Canvas) {
 	dc.SetColor(color.White)
@@ -154,6 +215,9 @@ func drawTitle(dc draw.Canvas, title string, h vg.Length) {
 func linePlot(lp LinePanel) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = lp.Title
+	if lp.TitleSize > 0 {
+		p.Title.TextStyle.Font.Size = lp.TitleSize
+	}
 	p.X.Label.Text = lp.XLabel
 	p.Y.Label.Text = lp.YLabel
 	p.Add(plotter.NewGrid())
@@ -165,7 +229,11 @@ func linePlot(lp LinePanel) *plot.Plot {
 		p.Add(&shade{Shade: *lp.Shade})
 	}
 	for i, s := range lp.Series {
-		c := SeriesColor(i)
+		var c color.RGBA = SeriesColor(i)
+		if s.Color != nil {
+			r, g, b, a := s.Color.RGBA()
+			c = color.RGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), uint8(a >> 8)}
+		}
 		if s.Lo != nil && len(s.X) > 0 {
 			poly := make(plotter.XYs, 0, 2*len(s.X))
 			for j := range s.X {
@@ -193,8 +261,14 @@ func linePlot(lp LinePanel) *plot.Plot {
 		}
 		l.Color = c
 		l.Width = vg.Points(1.5)
+		if s.Width > 0 {
+			l.Width = s.Width
+		}
 		if s.Dashed {
 			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		}
+		if s.Dashes != nil {
+			l.Dashes = s.Dashes
 		}
 		p.Add(l)
 		if s.Points {
@@ -228,6 +302,9 @@ func linePlot(lp LinePanel) *plot.Plot {
 	switch lp.Legend {
 	case "none":
 		p.Legend = plot.NewLegend()
+	case "right": // moved outside the axes by Lines
+		p.Legend.ThumbnailWidth = vg.Points(26) // room for a dash pattern
+		p.Legend.Padding = vg.Points(1.5)
 	case "top-right", "":
 		p.Legend.Top = true
 	case "top-left":

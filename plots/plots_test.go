@@ -2,12 +2,16 @@ package plots
 
 import (
 	"bytes"
+	"fmt"
+	"image/color"
 	"image/png"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gonum.org/v1/plot/vg"
 )
 
 func sampleMontage(h, w, layers, frames int) Montage {
@@ -231,5 +235,94 @@ func TestNiceTicks(t *testing.T) {
 		if got := strings.Join(labels, ","); got != c.want {
 			t.Errorf("ticks(%v, %v) = %s, want %s", c.lo, c.hi, got, c.want)
 		}
+	}
+}
+
+// redColumns renders f and returns, per pixel column, whether it holds a
+// pure red pixel.
+func redColumns(t *testing.T, f *Figure) []bool {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := f.WritePNG(&buf); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := img.Bounds()
+	cols := make([]bool, b.Dx())
+	for x := b.Min.X; x < b.Max.X; x++ {
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if r > 0xf000 && g < 0x1000 && bl < 0x1000 {
+				cols[x-b.Min.X] = true
+				break
+			}
+		}
+	}
+	return cols
+}
+
+// runs returns the [start, end) pixel-column ranges of true values.
+func runs(cols []bool) [][2]int {
+	var out [][2]int
+	for x := 0; x < len(cols); x++ {
+		if cols[x] && (x == 0 || !cols[x-1]) {
+			out = append(out, [2]int{x, x})
+		}
+		if cols[x] {
+			out[len(out)-1][1] = x + 1
+		}
+	}
+	return out
+}
+
+// TestLegendOutsideAndSeriesStyle draws a red horizontal line across the
+// whole x range at the height of the legend: with the legend inside, its
+// text breaks the line into pieces; with Legend "right" the line is whole
+// and the legend's red thumbnail is a separate segment right of the line's
+// end (outside the axes).
+func TestLegendOutsideAndSeriesStyle(t *testing.T) {
+	red := color.RGBA{0xff, 0, 0, 0xff}
+	panel := func(legend string) LinePanel {
+		return LinePanel{Title: "p", Legend: legend, Series: []Series{
+			{Name: "red series with a long name", X: []float64{0, 10}, Y: []float64{1, 1}, Color: red, Width: vg.Points(2)},
+			{Name: "other", X: []float64{0, 10}, Y: []float64{0, 0.5}, Dashes: SeriesDashes(2)},
+		}}
+	}
+	for _, legend := range []string{"top-right", "right"} {
+		f, err := Lines("legend", "", 0, 0, panel(legend))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := runs(redColumns(t, f))
+		if legend != "right" {
+			if len(rs) < 3 {
+				t.Fatalf("inside legend: red column runs %v, want the line broken by the legend text", rs)
+			}
+			continue
+		}
+		if len(rs) != 2 {
+			t.Fatalf("outside legend: red column runs %v, want the whole line and the thumbnail", rs)
+		}
+		line, thumb := rs[0], rs[1]
+		if line[1]-line[0] < 200 || thumb[0]-line[1] < 5 || thumb[1]-thumb[0] > 60 {
+			t.Fatalf("line %v, thumbnail %v: want a long line and a short thumbnail right of it", line, thumb)
+		}
+	}
+	if _, err := Lines("bad", "", 0, 0, LinePanel{Title: "x", Legend: "outside", Series: panel("").Series}); err == nil {
+		t.Fatal("unknown legend placement accepted")
+	}
+	seen := map[string]bool{}
+	for i := 0; i < 7; i++ {
+		k := fmt.Sprint(SeriesDashes(i))
+		if seen[k] {
+			t.Fatalf("dash pattern %d repeats %s", i, k)
+		}
+		seen[k] = true
+	}
+	if SeriesDashes(0) != nil {
+		t.Fatal("pattern 0 must be solid")
 	}
 }

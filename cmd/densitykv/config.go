@@ -130,7 +130,7 @@ var defaultedZeros = []struct {
 	{"memory.bank.admission", "joint or sequential", func(c *Config) bool { return blank(c.Memory.Bank.Admission) }, true},
 	{"memory.bank.payload", "bf16 or f32", func(c *Config) bool { return blank(c.Memory.Bank.Payload) }, true},
 	{"memory.bank.densities", "f32 or f64", func(c *Config) bool { return blank(c.Memory.Bank.Densities) }, true},
-	{"memory.bank.descriptor", "post-rope-key, pre-rope-key or key-value", func(c *Config) bool { return blank(c.Memory.Bank.Descriptor) }, true},
+	{"memory.bank.descriptor", "post-rope-key, pre-rope-key, key-value or pre-rope-key-value", func(c *Config) bool { return blank(c.Memory.Bank.Descriptor) }, true},
 	{"memory.deep_forcing.recent_frames", "an integer >= frames per block", func(c *Config) bool { return c.Memory.DeepForcing.RecentFrames == 0 }, false},
 	{"memory.deep_forcing.max_reuse", "an integer >= 1 (0 is not available: the field's zero selects the default 7)", func(c *Config) bool { return c.Memory.DeepForcing.MaxReuse == 0 }, false},
 	{"memory.longlive_rag.exclude_recent", "an integer >= 1 (0 is not available: the field's zero selects the default 5)", func(c *Config) bool { return c.Memory.LongLiveRAG.ExcludeRecent == 0 }, false},
@@ -557,7 +557,7 @@ func (cf *configFlags) bindMemoryFlags(def Config) {
 	cf.str("eviction", "eviction: mandatory-densest (paper), densest, mandatory-source", def, func(c *Config) *string { return &c.Memory.Bank.Eviction })
 	cf.str("prefix", "admitted prefix: shared (paper), per-head", def, func(c *Config) *string { return &c.Memory.Bank.Prefix })
 	cf.str("admission", "admission: joint (paper), sequential", def, func(c *Config) *string { return &c.Memory.Bank.Admission })
-	cf.str("descriptor", "density descriptor: post-rope-key (paper), pre-rope-key, key-value", def, func(c *Config) *string { return &c.Memory.Bank.Descriptor })
+	cf.str("descriptor", "density descriptor: post-rope-key (paper), pre-rope-key, key-value ([K;V], post-RoPE K), pre-rope-key-value ([K;V], pre-RoPE K)", def, func(c *Config) *string { return &c.Memory.Bank.Descriptor })
 	cf.str("payload", "stored K/V dtype: bf16 (paper), f32", def, func(c *Config) *string { return &c.Memory.Bank.Payload })
 	cf.str("densities", "density/baseline precision: f32, f64", def, func(c *Config) *string { return &c.Memory.Bank.Densities })
 	cf.integer("workers", "bank worker threads, 0 = one per head up to the cores (recorded resolved)", def, func(c *Config) *int { return &c.Memory.Bank.Workers })

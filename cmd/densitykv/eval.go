@@ -19,12 +19,12 @@ func init() { register(newEvalCmd) }
 // EvalConfig is the default of `densitykv eval`: the demo's reduced scale
 // (10×16 tokens per frame, 4 heads of dimension 64, three-frame blocks,
 // one sink frame, five-frame window, six frame-equivalents of memory, σ
-// scaled to d) with 2 layers and 30 s of video (40 blocks), so that the
-// whole suite (about 20 distinct policies) finishes in a few minutes on
-// two cores.
+// scaled to d) with 1 layer and 30 s of video (40 blocks), so that the
+// whole suite (25 distinct policies) finishes in a few minutes on two cores
+// in the pure-Go build too (a second layer doubles the time).
 func EvalConfig() Config {
 	c := DemoConfig()
-	c.Memory.Layout.Layers = 2
+	c.Memory.Layout.Layers = 1
 	c.Run.Name = "eval"
 	c.Policies = evalPolicies() // recorded in the resolved config; the suite decides
 	return c
@@ -58,15 +58,25 @@ geometry, all against the FullHistory reference on the same stream.
 Per policy, layer, head and horizon it measures the attention output error
 of sampled queries versus FullHistory, the attention mass FullHistory puts on
 history the policy dropped, the top-k recall of the most-attended history
-tokens, the coverage radius of the history by the retained keys (÷√d_k it
-bounds the worst-case logit discrepancy), per-frame coverage, bytes and
-update time. These are attention-level measurements, not video quality.
+tokens, the coverage radius of the history by the retained keys (exact over
+every history key unless --coverage-sample is given; ÷√d_k it bounds the
+worst-case logit discrepancy), per-frame coverage, bytes and update time.
+These are attention-level measurements, not video quality.
 
 It writes tables (Markdown and CSV, best bold, second underlined, average
 rank with midranks for ties), per-cell and per-block CSVs and plots (PNG and
-SVG) into --out/--name (runs/eval by default), and prints the tables.
+SVG; --plots=false skips them) into --out/--name (runs/eval by default), and
+prints the tables.
 Memory and stream flags are those of simulate; the default is the demo's
-reduced scale with 2 layers and 30 s.`,
+reduced scale with 1 layer and 30 s.
+
+Memory grows linearly with the stream and nothing is paged to disk: the
+FullHistory reference keeps the K/V of every token of every layer (and
+LongLive-RAG its pool of every frame), and eval keeps every history key of
+the measured layers for the exact coverage radius. The default peaks at
+about 1.1 GB resident; a paper-scale layout (30 layers × 12 heads × 128, 1,560
+tokens per frame) needs gigabytes per second of video, so shorten --seconds
+or reduce --layers/--heads for long streams (see docs/EVAL.md).`,
 		Example: `  densitykv eval
   densitykv eval --groups baselines,policy --seconds 60
   densitykv eval --stream file --stream-file rollout.dkvs --rag-descriptor key-mean`,
@@ -78,10 +88,17 @@ reduced scale with 2 layers and 30 s.`,
 	}
 	f := cmd.Flags()
 	cf = bindConfigFlags(f, EvalConfig())
+	// eval keeps no snapshots (it cannot resume) and runs every layer from
+	// the first (choose measured layers with --eval-layers).
+	for _, name := range evalIgnoredFlags {
+		if err := f.MarkHidden(name); err != nil {
+			panic(err)
+		}
+	}
 	f.StringSliceVar(&ef.groups, "groups", nil, "tables to run, comma-separated (default all): "+strings.Join(eval.Groups(), ", "))
 	f.IntVar(&ef.queries, "queries", 64, "query tokens sampled per block for the fidelity metrics")
 	f.IntVar(&ef.topK, "top-k", 16, "most-attended history tokens per query for the recall")
-	f.IntVar(&ef.coverageSample, "coverage-sample", 1024, "history keys sampled per layer and head for the coverage radius")
+	f.IntVar(&ef.coverageSample, "coverage-sample", 0, "measure the coverage radius on this many evenly spaced history keys per layer and head (0 = all, exact; a sample can underestimate the max)")
 	f.Float64SliceVar(&ef.horizons, "horizons", nil, "report horizons in seconds (default: a quarter, half and all of the stream)")
 	f.IntSliceVar(&ef.evalLayers, "eval-layers", nil, "layers to measure (default all; every policy still runs every layer)")
 	f.BoolVar(&ef.force, "force", false, "overwrite an existing eval folder of the same name")
@@ -95,8 +112,13 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if cf.fs.Changed("policy") {
 		return usagef("eval runs the whole suite; choose tables with --groups instead of --policy")
 	}
-	if ef.queries <= 0 || ef.topK <= 0 || ef.coverageSample <= 0 {
-		return usagef("--queries %d, --top-k %d and --coverage-sample %d must be positive", ef.queries, ef.topK, ef.coverageSample)
+	for _, name := range evalIgnoredFlags {
+		if cf.fs.Changed(name) {
+			return usagef("--%s does not apply to eval (no snapshots or resume; measured layers are chosen with --eval-layers)", name)
+		}
+	}
+	if ef.queries <= 0 || ef.topK <= 0 || ef.coverageSample < 0 {
+		return usagef("--queries %d and --top-k %d must be positive, --coverage-sample %d not negative", ef.queries, ef.topK, ef.coverageSample)
 	}
 	base := EvalConfig()
 	if kind, _ := cf.fs.GetString("stream"); cf.fs.Changed("stream") && kind == "file" {
@@ -110,6 +132,9 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	cfg, err := cf.resolve(base)
 	if err != nil {
 		return err
+	}
+	if cfg.Stream.FirstLayer != 0 {
+		return usagef("stream.first_layer %d does not apply to eval (it runs layers 0…layers−1; measure a subset with --eval-layers)", cfg.Stream.FirstLayer)
 	}
 	if !cf.fs.Changed("sigma") && !cf.keys["memory.bank.sigma"] {
 		// The paper's calibration σ = √(d_k/2) for whatever head dimension
@@ -179,9 +204,16 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if err != nil {
 		return err
 	}
-	files, err := res.WriteFiles(dir)
+	files, err := res.WriteTables(dir)
 	if err != nil {
 		return err
+	}
+	if cfg.Run.Plots {
+		pf, err := res.WritePlots(dir)
+		if err != nil {
+			return err
+		}
+		files = append(files, pf...)
 	}
 	files = append([]string{filepath.Join(dir, fileConfig)}, files...)
 	if ef.json {
@@ -201,6 +233,10 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	}
 	return nil
 }
+
+// evalIgnoredFlags are run flags shared with simulate that eval does not
+// use: hidden from its help and rejected when given.
+var evalIgnoredFlags = []string{"snapshot-every", "first-layer"}
 
 // evalPolicies lists the memory policies the suite's baselines use (for
 // documentation and tests).

@@ -14,7 +14,7 @@ import (
 
 func tinyEval(out, name string, extra ...string) []string {
 	a := []string{"eval", "--out", out, "--name", name, "--height", "4", "--width", "6", "--heads", "2", "--head-dim", "16",
-		"--seconds", "6", "--queries", "8", "--coverage-sample", "64", "--quiet"}
+		"--seconds", "6", "--queries", "8", "--quiet"}
 	return append(a, extra...)
 }
 
@@ -62,12 +62,64 @@ func TestEvalWritesTablesAndPlots(t *testing.T) {
 	}
 }
 
+// TestEvalPlotsFlag checks that --plots=false writes the tables but no
+// picture, and that flags eval does not use are hidden and rejected.
+func TestEvalPlotsFlag(t *testing.T) {
+	dir := t.TempDir()
+	if code, out, errs := run(t, context.Background(), tinyEval(dir, "np", "--groups", "baselines", "--plots=false")...); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "np"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+		if ext := filepath.Ext(e.Name()); ext == ".png" || ext == ".svg" {
+			t.Errorf("--plots=false wrote %s", e.Name())
+		}
+	}
+	if !strings.Contains(strings.Join(names, " "), "tables.md") {
+		t.Errorf("no tables.md in %v", names)
+	}
+	for _, args := range [][]string{
+		tinyEval(dir, "s", "--snapshot-every", "2"),
+		tinyEval(dir, "f", "--first-layer", "1"),
+	} {
+		if code, _, errs := run(t, context.Background(), args...); code != exitUsage || !strings.Contains(errs, "does not apply to eval") {
+			t.Errorf("%v: exit %d, want %d: %s", args, code, exitUsage, errs)
+		}
+	}
+	_, help, _ := run(t, context.Background(), "eval", "--help")
+	for _, name := range evalIgnoredFlags {
+		if strings.Contains(help, "--"+name) {
+			t.Errorf("eval --help lists --%s", name)
+		}
+	}
+	for _, want := range []string{"--plots", "Memory grows linearly with the stream", "nothing is paged to disk"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("eval --help lacks %q", want)
+		}
+	}
+}
+
+// TestEvalDefaultScale pins the default that keeps both builds within a
+// few minutes (docs/EVAL.md): one layer of the demo layout, 30 s.
+func TestEvalDefaultScale(t *testing.T) {
+	c := EvalConfig()
+	if l := c.Memory.Layout; l.Layers != 1 || l.Heads != 4 || l.HeadDim != 64 || c.Blocks() != 40 {
+		t.Fatalf("eval default layout %+v, %d blocks; docs/EVAL.md times 1 layer × 4 heads × 64, 40 blocks", l, c.Blocks())
+	}
+}
+
 func TestEvalUsageErrors(t *testing.T) {
 	dir := t.TempDir()
 	for name, args := range map[string][]string{
 		"group":   tinyEval(dir, "a", "--groups", "nope"),
 		"policy":  tinyEval(dir, "b", "--policy", "fifo"),
 		"queries": tinyEval(dir, "c", "--queries", "0"),
+		"sample":  tinyEval(dir, "e", "--coverage-sample", "-1"),
 		"horizon": tinyEval(dir, "d", "--horizons", "60"),
 	} {
 		if code, _, errs := run(t, context.Background(), args...); code != exitUsage {
