@@ -324,45 +324,19 @@ func (b *Bank) parallel(fn func(h int, ws *riesz.Workspace)) {
 
 // cacheFor returns worker w's interaction cache for an n×m product, or nil
 // when the workers' caches would exceed the budget (Config.CacheBytes).
-func (b *Bank) cacheFor(w, n, m int) []float32 { return b.cacheSlot(w, 0, n, m) }
-
-// cacheSlots is the number of interaction caches an update of n candidates
-// against banks of at most m states uses: one per worker, plus a second one
-// for every deferring worker (see scoreAndScan) when the budget
-// (Config.CacheBytes) holds it. 0 means no cache.
-func (b *Bank) cacheSlots(n, m int) int {
+func (b *Bank) cacheFor(w, n, m int) []float32 {
 	budget := b.cfg.CacheBytes
 	if budget == 0 {
 		budget = DefaultCacheBytes
 	}
-	W := len(b.ws)
-	need := int64(n) * int64(m) * 4
-	switch {
-	case m == 0 || budget < 0 || need*int64(W) > budget:
-		return 0
-	case need*int64(W+W/2) <= budget:
-		return W + W/2
-	}
-	return W
-}
-
-// cacheSlot returns cache slot (0 or 1) of worker w for an n×m product, or
-// nil when it is not in the budget (see cacheSlots). Slot 1 of worker w is
-// the second cache of a deferring (odd) worker.
-func (b *Bank) cacheSlot(w, slot, n, m int) []float32 {
-	W := len(b.ws)
-	i := w
-	if slot == 1 {
-		i = W + w/2
-	}
-	if i >= b.cacheSlots(n, m) {
+	need := int64(n) * int64(m)
+	if m == 0 || budget < 0 || need*4*int64(len(b.ws)) > budget {
 		return nil
 	}
-	need := n * m
-	if cap(b.cache[i]) < need {
-		b.cache[i] = make([]float32, need)
+	if int64(cap(b.cache[w])) < need {
+		b.cache[w] = make([]float32, need)
 	}
-	return b.cache[i][:need]
+	return b.cache[w][:need]
 }
 
 // parallelW runs fn(h, worker, ws) for every head on the bank's workers.

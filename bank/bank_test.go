@@ -426,11 +426,7 @@ func TestDeterministicAcrossWorkersAndCache(t *testing.T) {
 			for _, mod := range []func(*Config){
 				func(c *Config) { c.Workers = 1 },
 				func(c *Config) { c.Workers = 3; c.CacheBytes = -1 },
-				func(c *Config) { c.Workers = 2; c.CacheBytes = 1 << 30 }, // worker 1 defers its scans
-				func(c *Config) { c.Workers = 3; c.CacheBytes = 1 << 30 }, // worker 1 defers, 0 and 2 do not
-				// Room for two caches of the largest update but not three:
-				// lockstep for large blocks, deferral for small ones.
-				func(c *Config) { c.Workers = 2; c.CacheBytes = 2*420*300*4 + 1000 },
+				func(c *Config) { c.Workers = 2; c.CacheBytes = 1 << 30 },
 			} {
 				c := cfg
 				mod(&c)
@@ -468,52 +464,6 @@ func TestDeterministicAcrossWorkersAndCache(t *testing.T) {
 				_ = s0
 			}
 		})
-	}
-}
-
-// TestCacheSlots checks the interaction-cache budget: one cache per worker
-// when that fits, plus a second one per odd (deferring) worker when it also
-// fits, none when the workers' caches do not.
-func TestCacheSlots(t *testing.T) {
-	const n, m = 100, 200
-	need := int64(n * m * 4)
-	for _, c := range []struct {
-		workers int
-		budget  int64
-		want    int
-	}{
-		{2, 3 * need, 3},
-		{2, 3*need - 1, 2},
-		{2, 2 * need, 2},
-		{2, 2*need - 1, 0},
-		{3, 4 * need, 4},
-		{3, 4*need - 1, 3},
-		{4, 6 * need, 6},
-		{1, need, 1},
-		{2, -1, 0},
-	} {
-		cfg := smallConfig()
-		cfg.Heads = 4 // workers are capped at the head count
-		cfg.Workers, cfg.CacheBytes = c.workers, c.budget
-		b, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.acquire()
-		got := b.cacheSlots(n, m)
-		if got > 0 && b.cacheSlot(c.workers-1, 0, n, m) == nil {
-			t.Errorf("workers %d budget %d: no cache for the last worker", c.workers, c.budget)
-		}
-		if deferring := got > c.workers; deferring != (b.cacheSlot(1%c.workers, 1, n, m) != nil && c.workers > 1) {
-			t.Errorf("workers %d budget %d: second slot available = %v with %d slots", c.workers, c.budget, !deferring, got)
-		}
-		b.release()
-		if got != c.want {
-			t.Errorf("workers %d budget %d: %d cache slots, want %d", c.workers, c.budget, got, c.want)
-		}
-	}
-	if b, _ := New(smallConfig()); b.cacheSlots(10, 0) != 0 {
-		t.Error("an empty bank gets a cache")
 	}
 }
 

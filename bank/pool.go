@@ -43,11 +43,11 @@ func (b *Bank) acquire() {
 	if len(t.ws) < W {
 		t.ws = append(t.ws, make([]riesz.Workspace, W-len(t.ws))...)
 	}
-	if C := W + W/2; len(t.cache) < C { // see Bank.cacheSlots
-		t.cache = append(t.cache, make([][]float32, C-len(t.cache))...)
+	if len(t.cache) < W {
+		t.cache = append(t.cache, make([][]float32, W-len(t.cache))...)
 	}
 	b.tr = t
-	b.scratch, b.ws, b.cache = t.scratch[:H], t.ws[:W], t.cache[:W+W/2]
+	b.scratch, b.ws, b.cache = t.scratch[:H], t.ws[:W], t.cache[:W]
 }
 
 // release returns the bank's transient workspace to the pool.

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/densitykv/densitykv/riesz"
@@ -200,10 +198,7 @@ func (b *Bank) Update(blk Block) (Decision, error) {
 		peak += b.scratch[h].bytes()
 	}
 	for w := range b.ws {
-		peak += b.ws[w].Bytes()
-	}
-	for _, c := range b.cache {
-		peak += int64(cap(c)) * 4
+		peak += b.ws[w].Bytes() + int64(cap(b.cache[w]))*4
 	}
 	b.peak = max(b.peak, peak)
 	b.dropBlockRefs()
@@ -381,8 +376,24 @@ func (b *Bank) initEmpty(dec *Decision, blk Block, n int) {
 // admission: score and order, prefix scan, shared r*, evictions, commit.
 func (b *Bank) updateJoint(dec *Decision, blk Block, n int) {
 	t := time.Now()
-	// Steps 2 and 3 per head (and the speculative step 5).
-	b.scoreAndScan(n)
+	R := min(n, b.cfg.Capacity)
+	// Steps 2 and 3 per head: score and order, then the prefix scan over
+	// the ordered candidates (from the cached interactions when they fit
+	// the budget, else recomputed tile by tile).
+	b.parallelW(func(h, w int, ws *riesz.Workspace) {
+		s := &b.scratch[h]
+		t0 := time.Now()
+		cache := b.cacheFor(w, n, b.heads[h].n)
+		b.scoreCached(h, n, cache, ws)
+		t1 := time.Now()
+		s.rows = append(s.rows[:0], s.order[:R]...)
+		b.scanCached(h, cache, ws)
+		t2 := time.Now()
+		if cache != nil {
+			b.speculate(h, cache, ws)
+		}
+		s.tScore, s.tScan, s.tSpec = t1.Sub(t0), t2.Sub(t1), time.Since(t2)
+	})
 	// Step 4: the shared (or per-head) prefix length.
 	b.choosePrefix(dec)
 	// The heads ran interleaved on the workers: the phase's wall time is
@@ -502,81 +513,6 @@ func (b *Bank) scanCached(h int, cache []float32, ws *riesz.Workspace) {
 
 // evictions returns e_r = max(0, m + r − M).
 func (b *Bank) evictions(m, r int) int { return max(0, m+r-b.cfg.Capacity) }
-
-// scoreAndScan runs, for every head, the score and order (step 2) and then
-// the prefix scan over the ordered candidates (step 3) and the speculative
-// eviction choice, reading the candidate×bank interactions cached by the
-// scoring pass when they fit the budget (else recomputed tile by tile).
-//
-// Scoring is compute-bound; the scan and the speculative gather stream the
-// whole cache (N·M·4 bytes per head) and are bound by memory bandwidth,
-// which the two workers of a 2-core machine share. Run in lockstep, both
-// workers would stream at the same time. So every odd worker, when a second
-// cache fits the budget, defers each head's scan until it has scored its
-// next head: its streaming then overlaps the other worker's scoring. Each
-// head's computation is unchanged, so results do not depend on the
-// schedule.
-func (b *Bank) scoreAndScan(n int) {
-	R := min(n, b.cfg.Capacity)
-	H, W := len(b.heads), len(b.ws)
-	m := 0
-	for h := range b.heads {
-		m = max(m, b.heads[h].n)
-	}
-	deferring := b.cacheSlots(n, m) > W
-	score := func(h, w, slot int, ws *riesz.Workspace) []float32 {
-		s := &b.scratch[h]
-		t0 := time.Now()
-		cache := b.cacheSlot(w, slot, n, b.heads[h].n)
-		b.scoreCached(h, n, cache, ws)
-		s.tScore = time.Since(t0)
-		return cache
-	}
-	scan := func(h int, cache []float32, ws *riesz.Workspace) {
-		s := &b.scratch[h]
-		t1 := time.Now()
-		s.rows = append(s.rows[:0], s.order[:R]...)
-		b.scanCached(h, cache, ws)
-		t2 := time.Now()
-		if cache != nil {
-			b.speculate(h, cache, ws)
-		}
-		s.tScan, s.tSpec = t2.Sub(t1), time.Since(t2)
-	}
-	var next atomic.Int32
-	worker := func(w int) {
-		ws := &b.ws[w]
-		pend, slot := -1, 0
-		var pendCache []float32
-		for {
-			h := int(next.Add(1)) - 1
-			if h >= H {
-				break
-			}
-			cache := score(h, w, slot, ws)
-			if !deferring || w%2 == 0 || cache == nil {
-				scan(h, cache, ws)
-				continue
-			}
-			if pend >= 0 {
-				scan(pend, pendCache, ws)
-			}
-			pend, pendCache, slot = h, cache, 1-slot
-		}
-		if pend >= 0 {
-			scan(pend, pendCache, ws)
-		}
-	}
-	if W <= 1 || H == 1 {
-		worker(0)
-		return
-	}
-	var wg sync.WaitGroup
-	for w := 0; w < W; w++ {
-		wg.Go(func() { worker(w) })
-	}
-	wg.Wait()
-}
 
 // choosePrefix sets every head's admitted count (paper Eq. shared-prefix).
 func (b *Bank) choosePrefix(dec *Decision) {
