@@ -34,7 +34,7 @@ func TestGoldenWeightsSafetensorsEqualTorch(t *testing.T) {
 		if !ok {
 			t.Fatalf("torch checkpoint lacks %s", n)
 		}
-		if !sameShape(a.Shape, b.Shape) {
+		if !slices.Equal(a.Shape, b.Shape) {
 			t.Fatalf("%s: shapes %v vs %v", n, a.Shape, b.Shape)
 		}
 		for i := range a.Data {
@@ -43,7 +43,7 @@ func TestGoldenWeightsSafetensorsEqualTorch(t *testing.T) {
 			}
 		}
 	}
-	if w := st["patch_embedding.weight"]; w == nil || !sameShape(w.Shape, []int{64, 16, 1, 2, 2}) {
+	if w := st["patch_embedding.weight"]; w == nil || !slices.Equal(w.Shape, []int{64, 16, 1, 2, 2}) {
 		t.Fatalf("patch_embedding.weight missing or mis-shaped: %+v", w)
 	}
 	f, _ := os.Open(filepath.Join(dir, "weights_generator.pt"))
@@ -79,7 +79,7 @@ func TestSafetensorsRoundTrip(t *testing.T) {
 		t.Fatalf("metadata %v names %v", s.Metadata, s.Names())
 	}
 	a, sh, err := s.Float32("a")
-	if err != nil || !sameShape(sh, []int{2, 3}) || a[5] != float32(math.Inf(-1)) || a[1] != 2 {
+	if err != nil || !slices.Equal(sh, []int{2, 3}) || a[5] != float32(math.Inf(-1)) || a[1] != 2 {
 		t.Fatalf("a = %v %v %v", a, sh, err)
 	}
 	b, _, err := s.Float64("b.f64")
@@ -285,7 +285,7 @@ func TestTorchStridesOffsetsAndKeys(t *testing.T) {
 	}
 	w := sd["blocks.0.w"]
 	want := []float32{2, 5, 3, 6, 4, 7}
-	if w == nil || !sameShape(w.Shape, []int{3, 2}) {
+	if w == nil || !slices.Equal(w.Shape, []int{3, 2}) {
 		t.Fatalf("blocks.0.w = %+v (names %v)", w, sd.Names())
 	}
 	for i := range want {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -119,7 +120,7 @@ func (sd StateDict) Check(want []Expect) error {
 			missing = append(missing, e.Name)
 			continue
 		}
-		if !sameShape(t.Shape, e.Shape) {
+		if !slices.Equal(t.Shape, e.Shape) {
 			shape = append(shape, fmt.Sprintf("%s %v (want %v)", e.Name, t.Shape, e.Shape))
 		}
 	}
@@ -143,16 +144,4 @@ func (sd StateDict) Check(want []Expect) error {
 		parts = append(parts, fmt.Sprintf("%d mis-shaped: %s", len(shape), strings.Join(shape, ", ")))
 	}
 	return fmt.Errorf("checkpoint: state dict does not match the model: %s", strings.Join(parts, "; "))
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

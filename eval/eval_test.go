@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -91,10 +92,10 @@ func TestRelL2(t *testing.T) {
 func TestTopKRecall(t *testing.T) {
 	w := []float32{0.1, 0.5, 0.2, 0.5, 0.05, 0.3}
 	all := func(int) bool { return true }
-	if got := TopK(nil, w, 3, all); !equalInts(got, []int{1, 3, 5}) {
+	if got := TopK(nil, w, 3, all); !slices.Equal(got, []int{1, 3, 5}) {
 		t.Fatalf("TopK = %v, want [1 3 5] (tie 1/3 broken by index)", got)
 	}
-	if got := TopK(nil, w, 2, func(j int) bool { return j != 1 }); !equalInts(got, []int{3, 5}) {
+	if got := TopK(nil, w, 2, func(j int) bool { return j != 1 }); !slices.Equal(got, []int{3, 5}) {
 		t.Fatalf("TopK eligible = %v", got)
 	}
 	kept := func(j int) bool { return j == 3 || j == 0 }
@@ -109,18 +110,6 @@ func TestTopKRecall(t *testing.T) {
 	if got := TopKRecall(w, 3, func(int) bool { return false }, kept); !math.IsNaN(got) {
 		t.Errorf("no eligible rows: %v, want NaN", got)
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestCoverageRadius(t *testing.T) {
@@ -461,7 +450,7 @@ func TestRunReferenceAgainstItself(t *testing.T) {
 	if len(res.Variants) != 4 || len(res.Skipped) != 1 {
 		t.Fatalf("variants %d skipped %v", len(res.Variants), res.Skipped)
 	}
-	if !equalInts(res.Horizons, []int{2, 4, 8}) {
+	if !slices.Equal(res.Horizons, []int{2, 4, 8}) {
 		t.Fatalf("horizons %v", res.Horizons)
 	}
 	z := len(res.Horizons) - 1
@@ -622,7 +611,7 @@ func TestPlots(t *testing.T) {
 	}
 	for _, f := range res.sweepFigures() {
 		p := f.panels[0]
-		if len(p.Series) != 3 || !equalFloats(p.Series[0].X, []float64{1.5, 2, 3}) {
+		if len(p.Series) != 3 || !slices.Equal(p.Series[0].X, []float64{1.5, 2, 3}) {
 			t.Errorf("%s: series %+v, want rel. error, dropped mass and recall against τ", f.name, p.Series)
 		}
 		if !strings.Contains(f.title, "default τ = 2") {
@@ -647,18 +636,6 @@ func TestPlots(t *testing.T) {
 			t.Fatalf("WriteTables wrote %s", f)
 		}
 	}
-}
-
-func equalFloats(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestRunDeterministicAcrossWorkers(t *testing.T) {
