@@ -335,6 +335,7 @@ func (b *Bank) cacheFor(w, n, m int) []float32 {
 	}
 	if int64(cap(b.cache[w])) < need {
 		b.cache[w] = make([]float32, need)
+		adviseHuge(b.cache[w])
 	}
 	return b.cache[w][:need]
 }
