@@ -494,7 +494,7 @@ func (b *Bank) scanCached(h int, cache []float32, ws *riesz.Workspace) {
 		// Violation g_i(r) ≥ τ ⇔ S_i(r) ≥ τ·max(b_i, δ) − ρ_i.
 		s.rem[i] = b.cfg.Tau*math.Max(hd.base[i], b.cfg.Delta) - hd.rho[i]
 	}
-	s.ckpt = grow(s.ckpt, (R/ckEvery)*hd.n)
+	s.ckpt = grow(s.ckpt, ((R+ckEvery-1)/ckEvery)*hd.n) // with the final S(R)
 	if cache != nil {
 		riesz.ScanRows(cache, hd.n, s.rows, s.rem, s.cross, ckEvery, s.ckpt, ws)
 	} else {
@@ -654,15 +654,20 @@ func (b *Bank) chooseEvictions(h int, ws *riesz.Workspace) {
 		return
 	}
 	dd := b.cfg.descDim()
-	// S_i(r) from the last checkpoint plus the remaining rows.
+	// S_i(r) from the last checkpoint plus the remaining rows; the scan
+	// also kept S_i(R) for the full prefix (the common r* = R).
 	s.S = grow(s.S, m)
 	k := r / ckEvery
-	if k > 0 {
+	full := r == len(s.rows) && r%ckEvery != 0
+	switch {
+	case full:
+		copy(s.S, s.ckpt[k*m:(k+1)*m])
+	case k > 0:
 		copy(s.S, s.ckpt[(k-1)*m:k*m])
-	} else {
+	default:
 		clear(s.S)
 	}
-	if rem := r - k*ckEvery; rem > 0 {
+	if rem := r - k*ckEvery; rem > 0 && !full {
 		a := riesz.Set{X: s.sd[k*ckEvery*dd : r*dd], Norms: s.sn[k*ckEvery : r], N: rem, D: dd}
 		b.kern.Sums(a, b.set(h), nil, s.S, ws)
 	}

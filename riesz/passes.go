@@ -174,7 +174,9 @@ const Never = math.MaxInt32
 // multiple of every: ckpt[(r/every−1)·b.N + j] = S_j(r) for r = every,
 // 2·every, … ≤ a.N; it must hold (a.N/every)·b.N values. Adding the
 // remaining rows with Sums (same order of float64 additions) gives S_j(r)
-// for any r without a second full pass.
+// for any r without a second full pass. When a.N is not a multiple of every
+// and ckpt has room for one more slot (⌈a.N/every⌉·b.N values), that slot
+// receives the final sums S_j(a.N).
 func (k Kernel) PrefixScan(a, b Set, rem []float64, cross []int32, every int, ckpt []float64, ws *Workspace) {
 	checkScan(a.N, b.N, rem, cross, every, ckpt)
 	acc, rm := ws.initScan(rem[:b.N], cross[:b.N])
@@ -194,6 +196,15 @@ func (k Kernel) PrefixScan(a, b Set, rem []float64, cross []int32, every int, ck
 			}
 		}
 	})
+	finalCheckpoint(a.N, b.N, every, ckpt, acc)
+}
+
+// finalCheckpoint stores the final sums acc = S_j(n) in ckpt's optional
+// last slot (see PrefixScan).
+func finalCheckpoint(n, m, every int, ckpt, acc []float64) {
+	if every > 0 && n%every != 0 && len(ckpt) >= (n/every+1)*m {
+		copy(ckpt[(n/every)*m:(n/every+1)*m], acc)
+	}
 }
 
 // ScanRows is PrefixScan over a cached interaction matrix W (rows of
@@ -233,6 +244,7 @@ func ScanRows(w []float32, m int, rows []int32, rem []float64, cross []int32, ev
 			copy(ckpt[((r+1)/every-1)*m:], acc)
 		}
 	}
+	finalCheckpoint(len(rows), m, every, ckpt, acc)
 }
 
 func checkScan(n, m int, rem []float64, cross []int32, every int, ckpt []float64) {

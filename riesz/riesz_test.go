@@ -174,7 +174,8 @@ func TestPrefixScan(t *testing.T) {
 		rem[0] = -1 // already over
 		rem[m-1] = math.Inf(1)
 		cross := make([]int32, m)
-		ckpt := make([]float64, (n/TileRows)*m)
+		// One slot more than the multiples of TileRows: the final sums.
+		ckpt := make([]float64, (n/TileRows+1)*m)
 		k.PrefixScan(a, b, rem, cross, TileRows, ckpt, &ws)
 		// The cached path agrees bit for bit, in any row order.
 		cache := make([]float32, n*m)
@@ -206,6 +207,28 @@ func TestPrefixScan(t *testing.T) {
 			}
 			if cross[j] != want {
 				t.Fatalf("%v: cross[%d] = %d, want %d", sz, j, cross[j], want)
+			}
+			last := ckpt[(n/TileRows)*m+j]
+			if n%TileRows == 0 {
+				if last != 0 {
+					t.Fatalf("%v: final slot written although n is a multiple of %d", sz, TileRows)
+				}
+				continue
+			}
+			if !near(last, s, 1e-6) {
+				t.Fatalf("%v: final S col %d = %v, want %v", sz, j, last, s)
+			}
+		}
+		// The final sums equal the last checkpoint plus the remaining rows
+		// (Sums), bit for bit: the bank uses either.
+		if r0 := n / TileRows * TileRows; r0 < n {
+			S := make([]float64, m)
+			if r0 > 0 {
+				copy(S, ckpt[(r0/TileRows-1)*m:])
+			}
+			k.Sums(a.Rows(r0, n), b, nil, S, &ws)
+			if !slices.Equal(S, ckpt[(n/TileRows)*m:]) {
+				t.Fatalf("%v: final checkpoint differs from checkpoint + Sums of the remaining rows", sz)
 			}
 		}
 	}
