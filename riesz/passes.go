@@ -2,6 +2,7 @@ package riesz
 
 import (
 	"fmt"
+	"github.com/densitykv/densitykv/gemm"
 	"math"
 )
 
@@ -137,7 +138,10 @@ func (k Kernel) SelfSums(a Set, out []float64, ws *Workspace) {
 	ws.pack(a)
 	for i0 := 0; i0 < a.N; i0 += TileRows {
 		rows := min(TileRows, a.N-i0)
-		for j0 := (i0 / TileCols) * TileCols; j0 < a.N; j0 += TileCols {
+		// Column tiles start at the micro-kernel column block of the
+		// diagonal (a multiple of gemm.NR), not of TileCols: the part
+		// below the diagonal that is computed and skipped stays small.
+		for j0 := (i0 / gemm.NR) * gemm.NR; j0 < a.N; j0 += TileCols {
 			cols := min(TileCols, a.N-j0)
 			if j0+cols <= i0+1 {
 				continue
