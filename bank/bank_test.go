@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -75,7 +76,7 @@ func TestConfigValidate(t *testing.T) {
 // already holds states and checks the error and that the bank is
 // bit-identical afterwards and still continues like an untouched copy.
 func TestBadInputLeavesBankUnchanged(t *testing.T) {
-	for _, v := range []variant{variants[0], {"bf16desc", func(c *Config) { c.Payload = BF16; c.DescDim = 4 }}} {
+	for _, v := range []variant{variants[0], {"bf16", func(c *Config) { c.Payload = BF16 }}, {"bf16desc", func(c *Config) { c.Payload = BF16; c.DescDim = 4 }}} {
 		t.Run(v.name, func(t *testing.T) {
 			cfg := smallConfig()
 			v.mod(&cfg)
@@ -84,6 +85,10 @@ func TestBadInputLeavesBankUnchanged(t *testing.T) {
 			st := newStream(cfg, 7, true, 20)
 			for i := 0; i < 4; i++ {
 				blk := st.block()
+				// Check accepts what Update accepts, and changes nothing.
+				if err := b.Check(blk); err != nil {
+					t.Fatalf("update %d: Check rejects a good block: %v", i, err)
+				}
 				if _, err := b.Update(blk); err != nil {
 					t.Fatal(err)
 				}
@@ -106,7 +111,7 @@ func TestBadInputLeavesBankUnchanged(t *testing.T) {
 					g.Keys = slices.Clone(g.Keys)
 					g.Keys[(2*n+n-1)*cfg.KeyDim+1] = float32(math.NaN())
 					return g
-				}, ErrNonFinite, "keys has NaN at head 2 row " + itoa(n-1) + " col 1"},
+				}, ErrNonFinite, "keys has NaN at head 2 row " + strconv.Itoa(n-1) + " col 1"},
 				{"value Inf", func() Block {
 					g := good
 					g.Values = slices.Clone(g.Values)
@@ -146,15 +151,40 @@ func TestBadInputLeavesBankUnchanged(t *testing.T) {
 					msg  string
 				}{"desc unexpected", func() Block { g := good; g.Desc = make([]float32, 3); return g }, ErrShape, "DescDim = 0"})
 			}
+			if cfg.Payload == BF16 {
+				bad = append(bad, struct {
+					name string
+					blk  func() Block
+					want error
+					msg  string
+				}{"value bf16 overflow", func() Block {
+					g := good
+					g.Values = slices.Clone(g.Values)
+					g.Values[n*cfg.ValueDim+2] = 3.4028e38 // finite in float32, Inf once rounded to bfloat16
+					return g
+				}, ErrNonFinite, "head 1 row 0"})
+			}
 			before := snapshotBytes(t, b)
 			for _, bc := range bad {
+				// Check returns exactly the error Update returns, and neither
+				// changes the bank.
+				cerr := b.Check(bc.blk())
+				if !bytes.Equal(before, snapshotBytes(t, b)) {
+					t.Fatalf("%s: Check changed the bank", bc.name)
+				}
 				_, err := b.Update(bc.blk())
 				if err == nil || !errors.Is(err, bc.want) || !strings.Contains(err.Error(), bc.msg) || !strings.HasPrefix(err.Error(), "bank: update 4: ") {
 					t.Fatalf("%s: err = %v, want %v mentioning %q", bc.name, err, bc.want, bc.msg)
 				}
+				if cerr == nil || cerr.Error() != err.Error() {
+					t.Fatalf("%s: Check = %v, Update = %v", bc.name, cerr, err)
+				}
 				if !bytes.Equal(before, snapshotBytes(t, b)) {
 					t.Fatalf("%s: bank changed after a failed update", bc.name)
 				}
+			}
+			if err := b.Check(good); err != nil {
+				t.Fatal(err)
 			}
 			d1, err1 := b.Update(good)
 			d2, err2 := twin.Update(good)
@@ -167,10 +197,6 @@ func TestBadInputLeavesBankUnchanged(t *testing.T) {
 			}
 		})
 	}
-}
-
-func itoa(i int) string {
-	return strings.TrimSpace(strings.Replace(string(rune('0'+i/10))+string(rune('0'+i%10)), "0", " ", 1))
 }
 
 // TestSnapshotRoundTrip checks that restore is bit-exact and continues
