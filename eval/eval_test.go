@@ -245,14 +245,7 @@ func TestNearestRetainedExact(t *testing.T) {
 // holds for every dropped key k and its nearest retained key k′ with random
 // queries and with the worst-case query q ∥ k − k′.
 func TestRunCoverageExact(t *testing.T) {
-	c := synth.DefaultConfig()
-	c.Layout = memory.Layout{Height: 8, Width: 8, FramesPerBlock: 2, Layers: 1, Heads: 2, HeadDim: 16}
-	c.Blocks = 16
-	g, err := synth.NewGenerator(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := memory.Config{Layout: c.Layout, SinkFrames: 1, WindowFrames: 4, CacheFrames: 8}
+	g, base := layoutStream(t, memory.Layout{Height: 8, Width: 8, FramesPerBlock: 2, Layers: 1, Heads: 2, HeadDim: 16}, 16, 4, 8)
 	vs, err := Suite(SuiteConfig{Base: base, Groups: []string{GroupBaselines}})
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +260,7 @@ func TestRunCoverageExact(t *testing.T) {
 	if _, err := Run(g, vs, opt); err != nil {
 		t.Fatal(err)
 	}
-	D := c.Layout.HeadDim
+	D := base.Layout.HeadDim
 	r := rand.New(rand.NewPCG(3, 4))
 	sqrtD := math.Sqrt(float64(D))
 	big := 0
@@ -418,14 +411,22 @@ func TestMakeTableRanksAndMarks(t *testing.T) {
 
 func evalStream(t *testing.T, blocks int) (*synth.Generator, memory.Config) {
 	t.Helper()
+	return layoutStream(t, memory.Layout{Height: 4, Width: 6, FramesPerBlock: 2, Layers: 2, Heads: 2, HeadDim: 16}, blocks, 4, 8)
+}
+
+// layoutStream returns a synthetic stream of blocks blocks with layout l and
+// the memory configuration of a 1-frame sink, a window of window frames and
+// a native cache of cache frames.
+func layoutStream(t *testing.T, l memory.Layout, blocks, window, cache int) (*synth.Generator, memory.Config) {
+	t.Helper()
 	c := synth.DefaultConfig()
-	c.Layout = memory.Layout{Height: 4, Width: 6, FramesPerBlock: 2, Layers: 2, Heads: 2, HeadDim: 16}
+	c.Layout = l
 	c.Blocks = blocks
 	g, err := synth.NewGenerator(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return g, memory.Config{Layout: c.Layout, SinkFrames: 1, WindowFrames: 4, CacheFrames: 8}
+	return g, memory.Config{Layout: l, SinkFrames: 1, WindowFrames: window, CacheFrames: cache}
 }
 
 func bits(x float64) uint64 { return math.Float64bits(x) }
@@ -515,14 +516,7 @@ func TestRunReferenceAgainstItself(t *testing.T) {
 // frames with the paper's 12/1/4) is larger than the others' M (cache −
 // sink − window = 6 frames), and no other baseline.
 func TestDeepForcingBudgetMarked(t *testing.T) {
-	c := synth.DefaultConfig()
-	c.Layout = memory.Layout{Height: 2, Width: 3, FramesPerBlock: 3, Layers: 1, Heads: 2, HeadDim: 8}
-	c.Blocks = 8
-	g, err := synth.NewGenerator(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := memory.Config{Layout: c.Layout, SinkFrames: 1, WindowFrames: 5, CacheFrames: 12}
+	g, base := layoutStream(t, memory.Layout{Height: 2, Width: 3, FramesPerBlock: 3, Layers: 1, Heads: 2, HeadDim: 8}, 8, 5, 12)
 	vs, err := Suite(SuiteConfig{Base: base, Groups: []string{GroupBaselines}})
 	if err != nil {
 		t.Fatal(err)
