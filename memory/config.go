@@ -311,7 +311,7 @@ func (c Config) Check(name string) error {
 					fields = append(fields, f.field)
 				}
 			}
-			return &FieldError{Fields: fields, Msg: "densitykv " + msg}
+			return &FieldError{Fields: fields, Msg: "DensityKV bank: " + strings.TrimPrefix(strings.TrimPrefix(msg, "bank: config: "), "bank: config ")}
 		}
 	}
 	return nil

@@ -343,8 +343,19 @@ func memoryError(err error) error {
 	for i, f := range fe.Fields {
 		names[i] = named("memory." + f)
 	}
-	return fmt.Errorf("%s: %w", strings.Join(names, ", "), err)
+	return &namedFieldError{names: strings.Join(names, ", "), fe: fe}
 }
+
+// namedFieldError prints a memory.FieldError after the YAML keys (and
+// flags) it names, without the package prefix; it unwraps to the
+// FieldError.
+type namedFieldError struct {
+	names string
+	fe    *memory.FieldError
+}
+
+func (e *namedFieldError) Error() string { return e.names + ": " + e.fe.Msg }
+func (e *namedFieldError) Unwrap() error { return e.fe }
 
 // LoadConfigFile decodes a YAML file over base (keys absent from the file
 // keep base's values) and returns the keys present. Unknown keys and type

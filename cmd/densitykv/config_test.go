@@ -102,10 +102,10 @@ func TestValidationBeforeRunFolder(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--tau", "0.5"}, "memory.bank.tau (--tau): memory: config: densitykv bank: config Tau = 0.5 must be finite and > 1"},
-		{[]string{"--window-frames", "2"}, "memory.window_frames (--window-frames), memory.layout.frames_per_block (--frames-per-block): memory: config: window frames 2 < frames per block 3"},
-		{[]string{"--heads", "-1"}, "memory.layout.heads (--heads): memory: config: layout heads -1 must be positive"},
-		{[]string{"--frames-per-block", "-3"}, "memory.layout.frames_per_block (--frames-per-block): memory: config: layout frames_per_block -3"},
+		{[]string{"--tau", "0.5"}, "memory.bank.tau (--tau): DensityKV bank: Tau = 0.5 must be finite and > 1"},
+		{[]string{"--window-frames", "2"}, "memory.window_frames (--window-frames), memory.layout.frames_per_block (--frames-per-block): window frames 2 < frames per block 3"},
+		{[]string{"--heads", "-1"}, "memory.layout.heads (--heads): layout heads -1 must be positive"},
+		{[]string{"--frames-per-block", "-3"}, "memory.layout.frames_per_block (--frames-per-block): layout frames_per_block -3"},
 		{[]string{"--eps", "1e-30", "--p", "4"}, "memory.bank.eps (--eps), memory.bank.p (--p)"},
 	} {
 		code, _, errs := run(t, context.Background(), tiny(dir, "v", c.args...)...)
