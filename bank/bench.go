@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/riesz"
 )
 
@@ -21,6 +22,10 @@ type BenchConfig struct {
 	Repeats    int    // timed updates (default 5)
 	Workers    int    // parallel heads (0 = GOMAXPROCS)
 	Seed       uint64 // stream seed
+	// Float32Kernel turns off the bfloat16 dot-product kernel for the
+	// whole run (gemm.SetBF16), to compare against the float32 one; the
+	// results are bit-identical either way.
+	Float32Kernel bool
 	// Config overrides the bank configuration when non-nil (its Heads,
 	// Capacity, KeyDim and ValueDim are replaced by the fields above).
 	Config *Config
@@ -28,8 +33,8 @@ type BenchConfig struct {
 	// never); RunBench then returns an error wrapping ctx.Err().
 	Context context.Context
 	// Progress, when set, is called after every step (the fill, the
-	// warm-up, each timed update and each timed pass: 2 + 2·Repeats steps)
-	// with the steps done and their total.
+	// warm-up, each timed update and each timed pass: Steps() in all) with
+	// the steps done and their total.
 	Progress func(done, total int)
 }
 
@@ -74,6 +79,28 @@ type BenchResult struct {
 	Accepted       []int   `json:"accepted"`   // r* of every timed update
 	Steps          Timings `json:"step_means"` // mean time per Algorithm 1 step
 	SIMD           bool    `json:"simd"`       // AVX-512 epilogues in use
+	// BF16 reports whether products of the bank's bfloat16 keys ran on the
+	// AVX512_BF16 kernel (gemm.BF16); its results equal the float32
+	// kernel's bit for bit.
+	BF16 bool `json:"bf16"`
+	// PassFloat32SecondsMedian and PassFloat32GFLOPS time the same pass on
+	// the float32 kernel (BF16 only; else zero), and BF16Speedup is the
+	// ratio of the two pass medians.
+	PassFloat32SecondsMedian float64 `json:"pass_float32_seconds_median,omitempty"`
+	PassFloat32GFLOPS        float64 `json:"pass_float32_gflops,omitempty"`
+	BF16Speedup              float64 `json:"bf16_speedup,omitempty"`
+}
+
+// Steps returns the number of progress steps RunBench reports: the fill,
+// the warm-up, the timed updates and passes, and with the bfloat16 kernel
+// the float32 passes it is compared with.
+func (c BenchConfig) Steps() int {
+	c = c.withDefaults()
+	n := 2 + 2*c.Repeats
+	if !c.Float32Kernel && gemm.BF16() {
+		n += c.Repeats
+	}
+	return n
 }
 
 func (c BenchConfig) withDefaults() BenchConfig {
@@ -198,9 +225,12 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 	if err != nil {
 		return BenchResult{}, fmt.Errorf("bank: bench: %w", err)
 	}
+	steps, done := bc.Steps(), 0
+	if bc.Float32Kernel {
+		defer gemm.SetBF16(gemm.SetBF16(false))
+	}
 	res := BenchResult{Heads: bc.Heads, Candidates: bc.Candidates, Capacity: bc.Capacity, Dim: bc.Dim,
-		Workers: cfg.workers(), SIMD: riesz.SIMD()}
-	steps, done := 2+2*bc.Repeats, 0
+		Workers: cfg.workers(), SIMD: riesz.SIMD(), BF16: gemm.BF16()}
 	// next reports the finished step (if any) and checks the context
 	// before the following one.
 	next := func(finished bool, what string) error {
@@ -254,39 +284,66 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 	res.UpdateCPUSecondsMedian = median(res.UpdateCPUSeconds)
 	res.PeakExtraBytes = b.PeakScratchBytes()
 	res.BankBytes = b.Bytes()
-	// Standalone interaction passes over the full bank.
+	// Standalone interaction passes over the full bank: the scoring pass of
+	// an update (candidates in their stored form, so bfloat16-rounded with
+	// a BF16 payload), then the same passes on the float32 kernel.
 	blk := vs.next()
 	N := bc.Candidates
-	var passCPU []float64
+	keys := blk.Keys
+	if cfg.Payload == BF16 {
+		keys = make([]float32, len(blk.Keys))
+		for i, v := range blk.Keys {
+			keys[i] = RoundBF16(v)
+		}
+	}
 	b.acquire()
 	defer b.release()
-	for i := 0; i < bc.Repeats; i++ {
-		if err := next(true, fmt.Sprintf("timed pass %d", i+1)); err != nil {
+	pass := func(what string) (wall, cpu []float64, err error) {
+		for i := 0; i < bc.Repeats; i++ {
+			if err := next(true, fmt.Sprintf("timed %s %d", what, i+1)); err != nil {
+				return nil, nil, err
+			}
+			t := time.Now()
+			c0 := processCPU()
+			b.parallel(func(h int, ws *riesz.Workspace) {
+				s := &b.scratch[h]
+				s.cn = grow(s.cn, N)
+				cs := riesz.NewSet(keys[h*N*bc.Dim:(h+1)*N*bc.Dim], N, bc.Dim, s.cn)
+				s.ext = grow(s.ext, N)
+				s.score = grow(s.score, N)
+				s.inv = grow(s.inv, b.heads[h].n)
+				for j := range s.inv {
+					s.inv[j] = 1
+				}
+				clear(s.ext)
+				b.kern.RowStats(cs, b.set(h), s.inv, s.ext, s.score, nil, ws)
+			})
+			wall = append(wall, time.Since(t).Seconds())
+			cpu = append(cpu, (processCPU() - c0).Seconds())
+		}
+		return wall, cpu, nil
+	}
+	var passCPU []float64
+	if res.PassSeconds, passCPU, err = pass("pass"); err != nil {
+		return res, err
+	}
+	pairs := float64(N) * float64(b.Len()) * float64(bc.Heads)
+	if res.BF16 {
+		prev := gemm.SetBF16(false)
+		f32, _, err := pass("float32 pass")
+		gemm.SetBF16(prev)
+		if err != nil {
 			return res, err
 		}
-		t := time.Now()
-		c0 := processCPU()
-		b.parallel(func(h int, ws *riesz.Workspace) {
-			s := &b.scratch[h]
-			keys := blk.Keys[h*N*bc.Dim : (h+1)*N*bc.Dim]
-			s.cn = grow(s.cn, N)
-			cs := riesz.NewSet(keys, N, bc.Dim, s.cn)
-			s.ext = grow(s.ext, N)
-			s.score = grow(s.score, N)
-			s.inv = grow(s.inv, b.heads[h].n)
-			for j := range s.inv {
-				s.inv[j] = 1
-			}
-			clear(s.ext)
-			b.kern.RowStats(cs, b.set(h), s.inv, s.ext, s.score, nil, ws)
-		})
-		res.PassSeconds = append(res.PassSeconds, time.Since(t).Seconds())
-		passCPU = append(passCPU, (processCPU() - c0).Seconds())
+		res.PassFloat32SecondsMedian = median(f32)
+		res.PassFloat32GFLOPS = 2 * pairs * float64(bc.Dim) / res.PassFloat32SecondsMedian / 1e9
 	}
 	_ = next(true, "") // the last pass: report it; nothing follows
 	res.PassCPUSecondsMedian = median(passCPU)
 	res.PassSecondsMedian = median(res.PassSeconds)
-	pairs := float64(N) * float64(b.Len()) * float64(bc.Heads)
+	if res.BF16 {
+		res.BF16Speedup = res.PassFloat32SecondsMedian / res.PassSecondsMedian
+	}
 	res.PairsPerSecond = pairs / res.PassSecondsMedian
 	res.PassGFLOPS = 2 * pairs * float64(bc.Dim) / res.PassSecondsMedian / 1e9
 	if res.PassCPUSecondsMedian > 0 {

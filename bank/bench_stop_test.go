@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/densitykv/densitykv/gemm"
 )
 
 // RunBench reports every step and stops at the next step once its context
@@ -13,12 +15,31 @@ func TestRunBenchProgressAndCancel(t *testing.T) {
 	total := 0
 	bc := BenchConfig{Heads: 2, Candidates: 40, Capacity: 80, Dim: 16, Repeats: 3,
 		Progress: func(done, n int) { seen = append(seen, done); total = n }}
-	if _, err := RunBench(bc); err != nil {
-		t.Fatal(err)
+	before := gemm.BF16()
+	for _, f32 := range []bool{false, true} {
+		bc.Float32Kernel = f32
+		seen = nil
+		// fill, warm-up, 3 updates, 3 passes, and 3 float32 passes when
+		// the bfloat16 kernel is in use.
+		want := 8
+		if gemm.BF16() && !f32 {
+			want = 11
+		}
+		r, err := RunBench(bc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bc.Steps() != want || total != want || len(seen) != want || seen[0] != 1 || seen[want-1] != want {
+			t.Fatalf("float32 kernel %v: progress %v of %d (Steps %d), want 1…%d", f32, seen, total, bc.Steps(), want)
+		}
+		if r.BF16 != (want == 11) || (r.BF16Speedup > 0) != r.BF16 || (r.PassFloat32GFLOPS > 0) != r.BF16 {
+			t.Fatalf("float32 kernel %v: BF16 %v, speed-up %v, float32 pass %v GFLOP/s", f32, r.BF16, r.BF16Speedup, r.PassFloat32GFLOPS)
+		}
 	}
-	if total != 8 || len(seen) != 8 || seen[0] != 1 || seen[7] != 8 {
-		t.Fatalf("progress %v of %d, want 1…8 of 8 (fill, warm-up, 3 updates, 3 passes)", seen, total)
+	if gemm.BF16() != before {
+		t.Fatalf("gemm.BF16() = %v after the runs, %v before: Float32Kernel was not undone", gemm.BF16(), before)
 	}
+	bc.Float32Kernel = false
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	seen = nil

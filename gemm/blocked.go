@@ -30,9 +30,10 @@ func packB(p *PackedB, nn bool, n, k int, b []float32, ldb int) *PackedB {
 	p.data = grow(p.data, np*k*NR)
 	if n*k < 1<<16 || Threads() == 1 {
 		p.packPanels(nn, 0, np, b, ldb)
-		return p
+	} else {
+		parallelFor(Threads(), np, func(_, lo, hi int) { p.packPanels(nn, lo, hi, b, ldb) })
 	}
-	parallelFor(Threads(), np, func(_, lo, hi int) { p.packPanels(nn, lo, hi, b, ldb) })
+	p.packPairsB()
 	return p
 }
 

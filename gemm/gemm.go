@@ -167,6 +167,11 @@ type PackedB struct {
 	n, k int
 	data []float32 // fast path: [ceil(n/NR)][k][NR] panels, zero padded
 	raw  []float32 // reference path: B as n×k rows (NT) for the generic loops
+
+	// bfloat16 pair panels [ceil(n/NR)][k/2][NR] (see bf16.go), valid
+	// when pairs is set.
+	bf    []uint32
+	pairs bool
 }
 
 // N returns the number of columns of C (rows of Bᵀ) of the packed operand.
@@ -176,7 +181,7 @@ func (p *PackedB) N() int { return p.n }
 func (p *PackedB) K() int { return p.k }
 
 // Bytes returns the memory held by the packed operand.
-func (p *PackedB) Bytes() int64 { return int64(cap(p.data)+cap(p.raw)) * 4 }
+func (p *PackedB) Bytes() int64 { return int64(cap(p.data)+cap(p.raw)+cap(p.bf)) * 4 }
 
 // PackNT packs B (n×k, row-major, leading dimension ldb) for products
 // C = A·Bᵀ, reusing p's storage, and returns p. A nil p allocates one.

@@ -12,7 +12,10 @@ var kernel = kernelGo
 // simdKernel reports whether kernel is the AVX-512 micro-kernel.
 var simdKernel = false
 
-func init() { archInit() }
+func init() {
+	archInit()
+	archInitBF16()
+}
 
 // kernelGo is the portable micro-kernel: 4×4 register blocks of scalar
 // accumulators over the NR columns.

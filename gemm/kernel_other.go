@@ -4,3 +4,6 @@ package gemm
 
 // archInit keeps the portable micro-kernel: this build has no SIMD kernel.
 func archInit() {}
+
+// archInitBF16 keeps the bfloat16 kernel off: this build has none.
+func archInitBF16() {}

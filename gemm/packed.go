@@ -15,6 +15,11 @@ const _ = uint(MR-4) + uint(4-MR)
 type PackedA struct {
 	m, k int
 	data []float32
+
+	// bfloat16 pair panels [ceil(m/MR)][k/2][MR] (see bf16.go), valid
+	// when pairs is set.
+	bf    []uint32
+	pairs bool
 }
 
 // M returns the number of rows of the packed operand.
@@ -33,6 +38,7 @@ func (p *PackedA) Resize(m, k int) []float32 {
 		panic(fmt.Sprintf("gemm.PackedA.Resize: negative size m=%d k=%d", m, k))
 	}
 	p.m, p.k = m, k
+	p.pairs = false
 	p.data = grow(p.data, (m+MR-1)/MR*MR*k)
 	return p.data
 }
@@ -49,6 +55,7 @@ func PackA(p *PackedA, m, k int, a []float32, lda int) *PackedA {
 	}
 	p.Resize(m, k)
 	p.data = packA(p.data, m, k, a, lda, 0)
+	p.packPairsA()
 	return p
 }
 
@@ -106,6 +113,7 @@ func (p *PackedB) Resize(n, k int) []float32 {
 	}
 	p.n, p.k = n, k
 	p.raw = p.raw[:0]
+	p.pairs = false
 	p.data = grow(p.data, (n+NR-1)/NR*NR*k)
 	return p.data
 }
@@ -134,6 +142,16 @@ func MulPacked(m, n, k int, pa *PackedA, ai0, ak0 int, pb *PackedB, bj0, bk0 int
 		panic(fmt.Sprintf("gemm.MulPacked: C has %d values with leading dimension %d, need %d×%d", len(c), ldc, m, n))
 	}
 	ws := getWorkspace()
+	if pa.pairs && pb.pairs && k%2 == 0 && ak0%2 == 0 && bk0%2 == 0 && BF16() {
+		// Bit-identical to the float32 kernel (bf16.go).
+		ap := pa.bf[(ai0/MR)*pa.k/2*MR:]
+		for jb := 0; jb < n; jb += TileN {
+			nc := min(TileN, n-jb)
+			pb.macroBF16(ap, pa.k/2, ak0/2, m, bj0+jb, nc, bk0/2, (bk0+k)/2, c[jb:], ldc, acc, &ws.tmp)
+		}
+		putWorkspace(ws)
+		return
+	}
 	ap := pa.data[(ai0/MR)*pa.k*MR:]
 	for jb := 0; jb < n; jb += TileN {
 		nc := min(TileN, n-jb)

@@ -58,7 +58,13 @@ func newBenchBankCmd() *cobra.Command {
 --repeats steady-state updates of --candidates keys per head (Algorithm 1 with
 the default variants), and --repeats standalone fused interaction passes.
 It prints the median update time, interaction pairs/s, effective GFLOP/s
-(counting 2·N·M·d per pass) and the peak extra memory.`,
+(counting 2·N·M·d per pass) and the peak extra memory.
+
+The bank's keys are bfloat16 (the paper's payload), so on CPUs with
+AVX512_BF16 (GOEXPERIMENT=simd builds) their dot products run on a VDPBF16PS
+kernel whose results equal the float32 kernel's bit for bit; the pass is then
+also timed on the float32 kernel and the speed-up printed. --float32-kernel
+turns the bfloat16 kernel off for the whole run.`,
 		Example: `  densitykv bench
   densitykv bench bank --heads 2 --candidates 1024 --capacity 2048 --dim 64 --json`,
 		Args:        cobra.NoArgs,
@@ -87,7 +93,7 @@ It prints the median update time, interaction pairs/s, effective GFLOP/s
 				fmt.Fprintf(w, "bank update benchmark: H=%d N=%d M=%d d=%d ordering=%s, %d repeats, GOMAXPROCS=%d\n",
 					bc.Heads, bc.Candidates, bc.Capacity, bc.Dim, ordering, bc.Repeats, runtime.GOMAXPROCS(0))
 			}
-			steps := 2 + 2*bc.Repeats // fill, warm-up, timed updates, timed passes
+			steps := bc.Steps() // fill, warm-up, timed updates, timed passes (and float32 passes)
 			prog := newProgress(cmd.ErrOrStderr(), "bench bank", steps, 0, quiet)
 			done := 0
 			bc.Progress = func(d, _ int) { done = d; prog.add(1) }
@@ -95,8 +101,12 @@ It prints the median update time, interaction pairs/s, effective GFLOP/s
 			r, err := bank.RunBench(bc)
 			prog.finish()
 			if err != nil && cmd.Context().Err() != nil {
-				return fmt.Errorf("%w: bench bank stopped after %d of %d steps (fill, warm-up, %d updates, %d passes); nothing measured",
-					errInterrupted, done, steps, bc.Repeats, bc.Repeats)
+				f32 := ""
+				if n := steps - 2 - 2*bc.Repeats; n > 0 {
+					f32 = fmt.Sprintf(", %d float32 passes", n)
+				}
+				return fmt.Errorf("%w: bench bank stopped after %d of %d steps (fill, warm-up, %d updates, %d passes%s); nothing measured",
+					errInterrupted, done, steps, bc.Repeats, bc.Repeats, f32)
 			}
 			if err != nil {
 				return err
@@ -112,6 +122,15 @@ It prints the median update time, interaction pairs/s, effective GFLOP/s
 			fmt.Fprintf(w, "  r* per update: %v; update-equivalent %.1f GFLOP/s\n", r.Accepted, r.UpdateGFLOPS)
 			fmt.Fprintf(w, "interaction pass (N×M×H): median %.3f s, %.3g pairs/s, %.1f GFLOP/s effective (2·N·M·d per pass), %.1f GFLOP/s per busy core; AVX-512 kernels: %v\n",
 				r.PassSecondsMedian, r.PairsPerSecond, r.PassGFLOPS, r.PassGFLOPSPerCore, r.SIMD)
+			switch {
+			case r.BF16:
+				fmt.Fprintf(w, "  bfloat16 dot products (AVX512_BF16, bit-identical to float32): float32 kernel %.3f s, %.1f GFLOP/s; bf16 speed-up ×%.2f\n",
+					r.PassFloat32SecondsMedian, r.PassFloat32GFLOPS, r.BF16Speedup)
+			case bc.Float32Kernel:
+				fmt.Fprintln(w, "  float32 dot products (--float32-kernel)")
+			default:
+				fmt.Fprintln(w, "  float32 dot products (no AVX512_BF16 kernel in this build or on this CPU)")
+			}
 			fmt.Fprintf(w, "memory: bank %s persistent, peak extra workspace %s\n", humanBytes(r.BankBytes), humanBytes(r.PeakExtraBytes))
 			return nil
 		},
@@ -124,6 +143,7 @@ It prints the median update time, interaction pairs/s, effective GFLOP/s
 	f.IntVar(&bc.Repeats, "repeats", 5, "timed updates and passes")
 	f.IntVar(&bc.Workers, "workers", 0, "parallel heads, 0 = GOMAXPROCS")
 	f.Uint64Var(&bc.Seed, "seed", 0, "seed of the video-like key stream")
+	f.BoolVar(&bc.Float32Kernel, "float32-kernel", false, "use the float32 dot-product kernel even where the bfloat16 one is available (same results)")
 	f.StringVar(&ordering, "ordering", "mean", "candidate ordering: mean, max, source")
 	f.BoolVar(&jsonOut, "json", false, "print a JSON object (with update_seconds_median)")
 	f.BoolVar(&quiet, "quiet", false, "no progress bar or progress lines (on stderr)")

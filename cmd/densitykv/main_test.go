@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/goldendir"
 	"github.com/densitykv/densitykv/storage"
 	"github.com/densitykv/densitykv/synth"
@@ -534,6 +535,30 @@ func TestBenchJSON(t *testing.T) {
 	}
 	if v, ok := m["update_seconds_median"].(float64); !ok || !(v > 0) {
 		t.Fatalf("update_seconds_median = %v", m["update_seconds_median"])
+	}
+	if bf, _ := m["bf16"].(bool); bf != gemm.BF16() {
+		t.Fatalf("bf16 = %v, gemm.BF16() = %v", m["bf16"], gemm.BF16())
+	}
+	if sp, _ := m["bf16_speedup"].(float64); (sp > 0) != gemm.BF16() {
+		t.Fatalf("bf16_speedup = %v with gemm.BF16() = %v", m["bf16_speedup"], gemm.BF16())
+	}
+}
+
+// The text report names the dot-product kernel; --float32-kernel turns the
+// bfloat16 one off (and with it the float32 comparison passes).
+func TestBenchKernelLine(t *testing.T) {
+	args := []string{"bench", "bank", "--heads", "2", "--candidates", "64", "--capacity", "128", "--dim", "16", "--repeats", "1", "--quiet"}
+	for _, c := range []struct {
+		extra []string
+		want  string
+	}{
+		{nil, map[bool]string{true: "bfloat16 dot products (AVX512_BF16, bit-identical to float32): float32 kernel", false: "float32 dot products (no AVX512_BF16 kernel"}[gemm.BF16()]},
+		{[]string{"--float32-kernel"}, "float32 dot products (--float32-kernel)"},
+	} {
+		code, out, errs := run(t, context.Background(), append(args, c.extra...)...)
+		if code != 0 || !strings.Contains(out, c.want) {
+			t.Fatalf("%v: exit %d, output lacks %q:\n%s%s", c.extra, code, c.want, out, errs)
+		}
 	}
 }
 

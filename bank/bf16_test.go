@@ -1,0 +1,79 @@
+package bank
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/densitykv/densitykv/gemm"
+)
+
+// TestBF16KernelBitIdentical runs the same video-like stream through banks
+// with the AVX512_BF16 dot-product kernel on and off and requires every
+// decision and the final snapshot to be identical byte for byte: the
+// kernel is a pure speed-up (see gemm's bf16.go). Where the build or CPU
+// has no such kernel both runs use the float32 kernel and the test only
+// checks determinism.
+func TestBF16KernelBitIdentical(t *testing.T) {
+	if !gemm.BF16() {
+		t.Log("no bfloat16 kernel in this build or on this CPU: comparing float32 with itself")
+	}
+	H, N, M, D := 2, 200, 300, 64
+	for _, c := range []struct {
+		name string
+		set  func(*Config)
+	}{
+		{"default", func(*Config) {}},
+		{"max-order-refresh", func(c *Config) { c.Ordering = OrderMax; c.Baselines = BaselinesRefresh }},
+		{"f64-density-per-head", func(c *Config) { c.Density = F64; c.Prefix = PrefixPerHead }},
+		{"f32-payload", func(c *Config) { c.Payload = F32 }}, // no bfloat16 operands: float32 either way
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			run := func(on bool) ([]Decision, []byte) {
+				defer gemm.SetBF16(gemm.SetBF16(on))
+				cfg := DefaultConfig()
+				cfg.Heads, cfg.Capacity, cfg.KeyDim, cfg.ValueDim = H, M, D, D
+				c.set(&cfg)
+				b, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				vs := newVideoStream(H, N, D, 3)
+				var decs []Decision
+				for i := 0; i < 8; i++ {
+					d, err := b.Update(vs.next())
+					if err != nil {
+						t.Fatal(err)
+					}
+					d.Timings = Timings{}
+					decs = append(decs, d)
+				}
+				var buf bytes.Buffer
+				if _, err := b.WriteTo(&buf); err != nil {
+					t.Fatal(err)
+				}
+				return decs, buf.Bytes()
+			}
+			d32, s32 := run(false)
+			d16, s16 := run(true)
+			evicted := 0
+			for _, d := range d32 {
+				for _, h := range d.Heads {
+					evicted += len(h.Evicted)
+				}
+			}
+			if evicted == 0 {
+				t.Fatal("the stream never evicts: the comparison would not cover the commit's subtraction")
+			}
+			for i := range d32 {
+				if !reflect.DeepEqual(d32[i], d16[i]) {
+					t.Fatalf("update %d: decisions differ:\nfloat32 %s\nbf16    %s", i, fmt.Sprint(d32[i]), fmt.Sprint(d16[i]))
+				}
+			}
+			if !bytes.Equal(s32, s16) {
+				t.Fatal("snapshots differ between the float32 and bfloat16 kernels")
+			}
+		})
+	}
+}
