@@ -6,9 +6,13 @@
 // The reference loops in the doc comments define the results. The fast path
 // packs A and B into panels and runs a 4×32 register-blocked micro-kernel:
 // with GOEXPERIMENT=simd on an AVX-512 amd64 CPU it uses simd/archsimd
-// Float32x16 fused multiply-adds; otherwise a pure-Go micro-kernel. The naive
-// reference loops (gemm_generic.go) are always built and are the oracle the
-// fast path is tested against; the path is chosen once at start-up.
+// Float32x16 fused multiply-adds; otherwise a pure-Go micro-kernel. MulPacked
+// on operands that hold only exact bfloat16 values (the bank's keys) runs an
+// AVX512_BF16 kernel instead where the CPU has one: twice the multiply-adds
+// per instruction, with results equal to the float32 kernel's bit for bit
+// (bf16.go explains why). The naive reference loops (gemm_generic.go) are
+// always built and are the oracle the fast path is tested against; the path
+// is chosen once at start-up.
 //
 // Every output element is computed by exactly one goroutine with a summation
 // order that depends only on k (chunks of KC, sequential inside a chunk), so

@@ -126,7 +126,9 @@ func (p *PackedB) Resize(n, k int) []float32 {
 //
 // with the sum in order of q (after C's value when acc). ai0 must be a
 // multiple of MR and bj0 of NR; the blocks must lie inside the operands. It
-// always runs the packed micro-kernel (AVX-512 when available) and does not
+// always runs the packed micro-kernel (AVX-512 when available; the
+// bit-identical AVX512_BF16 kernel when both operands were packed by PackA
+// and PackNT/PackNN from exact bfloat16 values, see SetBF16) and does not
 // allocate in steady state. The tiled attention uses it to keep its
 // operands packed across many small products.
 func MulPacked(m, n, k int, pa *PackedA, ai0, ak0 int, pb *PackedB, bj0, bk0 int, c []float32, ldc int, acc bool) {
