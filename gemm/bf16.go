@@ -143,46 +143,16 @@ func (p *PackedA) packPairsA() {
 // aKp pairs (pairs [aK0p, aK0p+k1p-k0p) are used) and the product runs over
 // B's pairs [k0p, k1p). The result equals macro's bit for bit.
 func (p *PackedB) macroBF16(ap []uint32, aKp, aK0p, rows, j0, cols, k0p, k1p int, c []float32, ldc int, acc bool, tmp *[MR * NR]float32) {
-	kp := p.k / 2
-	akk := k1p - k0p
-	if akk == 0 {
-		if !acc {
-			for r := 0; r < rows; r++ {
-				clear(c[r*ldc : r*ldc+cols])
-			}
-		}
-		return
-	}
-	const kcp = KC / 2
-	for pc := 0; pc < akk; pc += kcp {
-		kc := min(kcp, akk-pc)
-		acc := acc || pc > 0
-		for jj := 0; jj < cols; jj += NR {
-			nc := min(NR, cols-jj)
-			jp := (j0 + jj) / NR
-			bp := p.bf[(jp*kp+k0p+pc)*NR : (jp*kp+k0p+pc+kc)*NR]
-			for ii := 0; ii < rows; ii += MR {
-				mr := min(MR, rows-ii)
-				a := ap[((ii/MR)*aKp+aK0p+pc)*MR : ((ii/MR)*aKp+aK0p+pc+kc)*MR]
-				if mr == MR && nc == NR {
-					dst := c[ii*ldc+jj:]
-					_ = dst[(MR-1)*ldc+NR-1]
-					bf16Kernel(kc, &a[0], &bp[0], &dst[0], ldc, acc)
-					continue
-				}
-				t := tmp[:]
-				if acc {
-					for r := 0; r < mr; r++ {
-						copy(t[r*NR:r*NR+nc], c[(ii+r)*ldc+jj:(ii+r)*ldc+jj+nc])
-					}
-				}
-				bf16Kernel(kc, &a[0], &bp[0], &t[0], NR, acc)
-				for r := 0; r < mr; r++ {
-					copy(c[(ii+r)*ldc+jj:(ii+r)*ldc+jj+nc], t[r*NR:r*NR+nc])
-				}
-			}
-		}
-	}
+	macroPanels(p.bf, p.k/2, ap, aKp, aK0p, rows, j0, cols, k0p, k1p, KC/2, c, ldc, acc, tmp, pairKernel)
+}
+
+// pairKernel calls bf16Kernel on one MR×NR block after checking the
+// slices' extents (the assembly cannot).
+func pairKernel(kp int, a, b []uint32, c []float32, ldc int, acc bool) {
+	_ = a[kp*MR-1]
+	_ = b[kp*NR-1]
+	_ = c[(MR-1)*ldc+NR-1]
+	bf16Kernel(kp, &a[0], &b[0], &c[0], ldc, acc)
 }
 
 // bf16SelfTest runs bf16Kernel on a fixed problem whose sums depend on the
@@ -246,22 +216,29 @@ func bf16SelfTest() bool {
 // arises. The tests check the assembly kernel against it and both against
 // the float32 kernels; it also lets builds without the assembly test the
 // pair packing and macroBF16.
-func kernelBF16Go(kp int, a, b *uint32, c *float32, ldc int, acc bool) {
-	as := unsafe.Slice(a, kp*MR)
-	bs := unsafe.Slice(b, kp*NR)
-	cs := unsafe.Slice(c, (MR-1)*ldc+NR)
-	for r := 0; r < MR; r++ {
-		for s := 0; s < NR; s++ {
-			var x float32
-			if acc {
-				x = cs[r*ldc+s]
+var kernelBF16Go = pairKernelGo(func(x float32, pa, pb uint32) float32 {
+	x += math.Float32frombits(pa&0xffff0000) * math.Float32frombits(pb&0xffff0000)
+	return x + math.Float32frombits(pa<<16)*math.Float32frombits(pb<<16)
+})
+
+// pairKernelGo returns a bf16Kernel in Go whose per-pair arithmetic is
+// step (accumulator, A pair, B pair → accumulator).
+func pairKernelGo(step func(x float32, pa, pb uint32) float32) func(kp int, a, b *uint32, c *float32, ldc int, acc bool) {
+	return func(kp int, a, b *uint32, c *float32, ldc int, acc bool) {
+		as := unsafe.Slice(a, kp*MR)
+		bs := unsafe.Slice(b, kp*NR)
+		cs := unsafe.Slice(c, (MR-1)*ldc+NR)
+		for r := 0; r < MR; r++ {
+			for s := 0; s < NR; s++ {
+				var x float32
+				if acc {
+					x = cs[r*ldc+s]
+				}
+				for i := 0; i < kp; i++ {
+					x = step(x, as[i*MR+r], bs[i*NR+s])
+				}
+				cs[r*ldc+s] = x
 			}
-			for i := 0; i < kp; i++ {
-				pa, pb := as[i*MR+r], bs[i*NR+s]
-				x += math.Float32frombits(pa&0xffff0000) * math.Float32frombits(pb&0xffff0000)
-				x += math.Float32frombits(pa<<16) * math.Float32frombits(pb<<16)
-			}
-			cs[r*ldc+s] = x
 		}
 	}
 }

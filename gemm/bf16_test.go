@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-	"unsafe"
 )
 
 // withBF16 runs f with the bfloat16 path on, using kern (the assembly
@@ -194,41 +193,15 @@ func TestBF16Fallback(t *testing.T) {
 // documented arithmetic and rejects the two plausible other readings of
 // VDPBF16PS (low product first; the pair summed exactly and rounded once).
 func TestBF16SelfTest(t *testing.T) {
-	lowFirst := func(kp int, a, b *uint32, c *float32, ldc int, acc bool) {
-		as, bs, cs := unsafe.Slice(a, kp*MR), unsafe.Slice(b, kp*NR), unsafe.Slice(c, (MR-1)*ldc+NR)
-		for r := 0; r < MR; r++ {
-			for s := 0; s < NR; s++ {
-				var x float32
-				if acc {
-					x = cs[r*ldc+s]
-				}
-				for i := 0; i < kp; i++ {
-					pa, pb := as[i*MR+r], bs[i*NR+s]
-					x += math.Float32frombits(pa<<16) * math.Float32frombits(pb<<16)
-					x += math.Float32frombits(pa&0xffff0000) * math.Float32frombits(pb&0xffff0000)
-				}
-				cs[r*ldc+s] = x
-			}
-		}
-	}
-	fused := func(kp int, a, b *uint32, c *float32, ldc int, acc bool) {
-		as, bs, cs := unsafe.Slice(a, kp*MR), unsafe.Slice(b, kp*NR), unsafe.Slice(c, (MR-1)*ldc+NR)
-		for r := 0; r < MR; r++ {
-			for s := 0; s < NR; s++ {
-				var x float32
-				if acc {
-					x = cs[r*ldc+s]
-				}
-				for i := 0; i < kp; i++ {
-					pa, pb := as[i*MR+r], bs[i*NR+s]
-					hi := float64(math.Float32frombits(pa&0xffff0000)) * float64(math.Float32frombits(pb&0xffff0000))
-					lo := float64(math.Float32frombits(pa<<16)) * float64(math.Float32frombits(pb<<16))
-					x = float32(float64(x) + (hi + lo)) // hi+lo is exact in float64
-				}
-				cs[r*ldc+s] = x
-			}
-		}
-	}
+	lowFirst := pairKernelGo(func(x float32, pa, pb uint32) float32 {
+		x += math.Float32frombits(pa<<16) * math.Float32frombits(pb<<16)
+		return x + math.Float32frombits(pa&0xffff0000)*math.Float32frombits(pb&0xffff0000)
+	})
+	fused := pairKernelGo(func(x float32, pa, pb uint32) float32 {
+		hi := float64(math.Float32frombits(pa&0xffff0000)) * float64(math.Float32frombits(pb&0xffff0000))
+		lo := float64(math.Float32frombits(pa<<16)) * float64(math.Float32frombits(pb<<16))
+		return float32(float64(x) + (hi + lo)) // hi+lo is exact in float64
+	})
 	for name, c := range map[string]struct {
 		kern func(int, *uint32, *uint32, *float32, int, bool)
 		want bool

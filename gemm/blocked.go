@@ -116,7 +116,15 @@ func packA(ap []float32, rows, k int, a []float32, lda, i0 int) []float32 {
 // NR), over the inner range [k0, k1) of B. With acc the products are added
 // to C (continuing its value), otherwise C is overwritten.
 func (p *PackedB) macro(ap []float32, aK, aK0, rows, j0, cols, k0, k1 int, c []float32, ldc int, acc bool, tmp *[MR * NR]float32) {
-	k := p.k
+	macroPanels(p.data, p.k, ap, aK, aK0, rows, j0, cols, k0, k1, KC, c, ldc, acc, tmp, kernel)
+}
+
+// macroPanels is macro over panels of any element type: b holds B's panels
+// of depth bk ([panel][bk][NR]), ap A's of depth aK, depths are counted in
+// elements (values, or bfloat16 pairs), chunks are kc deep, and kern is the
+// micro-kernel for one MR×NR block. Partial micro-tiles go through tmp.
+func macroPanels[E float32 | uint32](b []E, bk int, ap []E, aK, aK0, rows, j0, cols, k0, k1, kc int, c []float32, ldc int, acc bool, tmp *[MR * NR]float32,
+	kern func(kc int, a, b []E, c []float32, ldc int, acc bool)) {
 	akk := k1 - k0
 	if akk == 0 {
 		if !acc {
@@ -126,18 +134,18 @@ func (p *PackedB) macro(ap []float32, aK, aK0, rows, j0, cols, k0, k1 int, c []f
 		}
 		return
 	}
-	for pc := 0; pc < akk; pc += KC {
-		kc := min(KC, akk-pc)
+	for pc := 0; pc < akk; pc += kc {
+		kc := min(kc, akk-pc)
 		acc := acc || pc > 0
 		for jj := 0; jj < cols; jj += NR {
 			nc := min(NR, cols-jj)
 			jp := (j0 + jj) / NR
-			bp := p.data[(jp*k+k0+pc)*NR : (jp*k+k0+pc+kc)*NR]
+			bp := b[(jp*bk+k0+pc)*NR : (jp*bk+k0+pc+kc)*NR]
 			for ii := 0; ii < rows; ii += MR {
 				mr := min(MR, rows-ii)
 				a := ap[((ii/MR)*aK+aK0+pc)*MR : ((ii/MR)*aK+aK0+pc+kc)*MR]
 				if mr == MR && nc == NR {
-					kernel(kc, a, bp, c[ii*ldc+jj:], ldc, acc)
+					kern(kc, a, bp, c[ii*ldc+jj:], ldc, acc)
 					continue
 				}
 				t := tmp[:]
@@ -146,7 +154,7 @@ func (p *PackedB) macro(ap []float32, aK, aK0, rows, j0, cols, k0, k1 int, c []f
 						copy(t[r*NR:r*NR+nc], c[(ii+r)*ldc+jj:(ii+r)*ldc+jj+nc])
 					}
 				}
-				kernel(kc, a, bp, t, NR, acc)
+				kern(kc, a, bp, t, NR, acc)
 				for r := 0; r < mr; r++ {
 					copy(c[(ii+r)*ldc+jj:(ii+r)*ldc+jj+nc], t[r*NR:r*NR+nc])
 				}
