@@ -32,6 +32,15 @@ func TestBF16KernelBitIdentical(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			run := func(on bool) ([]Decision, []byte) {
 				defer gemm.SetBF16(gemm.SetBF16(on))
+				calls := gemm.BF16Calls()
+				defer func() {
+					// Which kernel ran: bfloat16 products only for a BF16
+					// payload with the kernel on and available.
+					want := on && gemm.BF16() && c.name != "f32-payload"
+					if used := gemm.BF16Calls() > calls; used != want {
+						t.Errorf("bfloat16 kernel on=%v (available %v): used %v, want %v", on, gemm.BF16(), used, want)
+					}
+				}()
 				cfg := DefaultConfig()
 				cfg.Heads, cfg.Capacity, cfg.KeyDim, cfg.ValueDim = H, M, D, D
 				c.set(&cfg)

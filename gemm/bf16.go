@@ -39,6 +39,14 @@ var bf16Kernel func(kp int, a, b *uint32, c *float32, ldc int, acc bool)
 // have pairs. It is set at start-up (after a self-test) and by SetBF16.
 var useBF16 atomic.Bool
 
+// bf16Calls counts the MulPacked calls served by the bfloat16 kernel.
+var bf16Calls atomic.Int64
+
+// BF16Calls returns the number of MulPacked calls served by the bfloat16
+// kernel since the program started, so tests and benchmarks can tell
+// which kernel ran.
+func BF16Calls() int64 { return bf16Calls.Load() }
+
 // BF16 reports whether MulPacked uses the AVX512_BF16 kernel for operands
 // that are exact bfloat16 values (see SetBF16).
 func BF16() bool { return useBF16.Load() && useFast && bf16Kernel != nil }

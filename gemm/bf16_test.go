@@ -115,7 +115,11 @@ func TestBF16MatchesFloat32(t *testing.T) {
 						if !pa.pairs || !pb.pairs {
 							t.Fatalf("%s: exact bfloat16 operands got no pairs (A %v, B %v)", name, pa.pairs, pb.pairs)
 						}
+						calls := BF16Calls()
 						got := run()
+						if BF16Calls() == calls && s.kk > 0 {
+							t.Fatalf("%s: MulPacked did not use the bfloat16 kernel", name)
+						}
 						if i := bitsEqual(got, want); i >= 0 {
 							t.Fatalf("%s: bfloat16 path %v (%#x) differs from float32 %v (%#x) at %d", name, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]), i)
 						}

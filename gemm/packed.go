@@ -146,6 +146,7 @@ func MulPacked(m, n, k int, pa *PackedA, ai0, ak0 int, pb *PackedB, bj0, bk0 int
 	ws := getWorkspace()
 	if pa.pairs && pb.pairs && k%2 == 0 && ak0%2 == 0 && bk0%2 == 0 && BF16() {
 		// Bit-identical to the float32 kernel (bf16.go).
+		bf16Calls.Add(1)
 		ap := pa.bf[(ai0/MR)*pa.k/2*MR:]
 		for jb := 0; jb < n; jb += TileN {
 			nc := min(TileN, n-jb)
