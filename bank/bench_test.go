@@ -2,6 +2,8 @@ package bank
 
 import (
 	"testing"
+
+	"github.com/densitykv/densitykv/gemm"
 )
 
 func TestRunBenchSmall(t *testing.T) {
@@ -53,6 +55,13 @@ func benchUpdate(b *testing.B, bc BenchConfig) {
 // BenchmarkUpdatePaper is the paper-scale full-layer update: H = 12,
 // N = 4680, M = 9360 (full bank), d = 128. Target ≤ 1.5 s on 2 cores.
 func BenchmarkUpdatePaper(b *testing.B) { benchUpdate(b, BenchConfig{}) }
+
+// BenchmarkUpdatePaperFloat32Kernel is BenchmarkUpdatePaper with the
+// bfloat16 dot-product kernel off (same results; see gemm.SetBF16).
+func BenchmarkUpdatePaperFloat32Kernel(b *testing.B) {
+	defer gemm.SetBF16(gemm.SetBF16(false))
+	benchUpdate(b, BenchConfig{})
+}
 
 // BenchmarkUpdateSmall is a quick shape (H = 2, N = 1024, M = 2048).
 func BenchmarkUpdateSmall(b *testing.B) {
