@@ -67,9 +67,11 @@ func SetBF16(on bool) (prev bool) {
 // is a multiple of 2^-110, so no value, product or sum is ever denormal
 // (the instruction flushes those) and sums of fewer than 2^24 products
 // cannot overflow.
+// Operands of depth bf16MaxDepth or more get no pairs.
 const (
-	bf16MinExp = -48
-	bf16MaxExp = 50
+	bf16MinExp   = -48
+	bf16MaxExp   = 50
+	bf16MaxDepth = 1 << 24
 )
 
 // bf16Exact reports whether v is zero or an exact bfloat16 value (low 16
@@ -118,7 +120,7 @@ func growU32(s []uint32, n int) []uint32 {
 // every value qualifies; otherwise p has none.
 func (p *PackedB) packPairsB() {
 	p.pairs = false
-	if !BF16() || p.k%2 != 0 || p.k == 0 || p.n == 0 {
+	if !BF16() || p.k%2 != 0 || p.k == 0 || p.k >= bf16MaxDepth || p.n == 0 {
 		return
 	}
 	np := (p.n + NR - 1) / NR
@@ -139,7 +141,7 @@ func (p *PackedB) packPairsB() {
 // packPairsA derives p's pair panels like packPairsB.
 func (p *PackedA) packPairsA() {
 	p.pairs = false
-	if !BF16() || p.k%2 != 0 || p.k == 0 || p.m == 0 {
+	if !BF16() || p.k%2 != 0 || p.k == 0 || p.k >= bf16MaxDepth || p.m == 0 {
 		return
 	}
 	np := (p.m + MR - 1) / MR
