@@ -96,12 +96,13 @@ func TestBadInputLeavesBankUnchanged(t *testing.T) {
 			}
 			good := st.block()
 			n := len(good.Source)
-			bad := []struct {
+			type badBlock struct {
 				name string
 				blk  func() Block
 				want error
 				msg  string
-			}{
+			}
+			bad := []badBlock{
 				{"empty", func() Block { return Block{} }, ErrEmpty, "no keys"},
 				{"keys ragged", func() Block { g := good; g.Keys = g.Keys[:len(g.Keys)-1]; return g }, ErrShape, "key values"},
 				{"values short", func() Block { g := good; g.Values = g.Values[:len(g.Values)-cfg.ValueDim]; return g }, ErrShape, "value values"},
@@ -126,38 +127,18 @@ func TestBadInputLeavesBankUnchanged(t *testing.T) {
 				}, ErrNonFinite, "head 0 row 1"},
 			}
 			if cfg.DescDim > 0 {
-				bad = append(bad, struct {
-					name string
-					blk  func() Block
-					want error
-					msg  string
-				}{"desc missing", func() Block { g := good; g.Desc = nil; return g }, ErrShape, "descriptor"},
-					struct {
-						name string
-						blk  func() Block
-						want error
-						msg  string
-					}{"desc NaN", func() Block {
+				bad = append(bad, badBlock{"desc missing", func() Block { g := good; g.Desc = nil; return g }, ErrShape, "descriptor"},
+					badBlock{"desc NaN", func() Block {
 						g := good
 						g.Desc = slices.Clone(g.Desc)
 						g.Desc[len(g.Desc)-1] = float32(math.NaN())
 						return g
 					}, ErrNonFinite, "desc has NaN"})
 			} else {
-				bad = append(bad, struct {
-					name string
-					blk  func() Block
-					want error
-					msg  string
-				}{"desc unexpected", func() Block { g := good; g.Desc = make([]float32, 3); return g }, ErrShape, "DescDim = 0"})
+				bad = append(bad, badBlock{"desc unexpected", func() Block { g := good; g.Desc = make([]float32, 3); return g }, ErrShape, "DescDim = 0"})
 			}
 			if cfg.Payload == BF16 {
-				bad = append(bad, struct {
-					name string
-					blk  func() Block
-					want error
-					msg  string
-				}{"value bf16 overflow", func() Block {
+				bad = append(bad, badBlock{"value bf16 overflow", func() Block {
 					g := good
 					g.Values = slices.Clone(g.Values)
 					g.Values[n*cfg.ValueDim+2] = 3.4028e38 // finite in float32, Inf once rounded to bfloat16

@@ -115,6 +115,18 @@ func TestDensityKVPackingAndBank(t *testing.T) {
 	}
 }
 
+// bankStates returns the number of states held by all of p's banks
+// (every layer and head).
+func bankStates(p *DensityKV) int64 {
+	var n int64
+	for _, bk := range p.Banks() {
+		for h := 0; h < bk.Config().Heads; h++ {
+			n += int64(bk.HeadLen(h))
+		}
+	}
+	return n
+}
+
 // TestDensityKVBytesMatchStorage checks live bytes against the storage
 // formula (sink and window as BF16 K/V, bank states at the paper's size)
 // and, for an f32 payload with f64 densities and a separate descriptor,
@@ -138,23 +150,13 @@ func TestDensityKVBytesMatchStorage(t *testing.T) {
 	D := int64(cfg.Layout.HeadDim)
 	for b := 0; b < 7; b++ {
 		sw.block(t, pw, b, 1)
-		var ws int64
-		for _, bk := range pw.(*DensityKV).Banks() {
-			for h := 0; h < cfg.Layout.Heads; h++ {
-				ws += int64(bk.HeadLen(h))
-			}
-		}
+		ws := bankStates(pw.(*DensityKV))
 		wframes := min(b*3+3, 1) + min(b*3+3-1, 5)
 		if got, want := pw.Bytes(), m.KVFrames(int64(wframes))+ws*(2*D*4+2*8+8+4+D*4); got != want || (b >= 2 && ws == 0) {
 			t.Fatalf("f32/f64 block %d: bytes %d, want %d (%d states)", b, got, want, ws)
 		}
 		s.block(t, p, b, 1)
-		var states int64
-		for _, bk := range p.(*DensityKV).Banks() {
-			for h := 0; h < cfg.Layout.Heads; h++ {
-				states += int64(bk.HeadLen(h))
-			}
-		}
+		states := bankStates(p.(*DensityKV))
 		frames := min(b*3+3, 1) + min(b*3+3-1, 5)
 		want := m.KVFrames(int64(frames)) + states*m.BankStates(1)
 		if p.Bytes() != want {

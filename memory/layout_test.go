@@ -121,22 +121,7 @@ func TestPoliciesOnNonDefaultLayout(t *testing.T) {
 							}
 							s.checkWindowed(t, cfg, cx, b, st, layer, mem)
 						case *Controls:
-							hist := historyTokens(cfg, b)
-							var mem []tok
-							switch name {
-							case NameFullHistory:
-								mem = hist
-							case NameFIFO:
-								mem = hist[max(0, len(hist)-cfg.Capacity):]
-							case NameUniformStride:
-								st := 1
-								for (len(hist)+st-1)/st > cfg.Capacity {
-									st *= 2
-								}
-								for i := 0; i < len(hist); i += st {
-									mem = append(mem, hist[i])
-								}
-							}
+							mem := controlMemory(name, historyTokens(cfg, b), cfg.Capacity)
 							if len(pp.Sources()) != len(mem) {
 								t.Fatalf("block %d: %d sources, want %d", b, len(pp.Sources()), len(mem))
 							}
@@ -156,13 +141,7 @@ func TestPoliciesOnNonDefaultLayout(t *testing.T) {
 						want += one.KV(nt) + one.DeepForcingMeta(nt) + one.QueryBuffer(int64(min(end, cfg.DeepForcing.RecentFrames)*P))
 					}
 				case *DensityKV:
-					var states int64
-					for _, bk := range pp.Banks() {
-						for h := 0; h < H; h++ {
-							states += int64(bk.HeadLen(h))
-						}
-					}
-					want = m.KVFrames(local) + states*m.BankStates(1)
+					want = m.KVFrames(local) + bankStates(pp)*m.BankStates(1)
 				case *LongLiveRAG:
 					want = sc.LongLiveRAG(int64(end))
 				case *Controls:

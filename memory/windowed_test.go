@@ -90,6 +90,31 @@ func historyTokens(cfg Config, b int) []tok {
 	return out
 }
 
+// controlMemory is the memory a control policy holds after seeing the
+// history hist with the given capacity, written from the policies'
+// definitions: everything (FullHistory), the newest tokens (FIFO), or every
+// st-th token for the smallest power-of-two stride st that fits
+// (UniformStride).
+func controlMemory(name string, hist []tok, capacity int) []tok {
+	switch name {
+	case NameFullHistory:
+		return hist
+	case NameFIFO:
+		return hist[max(0, len(hist)-capacity):]
+	case NameUniformStride:
+		st := 1
+		for (len(hist)+st-1)/st > capacity {
+			st *= 2
+		}
+		var mem []tok
+		for i := 0; i < len(hist); i += st {
+			mem = append(mem, hist[i])
+		}
+		return mem
+	}
+	panic("controlMemory: not a control policy: " + name)
+}
+
 func TestControlsSelection(t *testing.T) {
 	for _, name := range []string{NameFullHistory, NameFIFO, NameUniformStride} {
 		for _, capacity := range []int{24, 30, 72} {
@@ -102,22 +127,7 @@ func TestControlsSelection(t *testing.T) {
 				}
 				s := newStream(cfg.Layout, 3)
 				for b := 0; b < 9; b++ {
-					hist := historyTokens(cfg, b)
-					var want []tok
-					switch name {
-					case NameFullHistory:
-						want = hist
-					case NameFIFO:
-						want = hist[max(0, len(hist)-capacity):]
-					case NameUniformStride:
-						st := 1
-						for (len(hist)+st-1)/st > capacity {
-							st *= 2
-						}
-						for i := 0; i < len(hist); i += st {
-							want = append(want, hist[i])
-						}
-					}
+					want := controlMemory(name, historyTokens(cfg, b), capacity)
 					for st := 0; st <= 1; st++ {
 						ctx, _ := s.call(t, p, Call{Block: b, Step: st, First: st == 0, Clean: st == 1})
 						for l := range ctx {
