@@ -111,7 +111,7 @@ func removeTerminalEscapes(text []rune) []rune {
 }
 
 // uncurlQuotes is ftfy's uncurl_quotes: U+201C–U+201F become '"', U+02BC and
-// U+2018–U+201B become '\”.
+// U+2018–U+201B become an apostrophe.
 func uncurlQuotes(text []rune) []rune {
 	return mapRunes(text, func(r rune) (rune, bool) {
 		switch {
