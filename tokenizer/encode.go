@@ -1,0 +1,185 @@
+package tokenizer
+
+import (
+	"fmt"
+)
+
+// unkPenalty is sentencepiece's kUnkPenalty: an unknown character scores
+// this much below the least likely piece.
+const unkPenalty float32 = 10
+
+// Normalize returns the text SentencePiece segments: the charsmap applied,
+// whitespace handled and spaces written as "▁" (with the model's settings).
+func (m *Model) Normalize(text string) (string, error) {
+	if err := checkText(text); err != nil {
+		return "", err
+	}
+	return string(m.norm.normalize(text)), nil
+}
+
+// Encode returns the piece ids of text, as sentencepiece's
+// SentencePieceProcessor::Encode gives them: normalized, segmented by the
+// unigram Viterbi search, unknown characters as <0xXX> byte pieces (byte
+// fallback) or, without it, each run of them as one <unk>. No EOS is added
+// and text is not cleaned (see Clean and EncodeT5).
+func (m *Model) Encode(text string) ([]int, error) {
+	if err := checkText(text); err != nil {
+		return nil, err
+	}
+	var ids []int
+	m.encode(text, func(id int32, _ string, merge bool) {
+		if !merge {
+			ids = append(ids, int(id))
+		}
+	})
+	return ids, nil
+}
+
+// EncodePieces is Encode giving the pieces as sentencepiece's
+// EncodeAsPieces does: the vocabulary piece for a known piece, "<0xXX>" for
+// a byte, and for <unk> the normalized text it covers (a run merged).
+func (m *Model) EncodePieces(text string) ([]string, error) {
+	if err := checkText(text); err != nil {
+		return nil, err
+	}
+	var pieces []string
+	m.encode(text, func(_ int32, piece string, merge bool) {
+		if merge {
+			pieces[len(pieces)-1] += piece
+		} else {
+			pieces = append(pieces, piece)
+		}
+	})
+	return pieces, nil
+}
+
+func checkText(text string) error {
+	if len(text) > MaxTextBytes {
+		return fmt.Errorf("%w: text of %d bytes is longer than the %d accepted", ErrInput, len(text), MaxTextBytes)
+	}
+	return nil
+}
+
+// encode normalizes and segments text, then emits the pieces in order, as
+// sentencepiece's PopulateSentencePieceText does: an unknown piece is split
+// into byte pieces when the model has byte fallback, and otherwise merged
+// into a preceding unknown piece (merge is true for such a continuation).
+func (m *Model) encode(text string, emit func(id int32, piece string, merge bool)) {
+	normalized := m.norm.normalize(text)
+	if len(normalized) == 0 {
+		return
+	}
+	segments := m.viterbi(normalized)
+	prevUnk := false
+	for _, s := range segments {
+		piece := string(normalized[s.start:s.end])
+		isUnk := s.id == m.unkID
+		switch {
+		case isUnk && m.byteFallback:
+			for _, b := range []byte(piece) {
+				emit(m.byteIDs[b], byteToPiece(b), false)
+			}
+		case isUnk && prevUnk:
+			emit(s.id, piece, true)
+		default:
+			if !isUnk {
+				piece = m.pieces[s.id].piece
+			}
+			emit(s.id, piece, false)
+		}
+		prevUnk = isUnk
+	}
+}
+
+// segment is one piece of the best path: normalized[start:end] is piece id.
+type segment struct {
+	id         int32
+	start, end int
+}
+
+// bestPath is sentencepiece's BestPathNode: the best path ending at a byte
+// position.
+type bestPath struct {
+	id      int32
+	score   float32
+	startAt int32 // -1: no path ends here yet
+}
+
+// viterbi is sentencepiece's unigram Model::EncodeOptimized (0.1.97): for
+// each character start, every vocabulary piece beginning there updates the
+// best path ending where it ends; a character no piece of its exact length
+// covers gets an <unk> of score minScore-10. A candidate replaces the best
+// path only when strictly better, so ties keep the earliest start and, from
+// one start, the shortest piece. The arithmetic is sentencepiece's: piece
+// scores are float32, a candidate score is the float64 sum of the piece score
+// and the float32 path score (the C++ promotes it through a conditional with
+// a double), compared in float64 and stored as float32; the <unk> candidate is
+// a float32 sum.
+func (m *Model) viterbi(normalized []byte) []segment {
+	size := len(normalized)
+	best := make([]bestPath, size+1)
+	for i := range best {
+		best[i].startAt = -1
+	}
+	best[0].startAt = -1
+	unkScore := m.minScore - unkPenalty
+	for startsAt := 0; startsAt < size; {
+		tillHere := best[startsAt].score
+		mblen := min(oneCharLen(normalized[startsAt]), size-startsAt)
+		hasSingleNode := false
+		node := int32(0)
+		for keyPos := startsAt; keyPos < size; keyPos++ {
+			if node = m.trie.child(node, normalized[keyPos]); node < 0 {
+				break
+			}
+			id := m.trie.nodes[node].id
+			if id < 0 {
+				continue
+			}
+			p := &m.pieces[id]
+			if p.typ == PieceUnused {
+				continue
+			}
+			length := keyPos + 1 - startsAt
+			var score float64
+			if p.typ == PieceUserDefined {
+				// User-defined pieces get a bonus that makes them always win.
+				score = float64(float32(float32(length)*m.maxScore)) - 0.1
+			} else {
+				score = float64(p.score)
+			}
+			cand := score + float64(tillHere)
+			target := &best[keyPos+1]
+			if target.startAt == -1 || cand > float64(target.score) {
+				*target = bestPath{id: id, score: float32(cand), startAt: int32(startsAt)}
+			}
+			if !hasSingleNode && length == mblen {
+				hasSingleNode = true
+			}
+		}
+		if !hasSingleNode {
+			target := &best[startsAt+mblen]
+			cand := float32(unkScore + tillHere)
+			if target.startAt == -1 || cand > target.score {
+				*target = bestPath{id: m.unkID, score: cand, startAt: int32(startsAt)}
+			}
+		}
+		startsAt += mblen
+	}
+	n := 0
+	for end := size; end > 0; end = int(best[end].startAt) {
+		n++
+	}
+	segs := make([]segment, n)
+	for end := size; end > 0; end = int(best[end].startAt) {
+		n--
+		segs[n] = segment{id: best[end].id, start: int(best[end].startAt), end: end}
+	}
+	return segs
+}
+
+// oneCharLen is sentencepiece's OneCharLen: the length of a UTF-8 sequence
+// from its lead byte (1 for a stray continuation byte).
+func oneCharLen(lead byte) int {
+	return int("\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x02\x02\x03\x04"[lead>>4])
+}
