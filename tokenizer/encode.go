@@ -20,18 +20,29 @@ func (m *Model) Normalize(text string) (string, error) {
 // Encode returns the piece ids of text, as sentencepiece's
 // SentencePieceProcessor::Encode gives them: normalized, segmented by the
 // unigram Viterbi search, unknown characters as <0xXX> byte pieces (byte
-// fallback) or, without it, each run of them as one <unk>. No EOS is added
-// and text is not cleaned (see Clean and EncodeT5).
+// fallback) or, without it, each run of them as one <unk>
+// (PopulateSentencePieceText). No EOS is added and text is not cleaned (see
+// Clean and EncodeT5).
 func (m *Model) Encode(text string) ([]int, error) {
 	if err := checkText(text); err != nil {
 		return nil, err
 	}
-	var ids []int
-	m.encode(text, func(id int32, _ string, merge bool) {
-		if !merge {
-			ids = append(ids, int(id))
+	normalized, segs := m.segment(text)
+	ids := make([]int, 0, len(segs))
+	prevUnk := false
+	for _, s := range segs {
+		isUnk := s.id == m.unkID
+		switch {
+		case isUnk && m.byteFallback:
+			for _, b := range normalized[s.start:s.end] {
+				ids = append(ids, int(m.byteIDs[b]))
+			}
+		case isUnk && prevUnk: // merged into the previous <unk>
+		default:
+			ids = append(ids, int(s.id))
 		}
-	})
+		prevUnk = isUnk
+	}
 	return ids, nil
 }
 
@@ -42,15 +53,35 @@ func (m *Model) EncodePieces(text string) ([]string, error) {
 	if err := checkText(text); err != nil {
 		return nil, err
 	}
-	var pieces []string
-	m.encode(text, func(_ int32, piece string, merge bool) {
-		if merge {
-			pieces[len(pieces)-1] += piece
-		} else {
-			pieces = append(pieces, piece)
+	normalized, segs := m.segment(text)
+	pieces := make([]string, 0, len(segs))
+	prevUnk := false
+	for _, s := range segs {
+		isUnk := s.id == m.unkID
+		switch {
+		case isUnk && m.byteFallback:
+			for _, b := range normalized[s.start:s.end] {
+				pieces = append(pieces, byteToPiece(b))
+			}
+		case isUnk && prevUnk:
+			pieces[len(pieces)-1] += string(normalized[s.start:s.end])
+		case isUnk:
+			pieces = append(pieces, string(normalized[s.start:s.end]))
+		default:
+			pieces = append(pieces, m.pieces[s.id].piece)
 		}
-	})
+		prevUnk = isUnk
+	}
 	return pieces, nil
+}
+
+// segment normalizes text and finds its best segmentation.
+func (m *Model) segment(text string) ([]byte, []segment) {
+	normalized := m.norm.normalize(text)
+	if len(normalized) == 0 {
+		return nil, nil
+	}
+	return normalized, m.viterbi(normalized)
 }
 
 func checkText(text string) error {
@@ -58,37 +89,6 @@ func checkText(text string) error {
 		return fmt.Errorf("%w: text of %d bytes is longer than the %d accepted", ErrInput, len(text), MaxTextBytes)
 	}
 	return nil
-}
-
-// encode normalizes and segments text, then emits the pieces in order, as
-// sentencepiece's PopulateSentencePieceText does: an unknown piece is split
-// into byte pieces when the model has byte fallback, and otherwise merged
-// into a preceding unknown piece (merge is true for such a continuation).
-func (m *Model) encode(text string, emit func(id int32, piece string, merge bool)) {
-	normalized := m.norm.normalize(text)
-	if len(normalized) == 0 {
-		return
-	}
-	segments := m.viterbi(normalized)
-	prevUnk := false
-	for _, s := range segments {
-		piece := string(normalized[s.start:s.end])
-		isUnk := s.id == m.unkID
-		switch {
-		case isUnk && m.byteFallback:
-			for _, b := range []byte(piece) {
-				emit(m.byteIDs[b], byteToPiece(b), false)
-			}
-		case isUnk && prevUnk:
-			emit(s.id, piece, true)
-		default:
-			if !isUnk {
-				piece = m.pieces[s.id].piece
-			}
-			emit(s.id, piece, false)
-		}
-		prevUnk = isUnk
-	}
 }
 
 // segment is one piece of the best path: normalized[start:end] is piece id.
