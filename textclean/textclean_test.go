@@ -61,7 +61,7 @@ func TestFTFYCases(t *testing.T) {
 func TestFixTextExamples(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{"âœ” No problems", "✔ No problems"},                      // UTF-8 read as Windows-1252
-		{"&macr;\\_(ã\u0083\u0084)_/&macr;", "¯\\_(ツ)_/¯"},            // entities, then Latin-1 mojibake
+		{"&macr;\\_(ã\u0083\u0084)_/&macr;", "¯\\_(ツ)_/¯"},        // entities, then Latin-1 mojibake
 		{"ＬＯＵＤ　ＮＯＩＳＥＳ", "LOUD NOISES"},                            // character width
 		{"Ｕﾀｰﾝ", "Uターン"},                                          // halfwidth katakana
 		{"sÃ³", "só"},                                             // encode latin-1, decode utf-8
@@ -79,7 +79,7 @@ func TestFixTextExamples(t *testing.T) {
 		{"ﬂuﬃeﬆ", "fluffiest"},                                    // ligatures
 		{"a\r\nb\rc\u2028d\u2029e", "a\nb\nc\nd\ne"},              // line breaks
 		{"a\x00b\x0bc\x7fd\ufeffe\ufffcf", "abcdef"},              // control characters
-		{"next\u0085line", "next…line"},                             // lone C1 read as Windows-1252
+		{"next\u0085line", "next…line"},                           // lone C1 read as Windows-1252
 		{"e\u0301", "é"},                                          // NFC
 		{"caf\xed\xa0\xbd\xed\xb8\x80", "caf😀"},                   // surrogate pair (WTF-8 input)
 		{"a\xed\xa0\xbdb", "a\ufffdb"},                            // lone surrogate
