@@ -121,7 +121,6 @@ func (m *Model) viterbi(normalized []byte) []segment {
 	for i := range best {
 		best[i].startAt = -1
 	}
-	best[0].startAt = -1
 	unkScore := m.minScore - unkPenalty
 	for startsAt := 0; startsAt < size; {
 		tillHere := best[startsAt].score
