@@ -17,6 +17,7 @@ func isBad(text []rune) bool {
 
 // Unions of classes that the alternatives use.
 const (
+	grpBadness  = clCommon | clC1 | clBad | clLaw | clCurrency | clStartPunct | clEndPunct | clNumeric | clKaomoji | clUpperAccented | clLowerAccented | clUpperCommon | clLowerCommon | clBox
 	grpAfterBad = clLowerAccented | clUpperAccented | clBox | clStartPunct | clEndPunct | clCurrency | clNumeric | clLaw
 	grpCyrGreek = clC1 | clBad | clStartPunct | clEndPunct | clCurrency
 	grpArabic   = clCommon | clCurrency | clBad | clNumeric | clStartPunct
@@ -34,6 +35,19 @@ func badAt(t []rune, i int) bool {
 	}
 	n1, n2 := at(1), at(2)
 	k1 := classes(n1)
+
+	// Every alternative starts with a character of some badness class, an
+	// ASCII character or whitespace; and those that start with an ASCII
+	// character or whitespace go on with a classed character or whitespace.
+	// This rejects most positions (all of CJK text, say) at once.
+	if k&grpBadness == 0 {
+		if c >= 0x80 && !isPySpace(c) {
+			return false
+		}
+		if n1 < 0 || k1&grpBadness == 0 && !isPySpace(n1) {
+			return false
+		}
+	}
 
 	// [c1]
 	if k&clC1 != 0 {

@@ -127,6 +127,9 @@ func uncurlQuotes(text []rune) []rune {
 // fixLatinLigatures is ftfy's fix_latin_ligatures.
 func fixLatinLigatures(text []rune) []rune {
 	return translate(text, func(r rune) (string, bool) {
+		if r < 0x0132 || r > 0x01F3 && r < 0xFB00 || r > 0xFB06 {
+			return "", false
+		}
 		s, ok := ligatures[r]
 		return s, ok
 	})
