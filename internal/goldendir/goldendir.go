@@ -13,6 +13,7 @@ import (
 const (
 	EnvDensityKV = "DENSITYKV_GOLDEN"     // bank update sequences
 	EnvWan       = "DENSITYKV_GOLDEN_WAN" // tiny Wan model, forwards, rollouts
+	EnvT5        = "DENSITYKV_GOLDEN_T5"  // tokenizer models, tiny umT5 encoder
 )
 
 // RepoRoot walks up from the working directory to the folder holding go.mod.
@@ -76,3 +77,7 @@ func DensityKV(t TB) string { t.Helper(); return MustFind(t, EnvDensityKV, "dens
 
 // Wan returns the Wan golden folder or fails the test.
 func Wan(t TB) string { t.Helper(); return MustFind(t, EnvWan, "wan") }
+
+// T5 returns the text-encoder golden folder (tokenizer and tiny umT5) or
+// fails the test.
+func T5(t TB) string { t.Helper(); return MustFind(t, EnvT5, "t5") }
