@@ -87,10 +87,10 @@ func (l *Linear) forward(y, x []float32, rows int, ws *linearWS) {
 // output columns) as float32 into dst in gemm's packed-B panel layout for
 // op(B) = wᵀ (k×cols): element (q, j) at dst[(j/NR)·k·NR + q·NR + j%NR],
 // zero in the padding columns. It is the only place where weights are
-// widened, so a native bfloat16 packing can replace it.
+// widened, so a native bfloat16 packing can replace it. Eight rows go
+// together: eight sequential reads, one contiguous 32-byte write per depth.
 func widenPanels(dst []float32, w []uint16, k, cols int) {
 	const nr = gemm.NR
-	const qBlock = 128 // depth rows per pass: a 16 KB piece of the panel stays in L1
 	for p := 0; p*nr < cols; p++ {
 		panel := dst[p*k*nr : (p+1)*k*nr]
 		c := min(nr, cols-p*nr)
@@ -98,14 +98,22 @@ func widenPanels(dst []float32, w []uint16, k, cols int) {
 			clear(panel)
 		}
 		rows := w[p*nr*k : (p*nr+c)*k]
-		for q0 := 0; q0 < k; q0 += qBlock {
-			q1 := min(k, q0+qBlock)
-			for s := 0; s < c; s++ {
-				src := rows[s*k+q0 : s*k+q1]
-				d := panel[q0*nr+s:]
-				for i, h := range src {
-					d[i*nr] = widen(h)
-				}
+		s := 0
+		for ; s+8 <= c; s += 8 {
+			r0, r1 := rows[(s+0)*k:(s+1)*k], rows[(s+1)*k:(s+2)*k]
+			r2, r3 := rows[(s+2)*k:(s+3)*k], rows[(s+3)*k:(s+4)*k]
+			r4, r5 := rows[(s+4)*k:(s+5)*k], rows[(s+5)*k:(s+6)*k]
+			r6, r7 := rows[(s+6)*k:(s+7)*k], rows[(s+7)*k:(s+8)*k]
+			for q := range r0 {
+				d := panel[q*nr+s : q*nr+s+8 : q*nr+s+8]
+				d[0], d[1], d[2], d[3] = widen(r0[q]), widen(r1[q]), widen(r2[q]), widen(r3[q])
+				d[4], d[5], d[6], d[7] = widen(r4[q]), widen(r5[q]), widen(r6[q]), widen(r7[q])
+			}
+		}
+		for ; s < c; s++ {
+			row := rows[s*k : (s+1)*k]
+			for q, h := range row {
+				panel[q*nr+s] = widen(h)
 			}
 		}
 	}

@@ -14,7 +14,7 @@ func expf(x float32) float32 {
 		ln2Hi  = 0.693359375
 		ln2Lo  = -2.12194440e-4
 		maxArg = 88.72283935546875 // largest x with e^x finite in float32
-		minArg = -87.33654475       // e^x below the smallest normal
+		minArg = -87.33654475      // e^x below the smallest normal
 	)
 	switch {
 	case x != x:
