@@ -251,8 +251,8 @@ func (a *Attention) forward(y, h []float32, n int, c Config, tab []float32, bk [
 	da, hd := c.DimAttn, c.HeadDim()
 	q, k, v, att := ws.q[:n*da], ws.k[:n*da], ws.v[:n*da], ws.a[:n*da]
 	a.Q.forward(q, h, n, &ws.lin)
-	a.K.forward(k, h, n, &ws.lin)
-	a.V.forward(v, h, n, &ws.lin)
+	a.K.product(k, n, &ws.lin) // h is still packed
+	a.V.product(v, n, &ws.lin)
 	workers := min(gemm.Threads(), c.Heads)
 	for len(ws.heads) < workers {
 		ws.heads = append(ws.heads, &headWS{})
@@ -330,7 +330,7 @@ func (f *FFN) forward(y, h []float32, n int, ws *workspace) {
 	df := f.Gate.Out
 	g, u := ws.g[:n*df], ws.f[:n*df]
 	f.Gate.forward(g, h, n, &ws.lin)
-	f.FC1.forward(u, h, n, &ws.lin)
+	f.FC1.product(u, n, &ws.lin) // h is still packed
 	parallelFor(len(u), 1<<14, func(lo, hi int) {
 		us, gs := u[lo:hi], g[lo:hi]
 		for i, gv := range gs {

@@ -1,6 +1,7 @@
 package t5
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -45,11 +46,21 @@ func (ws *linearWS) bytes() int64 {
 // block of columns is computed whole by one worker with gemm's summation
 // order.
 func (l *Linear) forward(y, x []float32, rows int, ws *linearWS) {
+	gemm.PackA(&ws.pa, rows, l.In, x, l.In)
+	l.product(y, rows, ws)
+}
+
+// product is forward on the rows×In activations already packed in ws.pa
+// (by a previous forward of a Linear with the same input, e.g. q before
+// k and v).
+func (l *Linear) product(y []float32, rows int, ws *linearWS) {
 	in, out := l.In, l.Out
 	if rows == 0 || out == 0 {
 		return
 	}
-	gemm.PackA(&ws.pa, rows, in, x, in)
+	if ws.pa.M() != rows || ws.pa.K() != in {
+		panic(fmt.Sprintf("t5: Linear.product: packed input is %d×%d, want %d×%d", ws.pa.M(), ws.pa.K(), rows, in))
+	}
 	blocks := (out + colBlock - 1) / colBlock
 	workers := min(gemm.Threads(), blocks)
 	if 2*rows*out*in < 1<<21 {
