@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/densitykv/densitykv/gemm"
@@ -55,13 +56,13 @@ func benchEncode(b *testing.B, m *Model, n int) {
 	}
 	runtime.GC()
 	b.ResetTimer()
+	c0 := cpuSeconds()
 	for b.Loop() {
 		if _, err := m.Encode(ids, mask); err != nil {
 			b.Fatal(err)
 		}
 	}
-	sec := b.Elapsed().Seconds() / float64(b.N)
-	b.ReportMetric(m.Config.FLOPs(n)/sec/1e9, "GFLOP/s")
+	reportFLOPs(b, m.Config.FLOPs(n), c0)
 	b.ReportMetric(float64(m.WeightBytes())/(1<<20), "weight-MiB")
 	b.ReportMetric(float64(m.WorkspaceBytes())/(1<<20), "workspace-MiB")
 }
@@ -109,10 +110,11 @@ func BenchmarkLinearFFN(b *testing.B) {
 	var ws linearWS
 	l.forward(y, x, rows, &ws)
 	b.ResetTimer()
+	c0 := cpuSeconds()
 	for b.Loop() {
 		l.forward(y, x, rows, &ws)
 	}
-	b.ReportMetric(2*rows*in*out/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GFLOP/s")
+	reportFLOPs(b, 2*rows*in*out, c0)
 }
 
 func BenchmarkNTFloat32FFN(b *testing.B) {
@@ -126,8 +128,29 @@ func BenchmarkNTFloat32FFN(b *testing.B) {
 	y := make([]float32, rows*out)
 	pb := gemm.PackNT(nil, out, in, w, in)
 	b.ResetTimer()
+	c0 := cpuSeconds()
 	for b.Loop() {
 		pb.Product(rows, x, in, y, out)
 	}
-	b.ReportMetric(2*rows*in*out/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GFLOP/s")
+	reportFLOPs(b, 2*rows*in*out, c0)
+}
+
+// cpuSeconds returns the process's user + system CPU time.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// reportFLOPs reports flops per operation as GFLOP/s of wall time and,
+// steadier on a loaded machine, GFLOP per CPU-second (since c0, the CPU
+// time at the start of the loop; ≈ per-core speed).
+func reportFLOPs(b *testing.B, flops float64, c0 float64) {
+	n := float64(b.N)
+	b.ReportMetric(flops/(b.Elapsed().Seconds()/n)/1e9, "GFLOP/s")
+	if cpu := cpuSeconds() - c0; cpu > 0 {
+		b.ReportMetric(flops/(cpu/n)/1e9, "GFLOP/cpu-s")
+	}
 }

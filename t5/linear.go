@@ -79,7 +79,11 @@ func (l *Linear) product(y []float32, rows int, ws *linearWS) {
 			j0 := b * colBlock
 			cols := min(colBlock, out-j0)
 			widenPanels(pb.Resize(cols, in), l.W[j0*in:(j0+cols)*in], in, cols)
-			gemm.MulPacked(rows, cols, in, &ws.pa, 0, 0, pb, 0, 0, y[j0:], out, false)
+			// Row tiles of gemm.TileM keep the packed activations of one
+			// depth chunk in L2 while the widened panels stream past.
+			for i0 := 0; i0 < rows; i0 += gemm.TileM {
+				gemm.MulPacked(min(gemm.TileM, rows-i0), cols, in, &ws.pa, i0, 0, pb, 0, 0, y[i0*out+j0:], out, false)
+			}
 		}
 	}
 	if workers == 1 {
