@@ -167,10 +167,35 @@ func rawTorch(r io.ReaderAt, size int64, opt TorchOptions) (*RawFile, error) {
 		}
 		seen[nk] = true
 		rec := tf.records[t.st.key]
+		if err := checkRecord(rec, size); err != nil {
+			return nil, fmt.Errorf("checkpoint: torch: tensor %q: %w", e.k, err)
+		}
 		open := func() (io.Reader, error) { return tf.rawView(r, rec, t, contiguous) }
 		out.Tensors = append(out.Tensors, RawTensor{Name: nk, DType: t.st.dtype, Shape: append([]int(nil), t.size...), open: open})
 	}
 	return out, nil
+}
+
+// checkRecord bounds a storage record's sizes by the file's, so that a
+// lying zip directory cannot make a reader allocate more than the data can
+// fill: a stored record must lie inside the file, and a deflated one
+// cannot expand more than deflate's maximum ratio (1032:1).
+func checkRecord(rec *zip.File, size int64) error {
+	switch rec.Method {
+	case zip.Store:
+		off, err := rec.DataOffset()
+		if err != nil {
+			return err
+		}
+		if rec.CompressedSize64 != rec.UncompressedSize64 || off < 0 || rec.CompressedSize64 > uint64(size-off) {
+			return fmt.Errorf("stored record %s of %d bytes at offset %d does not fit the %d-byte file: %w", rec.Name, rec.UncompressedSize64, off, size, ErrFormat)
+		}
+	case zip.Deflate:
+		if rec.UncompressedSize64/1032 > rec.CompressedSize64 || rec.CompressedSize64 > uint64(size) {
+			return fmt.Errorf("deflated record %s claims %d bytes from %d: %w", rec.Name, rec.UncompressedSize64, rec.CompressedSize64, ErrFormat)
+		}
+	}
+	return nil
 }
 
 // checkView checks that the view lies inside its storage and reports

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math"
@@ -235,4 +236,33 @@ func FuzzRaw(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRawLyingDirectory: a zip directory that claims a storage record far
+// larger than the file is rejected before anything is allocated.
+func TestRawLyingDirectory(t *testing.T) {
+	st := map[string][]byte{"0": f32bytes(1, 2, 3, 4)}
+	arc := rezip(t, ptArchive(map[string][]named{"generator": {{"model.w", ptTensor{"0", "FloatStorage", 4, 0, []int{4}, []int{1}}}}},
+		[]string{"generator"}, st), zip.Store)
+	if _, err := NewRaw(bytes.NewReader(arc), int64(len(arc)), TorchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	name := []byte("archive/data/0")
+	bad := append([]byte(nil), arc...)
+	patched := false
+	for i := 0; i+46 < len(bad); i++ {
+		// Central directory header: signature, sizes at 20 and 24, name at 46.
+		if binary.LittleEndian.Uint32(bad[i:]) == 0x02014b50 && bytes.HasPrefix(bad[i+46:], name) {
+			binary.LittleEndian.PutUint32(bad[i+20:], 1<<30)
+			binary.LittleEndian.PutUint32(bad[i+24:], 1<<30)
+			patched = true
+		}
+	}
+	if !patched {
+		t.Fatal("central directory entry not found")
+	}
+	_, err := NewRaw(bytes.NewReader(bad), int64(len(bad)), TorchOptions{})
+	if err == nil || !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "does not fit") {
+		t.Fatalf("lying directory: %v", err)
+	}
 }
