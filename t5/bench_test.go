@@ -96,8 +96,9 @@ func BenchmarkTiny512(b *testing.B) {
 
 // BenchmarkLinearFFN times the largest product, 512 tokens through a
 // 4096 → 10240 Linear with bf16 weights widened on the fly, against
-// BenchmarkNTFloat32FFN, gemm.NT on the same weights held in float32
-// (what the widening must keep up with).
+// gemm on the same weights held in float32: BenchmarkNTFloat32FFN with
+// the weights packed once outside the loop (the kernel alone), and
+// BenchmarkNTFloat32FFNPerCall, gemm.NT packing them on every call.
 func BenchmarkLinearFFN(b *testing.B) {
 	const rows, in, out = 512, 4096, 10240
 	r := rand.New(rand.NewPCG(1, 1))
@@ -131,6 +132,23 @@ func BenchmarkNTFloat32FFN(b *testing.B) {
 	c0 := cpuSeconds()
 	for b.Loop() {
 		pb.Product(rows, x, in, y, out)
+	}
+	reportFLOPs(b, 2*rows*in*out, c0)
+}
+
+func BenchmarkNTFloat32FFNPerCall(b *testing.B) {
+	const rows, in, out = 512, 4096, 10240
+	r := rand.New(rand.NewPCG(1, 1))
+	w := widenAll(randBF16(r, in*out, 0.02))
+	x := make([]float32, rows*in)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	y := make([]float32, rows*out)
+	b.ResetTimer()
+	c0 := cpuSeconds()
+	for b.Loop() {
+		gemm.NT(rows, out, in, x, in, w, in, y, out)
 	}
 	reportFLOPs(b, 2*rows*in*out, c0)
 }
