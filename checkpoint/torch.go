@@ -166,32 +166,9 @@ func LoadTorch(r io.ReaderAt, size int64, opt TorchOptions) (StateDict, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries, err := dictEntries(top)
+	sd, want, err := selectEntry(top, opt)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: torch: top level: %w", err)
-	}
-	var sd []kv
-	want := opt.Entry
-	if want == "" {
-		for _, k := range []string{"generator", "generator_ema", "model", "state_dict"} {
-			if v, ok := lookup(entries, k); ok {
-				if d, err := dictEntries(v); err == nil {
-					sd, want = d, k
-					break
-				}
-			}
-		}
-		if sd == nil {
-			sd, want = entries, "(top level)"
-		}
-	} else {
-		v, ok := lookup(entries, want)
-		if !ok {
-			return nil, fmt.Errorf("checkpoint: torch: no entry %q (have %s)", want, strings.Join(keysOf(entries), ", "))
-		}
-		if sd, err = dictEntries(v); err != nil {
-			return nil, fmt.Errorf("checkpoint: torch: entry %q: %w", want, err)
-		}
+		return nil, err
 	}
 	out := make(StateDict, len(sd))
 	refs := map[string]int{} // remaining tensors per storage: raw bytes are dropped after the last
@@ -218,6 +195,37 @@ func LoadTorch(r io.ReaderAt, size int64, opt TorchOptions) (StateDict, error) {
 		out[nk] = &Tensor{Shape: append([]int(nil), t.size...), Data: data}
 	}
 	return out, nil
+}
+
+// selectEntry returns the state dict entries that opt selects from the
+// unpickled top level, and the entry's name for messages.
+func selectEntry(top interface{}, opt TorchOptions) (sd []kv, want string, err error) {
+	entries, err := dictEntries(top)
+	if err != nil {
+		return nil, "", fmt.Errorf("checkpoint: torch: top level: %w", err)
+	}
+	want = opt.Entry
+	if want == "" {
+		for _, k := range []string{"generator", "generator_ema", "model", "state_dict"} {
+			if v, ok := lookup(entries, k); ok {
+				if d, err := dictEntries(v); err == nil {
+					if d == nil {
+						break // an empty dictionary: the top level, as before
+					}
+					return d, k, nil
+				}
+			}
+		}
+		return entries, "(top level)", nil
+	}
+	v, ok := lookup(entries, want)
+	if !ok {
+		return nil, "", fmt.Errorf("checkpoint: torch: no entry %q (have %s)", want, strings.Join(keysOf(entries), ", "))
+	}
+	if sd, err = dictEntries(v); err != nil {
+		return nil, "", fmt.Errorf("checkpoint: torch: entry %q: %w", want, err)
+	}
+	return sd, want, nil
 }
 
 // TorchEntries lists the top-level entries of a PyTorch zip checkpoint that

@@ -1,0 +1,292 @@
+package checkpoint
+
+import (
+	"archive/zip"
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+)
+
+// RawTensor is one tensor of a checkpoint opened with OpenRaw: its
+// normalised name, element type and shape, with its data read on demand
+// and left undecoded, so that a caller can keep a large model in its
+// stored precision (e.g. bfloat16) without a float32 copy.
+type RawTensor struct {
+	Name  string // normalised by NormalizeKey
+	DType DType
+	Shape []int
+
+	open func() (io.Reader, error)
+}
+
+// Elems returns the number of elements (1 for a scalar).
+func (t RawTensor) Elems() int64 { return numel(t.Shape) }
+
+// Bytes returns the size of the tensor's data, Elems() × DType.Size().
+func (t RawTensor) Bytes() int64 { return t.Elems() * int64(t.DType.Size()) }
+
+// Reader returns a reader of exactly Bytes() bytes: the elements in
+// row-major order, little-endian, as the file stores them. A strided
+// PyTorch view is gathered first (its storage is read whole); a contiguous
+// one, the usual case, is read straight from the file.
+func (t RawTensor) Reader() (io.Reader, error) {
+	r, err := t.open()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: tensor %q: %w", t.Name, err)
+	}
+	return &exactReader{r: r, left: t.Bytes(), name: t.Name}, nil
+}
+
+// exactReader turns an early end of the data into an error naming the
+// tensor (a file truncated after it was opened, or a zip record shorter
+// than its directory says).
+type exactReader struct {
+	r    io.Reader
+	left int64
+	name string
+}
+
+func (x *exactReader) Read(p []byte) (int, error) {
+	if x.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > x.left {
+		p = p[:x.left]
+	}
+	n, err := x.r.Read(p)
+	x.left -= int64(n)
+	if err == io.EOF && x.left > 0 {
+		return n, fmt.Errorf("checkpoint: tensor %q: data ends %d bytes early: %w", x.name, x.left, io.ErrUnexpectedEOF)
+	}
+	if err == io.EOF || (err == nil && x.left == 0) {
+		return n, nil
+	}
+	return n, err
+}
+
+// RawFile is a checkpoint opened by OpenRaw.
+type RawFile struct {
+	// Tensors in file order: the state dict's order for PyTorch files,
+	// data offset order for safetensors.
+	Tensors []RawTensor
+	closer  io.Closer
+}
+
+// Close releases the file.
+func (f *RawFile) Close() error {
+	if f.closer != nil {
+		return f.closer.Close()
+	}
+	return nil
+}
+
+// OpenRaw opens a .safetensors file or a PyTorch zip checkpoint (chosen by
+// content, as LoadFile does) and lists its tensors without reading their
+// data. opt applies to PyTorch checkpoints only. Sizes are checked against
+// the file as by LoadFile. Close releases the file.
+func OpenRaw(p string, opt TorchOptions) (*RawFile, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: open: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("checkpoint: open: %w", err)
+	}
+	rf, err := NewRaw(f, st.Size(), opt)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w (file %s)", err, p)
+	}
+	rf.closer = f
+	return rf, nil
+}
+
+// NewRaw is OpenRaw on size bytes read through r (a PyTorch zip archive if
+// they start with a zip header, else safetensors).
+func NewRaw(r io.ReaderAt, size int64, opt TorchOptions) (*RawFile, error) {
+	var magic [4]byte
+	if n, _ := r.ReadAt(magic[:], 0); n == 4 && string(magic[:]) == zipMagic {
+		return rawTorch(r, size, opt)
+	}
+	return rawSafetensors(r, size)
+}
+
+func rawSafetensors(r io.ReaderAt, size int64) (*RawFile, error) {
+	s, err := NewSafetensors(r, size)
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]Info, 0, len(s.names))
+	for _, n := range s.names {
+		infos = append(infos, s.infos[n])
+	}
+	sort.SliceStable(infos, func(a, b int) bool { return infos[a].Begin < infos[b].Begin })
+	out := &RawFile{}
+	seen := map[string]bool{}
+	for _, i := range infos {
+		nk := NormalizeKey(i.Name)
+		if seen[nk] {
+			return nil, fmt.Errorf("checkpoint: safetensors: keys normalise to the same name %q", nk)
+		}
+		seen[nk] = true
+		off, n := s.dataOff+i.Begin, i.End-i.Begin
+		out.Tensors = append(out.Tensors, RawTensor{Name: nk, DType: i.DType, Shape: append([]int(nil), i.Shape...),
+			open: func() (io.Reader, error) { return io.NewSectionReader(r, off, n), nil }})
+	}
+	return out, nil
+}
+
+func rawTorch(r io.ReaderAt, size int64, opt TorchOptions) (*RawFile, error) {
+	top, tf, err := unpickleTorch(r, size)
+	if err != nil {
+		return nil, err
+	}
+	sd, want, err := selectEntry(top, opt)
+	if err != nil {
+		return nil, err
+	}
+	out := &RawFile{}
+	seen := map[string]bool{}
+	for _, e := range sd {
+		t, ok := e.v.(*tensorRef)
+		if !ok {
+			return nil, fmt.Errorf("checkpoint: torch: entry %q: key %q holds %T, not a tensor", want, e.k, e.v)
+		}
+		contiguous, err := t.checkView()
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: torch: tensor %q: %w", e.k, err)
+		}
+		nk := NormalizeKey(e.k)
+		if seen[nk] {
+			return nil, fmt.Errorf("checkpoint: torch: keys normalise to the same name %q", nk)
+		}
+		seen[nk] = true
+		rec := tf.records[t.st.key]
+		if err := checkRecord(rec, size); err != nil {
+			return nil, fmt.Errorf("checkpoint: torch: tensor %q: %w", e.k, err)
+		}
+		open := func() (io.Reader, error) { return tf.rawView(r, rec, t, contiguous) }
+		out.Tensors = append(out.Tensors, RawTensor{Name: nk, DType: t.st.dtype, Shape: append([]int(nil), t.size...), open: open})
+	}
+	return out, nil
+}
+
+// checkRecord bounds a storage record's sizes by the file's, so that a
+// lying zip directory cannot make a reader allocate more than the data can
+// fill: a stored record must lie inside the file, and a deflated one
+// cannot expand more than deflate's maximum ratio (1032:1).
+func checkRecord(rec *zip.File, size int64) error {
+	switch rec.Method {
+	case zip.Store:
+		off, err := rec.DataOffset()
+		if err != nil {
+			return err
+		}
+		if rec.CompressedSize64 != rec.UncompressedSize64 || off < 0 || rec.CompressedSize64 > uint64(size-off) {
+			return fmt.Errorf("stored record %s of %d bytes at offset %d does not fit the %d-byte file: %w", rec.Name, rec.UncompressedSize64, off, size, ErrFormat)
+		}
+	case zip.Deflate:
+		if rec.UncompressedSize64/1032 > rec.CompressedSize64 || rec.CompressedSize64 > uint64(size) {
+			return fmt.Errorf("deflated record %s claims %d bytes from %d: %w", rec.Name, rec.UncompressedSize64, rec.CompressedSize64, ErrFormat)
+		}
+	}
+	return nil
+}
+
+// checkView checks that the view lies inside its storage and reports
+// whether it is contiguous (row-major strides; dimensions of size 1 may
+// have any stride).
+func (t *tensorRef) checkView() (contiguous bool, err error) {
+	n := numel(t.size)
+	if n == 0 {
+		return true, nil
+	}
+	maxIdx := t.offset
+	for i, s := range t.size {
+		if t.stride[i] > 0 && int64(s-1) > (math.MaxInt64-maxIdx)/t.stride[i] {
+			return false, fmt.Errorf("size %v stride %v overflow", t.size, t.stride)
+		}
+		maxIdx += int64(s-1) * t.stride[i]
+	}
+	if maxIdx >= t.st.numel {
+		return false, fmt.Errorf("view offset %d size %v stride %v reaches element %d of a %d-element storage", t.offset, t.size, t.stride, maxIdx, t.st.numel)
+	}
+	want := int64(1)
+	for d := len(t.size) - 1; d >= 0; d-- {
+		if t.size[d] != 1 && t.stride[d] != want {
+			return false, nil
+		}
+		want *= int64(t.size[d])
+	}
+	return true, nil
+}
+
+// rawView returns the bytes of view t of the storage in record rec.
+func (tf *torchFile) rawView(r io.ReaderAt, rec *zip.File, t *tensorRef, contiguous bool) (io.Reader, error) {
+	es := int64(t.st.dtype.Size())
+	n := numel(t.size)
+	if n == 0 {
+		return bytes.NewReader(nil), nil
+	}
+	if contiguous && rec.Method == zip.Store {
+		off, err := rec.DataOffset()
+		if err != nil {
+			return nil, fmt.Errorf("storage data/%s: %w", t.st.key, err)
+		}
+		return io.NewSectionReader(r, off+t.offset*es, n*es), nil
+	}
+	rc, err := rec.Open()
+	if err != nil {
+		return nil, fmt.Errorf("storage data/%s: %w", t.st.key, err)
+	}
+	if contiguous {
+		if _, err := io.CopyN(io.Discard, rc, t.offset*es); err != nil {
+			rc.Close()
+			return nil, fmt.Errorf("storage data/%s: %w", t.st.key, err)
+		}
+		return &readCloser{r: io.LimitReader(rc, n*es), c: rc}, nil
+	}
+	defer rc.Close()
+	raw := make([]byte, t.st.numel*es)
+	if _, err := io.ReadFull(rc, raw); err != nil {
+		return nil, fmt.Errorf("storage data/%s: %w", t.st.key, err)
+	}
+	out := make([]byte, 0, n*es)
+	idx := make([]int, len(t.size))
+	for k := int64(0); k < n; k++ {
+		e := t.offset
+		for d, i := range idx {
+			e += int64(i) * t.stride[d]
+		}
+		out = append(out, raw[e*es:(e+1)*es]...)
+		for d := len(idx) - 1; d >= 0; d-- {
+			idx[d]++
+			if idx[d] < t.size[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+	return bytes.NewReader(out), nil
+}
+
+// readCloser closes c once r is exhausted or fails.
+type readCloser struct {
+	r      io.Reader
+	c      io.Closer
+	closed bool
+}
+
+func (x *readCloser) Read(p []byte) (int, error) {
+	n, err := x.r.Read(p)
+	if err != nil && !x.closed {
+		x.closed = true
+		x.c.Close()
+	}
+	return n, err
+}

@@ -1,0 +1,239 @@
+package t5
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/densitykv/densitykv/gemm"
+)
+
+func randBF16(r *rand.Rand, n int, std float64) []uint16 {
+	w := make([]uint16, n)
+	for i := range w {
+		w[i] = roundBF16(float32(r.NormFloat64() * std))
+	}
+	return w
+}
+
+func widenAll(w []uint16) []float32 {
+	out := make([]float32, len(w))
+	for i, h := range w {
+		out[i] = widen(h)
+	}
+	return out
+}
+
+// TestWidenPanelsLayout: widenPanels writes exactly what gemm.PackNT
+// packs from the widened weights, padding included, for widths around
+// the panel width.
+func TestWidenPanelsLayout(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, cols := range []int{1, 5, 31, 32, 33, 64, 100, 128} {
+		for _, k := range []int{1, 7, 128, 129, 300} {
+			w := randBF16(r, cols*k, 1)
+			want := gemm.PackNT(nil, cols, k, widenAll(w), k).Panels()
+			var pb gemm.PackedB
+			got := pb.Resize(cols, k)
+			for i := range got {
+				got[i] = float32(math.NaN()) // must all be overwritten
+			}
+			widenPanels(got, w, k, cols)
+			if len(got) != len(want) {
+				t.Fatalf("cols %d k %d: %d panel values, want %d", cols, k, len(got), len(want))
+			}
+			if i := firstDiff(got, want); i >= 0 {
+				t.Fatalf("cols %d k %d: panel value %d = %v, want %v", cols, k, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestLinearMatchesNT: Linear.forward equals gemm.NT on the widened
+// weights bit for bit, for shapes around gemm's blocking (MR 4, NR 32,
+// KC 128, 128-column blocks) and any thread count.
+func TestLinearMatchesNT(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	prev := gemm.SetThreads(0)
+	defer gemm.SetThreads(prev)
+	var ws linearWS
+	for _, rows := range []int{1, 3, 4, 5, 33, 130} {
+		for _, in := range []int{1, 7, 128, 129, 300} {
+			for _, out := range []int{1, 31, 32, 33, 128, 129, 300} {
+				l := Linear{In: in, Out: out, W: randBF16(r, in*out, 1/math.Sqrt(float64(in)))}
+				x := make([]float32, rows*in)
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				want := make([]float32, rows*out)
+				gemm.NT(rows, out, in, x, in, widenAll(l.W), in, want, out)
+				for _, th := range []int{1, 2, 3} {
+					gemm.SetThreads(th)
+					got := make([]float32, rows*out)
+					for i := range got {
+						got[i] = float32(math.NaN())
+					}
+					l.forward(got, x, rows, &ws)
+					if i := firstDiff(got, want); i >= 0 {
+						t.Fatalf("rows %d in %d out %d threads %d: y[%d] = %v, want %v", rows, in, out, th, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRoundBF16: round to nearest, ties to even, against a float64
+// reference; NaN stays NaN; the largest values overflow to Inf.
+func TestRoundBF16(t *testing.T) {
+	ref := func(f float32) uint16 {
+		b := math.Float32bits(f)
+		lo, hi := uint16(b>>16), uint16(b>>16)+1
+		dl := math.Abs(float64(widen(lo)) - float64(f))
+		dh := math.Abs(float64(widen(hi)) - float64(f))
+		if b&0x7fffffff >= 0x7f7f8000 && b&0x7fffffff < 0x7f800000 { // above the largest bfloat16 + half ulp
+			return uint16(b>>16)&0x8000 | 0x7f80
+		}
+		switch {
+		case dl < dh:
+			return lo
+		case dh < dl:
+			return hi
+		case lo&1 == 0:
+			return lo
+		}
+		return hi
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	check := func(b uint32) {
+		f := math.Float32frombits(b)
+		got := roundBF16(f)
+		if f != f {
+			if w := widen(got); w == w {
+				t.Fatalf("NaN %#x → %#x", b, got)
+			}
+			return
+		}
+		if want := ref(f); got != want {
+			t.Fatalf("%#x (%v) → %#x, want %#x", b, f, got, want)
+		}
+	}
+	for i := 0; i < 1_000_000; i++ {
+		check(r.Uint32())
+	}
+	for _, b := range []uint32{0, 0x80000000, 0x3f808000, 0x3f818000, 0x3f80ffff, 0x7f7fffff, 0x7f7f7fff, 0x7f7f8000,
+		0xff7fffff, 0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001, 0x00000001, 0x00008000, 0x00018000} {
+		check(b)
+	}
+	for h := 0; h < 1<<16; h++ {
+		if v := widen(uint16(h)); v == v && roundBF16(v) != uint16(h) {
+			t.Fatalf("bfloat16 %#x does not round to itself", h)
+		}
+	}
+}
+
+func FuzzRoundBF16(f *testing.F) {
+	f.Add(uint32(0x3f808000))
+	f.Fuzz(func(t *testing.T, b uint32) {
+		v := math.Float32frombits(b)
+		h := roundBF16(v)
+		if v != v {
+			if widen(h) == widen(h) {
+				t.Fatalf("NaN %#x → %#x", b, h)
+			}
+			return
+		}
+		// Nearest: no bfloat16 neighbour is closer.
+		d := math.Abs(float64(widen(h)) - float64(v))
+		for _, o := range []uint16{h - 1, h + 1} {
+			if w := widen(o); w == w && !math.IsInf(float64(w), 0) && math.Abs(float64(w)-float64(v)) < d {
+				t.Fatalf("%v → %v, but %v is closer", v, widen(h), w)
+			}
+		}
+	})
+}
+
+// TestExpf: within 2 ulp of math.Exp over the normal range, exact at 0,
+// overflow to +Inf, underflow to 0, NaN through.
+func TestExpf(t *testing.T) {
+	worst := 0.0
+	for x := float32(-87.3); x < 88.72; x += 0.001 {
+		checkExp(t, x, &worst)
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	for i := 0; i < 200000; i++ {
+		checkExp(t, float32(r.Float64()*176-87.3), &worst)
+	}
+	for _, x := range []float32{0, -0.0, 1e-8, -1e-8, 88.7228, -87.3365, 0.34657359, -0.34657359} {
+		checkExp(t, x, &worst)
+	}
+	t.Logf("worst relative error %.3g (%.2f ulp)", worst, worst/math.Pow(2, -23))
+	if expf(0) != 1 || !math.IsInf(float64(expf(88.8)), 1) || !math.IsInf(float64(expf(float32(math.Inf(1)))), 1) ||
+		expf(-88) != 0 || expf(float32(math.Inf(-1))) != 0 || !math.IsNaN(float64(expf(float32(math.NaN())))) {
+		t.Fatal("special values")
+	}
+}
+
+func checkExp(t *testing.T, x float32, worst *float64) {
+	t.Helper()
+	want := math.Exp(float64(x))
+	got := float64(expf(x))
+	rel := math.Abs(got-want) / want
+	*worst = max(*worst, rel)
+	if rel > 2*math.Pow(2, -23) {
+		t.Fatalf("expf(%v) = %v, want %v (rel %.3g)", x, got, want, rel)
+	}
+}
+
+// TestGeluTanh against the float64 formula of Wan's GELU.
+func TestGeluTanh(t *testing.T) {
+	for u := -12.0; u <= 12; u += 0.0007 {
+		want := 0.5 * u * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(u+0.044715*u*u*u)))
+		got := float64(geluTanh(float32(u)))
+		if math.Abs(got-want) > 3e-7*max(1, math.Abs(u)) {
+			t.Fatalf("gelu(%v) = %v, want %v", u, got, want)
+		}
+	}
+	for _, u := range []float32{float32(math.Inf(1)), 1e20, -1e20} {
+		if g := geluTanh(u); math.IsNaN(float64(g)) || (u > 0 && g != u) || (u < 0 && g != 0) {
+			t.Fatalf("gelu(%v) = %v", u, g)
+		}
+	}
+	// −Inf gives NaN, as Wan's 0.5·u·(1 + tanh(z)) does (−Inf·0).
+	if g := geluTanh(float32(math.Inf(-1))); !math.IsNaN(float64(g)) {
+		t.Fatalf("gelu(−Inf) = %v, want NaN as in Wan", g)
+	}
+}
+
+// TestSoftmaxRow: probabilities sum to 1, masked keys get exactly 0, a
+// row with no kept key is uniform, the bias is added.
+func TestSoftmaxRow(t *testing.T) {
+	s := []float32{1, 2, 3, 100}
+	softmaxRow(s, []float32{0, 0, 1, 0}, []bool{true, true, true, false})
+	e := []float64{math.E, math.E * math.E, math.Exp(4)}
+	sum := e[0] + e[1] + e[2]
+	for j, w := range e {
+		if math.Abs(float64(s[j])-w/sum) > 1e-7 {
+			t.Fatalf("p = %v", s)
+		}
+	}
+	if s[3] != 0 {
+		t.Fatalf("masked key p = %v", s[3])
+	}
+	u := []float32{5, -3, 8}
+	softmaxRow(u, []float32{1, 2, 3}, []bool{false, false, false})
+	for _, p := range u {
+		if math.Abs(float64(p)-1.0/3) > 1e-7 {
+			t.Fatalf("all masked: %v, want uniform", u)
+		}
+	}
+}
+
+func ExampleConfig_RelativeBucket() {
+	c := UMT5XXL()
+	for _, r := range []int{-16, -15, -1, 0, 1, 16, 127, 128, -500} {
+		fmt.Print(c.RelativeBucket(r), " ")
+	}
+	// Output: 10 9 1 0 17 26 31 31 15
+}

@@ -1,0 +1,260 @@
+package t5
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/densitykv/densitykv/checkpoint"
+)
+
+// LoadOptions configures Load.
+type LoadOptions struct {
+	// Entry selects the top-level entry of a PyTorch checkpoint holding the
+	// state dict ("" = the default choice of checkpoint.TorchOptions: Wan's
+	// models_t5_umt5-xxl-enc-bf16.pth is the state dict itself).
+	Entry string
+	// MaxDist and Eps are the two hyper-parameters the tensors do not
+	// carry; 0 means Wan's values, 128 and 1e-6.
+	MaxDist int
+	Eps     float64
+}
+
+// Load reads a umT5 encoder from a PyTorch zip checkpoint (Wan2.1's
+// models_t5_umt5-xxl-enc-bf16.pth) or a safetensors file, with the key
+// names of Wan's T5Encoder. The configuration comes from the shapes:
+// Vocab and Dim from token_embedding, Layers from the blocks present,
+// DimAttn from blocks.0.attn.q, DimFFN from blocks.0.ffn.fc1, Buckets and
+// Heads from blocks.0.pos_embedding.
+//
+// Matrices are kept as bfloat16: BF16 tensors are copied bit for bit;
+// F32, F16 and F64 ones are rounded to the nearest bfloat16 (F64 through
+// float32) and Model.Rounded counts the values that changed. Norm weights
+// and position tables are kept as float32. Everything is checked before
+// the weights are read (missing, unexpected and mis-shaped tensors all in
+// one error, non-floating dtypes), and every value is checked finite as it
+// is read; errors name the file and the tensor. The file is read tensor by
+// tensor, so peak memory is the model plus a 1 MB buffer.
+func Load(path string, opt LoadOptions) (*Model, error) {
+	f, err := checkpoint.OpenRaw(path, checkpoint.TorchOptions{Entry: opt.Entry})
+	if err != nil {
+		return nil, fmt.Errorf("t5: load: %w", err)
+	}
+	defer f.Close()
+	m, err := fromRaw(f.Tensors, opt)
+	if err != nil {
+		return nil, fmt.Errorf("%w (file %s)", err, path)
+	}
+	return m, nil
+}
+
+// InferConfig returns the configuration the tensors describe (see Load),
+// with MaxDist and Eps from opt.
+func InferConfig(tensors []checkpoint.RawTensor, opt LoadOptions) (Config, error) {
+	byName := make(map[string]checkpoint.RawTensor, len(tensors))
+	for _, t := range tensors {
+		byName[t.Name] = t
+	}
+	dims := func(name string, rank int) ([]int, error) {
+		t, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("t5: load: tensor %s missing: cannot infer the configuration", name)
+		}
+		if len(t.Shape) != rank {
+			return nil, fmt.Errorf("t5: load: tensor %s has shape %v, want rank %d", name, t.Shape, rank)
+		}
+		return t.Shape, nil
+	}
+	cfg := Config{MaxDist: opt.MaxDist, Eps: opt.Eps}
+	if cfg.MaxDist == 0 {
+		cfg.MaxDist = 128
+	}
+	if cfg.Eps == 0 {
+		cfg.Eps = 1e-6
+	}
+	s, err := dims("token_embedding.weight", 2)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.Vocab, cfg.Dim = s[0], s[1]
+	for _, t := range tensors {
+		rest, ok := strings.CutPrefix(t.Name, "blocks.")
+		if !ok {
+			continue
+		}
+		num, _, _ := strings.Cut(rest, ".")
+		i, err := strconv.Atoi(num)
+		if err != nil || i < 0 || i >= maxLayer || strconv.Itoa(i) != num {
+			return Config{}, fmt.Errorf("t5: load: tensor %s: block index %q is not a layer number below %d", t.Name, num, maxLayer)
+		}
+		cfg.Layers = max(cfg.Layers, i+1)
+	}
+	if cfg.Layers == 0 {
+		return Config{}, errors.New("t5: load: no blocks.<i> tensors: not a T5 encoder state dict")
+	}
+	if _, ok := byName["pos_embedding.embedding.weight"]; ok {
+		if _, ok := byName["blocks.0.pos_embedding.embedding.weight"]; !ok {
+			return Config{}, errors.New("t5: load: one shared pos_embedding for all layers (T5 with shared_pos=True): umT5 has a table per layer (blocks.<i>.pos_embedding)")
+		}
+	}
+	if s, err = dims("blocks.0.attn.q.weight", 2); err != nil {
+		return Config{}, err
+	}
+	cfg.DimAttn = s[0]
+	if s, err = dims("blocks.0.ffn.fc1.weight", 2); err != nil {
+		return Config{}, err
+	}
+	cfg.DimFFN = s[0]
+	if s, err = dims("blocks.0.pos_embedding.embedding.weight", 2); err != nil {
+		return Config{}, err
+	}
+	cfg.Buckets, cfg.Heads = s[0], s[1]
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("t5: load: the tensor shapes give an invalid configuration %+v: %w", cfg, err)
+	}
+	return cfg, nil
+}
+
+// fromRaw builds a model from a checkpoint's tensors.
+func fromRaw(tensors []checkpoint.RawTensor, opt LoadOptions) (*Model, error) {
+	cfg, err := InferConfig(tensors, opt)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newShell(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ps := m.params()
+	byName := make(map[string]checkpoint.RawTensor, len(tensors))
+	sd := make(checkpoint.StateDict, len(tensors))
+	for _, t := range tensors {
+		byName[t.Name] = t
+		sd[t.Name] = &checkpoint.Tensor{Shape: t.Shape}
+	}
+	want := make([]checkpoint.Expect, len(ps))
+	for i, p := range ps {
+		want[i] = checkpoint.Expect{Name: p.name, Shape: p.shape}
+	}
+	if err := sd.Check(want); err != nil {
+		return nil, fmt.Errorf("t5: load: %w", err)
+	}
+	for _, p := range ps {
+		if d := byName[p.name].DType; !d.IsFloat() {
+			return nil, fmt.Errorf("t5: load: tensor %s has dtype %s, want a floating-point type (BF16, F32, F16, F64)", p.name, d)
+		}
+	}
+	buf := make([]byte, 1<<20)
+	for _, p := range ps {
+		t := byName[p.name]
+		if p.bf != nil {
+			*p.bf = make([]uint16, p.elems())
+			n, err := readBF16(t, *p.bf, p.shape, buf)
+			if err != nil {
+				return nil, err
+			}
+			m.Rounded += n
+		} else {
+			*p.f32 = make([]float32, p.elems())
+			if err := readF32(t, *p.f32, p.shape, buf); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+// decodeChunks reads t's data in pieces of at most len(buf) bytes (whole
+// elements) and hands each piece to put with the flat index of its first
+// element.
+func decodeChunks(t checkpoint.RawTensor, buf []byte, put func(i0 int, b []byte) error) error {
+	r, err := t.Reader()
+	if err != nil {
+		return fmt.Errorf("t5: load: %w", err)
+	}
+	es := t.DType.Size()
+	buf = buf[:len(buf)/es*es]
+	left := t.Bytes()
+	i := 0
+	for left > 0 {
+		b := buf[:min(int64(len(buf)), left)]
+		if _, err := io.ReadFull(r, b); err != nil {
+			return fmt.Errorf("t5: load: tensor %s: reading %d bytes at element %d: %w", t.Name, len(b), i, err)
+		}
+		if err := put(i, b); err != nil {
+			return err
+		}
+		i += len(b) / es
+		left -= int64(len(b))
+	}
+	return nil
+}
+
+// elemFloat32 decodes element k of little-endian data b of a floating
+// dtype.
+func elemFloat32(d checkpoint.DType, b []byte, k int) float32 {
+	switch d {
+	case checkpoint.F32:
+		return math.Float32frombits(binary.LittleEndian.Uint32(b[4*k:]))
+	case checkpoint.F64:
+		return float32(math.Float64frombits(binary.LittleEndian.Uint64(b[8*k:])))
+	case checkpoint.F16:
+		return checkpoint.HalfToFloat32(binary.LittleEndian.Uint16(b[2*k:]))
+	}
+	return widen(binary.LittleEndian.Uint16(b[2*k:])) // BF16
+}
+
+// readBF16 reads t into dst as bfloat16 bits, returning how many values
+// were rounded. A non-finite value is an error naming its index.
+func readBF16(t checkpoint.RawTensor, dst []uint16, shape []int, buf []byte) (rounded int64, err error) {
+	nonFinite := func(i int, v float32) error {
+		return fmt.Errorf("t5: load: tensor %s has %v at %s", t.Name, v, index(shape, i))
+	}
+	err = decodeChunks(t, buf, func(i0 int, b []byte) error {
+		n := len(b) / t.DType.Size()
+		d := dst[i0 : i0+n]
+		if t.DType == checkpoint.BF16 {
+			for k := range d {
+				h := binary.LittleEndian.Uint16(b[2*k:])
+				if !finiteBF16(h) {
+					return nonFinite(i0+k, widen(h))
+				}
+				d[k] = h
+			}
+			return nil
+		}
+		for k := range d {
+			v := elemFloat32(t.DType, b, k)
+			h := roundBF16(v)
+			if !finiteBF16(h) {
+				return nonFinite(i0+k, v)
+			}
+			if widen(h) != v || (t.DType == checkpoint.F64 && float64(v) != math.Float64frombits(binary.LittleEndian.Uint64(b[8*k:]))) {
+				rounded++
+			}
+			d[k] = h
+		}
+		return nil
+	})
+	return rounded, err
+}
+
+// readF32 reads t into dst as float32 (F64 rounded to nearest). A
+// non-finite value is an error naming its index.
+func readF32(t checkpoint.RawTensor, dst []float32, shape []int, buf []byte) error {
+	return decodeChunks(t, buf, func(i0 int, b []byte) error {
+		n := len(b) / t.DType.Size()
+		for k := range n {
+			v := elemFloat32(t.DType, b, k)
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("t5: load: tensor %s has %v at %s", t.Name, v, index(shape, i0+k))
+			}
+			dst[i0+k] = v
+		}
+		return nil
+	})
+}
