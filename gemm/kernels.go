@@ -47,10 +47,10 @@ var goKernels = []*kernel{
 }
 
 var (
-	registry   []*kernel               // every kernel of this build, assembly first
+	registry   []*kernel                 // every kernel of this build, assembly first
 	selected   [2]atomic.Pointer[kernel] // per Precision
-	auto       [2]*kernel              // what selection chose
-	reasons    [2]string               // why
+	auto       [2]*kernel                // what selection chose
+	reasons    [2]string                 // why
 	selectOnce sync.Once
 	forceMu    sync.Mutex
 )
@@ -149,15 +149,15 @@ var stProblem = sync.OnceValue(func() *selfTestProblem {
 			p.a[r*k+q], p.b[r*k+q] = 0, 0
 		}
 	}
-	p.a[0*k+0], p.b[0*k+0] = 0x1p-63, 0x1p-63 // 2^-126 …
+	p.a[0*k+0], p.b[0*k+0] = 0x1p-63, 0x1p-63    // 2^-126 …
 	p.a[0*k+2], p.b[0*k+2] = -0x1.8p-76, 0x1p-75 // … minus 1.5·2^-151: tiny after rounding
 	p.a[0*k+1], p.b[0*k+1] = 0x1p-63, 0x1p-63
 	p.a[0*k+3], p.b[0*k+3] = -0x1p-76, 0x1p-76 // … minus 2^-152: 2^-126 after rounding
-	p.a[1*k+0], p.b[1*k+0] = 0x1.8p64, 0x1p64 // 1.5·2^128: beyond float32 …
-	p.a[1*k+2], p.b[1*k+2] = -0x1p64, 0x1p63 // … −2^127 brings it back
-	p.a[1*k+1], p.b[1*k+1] = 0x1p-70, 0x1p-70 // an underflowing product
-	p.a[1*k+3], p.b[1*k+3] = 0x1p-120, 0x1p-3 // added to a small normal value
-	p.a[2*k], p.b[2*k] = 0x1p-63, 0x1p-63 // 2^-126 + C, C denormal (read as zero)
+	p.a[1*k+0], p.b[1*k+0] = 0x1.8p64, 0x1p64  // 1.5·2^128: beyond float32 …
+	p.a[1*k+2], p.b[1*k+2] = -0x1p64, 0x1p63   // … −2^127 brings it back
+	p.a[1*k+1], p.b[1*k+1] = 0x1p-70, 0x1p-70  // an underflowing product
+	p.a[1*k+3], p.b[1*k+3] = 0x1p-120, 0x1p-3  // added to a small normal value
+	p.a[2*k], p.b[2*k] = 0x1p-63, 0x1p-63      // 2^-126 + C, C denormal (read as zero)
 	p.c[2*n+2] = 0x1p-127
 	return p
 })
@@ -423,7 +423,6 @@ func SetBF16(on bool) (prev bool) {
 	}
 	return prev
 }
-
 
 // testResult is the self-test result for KernelInfo ("not run" for a kernel
 // this machine cannot run).

@@ -52,7 +52,7 @@ var mulCases = []mulCase{
 	{4, 32, 32, 0, 0, 0, 0, 4, 32, 32, 32},
 	{1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1},
 	{5, 33, 33, 0, 0, 0, 0, 5, 33, 33, 33},
-	{3, 31, 17, 4, 0, 32, 0, 9, 40, 70, 17},    // depth stops inside a block (A is deeper)
+	{3, 31, 17, 4, 0, 32, 0, 9, 40, 70, 17},         // depth stops inside a block (A is deeper)
 	{37, 70, 300, 4, 32, 32, 64, 41, 400, 102, 364}, // offsets, chunks, block cut short
 	{64, 96, 256, 8, 128, 64, 128, 72, 384, 160, 384},
 	{33, 545, 129, 32, 0, 0, 0, 65, 129, 545, 129}, // crosses TileN, partial AMX group, padded tail

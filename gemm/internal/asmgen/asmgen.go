@@ -378,7 +378,7 @@ TEXT ·bf16FMA256(SB), NOSPLIT, %s`, stripArgs)
 	g.p("bf256panel:")
 	for qt := 0; qt < 4; qt++ {
 		rp, h := qt/2, qt%2 // row pair, column half
-		o := 64 * h        // byte offset of the half in a row of C or B
+		o := 64 * h         // byte offset of the half in a row of C or B
 		if rp == 0 {
 			g.p("\tMOVQ DX, R12")
 		} else {
