@@ -475,3 +475,5 @@ func b2i(b bool) int {
 	}
 	return 0
 }
+
+func newRng(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed+1)) }
