@@ -27,7 +27,8 @@ func stepBF16(a, b, c float32) float32 {
 	return round32(float64(a)*float64(b), float64(c), true)
 }
 
-// goF32Strip is the float32 product on float32 panels (stripF32Func).
+// goF32Strip is the float32 product on float32 panels (stripF32Func). The
+// common case of stepF32 is written out: the compiler does not inline it.
 func goF32Strip(a []float32, aStride, na int, b []float32, kc int, c []float32, ldc int, acc bool) {
 	b = b[:kc*NR]
 	for p := 0; p < na; p++ {
@@ -42,12 +43,20 @@ func goF32Strip(a []float32, aStride, na int, b []float32, kc int, c []float32, 
 					c0, c1, c2, c3 = cr[s], cr[s+1], cr[s+2], cr[s+3]
 				}
 				for q := 0; q < kc; q++ {
-					x := ap[q*MR+r]
+					x := float64(ap[q*MR+r])
 					bq := b[q*NR+s : q*NR+s+4 : q*NR+s+4]
-					c0 = stepF32(x, bq[0], c0)
-					c1 = stepF32(x, bq[1], c1)
-					c2 = stepF32(x, bq[2], c2)
-					c3 = stepF32(x, bq[3], c3)
+					s0 := x*float64(bq[0]) + float64(c0)
+					s1 := x*float64(bq[1]) + float64(c1)
+					s2 := x*float64(bq[2]) + float64(c2)
+					s3 := x*float64(bq[3]) + float64(c3)
+					if fast(s0) && fast(s1) && fast(s2) && fast(s3) {
+						c0, c1, c2, c3 = float32(s0), float32(s1), float32(s2), float32(s3)
+						continue
+					}
+					c0 = round32(x*float64(bq[0]), float64(c0), false)
+					c1 = round32(x*float64(bq[1]), float64(c1), false)
+					c2 = round32(x*float64(bq[2]), float64(c2), false)
+					c3 = round32(x*float64(bq[3]), float64(c3), false)
 				}
 				cr[s], cr[s+1], cr[s+2], cr[s+3] = c0, c1, c2, c3
 			}
@@ -55,34 +64,56 @@ func goF32Strip(a []float32, aStride, na int, b []float32, kc int, c []float32, 
 	}
 }
 
+// fast reports whether float32(s) rounds a float64 sum s (of an exact
+// product and a float32) correctly: s is at least 2^-125 in magnitude (or
+// not finite) and not halfway between two float32 values (see round32).
+func fast(s float64) bool {
+	u := math.Float64bits(s)
+	return u>>52&0x7ff > 1023-126 && u&(1<<29-1) != 1<<28
+}
+
 // goBF16Strip is the bfloat16 product on float32 panels of bfloat16
-// operand values (stripF32Func; kc is a multiple of BF16Block).
+// operand values (stripF32Func; kc is a multiple of BF16Block), with the
+// common case of fmaBF16 written out like goF32Strip's.
 func goBF16Strip(a []float32, aStride, na int, b []float32, kc int, c []float32, ldc int, acc bool) {
 	b = b[:kc*NR]
+	var ch [2][4]float32 // even and odd chains of four columns
 	for p := 0; p < na; p++ {
 		ap := a[p*aStride : p*aStride+kc*MR]
 		cp := c[p*MR*ldc:]
 		_ = cp[(MR-1)*ldc+NR-1]
 		for r := 0; r < MR; r++ {
 			cr := cp[r*ldc : r*ldc+NR : r*ldc+NR]
-			for s := 0; s < NR; s += 2 {
-				var c0, c1 float32
+			for s := 0; s < NR; s += 4 {
+				var x [4]float32
 				if acc {
-					c0, c1 = dazC(cr[s]), dazC(cr[s+1])
+					for i := range x {
+						x[i] = dazC(cr[s+i])
+					}
 				}
 				for q0 := 0; q0 < kc; q0 += BF16Block {
-					var e0, o0, e1, o1 float32
-					for q := q0; q < q0+BF16Block; q += 2 {
-						x, y := ap[q*MR+r], ap[(q+1)*MR+r]
-						e0 = stepBF16(x, b[q*NR+s], e0)
-						e1 = stepBF16(x, b[q*NR+s+1], e1)
-						o0 = stepBF16(y, b[(q+1)*NR+s], o0)
-						o1 = stepBF16(y, b[(q+1)*NR+s+1], o1)
+					ch = [2][4]float32{}
+					for q := q0; q < q0+BF16Block; q++ {
+						v := float64(ap[q*MR+r])
+						bq := b[q*NR+s : q*NR+s+4 : q*NR+s+4]
+						e := &ch[q&1]
+						s0 := v*float64(bq[0]) + float64(e[0])
+						s1 := v*float64(bq[1]) + float64(e[1])
+						s2 := v*float64(bq[2]) + float64(e[2])
+						s3 := v*float64(bq[3]) + float64(e[3])
+						if fast(s0) && fast(s1) && fast(s2) && fast(s3) {
+							e[0], e[1], e[2], e[3] = float32(s0), float32(s1), float32(s2), float32(s3)
+							continue
+						}
+						for i := range e {
+							e[i] = round32(v*float64(bq[i]), float64(e[i]), true)
+						}
 					}
-					c0 = addBF16(c0, addBF16(e0, o0))
-					c1 = addBF16(c1, addBF16(e1, o1))
+					for i := range x {
+						x[i] = addBF16(x[i], addBF16(ch[0][i], ch[1][i]))
+					}
 				}
-				cr[s], cr[s+1] = c0, c1
+				copy(cr[s:s+4], x[:])
 			}
 		}
 	}
