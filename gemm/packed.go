@@ -157,39 +157,6 @@ type source struct {
 	kMajor bool
 }
 
-func (s *source) idx(r, q int) int {
-	if s.kMajor {
-		return q*s.ld + r
-	}
-	return r*s.ld + q
-}
-
-// bits returns the bfloat16 operand bits of element (r, q): rounded to
-// nearest even from float32, denormals flushed to signed zero.
-func (s *source) bits(r, q int) uint16 {
-	var h uint16
-	if s.h != nil {
-		h = s.h[s.idx(r, q)]
-	} else {
-		h = RoundBF16(s.f[s.idx(r, q)])
-	}
-	if h&0x7f80 == 0 {
-		h &= 0x8000
-	}
-	return h
-}
-
-// val returns the operand value of element (r, q) at precision prec.
-func (s *source) val(prec Precision, r, q int) float32 {
-	if prec == BF16 {
-		return math.Float32frombits(uint32(s.bits(r, q)) << 16)
-	}
-	if s.h != nil {
-		return BF16ToFloat32(s.h[s.idx(r, q)])
-	}
-	return s.f[s.idx(r, q)]
-}
-
 // packedOp is the common part of PackedA and PackedB that packing fills.
 type packedOp struct {
 	rows, k int
@@ -198,6 +165,7 @@ type packedOp struct {
 	kp      int
 	data    []float32
 	u32     []uint32
+	t       []uint16 // scratch row for packing
 }
 
 // packLayout returns the layout an operand of precision prec gets now.
@@ -237,77 +205,119 @@ func (o *packedOp) pack(isA bool, prec Precision, lay layout, rows, k int, src s
 		o.u32 = growU32(o.u32, np*o.kp/2*w)
 	}
 	if rows*k < 1<<16 || Threads() == 1 {
-		o.fill(isA, w, 0, np, &src)
+		o.t = growU16(o.t, o.kp)
+		o.fill(isA, w, 0, np, &src, o.t)
 		return
 	}
 	s := src // escapes to the workers (only here)
-	parallelFor(Threads(), np, func(_, lo, hi int) { o.fill(isA, w, lo, hi, &s) })
+	parallelFor(Threads(), np, func(_, lo, hi int) { o.fill(isA, w, lo, hi, &s, make([]uint16, o.kp)) })
 }
 
 // fill packs panels [lo, hi) of width w (AMX A: rows [lo, hi)).
-func (o *packedOp) fill(isA bool, w, lo, hi int, src *source) {
+func (o *packedOp) fill(isA bool, w, lo, hi int, src *source, t []uint16) {
 	k, kp := o.k, o.kp
-	if o.lay == layoutF32 {
+	if o.prec == F32 {
 		for jp := lo; jp < hi; jp++ {
 			dst := o.data[jp*kp*w : (jp+1)*kp*w]
 			r0 := jp * w
 			cols := min(w, o.rows-r0)
-			if o.prec == F32 && src.h == nil {
+			if src.h == nil {
 				packF32Panel(dst, w, cols, k, src, r0)
 				continue
 			}
 			clear(dst)
-			if src.kMajor {
-				for q := 0; q < k; q++ {
-					for s := 0; s < cols; s++ {
-						dst[q*w+s] = src.val(o.prec, r0+s, q)
-					}
-				}
-				continue
-			}
 			for s := 0; s < cols; s++ {
-				for q := 0; q < k; q++ {
-					dst[q*w+s] = src.val(o.prec, r0+s, q)
+				src.rowBits(t, r0+s, k, false)
+				for q, h := range t[:k] {
+					dst[q*w+s] = math.Float32frombits(uint32(h) << 16)
 				}
 			}
 		}
 		return
 	}
+	t = t[:kp]
 	if o.lay == layoutAMX && isA {
 		h := kp / 2
 		for r := lo; r < hi; r++ {
+			src.rowBits(t, r, k, true)
 			dst := o.u32[r*h : (r+1)*h]
-			clear(dst)
-			for q := 0; q < k; q++ {
-				dst[q/2] |= uint32(src.bits(r, q)) << (uint(q&1) * 16)
+			for i := range dst {
+				dst[i] = uint32(t[2*i]) | uint32(t[2*i+1])<<16
 			}
 		}
 		return
 	}
-	h := kp / 2
+	units := kp // depths per panel row of dst: float32 panels
+	if o.lay != layoutF32 {
+		units = kp / 2
+	}
 	for jp := lo; jp < hi; jp++ {
-		dst := o.u32[jp*h*w : (jp+1)*h*w]
-		clear(dst)
 		r0 := jp * w
 		cols := min(w, o.rows-r0)
-		put := func(s, q int) {
-			d, sh := pairIndex(o.lay, q)
-			dst[d*w+s] |= uint32(src.bits(r0+s, q)) << sh
-		}
-		if src.kMajor {
-			for q := 0; q < k; q++ {
-				for s := 0; s < cols; s++ {
-					put(s, q)
+		if o.lay == layoutF32 {
+			dst := o.data[jp*units*w : (jp+1)*units*w]
+			if cols < w {
+				clear(dst)
+			}
+			for s := 0; s < cols; s++ {
+				src.rowBits(t, r0+s, k, true)
+				for q, h := range t {
+					dst[q*w+s] = math.Float32frombits(uint32(h) << 16)
 				}
 			}
 			continue
 		}
+		dst := o.u32[jp*units*w : (jp+1)*units*w]
+		if cols < w {
+			clear(dst)
+		}
 		for s := 0; s < cols; s++ {
-			for q := 0; q < k; q++ {
-				put(s, q)
+			src.rowBits(t, r0+s, k, true)
+			if o.lay == layoutQuad {
+				// Group g of depths 4g..4g+3: dword 2g = (4g, 4g+2), the
+				// even chain's two steps; dword 2g+1 = (4g+1, 4g+3).
+				for g := 0; g < kp/4; g++ {
+					x := t[4*g : 4*g+4 : 4*g+4]
+					dst[(2*g)*w+s] = uint32(x[0])<<16 | uint32(x[2])
+					dst[(2*g+1)*w+s] = uint32(x[1])<<16 | uint32(x[3])
+				}
+				continue
+			}
+			for i := 0; i < units; i++ { // AMX B: pairs (2i, 2i+1), low half first
+				dst[i*w+s] = uint32(t[2*i]) | uint32(t[2*i+1])<<16
 			}
 		}
 	}
+}
+
+// rowBits fills t[0:k] with row r of the source as bfloat16 bits (rounded
+// to nearest even from float32; with bf16, denormals flushed to signed zero
+// as operands read them) and zeros the rest of t.
+func (s *source) rowBits(t []uint16, r, k int, bf16 bool) {
+	switch {
+	case s.h != nil && !s.kMajor:
+		copy(t, s.h[r*s.ld:r*s.ld+k])
+	case s.h != nil:
+		for q := range k {
+			t[q] = s.h[q*s.ld+r]
+		}
+	case !s.kMajor:
+		for q, v := range s.f[r*s.ld : r*s.ld+k] {
+			t[q] = RoundBF16(v)
+		}
+	default:
+		for q := range k {
+			t[q] = RoundBF16(s.f[q*s.ld+r])
+		}
+	}
+	if bf16 {
+		for q, h := range t[:k] {
+			if h&0x7f80 == 0 {
+				t[q] = h & 0x8000
+			}
+		}
+	}
+	clear(t[k:])
 }
 
 // packF32Panel packs rows [r0, r0+cols) of a float32 source into one
@@ -481,4 +491,11 @@ func PackNNBF16(p *PackedB, prec Precision, n, k int, b []uint16, ldb int) *Pack
 		p = new(PackedB)
 	}
 	return p.packFrom(prec, n, k, source{h: b, ld: ldb, kMajor: true})
+}
+
+func growU16(s []uint16, n int) []uint16 {
+	if cap(s) < n {
+		return make([]uint16, n)
+	}
+	return s[:n]
 }
