@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -202,4 +203,65 @@ func firstFailure(out []byte) string {
 		}
 	}
 	return fmt.Sprintf("%.200s", out)
+}
+
+// TestVDPBF16PSSemantics probes what VDPBF16PS computes on this CPU, the
+// facts the avx512bf16 kernel relies on: per dword lane, the high halves'
+// product is added first and the low halves' second, each a fused
+// multiply-add (exact product, one rounding to nearest even) with
+// denormal inputs and accumulator read as zero and results flushed when
+// tiny after rounding — fmaBF16 of the definition — whatever MXCSR holds.
+func TestVDPBF16PSSemantics(t *testing.T) {
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512BF16 {
+		t.Skip("no AVX512_BF16 here")
+	}
+	rng := newRng(7)
+	bf := func(class int) uint16 {
+		s := uint16(rng.IntN(2)) << 15
+		m := uint16(rng.IntN(128))
+		switch class {
+		case 0: // exponents around 1: every rounding matters
+			return s | uint16(127+rng.IntN(17)-8)<<7 | m
+		case 1: // products that underflow
+			return s | uint16(1+rng.IntN(70))<<7 | m
+		case 2: // denormal
+			return s | uint16(1+rng.IntN(127))
+		case 3: // products beyond float32's range
+			return s | uint16(190+rng.IntN(64))<<7 | m
+		default: // anything, ±Inf and NaN included
+			return uint16(rng.Uint32())
+		}
+	}
+	var acc, a, b, out [16]uint32
+	n := 0
+	for it := 0; it < 20000; it++ {
+		cl := it % 5
+		for i := range acc {
+			a[i] = uint32(bf(cl))<<16 | uint32(bf(cl))
+			b[i] = uint32(bf(cl))<<16 | uint32(bf(cl))
+			acc[i] = rng.Uint32()
+			switch rng.IntN(4) {
+			case 0: // cancel the first product: results near zero
+				p := float64(bf16Operand(uint16(a[i]>>16))) * float64(bf16Operand(uint16(b[i]>>16)))
+				acc[i] = math.Float32bits(float32(-p)) ^ uint32(rng.IntN(3))
+			case 1: // denormal accumulator
+				acc[i] &= 0x807fffff
+			}
+		}
+		if it == 0 { // the tininess window: 2^-126 − 2^-152 stays, − 1.5·2^-151 flushes
+			acc[0], a[0], b[0] = 0x00800000, uint32(RoundBF16(-0x1p-76))<<16, uint32(RoundBF16(0x1p-76))<<16
+			acc[1], a[1], b[1] = 0x00800000, uint32(RoundBF16(-0x1.8p-76))<<16, uint32(RoundBF16(0x1p-75))<<16
+		}
+		vdpProbe(&acc, &a, &b, &out)
+		for i := range out {
+			x := dazC(math.Float32frombits(acc[i]))
+			x = fmaBF16(bf16Operand(uint16(a[i]>>16)), bf16Operand(uint16(b[i]>>16)), x)
+			x = fmaBF16(bf16Operand(uint16(a[i])), bf16Operand(uint16(b[i])), x)
+			if !sameBits(math.Float32frombits(out[i]), x) {
+				t.Fatalf("VDPBF16PS(acc %#08x, a %#08x, b %#08x) = %#08x, the model says %#08x", acc[i], a[i], b[i], out[i], math.Float32bits(x))
+			}
+			n++
+		}
+	}
+	t.Logf("%d lanes match the model", n)
 }

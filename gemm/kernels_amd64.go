@@ -80,3 +80,8 @@ func archKernels() []*kernel {
 	}
 	return ks
 }
+
+// vdpProbe runs one VDPBF16PS: out = acc + a·b per dword lane (tests).
+//
+//go:noescape
+func vdpProbe(acc, a, b, out *[16]uint32)

@@ -897,6 +897,20 @@ amxloop:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
 	RET
 
+// func vdpProbe(acc, a, b, out *[16]uint32)
+TEXT ·vdpProbe(SB), NOSPLIT, $0-32
+	MOVQ acc+0(FP), AX
+	MOVQ a+8(FP), BX
+	MOVQ b+16(FP), CX
+	MOVQ out+24(FP), DX
+	VMOVUPS (AX), Z0
+	VMOVUPS (BX), Z1
+	VMOVUPS (CX), Z2
+	BYTE $0x62; BYTE $0xf2; BYTE $0x76; BYTE $0x48; BYTE $0x52; BYTE $0xc2 // vdpbf16ps zmm0,zmm1,zmm2
+	VMOVUPS Z0, (DX)
+	VZEROUPPER
+	RET
+
 // func getMXCSR() uint32
 TEXT ·getMXCSR(SB), NOSPLIT, $8-4
 	STMXCSR 0(SP)

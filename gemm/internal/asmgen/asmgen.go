@@ -760,8 +760,22 @@ TEXT ·bf16AMX(SB), NOSPLIT, $48-73`)
 	g.p("\tRET")
 }
 
-// mxcsrProbe: a helper for the tests, returning MXCSR.
+// mxcsrProbe: helpers for the tests: MXCSR, and one VDPBF16PS.
 func (g *gen) mxcsrProbe() {
+	g.p(`
+// func vdpProbe(acc, a, b, out *[16]uint32)
+TEXT ·vdpProbe(SB), NOSPLIT, $0-32
+	MOVQ acc+0(FP), AX
+	MOVQ a+8(FP), BX
+	MOVQ b+16(FP), CX
+	MOVQ out+24(FP), DX
+	VMOVUPS (AX), Z0
+	VMOVUPS (BX), Z1
+	VMOVUPS (CX), Z2`)
+	g.vdpbf16ps(0, 1, 2)
+	g.p(`	VMOVUPS Z0, (DX)
+	VZEROUPPER
+	RET`)
 	g.p(`
 // func getMXCSR() uint32
 TEXT ·getMXCSR(SB), NOSPLIT, $8-4
