@@ -190,22 +190,39 @@ func dotBF16(k int, a, b func(q int) float32, c float32) float32 {
 // operands' values (already rounded to the precision). For BF16, C is read
 // through dazC; k = 0 leaves C as it is (or +0).
 func refProduct(prec Precision, m, n, k int, a func(i, q int) float32, b func(q, j int) float32, c []float32, ldc int, acc bool) {
+	am, bm := make([]float32, m*k), make([]float32, n*k)
 	for i := 0; i < m; i++ {
+		for q := 0; q < k; q++ {
+			am[i*k+q] = a(i, q)
+		}
+	}
+	for j := 0; j < n; j++ {
+		for q := 0; q < k; q++ {
+			bm[j*k+q] = b(q, j)
+		}
+	}
+	refMat(prec, m, n, k, am, bm, c, ldc, acc)
+}
+
+// refMat is refProduct on operand matrices: a is m×k and b is n×k (row j
+// holds column j of op(B)), both row-major and dense.
+func refMat(prec Precision, m, n, k int, a, b []float32, c []float32, ldc int, acc bool) {
+	for i := 0; i < m; i++ {
+		ai := a[i*k : i*k+k]
 		for j := 0; j < n; j++ {
+			bj := b[j*k : j*k+k]
 			var x float32
 			if acc {
 				x = c[i*ldc+j]
 			}
-			if k == 0 {
-				c[i*ldc+j] = x
-				continue
-			}
-			ai := func(q int) float32 { return a(i, q) }
-			bj := func(q int) float32 { return b(q, j) }
-			if prec == BF16 {
-				x = dotBF16(k, ai, bj, dazC(x))
-			} else {
-				x = dotF32(k, ai, bj, x)
+			at := func(q int) float32 { return ai[q] }
+			bt := func(q int) float32 { return bj[q] }
+			switch {
+			case k == 0:
+			case prec == BF16:
+				x = dotBF16(k, at, bt, dazC(x))
+			default:
+				x = dotF32(k, at, bt, x)
 			}
 			c[i*ldc+j] = x
 		}

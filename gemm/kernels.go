@@ -136,7 +136,7 @@ type selfTestProblem struct {
 }
 
 var stProblem = sync.OnceValue(func() *selfTestProblem {
-	const m, n, k = 37, 70, 300
+	const m, n, k = 37, 40, 300
 	rng := rand.New(rand.NewPCG(0x5eed, 13))
 	p := &selfTestProblem{m: m, n: n, k: k}
 	p.a = specialValues(rng, m*k)
@@ -164,23 +164,27 @@ var stProblem = sync.OnceValue(func() *selfTestProblem {
 
 // specialValues returns n values, most of them bfloat16-exact with
 // exponents in a narrow range (so every rounding matters), some float32
-// values, and a sprinkling of extremes, denormals, zeros, ±Inf and NaN.
+// values, and a sprinkling of tiny values (denormal operands, underflowing
+// products), large ones, zeros, and rarely values beyond float32's square
+// root, ±Inf and NaN (rare enough that most dot products stay finite).
 func specialValues(rng *rand.Rand, n int) []float32 {
 	s := make([]float32, n)
 	for i := range s {
 		sign := float64(1 - 2*rng.IntN(2))
-		switch x := rng.IntN(200); {
-		case x < 150:
+		switch x := rng.IntN(3000); {
+		case x < 2100:
 			s[i] = float32(sign * math.Ldexp(float64(128+rng.IntN(128))/128, rng.IntN(17)-8))
-		case x < 180:
+		case x < 2700:
 			s[i] = float32(sign * math.Ldexp(1+rng.Float64(), rng.IntN(17)-8))
-		case x < 186:
-			s[i] = float32(sign * math.Ldexp(1+rng.Float64(), -140+rng.IntN(40)))
-		case x < 192:
-			s[i] = float32(sign * math.Ldexp(1+rng.Float64(), 50+rng.IntN(76)))
-		case x < 196:
+		case x < 2820:
 			s[i] = float32(math.Copysign(0, sign))
-		case x < 198:
+		case x < 2910:
+			s[i] = float32(sign * math.Ldexp(1+rng.Float64(), -140+rng.IntN(40)))
+		case x < 2994:
+			s[i] = float32(sign * math.Ldexp(1+rng.Float64(), 20+rng.IntN(40)))
+		case x < 2997:
+			s[i] = float32(sign * math.Ldexp(1+rng.Float64(), 100+rng.IntN(27)))
+		case x < 2998:
 			s[i] = float32(math.Inf(int(sign)))
 		default:
 			s[i] = float32(math.NaN())
@@ -189,10 +193,50 @@ func specialValues(rng *rand.Rand, n int) []float32 {
 	return s
 }
 
+// stCases are the self-test's products: the whole problem, and a
+// sub-range with row, column and depth offsets whose depth ends inside a
+// block of an operand that goes on; accumulating and not.
+var stCases = [...]struct {
+	i0, j0, k0, k int
+	acc           bool
+}{{0, 0, 0, 300, false}, {0, 0, 0, 300, true}, {4, 32, 32, 77, false}, {4, 32, 32, 77, true}}
+
+// stWant holds the definition's results for stCases, per precision,
+// computed once.
+var stWant = [2]func() [][]float32{
+	sync.OnceValue(func() [][]float32 { return stReference(F32) }),
+	sync.OnceValue(func() [][]float32 { return stReference(BF16) }),
+}
+
+func stReference(prec Precision) [][]float32 {
+	p := stProblem()
+	a, b := make([]float32, len(p.a)), make([]float32, len(p.b))
+	for i, v := range p.a {
+		a[i] = roundOperand(prec, v)
+	}
+	for i, v := range p.b {
+		b[i] = roundOperand(prec, v)
+	}
+	var want [][]float32
+	for _, r := range stCases {
+		rows, cols := p.m-r.i0, p.n-r.j0
+		am, bm := make([]float32, rows*r.k), make([]float32, cols*r.k)
+		for i := range rows {
+			copy(am[i*r.k:(i+1)*r.k], a[(r.i0+i)*p.k+r.k0:])
+		}
+		for j := range cols {
+			copy(bm[j*r.k:(j+1)*r.k], b[(r.j0+j)*p.k+r.k0:])
+		}
+		w := slices.Clone(p.c[:rows*cols])
+		refMat(prec, rows, cols, r.k, am, bm, w, cols, r.acc)
+		want = append(want, w)
+	}
+	return want
+}
+
 // selfTest runs kernel k through the product driver on the self-test
-// problem (full range, a sub-range with an offset and a partial block,
-// accumulate on and off) and compares every element with the definition.
-// It returns "" or a description of the first mismatch.
+// problem (stCases) and compares every element with the definition. It
+// returns "" or a description of the first mismatch.
 func selfTest(k *kernel) (msg string) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -201,23 +245,18 @@ func selfTest(k *kernel) (msg string) {
 	}()
 	p := stProblem()
 	ws := new(workspace)
-	prec := k.prec
 	var pa, pb packedOp
-	pa.pack(true, prec, k.lay, p.m, p.k, source{f: p.a, ld: p.k})
-	pb.pack(false, prec, k.lay, p.n, p.k, source{f: p.b, ld: p.k})
-	for _, r := range []struct{ i0, j0, k0, k int }{{0, 0, 0, p.k}, {4, 32, 32, 77}} {
-		for _, acc := range []bool{false, true} {
-			rows, cols := p.m-r.i0, p.n-r.j0
-			got := slices.Clone(p.c[:rows*cols])
-			want := slices.Clone(got)
-			macro(k, &pa, r.i0, r.k0, rows, &pb, r.j0, r.k0, cols, r.k, got, cols, acc, ws)
-			refProduct(prec, rows, cols, r.k, func(i, q int) float32 { return roundOperand(prec, p.a[(r.i0+i)*p.k+r.k0+q]) },
-				func(q, j int) float32 { return roundOperand(prec, p.b[(r.j0+j)*p.k+r.k0+q]) }, want, cols, acc)
-			for i := range got {
-				if !sameBits(got[i], want[i]) {
-					return fmt.Sprintf("%v at C[%d][%d] (sub-range %v, acc %v): %v (%#08x), want %v (%#08x)",
-						prec, i/cols, i%cols, r, acc, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
-				}
+	pa.pack(true, k.prec, k.lay, p.m, p.k, source{f: p.a, ld: p.k})
+	pb.pack(false, k.prec, k.lay, p.n, p.k, source{f: p.b, ld: p.k})
+	want := stWant[k.prec]()
+	for ci, r := range stCases {
+		rows, cols := p.m-r.i0, p.n-r.j0
+		got := slices.Clone(p.c[:rows*cols])
+		macro(k, &pa, r.i0, r.k0, rows, &pb, r.j0, r.k0, cols, r.k, got, cols, r.acc, ws)
+		for i := range got {
+			if w := want[ci][i]; !sameBits(got[i], w) {
+				return fmt.Sprintf("%v at C[%d][%d] (sub-range %+v): %v (%#08x), want %v (%#08x)",
+					k.prec, i/cols, i%cols, r, got[i], math.Float32bits(got[i]), w, math.Float32bits(w))
 			}
 		}
 	}

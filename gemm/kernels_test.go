@@ -334,6 +334,21 @@ func FuzzKernels(f *testing.F) {
 // add the chains to C one at a time, do not flush tiny results, flush
 // before rounding, or do not read denormal C as zero.
 func TestSelfTestRejects(t *testing.T) {
+	// The problem must exercise finite arithmetic, not only NaN and Inf.
+	for _, prec := range []Precision{F32, BF16} {
+		finite, all := 0, 0
+		for _, w := range stWant[prec]() {
+			for _, v := range w {
+				all++
+				if !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) {
+					finite++
+				}
+			}
+		}
+		if finite < all/3 {
+			t.Errorf("%v: only %d of %d self-test results are finite", prec, finite, all)
+		}
+	}
 	unfused := func(a []float32, aStride, na int, b []float32, kc int, c []float32, ldc int, acc bool) {
 		for p := 0; p < na; p++ {
 			for r := 0; r < MR; r++ {
