@@ -149,6 +149,9 @@ func TestMutationsDetected(t *testing.T) {
 	names := []string{"bf16-vdp-pair"}
 	if !cpu.X86.HasAVX512BF16 {
 		names = []string{"bf16-fma256-close"}
+		if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
+			t.Skip("no assembly kernel runs on this CPU")
+		}
 	}
 	if os.Getenv("DENSITYKV_MUTATIONS") == "all" {
 		names = names[:0]
@@ -169,7 +172,9 @@ func TestMutationsDetected(t *testing.T) {
 			if strings.Contains(name, "amx") && !cpu.X86.HasAMXBF16 {
 				return
 			}
-			if strings.Contains(name, "bf16-vdp") && !cpu.X86.HasAVX512BF16 {
+			if strings.Contains(name, "bf16-vdp") && !cpu.X86.HasAVX512BF16 ||
+				strings.Contains(name, "512") && !cpu.X86.HasAVX512F ||
+				(strings.Contains(name, "256") || strings.Contains(name, "avx2")) && !cpu.X86.HasAVX2 {
 				return
 			}
 			dir := t.TempDir()
