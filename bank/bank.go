@@ -314,8 +314,13 @@ func (b *Bank) roundDensity(v float64) float64 {
 func (b *Bank) set(h int) riesz.Set {
 	hd := &b.heads[h]
 	dd := b.cfg.descDim()
-	return riesz.Set{X: hd.desc[:hd.n*dd], Norms: hd.norms[:hd.n], N: hd.n, D: dd}
+	return riesz.Set{X: hd.desc[:hd.n*dd], Norms: hd.norms[:hd.n], N: hd.n, D: dd, BF16: b.descBF16()}
 }
+
+// descBF16 reports whether the density descriptors are bfloat16 values (the
+// BF16-rounded keys), so that their dot products are gemm's bfloat16
+// product (the float32 product otherwise).
+func (b *Bank) descBF16() bool { return b.cfg.Payload == BF16 && b.cfg.DescDim == 0 }
 
 // parallel runs fn(h, ws) for every head on the bank's workers.
 func (b *Bank) parallel(fn func(h int, ws *riesz.Workspace)) {

@@ -22,8 +22,9 @@ type BenchConfig struct {
 	Repeats    int    // timed updates (default 5)
 	Workers    int    // parallel heads (0 = GOMAXPROCS)
 	Seed       uint64 // stream seed
-	// Float32Kernel turns off the bfloat16 dot-product kernel for the
-	// whole run (gemm.SetBF16), to compare against the float32 one; the
+	// Float32Kernel runs the bank's bfloat16 dot products on the float32
+	// fused multiply-add kernel instead of the one with bfloat16
+	// instructions for the whole run (gemm.SetBF16), to compare the two; the
 	// results are bit-identical either way.
 	Float32Kernel bool
 	// Config overrides the bank configuration when non-nil (its Heads,
@@ -79,9 +80,9 @@ type BenchResult struct {
 	Accepted       []int   `json:"accepted"`   // r* of every timed update
 	Steps          Timings `json:"step_means"` // mean time per Algorithm 1 step
 	SIMD           bool    `json:"simd"`       // AVX-512 epilogues in use
-	// BF16 reports whether products of the bank's bfloat16 keys ran on the
-	// AVX512_BF16 kernel (gemm.BF16); its results equal the float32
-	// kernel's bit for bit.
+	// BF16 reports whether products of the bank's bfloat16 keys ran on a
+	// kernel with bfloat16 instructions (gemm.HardwareBF16: AVX512_BF16 or
+	// AMX); its results equal the float32 FMA kernel's bit for bit.
 	BF16 bool `json:"bf16"`
 	// PassFloat32SecondsMedian and PassFloat32GFLOPS time the same pass on
 	// the float32 kernel (BF16 only; else zero), and BF16Speedup is the
@@ -97,7 +98,7 @@ type BenchResult struct {
 func (c BenchConfig) Steps() int {
 	c = c.withDefaults()
 	n := 2 + 2*c.Repeats
-	if !c.Float32Kernel && gemm.BF16() {
+	if !c.Float32Kernel && gemm.HardwareBF16() {
 		n += c.Repeats
 	}
 	return n
@@ -230,7 +231,7 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 		defer gemm.SetBF16(gemm.SetBF16(false))
 	}
 	res := BenchResult{Heads: bc.Heads, Candidates: bc.Candidates, Capacity: bc.Capacity, Dim: bc.Dim,
-		Workers: cfg.workers(), SIMD: riesz.SIMD(), BF16: gemm.BF16()}
+		Workers: cfg.workers(), SIMD: riesz.SIMD(), BF16: gemm.HardwareBF16()}
 	// next reports the finished step (if any) and checks the context
 	// before the following one.
 	next := func(finished bool, what string) error {
@@ -309,6 +310,7 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 				s := &b.scratch[h]
 				s.cn = grow(s.cn, N)
 				cs := riesz.NewSet(keys[h*N*bc.Dim:(h+1)*N*bc.Dim], N, bc.Dim, s.cn)
+				cs.BF16 = b.descBF16()
 				s.ext = grow(s.ext, N)
 				s.score = grow(s.score, N)
 				s.inv = grow(s.inv, b.heads[h].n)

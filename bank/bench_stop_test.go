@@ -15,14 +15,14 @@ func TestRunBenchProgressAndCancel(t *testing.T) {
 	total := 0
 	bc := BenchConfig{Heads: 2, Candidates: 40, Capacity: 80, Dim: 16, Repeats: 3,
 		Progress: func(done, n int) { seen = append(seen, done); total = n }}
-	before := gemm.BF16()
+	before := gemm.HardwareBF16()
 	for _, f32 := range []bool{false, true} {
 		bc.Float32Kernel = f32
 		seen = nil
 		// fill, warm-up, 3 updates, 3 passes, and 3 float32 passes when
 		// the bfloat16 kernel is in use.
 		want := 8
-		if gemm.BF16() && !f32 {
+		if gemm.HardwareBF16() && !f32 {
 			want = 11
 		}
 		r, err := RunBench(bc)
@@ -36,8 +36,8 @@ func TestRunBenchProgressAndCancel(t *testing.T) {
 			t.Fatalf("float32 kernel %v: BF16 %v, speed-up %v, float32 pass %v GFLOP/s", f32, r.BF16, r.BF16Speedup, r.PassFloat32GFLOPS)
 		}
 	}
-	if gemm.BF16() != before {
-		t.Fatalf("gemm.BF16() = %v after the runs, %v before: Float32Kernel was not undone", gemm.BF16(), before)
+	if gemm.HardwareBF16() != before {
+		t.Fatalf("gemm.HardwareBF16() = %v after the runs, %v before: Float32Kernel was not undone", gemm.HardwareBF16(), before)
 	}
 	bc.Float32Kernel = false
 	ctx, cancel := context.WithCancel(context.Background())

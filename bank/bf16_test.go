@@ -10,13 +10,15 @@ import (
 )
 
 // TestBF16KernelBitIdentical runs the same video-like stream through banks
-// with the AVX512_BF16 dot-product kernel on and off and requires every
-// decision and the final snapshot to be identical byte for byte: the
-// kernel is a pure speed-up (see gemm's bf16.go). Where the build or CPU
-// has no such kernel both runs use the float32 kernel and the test only
-// checks determinism.
+// with the bfloat16-instruction dot-product kernel (AVX512_BF16 or AMX) on
+// and off (gemm.SetBF16: the float32 FMA kernel computing the same bfloat16
+// product) and requires every decision and the final snapshot to be
+// identical byte for byte: the kernel is a pure speed-up (gemm's package
+// documentation defines the product). Where the build or CPU has no such
+// kernel both runs use the same kernel and the test only checks
+// determinism.
 func TestBF16KernelBitIdentical(t *testing.T) {
-	if !gemm.BF16() {
+	if !gemm.HardwareBF16() {
 		t.Log("no bfloat16 kernel in this build or on this CPU: comparing float32 with itself")
 	}
 	H, N, M, D := 2, 200, 300, 64
@@ -36,9 +38,9 @@ func TestBF16KernelBitIdentical(t *testing.T) {
 				defer func() {
 					// Which kernel ran: bfloat16 products only for a BF16
 					// payload with the kernel on and available.
-					want := on && gemm.BF16() && c.name != "f32-payload"
+					want := on && gemm.HardwareBF16() && c.name != "f32-payload"
 					if used := gemm.BF16Calls() > calls; used != want {
-						t.Errorf("bfloat16 kernel on=%v (available %v): used %v, want %v", on, gemm.BF16(), used, want)
+						t.Errorf("bfloat16 kernel on=%v (available %v): used %v, want %v", on, gemm.HardwareBF16(), used, want)
 					}
 				}()
 				cfg := DefaultConfig()

@@ -450,7 +450,7 @@ func (b *Bank) scoreCached(h, n int, cache []float32, ws *riesz.Workspace) {
 	for i := 0; i < hd.n; i++ {
 		s.inv[i] = float32(1 / math.Max(hd.base[i], b.cfg.Delta))
 	}
-	cs := riesz.Set{X: s.cd, Norms: s.cn, N: n, D: b.cfg.descDim()}
+	cs := riesz.Set{X: s.cd, Norms: s.cn, N: n, D: b.cfg.descDim(), BF16: b.descBF16()}
 	var mean, mx []float64
 	switch b.cfg.Ordering {
 	case OrderMean:
@@ -498,7 +498,7 @@ func (b *Bank) scanCached(h int, cache []float32, ws *riesz.Workspace) {
 	if cache != nil {
 		riesz.ScanRows(cache, hd.n, s.rows, s.rem, s.cross, ckEvery, s.ckpt, ws)
 	} else {
-		b.kern.PrefixScan(riesz.Set{X: s.sd, Norms: s.sn, N: R, D: dd}, b.set(h), s.rem, s.cross, ckEvery, s.ckpt, ws)
+		b.kern.PrefixScan(riesz.Set{X: s.sd, Norms: s.sn, N: R, D: dd, BF16: b.descBF16()}, b.set(h), s.rem, s.cross, ckEvery, s.ckpt, ws)
 	}
 	for _, c := range s.cross[:hd.n] {
 		if int(c) <= R {
@@ -668,7 +668,7 @@ func (b *Bank) chooseEvictions(h int, ws *riesz.Workspace) {
 		clear(s.S)
 	}
 	if rem := r - k*ckEvery; rem > 0 && !full {
-		a := riesz.Set{X: s.sd[k*ckEvery*dd : r*dd], Norms: s.sn[k*ckEvery : r], N: rem, D: dd}
+		a := riesz.Set{X: s.sd[k*ckEvery*dd : r*dd], Norms: s.sn[k*ckEvery : r], N: rem, D: dd, BF16: b.descBF16()}
 		b.kern.Sums(a, b.set(h), nil, s.S, ws)
 	}
 	s.proj = grow(s.proj, m)
@@ -825,7 +825,7 @@ func (b *Bank) updateDensities(h int, ws *riesz.Workspace) {
 		}
 		s.sub = grow(s.sub, rows)
 		clear(s.sub)
-		b.kern.Sums(fs.Rows(0, rows), riesz.Set{X: s.ed, Norms: s.en, N: ne, D: b.cfg.descDim()}, s.sub, nil, ws)
+		b.kern.Sums(fs.Rows(0, rows), riesz.Set{X: s.ed, Norms: s.en, N: ne, D: b.cfg.descDim(), BF16: b.descBF16()}, s.sub, nil, ws)
 		for i := 0; i < rows; i++ {
 			s.rho[i] -= s.sub[i]
 		}
@@ -879,7 +879,7 @@ func (b *Bank) updateSequential(dec *Decision, blk Block, n int) {
 			// External density of this candidate against the current bank.
 			s.ext1 = grow(s.ext1, n)
 			dd := b.cfg.descDim()
-			one := riesz.Set{X: s.cd[int(x)*dd : int(x)*dd+dd], Norms: s.cn[x : x+1], N: 1, D: dd}
+			one := riesz.Set{X: s.cd[int(x)*dd : int(x)*dd+dd], Norms: s.cn[x : x+1], N: 1, D: dd, BF16: b.descBF16()}
 			e1 := []float64{0}
 			b.kern.Sums(one, b.set(h), e1, nil, ws)
 			s.ext1[x] = e1[0]

@@ -3,6 +3,7 @@ package gemm
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -36,79 +37,117 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkFusedNT is the bank's interaction pass: 4680 candidates against
-// a full bank of 9360 keys of dimension 128, B packed once; the epilogue
-// only reads one value per tile row (the bank's own epilogue is measured in
-// its package). Reported GFLOP/s counts 2·m·n·k.
+// eachKernel runs f as a sub-benchmark per precision and kernel. The slow
+// pure-Go kernel and the emulations run only where slow is set.
+func eachKernel(b *testing.B, slow bool, f func(b *testing.B, prec Precision)) {
+	for _, prec := range []Precision{F32, BF16} {
+		for _, name := range testKernels(b, prec) {
+			if !slow && (name == "go" || strings.HasPrefix(name, "emu-")) {
+				continue
+			}
+			b.Run(fmt.Sprintf("%v/%s", prec, name), func(b *testing.B) {
+				withKernel(b, prec, name, func() { f(b, prec) })
+			})
+		}
+	}
+}
+
+// BenchmarkPeak is each kernel's ceiling: 128×512 products of depth 256 on
+// L2-resident operands, one goroutine (the start-up timing probe's
+// problem, at more repetitions).
+func BenchmarkPeak(b *testing.B) {
+	m, n, k := 128, 512, 256
+	a, bb, c := benchData(m*k), benchData(n*k), make([]float32, m*n)
+	eachKernel(b, true, func(b *testing.B, prec Precision) {
+		pa, pb := PackAAs(nil, prec, m, k, a, k), PackNTAs(nil, prec, n, k, bb, k)
+		start := cpuTime()
+		for b.Loop() {
+			MulPacked(m, n, k, pa, 0, 0, pb, 0, 0, c, n, false)
+		}
+		reportFlops(b, 2*float64(m*n*k), start)
+	})
+}
+
+// BenchmarkBank is the bank's interaction pass at paper scale: 4,680
+// candidates against a full bank of 9,360 keys of dimension 128, B packed
+// once, A packed per 128-row block and every 128×512 tile through
+// MulPacked, as riesz does; one goroutine (the bank parallelises over
+// heads). GFLOP/s counts 2·m·n·k.
+func BenchmarkBank(b *testing.B) {
+	m, n, k := 4680, 9360, 128
+	a, bb := benchData(m*k), benchData(n*k)
+	tile := make([]float32, TileM*TileN)
+	eachKernel(b, false, func(b *testing.B, prec Precision) {
+		pb := PackNTAs(nil, prec, n, k, bb, k)
+		var pa PackedA
+		start := cpuTime()
+		for b.Loop() {
+			for i0 := 0; i0 < m; i0 += TileM {
+				rows := min(TileM, m-i0)
+				PackAAs(&pa, prec, rows, k, a[i0*k:], k)
+				for j0 := 0; j0 < n; j0 += TileN {
+					MulPacked(rows, min(TileN, n-j0), k, &pa, 0, 0, pb, j0, 0, tile, TileN, false)
+				}
+			}
+		}
+		reportFlops(b, 2*float64(m)*float64(n)*float64(k), start)
+	})
+}
+
+// BenchmarkPackBank packs the bank's keys (9,360×128) as the passes do
+// once per pass and head, at each precision, one goroutine.
+func BenchmarkPackBank(b *testing.B) {
+	defer SetThreads(SetThreads(1))
+	n, k := 9360, 128
+	bb := benchData(n * k)
+	eachKernel(b, false, func(b *testing.B, prec Precision) {
+		var p PackedB
+		start := cpuTime()
+		for b.Loop() {
+			PackNTAs(&p, prec, n, k, bb, k)
+		}
+		b.ReportMetric(float64(n*k)*float64(b.N)/(cpuTime()-start).Seconds()/1e9, "cpuGvalues/s")
+	})
+}
+
+// BenchmarkDiT is C = X·Wᵀ for Wan2.1-1.3B Linear shapes with 4,680
+// tokens (one 3-frame block): attention projection (1536×1536) and FFN up
+// (8960×1536), W packed once (PackedB.Product), on Threads() goroutines.
+func BenchmarkDiT(b *testing.B) {
+	for _, s := range []struct{ m, n, k int }{{4680, 1536, 1536}, {4680, 8960, 1536}} {
+		x, w, c := benchData(s.m*s.k), benchData(s.n*s.k), make([]float32, s.m*s.n)
+		b.Run(fmt.Sprintf("%dx%dx%d", s.m, s.n, s.k), func(b *testing.B) {
+			eachKernel(b, false, func(b *testing.B, prec Precision) {
+				pw := PackNTAs(nil, prec, s.n, s.k, w, s.k)
+				start := cpuTime()
+				for b.Loop() {
+					pw.Product(s.m, x, s.k, c, s.n)
+				}
+				reportFlops(b, 2*float64(s.m)*float64(s.n)*float64(s.k), start)
+			})
+		})
+	}
+}
+
+// BenchmarkFusedNT is the bank's pass through the tile API on Threads()
+// goroutines with a trivial epilogue (the bank's own is measured in its
+// package), on the selected kernels.
 func BenchmarkFusedNT(b *testing.B) {
 	m, n, k := 4680, 9360, 128
 	a, bb := benchData(m*k), benchData(n*k)
-	pb := PackNT(nil, n, k, bb, k)
 	sums := make([]float32, m)
-	epi := func(w, i0, j0, rows, cols int, t []float32, ldt int) {
-		for r := 0; r < rows; r++ {
-			sums[i0+r] += t[r*ldt+cols-1]
-		}
-	}
-	for _, mode := range []string{"parallel", "serial"} {
-		b.Run(mode, func(b *testing.B) {
+	for _, prec := range []Precision{F32, BF16} {
+		b.Run(prec.String(), func(b *testing.B) {
+			pb := PackNTAs(nil, prec, n, k, bb, k)
 			start := cpuTime()
 			for b.Loop() {
-				if mode == "parallel" {
-					pb.TileFuncParallel(m, a, k, epi)
-				} else {
-					pb.TileFunc(m, a, k, func(i0, j0, rows, cols int, t []float32, ldt int) { epi(0, i0, j0, rows, cols, t, ldt) })
-				}
+				pb.TileFuncParallel(m, a, k, func(w, i0, j0, rows, cols int, t []float32, ldt int) {
+					for r := 0; r < rows; r++ {
+						sums[i0+r] += t[r*ldt+cols-1]
+					}
+				})
 			}
 			reportFlops(b, 2*float64(m)*float64(n)*float64(k), start)
 		})
 	}
-}
-
-// BenchmarkNTTile is the riesz package's per-tile call: NT on a 128×512×128
-// tile including packing of B (single goroutine).
-func BenchmarkNTTile(b *testing.B) {
-	defer SetThreads(SetThreads(1))
-	m, n, k := 128, 512, 128
-	a, bb, c := benchData(m*k), benchData(n*k), make([]float32, m*n)
-	start := cpuTime()
-	for b.Loop() {
-		NT(m, n, k, a, k, bb, k, c, n)
-	}
-	reportFlops(b, 2*float64(m)*float64(n)*float64(k), start)
-}
-
-// BenchmarkLinear is C = X·Wᵀ for the Wan2.1-1.3B Linear shapes with 4680
-// tokens (one 3-frame block): attention projections, FFN up, FFN down.
-func BenchmarkLinear(b *testing.B) {
-	for _, s := range []struct{ m, n, k int }{{4680, 1536, 1536}, {4680, 8960, 1536}, {4680, 1536, 8960}} {
-		b.Run(fmt.Sprintf("%dx%dx%d", s.m, s.n, s.k), func(b *testing.B) {
-			x, w, c := benchData(s.m*s.k), benchData(s.n*s.k), make([]float32, s.m*s.n)
-			start := cpuTime()
-			for b.Loop() {
-				NT(s.m, s.n, s.k, x, s.k, w, s.k, c, s.n)
-			}
-			reportFlops(b, 2*float64(s.m)*float64(s.n)*float64(s.k), start)
-		})
-	}
-}
-
-// BenchmarkProductSubTiles is the Riesz package's use: the bank packed once,
-// then ProductSub on every 128×512 tile of the 4680×9360×128 interaction
-// matrix (single goroutine; the bank parallelises over heads).
-func BenchmarkProductSubTiles(b *testing.B) {
-	m, n, k := 4680, 9360, 128
-	a, bb := benchData(m*k), benchData(n*k)
-	pb := PackNT(nil, n, k, bb, k)
-	tile := make([]float32, 128*512)
-	start := cpuTime()
-	for b.Loop() {
-		for i0 := 0; i0 < m; i0 += 128 {
-			rows := min(128, m-i0)
-			for j0 := 0; j0 < n; j0 += 512 {
-				pb.ProductSub(rows, a[i0*k:], k, j0, min(j0+512, n), 0, k, tile, 512, false)
-			}
-		}
-	}
-	reportFlops(b, 2*float64(m)*float64(n)*float64(k), start)
 }

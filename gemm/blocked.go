@@ -1,132 +1,51 @@
 package gemm
 
-// The packed, blocked driver of the fast path (GotoBLAS style). B is packed
-// whole into panels of NR columns ([panel][k][NR], zero padded); a block of
-// TileM rows of A into panels of MR rows ([panel][k][MR], zero padded). The
-// micro-kernel computes an MR×NR block of C over one chunk of KC depth,
-// either starting from zero (first chunk) or continuing from C. Partial
-// micro-tiles at the edges run the same kernel on a scratch block, so every
-// element of C sees exactly the same arithmetic wherever it lies, and the
-// result does not depend on the tiling of the work among goroutines.
+// The packed, blocked driver (GotoBLAS style). B is packed whole into
+// panels of NR columns; a block of up to TileM rows of A into panels of MR
+// rows (or AMX rows). The kernels compute whole MR×NR micro-tiles (AMX:
+// 32×32) over chunks of depth, starting from zero or continuing from C;
+// partial micro-tiles at the edges run the same kernel on scratch, and a
+// bfloat16 block that is cut short by a sub-range (ProductSub, MulPacked)
+// runs on zero-padded copies, so every element of C sees exactly the
+// arithmetic of the definition wherever it lies, and the result does not
+// depend on the tiling of the work among goroutines.
 
-// packB packs b into p for the fast path (or keeps a row copy for the
-// reference path). nn selects the layout of b: k×n (NN) or n×k (NT).
-func packB(p *PackedB, nn bool, n, k int, b []float32, ldb int) *PackedB {
-	p.n, p.k = n, k
-	if !useFast {
-		p.raw = grow(p.raw, n*k)
-		for j := 0; j < n; j++ {
-			for q := 0; q < k; q++ {
-				if nn {
-					p.raw[j*k+q] = b[q*ldb+j]
-				} else {
-					p.raw[j*k+q] = b[j*ldb+q]
-				}
-			}
-		}
-		// The panels are still filled: MulPacked always reads them.
-	}
-	np := (n + NR - 1) / NR
-	p.data = grow(p.data, np*k*NR)
-	if n*k < 1<<16 || Threads() == 1 {
-		p.packPanels(nn, 0, np, b, ldb)
-	} else {
-		parallelFor(Threads(), np, func(_, lo, hi int) { p.packPanels(nn, lo, hi, b, ldb) })
-	}
-	p.packPairsB()
-	return p
+// stripF32Func computes full micro-tiles on float32 panels: for each of na
+// A panels p (MR rows; panel p starts at a[p*aStride]) against one B panel
+// (NR columns, b), over depth kc:
+//
+//	C[p·MR + r][s] = product over the kc depths of A_p[·][r] and B[·][s],
+//	                 continuing from C (acc) or from +0
+//
+// where C[i][s] is c[i*ldc+s] and the product is the kernel's definition
+// (float32, or bfloat16 with kc a multiple of BF16Block).
+type stripF32Func func(a []float32, aStride, na int, b []float32, kc int, c []float32, ldc int, acc bool)
+
+// stripU32Func is stripF32Func on quad-pair panels; kq counts dwords (two
+// depths each) and is a multiple of BF16Block/2.
+type stripU32Func func(a []uint32, aStride, na int, b []uint32, kq int, c []float32, ldc int, acc bool)
+
+// amxFunc computes full 32×32 tiles on AMX operands: for ng row groups g
+// (rows 32g.. of a, lda dwords per row) and nb B panels j (b[j*bStride:],
+// NR columns), over kb blocks of BF16Block depth:
+//
+//	C[32g + r][NR·j + s] = bfloat16 product, continuing from C (acc) or +0
+type amxFunc func(a []uint32, lda, ng int, b []uint32, bStride, nb, kb int, c []float32, ldc int, acc bool)
+
+// span is a packed operand's part in one product: rows [r0, r0+rows) (A:
+// multiple of MR; B: columns, multiple of NR) at depths [k0, k0+k).
+type span struct {
+	op         *packedOp
+	r0, rows   int
+	k0         int
+	padded     bool // the depth range ends at the operand's end (zero padding follows)
+	panelWidth int  // MR or NR
 }
 
-// packPanels packs the NR-column panels [lo, hi) of b into p.data.
-func (p *PackedB) packPanels(nn bool, lo, hi int, b []float32, ldb int) {
-	n, k := p.n, p.k
-	{
-		for jp := lo; jp < hi; jp++ {
-			dst := p.data[jp*k*NR : (jp+1)*k*NR]
-			j0 := jp * NR
-			cols := min(NR, n-j0)
-			if nn {
-				for q := 0; q < k; q++ {
-					d := dst[q*NR : q*NR+NR]
-					copy(d, b[q*ldb+j0:q*ldb+j0+cols])
-					clear(d[cols:])
-				}
-				continue
-			}
-			if cols < NR {
-				clear(dst)
-			}
-			// Four rows at a time: contiguous reads, four writes per step.
-			s := 0
-			for ; s+4 <= cols; s += 4 {
-				r0 := b[(j0+s)*ldb : (j0+s)*ldb+k]
-				r1 := b[(j0+s+1)*ldb : (j0+s+1)*ldb+k]
-				r2 := b[(j0+s+2)*ldb : (j0+s+2)*ldb+k]
-				r3 := b[(j0+s+3)*ldb : (j0+s+3)*ldb+k]
-				for q := range r0 {
-					d := dst[q*NR+s : q*NR+s+4 : q*NR+s+4]
-					d[0], d[1], d[2], d[3] = r0[q], r1[q], r2[q], r3[q]
-				}
-			}
-			for ; s < cols; s++ {
-				row := b[(j0+s)*ldb : (j0+s)*ldb+k]
-				for q, v := range row {
-					dst[q*NR+s] = v
-				}
-			}
-		}
-	}
-}
-
-// packA packs rows [i0, i0+rows) of a (m×k) into ap as [panel][k][MR].
-func packA(ap []float32, rows, k int, a []float32, lda, i0 int) []float32 {
-	npan := (rows + MR - 1) / MR
-	ap = grow(ap, npan*k*MR)
-	for ip := 0; ip < npan; ip++ {
-		dst := ap[ip*k*MR : (ip+1)*k*MR]
-		r0 := ip * MR
-		nr := min(MR, rows-r0)
-		if nr < MR {
-			clear(dst)
-		}
-		if nr == MR {
-			x0 := a[(i0+r0)*lda : (i0+r0)*lda+k]
-			x1 := a[(i0+r0+1)*lda : (i0+r0+1)*lda+k]
-			x2 := a[(i0+r0+2)*lda : (i0+r0+2)*lda+k]
-			x3 := a[(i0+r0+3)*lda : (i0+r0+3)*lda+k]
-			for q := range x0 {
-				d := dst[q*MR : q*MR+4 : q*MR+4]
-				d[0], d[1], d[2], d[3] = x0[q], x1[q], x2[q], x3[q]
-			}
-			continue
-		}
-		for r := 0; r < nr; r++ {
-			row := a[(i0+r0+r)*lda : (i0+r0+r)*lda+k]
-			for q, v := range row {
-				dst[q*MR+r] = v
-			}
-		}
-	}
-	return ap
-}
-
-// macro computes the block C[0:rows][0:cols] (c has leading dimension ldc)
-// from packed A rows (ap: panels of depth aK, whose columns [aK0, aK0+k1-k0)
-// are used) and the packed B panels starting at column j0 (a multiple of
-// NR), over the inner range [k0, k1) of B. With acc the products are added
-// to C (continuing its value), otherwise C is overwritten.
-func (p *PackedB) macro(ap []float32, aK, aK0, rows, j0, cols, k0, k1 int, c []float32, ldc int, acc bool, tmp *[MR * NR]float32) {
-	macroPanels(p.data, p.k, ap, aK, aK0, rows, j0, cols, k0, k1, KC, c, ldc, acc, tmp, kernel)
-}
-
-// macroPanels is macro over panels of any element type: b holds B's panels
-// of depth bk ([panel][bk][NR]), ap A's of depth aK, depths are counted in
-// elements (values, or bfloat16 pairs), chunks are kc deep, and kern is the
-// micro-kernel for one MR×NR block. Partial micro-tiles go through tmp.
-func macroPanels[E float32 | uint32](b []E, bk int, ap []E, aK, aK0, rows, j0, cols, k0, k1, kc int, c []float32, ldc int, acc bool, tmp *[MR * NR]float32,
-	kern func(kc int, a, b []E, c []float32, ldc int, acc bool)) {
-	akk := k1 - k0
-	if akk == 0 {
+// macro computes C[0:rows][0:cols] (+)= A[ai0:][ak0:ak0+k] · op(B)[bk0:][bj0:]
+// with kernel kern: A and B packed (same precision and layout as kern).
+func macro(kern *kernel, pa *packedOp, ai0, ak0, rows int, pb *packedOp, bj0, bk0, cols, k int, c []float32, ldc int, acc bool, ws *workspace) {
+	if k == 0 {
 		if !acc {
 			for r := 0; r < rows; r++ {
 				clear(c[r*ldc : r*ldc+cols])
@@ -134,165 +53,214 @@ func macroPanels[E float32 | uint32](b []E, bk int, ap []E, aK, aK0, rows, j0, c
 		}
 		return
 	}
-	for pc := 0; pc < akk; pc += kc {
-		kc := min(kc, akk-pc)
-		acc := acc || pc > 0
-		for jj := 0; jj < cols; jj += NR {
-			nc := min(NR, cols-jj)
-			jp := (j0 + jj) / NR
-			bp := b[(jp*bk+k0+pc)*NR : (jp*bk+k0+pc+kc)*NR]
-			for ii := 0; ii < rows; ii += MR {
-				mr := min(MR, rows-ii)
-				a := ap[((ii/MR)*aK+aK0+pc)*MR : ((ii/MR)*aK+aK0+pc+kc)*MR]
-				if mr == MR && nc == NR {
-					kern(kc, a, bp, c[ii*ldc+jj:], ldc, acc)
-					continue
-				}
-				t := tmp[:]
-				if acc {
-					for r := 0; r < mr; r++ {
-						copy(t[r*NR:r*NR+nc], c[(ii+r)*ldc+jj:(ii+r)*ldc+jj+nc])
+	padded := ak0+k == pa.k && bk0+k == pb.k
+	switch pa.lay {
+	case layoutF32:
+		kc := KC
+		if kern.prec == BF16 {
+			kc = kern.kc
+		}
+		drivePanels(kern.f32, kern.prec, pa.lay, pa.data, pa.kp, ai0, ak0, rows, pb.data, pb.kp, bj0, bk0, cols, k, 1, kc, padded, c, ldc, acc, ws, &ws.tailF)
+	case layoutQuad:
+		drivePanels(kern.u32, kern.prec, pa.lay, pa.u32, pa.kp/2, ai0, ak0, rows, pb.u32, pb.kp/2, bj0, bk0, cols, k, 2, kern.kc, padded, c, ldc, acc, ws, &ws.tailU)
+	case layoutAMX:
+		driveAMX(kern.amx, pa, ai0, ak0, rows, pb, bj0, bk0, cols, k, padded, c, ldc, acc, ws)
+	}
+}
+
+// tailScratch holds zero-padded copies of one bfloat16 block for a product
+// whose depth range stops inside a block.
+type tailScratch[E float32 | uint32] struct{ a, b []E }
+
+// drivePanels runs a strip kernel over float32 or quad-pair panels. A's
+// panels have depth aK units (per = depths per unit) and start at row ai0;
+// B's have depth bK units and start at column bj0. kc is the depth chunk
+// (a multiple of BF16Block for bfloat16).
+func drivePanels[E float32 | uint32](strip func([]E, int, int, []E, int, []float32, int, bool), prec Precision, lay layout,
+	ad []E, aK, ai0, ak0, rows int, bd []E, bK, bj0, bk0, cols, k, per, kc int, padded bool,
+	c []float32, ldc int, acc bool, ws *workspace, tail *tailScratch[E]) {
+	aStride, bStride := aK*MR, bK*NR
+	ap := ad[(ai0/MR)*aStride:]
+	bp := bd[(bj0/NR)*bStride:]
+	kfull := k
+	if prec == BF16 && !padded {
+		kfull = k / BF16Block * BF16Block
+	} else if prec == BF16 {
+		kfull = roundUp(k, BF16Block)
+	}
+	for pc := 0; pc < kfull; pc += kc {
+		n := min(kc, kfull-pc)
+		panels(strip, ap, aStride, (ak0+pc)/per, bp, bStride, (bk0+pc)/per, n/per, rows, cols, c, ldc, acc || pc > 0, ws)
+	}
+	if kfull >= k {
+		return
+	}
+	// The last block stops inside the operands: multiply zero-padded
+	// copies of it.
+	units := BF16Block / per
+	npa, npb := (rows+MR-1)/MR, (cols+NR-1)/NR
+	tail.a = growE(tail.a, npa*units*MR)
+	tail.b = growE(tail.b, npb*units*NR)
+	maskTail(lay, tail.a, ap, aStride, (ak0+kfull)/per, npa, MR, k-kfull)
+	maskTail(lay, tail.b, bp, bStride, (bk0+kfull)/per, npb, NR, k-kfull)
+	panels(strip, tail.a, units*MR, 0, tail.b, units*NR, 0, units, rows, cols, c, ldc, acc || kfull > 0, ws)
+}
+
+func growE[E float32 | uint32](s []E, n int) []E {
+	if cap(s) < n {
+		return make([]E, n)
+	}
+	return s[:n]
+}
+
+// maskTail copies one block (units depth units from unit u0) of np panels
+// of width w from src (panel stride stride) into dst ([np][units][w]),
+// keeping the block's first t depths and zeroing the rest.
+func maskTail[E float32 | uint32](lay layout, dst, src []E, stride, u0, np, w, t int) {
+	units := len(dst) / (np * w)
+	var mask [BF16Block]uint32 // per unit, the halves to keep
+	for q := 0; q < t; q++ {
+		d, sh := pairIndex(lay, q)
+		if lay == layoutF32 {
+			d, sh = q, 0
+		}
+		mask[d] |= 0xffff << sh
+	}
+	for p := 0; p < np; p++ {
+		s := src[p*stride+u0*w : p*stride+(u0+units)*w]
+		d := dst[p*units*w : (p+1)*units*w]
+		for u := 0; u < units; u++ {
+			for j := 0; j < w; j++ {
+				switch v := any(s[u*w+j]).(type) {
+				case float32:
+					if mask[u] == 0 {
+						v = 0
 					}
-				}
-				kern(kc, a, bp, t, NR, acc)
-				for r := 0; r < mr; r++ {
-					copy(c[(ii+r)*ldc+jj:(ii+r)*ldc+jj+nc], t[r*NR:r*NR+nc])
+					d[u*w+j] = E(v)
+				case uint32:
+					d[u*w+j] = E(v & mask[u])
 				}
 			}
 		}
 	}
 }
 
-// sub computes C[0:m][0:j1-j0] (+)= A[0:m][0:k1-k0]·op(B)[k0:k1][j0:j1] on
-// the calling goroutine (see ProductSub).
-func (p *PackedB) sub(m int, a []float32, lda int, j0, j1, k0, k1 int, c []float32, ldc int, acc bool) {
-	ws := getWorkspace()
-	akk := k1 - k0
-	for i0 := 0; i0 < m; i0 += TileM {
-		rows := min(TileM, m-i0)
-		if !useFast {
-			subGeneric(rows, a[i0*lda:], lda, p.raw, p.k, j0, j1, k0, k1, c[i0*ldc:], ldc, acc)
-			continue
+// panels computes one depth chunk (kc units from unit aOff of A and bOff
+// of B) for all micro-tiles of the rows×cols block: full tiles straight
+// into C, partial ones through scratch.
+func panels[E float32 | uint32](strip func([]E, int, int, []E, int, []float32, int, bool),
+	ap []E, aStride, aOff int, bp []E, bStride, bOff, kc, rows, cols int, c []float32, ldc int, acc bool, ws *workspace) {
+	full := rows / MR
+	tmp := ws.strip[:]
+	for jj := 0; jj < cols; jj += NR {
+		nc := min(NR, cols-jj)
+		b := bp[(jj/NR)*bStride+bOff*NR:]
+		if nc == NR && full > 0 {
+			strip(ap[aOff*MR:], aStride, full, b, kc, c[jj:], ldc, acc)
 		}
-		ws.ap = packA(ws.ap, rows, akk, a, lda, i0)
-		for jb := j0; jb < j1; jb += TileN {
-			cols := min(TileN, j1-jb)
-			p.macro(ws.ap, akk, 0, rows, jb, cols, k0, k1, c[i0*ldc+jb-j0:], ldc, acc, &ws.tmp)
+		r0 := full * MR
+		if nc < NR {
+			r0 = 0
 		}
-	}
-	putWorkspace(ws)
-}
-
-// subGeneric is sub with the reference loops; raw is op(B) transposed
-// (n×k rows).
-func subGeneric(m int, a []float32, lda int, raw []float32, k, j0, j1, k0, k1 int, c []float32, ldc int, acc bool) {
-	for i := 0; i < m; i++ {
-		ar := a[i*lda : i*lda+k1-k0]
-		for j := j0; j < j1; j++ {
-			br := raw[j*k+k0 : j*k+k1]
-			var s float32
+		// The rest goes through tmp, TileM rows at a time.
+		for i0 := r0; i0 < rows; i0 += TileM {
+			nr := min(TileM, rows-i0)
+			np := (nr + MR - 1) / MR
 			if acc {
-				s = c[i*ldc+j-j0]
+				for r := 0; r < nr; r++ {
+					copy(tmp[r*NR:r*NR+nc], c[(i0+r)*ldc+jj:(i0+r)*ldc+jj+nc])
+				}
 			}
-			for q, v := range ar {
-				s += v * br[q]
+			strip(ap[(i0/MR)*aStride+aOff*MR:], aStride, np, b, kc, tmp, NR, acc)
+			for r := 0; r < nr; r++ {
+				copy(c[(i0+r)*ldc+jj:(i0+r)*ldc+jj+nc], tmp[r*NR:r*NR+nc])
 			}
-			c[i*ldc+j-j0] = s
 		}
 	}
 }
 
-// product computes C = A·op(B) into c (m×n, leading dimension ldc) on up to
-// Threads() goroutines, splitting the TileM×TileN blocks of C into
-// contiguous ranges (row blocks outer).
-func (p *PackedB) product(m int, a []float32, lda int, c []float32, ldc int) {
-	n, k := p.n, p.k
-	if !useFast {
-		parallelRows(m, func(i0, i1 int) {
-			ntGeneric(i1-i0, n, k, a[i0*lda:], lda, p.raw, k, c[i0*ldc:], ldc)
-		})
-		return
+// driveAMX runs the AMX kernel (or its emulation) over AMX operands: full
+// 32×32 tiles straight into C, edges through scratch, and a block cut
+// short by the depth range on zero-padded copies.
+func driveAMX(f amxFunc, pa *packedOp, ai0, ak0, rows int, pb *packedOp, bj0, bk0, cols, k int, padded bool, c []float32, ldc int, acc bool, ws *workspace) {
+	lda := pa.kp / 2
+	bStride := pb.kp / 2 * NR
+	kb := k / BF16Block
+	if padded {
+		kb = (k + BF16Block - 1) / BF16Block
 	}
-	rb := (m + TileM - 1) / TileM
-	cb := (n + TileN - 1) / TileN
-	workers := Threads()
-	if flops := 2 * m * n * k; flops < 1<<21 {
-		workers = 1
+	a := pa.u32[ai0*lda+ak0/2:]
+	b := pb.u32[(bj0/NR)*bStride+bk0/2*NR:]
+	if kb > 0 {
+		amxBlock(f, a, lda, b, bStride, kb, rows, cols, c, ldc, acc, ws)
 	}
-	if workers <= 1 {
-		p.productRange(0, rb*cb, m, a, lda, c, ldc)
-		return
-	}
-	parallelFor(workers, rb*cb, func(_, lo, hi int) { p.productRange(lo, hi, m, a, lda, c, ldc) })
-}
-
-// productRange computes the blocks [lo, hi) of C. With one depth chunk
-// (k ≤ KC) blocks are numbered row-major, so a packed A block serves a
-// whole row of blocks; with several, column-major, so that consecutive
-// blocks reuse the same B block from cache (B is usually the larger
-// operand, e.g. a Linear layer's weights) while A is re-packed per block,
-// which costs one copy per 2·TileN flops.
-func (p *PackedB) productRange(lo, hi, m int, a []float32, lda int, c []float32, ldc int) {
-	n, k := p.n, p.k
-	cb := (n + TileN - 1) / TileN
-	rb := (m + TileM - 1) / TileM
-	ws := getWorkspace()
-	last := -1
-	for it := lo; it < hi; it++ {
-		ic, jc := it/cb, it%cb
-		if k > KC {
-			ic, jc = it%rb, it/rb
+	if t := k - kb*BF16Block; t > 0 {
+		// Zero-padded copies of the last block: A rows [mp][16], B panels.
+		const h = BF16Block / 2
+		npb := (cols + NR - 1) / NR
+		ta := growE(ws.tailU.a, roundUp(rows, amxRows)*h)
+		tb := growE(ws.tailU.b, npb*h*NR)
+		clear(ta)
+		ws.tailU.a, ws.tailU.b = ta, tb
+		var mask [h]uint32
+		for q := 0; q < t; q++ {
+			mask[q/2] |= 0xffff << (uint(q&1) * 16)
 		}
-		i0, j0 := ic*TileM, jc*TileN
-		rows, cols := min(TileM, m-i0), min(TileN, n-j0)
-		if ic != last {
-			ws.ap = packA(ws.ap, rows, k, a, lda, i0)
-			last = ic
-		}
-		p.macro(ws.ap, k, 0, rows, j0, cols, 0, k, c[i0*ldc+j0:], ldc, false, &ws.tmp)
-	}
-	putWorkspace(ws)
-}
-
-// tiles runs the fused tile loop on up to workers goroutines, each owning a
-// contiguous range of row blocks. Exactly one of seq (workers must be 1) and
-// par is non-nil.
-func (p *PackedB) tiles(m int, a []float32, lda int, workers int, seq TileFunc, par ParallelTileFunc) {
-	rb := (m + TileM - 1) / TileM
-	if 2*m*p.n*p.k < 1<<21 {
-		workers = 1
-	}
-	if workers <= 1 || rb == 1 {
-		p.tileRange(0, 0, rb, m, a, lda, seq, par)
-		return
-	}
-	parallelFor(workers, rb, func(w, lo, hi int) { p.tileRange(w, lo, hi, m, a, lda, seq, par) })
-}
-
-// tileRange runs the row blocks [lo, hi) of the fused tile loop as worker w.
-func (p *PackedB) tileRange(w, lo, hi, m int, a []float32, lda int, seq TileFunc, par ParallelTileFunc) {
-	n, k := p.n, p.k
-	ws := getWorkspace()
-	ws.tile = grow(ws.tile, TileM*TileN)
-	for ic := lo; ic < hi; ic++ {
-		i0 := ic * TileM
-		rows := min(TileM, m-i0)
-		if useFast {
-			ws.ap = packA(ws.ap, rows, k, a, lda, i0)
-		}
-		for j0 := 0; j0 < n; j0 += TileN {
-			cols := min(TileN, n-j0)
-			if useFast {
-				p.macro(ws.ap, k, 0, rows, j0, cols, 0, k, ws.tile, TileN, false, &ws.tmp)
-			} else {
-				ntGeneric(rows, cols, k, a[i0*lda:], lda, p.raw[j0*k:], k, ws.tile, TileN)
-			}
-			if seq != nil {
-				seq(i0, j0, rows, cols, ws.tile, TileN)
-			} else {
-				par(w, i0, j0, rows, cols, ws.tile, TileN)
+		for r := 0; r < rows; r++ {
+			src := a[r*lda+kb*h : r*lda+kb*h+h]
+			for d := range mask {
+				ta[r*h+d] = src[d] & mask[d]
 			}
 		}
+		for p := 0; p < npb; p++ {
+			src := b[p*bStride+kb*h*NR:]
+			for d := range mask {
+				for j := 0; j < NR; j++ {
+					tb[(p*h+d)*NR+j] = src[d*NR+j] & mask[d]
+				}
+			}
+		}
+		amxBlock(f, ta, h, tb, h*NR, 1, rows, cols, c, ldc, acc || kb > 0, ws)
 	}
-	putWorkspace(ws)
+}
+
+// amxBlock computes C[0:rows][0:cols] over kb blocks from A rows a (lda
+// dwords per row, at least roundUp(rows, 32) rows readable or padded by
+// the caller's layout) and B panels b.
+func amxBlock(f amxFunc, a []uint32, lda int, b []uint32, bStride, kb, rows, cols int, c []float32, ldc int, acc bool, ws *workspace) {
+	ng, nb := rows/amxRows, cols/NR
+	if ng > 0 && nb > 0 {
+		f(a, lda, ng, b, bStride, nb, kb, c, ldc, acc)
+	}
+	tmp := ws.strip[:amxRows*NR]
+	edge := func(ga []uint32, r0, nr, j int) {
+		nc := min(NR, cols-j*NR)
+		if acc {
+			for r := 0; r < nr; r++ {
+				copy(tmp[r*NR:r*NR+nc], c[(r0+r)*ldc+j*NR:(r0+r)*ldc+j*NR+nc])
+			}
+		}
+		f(ga, lda, 1, b[j*bStride:], bStride, 1, kb, tmp, NR, acc)
+		for r := 0; r < nr; r++ {
+			copy(c[(r0+r)*ldc+j*NR:(r0+r)*ldc+j*NR+nc], tmp[r*NR:r*NR+nc])
+		}
+	}
+	if nb*NR < cols { // the partial panel, full row groups
+		for g := 0; g < ng; g++ {
+			edge(a[g*amxRows*lda:], g*amxRows, amxRows, nb)
+		}
+	}
+	if rem := rows - ng*amxRows; rem > 0 {
+		// The partial row group: a zero-padded copy of its rows.
+		ga := growU32(ws.edgeA, amxRows*lda)
+		ws.edgeA = ga
+		clear(ga)
+		for r := 0; r < rem; r++ {
+			src := a[(ng*amxRows+r)*lda:]
+			copy(ga[r*lda:r*lda+kb*BF16Block/2], src[:kb*BF16Block/2])
+		}
+		for j := 0; j < (cols+NR-1)/NR; j++ {
+			edge(ga, ng*amxRows, rem, j)
+		}
+	}
 }

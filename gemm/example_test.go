@@ -33,3 +33,21 @@ func ExamplePackedB_TileFunc() {
 	fmt.Println(rowMax)
 	// Output: [3 7]
 }
+
+// A Linear layer whose weights stay in bfloat16 (as in a real checkpoint):
+// the weights are packed once as a BF16 operand, and the activations are
+// rounded to bfloat16 as they are multiplied (PackedB.Product packs A at
+// B's precision), so y is the bfloat16 product of the package
+// documentation, identical on every CPU.
+func ExamplePackNTBF16() {
+	w := []uint16{ // 2×2 weights [out][in]
+		gemm.RoundBF16(1), gemm.RoundBF16(0.5),
+		gemm.RoundBF16(-2), gemm.RoundBF16(0.25),
+	}
+	pw := gemm.PackNTBF16(nil, gemm.BF16, 2, 2, w, 2)
+	x := []float32{1, 2.001} // one token; 2.001 rounds to 2 in bfloat16
+	y := make([]float32, 2)
+	pw.Product(1, x, 2, y, 2)
+	fmt.Println(y)
+	// Output: [2 -1.5]
+}

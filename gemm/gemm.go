@@ -1,32 +1,8 @@
-// Package gemm provides the dense float32 matrix products used by the Riesz
-// kernels, the attention and the Wan backbone: C = A·Bᵀ (NT) and C = A·B
-// (NN), row-major, with leading dimensions, plus a fused tile API (NTFunc)
-// that hands C to a caller's epilogue tile by tile without materialising it.
-//
-// The reference loops in the doc comments define the results. The fast path
-// packs A and B into panels and runs a 4×32 register-blocked micro-kernel:
-// with GOEXPERIMENT=simd on an AVX-512 amd64 CPU it uses simd/archsimd
-// Float32x16 fused multiply-adds; otherwise a pure-Go micro-kernel. MulPacked
-// on operands that hold only exact bfloat16 values (the bank's keys) runs an
-// AVX512_BF16 kernel instead where the CPU has one: twice the multiply-adds
-// per instruction, with results equal to the float32 kernel's bit for bit
-// (bf16.go explains why). The naive reference loops (gemm_generic.go) are
-// always built and are the oracle the fast path is tested against; the path
-// is chosen once at start-up.
-//
-// Every output element is computed by exactly one goroutine with a summation
-// order that depends only on k (chunks of KC, sequential inside a chunk), so
-// results are bit-identical for every thread count (see SetThreads).
-//
-// Memory: packing buffers come from a sync.Pool, so calls on one goroutine
-// do not allocate in steady state; a call that fans out to several
-// goroutines allocates a few small closures (about six) for them.
-//
-// Aliasing: C must not overlap A or B.
 package gemm
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync/atomic"
 )
@@ -34,11 +10,12 @@ import (
 // Blocking parameters of the fast path. Tiles handed to NTFunc callbacks are
 // at most TileM×TileN.
 const (
-	// MR×NR is the register block of the micro-kernel.
+	// MR×NR is the register block of the micro-kernels and the panel
+	// geometry of packed float32 operands.
 	MR = 4
 	NR = 32
-	// KC is the depth of one packed chunk: the k dimension is summed in
-	// chunks of KC, in order.
+	// KC is the depth of one chunk of the float32 kernels: C is stored
+	// and reloaded between chunks (which does not change any result).
 	KC = 128
 	// TileM and TileN bound the rows and columns of one tile (macro block).
 	TileM = 128
@@ -62,58 +39,51 @@ func SetThreads(n int) (prev int) {
 // Threads returns the current thread setting (see SetThreads).
 func Threads() int { return int(threads.Load()) }
 
-// useFast selects the packed, blocked path (SIMD micro-kernel when available)
-// over the naive reference loops. It is set once at start-up; tests flip it
-// through forceGeneric.
-var useFast = true
-
-// SIMD reports whether the AVX-512 micro-kernel is in use (GOEXPERIMENT=simd
-// build on a CPU with AVX-512).
-func SIMD() bool { return useFast && simdKernel }
-
-// NT computes C = A·Bᵀ, overwriting C:
+// NT computes C = A·Bᵀ in float32, overwriting C:
 //
 //	for i < m, j < n: c[i*ldc+j] = Σ_{p<k} a[i*lda+p] * b[j*ldb+p]
 //
-// A is m×k, B is n×k, C is m×n, all row-major. It panics with a "gemm.NT"
-// message on negative sizes, short slices or leading dimensions smaller
-// than the row length.
+// (the sum is the float32 product of the package documentation). A is m×k,
+// B is n×k, C is m×n, all row-major. It panics with a "gemm.NT" message on
+// negative sizes, short slices or leading dimensions smaller than the row
+// length.
 func NT(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	NTAs(F32, m, n, k, a, lda, b, ldb, c, ldc)
+}
+
+// NTAs is NT at precision prec: with BF16 both operands are rounded to
+// bfloat16 (nearest even) and C is their bfloat16 product.
+func NTAs(prec Precision, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	checkPrec("NT", prec)
 	check("NT", m, n, k, a, lda, k, b, ldb, k, c, ldc)
 	if m == 0 || n == 0 {
 		return
 	}
-	if !useFast {
-		parallelRows(m, func(i0, i1 int) {
-			ntGeneric(i1-i0, n, k, a[i0*lda:], lda, b, ldb, c[i0*ldc:], ldc)
-		})
-		return
-	}
 	ws := getWorkspace()
-	pb := packB(&ws.pb, false, n, k, b, ldb)
-	pb.product(m, a, lda, c, ldc)
+	ws.pb.o.pack(false, prec, packLayout(prec), n, k, source{f: b, ld: ldb})
+	ws.pb.product(m, a, lda, c, ldc)
 	putWorkspace(ws)
 }
 
-// NN computes C = A·B, overwriting C:
+// NN computes C = A·B in float32, overwriting C:
 //
 //	for i < m, j < n: c[i*ldc+j] = Σ_{p<k} a[i*lda+p] * b[p*ldb+j]
 //
 // A is m×k, B is k×n, C is m×n, all row-major. It panics like NT.
 func NN(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	NNAs(F32, m, n, k, a, lda, b, ldb, c, ldc)
+}
+
+// NNAs is NN at precision prec (see NTAs).
+func NNAs(prec Precision, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	checkPrec("NN", prec)
 	check("NN", m, n, k, a, lda, k, b, ldb, n, c, ldc)
 	if m == 0 || n == 0 {
 		return
 	}
-	if !useFast {
-		parallelRows(m, func(i0, i1 int) {
-			nnGeneric(i1-i0, n, k, a[i0*lda:], lda, b, ldb, c[i0*ldc:], ldc)
-		})
-		return
-	}
 	ws := getWorkspace()
-	pb := packB(&ws.pb, true, n, k, b, ldb)
-	pb.product(m, a, lda, c, ldc)
+	ws.pb.o.pack(false, prec, packLayout(prec), n, k, source{f: b, ld: ldb, kMajor: true})
+	ws.pb.product(m, a, lda, c, ldc)
 	putWorkspace(ws)
 }
 
@@ -129,13 +99,19 @@ type TileFunc func(i0, j0, rows, cols int, tile []float32, ldt int)
 // each, j0 = 0, TileN, ...). fn is called sequentially from the calling
 // goroutine. Each tile value equals the corresponding NT result bit for bit.
 func NTFunc(m, n, k int, a []float32, lda int, b []float32, ldb int, fn TileFunc) {
+	NTFuncAs(F32, m, n, k, a, lda, b, ldb, fn)
+}
+
+// NTFuncAs is NTFunc at precision prec (see NTAs).
+func NTFuncAs(prec Precision, m, n, k int, a []float32, lda int, b []float32, ldb int, fn TileFunc) {
+	checkPrec("NTFunc", prec)
 	check("NTFunc", m, n, k, a, lda, k, b, ldb, k, nil, 0)
 	if m == 0 || n == 0 {
 		return
 	}
 	ws := getWorkspace()
-	pb := packB(&ws.pb, false, n, k, b, ldb)
-	pb.tiles(m, a, lda, 1, fn, nil)
+	ws.pb.o.pack(false, prec, packLayout(prec), n, k, source{f: b, ld: ldb})
+	ws.pb.tiles(m, a, lda, 1, fn, nil)
 	putWorkspace(ws)
 }
 
@@ -152,109 +128,274 @@ type ParallelTileFunc func(worker, i0, j0, rows, cols int, tile []float32, ldt i
 // per-column reductions are not unless the caller combines per-worker
 // partials itself.
 func NTFuncParallel(m, n, k int, a []float32, lda int, b []float32, ldb int, fn ParallelTileFunc) {
+	NTFuncParallelAs(F32, m, n, k, a, lda, b, ldb, fn)
+}
+
+// NTFuncParallelAs is NTFuncParallel at precision prec (see NTAs).
+func NTFuncParallelAs(prec Precision, m, n, k int, a []float32, lda int, b []float32, ldb int, fn ParallelTileFunc) {
+	checkPrec("NTFuncParallel", prec)
 	check("NTFuncParallel", m, n, k, a, lda, k, b, ldb, k, nil, 0)
 	if m == 0 || n == 0 {
 		return
 	}
 	ws := getWorkspace()
-	pb := packB(&ws.pb, false, n, k, b, ldb)
-	pb.tiles(m, a, lda, Threads(), nil, fn)
+	ws.pb.o.pack(false, prec, packLayout(prec), n, k, source{f: b, ld: ldb})
+	ws.pb.tiles(m, a, lda, Threads(), nil, fn)
 	putWorkspace(ws)
-}
-
-// PackedB is a right-hand operand packed once into micro-kernel panels and
-// reused across products, e.g. a bank's keys used for several passes or a
-// Linear layer's weights. The zero value is empty; Pack methods reuse its
-// storage. A PackedB may be read by several goroutines at once but must not
-// be re-packed while in use.
-type PackedB struct {
-	n, k int
-	data []float32 // fast path: [ceil(n/NR)][k][NR] panels, zero padded
-	raw  []float32 // reference path: B as n×k rows (NT) for the generic loops
-
-	// bfloat16 pair panels [ceil(n/NR)][k/2][NR] (see bf16.go), valid
-	// when pairs is set.
-	bf    []uint32
-	pairs bool
-}
-
-// N returns the number of columns of C (rows of Bᵀ) of the packed operand.
-func (p *PackedB) N() int { return p.n }
-
-// K returns the inner dimension of the packed operand.
-func (p *PackedB) K() int { return p.k }
-
-// Bytes returns the memory held by the packed operand.
-func (p *PackedB) Bytes() int64 { return int64(cap(p.data)+cap(p.raw)+cap(p.bf)) * 4 }
-
-// PackNT packs B (n×k, row-major, leading dimension ldb) for products
-// C = A·Bᵀ, reusing p's storage, and returns p. A nil p allocates one.
-func PackNT(p *PackedB, n, k int, b []float32, ldb int) *PackedB {
-	check("PackNT", 0, n, k, nil, 0, 0, b, ldb, k, nil, 0)
-	if p == nil {
-		p = new(PackedB)
-	}
-	return packB(p, false, n, k, b, ldb)
-}
-
-// PackNN packs B (k×n, row-major, leading dimension ldb) for products
-// C = A·B, reusing p's storage, and returns p. A nil p allocates one.
-func PackNN(p *PackedB, n, k int, b []float32, ldb int) *PackedB {
-	check("PackNN", 0, n, k, nil, 0, 0, b, ldb, n, nil, 0)
-	if p == nil {
-		p = new(PackedB)
-	}
-	return packB(p, true, n, k, b, ldb)
 }
 
 // Product computes C = A·op(B) for the packed operand (op(B) = Bᵀ after
 // PackNT, B after PackNN), overwriting C (m×N(), leading dimension ldc).
-// A is m×K() with leading dimension lda. Results equal NT / NN bit for bit.
+// A is m×K() float32 with leading dimension lda, packed at B's precision
+// (rounded to bfloat16 when B is BF16). Results equal NT / NN (NTAs / NNAs)
+// bit for bit.
 func (p *PackedB) Product(m int, a []float32, lda int, c []float32, ldc int) {
-	check("PackedB.Product", m, p.n, p.k, a, lda, p.k, nil, 0, 0, c, ldc)
-	if m == 0 || p.n == 0 {
+	check("PackedB.Product", m, p.o.rows, p.o.k, a, lda, p.o.k, nil, 0, 0, c, ldc)
+	if m == 0 || p.o.rows == 0 {
 		return
 	}
+	p.checkLayout("PackedB.Product")
 	p.product(m, a, lda, c, ldc)
 }
 
-// TileFunc is NTFunc for the packed operand (sequential, same tile order).
+// TileFunc is NTFunc for the packed operand (sequential, same tile order;
+// A is packed at B's precision).
 func (p *PackedB) TileFunc(m int, a []float32, lda int, fn TileFunc) {
-	check("PackedB.TileFunc", m, p.n, p.k, a, lda, p.k, nil, 0, 0, nil, 0)
-	if m == 0 || p.n == 0 {
+	check("PackedB.TileFunc", m, p.o.rows, p.o.k, a, lda, p.o.k, nil, 0, 0, nil, 0)
+	if m == 0 || p.o.rows == 0 {
 		return
 	}
+	p.checkLayout("PackedB.TileFunc")
 	p.tiles(m, a, lda, 1, fn, nil)
 }
 
 // TileFuncParallel is NTFuncParallel for the packed operand (same worker
-// split and ordering guarantees).
+// split and ordering guarantees; A is packed at B's precision).
 func (p *PackedB) TileFuncParallel(m int, a []float32, lda int, fn ParallelTileFunc) {
-	check("PackedB.TileFuncParallel", m, p.n, p.k, a, lda, p.k, nil, 0, 0, nil, 0)
-	if m == 0 || p.n == 0 {
+	check("PackedB.TileFuncParallel", m, p.o.rows, p.o.k, a, lda, p.o.k, nil, 0, 0, nil, 0)
+	if m == 0 || p.o.rows == 0 {
 		return
 	}
+	p.checkLayout("PackedB.TileFuncParallel")
 	p.tiles(m, a, lda, Threads(), nil, fn)
 }
 
 // ProductSub computes a sub-product on the calling goroutine:
 //
-//	for i < m, j < j1-j0: c[i*ldc+j] = (acc ? c[i*ldc+j] : 0) + Σ_{q<k1-k0} a[i*lda+q] * op(B)[k0+q][j0+j]
+//	for i < m, j < j1-j0: c[i*ldc+j] = product of A[i][0:k1-k0] and op(B)[k0:k1][j0+j],
+//	                                   continuing from c[i*ldc+j] (acc) or +0
 //
-// where op(B) is K()×N() (Bᵀ after PackNT, B after PackNN). j0 must be a
-// multiple of NR (the panel width); 0 ≤ j0 ≤ j1 ≤ N(), 0 ≤ k0 ≤ k1 ≤ K().
-// With acc the products continue from C's values (the sum runs in order of
-// q after them), which lets a caller accumulate over inner-dimension
-// blocks, as the tiled attention does. It does not allocate in steady state.
+// where op(B) is K()×N() (Bᵀ after PackNT, B after PackNN) and A (m×(k1-k0)
+// float32, leading dimension lda) is packed at B's precision. j0 must be a
+// multiple of NR (the panel width) and, for a BF16 operand, k0 a multiple
+// of BF16Block; 0 ≤ j0 ≤ j1 ≤ N(), 0 ≤ k0 ≤ k1 ≤ K(). With acc the products
+// continue from C's values, which lets a caller accumulate over
+// inner-dimension blocks, as the tiled attention does. It does not allocate
+// in steady state.
 func (p *PackedB) ProductSub(m int, a []float32, lda int, j0, j1, k0, k1 int, c []float32, ldc int, acc bool) {
-	if j0%NR != 0 || j0 < 0 || j1 < j0 || j1 > p.n || k0 < 0 || k1 < k0 || k1 > p.k {
-		panic(fmt.Sprintf("gemm.PackedB.ProductSub: bad ranges j [%d, %d) k [%d, %d) for N=%d K=%d (j0 must be a multiple of %d)", j0, j1, k0, k1, p.n, p.k, NR))
+	if j0%NR != 0 || j0 < 0 || j1 < j0 || j1 > p.o.rows || k0 < 0 || k1 < k0 || k1 > p.o.k || (p.o.prec == BF16 && k0%BF16Block != 0) {
+		panic(fmt.Sprintf("gemm.PackedB.ProductSub: bad ranges j [%d, %d) k [%d, %d) for N=%d K=%d (j0 must be a multiple of %d, k0 of a %v operand of %d)",
+			j0, j1, k0, k1, p.o.rows, p.o.k, NR, p.o.prec, blockOf(p.o.prec)))
 	}
 	check("PackedB.ProductSub", m, j1-j0, k1-k0, a, lda, k1-k0, nil, 0, 0, c, ldc)
 	if m == 0 || j1 == j0 {
 		return
 	}
+	p.checkLayout("PackedB.ProductSub")
 	p.sub(m, a, lda, j0, j1, k0, k1, c, ldc, acc)
+}
+
+// blockOf is the depth alignment sub-ranges of an operand need.
+func blockOf(p Precision) int {
+	if p == BF16 {
+		return BF16Block
+	}
+	return 1
+}
+
+// checkLayout panics if a bfloat16 operand was packed for a kernel layout
+// other than the selected one (Force changed it).
+func (o *packedOp) checkLayout(op, name string) {
+	if k := selectedKernel(o.prec); o.lay != k.lay {
+		panic(fmt.Sprintf("gemm.%s: %s was packed in %v, but the %v kernel %s needs %v: re-pack it after gemm.Force", op, name, o.lay, o.prec, k.name, k.lay))
+	}
+}
+
+func (p *PackedB) checkLayout(op string) { p.o.checkLayout(op, "B") }
+
+// MulPacked multiplies sub-blocks of packed operands on the calling
+// goroutine:
+//
+//	for i < m, j < n: c[i*ldc+j] = product of A[ai0+i][ak0:ak0+k] and op(B)[bk0:bk0+k][bj0+j],
+//	                               continuing from c[i*ldc+j] (acc) or +0
+//
+// A and B must have the same precision, and the product is that
+// precision's (see the package documentation; a bfloat16 product's depth
+// blocks start at ak0 and bk0, which must be multiples of BF16Block). ai0
+// must be a multiple of MR and bj0 of NR; the blocks must lie inside the
+// operands. It does not allocate in steady state. The tiled attention uses
+// it to keep its operands packed across many small products.
+func MulPacked(m, n, k int, pa *PackedA, ai0, ak0 int, pb *PackedB, bj0, bk0 int, c []float32, ldc int, acc bool) {
+	a, b := &pa.o, &pb.o
+	if m < 0 || n < 0 || k < 0 || ai0 < 0 || ai0%MR != 0 || ai0+m > a.rows || ak0 < 0 || ak0+k > a.k ||
+		bj0 < 0 || bj0%NR != 0 || bj0+n > b.rows || bk0 < 0 || bk0+k > b.k {
+		panic(fmt.Sprintf("gemm.MulPacked: %d×%d×%d product at A[%d:][%d:] (A is %d×%d) and B[%d:][%d:] (op(B) is %d×%d); A rows must start at a multiple of %d, B columns of %d",
+			m, n, k, ai0, ak0, a.rows, a.k, bk0, bj0, b.k, b.rows, MR, NR))
+	}
+	if a.prec != b.prec {
+		panic(fmt.Sprintf("gemm.MulPacked: A is %v and B is %v: pack both at one precision", a.prec, b.prec))
+	}
+	if a.prec == BF16 && (ak0%BF16Block != 0 || bk0%BF16Block != 0) {
+		panic(fmt.Sprintf("gemm.MulPacked: bf16 depth offsets ak0=%d bk0=%d must be multiples of %d", ak0, bk0, BF16Block))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	if ldc < n || len(c) < (m-1)*ldc+n {
+		panic(fmt.Sprintf("gemm.MulPacked: C has %d values with leading dimension %d, need %d×%d", len(c), ldc, m, n))
+	}
+	a.checkLayout("MulPacked", "A")
+	b.checkLayout("MulPacked", "B")
+	kern := selectedKernel(a.prec)
+	if kern.hw {
+		bf16Calls.Add(1)
+	}
+	ws := getWorkspace()
+	for jb := 0; jb < n; jb += TileN {
+		macro(kern, a, ai0, ak0, m, b, bj0+jb, bk0, min(TileN, n-jb), k, c[jb:], ldc, acc, ws)
+	}
+	putWorkspace(ws)
+}
+
+// product computes C = A·op(B) into c (m×n, leading dimension ldc) on up to
+// Threads() goroutines, splitting the TileM×TileN blocks of C into
+// contiguous ranges (row blocks outer).
+func (p *PackedB) product(m int, a []float32, lda int, c []float32, ldc int) {
+	n, k := p.o.rows, p.o.k
+	kern := selectedKernel(p.o.prec)
+	if kern.hw {
+		bf16Calls.Add(1)
+	}
+	rb := (m + TileM - 1) / TileM
+	cb := (n + TileN - 1) / TileN
+	workers := Threads()
+	if flops := 2 * m * n * k; flops < 1<<21 {
+		workers = 1
+	}
+	if workers <= 1 {
+		p.productRange(kern, 0, rb*cb, m, a, lda, c, ldc)
+		return
+	}
+	parallelFor(workers, rb*cb, func(_, lo, hi int) { p.productRange(kern, lo, hi, m, a, lda, c, ldc) })
+}
+
+// productRange computes the blocks [lo, hi) of C, numbered row-major, so
+// that a packed block of A rows serves a whole row of blocks (packing A
+// costs about as much as a few percent of its products, more when it
+// rounds to bfloat16; B streams from the last-level cache).
+func (p *PackedB) productRange(kern *kernel, lo, hi, m int, a []float32, lda int, c []float32, ldc int) {
+	n, k := p.o.rows, p.o.k
+	cb := (n + TileN - 1) / TileN
+	ws := getWorkspace()
+	last := -1
+	for it := lo; it < hi; it++ {
+		ic, jc := it/cb, it%cb
+		i0, j0 := ic*TileM, jc*TileN
+		rows, cols := min(TileM, m-i0), min(TileN, n-j0)
+		if ic != last {
+			ws.pa.o.pack(true, p.o.prec, p.o.lay, rows, k, source{f: a[i0*lda:], ld: lda})
+			last = ic
+		}
+		macro(kern, &ws.pa.o, 0, 0, rows, &p.o, j0, 0, cols, k, c[i0*ldc+j0:], ldc, false, ws)
+	}
+	putWorkspace(ws)
+}
+
+// tiles runs the fused tile loop on up to workers goroutines, each owning a
+// contiguous range of row blocks. Exactly one of seq (workers must be 1) and
+// par is non-nil.
+func (p *PackedB) tiles(m int, a []float32, lda int, workers int, seq TileFunc, par ParallelTileFunc) {
+	kern := selectedKernel(p.o.prec)
+	if kern.hw {
+		bf16Calls.Add(1)
+	}
+	rb := (m + TileM - 1) / TileM
+	if 2*m*p.o.rows*p.o.k < 1<<21 {
+		workers = 1
+	}
+	if workers <= 1 || rb == 1 {
+		p.tileRange(kern, 0, 0, rb, m, a, lda, seq, par)
+		return
+	}
+	parallelFor(workers, rb, func(w, lo, hi int) { p.tileRange(kern, w, lo, hi, m, a, lda, seq, par) })
+}
+
+// tileRange runs the row blocks [lo, hi) of the fused tile loop as worker w.
+func (p *PackedB) tileRange(kern *kernel, w, lo, hi, m int, a []float32, lda int, seq TileFunc, par ParallelTileFunc) {
+	n, k := p.o.rows, p.o.k
+	ws := getWorkspace()
+	ws.tile = grow(ws.tile, TileM*TileN)
+	for ic := lo; ic < hi; ic++ {
+		i0 := ic * TileM
+		rows := min(TileM, m-i0)
+		ws.pa.o.pack(true, p.o.prec, p.o.lay, rows, k, source{f: a[i0*lda:], ld: lda})
+		for j0 := 0; j0 < n; j0 += TileN {
+			cols := min(TileN, n-j0)
+			macro(kern, &ws.pa.o, 0, 0, rows, &p.o, j0, 0, cols, k, ws.tile, TileN, false, ws)
+			if seq != nil {
+				seq(i0, j0, rows, cols, ws.tile, TileN)
+			} else {
+				par(w, i0, j0, rows, cols, ws.tile, TileN)
+			}
+		}
+	}
+	putWorkspace(ws)
+}
+
+// sub computes C[0:m][0:j1-j0] (+)= A[0:m][0:k1-k0]·op(B)[k0:k1][j0:j1] on
+// the calling goroutine (see ProductSub).
+func (p *PackedB) sub(m int, a []float32, lda int, j0, j1, k0, k1 int, c []float32, ldc int, acc bool) {
+	kern := selectedKernel(p.o.prec)
+	if kern.hw {
+		bf16Calls.Add(1)
+	}
+	ws := getWorkspace()
+	akk := k1 - k0
+	for i0 := 0; i0 < m; i0 += TileM {
+		rows := min(TileM, m-i0)
+		ws.pa.o.pack(true, p.o.prec, p.o.lay, rows, akk, source{f: a[i0*lda:], ld: lda})
+		for jb := j0; jb < j1; jb += TileN {
+			cols := min(TileN, j1-jb)
+			macro(kern, &ws.pa.o, 0, 0, rows, &p.o, jb, k0, cols, akk, c[i0*ldc+jb-j0:], ldc, acc, ws)
+		}
+	}
+	putWorkspace(ws)
+}
+
+// checkSize panics when rows·cols overflows (before anything is sized by
+// it).
+func checkSize(op string, rows, cols int) {
+	if cols > 0 && rows > math.MaxInt/cols {
+		panic(fmt.Sprintf("gemm.%s: size %d×%d overflows", op, rows, cols))
+	}
+}
+
+// checkMat validates a rows×cols matrix of n values with leading dimension
+// ld.
+func checkMat(op, name string, rows, cols, n, ld int) {
+	if rows < 0 || cols < 0 {
+		panic(fmt.Sprintf("gemm.%s: negative size %d×%d", op, rows, cols))
+	}
+	checkSize(op, rows, cols)
+	if rows == 0 || cols == 0 {
+		return
+	}
+	if ld < cols {
+		panic(fmt.Sprintf("gemm.%s: %s leading dimension %d < %d columns", op, name, ld, cols))
+	}
+	if ld > math.MaxInt/rows || n < (rows-1)*ld+cols {
+		panic(fmt.Sprintf("gemm.%s: %s has %d values, need %d×%d with leading dimension %d", op, name, n, rows, cols, ld))
+	}
 }
 
 // check validates sizes and slice lengths; a nil slice with zero rows is
@@ -263,8 +404,11 @@ func check(op string, m, n, k int, a []float32, lda, acols int, b []float32, ldb
 	if m < 0 || n < 0 || k < 0 {
 		panic(fmt.Sprintf("gemm.%s: negative size m=%d n=%d k=%d", op, m, n, k))
 	}
+	checkSize(op, m, k)
+	checkSize(op, n, k)
+	checkSize(op, m, n)
 	brows := n
-	if op == "NN" || op == "PackNN" {
+	if op == "NN" {
 		brows = k
 	}
 	need := func(name string, s []float32, rows, cols, ld int) {
@@ -274,14 +418,9 @@ func check(op string, m, n, k int, a []float32, lda, acols int, b []float32, ldb
 		if ld < cols {
 			panic(fmt.Sprintf("gemm.%s: %s leading dimension %d < %d columns", op, name, ld, cols))
 		}
-		if len(s) < (rows-1)*ld+cols {
+		if ld > math.MaxInt/rows || len(s) < (rows-1)*ld+cols {
 			panic(fmt.Sprintf("gemm.%s: %s has %d values, need %d", op, name, len(s), (rows-1)*ld+cols))
 		}
-	}
-	if m == 0 && a == nil && c == nil {
-		// packing entry points: only B matters
-		need("B", b, brows, bcols, ldb)
-		return
 	}
 	if m == 0 || n == 0 {
 		return

@@ -8,24 +8,6 @@ import (
 	"testing"
 )
 
-// forceGeneric switches to the naive reference loops and returns a func
-// restoring the previous path.
-func forceGeneric() func() {
-	old := useFast
-	useFast = false
-	return func() { useFast = old }
-}
-
-// forcePortableKernel keeps the blocked driver but with the pure-Go
-// micro-kernel.
-func forcePortableKernel() func() {
-	old, olds := kernel, simdKernel
-	kernel, simdKernel = kernelGo, false
-	return func() { kernel, simdKernel = old, olds }
-}
-
-const guard = float32(-7777.5)
-
 // randMat returns rows×ld values (plus guard padding) with uniform values in
 // [-1, 1); columns beyond cols in each row are guard values.
 func randMat(rng *rand.Rand, rows, cols, ld int) []float32 {
@@ -73,13 +55,12 @@ func ref64(nn bool, m, n, k int, a []float32, lda int, b []float32, ldb int) ([]
 	return c, abs
 }
 
-func sameFloat(x, y float32) bool {
-	return x == y || (x != x && y != y)
-}
-
 var sizes = []int{0, 1, 3, 4, 5, 15, 16, 17, 31, 32, 33, 127, 128, 129}
 
-func TestNTNNAgainstReference(t *testing.T) {
+// TestNTNNAccuracy checks NT and NN against float64 sums (a sanity check
+// of the definition itself: float32 and bfloat16 products of bfloat16-exact
+// values stay within a float32 rounding bound), with guards around C.
+func TestNTNNAccuracy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	type shape struct{ m, n, k int }
 	var shapes []shape
@@ -90,16 +71,7 @@ func TestNTNNAgainstReference(t *testing.T) {
 			}
 		}
 	}
-	paths := []struct {
-		name string
-		set  func() func()
-	}{
-		{"fast", func() func() { return func() {} }},
-		{"portable-kernel", forcePortableKernel},
-		{"generic", forceGeneric},
-	}
-	for _, path := range paths {
-		restore := path.set()
+	for _, prec := range []Precision{F32, BF16} {
 		for _, nn := range []bool{false, true} {
 			for si, s := range shapes {
 				pad := si % 3
@@ -112,11 +84,19 @@ func TestNTNNAgainstReference(t *testing.T) {
 				}
 				a := randMat(rng, s.m, s.k, lda)
 				b := randMat(rng, brows, bcols, ldb)
+				if prec == BF16 { // exact bfloat16 inputs: only the sums round
+					for i, v := range a {
+						a[i] = BF16ToFloat32(RoundBF16(v))
+					}
+					for i, v := range b {
+						b[i] = BF16ToFloat32(RoundBF16(v))
+					}
+				}
 				c := filled(s.m*ldc + 3)
 				if nn {
-					NN(s.m, s.n, s.k, a, lda, b, ldb, c, ldc)
+					NNAs(prec, s.m, s.n, s.k, a, lda, b, ldb, c, ldc)
 				} else {
-					NT(s.m, s.n, s.k, a, lda, b, ldb, c, ldc)
+					NTAs(prec, s.m, s.n, s.k, a, lda, b, ldb, c, ldc)
 				}
 				want, abs := ref64(nn, s.m, s.n, s.k, a, lda, b, ldb)
 				for i := 0; i < s.m; i++ {
@@ -124,89 +104,47 @@ func TestNTNNAgainstReference(t *testing.T) {
 						got := c[i*ldc+j]
 						if j >= s.n {
 							if got != guard {
-								t.Fatalf("%s nn=%v %v: guard at (%d,%d) overwritten: %v", path.name, nn, s, i, j, got)
+								t.Fatalf("%v nn=%v %v: guard at (%d,%d) overwritten: %v", prec, nn, s, i, j, got)
 							}
 							continue
 						}
 						tol := 1e-6*abs[i*s.n+j] + 1e-30
 						if d := math.Abs(float64(got) - want[i*s.n+j]); d > tol {
-							t.Fatalf("%s nn=%v %v: c[%d][%d] = %v, want %v (|diff| %g > %g)", path.name, nn, s, i, j, got, want[i*s.n+j], d, tol)
+							t.Fatalf("%v nn=%v %v: c[%d][%d] = %v, want %v (|diff| %g > %g)", prec, nn, s, i, j, got, want[i*s.n+j], d, tol)
 						}
 					}
 				}
 				for _, g := range c[s.m*ldc:] {
 					if g != guard {
-						t.Fatalf("%s nn=%v %v: trailing guard overwritten", path.name, nn, s)
+						t.Fatalf("%v nn=%v %v: trailing guard overwritten", prec, nn, s)
 					}
 				}
 			}
 		}
-		restore()
 	}
 }
 
 func TestNaNInfPropagation(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, s := range []struct{ m, n, k int }{{5, 33, 17}, {16, 16, 16}, {129, 40, 130}} {
-		a := randMat(rng, s.m, s.k, s.k)
-		b := randMat(rng, s.n, s.k, s.k)
-		a[2*s.k+3] = float32(math.NaN())
-		a[1*s.k+1] = float32(math.Inf(1))
-		b[(s.n-1)*s.k+1] = float32(math.Inf(-1))
-		b[0] = 0
-		a[(s.m-1)*s.k] = float32(math.Inf(1)) // Inf·0 = NaN at (m-1, 0)
-		c := make([]float32, s.m*s.n)
-		NT(s.m, s.n, s.k, a, s.k, b, s.k, c, s.n)
-		g := make([]float32, s.m*s.n)
-		restore := forceGeneric()
-		NT(s.m, s.n, s.k, a, s.k, b, s.k, g, s.n)
-		restore()
-		for i := range c {
-			gi, ci := g[i], c[i]
-			nanOrInf := math.IsNaN(float64(gi)) || math.IsInf(float64(gi), 0)
-			if nanOrInf && !sameFloat(gi, ci) {
-				t.Fatalf("%v: element %d: fast %v, generic %v", s, i, ci, gi)
-			}
-			if !nanOrInf && (math.IsNaN(float64(ci)) || math.IsInf(float64(ci), 0)) {
-				t.Fatalf("%v: element %d: fast %v, generic %v", s, i, ci, gi)
-			}
-		}
-		if !math.IsNaN(float64(c[2*s.n])) || !math.IsInf(float64(c[1*s.n+s.n-1]), 0) || !math.IsNaN(float64(c[(s.m-1)*s.n])) {
-			t.Fatalf("%v: NaN/Inf not propagated: %v %v %v", s, c[2*s.n], c[s.n+s.n-1], c[(s.m-1)*s.n])
-		}
-	}
-}
-
-func TestThreadCountDeterminism(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	m, n, k := 300, 700, 300
-	if testing.Short() {
-		m, n, k = 150, 600, 140
-	}
-	a := randMat(rng, m, k, k)
-	b := randMat(rng, n, k, k)
-	bnn := randMat(rng, k, n, n)
-	var ref, refNN []float32
-	defer SetThreads(SetThreads(1))
-	for _, th := range []int{1, 2, 3, 7} {
-		SetThreads(th)
-		c := make([]float32, m*n)
-		NT(m, n, k, a, k, b, k, c, n)
-		cnn := make([]float32, m*n)
-		NN(m, n, k, a, k, bnn, n, cnn, n)
-		if ref == nil {
-			ref, refNN = c, cnn
-			continue
-		}
-		for i := range c {
-			if c[i] != ref[i] || cnn[i] != refNN[i] {
-				t.Fatalf("threads=%d: element %d differs from threads=1", th, i)
+	for _, prec := range []Precision{F32, BF16} {
+		for _, s := range []struct{ m, n, k int }{{5, 33, 17}, {16, 16, 16}, {129, 40, 130}} {
+			a := randMat(rng, s.m, s.k, s.k)
+			b := randMat(rng, s.n, s.k, s.k)
+			a[2*s.k+3] = float32(math.NaN())
+			a[1*s.k+1] = float32(math.Inf(1))
+			b[(s.n-1)*s.k+1] = float32(math.Inf(-1))
+			b[0] = 0
+			a[(s.m-1)*s.k] = float32(math.Inf(1)) // Inf·0 = NaN at (m-1, 0)
+			c := make([]float32, s.m*s.n)
+			NTAs(prec, s.m, s.n, s.k, a, s.k, b, s.k, c, s.n)
+			if !math.IsNaN(float64(c[2*s.n])) || !math.IsInf(float64(c[1*s.n+s.n-1]), 0) || !math.IsNaN(float64(c[(s.m-1)*s.n])) {
+				t.Fatalf("%v %v: NaN/Inf not propagated: %v %v %v", prec, s, c[2*s.n], c[s.n+s.n-1], c[(s.m-1)*s.n])
 			}
 		}
 	}
 }
 
-func TestNTFuncMatchesNT(t *testing.T) {
+func TestNTFuncTiles(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, s := range []struct{ m, n, k int }{{1, 1, 1}, {129, 513, 128}, {260, 1030, 33}, {3, 5, 0}} {
 		a := randMat(rng, s.m, s.k, s.k+1)
@@ -214,13 +152,6 @@ func TestNTFuncMatchesNT(t *testing.T) {
 		want := make([]float32, s.m*s.n)
 		NT(s.m, s.n, s.k, a, s.k+1, b, s.k+2, want, s.n)
 		pb := PackNT(nil, s.n, s.k, b, s.k+2)
-		got := make([]float32, s.m*s.n)
-		pb.Product(s.m, a, s.k+1, got, s.n)
-		for i := range got {
-			if got[i] != want[i] {
-				t.Fatalf("%v: PackedB.Product differs from NT at %d", s, i)
-			}
-		}
 		check := func(name string, seq bool) func(w, i0, j0, rows, cols int, tile []float32, ldt int) {
 			seen := make([]int, s.m*s.n)
 			lastI, lastJ := -1, -1
@@ -283,28 +214,29 @@ func TestNTFuncMatchesNT(t *testing.T) {
 	}
 }
 
-func TestPackNNMatchesNN(t *testing.T) {
+func TestPackedSizes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	m, n, k := 37, 70, 300
-	a := randMat(rng, m, k, k)
 	b := randMat(rng, k, n, n+3)
-	want := make([]float32, m*n)
-	NN(m, n, k, a, k, b, n+3, want, n)
-	var pb PackedB
-	PackNN(&pb, n, k, b, n+3)
-	got := make([]float32, m*n)
-	pb.Product(m, a, k, got, n)
-	for i := range got {
-		if got[i] != want[i] {
-			t.Fatalf("PackNN product differs from NN at %d", i)
+	for _, prec := range []Precision{F32, BF16} {
+		pb := PackNNAs(nil, prec, n, k, b, n+3)
+		if pb.N() != n || pb.K() != k || pb.Bytes() <= 0 || pb.Precision() != prec {
+			t.Fatalf("PackedB reports n=%d k=%d bytes=%d prec=%v", pb.N(), pb.K(), pb.Bytes(), pb.Precision())
 		}
-	}
-	if pb.N() != n || pb.K() != k || pb.Bytes() <= 0 {
-		t.Fatalf("PackedB reports n=%d k=%d bytes=%d", pb.N(), pb.K(), pb.Bytes())
+		pa := PackAAs(nil, prec, m, 50, b, n+3)
+		if pa.M() != m || pa.K() != 50 || pa.Bytes() <= 0 || pa.Precision() != prec {
+			t.Fatalf("PackedA reports m=%d k=%d bytes=%d prec=%v", pa.M(), pa.K(), pa.Bytes(), pa.Precision())
+		}
+		if (pa.Data() == nil) != (prec == BF16) || (pb.Panels() == nil) != (prec == BF16) {
+			t.Fatalf("%v: Data/Panels nil = %v, %v", prec, pa.Data() == nil, pb.Panels() == nil)
+		}
 	}
 }
 
 func TestPanics(t *testing.T) {
+	bf := func() (*PackedA, *PackedB) {
+		return PackAAs(nil, BF16, 4, 64, make([]float32, 256), 64), PackNTAs(nil, BF16, 32, 64, make([]float32, 2048), 64)
+	}
 	cases := []struct {
 		name, want string
 		f          func()
@@ -314,9 +246,24 @@ func TestPanics(t *testing.T) {
 		{"short B", "B has", func() { NN(2, 2, 2, make([]float32, 4), 2, make([]float32, 3), 2, make([]float32, 4), 2) }},
 		{"short C", "C has", func() { NT(2, 2, 2, make([]float32, 4), 2, make([]float32, 4), 2, make([]float32, 3), 2) }},
 		{"ld", "leading dimension 1 < 2", func() { NT(2, 2, 2, make([]float32, 4), 1, make([]float32, 4), 2, make([]float32, 4), 2) }},
-		{"pack", "gemm.PackNT: B has", func() { PackNT(nil, 3, 2, make([]float32, 5), 2) }},
+		{"pack", "gemm.PackNT: B has 5 values", func() { PackNT(nil, 3, 2, make([]float32, 5), 2) }},
+		{"pack bf16", "gemm.PackNTBF16: B has 5 values", func() { PackNTBF16(nil, BF16, 3, 2, make([]uint16, 5), 2) }},
+		{"pack overflow", "overflows", func() { PackA(nil, 1<<40, 1<<40, nil, 1<<40) }},
+		{"precision", "unknown precision", func() { PackAAs(nil, Precision(7), 1, 1, []float32{1}, 1) }},
 		{"product", "gemm.PackedB.Product: A has", func() {
 			PackNT(nil, 2, 2, make([]float32, 4), 2).Product(2, make([]float32, 3), 2, make([]float32, 4), 2)
+		}},
+		{"mixed precision", "A is f32 and B is bf16", func() {
+			_, pb := bf()
+			MulPacked(4, 32, 64, PackA(nil, 4, 64, make([]float32, 256), 64), 0, 0, pb, 0, 0, make([]float32, 128), 32, false)
+		}},
+		{"bf16 offset", "multiples of 32", func() {
+			pa, pb := bf()
+			MulPacked(4, 32, 30, pa, 0, 2, pb, 0, 2, make([]float32, 128), 32, false)
+		}},
+		{"bf16 sub offset", "k0 of a bf16 operand of 32", func() {
+			_, pb := bf()
+			pb.ProductSub(1, make([]float32, 60), 60, 0, 32, 4, 64, make([]float32, 32), 32, false)
 		}},
 	}
 	for _, tc := range cases {
@@ -339,186 +286,71 @@ func TestSteadyStateAllocs(t *testing.T) {
 	defer SetThreads(SetThreads(1))
 	m, n, k := 64, 300, 128
 	a, b, c := make([]float32, m*k), make([]float32, n*k), make([]float32, m*n)
-	NT(m, n, k, a, k, b, k, c, n)
-	if allocs := testing.AllocsPerRun(10, func() { NT(m, n, k, a, k, b, k, c, n) }); allocs > 0 {
-		t.Fatalf("NT allocates %v times per call in steady state", allocs)
-	}
-	pb := PackNT(nil, n, k, b, k)
-	fn := func(i0, j0, rows, cols int, tile []float32, ldt int) {}
-	pb.TileFunc(m, a, k, fn)
-	if allocs := testing.AllocsPerRun(10, func() { pb.TileFunc(m, a, k, fn) }); allocs > 0 {
-		t.Fatalf("TileFunc allocates %v times per call in steady state", allocs)
-	}
-}
-
-func FuzzNTAgainstGeneric(f *testing.F) {
-	f.Add(uint8(5), uint8(33), uint8(17), uint64(1))
-	f.Add(uint8(1), uint8(1), uint8(0), uint64(2))
-	f.Add(uint8(4), uint8(32), uint8(128), uint64(3))
-	f.Fuzz(func(t *testing.T, m8, n8, k8 uint8, seed uint64) {
-		m, n, k := int(m8%70), int(n8), int(k8)
-		rng := rand.New(rand.NewPCG(seed, 1))
-		a := randMat(rng, m, k, k)
-		b := randMat(rng, n, k, k)
-		c := make([]float32, m*n)
-		NT(m, n, k, a, k, b, k, c, n)
-		want, abs := ref64(false, m, n, k, a, k, b, k)
-		for i := range c {
-			if d := math.Abs(float64(c[i]) - want[i]); d > 1e-6*abs[i]+1e-30 {
-				t.Fatalf("m=%d n=%d k=%d: element %d = %v, want %v", m, n, k, i, c[i], want[i])
-			}
+	for _, prec := range []Precision{F32, BF16} {
+		NTAs(prec, m, n, k, a, k, b, k, c, n)
+		if allocs := testing.AllocsPerRun(10, func() { NTAs(prec, m, n, k, a, k, b, k, c, n) }); allocs > 0 {
+			t.Fatalf("%v: NT allocates %v times per call in steady state", prec, allocs)
 		}
-	})
-}
-
-func TestProductSub(t *testing.T) {
-	rng := rand.New(rand.NewPCG(12, 13))
-	for _, gen := range []bool{false, true} {
-		if gen {
-			defer forceGeneric()()
+		pb := PackNTAs(nil, prec, n, k, b, k)
+		fn := func(i0, j0, rows, cols int, tile []float32, ldt int) {}
+		pb.TileFunc(m, a, k, fn)
+		if allocs := testing.AllocsPerRun(10, func() { pb.TileFunc(m, a, k, fn) }); allocs > 0 {
+			t.Fatalf("%v: TileFunc allocates %v times per call in steady state", prec, allocs)
 		}
-		n, k := 100, 300
-		b := randMat(rng, n, k, k)
-		pb := PackNT(nil, n, k, b, k)
-		bnn := randMat(rng, k, n, n)
-		pn := PackNN(nil, n, k, bnn, n)
-		for _, r := range []struct{ m, j0, j1, k0, k1 int }{{5, 0, 100, 0, 300}, {130, 32, 97, 7, 200}, {1, 64, 64, 0, 3}, {3, 96, 100, 299, 300}} {
-			kk, nc := r.k1-r.k0, r.j1-r.j0
-			a := randMat(rng, r.m, kk, kk+1)
-			for _, nn := range []bool{false, true} {
-				p := pb
-				if nn {
-					p = pn
-				}
-				c := randMat(rng, r.m, nc, nc+2)
-				c0 := append([]float32(nil), c...)
-				p.ProductSub(r.m, a, kk+1, r.j0, r.j1, r.k0, r.k1, c, nc+2, true)
-				for i := 0; i < r.m; i++ {
-					for j := 0; j < nc; j++ {
-						want := float64(c0[i*(nc+2)+j])
-						tol := math.Abs(want)
-						for q := 0; q < kk; q++ {
-							bv := b[(r.j0+j)*k+r.k0+q]
-							if nn {
-								bv = bnn[(r.k0+q)*n+r.j0+j]
-							}
-							x := float64(a[i*(kk+1)+q]) * float64(bv)
-							want += x
-							tol += math.Abs(x)
-						}
-						if d := math.Abs(float64(c[i*(nc+2)+j]) - want); d > 1e-6*tol+1e-30 {
-							t.Fatalf("generic=%v nn=%v %v: (%d,%d) = %v, want %v", gen, nn, r, i, j, c[i*(nc+2)+j], want)
-						}
-					}
-					if c[i*(nc+2)+nc] != c0[i*(nc+2)+nc] {
-						t.Fatalf("generic=%v nn=%v %v: padding overwritten", gen, nn, r)
-					}
-				}
-			}
+		pa := PackAAs(nil, prec, m, k, a, k)
+		MulPacked(m, n, 100, pa, 0, 0, pb, 0, 0, c, n, false)
+		if allocs := testing.AllocsPerRun(10, func() { MulPacked(m, n, 100, pa, 0, 0, pb, 0, 0, c, n, false) }); allocs > 0 {
+			t.Fatalf("%v: MulPacked allocates %v times per call in steady state", prec, allocs)
 		}
 	}
 }
 
-func TestMulPacked(t *testing.T) {
+func TestResizeLayout(t *testing.T) {
 	rng := rand.New(rand.NewPCG(14, 15))
-	for _, gen := range []bool{false, true} {
-		restore := func() {}
-		if gen {
-			restore = forceGeneric()
+	m, n, k := 70, 100, 300
+	a := randMat(rng, m, k, k+1)
+	pa := PackA(nil, m, k, a, k+1)
+	// A panel written by hand through Resize must equal PackA.
+	var ph PackedA
+	d := ph.Resize(m, k)
+	clear(d)
+	for i := 0; i < m; i++ {
+		for q := 0; q < k; q++ {
+			d[(i/MR)*k*MR+q*MR+i%MR] = a[i*(k+1)+q]
 		}
-		m, n, k := 70, 100, 300
-		a := randMat(rng, m, k, k+1)
-		at := randMat(rng, k, m, m+2) // A2 = atᵀ
-		b := randMat(rng, n, k, k)
-		pa := PackA(nil, m, k, a, k+1)
-		pat := PackAT(nil, m, k, at, m+2)
-		pb := PackNT(nil, n, k, b, k)
-		// A panel written by hand through Resize must equal PackA.
-		var ph PackedA
-		d := ph.Resize(m, k)
-		for i := range d {
-			d[i] = 0
+	}
+	for i := range d {
+		if d[i] != pa.Data()[i] {
+			t.Fatalf("PackA layout differs from the documented one at %d", i)
 		}
-		for i := 0; i < m; i++ {
-			for q := 0; q < k; q++ {
-				d[(i/MR)*k*MR+q*MR+i%MR] = a[i*(k+1)+q]
-			}
+	}
+	b := randMat(rng, n, k, k)
+	pb := PackNT(nil, n, k, b, k)
+	var bh PackedB
+	e := bh.Resize(n, k)
+	clear(e)
+	for j := 0; j < n; j++ {
+		for q := 0; q < k; q++ {
+			e[(j/NR)*k*NR+q*NR+j%NR] = b[j*k+q]
 		}
-		for i := range d {
-			if d[i] != pa.Data()[i] {
-				t.Fatalf("PackA layout differs from the documented one at %d", i)
-			}
+	}
+	for i := range e {
+		if e[i] != pb.Panels()[i] {
+			t.Fatalf("PackNT layout differs from the documented one at %d", i)
 		}
-		bt := randMat(rng, n, 400, 400) // B with a longer inner dimension, offset bk0
-		pbt := PackNT(nil, n, 400, bt, 400)
-		for _, r := range []struct{ i0, i1, j0, j1, k0, k1 int }{{0, 70, 0, 100, 0, 300}, {4, 67, 32, 97, 7, 200}, {68, 70, 96, 100, 299, 300}, {0, 4, 0, 32, 5, 5}} {
-			for _, useT := range []bool{false, true} {
-				p := pa
-				if useT {
-					p = pat
-				}
-				rows, cols := r.i1-r.i0, r.j1-r.j0
-				c := randMat(rng, rows, cols, cols+1)
-				c0 := append([]float32(nil), c...)
-				kk := r.k1 - r.k0
-				MulPacked(rows, cols, kk, p, r.i0, r.k0, pb, r.j0, r.k0, c, cols+1, true)
-				// Same A block against B columns shifted by 100 in depth.
-				c2 := append([]float32(nil), c0...)
-				MulPacked(rows, cols, kk, p, r.i0, r.k0, pbt, r.j0, r.k0+100, c2, cols+1, true)
-				for i := 0; i < rows; i++ {
-					for j := 0; j < cols; j++ {
-						want := float64(c0[i*(cols+1)+j])
-						tol := math.Abs(want)
-						for q := 0; q < kk; q++ {
-							av := a[(r.i0+i)*(k+1)+r.k0+q]
-							if useT {
-								av = at[(r.k0+q)*(m+2)+r.i0+i]
-							}
-							x := float64(av) * float64(bt[(r.j0+j)*400+r.k0+100+q])
-							want += x
-							tol += math.Abs(x)
-						}
-						if d := math.Abs(float64(c2[i*(cols+1)+j]) - want); d > 1e-6*tol+1e-30 {
-							t.Fatalf("offset B: generic=%v T=%v %v: (%d,%d) = %v, want %v", gen, useT, r, i, j, c2[i*(cols+1)+j], want)
-						}
-					}
-				}
-				for i := 0; i < rows; i++ {
-					for j := 0; j < cols; j++ {
-						want := float64(c0[i*(cols+1)+j])
-						tol := math.Abs(want)
-						for q := r.k0; q < r.k1; q++ {
-							av := a[(r.i0+i)*(k+1)+q]
-							if useT {
-								av = at[q*(m+2)+r.i0+i]
-							}
-							x := float64(av) * float64(b[(r.j0+j)*k+q])
-							want += x
-							tol += math.Abs(x)
-						}
-						if d := math.Abs(float64(c[i*(cols+1)+j]) - want); d > 1e-6*tol+1e-30 {
-							t.Fatalf("generic=%v T=%v %v: (%d,%d) = %v, want %v", gen, useT, r, i, j, c[i*(cols+1)+j], want)
-						}
-					}
-					if c[i*(cols+1)+cols] != c0[i*(cols+1)+cols] {
-						t.Fatalf("%v: padding column overwritten", r)
-					}
-				}
-			}
-		}
-		restore()
 	}
 }
 
-// TestCrossCheckSizes runs the fast path against the reference loops for
-// every m, n in sizes (around the vector width, the register block and the
-// tiles) with guard values around C.
+// TestCrossCheckSizes runs the selected kernels against the pure-Go kernel
+// for every m, n in sizes (around the vector width, the register block and
+// the tiles) with guard values around C, bit for bit.
 func TestCrossCheckSizes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(16, 17))
-	for _, k := range []int{1, 16, 17, 129} {
-		for _, m := range sizes {
-			for _, n := range sizes {
-				for _, nn := range []bool{false, true} {
+	for _, prec := range []Precision{F32, BF16} {
+		for _, k := range []int{1, 17, 129} {
+			for _, m := range sizes {
+				for _, n := range sizes {
+					nn := (m+n)%2 == 0
 					ldc := n + 1 + m%2 // odd and even padding
 					a := randMat(rng, m, k, k)
 					var b []float32
@@ -530,22 +362,15 @@ func TestCrossCheckSizes(t *testing.T) {
 						ldb = k
 						b = randMat(rng, n, k, ldb)
 					}
+					f := NTAs
+					if nn {
+						f = NNAs
+					}
 					fast := filled(m*ldc + 3)
 					slow := filled(m*ldc + 3)
-					f := NT
-					if nn {
-						f = NN
-					}
-					f(m, n, k, a, k, b, ldb, fast, ldc)
-					restore := forceGeneric()
-					f(m, n, k, a, k, b, ldb, slow, ldc)
-					restore()
-					for i := range fast {
-						d := math.Abs(float64(fast[i]) - float64(slow[i]))
-						if d > 4e-6*float64(k) || (slow[i] == guard) != (fast[i] == guard) {
-							t.Fatalf("nn=%v m=%d n=%d k=%d: element %d fast %v generic %v", nn, m, n, k, i, fast[i], slow[i])
-						}
-					}
+					f(prec, m, n, k, a, k, b, ldb, fast, ldc)
+					withKernel(t, prec, "go", func() { f(prec, m, n, k, a, k, b, ldb, slow, ldc) })
+					compareC(t, fmt.Sprintf("%v %s nn=%v m=%d n=%d k=%d", prec, KernelName(prec), nn, m, n, k), fast, slow)
 				}
 			}
 		}

@@ -1,164 +1,501 @@
 package gemm
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // The packing loops unroll the MR=4 rows of a panel by hand.
 const _ = uint(MR-4) + uint(4-MR)
 
-// PackedA is a left-hand operand packed into micro-kernel panels of MR rows:
-// element (i, q) of the m×k matrix A lives at
+// layout is the memory layout of a packed operand. Float32 operands always
+// use layoutF32; bfloat16 operands use the layout of the kernel selected
+// for BF16 when they are packed (an operand packed for one layout cannot
+// be multiplied by a kernel of another: re-pack after Force).
+type layout uint8
+
+const (
+	// layoutF32: float32 panels. A: [⌈m/MR⌉][kp][MR], B: [⌈n/NR⌉][kp][NR],
+	// padding rows and columns zero; kp = k for F32 operands and k rounded
+	// up to a multiple of BF16Block (zero depth padding) for BF16 operands,
+	// whose values are the bfloat16 operand values widened to float32.
+	layoutF32 layout = iota
+	// layoutQuad: bfloat16 quad pairs for VDPBF16PS. A: [⌈m/MR⌉][kp/2][MR],
+	// B: [⌈n/NR⌉][kp/2][NR] uint32, kp = k rounded up to BF16Block. Within
+	// each block of 32 depths, group g (depths 4g..4g+3) fills dword 2g with
+	// depth 4g (high half) and 4g+2 (low half), the even chain's two steps,
+	// and dword 2g+1 with 4g+1 (high) and 4g+3 (low), the odd chain's.
+	layoutQuad
+	// layoutAMX: bfloat16 pairs for TDPBF16PS. A: row-major [mp][kp/2]
+	// uint32, rows padded to mp = ⌈m/32⌉·32; B: [⌈n/NR⌉][kp/2][NR] uint32
+	// (the VNNI layout, two 16-column tiles side by side). A pair holds
+	// depth 2t in its low half and 2t+1 in its high half.
+	layoutAMX
+)
+
+func (l layout) String() string {
+	return [...]string{"float32 panels", "bf16 quad pairs", "bf16 AMX tiles"}[l]
+}
+
+// amxRows is the row group of the AMX kernel: two 16-row tiles.
+const amxRows = 32
+
+// pairIndex returns, for depth q of a pair layout, the dword within a row
+// (or panel row) and the shift of its half (16: high half, 0: low half).
+func pairIndex(l layout, q int) (d int, shift uint) {
+	if l == layoutQuad {
+		i := q % BF16Block
+		d = q/BF16Block*(BF16Block/2) + 2*(i/4) + i&1
+		if i%4 < 2 {
+			return d, 16
+		}
+		return d, 0
+	}
+	return q / 2, uint(q&1) * 16
+}
+
+func roundUp(x, m int) int { return (x + m - 1) / m * m }
+
+// PackedA is a left-hand operand packed for the micro-kernels. Float32
+// operands (PackA, PackAT, Resize) use float32 panels of MR rows: element
+// (i, q) of the m×k matrix A lives at
 //
 //	Data()[(i/MR)*k*MR + q*MR + i%MR]
 //
 // and the padding rows (m ≤ i < ceil(m/MR)·MR) are zero. Callers that
 // produce A themselves may write this layout directly (see Resize).
-type PackedA struct {
-	m, k int
-	data []float32
-
-	// bfloat16 pair panels [ceil(m/MR)][k/2][MR] (see bf16.go), valid
-	// when pairs is set.
-	bf    []uint32
-	pairs bool
-}
+// BF16 operands (PackAAs, PackABF16) use the layout of the selected
+// bfloat16 kernel, which is internal.
+type PackedA struct{ o packedOp }
 
 // M returns the number of rows of the packed operand.
-func (p *PackedA) M() int { return p.m }
+func (p *PackedA) M() int { return p.o.rows }
 
 // K returns the inner dimension of the packed operand.
-func (p *PackedA) K() int { return p.k }
+func (p *PackedA) K() int { return p.o.k }
 
-// Data returns the packed values (layout in the type's comment).
-func (p *PackedA) Data() []float32 { return p.data }
+// Precision returns the operand's precision.
+func (p *PackedA) Precision() Precision { return p.o.prec }
 
-// Resize makes p an m×k operand, reusing its storage, and returns the
-// packed values for the caller to fill completely (padding rows included).
+// Data returns the packed values of a float32 operand (layout in the
+// type's comment); nil for a BF16 operand.
+func (p *PackedA) Data() []float32 {
+	if p.o.prec != F32 {
+		return nil
+	}
+	return p.o.data
+}
+
+// Bytes returns the memory held by the packed operand.
+func (p *PackedA) Bytes() int64 { return int64(cap(p.o.data)+cap(p.o.u32)) * 4 }
+
+// Resize makes p an m×k float32 operand, reusing its storage, and returns
+// the packed values for the caller to fill completely (padding rows
+// included).
 func (p *PackedA) Resize(m, k int) []float32 {
 	if m < 0 || k < 0 {
 		panic(fmt.Sprintf("gemm.PackedA.Resize: negative size m=%d k=%d", m, k))
 	}
-	p.m, p.k = m, k
-	p.pairs = false
-	p.data = grow(p.data, (m+MR-1)/MR*MR*k)
-	return p.data
+	checkSize("PackedA.Resize", m, k)
+	p.o = packedOp{rows: m, k: k, kp: k, prec: F32, lay: layoutF32, data: grow(p.o.data, (m+MR-1)/MR*MR*k), u32: p.o.u32}
+	return p.o.data
 }
 
-// PackA packs A (m×k, row-major, leading dimension lda) into p, reusing its
-// storage, and returns p (allocated when nil).
-func PackA(p *PackedA, m, k int, a []float32, lda int) *PackedA {
-	check("PackA", m, 0, k, a, lda, k, nil, 0, 0, nil, 0)
-	if p == nil {
-		p = new(PackedA)
-	}
-	if m > 0 && k > 0 && (lda < k || len(a) < (m-1)*lda+k) {
-		panic(fmt.Sprintf("gemm.PackA: A has %d values with leading dimension %d, need %d×%d", len(a), lda, m, k))
-	}
-	p.Resize(m, k)
-	p.data = packA(p.data, m, k, a, lda, 0)
-	p.packPairsA()
-	return p
-}
+// PackedB is a right-hand operand packed once into micro-kernel panels and
+// reused across products, e.g. a bank's keys used for several passes or a
+// Linear layer's weights. The zero value is empty; Pack functions reuse its
+// storage. A PackedB may be read by several goroutines at once but must not
+// be re-packed while in use.
+type PackedB struct{ o packedOp }
 
-// PackAT packs A = Xᵀ into p, where X is k×m (row-major, leading dimension
-// ldx), e.g. the values of one attention head so that A = Vᵀ. It reuses p's
-// storage and returns p (allocated when nil).
-func PackAT(p *PackedA, m, k int, x []float32, ldx int) *PackedA {
-	if m < 0 || k < 0 {
-		panic(fmt.Sprintf("gemm.PackAT: negative size m=%d k=%d", m, k))
-	}
-	if m > 0 && k > 0 && (ldx < m || len(x) < (k-1)*ldx+m) {
-		panic(fmt.Sprintf("gemm.PackAT: X has %d values with leading dimension %d, need %d×%d", len(x), ldx, k, m))
-	}
-	if p == nil {
-		p = new(PackedA)
-	}
-	d := p.Resize(m, k)
-	for ip := 0; ip < (m+MR-1)/MR; ip++ {
-		dst := d[ip*k*MR : (ip+1)*k*MR]
-		i0 := ip * MR
-		nr := min(MR, m-i0)
-		if nr == MR {
-			for q := 0; q < k; q++ {
-				row := x[q*ldx+i0 : q*ldx+i0+MR : q*ldx+i0+MR]
-				o := dst[q*MR : q*MR+MR : q*MR+MR]
-				o[0], o[1], o[2], o[3] = row[0], row[1], row[2], row[3]
-			}
-			continue
-		}
-		for q := 0; q < k; q++ {
-			row := x[q*ldx+i0 : q*ldx+i0+nr]
-			o := dst[q*MR : q*MR+MR : q*MR+MR]
-			copy(o, row)
-			clear(o[nr:])
-		}
-	}
-	return p
-}
+// N returns the number of columns of C (rows of Bᵀ) of the packed operand.
+func (p *PackedB) N() int { return p.o.rows }
 
-// Panels returns the packed values of p in the fast layout: element (q, j)
-// of op(B) (K()×N()) lives at
+// K returns the inner dimension of the packed operand.
+func (p *PackedB) K() int { return p.o.k }
+
+// Precision returns the operand's precision.
+func (p *PackedB) Precision() Precision { return p.o.prec }
+
+// Bytes returns the memory held by the packed operand.
+func (p *PackedB) Bytes() int64 { return int64(cap(p.o.data)+cap(p.o.u32)) * 4 }
+
+// Panels returns the packed values of a float32 operand in the fast
+// layout: element (q, j) of op(B) (K()×N()) lives at
 //
 //	Panels()[(j/NR)*K()*NR + q*NR + j%NR]
 //
-// with zero padding columns (N() ≤ j < ceil(N()/NR)·NR).
-func (p *PackedB) Panels() []float32 { return p.data }
+// with zero padding columns (N() ≤ j < ceil(N()/NR)·NR); nil for a BF16
+// operand.
+func (p *PackedB) Panels() []float32 {
+	if p.o.prec != F32 {
+		return nil
+	}
+	return p.o.data
+}
 
-// Resize makes p a packed operand with op(B) of size k×n (N()=n, K()=k),
+// Resize makes p a float32 operand with op(B) of size k×n (N()=n, K()=k),
 // reusing its storage, and returns the panels (layout as in Panels) for the
-// caller to fill completely, padding included. Such an operand is only for
-// MulPacked.
+// caller to fill completely, padding included.
 func (p *PackedB) Resize(n, k int) []float32 {
 	if n < 0 || k < 0 {
 		panic(fmt.Sprintf("gemm.PackedB.Resize: negative size n=%d k=%d", n, k))
 	}
-	p.n, p.k = n, k
-	p.raw = p.raw[:0]
-	p.pairs = false
-	p.data = grow(p.data, (n+NR-1)/NR*NR*k)
-	return p.data
+	checkSize("PackedB.Resize", n, k)
+	p.o = packedOp{rows: n, k: k, kp: k, prec: F32, lay: layoutF32, data: grow(p.o.data, (n+NR-1)/NR*NR*k), u32: p.o.u32}
+	return p.o.data
 }
 
-// MulPacked multiplies sub-blocks of packed operands on the calling
-// goroutine:
-//
-//	for i < m, j < n:
-//	    c[i*ldc+j] = (acc ? c[i*ldc+j] : 0) + Σ_{q<k} A[ai0+i][ak0+q] · op(B)[bk0+q][bj0+j]
-//
-// with the sum in order of q (after C's value when acc). ai0 must be a
-// multiple of MR and bj0 of NR; the blocks must lie inside the operands. It
-// always runs the packed micro-kernel (AVX-512 when available; the
-// bit-identical AVX512_BF16 kernel when both operands were packed by PackA
-// and PackNT/PackNN from exact bfloat16 values, see SetBF16) and does not
-// allocate in steady state. The tiled attention uses it to keep its
-// operands packed across many small products.
-func MulPacked(m, n, k int, pa *PackedA, ai0, ak0 int, pb *PackedB, bj0, bk0 int, c []float32, ldc int, acc bool) {
-	if m < 0 || n < 0 || k < 0 || ai0 < 0 || ai0%MR != 0 || ai0+m > pa.m || ak0 < 0 || ak0+k > pa.k ||
-		bj0 < 0 || bj0%NR != 0 || bj0+n > pb.n || bk0 < 0 || bk0+k > pb.k {
-		panic(fmt.Sprintf("gemm.MulPacked: %d×%d×%d product at A[%d:][%d:] (A is %d×%d) and B[%d:][%d:] (op(B) is %d×%d); A rows must start at a multiple of %d, B columns of %d",
-			m, n, k, ai0, ak0, pa.m, pa.k, bk0, bj0, pb.k, pb.n, MR, NR))
+// source is a matrix to pack, read as R (rows × k): element (r, q) of R is
+// f[r*ld+q] (or h[...] for bfloat16 storage), or f[q*ld+r] when kMajor.
+// For A, R = A; for B, R = op(B)ᵀ (the n×k matrix whose rows are B's
+// columns of C).
+type source struct {
+	f      []float32
+	h      []uint16
+	ld     int
+	kMajor bool
+}
+
+// packedOp is the common part of PackedA and PackedB that packing fills.
+type packedOp struct {
+	rows, k int
+	prec    Precision
+	lay     layout
+	kp      int
+	data    []float32
+	u32     []uint32
+	t       []uint16 // scratch row for packing
+}
+
+// packLayout returns the layout an operand of precision prec gets now.
+func packLayout(prec Precision) layout {
+	if prec == F32 {
+		return layoutF32
 	}
-	if m == 0 || n == 0 {
+	return selectedKernel(BF16).lay
+}
+
+// pack packs R (rows × k from src) as an operand of precision prec in
+// layout lay: the A side (panels of MR rows, or AMX rows) when isA, else
+// the B side (panels of NR). It sizes the storage and fills everything, in
+// parallel for large operands.
+func (o *packedOp) pack(isA bool, prec Precision, lay layout, rows, k int, src source) {
+	if prec == F32 && lay != layoutF32 {
+		panic("gemm: float32 operand in a bfloat16 layout")
+	}
+	o.rows, o.k, o.prec, o.lay = rows, k, prec, lay
+	o.kp = k
+	if prec == BF16 {
+		o.kp = roundUp(k, BF16Block)
+	}
+	w := NR
+	if isA {
+		w = MR
+	}
+	np := (rows + w - 1) / w
+	switch {
+	case o.lay == layoutF32:
+		o.data = grow(o.data, np*o.kp*w)
+	case o.lay == layoutAMX && isA:
+		o.u32 = growU32(o.u32, roundUp(rows, amxRows)*o.kp/2)
+		clear(o.u32[rows*o.kp/2:])
+		np = rows
+	default:
+		o.u32 = growU32(o.u32, np*o.kp/2*w)
+	}
+	if rows*k < 1<<16 || Threads() == 1 {
+		o.t = growU16(o.t, o.kp)
+		o.fill(isA, w, 0, np, &src, o.t)
 		return
 	}
-	if ldc < n || len(c) < (m-1)*ldc+n {
-		panic(fmt.Sprintf("gemm.MulPacked: C has %d values with leading dimension %d, need %d×%d", len(c), ldc, m, n))
-	}
-	ws := getWorkspace()
-	if pa.pairs && pb.pairs && k%2 == 0 && ak0%2 == 0 && bk0%2 == 0 && BF16() {
-		// Bit-identical to the float32 kernel (bf16.go).
-		bf16Calls.Add(1)
-		ap := pa.bf[(ai0/MR)*pa.k/2*MR:]
-		for jb := 0; jb < n; jb += TileN {
-			nc := min(TileN, n-jb)
-			pb.macroBF16(ap, pa.k/2, ak0/2, m, bj0+jb, nc, bk0/2, (bk0+k)/2, c[jb:], ldc, acc, &ws.tmp)
+	s := src // escapes to the workers (only here)
+	parallelFor(Threads(), np, func(_, lo, hi int) { o.fill(isA, w, lo, hi, &s, make([]uint16, o.kp)) })
+}
+
+// fill packs panels [lo, hi) of width w (AMX A: rows [lo, hi)).
+func (o *packedOp) fill(isA bool, w, lo, hi int, src *source, t []uint16) {
+	k, kp := o.k, o.kp
+	if o.prec == F32 {
+		for jp := lo; jp < hi; jp++ {
+			dst := o.data[jp*kp*w : (jp+1)*kp*w]
+			r0 := jp * w
+			cols := min(w, o.rows-r0)
+			if src.h == nil {
+				packF32Panel(dst, w, cols, k, src, r0)
+				continue
+			}
+			clear(dst)
+			for s := 0; s < cols; s++ {
+				src.rowBits(t, r0+s, k, false)
+				for q, h := range t[:k] {
+					dst[q*w+s] = math.Float32frombits(uint32(h) << 16)
+				}
+			}
 		}
-		putWorkspace(ws)
 		return
 	}
-	ap := pa.data[(ai0/MR)*pa.k*MR:]
-	for jb := 0; jb < n; jb += TileN {
-		nc := min(TileN, n-jb)
-		pb.macro(ap, pa.k, ak0, m, bj0+jb, nc, bk0, bk0+k, c[jb:], ldc, acc, &ws.tmp)
+	t = t[:kp]
+	if o.lay == layoutAMX && isA {
+		h := kp / 2
+		for r := lo; r < hi; r++ {
+			src.rowBits(t, r, k, true)
+			dst := o.u32[r*h : (r+1)*h]
+			for i := range dst {
+				dst[i] = uint32(t[2*i]) | uint32(t[2*i+1])<<16
+			}
+		}
+		return
 	}
-	putWorkspace(ws)
+	units := kp // depths per panel row of dst: float32 panels
+	if o.lay != layoutF32 {
+		units = kp / 2
+	}
+	for jp := lo; jp < hi; jp++ {
+		r0 := jp * w
+		cols := min(w, o.rows-r0)
+		if o.lay == layoutF32 {
+			dst := o.data[jp*units*w : (jp+1)*units*w]
+			if cols < w {
+				clear(dst)
+			}
+			for s := 0; s < cols; s++ {
+				src.rowBits(t, r0+s, k, true)
+				for q, h := range t {
+					dst[q*w+s] = math.Float32frombits(uint32(h) << 16)
+				}
+			}
+			continue
+		}
+		dst := o.u32[jp*units*w : (jp+1)*units*w]
+		if cols < w {
+			clear(dst)
+		}
+		for s := 0; s < cols; s++ {
+			src.rowBits(t, r0+s, k, true)
+			if o.lay == layoutQuad {
+				// Group g of depths 4g..4g+3: dword 2g = (4g, 4g+2), the
+				// even chain's two steps; dword 2g+1 = (4g+1, 4g+3).
+				for g := 0; g < kp/4; g++ {
+					x := t[4*g : 4*g+4 : 4*g+4]
+					dst[(2*g)*w+s] = uint32(x[0])<<16 | uint32(x[2])
+					dst[(2*g+1)*w+s] = uint32(x[1])<<16 | uint32(x[3])
+				}
+				continue
+			}
+			for i := 0; i < units; i++ { // AMX B: pairs (2i, 2i+1), low half first
+				dst[i*w+s] = uint32(t[2*i]) | uint32(t[2*i+1])<<16
+			}
+		}
+	}
+}
+
+// rowBits fills t[0:k] with row r of the source as bfloat16 bits (rounded
+// to nearest even from float32; with bf16, denormals flushed to signed zero
+// as operands read them) and zeros the rest of t.
+func (s *source) rowBits(t []uint16, r, k int, bf16 bool) {
+	switch {
+	case s.h != nil && !s.kMajor:
+		copy(t, s.h[r*s.ld:r*s.ld+k])
+	case s.h != nil:
+		for q := range k {
+			t[q] = s.h[q*s.ld+r]
+		}
+	case !s.kMajor:
+		for q, v := range s.f[r*s.ld : r*s.ld+k] {
+			t[q] = RoundBF16(v)
+		}
+	default:
+		for q := range k {
+			t[q] = RoundBF16(s.f[q*s.ld+r])
+		}
+	}
+	if bf16 {
+		for q, h := range t[:k] {
+			if h&0x7f80 == 0 {
+				t[q] = h & 0x8000
+			}
+		}
+	}
+	clear(t[k:])
+}
+
+// packF32Panel packs rows [r0, r0+cols) of a float32 source into one
+// float32 panel dst ([k][w]), zero padding columns cols..w-1.
+func packF32Panel(dst []float32, w, cols, k int, src *source, r0 int) {
+	b, ldb := src.f, src.ld
+	if src.kMajor {
+		for q := 0; q < k; q++ {
+			d := dst[q*w : q*w+w]
+			copy(d, b[q*ldb+r0:q*ldb+r0+cols])
+			clear(d[cols:])
+		}
+		return
+	}
+	if cols < w {
+		clear(dst)
+	}
+	// Four rows at a time: contiguous reads, four writes per step.
+	s := 0
+	for ; s+4 <= cols; s += 4 {
+		x0 := b[(r0+s)*ldb : (r0+s)*ldb+k]
+		x1 := b[(r0+s+1)*ldb : (r0+s+1)*ldb+k]
+		x2 := b[(r0+s+2)*ldb : (r0+s+2)*ldb+k]
+		x3 := b[(r0+s+3)*ldb : (r0+s+3)*ldb+k]
+		for q := range x0 {
+			d := dst[q*w+s : q*w+s+4 : q*w+s+4]
+			d[0], d[1], d[2], d[3] = x0[q], x1[q], x2[q], x3[q]
+		}
+	}
+	for ; s < cols; s++ {
+		row := b[(r0+s)*ldb : (r0+s)*ldb+k]
+		for q, v := range row {
+			dst[q*w+s] = v
+		}
+	}
+}
+
+func growU32(s []uint32, n int) []uint32 {
+	if cap(s) < n {
+		return make([]uint32, n)
+	}
+	return s[:n]
+}
+
+// packA packs A (m×k) from src into p at precision prec.
+func (p *PackedA) packFrom(prec Precision, m, k int, src source) *PackedA {
+	p.o.pack(true, prec, packLayout(prec), m, k, src)
+	return p
+}
+
+// packFrom packs R = op(B)ᵀ (n×k) from src into p at precision prec.
+func (p *PackedB) packFrom(prec Precision, n, k int, src source) *PackedB {
+	p.o.pack(false, prec, packLayout(prec), n, k, src)
+	return p
+}
+
+func checkPrec(op string, prec Precision) {
+	if prec != F32 && prec != BF16 {
+		panic(fmt.Sprintf("gemm.%s: unknown precision %v", op, prec))
+	}
+}
+
+// PackA packs A (m×k, row-major, leading dimension lda) into p as a float32
+// operand, reusing its storage, and returns p (allocated when nil).
+func PackA(p *PackedA, m, k int, a []float32, lda int) *PackedA {
+	return PackAAs(p, F32, m, k, a, lda)
+}
+
+// PackAAs packs A (m×k float32, leading dimension lda) as an operand of
+// precision prec: BF16 rounds every value to the nearest bfloat16 (ties
+// to even).
+func PackAAs(p *PackedA, prec Precision, m, k int, a []float32, lda int) *PackedA {
+	checkPrec("PackAAs", prec)
+	checkMat("PackA", "A", m, k, len(a), lda)
+	if p == nil {
+		p = new(PackedA)
+	}
+	return p.packFrom(prec, m, k, source{f: a, ld: lda})
+}
+
+// PackABF16 packs A (m×k bfloat16 bits, leading dimension lda) as an
+// operand of precision prec: BF16 takes the values as they are, F32
+// widens them to float32 (exactly).
+func PackABF16(p *PackedA, prec Precision, m, k int, a []uint16, lda int) *PackedA {
+	checkPrec("PackABF16", prec)
+	checkMat("PackABF16", "A", m, k, len(a), lda)
+	if p == nil {
+		p = new(PackedA)
+	}
+	return p.packFrom(prec, m, k, source{h: a, ld: lda})
+}
+
+// PackAT packs A = Xᵀ into p as a float32 operand, where X is k×m
+// (row-major, leading dimension ldx), e.g. the values of one attention head
+// so that A = Vᵀ. It reuses p's storage and returns p (allocated when nil).
+func PackAT(p *PackedA, m, k int, x []float32, ldx int) *PackedA {
+	return PackATAs(p, F32, m, k, x, ldx)
+}
+
+// PackATAs is PackAT at precision prec (BF16 rounds to nearest even).
+func PackATAs(p *PackedA, prec Precision, m, k int, x []float32, ldx int) *PackedA {
+	checkPrec("PackATAs", prec)
+	checkMat("PackAT", "X", k, m, len(x), ldx)
+	if p == nil {
+		p = new(PackedA)
+	}
+	return p.packFrom(prec, m, k, source{f: x, ld: ldx, kMajor: true})
+}
+
+// PackATBF16 is PackAT from bfloat16 storage at precision prec.
+func PackATBF16(p *PackedA, prec Precision, m, k int, x []uint16, ldx int) *PackedA {
+	checkPrec("PackATBF16", prec)
+	checkMat("PackATBF16", "X", k, m, len(x), ldx)
+	if p == nil {
+		p = new(PackedA)
+	}
+	return p.packFrom(prec, m, k, source{h: x, ld: ldx, kMajor: true})
+}
+
+// PackNT packs B (n×k, row-major, leading dimension ldb) as a float32
+// operand for products C = A·Bᵀ, reusing p's storage, and returns p. A nil
+// p allocates one.
+func PackNT(p *PackedB, n, k int, b []float32, ldb int) *PackedB {
+	return PackNTAs(p, F32, n, k, b, ldb)
+}
+
+// PackNTAs is PackNT at precision prec (BF16 rounds to nearest even).
+func PackNTAs(p *PackedB, prec Precision, n, k int, b []float32, ldb int) *PackedB {
+	checkPrec("PackNTAs", prec)
+	checkMat("PackNT", "B", n, k, len(b), ldb)
+	if p == nil {
+		p = new(PackedB)
+	}
+	return p.packFrom(prec, n, k, source{f: b, ld: ldb})
+}
+
+// PackNTBF16 packs B (n×k bfloat16 bits, e.g. a Linear layer's weights kept
+// in bfloat16) for C = A·Bᵀ at precision prec: BF16 as they are, F32
+// widened.
+func PackNTBF16(p *PackedB, prec Precision, n, k int, b []uint16, ldb int) *PackedB {
+	checkPrec("PackNTBF16", prec)
+	checkMat("PackNTBF16", "B", n, k, len(b), ldb)
+	if p == nil {
+		p = new(PackedB)
+	}
+	return p.packFrom(prec, n, k, source{h: b, ld: ldb})
+}
+
+// PackNN packs B (k×n, row-major, leading dimension ldb) as a float32
+// operand for products C = A·B, reusing p's storage, and returns p. A nil p
+// allocates one.
+func PackNN(p *PackedB, n, k int, b []float32, ldb int) *PackedB {
+	return PackNNAs(p, F32, n, k, b, ldb)
+}
+
+// PackNNAs is PackNN at precision prec (BF16 rounds to nearest even).
+func PackNNAs(p *PackedB, prec Precision, n, k int, b []float32, ldb int) *PackedB {
+	checkPrec("PackNNAs", prec)
+	checkMat("PackNN", "B", k, n, len(b), ldb)
+	if p == nil {
+		p = new(PackedB)
+	}
+	return p.packFrom(prec, n, k, source{f: b, ld: ldb, kMajor: true})
+}
+
+// PackNNBF16 is PackNN from bfloat16 storage at precision prec.
+func PackNNBF16(p *PackedB, prec Precision, n, k int, b []uint16, ldb int) *PackedB {
+	checkPrec("PackNNBF16", prec)
+	checkMat("PackNNBF16", "B", k, n, len(b), ldb)
+	if p == nil {
+		p = new(PackedB)
+	}
+	return p.packFrom(prec, n, k, source{h: b, ld: ldb, kMajor: true})
+}
+
+func growU16(s []uint16, n int) []uint16 {
+	if cap(s) < n {
+		return make([]uint16, n)
+	}
+	return s[:n]
 }

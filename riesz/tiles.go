@@ -15,11 +15,23 @@ const (
 )
 
 // Set is a row-major matrix of n vectors of dimension D with their squared
-// norms. X has at least N·D values, Norms at least N.
+// norms. X has at least N·D values, Norms at least N. BF16 says that X
+// holds bfloat16 values (a bank's BF16 keys): the dot products of two BF16
+// sets are gemm's bfloat16 product, those of two float32 sets its float32
+// product; a pass over one set of each kind panics.
 type Set struct {
 	X     []float32
 	Norms []float32
 	N, D  int
+	BF16  bool
+}
+
+// prec is the gemm precision of a set's dot products.
+func prec(s Set) gemm.Precision {
+	if s.BF16 {
+		return gemm.BF16
+	}
+	return gemm.F32
 }
 
 // NewSet wraps x ([n][d]) and computes its squared norms into norms (which
@@ -35,7 +47,7 @@ func NewSet(x []float32, n, d int, norms []float32) Set {
 
 // Rows returns the sub-set of rows [i, j).
 func (s Set) Rows(i, j int) Set {
-	return Set{X: s.X[i*s.D : j*s.D], Norms: s.Norms[i:j], N: j - i, D: s.D}
+	return Set{X: s.X[i*s.D : j*s.D], Norms: s.Norms[i:j], N: j - i, D: s.D, BF16: s.BF16}
 }
 
 func (s Set) check(op, name string) {
@@ -59,6 +71,7 @@ type Workspace struct {
 	paI0     int
 	paRows   int
 	paN, paD int
+	paBF16   bool
 }
 
 // product computes the dot products of rows [i0, i0+rows) of a with the
@@ -68,9 +81,12 @@ type Workspace struct {
 // products equal PackedB.ProductSub's bit for bit (same micro-kernel calls).
 func (ws *Workspace) product(a Set, i0, rows, j0, cols int, t []float32, ldt int) {
 	d := a.D
-	if ws.paX != &a.X[0] || ws.paI0 != i0 || ws.paRows != rows || ws.paN != a.N || ws.paD != d {
-		gemm.PackA(&ws.pa, rows, d, a.X[i0*d:], d)
-		ws.paX, ws.paI0, ws.paRows, ws.paN, ws.paD = &a.X[0], i0, rows, a.N, d
+	if p := ws.pb.Precision(); prec(a) != p {
+		panic(fmt.Sprintf("riesz: a pass over a %v set and a %v set", prec(a), p))
+	}
+	if ws.paX != &a.X[0] || ws.paI0 != i0 || ws.paRows != rows || ws.paN != a.N || ws.paD != d || ws.paBF16 != a.BF16 {
+		gemm.PackAAs(&ws.pa, prec(a), rows, d, a.X[i0*d:], d)
+		ws.paX, ws.paI0, ws.paRows, ws.paN, ws.paD, ws.paBF16 = &a.X[0], i0, rows, a.N, d, a.BF16
 	}
 	gemm.MulPacked(rows, cols, d, &ws.pa, 0, 0, &ws.pb, j0, 0, t, ldt, false)
 }
@@ -88,7 +104,7 @@ func (ws *Workspace) pack(b Set) {
 	if b.N == 0 {
 		return
 	}
-	gemm.PackNT(&ws.pb, b.N, b.D, b.X, b.D)
+	gemm.PackNTAs(&ws.pb, prec(b), b.N, b.D, b.X, b.D)
 }
 
 func (ws *Workspace) tileBuf() []float32 {
@@ -100,7 +116,7 @@ func (ws *Workspace) tileBuf() []float32 {
 
 // Bytes returns the workspace's current size in bytes.
 func (ws *Workspace) Bytes() int64 {
-	return int64(len(ws.tile)+cap(ws.rm)+len(ws.pa.Data()))*4 + int64(len(ws.acc)+cap(ws.rs)+cap(ws.rsn))*8 + ws.pb.Bytes()
+	return int64(len(ws.tile)+cap(ws.rm))*4 + ws.pa.Bytes() + int64(len(ws.acc)+cap(ws.rs)+cap(ws.rsn))*8 + ws.pb.Bytes()
 }
 
 // tile computes w(a_i, b_j) for i in [i0, i0+rows), j in [j0, j0+cols) into

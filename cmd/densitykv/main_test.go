@@ -536,11 +536,11 @@ func TestBenchJSON(t *testing.T) {
 	if v, ok := m["update_seconds_median"].(float64); !ok || !(v > 0) {
 		t.Fatalf("update_seconds_median = %v", m["update_seconds_median"])
 	}
-	if bf, _ := m["bf16"].(bool); bf != gemm.BF16() {
-		t.Fatalf("bf16 = %v, gemm.BF16() = %v", m["bf16"], gemm.BF16())
+	if bf, _ := m["bf16"].(bool); bf != gemm.HardwareBF16() {
+		t.Fatalf("bf16 = %v, gemm.HardwareBF16() = %v", m["bf16"], gemm.HardwareBF16())
 	}
-	if sp, _ := m["bf16_speedup"].(float64); (sp > 0) != gemm.BF16() {
-		t.Fatalf("bf16_speedup = %v with gemm.BF16() = %v", m["bf16_speedup"], gemm.BF16())
+	if sp, _ := m["bf16_speedup"].(float64); (sp > 0) != gemm.HardwareBF16() {
+		t.Fatalf("bf16_speedup = %v with gemm.HardwareBF16() = %v", m["bf16_speedup"], gemm.HardwareBF16())
 	}
 }
 
@@ -552,7 +552,7 @@ func TestBenchKernelLine(t *testing.T) {
 		extra []string
 		want  string
 	}{
-		{nil, map[bool]string{true: "bfloat16 dot products (AVX512_BF16, bit-identical to float32): float32 kernel", false: "float32 dot products (no AVX512_BF16 kernel"}[gemm.BF16()]},
+		{nil, map[bool]string{true: "bfloat16 dot products (AVX512_BF16, bit-identical to float32): float32 kernel", false: "float32 dot products (no AVX512_BF16 kernel"}[gemm.HardwareBF16()]},
 		{[]string{"--float32-kernel"}, "float32 dot products (--float32-kernel)"},
 	} {
 		code, out, errs := run(t, context.Background(), append(args, c.extra...)...)

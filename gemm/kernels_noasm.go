@@ -1,0 +1,6 @@
+//go:build !amd64 || noasm
+
+package gemm
+
+// archKernels returns no kernels: this build has no assembly.
+func archKernels() []*kernel { return nil }
