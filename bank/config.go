@@ -239,7 +239,9 @@ func (c Config) descDim() int {
 	return c.KeyDim
 }
 
-func (c Config) workers() int {
+// WorkerCount returns the number of heads an update processes in parallel:
+// Workers, or GOMAXPROCS when it is 0, at most one per head.
+func (c Config) WorkerCount() int {
 	w := c.Workers
 	if w <= 0 {
 		w = runtime.GOMAXPROCS(0)

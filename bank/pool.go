@@ -36,7 +36,7 @@ func (b *Bank) acquire() {
 	if t == nil {
 		t = &transient{}
 	}
-	H, W := b.cfg.Heads, b.cfg.workers()
+	H, W := b.cfg.Heads, b.cfg.WorkerCount()
 	if len(t.scratch) < H {
 		t.scratch = append(t.scratch, make([]headScratch, H-len(t.scratch))...)
 	}

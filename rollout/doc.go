@@ -19,5 +19,6 @@
 // block b with Options.Start = b, the policy restored from a snapshot
 // (memory.Snapshotter) and the folder reopened by ResumeWriter,
 // bit-identically. Generate wires checkpoint + text embeddings + policy for the
-// command line; Bench measures per-block time and peak memory.
+// command line. (The backbone benchmark, per-block time and peak memory, is
+// package internal/bench's RunWan.)
 package rollout

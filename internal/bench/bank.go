@@ -1,20 +1,23 @@
-package bank
+package bench
 
 import (
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/internal/cputime"
 	"github.com/densitykv/densitykv/riesz"
 )
 
-// BenchConfig is the shape of a steady-state bank benchmark. The zero value
+// BankOptions is the shape of a steady-state bank benchmark. The zero value
 // of a field selects the paper-scale default.
-type BenchConfig struct {
+type BankOptions struct {
 	Heads      int    // H (default 12)
 	Candidates int    // N per update (default 4680)
 	Capacity   int    // M (default 9360)
@@ -28,9 +31,9 @@ type BenchConfig struct {
 	Float32Kernel bool
 	// Config overrides the bank configuration when non-nil (its Heads,
 	// Capacity, KeyDim and ValueDim are replaced by the fields above).
-	Config *Config
+	Config *bank.Config
 	// Context stops the benchmark between its steps when cancelled (nil =
-	// never); RunBench then returns an error wrapping ctx.Err().
+	// never); RunBank then returns an error wrapping ctx.Err().
 	Context context.Context
 	// Progress, when set, is called after every step (the fill, the
 	// warm-up, each timed update and each timed pass: Steps() in all) with
@@ -38,10 +41,10 @@ type BenchConfig struct {
 	Progress func(done, total int)
 }
 
-// BenchResult reports a benchmark. Times are wall-clock seconds.
+// BankResult reports a bank benchmark. Times are wall-clock seconds.
 // JSON field names are snake_case (update_seconds_median, …) so that a
 // command can print the struct directly.
-type BenchResult struct {
+type BankResult struct {
 	Heads      int `json:"heads"`
 	Candidates int `json:"candidates"`
 	Capacity   int `json:"capacity"`
@@ -74,11 +77,11 @@ type BenchResult struct {
 	// PeakExtraBytes is the largest transient workspace of an update
 	// (per-head scratch, tile buffers, packed operands and the interaction
 	// cache), beyond the bank's own storage.
-	PeakExtraBytes int64   `json:"peak_extra_bytes"`
-	BankBytes      int64   `json:"bank_bytes"` // persistent bytes of the full bank (paper accounting)
-	Accepted       []int   `json:"accepted"`   // r* of every timed update
-	Steps          Timings `json:"step_means"` // mean time per Algorithm 1 step
-	SIMD           bool    `json:"simd"`       // AVX-512 epilogues in use
+	PeakExtraBytes int64        `json:"peak_extra_bytes"`
+	BankBytes      int64        `json:"bank_bytes"` // persistent bytes of the full bank (paper accounting)
+	Accepted       []int        `json:"accepted"`   // r* of every timed update
+	Steps          bank.Timings `json:"step_means"` // mean time per Algorithm 1 step
+	SIMD           bool         `json:"simd"`       // AVX-512 epilogues in use
 	// BF16 reports whether products of the bank's bfloat16 keys ran on the
 	// AVX512_BF16 kernel (gemm.BF16); its results equal the float32
 	// kernel's bit for bit.
@@ -91,10 +94,10 @@ type BenchResult struct {
 	BF16Speedup              float64 `json:"bf16_speedup,omitempty"`
 }
 
-// Steps returns the number of progress steps RunBench reports: the fill,
+// Steps returns the number of progress steps RunBank reports: the fill,
 // the warm-up, the timed updates and passes, and with the bfloat16 kernel
 // the float32 passes it is compared with.
-func (c BenchConfig) Steps() int {
+func (c BankOptions) Steps() int {
 	c = c.withDefaults()
 	n := 2 + 2*c.Repeats
 	if !c.Float32Kernel && gemm.BF16() {
@@ -103,7 +106,7 @@ func (c BenchConfig) Steps() int {
 	return n
 }
 
-func (c BenchConfig) withDefaults() BenchConfig {
+func (c BankOptions) withDefaults() BankOptions {
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -117,10 +120,11 @@ func (c BenchConfig) withDefaults() BenchConfig {
 	return c
 }
 
-// videoStream generates video-like per-head keys: a static background per
-// spatial position, a few moving objects, slow drift, and a scene change
-// every 8 blocks. Values are random.
-type videoStream struct {
+// VideoStream generates the bank benchmark's blocks: video-like per-head
+// keys (a static background per spatial position, a few moving objects,
+// slow drift, and a scene change every 8 blocks) and random values,
+// head-major as bank.Block wants them. It is deterministic for a seed.
+type VideoStream struct {
 	rng      *rand.Rand
 	H, N, D  int
 	bg, objs [][]float32 // per head: [N][D] background, [4][D] object codes
@@ -128,8 +132,10 @@ type videoStream struct {
 	block    int
 }
 
-func newVideoStream(H, N, D int, seed uint64) *videoStream {
-	v := &videoStream{rng: rand.New(rand.NewPCG(seed, 0x5eed)), H: H, N: N, D: D}
+// NewVideoStream returns a stream of blocks of N candidates for H heads of
+// dimension D.
+func NewVideoStream(H, N, D int, seed uint64) *VideoStream {
+	v := &VideoStream{rng: rand.New(rand.NewPCG(seed, 0x5eed)), H: H, N: N, D: D}
 	v.bg = make([][]float32, H)
 	v.objs = make([][]float32, H)
 	v.drift = make([][]float32, H)
@@ -140,7 +146,7 @@ func newVideoStream(H, N, D int, seed uint64) *videoStream {
 	return v
 }
 
-func (v *videoStream) newScene(h int) {
+func (v *VideoStream) newScene(h int) {
 	v.bg[h] = make([]float32, v.N*v.D)
 	// Smooth background: a few spatial modes.
 	modes := make([]float32, 6*v.D)
@@ -163,10 +169,10 @@ func (v *videoStream) newScene(h int) {
 	}
 }
 
-// next returns the next block (head-major keys and values).
-func (v *videoStream) next() Block {
+// Next returns the next block (head-major keys and values, no sources).
+func (v *VideoStream) Next() bank.Block {
 	H, N, D := v.H, v.N, v.D
-	blk := Block{Keys: make([]float32, H*N*D), Values: make([]float32, H*N*D)}
+	blk := bank.Block{Keys: make([]float32, H*N*D), Values: make([]float32, H*N*D)}
 	for h := 0; h < H; h++ {
 		if v.block > 0 && v.block%8 == 0 {
 			v.newScene(h)
@@ -202,35 +208,35 @@ func (v *videoStream) next() Block {
 	return blk
 }
 
-// RunBench measures steady-state updates of a full bank on a video-like
+// RunBank measures steady-state updates of a full bank on a video-like
 // stream: it fills the bank (capacity states), runs one untimed update of
 // Candidates (the first with a full bank allocates the per-update
 // workspaces and the interaction caches), then times Repeats updates of
 // Candidates each, and Repeats standalone interaction passes.
-func RunBench(bc BenchConfig) (BenchResult, error) {
+func RunBank(bc BankOptions) (BankResult, error) {
 	bc = bc.withDefaults()
 	if bc.Heads < 1 || bc.Candidates < 1 || bc.Capacity < 1 || bc.Dim < 1 || bc.Repeats < 1 {
-		return BenchResult{}, fmt.Errorf("bank: bench: heads %d, candidates %d, capacity %d, dim %d, repeats %d must all be ≥ 1",
+		return BankResult{}, fmt.Errorf("bench: bank: heads %d, candidates %d, capacity %d, dim %d, repeats %d must all be ≥ 1",
 			bc.Heads, bc.Candidates, bc.Capacity, bc.Dim, bc.Repeats)
 	}
-	cfg := DefaultConfig()
+	cfg := bank.DefaultConfig()
 	if bc.Config != nil {
 		cfg = *bc.Config
 	}
 	cfg.Heads, cfg.Capacity, cfg.KeyDim, cfg.ValueDim, cfg.Workers = bc.Heads, bc.Capacity, bc.Dim, bc.Dim, bc.Workers
 	if cfg.DescDim > 0 {
-		return BenchResult{}, fmt.Errorf("bank: bench: separate descriptors (DescDim %d) are not supported", cfg.DescDim)
+		return BankResult{}, fmt.Errorf("bench: bank: separate descriptors (DescDim %d) are not supported", cfg.DescDim)
 	}
-	b, err := New(cfg)
+	b, err := bank.New(cfg)
 	if err != nil {
-		return BenchResult{}, fmt.Errorf("bank: bench: %w", err)
+		return BankResult{}, fmt.Errorf("bench: bank: %w", err)
 	}
 	steps, done := bc.Steps(), 0
 	if bc.Float32Kernel {
 		defer gemm.SetBF16(gemm.SetBF16(false))
 	}
-	res := BenchResult{Heads: bc.Heads, Candidates: bc.Candidates, Capacity: bc.Capacity, Dim: bc.Dim,
-		Workers: cfg.workers(), SIMD: riesz.SIMD(), BF16: gemm.BF16()}
+	res := BankResult{Heads: bc.Heads, Candidates: bc.Candidates, Capacity: bc.Capacity, Dim: bc.Dim,
+		Workers: cfg.WorkerCount(), SIMD: riesz.SIMD(), BF16: gemm.BF16()}
 	// next reports the finished step (if any) and checks the context
 	// before the following one.
 	next := func(finished bool, what string) error {
@@ -241,7 +247,7 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 			}
 		}
 		if bc.Context != nil && bc.Context.Err() != nil {
-			return fmt.Errorf("bank: bench: stopped before %s (%d of %d steps done): %w", what, done, steps, bc.Context.Err())
+			return fmt.Errorf("bench: bank: stopped before %s (%d of %d steps done): %w", what, done, steps, bc.Context.Err())
 		}
 		return nil
 	}
@@ -249,28 +255,28 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 		return res, err
 	}
 	// Fill: blocks until the bank is full (the first admits min(N, M)).
-	fill := newVideoStream(bc.Heads, bc.Capacity, bc.Dim, bc.Seed)
-	if _, err := b.Update(fill.next()); err != nil {
+	fill := NewVideoStream(bc.Heads, bc.Capacity, bc.Dim, bc.Seed)
+	if _, err := b.Update(fill.Next()); err != nil {
 		return res, err
 	}
 	if err := next(true, "the warm-up update"); err != nil {
 		return res, err
 	}
-	vs := newVideoStream(bc.Heads, bc.Candidates, bc.Dim, bc.Seed+1)
-	if _, err := b.Update(vs.next()); err != nil { // warm-up, untimed
+	vs := NewVideoStream(bc.Heads, bc.Candidates, bc.Dim, bc.Seed+1)
+	if _, err := b.Update(vs.Next()); err != nil { // warm-up, untimed
 		return res, err
 	}
 	for i := 0; i < bc.Repeats; i++ {
 		if err := next(true, fmt.Sprintf("timed update %d", i+1)); err != nil {
 			return res, err
 		}
-		blk := vs.next()
-		c0 := processCPU()
+		blk := vs.Next()
+		c0 := cputime.Process()
 		dec, err := b.Update(blk)
 		if err != nil {
 			return res, err
 		}
-		res.UpdateCPUSeconds = append(res.UpdateCPUSeconds, (processCPU() - c0).Seconds())
+		res.UpdateCPUSeconds = append(res.UpdateCPUSeconds, (cputime.Process() - c0).Seconds())
 		res.UpdateSeconds = append(res.UpdateSeconds, dec.Timings.Total.Seconds())
 		res.Accepted = append(res.Accepted, dec.Accepted)
 		res.Steps.Validate += dec.Timings.Validate / time.Duration(bc.Repeats)
@@ -280,67 +286,47 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 		res.Steps.Commit += dec.Timings.Commit / time.Duration(bc.Repeats)
 		res.Steps.Total += dec.Timings.Total / time.Duration(bc.Repeats)
 	}
-	res.UpdateSecondsMedian = median(res.UpdateSeconds)
-	res.UpdateCPUSecondsMedian = median(res.UpdateCPUSeconds)
+	res.UpdateSecondsMedian = Median(res.UpdateSeconds)
+	res.UpdateCPUSecondsMedian = Median(res.UpdateCPUSeconds)
 	res.PeakExtraBytes = b.PeakScratchBytes()
 	res.BankBytes = b.Bytes()
 	// Standalone interaction passes over the full bank: the scoring pass of
 	// an update (candidates in their stored form, so bfloat16-rounded with
 	// a BF16 payload), then the same passes on the float32 kernel.
-	blk := vs.next()
-	N := bc.Candidates
-	keys := blk.Keys
-	if cfg.Payload == BF16 {
-		keys = make([]float32, len(blk.Keys))
-		for i, v := range blk.Keys {
-			keys[i] = RoundBF16(v)
-		}
-	}
-	b.acquire()
-	defer b.release()
-	pass := func(what string) (wall, cpu []float64, err error) {
+	blk := vs.Next()
+	pass := newScoringPass(b, blk.Keys, bc.Candidates, res.Workers)
+	timed := func(what string) (wall, cpu []float64, err error) {
 		for i := 0; i < bc.Repeats; i++ {
 			if err := next(true, fmt.Sprintf("timed %s %d", what, i+1)); err != nil {
 				return nil, nil, err
 			}
 			t := time.Now()
-			c0 := processCPU()
-			b.parallel(func(h int, ws *riesz.Workspace) {
-				s := &b.scratch[h]
-				s.cn = grow(s.cn, N)
-				cs := riesz.NewSet(keys[h*N*bc.Dim:(h+1)*N*bc.Dim], N, bc.Dim, s.cn)
-				s.ext = grow(s.ext, N)
-				s.score = grow(s.score, N)
-				s.inv = grow(s.inv, b.heads[h].n)
-				for j := range s.inv {
-					s.inv[j] = 1
-				}
-				clear(s.ext)
-				b.kern.RowStats(cs, b.set(h), s.inv, s.ext, s.score, nil, ws)
-			})
+			c0 := cputime.Process()
+			pass.run()
 			wall = append(wall, time.Since(t).Seconds())
-			cpu = append(cpu, (processCPU() - c0).Seconds())
+			cpu = append(cpu, (cputime.Process() - c0).Seconds())
 		}
 		return wall, cpu, nil
 	}
 	var passCPU []float64
-	if res.PassSeconds, passCPU, err = pass("pass"); err != nil {
+	if res.PassSeconds, passCPU, err = timed("pass"); err != nil {
 		return res, err
 	}
+	N := bc.Candidates
 	pairs := float64(N) * float64(b.Len()) * float64(bc.Heads)
 	if res.BF16 {
 		prev := gemm.SetBF16(false)
-		f32, _, err := pass("float32 pass")
+		f32, _, err := timed("float32 pass")
 		gemm.SetBF16(prev)
 		if err != nil {
 			return res, err
 		}
-		res.PassFloat32SecondsMedian = median(f32)
+		res.PassFloat32SecondsMedian = Median(f32)
 		res.PassFloat32GFLOPS = 2 * pairs * float64(bc.Dim) / res.PassFloat32SecondsMedian / 1e9
 	}
 	_ = next(true, "") // the last pass: report it; nothing follows
-	res.PassCPUSecondsMedian = median(passCPU)
-	res.PassSecondsMedian = median(res.PassSeconds)
+	res.PassCPUSecondsMedian = Median(passCPU)
+	res.PassSecondsMedian = Median(res.PassSeconds)
 	if res.BF16 {
 		res.BF16Speedup = res.PassFloat32SecondsMedian / res.PassSecondsMedian
 	}
@@ -353,14 +339,74 @@ func RunBench(bc BenchConfig) (BenchResult, error) {
 	return res, nil
 }
 
-func median(x []float64) float64 {
-	if len(x) == 0 {
-		return 0
+// scoringPass is an update's scoring pass on its own: every head's N
+// candidates against the head's whole bank, with the external densities
+// and mean scores of Algorithm 1's ordering step (the bank's kernel and
+// descriptors, baselines taken as 1), heads in parallel on the bank's
+// worker count with one tile workspace per worker.
+type scoringPass struct {
+	kern       riesz.Kernel
+	n, d       int
+	keys       []float32   // [H][N][d], in the bank's payload rounding
+	banks      []riesz.Set // per head: the bank's descriptors
+	norms      [][]float32 // per head: candidate norms
+	inv        [][]float32 // per head: 1/baseline (all 1)
+	ext, score [][]float64 // per head
+	ws         []riesz.Workspace
+}
+
+func newScoringPass(b *bank.Bank, keys []float32, n, workers int) *scoringPass {
+	cfg := b.Config()
+	d := cfg.KeyDim
+	if cfg.Payload == bank.BF16 {
+		r := make([]float32, len(keys))
+		for i, v := range keys {
+			r[i] = bank.RoundBF16(v)
+		}
+		keys = r
 	}
-	s := slices.Clone(x)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
+	p := &scoringPass{kern: b.Kernel(), n: n, d: d, keys: keys, ws: make([]riesz.Workspace, max(1, workers))}
+	for h := 0; h < cfg.Heads; h++ {
+		m := b.HeadLen(h)
+		p.banks = append(p.banks, riesz.NewSet(b.Descriptors(h), m, d, nil))
+		p.norms = append(p.norms, make([]float32, n))
+		inv := make([]float32, m)
+		for j := range inv {
+			inv[j] = 1
+		}
+		p.inv = append(p.inv, inv)
+		p.ext = append(p.ext, make([]float64, n))
+		p.score = append(p.score, make([]float64, n))
 	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return p
+}
+
+// run is one pass over every head.
+func (p *scoringPass) run() {
+	H, W := len(p.banks), len(p.ws)
+	head := func(h int, ws *riesz.Workspace) {
+		cs := riesz.NewSet(p.keys[h*p.n*p.d:(h+1)*p.n*p.d], p.n, p.d, p.norms[h])
+		clear(p.ext[h])
+		p.kern.RowStats(cs, p.banks[h], p.inv[h], p.ext[h], p.score[h], nil, ws)
+	}
+	if W <= 1 || H == 1 {
+		for h := 0; h < H; h++ {
+			head(h, &p.ws[0])
+		}
+		return
+	}
+	var next atomic.Int32
+	var wg sync.WaitGroup
+	for w := 0; w < W; w++ {
+		wg.Go(func() {
+			for {
+				h := int(next.Add(1)) - 1
+				if h >= H {
+					return
+				}
+				head(h, &p.ws[w])
+			}
+		})
+	}
+	wg.Wait()
 }

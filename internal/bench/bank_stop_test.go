@@ -1,4 +1,4 @@
-package bank
+package bench
 
 import (
 	"context"
@@ -8,12 +8,12 @@ import (
 	"github.com/densitykv/densitykv/gemm"
 )
 
-// RunBench reports every step and stops at the next step once its context
+// RunBank reports every step and stops at the next step once its context
 // is cancelled.
-func TestRunBenchProgressAndCancel(t *testing.T) {
+func TestRunBankProgressAndCancel(t *testing.T) {
 	var seen []int
 	total := 0
-	bc := BenchConfig{Heads: 2, Candidates: 40, Capacity: 80, Dim: 16, Repeats: 3,
+	bc := BankOptions{Heads: 2, Candidates: 40, Capacity: 80, Dim: 16, Repeats: 3,
 		Progress: func(done, n int) { seen = append(seen, done); total = n }}
 	before := gemm.BF16()
 	for _, f32 := range []bool{false, true} {
@@ -25,7 +25,7 @@ func TestRunBenchProgressAndCancel(t *testing.T) {
 		if gemm.BF16() && !f32 {
 			want = 11
 		}
-		r, err := RunBench(bc)
+		r, err := RunBank(bc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func TestRunBenchProgressAndCancel(t *testing.T) {
 			cancel()
 		}
 	}
-	r, err := RunBench(bc)
+	r, err := RunBank(bc)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled bench: error %v, want context.Canceled", err)
 	}

@@ -1,4 +1,4 @@
-package rollout
+package bench
 
 import (
 	"context"
@@ -6,24 +6,25 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"runtime/metrics"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/densitykv/densitykv/internal/cputime"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/wan"
 )
 
-// BenchOptions configures Bench.
-type BenchOptions struct {
+// WanOptions configures RunWan.
+type WanOptions struct {
 	Name  string     // label ("tiny", "wan2.1-1.3b")
 	Model wan.Config // architecture; Layers is the full depth
 	// LayersRun is the number of layers actually built and run (0 = all).
 	// With fewer, per-block time is extrapolated linearly to Model.Layers
 	// (the layers are identical in cost), and so is the peak heap: each
 	// missing layer adds its parameters, its KV-cache state and its
-	// prompt's cross-attention K/V (see BenchResult). Only the fixed-context
+	// prompt's cross-attention K/V (see WanResult). Only the fixed-context
 	// run (Blocks == 0) can run fewer layers.
 	LayersRun      int
 	Height, Width  int // latent size
@@ -40,15 +41,15 @@ type BenchOptions struct {
 	ContextFrames int // 0 = 12 (Wan's native cache)
 	Seed          uint64
 	// Context stops the benchmark between forward calls when cancelled
-	// (nil = never); Bench then returns an error wrapping ctx.Err().
+	// (nil = never); RunWan then returns an error wrapping ctx.Err().
 	Context context.Context
 	// Progress, when set, is called after every forward call with the
 	// calls done and their total.
 	Progress func(done, total int)
 }
 
-// BenchResult is what Bench measured.
-type BenchResult struct {
+// WanResult is what RunWan measured.
+type WanResult struct {
 	Name          string
 	Params        int64 // parameters of the full model
 	Layers        int   // full depth
@@ -89,7 +90,7 @@ type BenchResult struct {
 
 // String formats the result for `densitykv bench`, saying what was
 // measured and what is extrapolated.
-func (r BenchResult) String() string {
+func (r WanResult) String() string {
 	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
 	timeNote, memNote := "", fmt.Sprintf("peak heap %.1f MiB measured with all %d layers", float64(r.PeakHeapBytes)/(1<<20), r.Layers)
 	if r.Extrapolated {
@@ -139,24 +140,12 @@ func startHeapSampler() *heapSampler {
 
 func (h *heapSampler) done() uint64 { close(h.stop); h.wg.Wait(); return h.peak.Load() }
 
-func median(x []float64) float64 {
-	if len(x) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), x...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// Bench measures per-call and per-block time and peak memory of the model
-// with random weights (see BenchOptions).
-func Bench(o BenchOptions) (BenchResult, error) {
+// RunWan measures per-call and per-block time and peak memory of the model
+// with random weights (see WanOptions).
+func RunWan(o WanOptions) (WanResult, error) {
 	full := o.Model
 	if err := full.Validate(); err != nil {
-		return BenchResult{}, err
+		return WanResult{}, err
 	}
 	if o.FramesPerBlock == 0 {
 		o.FramesPerBlock = 3
@@ -171,10 +160,10 @@ func Bench(o BenchOptions) (BenchResult, error) {
 		o.ContextFrames = 12
 	}
 	if o.ContextFrames < o.FramesPerBlock {
-		return BenchResult{}, fmt.Errorf("rollout: bench: context %d frames < block %d frames", o.ContextFrames, o.FramesPerBlock)
+		return WanResult{}, fmt.Errorf("bench: wan: context %d frames < block %d frames", o.ContextFrames, o.FramesPerBlock)
 	}
 	if o.Blocks > 0 && o.LayersRun < full.Layers {
-		return BenchResult{}, fmt.Errorf("rollout: bench: a real rollout runs every layer (%d of %d requested): its policy's per-layer state cannot be extrapolated", o.LayersRun, full.Layers)
+		return WanResult{}, fmt.Errorf("bench: wan: a real rollout runs every layer (%d of %d requested): its policy's per-layer state cannot be extrapolated", o.LayersRun, full.Layers)
 	}
 	run := full
 	run.Layers = o.LayersRun
@@ -184,9 +173,9 @@ func Bench(o BenchOptions) (BenchResult, error) {
 	m, err := wan.Random(run, o.Seed)
 	if err != nil {
 		hs.done()
-		return BenchResult{}, err
+		return WanResult{}, err
 	}
-	res := BenchResult{Name: o.Name, Layers: full.Layers, LayersRun: o.LayersRun, Threads: runtime.GOMAXPROCS(0)}
+	res := WanResult{Name: o.Name, Layers: full.Layers, LayersRun: o.LayersRun, Threads: runtime.GOMAXPROCS(0)}
 	perLayer := blockParams(full)
 	res.Params = m.NumParams() + int64(full.Layers-o.LayersRun)*perLayer
 	res.ParamBytes = 4 * res.Params
@@ -224,18 +213,18 @@ func Bench(o BenchOptions) (BenchResult, error) {
 			hs.done()
 			return res, err
 		}
-		sch := DefaultSchedule()
+		sch := rollout.DefaultSchedule()
 		res.CallsPerBlock = len(sch.Timesteps) + 1
 		var last time.Time
-		var cpuFull, cpuLast float64
+		var cpuFull, cpuLast time.Duration
 		timed, calls := 0, 0
-		err = Run(m, pol, Options{Blocks: o.Blocks, FramesPerBlock: o.FramesPerBlock, Height: o.Height, Width: o.Width, Schedule: sch,
-			Noise: Seeded{Seed: o.Seed, StepsPerBlock: len(sch.Timesteps) - 1}, Prompts: []Prompt{{Text: txt}}, Context: o.Context,
-			Progress: func(p Progress) {
+		err = rollout.Run(m, pol, rollout.Options{Blocks: o.Blocks, FramesPerBlock: o.FramesPerBlock, Height: o.Height, Width: o.Width, Schedule: sch,
+			Noise: rollout.Seeded{Seed: o.Seed, StepsPerBlock: len(sch.Timesteps) - 1}, Prompts: []rollout.Prompt{{Text: txt}}, Context: o.Context,
+			Progress: func(p rollout.Progress) {
 				if calls++; o.Progress != nil {
 					o.Progress(calls, o.Blocks*res.CallsPerBlock)
 				}
-				now, cpu := time.Now(), processCPU()
+				now, cpu := time.Now(), cputime.Process()
 				if !last.IsZero() && (p.Block+1)*o.FramesPerBlock > 12 {
 					res.CallSeconds = append(res.CallSeconds, now.Sub(last).Seconds())
 					cpuFull += cpu - cpuLast
@@ -243,7 +232,7 @@ func Bench(o BenchOptions) (BenchResult, error) {
 				}
 				last, cpuLast = now, cpu
 			},
-			BlockDone: func(b int, _ []float32, log BlockLog) {
+			BlockDone: func(b int, _ []float32, log rollout.BlockLog) {
 				if (b+1)*o.FramesPerBlock > 12 {
 					res.BlockSeconds = append(res.BlockSeconds, log.Seconds)
 					if len(log.Attention) > 0 {
@@ -255,9 +244,9 @@ func Bench(o BenchOptions) (BenchResult, error) {
 			hs.done()
 			return res, err
 		}
-		res.MedianBlock = median(res.BlockSeconds)
+		res.MedianBlock = Median(res.BlockSeconds)
 		if timed > 0 {
-			res.CallCPU = cpuFull / float64(timed)
+			res.CallCPU = cpuFull.Seconds() / float64(timed)
 		}
 	} else {
 		S := o.ContextFrames * tpf
@@ -271,14 +260,14 @@ func Bench(o BenchOptions) (BenchResult, error) {
 		}
 		flow := make([]float32, len(in))
 		ts := make([]float32, o.FramesPerBlock)
-		cpu0 := processCPU()
+		cpu0 := cputime.Process()
 		for c := 0; c < o.Calls; c++ {
 			if o.Context != nil && o.Context.Err() != nil {
 				hs.done()
-				return res, fmt.Errorf("rollout: bench: stopped after %d of %d calls: %w", c, o.Calls, o.Context.Err())
+				return res, fmt.Errorf("bench: wan: stopped after %d of %d calls: %w", c, o.Calls, o.Context.Err())
 			}
 			for i := range ts {
-				ts[i] = DefaultSchedule().Timesteps[c%4]
+				ts[i] = rollout.DefaultSchedule().Timesteps[c%4]
 			}
 			t0 := time.Now()
 			if err := m.Forward(flow, wan.Call{Latent: in, Height: o.Height, Width: o.Width, Timesteps: ts, Text: txt, Mem: memory.Call{Block: 0, Step: c}}, pol); err != nil {
@@ -290,11 +279,11 @@ func Bench(o BenchOptions) (BenchResult, error) {
 				o.Progress(c+1, o.Calls)
 			}
 		}
-		res.CallCPU = (processCPU() - cpu0) / float64(o.Calls)
-		res.MedianBlock = median(res.CallSeconds) * float64(res.CallsPerBlock)
+		res.CallCPU = (cputime.Process() - cpu0).Seconds() / float64(o.Calls)
+		res.MedianBlock = Median(res.CallSeconds) * float64(res.CallsPerBlock)
 	}
 	res.PeakHeapBytes = hs.done()
-	res.MedianCall = median(res.CallSeconds)
+	res.MedianCall = Median(res.CallSeconds)
 	scale := float64(full.Layers) / float64(o.LayersRun)
 	res.PerBlock = res.MedianBlock * scale
 	res.Extrapolated = o.LayersRun < full.Layers
@@ -357,7 +346,7 @@ func (p *fixedPolicy) Attend(layer int, q, k, v []float32) (memory.Context, erro
 	return memory.Context{Q: q, K: p.k[layer], V: p.v[layer], Parts: memory.Parts{Local: p.S}}, nil
 }
 
-// StandardBenches returns the benchmarks `densitykv bench` reports: the
+// StandardWan returns the benchmarks `densitykv bench wan` reports: the
 // tiny golden configuration (a real 8-block Native rollout, median of the
 // blocks after the 12-frame cache is full) and Wan2.1-T2V-1.3B at 480×832
 // (60×104 latents, 4,680 tokens per block) with random weights: one layer
@@ -366,8 +355,8 @@ func (p *fixedPolicy) Attend(layer int, q, k, v []float32) (memory.Context, erro
 // (a full 1.3B block takes hours on a 2-core machine); its peak heap is
 // extrapolated with each missing layer's parameters, 12-frame float32 K/V
 // cache (≈219 MiB) and text K/V.
-func StandardBenches(calls int) []BenchOptions {
-	return []BenchOptions{
+func StandardWan(calls int) []WanOptions {
+	return []WanOptions{
 		{Name: "tiny (golden config)", Model: wan.TinyConfig(), Height: 6, Width: 8, Blocks: 8},
 		{Name: "wan2.1-t2v-1.3b", Model: wan.DefaultConfig(), LayersRun: 1, Height: 60, Width: 104, Calls: calls},
 	}

@@ -1,4 +1,4 @@
-package rollout
+package bench
 
 import (
 	"testing"
@@ -12,7 +12,7 @@ import (
 // layers and 5 calls per block.
 func BenchmarkWan13BOneLayer(b *testing.B) {
 	for b.Loop() {
-		r, err := Bench(BenchOptions{Name: "wan2.1-1.3b", Model: wan.DefaultConfig(), LayersRun: 1, Height: 60, Width: 104, Calls: 1})
+		r, err := RunWan(WanOptions{Name: "wan2.1-1.3b", Model: wan.DefaultConfig(), LayersRun: 1, Height: 60, Width: 104, Calls: 1})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package rollout
+package bench
 
 import (
 	"strings"
@@ -8,7 +8,7 @@ import (
 )
 
 func TestBenchTinyAndExtrapolation(t *testing.T) {
-	r, err := Bench(BenchOptions{Name: "tiny", Model: wan.TinyConfig(), Height: 6, Width: 8, Blocks: 6})
+	r, err := RunWan(WanOptions{Name: "tiny", Model: wan.TinyConfig(), Height: 6, Width: 8, Blocks: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -17,7 +17,7 @@ func TestBenchTinyAndExtrapolation(t *testing.T) {
 	}
 	cfg := wan.TinyConfig()
 	cfg.Layers = 4
-	e, err := Bench(BenchOptions{Name: "tiny-4", Model: cfg, LayersRun: 1, Height: 6, Width: 8, Calls: 2})
+	e, err := RunWan(WanOptions{Name: "tiny-4", Model: cfg, LayersRun: 1, Height: 6, Width: 8, Calls: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,9 +40,9 @@ func TestBenchTinyAndExtrapolation(t *testing.T) {
 func TestBenchMemoryExtrapolation(t *testing.T) {
 	cfg := wan.TinyConfig()
 	cfg.Layers = 4
-	run := func(layers int) BenchResult {
+	run := func(layers int) WanResult {
 		t.Helper()
-		r, err := Bench(BenchOptions{Name: "tiny-4", Model: cfg, LayersRun: layers, Height: 6, Width: 8, Calls: 1})
+		r, err := RunWan(WanOptions{Name: "tiny-4", Model: cfg, LayersRun: layers, Height: 6, Width: 8, Calls: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func TestBenchMemoryExtrapolation(t *testing.T) {
 		t.Errorf("all-layer summary %q", s)
 	}
 	// A real rollout cannot extrapolate its policy's state.
-	if _, err := Bench(BenchOptions{Model: cfg, LayersRun: 1, Height: 6, Width: 8, Blocks: 1}); err == nil || !strings.Contains(err.Error(), "every layer") {
+	if _, err := RunWan(WanOptions{Model: cfg, LayersRun: 1, Height: 6, Width: 8, Blocks: 1}); err == nil || !strings.Contains(err.Error(), "every layer") {
 		t.Errorf("real rollout on 1 of 4 layers: %v", err)
 	}
 }
@@ -97,13 +97,13 @@ func BenchmarkTinyBlock(b *testing.B) {
 	var blocks []float64
 	var peak uint64
 	for b.Loop() {
-		r, err := Bench(StandardBenches(1)[0])
+		r, err := RunWan(StandardWan(1)[0])
 		if err != nil {
 			b.Fatal(err)
 		}
 		blocks = append(blocks, r.BlockSeconds...)
 		peak = max(peak, r.PeakHeapBytes)
 	}
-	b.ReportMetric(median(blocks)*1e3, "ms/block")
+	b.ReportMetric(Median(blocks)*1e3, "ms/block")
 	b.ReportMetric(float64(peak)/(1<<20), "MiB-peak")
 }
