@@ -191,12 +191,12 @@ type Bank struct {
 	offered int64 // candidates offered so far (default source ids)
 
 	// Borrowed from the package pool during an update (see pool.go).
-	tr      *transient
-	ws      []riesz.Workspace // one per worker
-	cache   [][]float32       // per worker: candidate×bank interactions of the head in flight
-	scratch []headScratch     // one per head
-	peak    int64             // peak transient bytes seen
-	spec    [3]int64          // per head and update: no speculative eviction, reused, discarded
+	tr    *transient
+	ws    []riesz.Workspace // one per worker
+	cache [][]float32       // per worker: candidate×bank interactions of the head in flight
+	work  []headWork        // one per head
+	plan  prefixPlan        // step 4's result
+	peak  int64             // peak transient bytes seen
 }
 
 // New validates cfg and returns an empty bank.
@@ -298,8 +298,9 @@ func (b *Bank) Bytes() int64 {
 	return n * b.cfg.BytesPerState()
 }
 
-// PeakScratchBytes returns the largest transient workspace (per-head scratch
-// plus tile workspaces) an update has used so far.
+// PeakScratchBytes returns the largest transient workspace (the per-head
+// step buffers, tile workspaces and interaction caches) an update has used
+// so far.
 func (b *Bank) PeakScratchBytes() int64 { return b.peak }
 
 // roundDensity rounds v to the density dtype.
