@@ -274,7 +274,6 @@ func (b *Bank) prepare(blk Block) (int, error) {
 	return n, nil
 }
 
-
 // initEmpty is Algorithm 1 lines 1–6: an empty bank takes the first
 // r* = min(N, M) candidates of every head in source order, whatever the
 // ordering and admission variants; their densities are computed over the
