@@ -29,7 +29,7 @@ func TestBF16KernelBitIdentical(t *testing.T) {
 		{"default", func(*bank.Config) {}},
 		{"max-order-refresh", func(c *bank.Config) { c.Ordering = bank.OrderMax; c.Baselines = bank.BaselinesRefresh }},
 		{"f64-density-per-head", func(c *bank.Config) { c.Density = bank.F64; c.Prefix = bank.PrefixPerHead }},
-		{"f32-payload", func(c *bank.Config) { c.Payload = bank.F32 }}, // no bfloat16 operands: float32 either way
+		{"f32-payload", func(c *bank.Config) { c.Payload = bank.PayloadF32 }}, // no bfloat16 operands: float32 either way
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			run := func(on bool) ([]bank.Decision, []byte) {

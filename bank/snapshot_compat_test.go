@@ -25,12 +25,14 @@ func TestSnapshotV1Files(t *testing.T) {
 		file string
 		mod  func(*Config)
 	}{
-		{"default", func(c *Config) { c.Payload, c.Density = BF16, F32 }},
+		{"default", func(c *Config) { c.Payload, c.Density = PayloadBF16, F32 }},
 		{"variants", func(c *Config) {
 			c.Ordering, c.Baselines, c.Eviction, c.Prefix, c.Admission = OrderMax, BaselinesRefresh, EvictMandatorySource, PrefixPerHead, AdmitSequential
-			c.Payload, c.Density, c.DescDim = F32, F64, 4
+			c.Payload, c.Density, c.DescDim = PayloadF32, F64, 4
 		}},
-		{"densest-source", func(c *Config) { c.Ordering, c.Eviction, c.Payload, c.Density = OrderSource, EvictDensest, BF16, F64 }},
+		{"densest-source", func(c *Config) {
+			c.Ordering, c.Eviction, c.Payload, c.Density = OrderSource, EvictDensest, PayloadBF16, F64
+		}},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			cfg := smallConfig()

@@ -81,17 +81,17 @@ func TestSpeculativeEvictionsBothWays(t *testing.T) {
 func TestBF16OverflowBoundary(t *testing.T) {
 	for _, c := range []struct {
 		bits    uint32
-		payload DType
+		payload Payload
 		ok      bool
 		msg     string
 	}{
-		{0x7f7f7fff, BF16, true, ""},
-		{0xff7f7fff, BF16, true, ""},
-		{0x7f7f8000, BF16, false, "overflows bfloat16"},
-		{0xff7f8000, BF16, false, "overflows bfloat16"},
-		{0x7f7f8000, F32, true, ""},
-		{0x7f800000, F32, false, "values has Inf"},
-		{0x7fc00001, F32, false, "values has NaN"},
+		{0x7f7f7fff, PayloadBF16, true, ""},
+		{0xff7f7fff, PayloadBF16, true, ""},
+		{0x7f7f8000, PayloadBF16, false, "overflows bfloat16"},
+		{0xff7f8000, PayloadBF16, false, "overflows bfloat16"},
+		{0x7f7f8000, PayloadF32, true, ""},
+		{0x7f800000, PayloadF32, false, "values has Inf"},
+		{0x7fc00001, PayloadF32, false, "values has NaN"},
 	} {
 		cfg := smallConfig()
 		cfg.Payload = c.payload

@@ -139,10 +139,10 @@ func (b *Bank) Update(blk Block) (Decision, error) {
 func (b *Bank) dropBlockRefs() {
 	for h := range b.work {
 		c := &b.work[h].cand
-		if b.cfg.Payload != BF16 {
+		if b.cfg.Payload != PayloadBF16 {
 			c.keys, c.values = nil, nil
 		}
-		if b.cfg.Payload != BF16 || b.cfg.DescDim > 0 {
+		if b.cfg.Payload != PayloadBF16 || b.cfg.DescDim > 0 {
 			c.desc = nil
 		}
 	}
@@ -212,7 +212,7 @@ func (b *Bank) prepare(blk Block) (int, error) {
 		}
 		return nil
 	}
-	bf := c.Payload == BF16
+	bf := c.Payload == PayloadBF16
 	// Heads are checked in parallel; the error reported is the first in
 	// the sequential order (all keys, then all values, then all
 	// descriptors, each head-major), as a sequential scan would find it.

@@ -125,7 +125,7 @@ func newLongLiveRAG(cfg Config) (Policy, error) {
 	}
 	s := &ragSelector{c: c, cfg: cfg.LongLiveRAG, descs: map[int][]float32{},
 		memK: make([][]float32, cfg.Layout.Layers), memV: make([][]float32, cfg.Layout.Layers)}
-	if cfg.LongLiveRAG.Descriptor == "key-mean" {
+	if cfg.LongLiveRAG.Descriptor == RAGKeyMean {
 		s.desc = KeyMean{Heads: cfg.Layout.Heads, HeadDim: cfg.Layout.HeadDim}
 	} else {
 		s.desc = LatentMean{Channels: cfg.LongLiveRAG.LatentChannels}

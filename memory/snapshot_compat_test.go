@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/densitykv/densitykv/bank"
 )
 
 // TestSnapshotV1Files reads policy snapshots written by the code before the
@@ -19,14 +21,14 @@ func TestSnapshotV1Files(t *testing.T) {
 		mod          func(*Config)
 	}{
 		{"densitykv-variants", NameDensityKV, func(c *Config) {
-			c.Bank.Ordering, c.Bank.Baselines, c.Bank.Eviction, c.Bank.Prefix = "max", "refresh", "densest", "per-head"
-			c.Bank.Payload, c.Bank.Densities, c.Bank.Descriptor = "f32", "f64", "pre-rope-key-value"
+			c.Bank.Ordering, c.Bank.Baselines, c.Bank.Eviction, c.Bank.Prefix = bank.OrderMax, bank.BaselinesRefresh, bank.EvictDensest, bank.PrefixPerHead
+			c.Bank.Payload, c.Bank.Densities, c.Bank.Descriptor = bank.PayloadF32, bank.F64, bank.DescPreRoPEKeyValue
 		}},
 		{"densitykv-default", NameDensityKV, func(c *Config) {}},
 		{"densitykv-sequential", NameDensityKV, func(c *Config) {
-			c.Bank.Ordering, c.Bank.Eviction, c.Bank.Admission, c.Bank.Descriptor = "source", "mandatory-source", "sequential", "key-value"
+			c.Bank.Ordering, c.Bank.Eviction, c.Bank.Admission, c.Bank.Descriptor = bank.OrderSource, bank.EvictMandatorySource, bank.AdmitSequential, bank.DescKeyValue
 		}},
-		{"longlive-rag-keymean", NameLongLiveRAG, func(c *Config) { c.LongLiveRAG.Descriptor = "key-mean" }},
+		{"longlive-rag-keymean", NameLongLiveRAG, func(c *Config) { c.LongLiveRAG.Descriptor = RAGKeyMean }},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			cfg := Config{Layout: lay, Capacity: 12}

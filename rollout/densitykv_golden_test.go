@@ -559,9 +559,9 @@ func TestGoldenRolloutDensityKV(t *testing.T) {
 			g := openGolden(t, c.file+".safetensors")
 			bg := loadBankGolden(t, g)
 			cfg := memory.Config{Layout: m.Cfg.Layout(6, 8, 3), SinkFrames: 1, CacheFrames: 12, WindowFrames: 5, Capacity: c.capacity}
-			cfg.Bank.Ordering = "max"
+			cfg.Bank.Ordering = bank.OrderMax
 			cfg.Bank.Sigma = 4
-			cfg.Bank.Payload = "f32"
+			cfg.Bank.Payload = bank.PayloadF32
 			pol, err := memory.New(memory.NameDensityKV, cfg)
 			if err != nil {
 				t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/memory"
 )
 
@@ -152,7 +153,7 @@ func TestStartGoldenDensityKV(t *testing.T) {
 	m := goldenModel(t)
 	g := openGolden(t, "rollout_densitykv_cap60.safetensors")
 	cfg := memory.Config{Layout: m.Cfg.Layout(6, 8, 3), SinkFrames: 1, CacheFrames: 12, WindowFrames: 5, Capacity: 60}
-	cfg.Bank.Ordering, cfg.Bank.Sigma, cfg.Bank.Payload = "max", 4, "f32"
+	cfg.Bank.Ordering, cfg.Bank.Sigma, cfg.Bank.Payload = bank.OrderMax, 4, bank.PayloadF32
 	a, err := memory.New(memory.NameDensityKV, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/internal/goldendir"
 	"github.com/densitykv/densitykv/memory"
@@ -184,7 +185,7 @@ func TestGenerateEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	mc := memory.Config{Capacity: 60}
-	mc.Bank.Ordering, mc.Bank.Sigma = "max", 4
+	mc.Bank.Ordering, mc.Bank.Sigma = bank.OrderMax, 4
 	opt := GenerateOptions{Checkpoint: filepath.Join(goldendir.Wan(t), "weights_generator.pt"), Model: wan.TinyConfig(),
 		Texts: []TextInput{{Path: textPath}}, Policy: "densitykv", Memory: mc, Height: 6, Width: 8, Blocks: 5, Seed: 11}
 	var calls int

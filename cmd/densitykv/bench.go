@@ -3,13 +3,13 @@ package main
 import (
 	"fmt"
 	"runtime"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/internal/bench"
+	"github.com/densitykv/densitykv/internal/vocab"
 )
 
 func init() { register(newBenchCmd) }
@@ -82,9 +82,9 @@ turns the bfloat16 kernel off for the whole run.`,
 			if bc.Workers < 0 {
 				return usagef("--workers is %d, want >= 0", bc.Workers)
 			}
-			ord, err := bank.ParseOrdering(ordering)
-			if err != nil || !slices.Contains([]string{"mean", "max", "source"}, ordering) {
-				return usagef("--ordering is %q, want mean, max or source", ordering)
+			var ord bank.Ordering
+			if err := ord.UnmarshalText([]byte(ordering)); err != nil {
+				return usagef("--ordering is %q, want %s", ordering, vocab.Or(ord.Names()))
 			}
 			cfg := bank.DefaultConfig()
 			cfg.Ordering = ord

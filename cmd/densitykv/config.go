@@ -7,13 +7,14 @@ import (
 	"io"
 	"math"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
+	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/internal/vocab"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/synth"
 )
@@ -89,6 +90,18 @@ var yamlFlags = map[string]string{
 	"memory.longlive_rag.top_k": "rag-top-k", "memory.longlive_rag.descriptor": "rag-descriptor",
 }
 
+// variantName returns the name of c's variant at YAML key path.
+func variantName(c Config, path string) string {
+	vars := map[string]fmt.Stringer{
+		"memory.bank.ordering": c.Memory.Bank.Ordering, "memory.bank.baselines": c.Memory.Bank.Baselines,
+		"memory.bank.eviction": c.Memory.Bank.Eviction, "memory.bank.prefix": c.Memory.Bank.Prefix,
+		"memory.bank.admission": c.Memory.Bank.Admission, "memory.bank.payload": c.Memory.Bank.Payload,
+		"memory.bank.densities": c.Memory.Bank.Densities, "memory.bank.descriptor": c.Memory.Bank.Descriptor,
+		"memory.longlive_rag.descriptor": c.Memory.LongLiveRAG.Descriptor,
+	}
+	return vars[path].String()
+}
+
 // named returns a YAML path with its flag, if it has one:
 // "memory.bank.sigma (--sigma)".
 func named(path string) string {
@@ -98,66 +111,80 @@ func named(path string) string {
 	return path
 }
 
-// defaultedZeros are the keys whose zero value (empty string) memory.Config
-// Resolve replaces by the default, where zero is not itself a documented
-// choice (as it is for capacity, rag top-k, workers and the descriptor
-// storage dimension: 0 = derived). Given explicitly, as a flag or a YAML
-// key, such a zero is an error instead of silently becoming the default.
+// defaultedZeros are the keys whose zero value memory.Config Resolve
+// replaces by the default, where zero is not itself a documented choice (as
+// it is for capacity, rag top-k, workers and the descriptor storage
+// dimension: 0 = derived). Given explicitly, as a flag or a YAML key, such
+// a zero is an error instead of silently becoming the default; so is an
+// empty variant name (see variantKeys).
 var defaultedZeros = []struct {
 	path, want string
 	zero       func(*Config) bool
-	empty      bool // a string key: its zero is ""
 }{
-	{"memory.layout.height", "an integer >= 1", func(c *Config) bool { return c.Memory.Layout.Height == 0 }, false},
-	{"memory.layout.width", "an integer >= 1", func(c *Config) bool { return c.Memory.Layout.Width == 0 }, false},
-	{"memory.layout.frames_per_block", "an integer >= 1", func(c *Config) bool { return c.Memory.Layout.FramesPerBlock == 0 }, false},
-	{"memory.layout.layers", "an integer >= 1", func(c *Config) bool { return c.Memory.Layout.Layers == 0 }, false},
-	{"memory.layout.heads", "an integer >= 1", func(c *Config) bool { return c.Memory.Layout.Heads == 0 }, false},
-	{"memory.layout.head_dim", "an even integer >= 6", func(c *Config) bool { return c.Memory.Layout.HeadDim == 0 }, false},
-	{"memory.sink_frames", "an integer >= 1", func(c *Config) bool { return c.Memory.SinkFrames == 0 }, false},
-	{"memory.cache_frames", "an integer >= 1", func(c *Config) bool { return c.Memory.CacheFrames == 0 }, false},
-	{"memory.window_frames", "an integer >= frames per block", func(c *Config) bool { return c.Memory.WindowFrames == 0 }, false},
-	{"memory.rope_theta", "a finite number > 1", func(c *Config) bool { return c.Memory.RoPETheta == 0 }, false},
-	{"memory.bank.tau", "a finite number > 1", func(c *Config) bool { return c.Memory.Bank.Tau == 0 }, false},
-	{"memory.bank.sigma", "a finite number > 0", func(c *Config) bool { return c.Memory.Bank.Sigma == 0 }, false},
-	{"memory.bank.p", "a finite number > 0", func(c *Config) bool { return c.Memory.Bank.P == 0 }, false},
-	{"memory.bank.eps", "a finite number > 0", func(c *Config) bool { return c.Memory.Bank.Eps == 0 }, false},
-	{"memory.bank.delta", "a finite number > 0", func(c *Config) bool { return c.Memory.Bank.Delta == 0 }, false},
-	{"memory.bank.ordering", "mean, max or source", func(c *Config) bool { return blank(c.Memory.Bank.Ordering) }, true},
-	{"memory.bank.baselines", "frozen or refresh", func(c *Config) bool { return blank(c.Memory.Bank.Baselines) }, true},
-	{"memory.bank.eviction", "mandatory-densest, densest or mandatory-source", func(c *Config) bool { return blank(c.Memory.Bank.Eviction) }, true},
-	{"memory.bank.prefix", "shared or per-head", func(c *Config) bool { return blank(c.Memory.Bank.Prefix) }, true},
-	{"memory.bank.admission", "joint or sequential", func(c *Config) bool { return blank(c.Memory.Bank.Admission) }, true},
-	{"memory.bank.payload", "bf16 or f32", func(c *Config) bool { return blank(c.Memory.Bank.Payload) }, true},
-	{"memory.bank.densities", "f32 or f64", func(c *Config) bool { return blank(c.Memory.Bank.Densities) }, true},
-	{"memory.bank.descriptor", "post-rope-key, pre-rope-key, key-value or pre-rope-key-value", func(c *Config) bool { return blank(c.Memory.Bank.Descriptor) }, true},
-	{"memory.deep_forcing.recent_frames", "an integer >= frames per block", func(c *Config) bool { return c.Memory.DeepForcing.RecentFrames == 0 }, false},
-	{"memory.deep_forcing.max_reuse", "an integer >= 1 (0 is not available: the field's zero selects the default 7)", func(c *Config) bool { return c.Memory.DeepForcing.MaxReuse == 0 }, false},
-	{"memory.longlive_rag.exclude_recent", "an integer >= 1 (0 is not available: the field's zero selects the default 5)", func(c *Config) bool { return c.Memory.LongLiveRAG.ExcludeRecent == 0 }, false},
-	{"memory.longlive_rag.latent_channels", "an integer >= 1", func(c *Config) bool { return c.Memory.LongLiveRAG.LatentChannels == 0 }, false},
-	{"memory.longlive_rag.descriptor", "latent-mean or key-mean", func(c *Config) bool { return blank(c.Memory.LongLiveRAG.Descriptor) }, true},
+	{"memory.layout.height", "an integer >= 1", func(c *Config) bool { return c.Memory.Layout.Height == 0 }},
+	{"memory.layout.width", "an integer >= 1", func(c *Config) bool { return c.Memory.Layout.Width == 0 }},
+	{"memory.layout.frames_per_block", "an integer >= 1", func(c *Config) bool { return c.Memory.Layout.FramesPerBlock == 0 }},
+	{"memory.layout.layers", "an integer >= 1", func(c *Config) bool { return c.Memory.Layout.Layers == 0 }},
+	{"memory.layout.heads", "an integer >= 1", func(c *Config) bool { return c.Memory.Layout.Heads == 0 }},
+	{"memory.layout.head_dim", "an even integer >= 6", func(c *Config) bool { return c.Memory.Layout.HeadDim == 0 }},
+	{"memory.sink_frames", "an integer >= 1", func(c *Config) bool { return c.Memory.SinkFrames == 0 }},
+	{"memory.cache_frames", "an integer >= 1", func(c *Config) bool { return c.Memory.CacheFrames == 0 }},
+	{"memory.window_frames", "an integer >= frames per block", func(c *Config) bool { return c.Memory.WindowFrames == 0 }},
+	{"memory.rope_theta", "a finite number > 1", func(c *Config) bool { return c.Memory.RoPETheta == 0 }},
+	{"memory.bank.tau", "a finite number > 1", func(c *Config) bool { return c.Memory.Bank.Tau == 0 }},
+	{"memory.bank.sigma", "a finite number > 0", func(c *Config) bool { return c.Memory.Bank.Sigma == 0 }},
+	{"memory.bank.p", "a finite number > 0", func(c *Config) bool { return c.Memory.Bank.P == 0 }},
+	{"memory.bank.eps", "a finite number > 0", func(c *Config) bool { return c.Memory.Bank.Eps == 0 }},
+	{"memory.bank.delta", "a finite number > 0", func(c *Config) bool { return c.Memory.Bank.Delta == 0 }},
+	{"memory.deep_forcing.recent_frames", "an integer >= frames per block", func(c *Config) bool { return c.Memory.DeepForcing.RecentFrames == 0 }},
+	{"memory.deep_forcing.max_reuse", "an integer >= 1 (0 is not available: the field's zero selects the default 7)", func(c *Config) bool { return c.Memory.DeepForcing.MaxReuse == 0 }},
+	{"memory.longlive_rag.exclude_recent", "an integer >= 1 (0 is not available: the field's zero selects the default 5)", func(c *Config) bool { return c.Memory.LongLiveRAG.ExcludeRecent == 0 }},
+	{"memory.longlive_rag.latent_channels", "an integer >= 1", func(c *Config) bool { return c.Memory.LongLiveRAG.LatentChannels == 0 }},
 }
 
 func blank(s string) bool { return strings.TrimSpace(s) == "" }
 
-// explicitZeros rejects the defaultedZeros given explicitly: a changed flag
-// of fs (may be nil) or a key present in the YAML file (keys, from file).
-func explicitZeros(c *Config, fs *pflag.FlagSet, keys map[string]bool, file string) error {
+// variantKeys are the YAML keys that hold a variant's name (memory.bank.*
+// and memory.longlive_rag.descriptor, see memory.VariantPaths), read
+// through memory.Config.SetVariant: an unknown name is an error naming the
+// key, the name and the names allowed.
+func variantKeys() []string {
+	var out []string
+	for _, p := range memory.VariantPaths() {
+		out = append(out, "memory."+p)
+	}
+	return out
+}
+
+// setVariant sets the variant at YAML key path from name.
+func setVariant(c *Config, path, name string) error {
+	return memoryError(c.Memory.SetVariant(strings.TrimPrefix(path, "memory."), name))
+}
+
+// explicitZeros rejects the defaultedZeros given explicitly, and the
+// variant names given empty: a changed flag of fs (may be nil) or a key
+// present in the YAML file (keys, from file).
+func explicitZeros(c *Config, fs *pflag.FlagSet, keys yamlKeys, file string) error {
 	var errs []error
-	for _, z := range defaultedZeros {
-		if !z.zero(c) {
-			continue
-		}
-		v := "0"
-		if z.empty {
-			v = `""`
-		}
-		flag, hasFlag := yamlFlags[z.path]
+	report := func(path, v, want string) {
+		flag, hasFlag := yamlFlags[path]
 		switch {
 		case hasFlag && fs != nil && fs.Changed(flag):
-			errs = append(errs, fmt.Errorf("--%s is %s, want %s (%s; leave the flag out for the default)", flag, v, z.want, z.path))
-		case keys[z.path]:
-			errs = append(errs, fmt.Errorf("%s: %s is %s, want %s (leave the key out for the default)", file, named(z.path), v, z.want))
+			errs = append(errs, fmt.Errorf("--%s is %s, want %s (%s; leave the flag out for the default)", flag, v, want, path))
+		case keys.set[path]:
+			errs = append(errs, fmt.Errorf("%s: %s is %s, want %s (leave the key out for the default)", file, named(path), v, want))
+		}
+	}
+	for _, z := range defaultedZeros {
+		if z.zero(c) {
+			report(z.path, "0", z.want)
+		}
+	}
+	for _, path := range variantKeys() {
+		flag, hasFlag := yamlFlags[path]
+		flagBlank := hasFlag && fs != nil && fs.Changed(flag) && blank(fs.Lookup(flag).Value.String())
+		if flagBlank || keys.blank[path] && !(hasFlag && fs != nil && fs.Changed(flag)) {
+			report(path, `""`, vocab.Or(memory.VariantNames(strings.TrimPrefix(path, "memory."))))
 		}
 	}
 	if len(errs) > 0 {
@@ -319,14 +346,14 @@ func resolveMemory(m memory.Config, policies []string) (memory.Config, error) {
 			return m, memoryError(err)
 		}
 	}
-	if r.Bank.Workers == 0 { // the bank's own rule: GOMAXPROCS, at most one per head
-		r.Bank.Workers = max(1, min(runtime.GOMAXPROCS(0), r.Layout.Heads))
+	if r.Bank.Workers == 0 { // the bank's own rule
+		r.Bank.Workers = bank.Config{Heads: r.Layout.Heads}.WorkerCount()
 	}
 	if l := &r.LongLiveRAG; l.DescriptorStorageDim == 0 { // the descriptor kept
 		switch l.Descriptor {
-		case "latent-mean":
+		case memory.RAGLatentMean:
 			l.DescriptorStorageDim = l.LatentChannels
-		case "key-mean":
+		case memory.RAGKeyMean:
 			l.DescriptorStorageDim = r.Layout.Heads * r.Layout.HeadDim
 		}
 	}
@@ -335,6 +362,9 @@ func resolveMemory(m memory.Config, policies []string) (memory.Config, error) {
 
 // memoryError names the YAML keys (and flags) of a memory.FieldError.
 func memoryError(err error) error {
+	if err == nil {
+		return nil
+	}
 	var fe *memory.FieldError
 	if !errors.As(err, &fe) || len(fe.Fields) == 0 {
 		return err
@@ -358,27 +388,32 @@ func (e *namedFieldError) Error() string { return e.names + ": " + e.fe.Msg }
 func (e *namedFieldError) Unwrap() error { return e.fe }
 
 // LoadConfigFile decodes a YAML file over base (keys absent from the file
-// keep base's values) and returns the keys present. Unknown keys and type
-// errors name the file and line.
+// keep base's values) and returns the keys present. Unknown keys, unknown
+// variant names, empty ones and type errors name the file and line.
 func LoadConfigFile(path string, base Config) (Config, map[string]bool, error) {
 	c := base
 	keys, err := loadYAMLKeys(path, &c, true)
+	if err == nil {
+		// Only the empty variant names are errors here (the numeric
+		// zeros are Resolve's business for a file read on its own).
+		err = explicitZeros(&c, nil, yamlKeys{set: keys.blank, blank: keys.blank}, path)
+	}
 	if err != nil {
 		return base, nil, err
 	}
-	return c, keys, nil
+	return c, keys.set, nil
 }
 
 // loadYAMLKeys decodes the YAML file at path into v (see decodeYAML),
 // naming the file in errors.
-func loadYAMLKeys(path string, v any, strict bool) (map[string]bool, error) {
+func loadYAMLKeys(path string, v any, strict bool) (yamlKeys, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return yamlKeys{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	keys, err := decodeYAML(b, v, strict)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return yamlKeys{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return keys, nil
 }
@@ -399,20 +434,30 @@ func decodeConfig(r io.Reader, base Config) (Config, error) {
 // layout had snake_case keys; they are read as their new names.
 var legacyLayoutKeys = map[string]string{"framesperblock": "frames_per_block", "headdim": "head_dim"}
 
+// yamlKeys are the dotted paths of the keys a YAML file sets
+// ("memory.bank.sigma"; a null value counts as absent), so that an explicit
+// value can be told from a default; blank are the variant keys set to an
+// empty name, which are decoded as absent and reported by explicitZeros.
+type yamlKeys struct {
+	set, blank map[string]bool
+}
+
 // decodeYAML decodes b over v (strict: unknown keys are errors; an empty
-// document changes nothing) and returns the dotted paths of the keys
-// present ("memory.bank.sigma"; a null value counts as absent), so that an
-// explicit value can be told from a default.
-func decodeYAML(b []byte, v any, strict bool) (map[string]bool, error) {
+// document changes nothing) and returns the keys present. Variant names
+// (variantKeys) are checked and spelled as package bank and memory spell
+// them before the document is decoded.
+func decodeYAML(b []byte, v any, strict bool) (yamlKeys, error) {
+	keys := yamlKeys{set: map[string]bool{}, blank: map[string]bool{}}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return nil, err
+		return keys, err
 	}
-	keys := map[string]bool{}
 	if len(doc.Content) == 0 {
 		return keys, nil
 	}
+	variants := variantKeys()
 	renamed := false
+	var bad error
 	var walk func(n *yaml.Node, prefix string)
 	walk = func(n *yaml.Node, prefix string) {
 		if n.Kind != yaml.MappingNode {
@@ -426,21 +471,43 @@ func decodeYAML(b []byte, v any, strict bool) (map[string]bool, error) {
 			if val.Tag == "!!null" {
 				continue
 			}
-			keys[prefix+k.Value] = true
-			walk(val, prefix+k.Value+".")
+			path := prefix + k.Value
+			keys.set[path] = true
+			if slices.Contains(variants, path) && val.Kind == yaml.ScalarNode {
+				var scratch Config
+				switch err := setVariant(&scratch, path, val.Value); {
+				case blank(val.Value):
+					keys.blank[path] = true
+					n.Content = slices.Delete(n.Content, i, i+2)
+					i -= 2
+				case err != nil:
+					if bad == nil {
+						bad = fmt.Errorf("line %d: %w", val.Line, err)
+					}
+				default:
+					// The name as the types spell it (SetVariant took it).
+					val.Value, val.Style, val.Tag = strings.ToLower(strings.TrimSpace(val.Value)), 0, "!!str"
+				}
+				renamed = true
+				continue
+			}
+			walk(val, path+".")
 		}
 	}
 	walk(doc.Content[0], "")
+	if bad != nil {
+		return keys, bad
+	}
 	if renamed {
 		var err error
 		if b, err = yaml.Marshal(&doc); err != nil {
-			return nil, err
+			return keys, err
 		}
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(strict)
 	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
+		return keys, err
 	}
 	return keys, nil
 }
@@ -466,9 +533,9 @@ func MarshalConfig(c Config) ([]byte, error) {
 type configFlags struct {
 	fs      *pflag.FlagSet
 	file    string
-	applies []func(*Config)
+	applies []func(*Config) error
 	// keys are the YAML keys present in the --config file (after resolve).
-	keys map[string]bool
+	keys yamlKeys
 }
 
 // usage appends a flag's YAML key to its help text.
@@ -481,30 +548,38 @@ func usageFor(flag, usage string) string {
 	return usage
 }
 
-func (cf *configFlags) str(name, usage string, def Config, field func(*Config) *string) {
-	v := cf.fs.String(name, *field(&def), usageFor(name, usage))
-	cf.applies = append(cf.applies, func(c *Config) {
+// set registers the apply of a flag that sets one field.
+func set[T any](cf *configFlags, name string, v *T, field func(*Config) *T) {
+	cf.applies = append(cf.applies, func(c *Config) error {
 		if cf.fs.Changed(name) {
 			*field(c) = *v
 		}
+		return nil
 	})
+}
+
+func (cf *configFlags) str(name, usage string, def Config, field func(*Config) *string) {
+	set(cf, name, cf.fs.String(name, *field(&def), usageFor(name, usage)), field)
 }
 
 func (cf *configFlags) integer(name, usage string, def Config, field func(*Config) *int) {
-	v := cf.fs.Int(name, *field(&def), usageFor(name, usage))
-	cf.applies = append(cf.applies, func(c *Config) {
-		if cf.fs.Changed(name) {
-			*field(c) = *v
-		}
-	})
+	set(cf, name, cf.fs.Int(name, *field(&def), usageFor(name, usage)), field)
 }
 
 func (cf *configFlags) float(name, usage string, def Config, field func(*Config) *float64) {
-	v := cf.fs.Float64(name, *field(&def), usageFor(name, usage))
-	cf.applies = append(cf.applies, func(c *Config) {
-		if cf.fs.Changed(name) {
-			*field(c) = *v
+	set(cf, name, cf.fs.Float64(name, *field(&def), usageFor(name, usage)), field)
+}
+
+// variant registers the flag of the variant at YAML key path (see
+// variantKeys): its value is a name, read by setVariant; an empty one is
+// left to explicitZeros.
+func (cf *configFlags) variant(name, usage string, def Config, path string) {
+	v := cf.fs.String(name, variantName(def, path), usageFor(name, usage))
+	cf.applies = append(cf.applies, func(c *Config) error {
+		if !cf.fs.Changed(name) || blank(*v) {
+			return nil
 		}
+		return setVariant(c, path, *v)
 	})
 }
 
@@ -516,24 +591,15 @@ func bindConfigFlags(fs *pflag.FlagSet, def Config) *configFlags {
 	fs.StringVar(&cf.file, "config", "", "YAML config file (flags given on the command line override it)")
 	cf.str("out", "parent folder of run folders", def, func(c *Config) *string { return &c.Run.Out })
 	cf.str("name", "run folder name inside --out (default: the command name)", def, func(c *Config) *string { return &c.Run.Name })
-	seed := fs.Int64("seed", def.Run.Seed, usageFor("seed", "random seed of the synthetic stream"))
-	cf.applies = append(cf.applies, func(c *Config) {
-		if fs.Changed("seed") {
-			c.Run.Seed = *seed
-		}
-	})
+	set(cf, "seed", fs.Int64("seed", def.Run.Seed, usageFor("seed", "random seed of the synthetic stream")), func(c *Config) *int64 { return &c.Run.Seed })
 	cf.integer("snapshot-every", "save resume snapshots every N blocks, 0 = only on Ctrl-C", def, func(c *Config) *int { return &c.Run.SnapshotEvery })
-	plots := fs.Bool("plots", def.Run.Plots, usageFor("plots", "draw the figures at the end"))
-	cf.applies = append(cf.applies, func(c *Config) {
-		if fs.Changed("plots") {
-			c.Run.Plots = *plots
-		}
-	})
+	set(cf, "plots", fs.Bool("plots", def.Run.Plots, usageFor("plots", "draw the figures at the end")), func(c *Config) *bool { return &c.Run.Plots })
 	pol := fs.StringSlice("policy", def.Policies, usageFor("policy", "memory policies, comma-separated: "+strings.Join(memory.Names(), ", ")))
-	cf.applies = append(cf.applies, func(c *Config) {
+	cf.applies = append(cf.applies, func(c *Config) error {
 		if fs.Changed("policy") {
 			c.Policies = append([]string(nil), *pol...)
 		}
+		return nil
 	})
 	cf.str("stream", "stream kind: "+strings.Join(streamKinds, ", "), def, func(c *Config) *string { return &c.Stream.Kind })
 	cf.str("stream-file", "recorded stream file for --stream file", def, func(c *Config) *string { return &c.Stream.Path })
@@ -563,19 +629,19 @@ func (cf *configFlags) bindMemoryFlags(def Config) {
 	cf.float("p", "Soft-Riesz exponent p", def, func(c *Config) *float64 { return &c.Memory.Bank.P })
 	cf.float("eps", "Soft-Riesz softening ε", def, func(c *Config) *float64 { return &c.Memory.Bank.Eps })
 	cf.float("delta", "baseline floor δ", def, func(c *Config) *float64 { return &c.Memory.Bank.Delta })
-	cf.str("ordering", "candidate ordering: mean (paper), max (authors' code), source", def, func(c *Config) *string { return &c.Memory.Bank.Ordering })
-	cf.str("baselines", "insertion baselines: frozen (paper), refresh", def, func(c *Config) *string { return &c.Memory.Bank.Baselines })
-	cf.str("eviction", "eviction: mandatory-densest (paper), densest, mandatory-source", def, func(c *Config) *string { return &c.Memory.Bank.Eviction })
-	cf.str("prefix", "admitted prefix: shared (paper), per-head", def, func(c *Config) *string { return &c.Memory.Bank.Prefix })
-	cf.str("admission", "admission: joint (paper), sequential", def, func(c *Config) *string { return &c.Memory.Bank.Admission })
-	cf.str("descriptor", "density descriptor: post-rope-key (paper), pre-rope-key, key-value ([K;V], post-RoPE K), pre-rope-key-value ([K;V], pre-RoPE K)", def, func(c *Config) *string { return &c.Memory.Bank.Descriptor })
-	cf.str("payload", "stored K/V dtype: bf16 (paper), f32", def, func(c *Config) *string { return &c.Memory.Bank.Payload })
-	cf.str("densities", "density/baseline precision: f32, f64", def, func(c *Config) *string { return &c.Memory.Bank.Densities })
+	cf.variant("ordering", "candidate ordering: mean (paper), max (authors' code), source", def, "memory.bank.ordering")
+	cf.variant("baselines", "insertion baselines: frozen (paper), refresh", def, "memory.bank.baselines")
+	cf.variant("eviction", "eviction: mandatory-densest (paper), densest, mandatory-source", def, "memory.bank.eviction")
+	cf.variant("prefix", "admitted prefix: shared (paper), per-head", def, "memory.bank.prefix")
+	cf.variant("admission", "admission: joint (paper), sequential", def, "memory.bank.admission")
+	cf.variant("descriptor", "density descriptor: post-rope-key (paper), pre-rope-key, key-value ([K;V], post-RoPE K), pre-rope-key-value ([K;V], pre-RoPE K)", def, "memory.bank.descriptor")
+	cf.variant("payload", "stored K/V dtype: bf16 (paper), f32", def, "memory.bank.payload")
+	cf.variant("densities", "density/baseline precision: f32, f64", def, "memory.bank.densities")
 	cf.integer("workers", "bank worker threads, 0 = one per head up to the cores (recorded resolved)", def, func(c *Config) *int { return &c.Memory.Bank.Workers })
 	cf.integer("deep-forcing-recent", "Deep Forcing recent frames incl. the current block", def, func(c *Config) *int { return &c.Memory.DeepForcing.RecentFrames })
 	cf.integer("deep-forcing-max-reuse", "Deep Forcing compressions a token may survive", def, func(c *Config) *int { return &c.Memory.DeepForcing.MaxReuse })
 	cf.integer("rag-top-k", "LongLive-RAG frames retrieved per block, 0 = capacity / tokens per frame", def, func(c *Config) *int { return &c.Memory.LongLiveRAG.TopK })
-	cf.str("rag-descriptor", "LongLive-RAG frame descriptor: latent-mean, key-mean", def, func(c *Config) *string { return &c.Memory.LongLiveRAG.Descriptor })
+	cf.variant("rag-descriptor", "LongLive-RAG frame descriptor: latent-mean, key-mean", def, "memory.longlive_rag.descriptor")
 }
 
 // load returns base overlaid with the --config file (recording its keys in
@@ -583,7 +649,7 @@ func (cf *configFlags) bindMemoryFlags(def Config) {
 // zeros that would silently become defaults rejected; not yet resolved.
 func (cf *configFlags) load(base Config, v *Config, file any) error {
 	*v = base
-	cf.keys = map[string]bool{}
+	cf.keys = yamlKeys{set: map[string]bool{}, blank: map[string]bool{}}
 	if cf.file != "" {
 		keys, err := loadYAMLKeys(cf.file, file, true)
 		if err != nil {
@@ -591,8 +657,14 @@ func (cf *configFlags) load(base Config, v *Config, file any) error {
 		}
 		cf.keys = keys
 	}
+	var errs []error
 	for _, apply := range cf.applies {
-		apply(v)
+		if err := apply(v); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return usageError{fmt.Errorf("config: %w", errors.Join(errs...))}
 	}
 	return explicitZeros(v, cf.fs, cf.keys, cf.file)
 }

@@ -136,7 +136,7 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if cfg.Stream.FirstLayer != 0 {
 		return usagef("stream.first_layer %d does not apply to eval (it runs layers 0…layers−1; measure a subset with --eval-layers)", cfg.Stream.FirstLayer)
 	}
-	if !cf.fs.Changed("sigma") && !cf.keys["memory.bank.sigma"] {
+	if !cf.fs.Changed("sigma") && !cf.keys.set["memory.bank.sigma"] {
 		// The paper's calibration σ = √(d_k/2) for whatever head dimension
 		// the stream has (5.66 at the default d = 64).
 		cfg.Memory.Bank.Sigma = eval.ScaledSigma(cfg.Memory.Layout.HeadDim)

@@ -242,7 +242,7 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g GenerateSection, gf ge
 	if err := cf.load(gc.Config, &gc.Config, &gc); err != nil {
 		return gc, err
 	}
-	file := func(key string) bool { return cf.keys[key] }
+	file := func(key string) bool { return cf.keys.set[key] }
 	G := &gc.Generate
 	setIf(f, "checkpoint", &G.Checkpoint, g.Checkpoint)
 	setIf(f, "entry", &G.Entry, g.Entry)

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/memory"
 )
 
 // generate shares simulate's memory flags and reads --config; a failed
@@ -61,9 +63,9 @@ func TestGenerateFlagsConfigAndFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := gc.Memory
-	if b := m.Bank; b.P != 4 || b.Eps != 2 || b.Delta != 1e-5 || b.Admission != "sequential" || b.Descriptor != "pre-rope-key" ||
-		b.Payload != "f32" || b.Densities != "f64" || b.Workers != 1 || m.DeepForcing.RecentFrames != 4 || m.DeepForcing.MaxReuse != 3 ||
-		m.LongLiveRAG.TopK != 2 || m.LongLiveRAG.Descriptor != "key-mean" || m.LongLiveRAG.DescriptorStorageDim != 2*32 {
+	if b := m.Bank; b.P != 4 || b.Eps != 2 || b.Delta != 1e-5 || b.Admission != bank.AdmitSequential || b.Descriptor != bank.DescPreRoPEKey ||
+		b.Payload != bank.PayloadF32 || b.Densities != bank.F64 || b.Workers != 1 || m.DeepForcing.RecentFrames != 4 || m.DeepForcing.MaxReuse != 3 ||
+		m.LongLiveRAG.TopK != 2 || m.LongLiveRAG.Descriptor != memory.RAGKeyMean || m.LongLiveRAG.DescriptorStorageDim != 2*32 {
 		t.Fatalf("recorded memory config %+v", m)
 	}
 	y, _ := os.ReadFile(filepath.Join(dir, "x", fileConfig))

@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/goldendir"
 	"github.com/densitykv/densitykv/storage"
@@ -132,7 +133,7 @@ func TestSimulateWritesRunFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Memory.Capacity != cap || c.Memory.Bank.Tau != 2 || c.Memory.Bank.Ordering != "mean" || c.Memory.Bank.Sigma != 2 {
+	if c.Memory.Capacity != cap || c.Memory.Bank.Tau != 2 || c.Memory.Bank.Ordering != bank.OrderMean || c.Memory.Bank.Sigma != 2 {
 		t.Fatalf("resolved config: capacity %d tau %v ordering %q sigma %v", c.Memory.Capacity, c.Memory.Bank.Tau, c.Memory.Bank.Ordering, c.Memory.Bank.Sigma)
 	}
 	if !strings.Contains(out, "densitykv") || !strings.Contains(out, "admitted") || !strings.Contains(out, filepath.Join(rd, "plots")) {

@@ -358,7 +358,7 @@ type scoringPass struct {
 func newScoringPass(b *bank.Bank, keys []float32, n, workers int) *scoringPass {
 	cfg := b.Config()
 	d := cfg.KeyDim
-	if cfg.Payload == bank.BF16 {
+	if cfg.Payload == bank.PayloadBF16 {
 		r := make([]float32, len(keys))
 		for i, v := range keys {
 			r[i] = bank.RoundBF16(v)
