@@ -229,7 +229,7 @@ func checkRollout(t *testing.T, g *goldenFile, m *wan.Model, pol memory.Policy, 
 		note("step_x0_pred", relErr(r.X0, stepX0[o:o+bs]))
 	}
 	blocks := 0
-	opt.BlockDone = func(b int, x []float32, log BlockLog) {
+	opt.BlockDone = func(b int, x []float32, log BlockLog) error {
 		blocks++
 		e := relErr(x, lat[b*bs:(b+1)*bs])
 		note("latents", e)
@@ -239,6 +239,7 @@ func checkRollout(t *testing.T, g *goldenFile, m *wan.Model, pol memory.Policy, 
 		if extra != nil {
 			extra(b, log)
 		}
+		return nil
 	}
 	if err := Run(m, pol, opt); err != nil {
 		t.Fatal(err)

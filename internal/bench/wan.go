@@ -232,13 +232,14 @@ func RunWan(o WanOptions) (WanResult, error) {
 				}
 				last, cpuLast = now, cpu
 			},
-			BlockDone: func(b int, _ []float32, log rollout.BlockLog) {
+			BlockDone: func(b int, _ []float32, log rollout.BlockLog) error {
 				if (b+1)*o.FramesPerBlock > 12 {
 					res.BlockSeconds = append(res.BlockSeconds, log.Seconds)
 					if len(log.Attention) > 0 {
 						res.Keys = log.Attention[0].Total()
 					}
 				}
+				return nil
 			}})
 		if err != nil {
 			hs.done()

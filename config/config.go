@@ -1,16 +1,24 @@
-package main
+// Package config is the YAML configuration of densitykv's runs: the types
+// of config.resolved.yaml (Config for simulate, demo and eval;
+// GenerateConfig for generate), their defaults, reading and writing them
+// (unknown keys are errors; variant names are checked as package bank and
+// memory spell them), and resolving them: every default filled in and
+// every value checked, with errors that name the YAML key and the flag
+// that sets it. The command binds flags to the fields (see Flags) and
+// reports these errors as usage errors.
+package config
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
 	"strings"
 
-	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
 	"github.com/densitykv/densitykv/bank"
@@ -19,10 +27,10 @@ import (
 	"github.com/densitykv/densitykv/synth"
 )
 
-// Config is the full configuration of a simulate or demo run. It is read
-// from YAML (unknown keys are errors), overridden by flags, resolved (every
-// default filled in by memory.Config.Resolve), validated, and written to
-// config.resolved.yaml in the run folder.
+// Config is the full configuration of a simulate, demo or eval run. It is
+// read from YAML (unknown keys are errors), overridden by flags, resolved
+// (every default filled in by memory.Config.Resolve), validated, and
+// written to config.resolved.yaml in the run folder.
 type Config struct {
 	Run    RunConfig    `yaml:"run"`
 	Stream StreamConfig `yaml:"stream"`
@@ -70,10 +78,11 @@ type StreamConfig struct {
 	FirstLayer int `yaml:"first_layer"`
 }
 
-var streamKinds = []string{"synthetic", "file"}
+// StreamKinds are the stream kinds of simulate, demo and eval.
+var StreamKinds = []string{"synthetic", "file"}
 
 // yamlFlags maps YAML paths to the flags that set them, for error messages
-// (bindConfigFlags registers exactly these; a test checks it).
+// (the command registers exactly these; a test checks it).
 var yamlFlags = map[string]string{
 	"run.out": "out", "run.name": "name", "run.seed": "seed", "run.snapshot_every": "snapshot-every", "run.plots": "plots",
 	"policies": "policy", "stream.kind": "stream", "stream.path": "stream-file",
@@ -90,8 +99,23 @@ var yamlFlags = map[string]string{
 	"memory.longlive_rag.top_k": "rag-top-k", "memory.longlive_rag.descriptor": "rag-descriptor",
 }
 
-// variantName returns the name of c's variant at YAML key path.
-func variantName(c Config, path string) string {
+// Flags returns the YAML keys that a flag of the same meaning sets, mapped
+// to the flag's name (without --).
+func Flags() map[string]string { return maps.Clone(yamlFlags) }
+
+// KeyOf returns the YAML key the flag sets.
+func KeyOf(flag string) (string, bool) {
+	for p, f := range yamlFlags {
+		if f == flag {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// VariantName returns the name of c's variant at YAML key path (see
+// VariantKeys).
+func VariantName(c Config, path string) string {
 	vars := map[string]fmt.Stringer{
 		"memory.bank.ordering": c.Memory.Bank.Ordering, "memory.bank.baselines": c.Memory.Bank.Baselines,
 		"memory.bank.eviction": c.Memory.Bank.Eviction, "memory.bank.prefix": c.Memory.Bank.Prefix,
@@ -102,9 +126,9 @@ func variantName(c Config, path string) string {
 	return vars[path].String()
 }
 
-// named returns a YAML path with its flag, if it has one:
+// Named returns a YAML path with its flag, if it has one:
 // "memory.bank.sigma (--sigma)".
-func named(path string) string {
+func Named(path string) string {
 	if f, ok := yamlFlags[path]; ok {
 		return path + " (--" + f + ")"
 	}
@@ -144,11 +168,11 @@ var defaultedZeros = []struct {
 
 func blank(s string) bool { return strings.TrimSpace(s) == "" }
 
-// variantKeys are the YAML keys that hold a variant's name (memory.bank.*
+// VariantKeys are the YAML keys that hold a variant's name (memory.bank.*
 // and memory.longlive_rag.descriptor, see memory.VariantPaths), read
 // through memory.Config.SetVariant: an unknown name is an error naming the
 // key, the name and the names allowed.
-func variantKeys() []string {
+func VariantKeys() []string {
 	var out []string
 	for _, p := range memory.VariantPaths() {
 		out = append(out, "memory."+p)
@@ -156,23 +180,37 @@ func variantKeys() []string {
 	return out
 }
 
-// setVariant sets the variant at YAML key path from name.
-func setVariant(c *Config, path, name string) error {
+// SetVariant sets the variant at YAML key path (see VariantKeys) from
+// name; an unknown name is an error naming the key and flag, the name and
+// the names allowed.
+func SetVariant(c *Config, path, name string) error {
 	return memoryError(c.Memory.SetVariant(strings.TrimPrefix(path, "memory."), name))
 }
 
-// explicitZeros rejects the defaultedZeros given explicitly, and the
-// variant names given empty: a changed flag of fs (may be nil) or a key
-// present in the YAML file (keys, from file).
-func explicitZeros(c *Config, fs *pflag.FlagSet, keys yamlKeys, file string) error {
+// Changed reports whether the flag was given on the command line and its
+// value as given.
+type Changed func(flag string) (value string, ok bool)
+
+// ExplicitZeros rejects the zeros that would silently become defaults
+// (defaultedZeros) given explicitly, and the variant names given empty: as
+// a flag given (changed; may be nil) or a key present in the YAML file
+// (keys, of file).
+func ExplicitZeros(c *Config, changed Changed, keys Keys, file string) error {
+	given := func(flag string) (string, bool) {
+		if changed == nil {
+			return "", false
+		}
+		return changed(flag)
+	}
 	var errs []error
 	report := func(path, v, want string) {
 		flag, hasFlag := yamlFlags[path]
+		_, flagGiven := given(flag)
 		switch {
-		case hasFlag && fs != nil && fs.Changed(flag):
+		case hasFlag && flagGiven:
 			errs = append(errs, fmt.Errorf("--%s is %s, want %s (%s; leave the flag out for the default)", flag, v, want, path))
-		case keys.set[path]:
-			errs = append(errs, fmt.Errorf("%s: %s is %s, want %s (leave the key out for the default)", file, named(path), v, want))
+		case keys.Set[path]:
+			errs = append(errs, fmt.Errorf("%s: %s is %s, want %s (leave the key out for the default)", file, Named(path), v, want))
 		}
 	}
 	for _, z := range defaultedZeros {
@@ -180,33 +218,29 @@ func explicitZeros(c *Config, fs *pflag.FlagSet, keys yamlKeys, file string) err
 			report(z.path, "0", z.want)
 		}
 	}
-	for _, path := range variantKeys() {
-		flag, hasFlag := yamlFlags[path]
-		flagBlank := hasFlag && fs != nil && fs.Changed(flag) && blank(fs.Lookup(flag).Value.String())
-		if flagBlank || keys.blank[path] && !(hasFlag && fs != nil && fs.Changed(flag)) {
+	for _, path := range VariantKeys() {
+		v, flagGiven := given(yamlFlags[path])
+		if flagGiven && blank(v) || !flagGiven && keys.Blank[path] {
 			report(path, `""`, vocab.Or(memory.VariantNames(strings.TrimPrefix(path, "memory."))))
 		}
 	}
-	if len(errs) > 0 {
-		return usageError{errors.Join(errs...)}
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // DefaultConfig is the paper-scale setting (Wan2.1-1.3B layout, 60 s).
 func DefaultConfig() Config {
 	return Config{
 		Run:      RunConfig{Out: "runs", Seed: 0, SnapshotEvery: 10, Plots: true},
-		Stream:   StreamConfig{Kind: "synthetic", Seconds: 60, FPS: 4, Synth: synthParams(synth.PaperConfig(1))},
+		Stream:   StreamConfig{Kind: "synthetic", Seconds: 60, FPS: 4, Synth: SynthParamsOf(synth.PaperConfig(1))},
 		Policies: []string{memory.NameDensityKV},
-		Memory:   layoutFreeDefaults(memory.DefaultLayout()),
+		Memory:   LayoutFreeDefaults(memory.DefaultLayout()),
 	}
 }
 
-// layoutFreeDefaults returns memory's defaults for l with the fields that
+// LayoutFreeDefaults returns memory's defaults for l with the fields that
 // derive from the layout (capacity, LongLive-RAG top-k) left at 0, so that
 // Resolve recomputes them after flags change the layout.
-func layoutFreeDefaults(l memory.Layout) memory.Config {
+func LayoutFreeDefaults(l memory.Layout) memory.Config {
 	m := memory.DefaultConfig(l)
 	m.Capacity = 0
 	m.LongLiveRAG.TopK = 0
@@ -221,7 +255,7 @@ func DemoConfig() Config {
 	c := DefaultConfig()
 	sc := synth.DefaultConfig()
 	c.Memory.Layout = sc.Layout
-	c.Stream.Synth = synthParams(sc)
+	c.Stream.Synth = SynthParamsOf(sc)
 	// Keys are RMS-normalised (‖k‖ ≈ √d), so the paper's σ = 8 at d = 128
 	// becomes σ = 8·√(d/128) at the demo's d = 64: the same σ/‖k‖.
 	c.Memory.Bank.Sigma = 8 * math.Sqrt(float64(sc.Layout.HeadDim)/128)
@@ -230,6 +264,27 @@ func DemoConfig() Config {
 	c.Policies = []string{memory.NameNative, memory.NameFIFO, memory.NameUniformStride,
 		memory.NameDeepForcing, memory.NameLongLiveRAG, memory.NameDensityKV}
 	return c
+}
+
+// EvalConfig is the default of `densitykv eval`: the demo's reduced scale
+// (10×16 tokens per frame, 4 heads of dimension 64, three-frame blocks,
+// one sink frame, five-frame window, six frame-equivalents of memory, σ
+// scaled to d) with 1 layer and 30 s of video (40 blocks), so that the
+// whole suite (25 distinct policies) finishes in a few minutes on two cores
+// in the pure-Go build too (a second layer doubles the time).
+func EvalConfig() Config {
+	c := DemoConfig()
+	c.Memory.Layout.Layers = 1
+	c.Run.Name = "eval"
+	c.Policies = EvalPolicies() // recorded in the resolved config; the suite decides
+	return c
+}
+
+// EvalPolicies lists the memory policies the evaluation suite's baselines
+// use (eval.Suite; recorded in an eval run's configuration).
+func EvalPolicies() []string {
+	return []string{memory.NameNative, memory.NameInfinityRoPE, memory.NameDeepForcing, memory.NameLongLiveRAG,
+		memory.NameFIFO, memory.NameUniformStride, memory.NameDensityKV}
 }
 
 // Frames is the number of latent frames of the stream, rounded up to whole
@@ -251,7 +306,7 @@ func (c Config) Blocks() int {
 func (c Config) Resolve() (Config, error) {
 	var errs []error
 	bad := func(field string, v any, want string) {
-		errs = append(errs, fmt.Errorf("%s is %v, want %s", named(field), v, want))
+		errs = append(errs, fmt.Errorf("%s is %v, want %s", Named(field), v, want))
 	}
 	if c.Run.Out == "" {
 		bad("run.out", `""`, "a folder")
@@ -262,8 +317,8 @@ func (c Config) Resolve() (Config, error) {
 	if c.Run.SnapshotEvery < 0 {
 		bad("run.snapshot_every", c.Run.SnapshotEvery, ">= 0")
 	}
-	if !slices.Contains(streamKinds, c.Stream.Kind) {
-		bad("stream.kind", fmt.Sprintf("%q", c.Stream.Kind), "one of "+strings.Join(streamKinds, ", "))
+	if !slices.Contains(StreamKinds, c.Stream.Kind) {
+		bad("stream.kind", fmt.Sprintf("%q", c.Stream.Kind), "one of "+strings.Join(StreamKinds, ", "))
 	}
 	for _, f := range []struct {
 		name string
@@ -289,7 +344,7 @@ func (c Config) Resolve() (Config, error) {
 	if c.Stream.Kind == "file" {
 		if c.Stream.Path == "" {
 			bad("stream.path", `""`, "a stream file for stream.kind file")
-		} else if l, _, err := streamLayoutFromFile(c.Stream.Path); err != nil {
+		} else if l, _, err := StreamLayout(c.Stream.Path); err != nil {
 			errs = append(errs, fmt.Errorf("stream.path (--stream-file) %s: %w", c.Stream.Path, err))
 		} else {
 			c.Memory.Layout = l
@@ -318,7 +373,7 @@ func (c Config) Resolve() (Config, error) {
 		errs = append(errs, err)
 	}
 	if err == nil && c.Stream.Kind == "synthetic" {
-		sc := synthConfig(Config{Run: c.Run, Stream: c.Stream, Memory: m})
+		sc := Config{Run: c.Run, Stream: c.Stream, Memory: m}.Synth()
 		sc.Blocks = max(sc.Blocks, 1)
 		if err := sc.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("stream.synth: %w", err))
@@ -371,7 +426,7 @@ func memoryError(err error) error {
 	}
 	names := make([]string, len(fe.Fields))
 	for i, f := range fe.Fields {
-		names[i] = named("memory." + f)
+		names[i] = Named("memory." + f)
 	}
 	return &namedFieldError{names: strings.Join(names, ", "), fe: fe}
 }
@@ -387,67 +442,59 @@ type namedFieldError struct {
 func (e *namedFieldError) Error() string { return e.names + ": " + e.fe.Msg }
 func (e *namedFieldError) Unwrap() error { return e.fe }
 
-// LoadConfigFile decodes a YAML file over base (keys absent from the file
-// keep base's values) and returns the keys present. Unknown keys, unknown
+// LoadFile decodes a YAML file over base (keys absent from the file keep
+// base's values) and returns the keys present. Unknown keys, unknown
 // variant names, empty ones and type errors name the file and line.
-func LoadConfigFile(path string, base Config) (Config, map[string]bool, error) {
+func LoadFile(path string, base Config) (Config, map[string]bool, error) {
 	c := base
-	keys, err := loadYAMLKeys(path, &c, true)
+	keys, err := Load(path, &c, true)
 	if err == nil {
 		// Only the empty variant names are errors here (the numeric
 		// zeros are Resolve's business for a file read on its own).
-		err = explicitZeros(&c, nil, yamlKeys{set: keys.blank, blank: keys.blank}, path)
+		err = ExplicitZeros(&c, nil, Keys{Set: keys.Blank, Blank: keys.Blank}, path)
 	}
 	if err != nil {
 		return base, nil, err
 	}
-	return c, keys.set, nil
+	return c, keys.Set, nil
 }
 
-// loadYAMLKeys decodes the YAML file at path into v (see decodeYAML),
-// naming the file in errors.
-func loadYAMLKeys(path string, v any, strict bool) (yamlKeys, error) {
+// Load decodes the YAML file at path into v (see Decode), naming the file
+// in errors.
+func Load(path string, v any, strict bool) (Keys, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return yamlKeys{}, fmt.Errorf("config %s: %w", path, err)
+		return Keys{}, fmt.Errorf("config %s: %w", path, err)
 	}
-	keys, err := decodeYAML(b, v, strict)
+	keys, err := Decode(b, v, strict)
 	if err != nil {
-		return yamlKeys{}, fmt.Errorf("config %s: %w", path, err)
+		return Keys{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return keys, nil
-}
-
-func decodeConfig(r io.Reader, base Config) (Config, error) {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return base, err
-	}
-	c := base
-	if _, err := decodeYAML(b, &c, true); err != nil {
-		return base, err
-	}
-	return c, nil
 }
 
 // legacyLayoutKeys are memory.layout keys of files written before the
 // layout had snake_case keys; they are read as their new names.
 var legacyLayoutKeys = map[string]string{"framesperblock": "frames_per_block", "headdim": "head_dim"}
 
-// yamlKeys are the dotted paths of the keys a YAML file sets
+// Keys are the dotted paths of the keys a YAML file sets
 // ("memory.bank.sigma"; a null value counts as absent), so that an explicit
-// value can be told from a default; blank are the variant keys set to an
-// empty name, which are decoded as absent and reported by explicitZeros.
-type yamlKeys struct {
-	set, blank map[string]bool
+// value can be told from a default; Blank are the variant keys set to an
+// empty name, which are decoded as absent and reported by ExplicitZeros.
+type Keys struct {
+	Set, Blank map[string]bool
 }
 
-// decodeYAML decodes b over v (strict: unknown keys are errors; an empty
+// NewKeys returns an empty key set.
+func NewKeys() Keys { return Keys{Set: map[string]bool{}, Blank: map[string]bool{}} }
+
+// Decode decodes b over v (strict: unknown keys are errors; an empty
 // document changes nothing) and returns the keys present. Variant names
-// (variantKeys) are checked and spelled as package bank and memory spell
-// them before the document is decoded.
-func decodeYAML(b []byte, v any, strict bool) (yamlKeys, error) {
-	keys := yamlKeys{set: map[string]bool{}, blank: map[string]bool{}}
+// (VariantKeys) are checked and spelled as package bank and memory spell
+// them before the document is decoded; the keys of files written before
+// the layout had snake_case keys are read as their new names.
+func Decode(b []byte, v any, strict bool) (Keys, error) {
+	keys := NewKeys()
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return keys, err
@@ -455,7 +502,7 @@ func decodeYAML(b []byte, v any, strict bool) (yamlKeys, error) {
 	if len(doc.Content) == 0 {
 		return keys, nil
 	}
-	variants := variantKeys()
+	variants := VariantKeys()
 	renamed := false
 	var bad error
 	var walk func(n *yaml.Node, prefix string)
@@ -472,12 +519,12 @@ func decodeYAML(b []byte, v any, strict bool) (yamlKeys, error) {
 				continue
 			}
 			path := prefix + k.Value
-			keys.set[path] = true
+			keys.Set[path] = true
 			if slices.Contains(variants, path) && val.Kind == yaml.ScalarNode {
 				var scratch Config
-				switch err := setVariant(&scratch, path, val.Value); {
+				switch err := SetVariant(&scratch, path, val.Value); {
 				case blank(val.Value):
-					keys.blank[path] = true
+					keys.Blank[path] = true
 					n.Content = slices.Delete(n.Content, i, i+2)
 					i -= 2
 				case err != nil:
@@ -512,8 +559,8 @@ func decodeYAML(b []byte, v any, strict bool) (yamlKeys, error) {
 	return keys, nil
 }
 
-// MarshalConfig renders c as YAML with a header comment.
-func MarshalConfig(c Config) ([]byte, error) {
+// Marshal renders c as YAML with a header comment.
+func Marshal(c Config) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteString("# densitykv resolved configuration: every default filled in.\n")
 	buf.WriteString("# Re-run with: densitykv simulate --config config.resolved.yaml\n")
@@ -526,159 +573,4 @@ func MarshalConfig(c Config) ([]byte, error) {
 		return nil, fmt.Errorf("config: encode YAML: %w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-// configFlags binds command-line flags to Config fields. Flags override the
-// YAML file only when given on the command line.
-type configFlags struct {
-	fs      *pflag.FlagSet
-	file    string
-	applies []func(*Config) error
-	// keys are the YAML keys present in the --config file (after resolve).
-	keys yamlKeys
-}
-
-// usage appends a flag's YAML key to its help text.
-func usageFor(flag, usage string) string {
-	for p, f := range yamlFlags {
-		if f == flag {
-			return usage + " (" + p + ")"
-		}
-	}
-	return usage
-}
-
-// set registers the apply of a flag that sets one field.
-func set[T any](cf *configFlags, name string, v *T, field func(*Config) *T) {
-	cf.applies = append(cf.applies, func(c *Config) error {
-		if cf.fs.Changed(name) {
-			*field(c) = *v
-		}
-		return nil
-	})
-}
-
-func (cf *configFlags) str(name, usage string, def Config, field func(*Config) *string) {
-	set(cf, name, cf.fs.String(name, *field(&def), usageFor(name, usage)), field)
-}
-
-func (cf *configFlags) integer(name, usage string, def Config, field func(*Config) *int) {
-	set(cf, name, cf.fs.Int(name, *field(&def), usageFor(name, usage)), field)
-}
-
-func (cf *configFlags) float(name, usage string, def Config, field func(*Config) *float64) {
-	set(cf, name, cf.fs.Float64(name, *field(&def), usageFor(name, usage)), field)
-}
-
-// variant registers the flag of the variant at YAML key path (see
-// variantKeys): its value is a name, read by setVariant; an empty one is
-// left to explicitZeros.
-func (cf *configFlags) variant(name, usage string, def Config, path string) {
-	v := cf.fs.String(name, variantName(def, path), usageFor(name, usage))
-	cf.applies = append(cf.applies, func(c *Config) error {
-		if !cf.fs.Changed(name) || blank(*v) {
-			return nil
-		}
-		return setVariant(c, path, *v)
-	})
-}
-
-// bindConfigFlags registers --config and a flag for every setting of a
-// simulate-style run: the run, the stream, the layout, and the memory
-// flags shared with generate (bindMemoryFlags).
-func bindConfigFlags(fs *pflag.FlagSet, def Config) *configFlags {
-	cf := &configFlags{fs: fs}
-	fs.StringVar(&cf.file, "config", "", "YAML config file (flags given on the command line override it)")
-	cf.str("out", "parent folder of run folders", def, func(c *Config) *string { return &c.Run.Out })
-	cf.str("name", "run folder name inside --out (default: the command name)", def, func(c *Config) *string { return &c.Run.Name })
-	set(cf, "seed", fs.Int64("seed", def.Run.Seed, usageFor("seed", "random seed of the synthetic stream")), func(c *Config) *int64 { return &c.Run.Seed })
-	cf.integer("snapshot-every", "save resume snapshots every N blocks, 0 = only on Ctrl-C", def, func(c *Config) *int { return &c.Run.SnapshotEvery })
-	set(cf, "plots", fs.Bool("plots", def.Run.Plots, usageFor("plots", "draw the figures at the end")), func(c *Config) *bool { return &c.Run.Plots })
-	pol := fs.StringSlice("policy", def.Policies, usageFor("policy", "memory policies, comma-separated: "+strings.Join(memory.Names(), ", ")))
-	cf.applies = append(cf.applies, func(c *Config) error {
-		if fs.Changed("policy") {
-			c.Policies = append([]string(nil), *pol...)
-		}
-		return nil
-	})
-	cf.str("stream", "stream kind: "+strings.Join(streamKinds, ", "), def, func(c *Config) *string { return &c.Stream.Kind })
-	cf.str("stream-file", "recorded stream file for --stream file", def, func(c *Config) *string { return &c.Stream.Path })
-	cf.float("seconds", "video length in seconds at --fps latent frames/s", def, func(c *Config) *float64 { return &c.Stream.Seconds })
-	cf.float("fps", "latent frames per second", def, func(c *Config) *float64 { return &c.Stream.FPS })
-	cf.integer("first-layer", "simulate the stream's layers [first-layer, first-layer + layers)", def, func(c *Config) *int { return &c.Stream.FirstLayer })
-	cf.integer("layers", "transformer layers", def, func(c *Config) *int { return &c.Memory.Layout.Layers })
-	cf.integer("heads", "attention heads per layer", def, func(c *Config) *int { return &c.Memory.Layout.Heads })
-	cf.integer("head-dim", "per-head key/value dimension", def, func(c *Config) *int { return &c.Memory.Layout.HeadDim })
-	cf.integer("height", "latent token rows per frame", def, func(c *Config) *int { return &c.Memory.Layout.Height })
-	cf.integer("width", "latent token columns per frame", def, func(c *Config) *int { return &c.Memory.Layout.Width })
-	cf.integer("frames-per-block", "latent frames per block", def, func(c *Config) *int { return &c.Memory.Layout.FramesPerBlock })
-	cf.bindMemoryFlags(def)
-	return cf
-}
-
-// bindMemoryFlags registers the memory flags that simulate, demo, eval and
-// generate share: the attention budget, every DensityKV bank parameter and
-// variant, and the baselines' settings (YAML memory.*).
-func (cf *configFlags) bindMemoryFlags(def Config) {
-	cf.integer("sink-frames", "first-frame sink, in frames", def, func(c *Config) *int { return &c.Memory.SinkFrames })
-	cf.integer("cache-frames", "native rolling cache incl. sink, in frames", def, func(c *Config) *int { return &c.Memory.CacheFrames })
-	cf.integer("window-frames", "local window incl. the current block, in frames", def, func(c *Config) *int { return &c.Memory.WindowFrames })
-	cf.integer("capacity", "historical budget M per head in tokens, 0 = (cache − sink − window) frames", def, func(c *Config) *int { return &c.Memory.Capacity })
-	cf.float("tau", "DensityKV density-growth threshold τ (> 1)", def, func(c *Config) *float64 { return &c.Memory.Bank.Tau })
-	cf.float("sigma", "Soft-Riesz length scale σ", def, func(c *Config) *float64 { return &c.Memory.Bank.Sigma })
-	cf.float("p", "Soft-Riesz exponent p", def, func(c *Config) *float64 { return &c.Memory.Bank.P })
-	cf.float("eps", "Soft-Riesz softening ε", def, func(c *Config) *float64 { return &c.Memory.Bank.Eps })
-	cf.float("delta", "baseline floor δ", def, func(c *Config) *float64 { return &c.Memory.Bank.Delta })
-	cf.variant("ordering", "candidate ordering: mean (paper), max (authors' code), source", def, "memory.bank.ordering")
-	cf.variant("baselines", "insertion baselines: frozen (paper), refresh", def, "memory.bank.baselines")
-	cf.variant("eviction", "eviction: mandatory-densest (paper), densest, mandatory-source", def, "memory.bank.eviction")
-	cf.variant("prefix", "admitted prefix: shared (paper), per-head", def, "memory.bank.prefix")
-	cf.variant("admission", "admission: joint (paper), sequential", def, "memory.bank.admission")
-	cf.variant("descriptor", "density descriptor: post-rope-key (paper), pre-rope-key, key-value ([K;V], post-RoPE K), pre-rope-key-value ([K;V], pre-RoPE K)", def, "memory.bank.descriptor")
-	cf.variant("payload", "stored K/V dtype: bf16 (paper), f32", def, "memory.bank.payload")
-	cf.variant("densities", "density/baseline precision: f32, f64", def, "memory.bank.densities")
-	cf.integer("workers", "bank worker threads, 0 = one per head up to the cores (recorded resolved)", def, func(c *Config) *int { return &c.Memory.Bank.Workers })
-	cf.integer("deep-forcing-recent", "Deep Forcing recent frames incl. the current block", def, func(c *Config) *int { return &c.Memory.DeepForcing.RecentFrames })
-	cf.integer("deep-forcing-max-reuse", "Deep Forcing compressions a token may survive", def, func(c *Config) *int { return &c.Memory.DeepForcing.MaxReuse })
-	cf.integer("rag-top-k", "LongLive-RAG frames retrieved per block, 0 = capacity / tokens per frame", def, func(c *Config) *int { return &c.Memory.LongLiveRAG.TopK })
-	cf.variant("rag-descriptor", "LongLive-RAG frame descriptor: latent-mean, key-mean", def, "memory.longlive_rag.descriptor")
-}
-
-// load returns base overlaid with the --config file (recording its keys in
-// cf.keys) and then the flags given on the command line, with explicit
-// zeros that would silently become defaults rejected; not yet resolved.
-func (cf *configFlags) load(base Config, v *Config, file any) error {
-	*v = base
-	cf.keys = yamlKeys{set: map[string]bool{}, blank: map[string]bool{}}
-	if cf.file != "" {
-		keys, err := loadYAMLKeys(cf.file, file, true)
-		if err != nil {
-			return usageError{fmt.Errorf("--config: %w", err)}
-		}
-		cf.keys = keys
-	}
-	var errs []error
-	for _, apply := range cf.applies {
-		if err := apply(v); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return usageError{fmt.Errorf("config: %w", errors.Join(errs...))}
-	}
-	return explicitZeros(v, cf.fs, cf.keys, cf.file)
-}
-
-// resolve returns base overlaid with the --config file and then the flags
-// given on the command line, validated.
-func (cf *configFlags) resolve(base Config) (Config, error) {
-	var c Config
-	if err := cf.load(base, &c, &c); err != nil {
-		return base, err
-	}
-	r, err := c.Resolve()
-	if err != nil {
-		return base, usageError{err}
-	}
-	return r, nil
 }

@@ -1,4 +1,4 @@
-package main
+package runfolder
 
 import (
 	"bytes"
@@ -7,13 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/densitykv/densitykv/internal/atomicfile"
 	"hash"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 
+	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/synth"
 )
@@ -29,12 +30,7 @@ import (
 // and draw index), nor do the prompt schedule (chosen by block index) and
 // the cross-attention K/V (fixed by the text and the weights, which the
 // state fingerprints).
-const (
-	genCheckpointFormat  = "densitykv-generate-checkpoint"
-	genCheckpointVersion = 1
-	simCheckpointFormat  = "densitykv-simulate-checkpoint"
-	simCheckpointVersion = 1
-)
+const genCheckpointVersion = 1
 
 // sealedCheckpoint is the envelope of state/checkpoint.json (generate and
 // simulate): State is checked against SHA256, the SHA-256 of its compact
@@ -46,16 +42,17 @@ type sealedCheckpoint struct {
 	State   json.RawMessage `json:"state"`
 }
 
-// genState is what a generate checkpoint saves besides the policy snapshot.
-type genState struct {
-	// runState: the next block, the memory log's size, the totals, the
+// GenerateState is what a generate checkpoint saves besides the policy
+// snapshot.
+type GenerateState struct {
+	// RunState: the next block, the memory log's size, the totals, the
 	// bytes by block and the admissions as they stood after block
 	// NextBlock−1.
-	runState
+	RunState
 	// ConfigSHA256 is the SHA-256 of config.resolved.yaml.
 	ConfigSHA256 string `json:"config_sha256"`
 	// Inputs fingerprints the checkpoint, LoRA and text files.
-	Inputs []fileFingerprint `json:"inputs"`
+	Inputs []FileFingerprint `json:"inputs"`
 	// Snapshot names the policy snapshot in state/ and gives its SHA-256
 	// ("" once the run is complete).
 	Snapshot       string `json:"snapshot,omitempty"`
@@ -69,8 +66,8 @@ type genState struct {
 	RecordBytes int64 `json:"record_bytes"`
 }
 
-// fileFingerprint identifies an input file.
-type fileFingerprint struct {
+// FileFingerprint identifies an input file.
+type FileFingerprint struct {
 	Role   string `json:"role"` // checkpoint, lora or text
 	Path   string `json:"path"`
 	Size   int64  `json:"size"`
@@ -87,8 +84,8 @@ var (
 	fingerprintPiece  int64 = 1 << 20
 )
 
-func fingerprint(role, path string) (fileFingerprint, error) {
-	fp := fileFingerprint{Role: role, Path: path}
+func fingerprint(role, path string) (FileFingerprint, error) {
+	fp := FileFingerprint{Role: role, Path: path}
 	f, err := os.Open(path)
 	if err != nil {
 		return fp, err
@@ -120,7 +117,7 @@ func fingerprint(role, path string) (fileFingerprint, error) {
 }
 
 // generateInputs fingerprints the files a generate run reads.
-func generateInputs(g GenerateSection) ([]fileFingerprint, error) {
+func generateInputs(g config.GenerateSection) ([]FileFingerprint, error) {
 	type in struct{ role, path string }
 	ins := []in{{"checkpoint", g.Checkpoint}}
 	if g.LoRA != "" {
@@ -129,7 +126,7 @@ func generateInputs(g GenerateSection) ([]fileFingerprint, error) {
 	for _, t := range g.Texts {
 		ins = append(ins, in{"text", t.Path})
 	}
-	var out []fileFingerprint
+	var out []FileFingerprint
 	for _, i := range ins {
 		fp, err := fingerprint(i.role, i.path)
 		if err != nil {
@@ -142,7 +139,7 @@ func generateInputs(g GenerateSection) ([]fileFingerprint, error) {
 
 // checkInputs compares the run's input files with the checkpoint's
 // fingerprints and names the first that changed.
-func checkInputs(saved, now []fileFingerprint) error {
+func checkInputs(saved, now []FileFingerprint) error {
 	if len(saved) != len(now) {
 		return fmt.Errorf("the checkpoint fingerprints %d input files, the configuration names %d", len(saved), len(now))
 	}
@@ -165,14 +162,20 @@ func sha256Hex(b []byte) string {
 }
 
 // writeGenCheckpoint writes state/checkpoint.json atomically.
-func writeGenCheckpoint(path string, st *genState) error {
-	return writeSealed(path, genCheckpointFormat, genCheckpointVersion, st)
+func writeGenCheckpoint(path string, st *GenerateState) error {
+	return writeSealed(path, GenerateCheckpoint, genCheckpointVersion, st)
+}
+
+// ReadGenerateCheckpoint reads and checks the resume checkpoint of a
+// generate run folder.
+func ReadGenerateCheckpoint(dir string) (*GenerateState, error) {
+	return readGenCheckpoint(filepath.Join(dir, DirState, FileCheckpoint))
 }
 
 // readGenCheckpoint reads and checks state/checkpoint.json.
-func readGenCheckpoint(path string) (*genState, error) {
-	st := new(genState)
-	if err := readSealed(path, genCheckpointFormat, genCheckpointVersion, st); err != nil {
+func readGenCheckpoint(path string) (*GenerateState, error) {
+	st := new(GenerateState)
+	if err := readSealed(path, GenerateCheckpoint, genCheckpointVersion, st); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -185,7 +188,7 @@ func writeSealed(path, format string, version int, state any) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	return writeJSONAtomic(path, sealedCheckpoint{Format: format, Version: version, SHA256: sha256Hex(js), State: js})
+	return WriteJSON(path, sealedCheckpoint{Format: format, Version: version, SHA256: sha256Hex(js), State: js})
 }
 
 // readSealed reads a checkpoint written by writeSealed into state, checking
@@ -237,7 +240,7 @@ func (h *hashWriter) Write(p []byte) (int, error) {
 }
 
 // saveSnapshotSum is saveSnapshot that also returns the file's SHA-256.
-func saveSnapshotSum(path string, s snapshotter) (string, error) {
+func saveSnapshotSum(path string, s memory.Snapshotter) (string, error) {
 	h := sha256.New()
 	if err := atomicfile.Write(path, func(w io.Writer) error { return s.Save(io.MultiWriter(w, h)) }); err != nil {
 		return "", fmt.Errorf("snapshot: %w", err)
@@ -249,7 +252,7 @@ func saveSnapshotSum(path string, s snapshotter) (string, error) {
 // (read once: hashed while the policy decodes it). On error s is unchanged
 // (memory.Snapshotter's contract) unless only the hash is wrong; the
 // caller then discards s.
-func loadSnapshotSum(path, want string, s snapshotter) error {
+func loadSnapshotSum(path, want string, s memory.Snapshotter) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -280,7 +283,7 @@ type streamRecord struct {
 	done bool
 }
 
-func recordHeader(pol memory.Policy, g GenerateSection) synth.Header {
+func recordHeader(pol memory.Policy, g config.GenerateSection) synth.Header {
 	return synth.Header{Layout: pol.Layout(), DType: synth.Float32, Blocks: g.Blocks, Source: "densitykv generate " + filepath.Base(g.Checkpoint)}
 }
 
@@ -354,4 +357,29 @@ func (r *streamRecord) finish() error {
 	}
 	r.done = true
 	return errors.Join(r.sw.Close(), r.f.Close())
+}
+
+// SnapshotName names policy i's snapshot in DirState taken before block
+// (the number of completed blocks).
+func SnapshotName(i int, policy string, block int) string {
+	return fmt.Sprintf("policy-%02d-%s-b%06d.snap", i, policy, block)
+}
+
+func saveSnapshot(path string, s memory.Snapshotter) error {
+	if err := atomicfile.Write(path, s.Save); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return nil
+}
+
+func loadSnapshot(path string, s memory.Snapshotter) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := s.Load(f); err != nil {
+		return fmt.Errorf("snapshot %s: %w", path, err)
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"bufio"
@@ -28,14 +28,15 @@ type SynthParams struct {
 	ValueNoise   float64 `yaml:"value_noise"`   // per-head value noise std
 }
 
-func synthParams(c synth.Config) SynthParams {
+// SynthParamsOf returns the scene parameters of a generator configuration.
+func SynthParamsOf(c synth.Config) SynthParams {
 	return SynthParams{Channels: c.Channels, Hidden: c.Hidden, Objects: c.Objects, Regions: c.Regions,
 		PanAmplitude: c.PanAmplitude, PanPeriod: c.PanPeriod, CutAt: c.CutAt, ReturnAt: c.ReturnAt,
 		Drift: c.Drift, Noise: c.Noise, KeyNoise: c.KeyNoise, ValueNoise: c.ValueNoise}
 }
 
-// synthConfig builds the generator configuration of a run.
-func synthConfig(c Config) synth.Config {
+// Synth returns the generator configuration of a run's synthetic stream.
+func (c Config) Synth() synth.Config {
 	p := c.Stream.Synth
 	l := c.Memory.Layout
 	l.Layers += c.Stream.FirstLayer // the generator builds every layer up to the last simulated
@@ -45,50 +46,68 @@ func synthConfig(c Config) synth.Config {
 		Drift: p.Drift, Noise: p.Noise, KeyNoise: p.KeyNoise, ValueNoise: p.ValueNoise}
 }
 
-// kvStream is a synth.Reader with a Close.
-type kvStream struct {
+// Stream is a run's KV stream: the stream's layers [FirstLayer,
+// FirstLayer + memory.layout.layers) of every block, presented as layers
+// 0, 1, … of memory.layout, so that a run's policies see the layout they
+// were built with.
+type Stream struct {
 	synth.Reader
+	first  int
+	layout memory.Layout
 	closer io.Closer
 }
 
-func (s kvStream) Close() error {
+// Layout returns the run's layout.
+func (s Stream) Layout() memory.Layout { return s.layout }
+
+// Layer returns layer l of the run (layer FirstLayer + l of the stream).
+func (s Stream) Layer(l int) (q, k, v []float32, err error) {
+	if l < 0 || l >= s.layout.Layers {
+		return nil, nil, nil, fmt.Errorf("config: stream: layer %d outside the run's %d layers", l, s.layout.Layers)
+	}
+	return s.Reader.Layer(s.first + l)
+}
+
+// Close closes the stream file, if any.
+func (s Stream) Close() error {
 	if s.closer != nil {
 		return s.closer.Close()
 	}
 	return nil
 }
 
-// openStream opens the run's KV stream: the synthetic generator, or a
+// OpenStream opens the run's KV stream: the synthetic generator, or a
 // recorded stream file whose layout must equal the run's.
-func openStream(c Config) (kvStream, error) {
+func OpenStream(c Config) (Stream, error) {
 	switch c.Stream.Kind {
 	case "synthetic":
-		g, err := synth.NewGenerator(synthConfig(c))
+		g, err := synth.NewGenerator(c.Synth())
 		if err != nil {
-			return kvStream{}, fmt.Errorf("stream: %w", err)
+			return Stream{}, fmt.Errorf("stream: %w", err)
 		}
-		return kvStream{Reader: g}, nil
+		return Stream{Reader: g, first: c.Stream.FirstLayer, layout: c.Memory.Layout}, nil
 	case "file":
 		f, err := os.Open(c.Stream.Path)
 		if err != nil {
-			return kvStream{}, fmt.Errorf("stream.path (--stream-file): %w", err)
+			return Stream{}, fmt.Errorf("stream.path (--stream-file): %w", err)
 		}
 		r, err := synth.NewFileReader(bufio.NewReaderSize(f, 1<<20))
 		if err != nil {
 			f.Close()
-			return kvStream{}, fmt.Errorf("stream.path (--stream-file) %s: %w", c.Stream.Path, err)
+			return Stream{}, fmt.Errorf("stream.path (--stream-file) %s: %w", c.Stream.Path, err)
 		}
 		if r.Layout() != c.Memory.Layout {
 			f.Close()
-			return kvStream{}, fmt.Errorf("stream.path (--stream-file) %s: layout %+v differs from memory.layout %+v", c.Stream.Path, r.Layout(), c.Memory.Layout)
+			return Stream{}, fmt.Errorf("stream.path (--stream-file) %s: layout %+v differs from memory.layout %+v", c.Stream.Path, r.Layout(), c.Memory.Layout)
 		}
-		return kvStream{Reader: r, closer: f}, nil
+		return Stream{Reader: r, layout: r.Layout(), closer: f}, nil
 	}
-	return kvStream{}, fmt.Errorf("stream.kind %q unknown", c.Stream.Kind)
+	return Stream{}, fmt.Errorf("stream.kind %q unknown", c.Stream.Kind)
 }
 
-// streamLayoutFromFile reads only the header of a stream file.
-func streamLayoutFromFile(path string) (memory.Layout, int, error) {
+// StreamLayout reads only the header of a stream file: its layout and
+// block count.
+func StreamLayout(path string) (memory.Layout, int, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return memory.Layout{}, 0, err

@@ -1,8 +1,6 @@
-package main
+package runfolder
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -12,59 +10,28 @@ import (
 
 	"gonum.org/v1/plot/vg"
 
+	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/eval"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/plots"
 )
 
-// loadRunConfig reads a run folder's config.resolved.yaml.
-func loadRunConfig(dir string) (Config, error) {
-	path := filepath.Join(dir, fileConfig)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("run folder %s: %w", dir, err)
-	}
-	var c Config
-	if _, err := decodeYAML(b, &c, false); err != nil { // older layout keys too
-		return Config{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
-}
-
-// readLog reads memory_log.jsonl, naming the line of a decoding error.
-func readLog(path string) ([]logLine, error) {
-	f, err := os.Open(path)
-	if err != nil {
+// Render draws every figure a run folder supports into <dir>/plots (from
+// config.resolved.yaml, memory_log.jsonl, admissions.json, storage.json and
+// attention_trace.json) and returns the PNG paths (SVG beside each).
+func Render(dir string) ([]string, error) {
+	var cfg config.Config
+	if err := LoadConfig(dir, &cfg); err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<28)
-	var out []logLine
-	for n := 1; sc.Scan(); n++ {
-		var ln logLine
-		if err := json.Unmarshal(sc.Bytes(), &ln); err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", path, n, err)
-		}
-		out = append(out, ln)
-	}
-	return out, sc.Err()
-}
-
-// renderRun draws every figure a run folder supports into <dir>/plots and
-// returns the PNG paths (SVG beside each).
-func renderRun(dir string) ([]string, error) {
-	cfg, err := loadRunConfig(dir)
-	if err != nil {
-		return nil, err
-	}
-	lines, err := readLog(filepath.Join(dir, fileLog))
+	lines, err := ReadLog(filepath.Join(dir, FileLog))
 	if err != nil {
 		return nil, fmt.Errorf("trace: %w", err)
 	}
 	if len(lines) == 0 {
-		return nil, fmt.Errorf("trace: %s is empty: the run completed no block", filepath.Join(dir, fileLog))
+		return nil, fmt.Errorf("trace: %s is empty: the run completed no block", filepath.Join(dir, FileLog))
 	}
-	out := filepath.Join(dir, dirPlots)
+	out := filepath.Join(dir, DirPlots)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
 	}
@@ -76,7 +43,7 @@ func renderRun(dir string) ([]string, error) {
 		figs = append(figs, f)
 		return nil
 	}
-	byPolicy := map[string][]logLine{}
+	byPolicy := map[string][]LogLine{}
 	for _, ln := range lines {
 		byPolicy[ln.Policy] = append(byPolicy[ln.Policy], ln)
 	}
@@ -93,8 +60,8 @@ func renderRun(dir string) ([]string, error) {
 	if err := add(policiesFigure(cfg, byPolicy)); err != nil {
 		return nil, err
 	}
-	var adm admissions
-	if err := readJSON(filepath.Join(dir, fileAdmissions), &adm); err == nil {
+	var adm Admissions
+	if err := ReadJSON(filepath.Join(dir, FileAdmissions), &adm); err == nil {
 		if slices.Contains(cfg.Policies, memory.NameDensityKV) {
 			if err := add(montageFigure(cfg, &adm)); err != nil {
 				return nil, err
@@ -103,17 +70,17 @@ func renderRun(dir string) ([]string, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	var sr storageRun
-	if err := readJSON(filepath.Join(dir, fileStorageRun), &sr); err == nil {
+	var sr StorageRun
+	if err := ReadJSON(filepath.Join(dir, FileStorage), &sr); err == nil {
 		if err := add(storageRunFigure(cfg, sr)); err != nil {
 			return nil, err
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	var tf attentionTraceJSON
-	if err := readJSON(filepath.Join(dir, "attention_trace.json"), &tf); err == nil {
-		if err := add(traceFigure(tf)); err != nil {
+	var tf eval.TraceFile
+	if err := ReadJSON(filepath.Join(dir, FileTrace), &tf); err == nil {
+		if err := add(eval.TraceFigure(tf)); err != nil {
 			return nil, err
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -151,7 +118,7 @@ func pickLayers(L, n int) []int {
 
 // occupancyFigure: occupancy and admissions over blocks, per layer, with
 // the min–max band over heads.
-func occupancyFigure(cfg Config, policy string, lines []logLine) (*plots.Figure, error) {
+func occupancyFigure(cfg config.Config, policy string, lines []LogLine) (*plots.Figure, error) {
 	L := cfg.Memory.Layout.Layers
 	layers := pickLayers(L, 6)
 	type agg struct{ x, occ, lo, hi, adm, alo, ahi, mand, capv []float64 }
@@ -241,7 +208,7 @@ func occupancyFigure(cfg Config, policy string, lines []logLine) (*plots.Figure,
 }
 
 // policiesFigure: every policy's memory occupancy and live bytes over time.
-func policiesFigure(cfg Config, byPolicy map[string][]logLine) (*plots.Figure, error) {
+func policiesFigure(cfg config.Config, byPolicy map[string][]LogLine) (*plots.Figure, error) {
 	var occ, att []plots.Series
 	for _, name := range cfg.Policies {
 		ls := byPolicy[name]
@@ -298,10 +265,10 @@ func policiesFigure(cfg Config, byPolicy map[string][]logLine) (*plots.Figure, e
 }
 
 // montageFigure: the supplementary admission figure from admissions.json.
-func montageFigure(cfg Config, a *admissions) (*plots.Figure, error) {
+func montageFigure(cfg config.Config, a *Admissions) (*plots.Figure, error) {
 	P := a.Height * a.Width
 	if len(a.TokenBanks) != a.Frames*P || len(a.LayerFrame) != a.Layers*a.Frames {
-		return nil, fmt.Errorf("trace: %s: sizes do not match %d frames × %d tokens, %d layers", fileAdmissions, a.Frames, P, a.Layers)
+		return nil, fmt.Errorf("trace: %s: sizes do not match %d frames × %d tokens, %d layers", FileAdmissions, a.Frames, P, a.Layers)
 	}
 	m := plots.Montage{
 		Title:  fmt.Sprintf("DensityKV admissions (%d layers × %d heads, M = %d, %g latent frames/s)", a.Layers, a.Heads, cfg.Memory.Capacity, a.FPS),
@@ -332,7 +299,7 @@ func montageFigure(cfg Config, a *admissions) (*plots.Figure, error) {
 
 // storageRunFigure: the measured live persistent bytes of every policy
 // against the generated length.
-func storageRunFigure(cfg Config, sr storageRun) (*plots.Figure, error) {
+func storageRunFigure(cfg config.Config, sr StorageRun) (*plots.Figure, error) {
 	var ss []plots.Series
 	for _, name := range cfg.Policies {
 		bs := sr.Policies[name]
