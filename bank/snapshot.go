@@ -5,12 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/densitykv/densitykv/internal/atomicfile"
 	"hash/crc32"
 	"io"
 	"math"
 	"os"
 
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/riesz"
 )
 

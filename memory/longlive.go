@@ -202,7 +202,7 @@ func (s *ragSelector) offer(block int, frames []*frame, st *Stats) error {
 	c := s.c
 	for _, f := range frames {
 		for l := range f.K {
-			c.rot.frame(f.K[l], c.lay.Heads, 0)
+			c.rot.Frame(f.K[l], c.lay.Heads, 0)
 		}
 	}
 	s.pool = append(s.pool, frames...)

@@ -11,6 +11,7 @@ import (
 	"reflect"
 
 	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/internal/finite"
 )
 
 // Snapshotter saves and restores a policy's whole persistent state between
@@ -332,7 +333,7 @@ func (p *windowed) load(r io.Reader) error {
 		for _, fr := range [][]*frame{st.Sink, st.Recent} {
 			for _, f := range fr {
 				for l := 0; l < L; l++ {
-					if i := max(firstNonFinite(f.K[l]), firstNonFinite(f.V[l])); i >= 0 {
+					if i := max(finite.First(f.K[l]), finite.First(f.V[l])); i >= 0 {
 						return fmt.Errorf("%w: %s: frame %d layer %d has NaN or Inf", ErrSnapshot, p.name, f.ID, l)
 					}
 					if err := s.storable(f.K[l], f.V[l]); err != nil {

@@ -13,7 +13,7 @@ import (
 func TestEveryPolicyDrivesARollout(t *testing.T) {
 	m := goldenModel(t)
 	g := openGolden(t, "rollout_native.safetensors")
-	txt, err := m.EmbedText(g.f32("context"), 8)
+	txt, err := m.EmbedText(g.F32("context"), 8)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func untimed(t *testing.T, log []byte) []string {
 func TestStartContinuesEveryPolicy(t *testing.T) {
 	m := goldenModel(t)
 	g := openGolden(t, "rollout_native.safetensors")
-	txt, err := m.EmbedText(g.f32("context"), 8)
+	txt, err := m.EmbedText(g.F32("context"), 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestStartGoldenDensityKV(t *testing.T) {
 	}
 	opt = goldenOptions(t, m, g)
 	opt.Start = 4
-	lat := g.f64("latents")
+	lat := g.F64("latents")
 	bs := 3 * 16 * 6 * 8
 	n := 0
 	opt.BlockDone = func(blk int, x []float32, _ BlockLog) error {

@@ -136,7 +136,7 @@ func tinyNative(t *testing.T, m *wan.Model) memory.Policy {
 func TestPromptScheduleSwitch(t *testing.T) {
 	m := goldenModel(t)
 	g := openGolden(t, "rollout_native.safetensors")
-	ctx := g.f32("context")
+	ctx := g.F32("context")
 	neg := append([]float32(nil), ctx...)
 	for i := range neg {
 		neg[i] = -neg[i]
@@ -184,7 +184,7 @@ func TestGenerateEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	g := openGolden(t, "rollout_native.safetensors")
 	textPath := filepath.Join(dir, "text.safetensors")
-	if err := checkpoint.WriteSafetensorsFile(textPath, []checkpoint.WriteTensor{{Name: "context", Shape: []int{1, 5, 32}, Data: g.f32("context")[:5*32]}}, nil); err != nil {
+	if err := checkpoint.WriteSafetensorsFile(textPath, []checkpoint.WriteTensor{{Name: "context", Shape: []int{1, 5, 32}, Data: g.F32("context")[:5*32]}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	mc := memory.Config{Capacity: 60}

@@ -35,7 +35,7 @@ func newEvalCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "eval",
 		Short: "Compare every memory policy at matched capacity: attention fidelity, coverage, paper sweeps (a few minutes)",
-		Long: `eval runs the matched-capacity evaluation of issue 6 (package eval) on one
+		Long: `eval runs the matched-capacity evaluation (package eval) on one
 KV stream (the built-in synthetic one by default, or a recorded stream file):
 the baselines (Native, Infinity-RoPE, Deep Forcing, LongLive-RAG, FIFO,
 uniform stride, DensityKV), the parameter sweeps (τ, M, σ, p, scaled to the
