@@ -34,7 +34,9 @@ const ckEvery = riesz.TileRows
 // Update applies Algorithm 1 (paper supplementary, "DensityKV update for one
 // Transformer layer") to one block and returns the decision record. The
 // steps, in paper order, and the functions that implement them (prepare
-// validates the block first):
+// validates the block first); each returns its result as a value that the
+// next step takes (candidates, ordering, crossings, prefixPlan,
+// evictions, committed: see work.go):
 //
 //  1. initEmpty — empty bank: admit the first min(N, M) candidates in source
 //     order and set ρ = Φ over the resulting bank, b = max(ρ, δ);

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/memory"
 )
 
 func TestBlocksRoundUp(t *testing.T) {
@@ -91,5 +94,35 @@ func TestParseTextSpec(t *testing.T) {
 				t.Fatalf("ParseTextSpec(%q) = %+v, %v; want path %q block %d", c.arg, ts, err, c.path, c.block)
 			}
 		})
+	}
+}
+
+// Decode reads variant names as package bank and memory spell them (case
+// and space ignored), names the key, flag and line of an unknown one, and
+// reports an empty one as a blank key, leaving the field as it was.
+func TestDecodeVariants(t *testing.T) {
+	c := DefaultConfig()
+	keys, err := Decode([]byte("memory:\n  bank:\n    ordering: ' MAX'\n    eviction: densest\n  longlive_rag: {descriptor: KEY-MEAN}\n"), &c, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Memory.Bank.Ordering != bank.OrderMax || c.Memory.Bank.Eviction != bank.EvictDensest || c.Memory.LongLiveRAG.Descriptor != memory.RAGKeyMean ||
+		!keys.Set["memory.bank.ordering"] || len(keys.Blank) != 0 {
+		t.Fatalf("decoded %+v %+v, keys %v", c.Memory.Bank, c.Memory.LongLiveRAG, keys)
+	}
+	c = DefaultConfig()
+	_, err = Decode([]byte("run: {seed: 1}\nmemory:\n  bank:\n    ordering: median\n"), &c, true)
+	if err == nil || !strings.Contains(err.Error(), `line 4: memory.bank.ordering (--ordering): bank ordering "median" unknown (mean, max, source)`) {
+		t.Fatalf("unknown name: %v", err)
+	}
+	c = DefaultConfig()
+	c.Memory.Bank.Eviction = bank.EvictMandatorySource
+	keys, err = Decode([]byte("memory:\n  bank: {eviction: '', tau: 3}\n"), &c, true)
+	if err != nil || !keys.Blank["memory.bank.eviction"] || !keys.Set["memory.bank.eviction"] || c.Memory.Bank.Eviction != bank.EvictMandatorySource || c.Memory.Bank.Tau != 3 {
+		t.Fatalf("empty name: %v, keys %v, eviction %v", err, keys, c.Memory.Bank.Eviction)
+	}
+	err = ExplicitZeros(&c, nil, keys, "f.yaml")
+	if err == nil || !strings.Contains(err.Error(), `f.yaml: memory.bank.eviction (--eviction) is "", want mandatory-densest, densest or mandatory-source`) {
+		t.Fatalf("explicit empty name: %v", err)
 	}
 }
