@@ -72,16 +72,17 @@ type Entry struct {
 	Baseline float64 // b = max(ρ at admission, δ), rounded to the density dtype
 }
 
-// payload stores [cap][dim] vectors as float32 or bfloat16.
-type payload struct {
+// vectors stores [cap][dim] vectors as float32 or bfloat16: a head's keys
+// or values in the payload dtype.
+type vectors struct {
 	dim int
 	bf  bool
 	f32 []float32
 	b16 []uint16
 }
 
-func newPayload(dt DType, capacity, dim int) payload {
-	p := payload{dim: dim, bf: dt == BF16}
+func newVectors(pl Payload, capacity, dim int) vectors {
+	p := vectors{dim: dim, bf: pl == PayloadBF16}
 	if p.bf {
 		p.b16 = make([]uint16, capacity*dim)
 	} else {
@@ -91,7 +92,7 @@ func newPayload(dt DType, capacity, dim int) payload {
 }
 
 // set stores row i from src (already representable in the dtype).
-func (p *payload) set(i int, src []float32) {
+func (p *vectors) set(i int, src []float32) {
 	if p.bf {
 		dst := p.b16[i*p.dim : i*p.dim+p.dim]
 		for j, v := range src[:p.dim] {
@@ -103,7 +104,7 @@ func (p *payload) set(i int, src []float32) {
 }
 
 // get decodes row i into dst.
-func (p *payload) get(i int, dst []float32) {
+func (p *vectors) get(i int, dst []float32) {
 	if p.bf {
 		for j, v := range p.b16[i*p.dim : i*p.dim+p.dim] {
 			dst[j] = math.Float32frombits(uint32(v) << 16)
@@ -114,7 +115,7 @@ func (p *payload) get(i int, dst []float32) {
 }
 
 // move copies row src to row dst.
-func (p *payload) move(dst, src int) {
+func (p *vectors) move(dst, src int) {
 	if p.bf {
 		copy(p.b16[dst*p.dim:dst*p.dim+p.dim], p.b16[src*p.dim:src*p.dim+p.dim])
 		return
@@ -133,8 +134,8 @@ func RoundBF16(v float32) float32 {
 	return math.Float32frombits(u &^ 0xffff)
 }
 
-// grow resizes a payload to n rows, keeping its contents.
-func (p *payload) grow(n int) {
+// grow resizes the vectors to n rows, keeping its contents.
+func (p *vectors) grow(n int) {
 	if p.bf {
 		p.b16 = growKeep(p.b16, n*p.dim)
 		return
@@ -171,8 +172,8 @@ func (hd *head) ensure(n, dd int) {
 // head is one head's bank, in storage order.
 type head struct {
 	n     int
-	keys  payload
-	vals  payload
+	keys  vectors
+	vals  vectors
 	desc  []float32 // [cap][dd] density descriptors (decoded keys when DescDim = 0)
 	norms []float32 // [cap] |desc|²
 	src   []int64
@@ -191,12 +192,12 @@ type Bank struct {
 	offered int64 // candidates offered so far (default source ids)
 
 	// Borrowed from the package pool during an update (see pool.go).
-	tr      *transient
-	ws      []riesz.Workspace // one per worker
-	cache   [][]float32       // per worker: candidate×bank interactions of the head in flight
-	scratch []headScratch     // one per head
-	peak    int64             // peak transient bytes seen
-	spec    [3]int64          // per head and update: no speculative eviction, reused, discarded
+	tr    *transient
+	ws    []riesz.Workspace // one per worker
+	cache [][]float32       // per worker: candidate×bank interactions of the head in flight
+	work  []headWork        // one per head
+	plan  prefixPlan        // step 4's result
+	peak  int64             // peak transient bytes seen
 }
 
 // New validates cfg and returns an empty bank.
@@ -208,7 +209,7 @@ func New(cfg Config) (*Bank, error) {
 	b := &Bank{cfg: cfg, kern: k}
 	b.heads = make([]head, cfg.Heads)
 	for h := range b.heads {
-		b.heads[h] = head{keys: newPayload(cfg.Payload, 0, cfg.KeyDim), vals: newPayload(cfg.Payload, 0, cfg.ValueDim)}
+		b.heads[h] = head{keys: newVectors(cfg.Payload, 0, cfg.KeyDim), vals: newVectors(cfg.Payload, 0, cfg.ValueDim)}
 	}
 	return b, nil
 }
@@ -281,7 +282,7 @@ func (b *Bank) Entries(h int) []Entry {
 // (ρ and b) in the density dtype, an int64 source index and an int32
 // admission index; plus DescDim float32 when a separate descriptor is kept.
 func (c Config) BytesPerState() int64 {
-	n := int64(c.KeyDim+c.ValueDim)*int64(c.Payload.Size()) + 2*int64(c.Density.Size()) + 8 + 4
+	n := int64(c.KeyDim+c.ValueDim)*int64(c.Payload.DType().Size()) + 2*int64(c.Density.Size()) + 8 + 4
 	if c.DescDim > 0 {
 		n += int64(c.DescDim) * 4
 	}
@@ -298,8 +299,9 @@ func (b *Bank) Bytes() int64 {
 	return n * b.cfg.BytesPerState()
 }
 
-// PeakScratchBytes returns the largest transient workspace (per-head scratch
-// plus tile workspaces) an update has used so far.
+// PeakScratchBytes returns the largest transient workspace (the per-head
+// step buffers, tile workspaces and interaction caches) an update has used
+// so far.
 func (b *Bank) PeakScratchBytes() int64 { return b.peak }
 
 // roundDensity rounds v to the density dtype.
@@ -320,7 +322,7 @@ func (b *Bank) set(h int) riesz.Set {
 // descBF16 reports whether the density descriptors are bfloat16 values (the
 // BF16-rounded keys), so that their dot products are gemm's bfloat16
 // product (the float32 product otherwise).
-func (b *Bank) descBF16() bool { return b.cfg.Payload == BF16 && b.cfg.DescDim == 0 }
+func (b *Bank) descBF16() bool { return b.cfg.Payload == PayloadBF16 && b.cfg.DescDim == 0 }
 
 // parallel runs fn(h, ws) for every head on the bank's workers.
 func (b *Bank) parallel(fn func(h int, ws *riesz.Workspace)) {

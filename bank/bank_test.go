@@ -49,7 +49,7 @@ func TestConfigValidate(t *testing.T) {
 		{"eviction", func(c *Config) { c.Eviction = 7 }, "Eviction"},
 		{"prefix", func(c *Config) { c.Prefix = 7 }, "Prefix"},
 		{"admission", func(c *Config) { c.Admission = 7 }, "Admission"},
-		{"payload", func(c *Config) { c.Payload = F64 }, "Payload"},
+		{"payload", func(c *Config) { c.Payload = Payload(2) }, "Payload"},
 		{"density", func(c *Config) { c.Density = BF16 }, "Density"},
 		{"workers", func(c *Config) { c.Workers = -1 }, "Workers"},
 		{"huge", func(c *Config) { c.Capacity = 1 << 30; c.KeyDim = 1 << 20 }, "exceeds"},
@@ -76,7 +76,7 @@ func TestConfigValidate(t *testing.T) {
 // already holds states and checks the error and that the bank is
 // bit-identical afterwards and still continues like an untouched copy.
 func TestBadInputLeavesBankUnchanged(t *testing.T) {
-	for _, v := range []variant{variants[0], {"bf16", func(c *Config) { c.Payload = BF16 }}, {"bf16desc", func(c *Config) { c.Payload = BF16; c.DescDim = 4 }}} {
+	for _, v := range []variant{variants[0], {"bf16", func(c *Config) { c.Payload = PayloadBF16 }}, {"bf16desc", func(c *Config) { c.Payload = PayloadBF16; c.DescDim = 4 }}} {
 		t.Run(v.name, func(t *testing.T) {
 			cfg := smallConfig()
 			v.mod(&cfg)
@@ -137,7 +137,7 @@ func TestBadInputLeavesBankUnchanged(t *testing.T) {
 			} else {
 				bad = append(bad, badBlock{"desc unexpected", func() Block { g := good; g.Desc = make([]float32, 3); return g }, ErrShape, "DescDim = 0"})
 			}
-			if cfg.Payload == BF16 {
+			if cfg.Payload == PayloadBF16 {
 				bad = append(bad, badBlock{"value bf16 overflow", func() Block {
 					g := good
 					g.Values = slices.Clone(g.Values)
@@ -183,8 +183,8 @@ func TestBadInputLeavesBankUnchanged(t *testing.T) {
 // TestSnapshotRoundTrip checks that restore is bit-exact and continues
 // identically, for several variants, via WriteTo/Load and SaveFile/LoadFile.
 func TestSnapshotRoundTrip(t *testing.T) {
-	for _, v := range []variant{variants[0], {"bf16f32desc", func(c *Config) { c.Payload = BF16; c.Density = F32; c.DescDim = 5 }},
-		{"bf16", func(c *Config) { c.Payload = BF16 }}, {"perhead", func(c *Config) { c.Prefix = PrefixPerHead; c.Tau = 1.3 }}} {
+	for _, v := range []variant{variants[0], {"bf16f32desc", func(c *Config) { c.Payload = PayloadBF16; c.Density = F32; c.DescDim = 5 }},
+		{"bf16", func(c *Config) { c.Payload = PayloadBF16 }}, {"perhead", func(c *Config) { c.Prefix = PrefixPerHead; c.Tau = 1.3 }}} {
 		t.Run(v.name, func(t *testing.T) {
 			cfg := smallConfig()
 			v.mod(&cfg)
@@ -301,7 +301,7 @@ func TestSnapshotRejectsDamage(t *testing.T) {
 // FuzzSnapshot feeds arbitrary bytes to the decoder: it must never panic,
 // and whatever it accepts must re-encode to the same bytes.
 func FuzzSnapshot(f *testing.F) {
-	for _, v := range []variant{variants[0], {"bf16", func(c *Config) { c.Payload = BF16; c.Density = F32; c.DescDim = 2 }}} {
+	for _, v := range []variant{variants[0], {"bf16", func(c *Config) { c.Payload = PayloadBF16; c.Density = F32; c.DescDim = 2 }}} {
 		cfg := smallConfig()
 		cfg.Capacity = 6
 		cfg.KeyDim = 3
@@ -331,7 +331,7 @@ func FuzzSnapshot(f *testing.F) {
 
 func TestBytesAndAccessors(t *testing.T) {
 	cfg := smallConfig()
-	cfg.Payload = BF16
+	cfg.Payload = PayloadBF16
 	cfg.Density = F32
 	b, _ := New(cfg)
 	if b.Bytes() != 0 || b.Len() != 0 {
@@ -422,7 +422,7 @@ func TestFlushAndDegenerate(t *testing.T) {
 // the interaction cache (scan from the cached scoring pass vs recomputed
 // tiles) do not change a single bit of the bank or of the decisions.
 func TestDeterministicAcrossWorkersAndCache(t *testing.T) {
-	for _, v := range []variant{variants[0], {"max-bf16", func(c *Config) { c.Ordering = OrderMax; c.Payload = BF16; c.Density = F32 }}} {
+	for _, v := range []variant{variants[0], {"max-bf16", func(c *Config) { c.Ordering = OrderMax; c.Payload = PayloadBF16; c.Density = F32 }}} {
 		t.Run(v.name, func(t *testing.T) {
 			cfg := smallConfig()
 			cfg.Capacity = 300 // several tiles and checkpoints

@@ -1,4 +1,4 @@
-package bank
+package bank_test
 
 import (
 	"bytes"
@@ -6,7 +6,9 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/internal/bench"
 )
 
 // TestBF16KernelBitIdentical runs the same video-like stream through banks
@@ -24,15 +26,15 @@ func TestBF16KernelBitIdentical(t *testing.T) {
 	H, N, M, D := 2, 200, 300, 64
 	for _, c := range []struct {
 		name string
-		set  func(*Config)
+		set  func(*bank.Config)
 	}{
-		{"default", func(*Config) {}},
-		{"max-order-refresh", func(c *Config) { c.Ordering = OrderMax; c.Baselines = BaselinesRefresh }},
-		{"f64-density-per-head", func(c *Config) { c.Density = F64; c.Prefix = PrefixPerHead }},
-		{"f32-payload", func(c *Config) { c.Payload = F32 }}, // no bfloat16 operands: float32 either way
+		{"default", func(*bank.Config) {}},
+		{"max-order-refresh", func(c *bank.Config) { c.Ordering = bank.OrderMax; c.Baselines = bank.BaselinesRefresh }},
+		{"f64-density-per-head", func(c *bank.Config) { c.Density = bank.F64; c.Prefix = bank.PrefixPerHead }},
+		{"f32-payload", func(c *bank.Config) { c.Payload = bank.PayloadF32 }}, // no bfloat16 operands: float32 either way
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			run := func(on bool) ([]Decision, []byte) {
+			run := func(on bool) ([]bank.Decision, []byte) {
 				defer gemm.SetBF16(gemm.SetBF16(on))
 				calls := gemm.BF16Calls()
 				defer func() {
@@ -43,21 +45,21 @@ func TestBF16KernelBitIdentical(t *testing.T) {
 						t.Errorf("bfloat16 kernel on=%v (available %v): used %v, want %v", on, gemm.HardwareBF16(), used, want)
 					}
 				}()
-				cfg := DefaultConfig()
+				cfg := bank.DefaultConfig()
 				cfg.Heads, cfg.Capacity, cfg.KeyDim, cfg.ValueDim = H, M, D, D
 				c.set(&cfg)
-				b, err := New(cfg)
+				b, err := bank.New(cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
-				vs := newVideoStream(H, N, D, 3)
-				var decs []Decision
+				vs := bench.NewVideoStream(H, N, D, 3)
+				var decs []bank.Decision
 				for i := 0; i < 8; i++ {
-					d, err := b.Update(vs.next())
+					d, err := b.Update(vs.Next())
 					if err != nil {
 						t.Fatal(err)
 					}
-					d.Timings = Timings{}
+					d.Timings = bank.Timings{}
 					decs = append(decs, d)
 				}
 				var buf bytes.Buffer

@@ -12,7 +12,7 @@ func (b *Bank) Check(blk Block) error {
 	b.acquire()
 	defer b.release()
 	_, err := b.prepare(blk)
-	// prepare fills only the transient candidate scratch.
+	// prepare fills only the transient candidates.
 	b.dropBlockRefs()
 	if err != nil {
 		return fmt.Errorf("bank: update %d: %w", b.updates, err)

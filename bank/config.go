@@ -79,6 +79,61 @@ const (
 	AdmitSequential
 )
 
+// Payload selects the storage of the stored keys and values.
+type Payload uint8
+
+const (
+	// PayloadBF16 stores K/V as bfloat16, rounded to nearest even from
+	// float32 (the paper's accounting; the default).
+	PayloadBF16 Payload = iota
+	// PayloadF32 stores K/V as float32.
+	PayloadF32
+)
+
+// DType returns the payload's element type.
+func (p Payload) DType() DType {
+	if p == PayloadF32 {
+		return F32
+	}
+	return BF16
+}
+
+// Descriptor selects the vector each state's density is measured on. The
+// bank itself only knows its dimension (Config.DescDim, from Dim); the
+// caller builds the descriptors (package memory).
+type Descriptor uint8
+
+const (
+	// DescPostRoPEKey is the stored post-RoPE key itself (the paper; the
+	// default, DescDim 0).
+	DescPostRoPEKey Descriptor = iota
+	// DescPreRoPEKey is the key before the rotary embedding.
+	DescPreRoPEKey
+	// DescKeyValue is [K;V] with the post-RoPE key.
+	DescKeyValue
+	// DescPreRoPEKeyValue is [K;V] with the pre-RoPE key.
+	DescPreRoPEKeyValue
+)
+
+// Dim returns the descriptor dimension for heads of dimension headDim, as
+// Config.DescDim wants it: 0 for the stored key itself.
+func (d Descriptor) Dim(headDim int) int {
+	switch d {
+	case DescPreRoPEKey:
+		return headDim
+	case DescKeyValue, DescPreRoPEKeyValue:
+		return 2 * headDim
+	}
+	return 0
+}
+
+// WithValues reports whether the descriptor includes the value.
+func (d Descriptor) WithValues() bool { return d == DescKeyValue || d == DescPreRoPEKeyValue }
+
+// PreRoPE reports whether the descriptor's key is the one before the
+// rotary embedding.
+func (d Descriptor) PreRoPE() bool { return d == DescPreRoPEKey || d == DescPreRoPEKeyValue }
+
 // DType is a storage type.
 type DType uint8
 
@@ -102,84 +157,9 @@ func (d DType) Size() int {
 	return 4
 }
 
-func (o Ordering) String() string {
-	switch o {
-	case OrderMean:
-		return "mean"
-	case OrderMax:
-		return "max"
-	case OrderSource:
-		return "source"
-	}
-	return fmt.Sprintf("Ordering(%d)", uint8(o))
-}
-
-// ParseOrdering parses "mean", "max" or "source".
-func ParseOrdering(s string) (Ordering, error) {
-	for _, o := range []Ordering{OrderMean, OrderMax, OrderSource} {
-		if o.String() == s {
-			return o, nil
-		}
-	}
-	return 0, fmt.Errorf("bank: unknown ordering %q (want mean, max or source)", s)
-}
-
-func (b Baselines) String() string {
-	switch b {
-	case BaselinesFrozen:
-		return "frozen"
-	case BaselinesRefresh:
-		return "refresh"
-	}
-	return fmt.Sprintf("Baselines(%d)", uint8(b))
-}
-
-func (e Eviction) String() string {
-	switch e {
-	case EvictMandatoryDensest:
-		return "mandatory+densest"
-	case EvictDensest:
-		return "densest"
-	case EvictMandatorySource:
-		return "mandatory+source"
-	}
-	return fmt.Sprintf("Eviction(%d)", uint8(e))
-}
-
-func (p Prefix) String() string {
-	switch p {
-	case PrefixShared:
-		return "shared"
-	case PrefixPerHead:
-		return "per-head"
-	}
-	return fmt.Sprintf("Prefix(%d)", uint8(p))
-}
-
-func (a Admission) String() string {
-	switch a {
-	case AdmitJoint:
-		return "joint"
-	case AdmitSequential:
-		return "sequential"
-	}
-	return fmt.Sprintf("Admission(%d)", uint8(a))
-}
-
-func (d DType) String() string {
-	switch d {
-	case F32:
-		return "f32"
-	case BF16:
-		return "bf16"
-	case F64:
-		return "f64"
-	}
-	return fmt.Sprintf("DType(%d)", uint8(d))
-}
-
 // Config configures one layer's bank. The zero values of the enumerations
-// are the paper's choices; DefaultConfig fills in the paper's parameters.
+// are the paper's choices (Density's F32 included); DefaultConfig fills in
+// the paper's parameters.
 type Config struct {
 	Heads    int // attention heads H (≥ 1)
 	KeyDim   int // key dimension d_k (≥ 1)
@@ -201,8 +181,8 @@ type Config struct {
 	Prefix    Prefix
 	Admission Admission
 
-	Payload DType // F32 or BF16 storage of K/V
-	Density DType // F32 or F64 storage of densities and baselines
+	Payload Payload // storage of K/V
+	Density DType   // F32 or F64 storage of densities and baselines
 
 	// Workers is the number of heads processed in parallel (0 = GOMAXPROCS).
 	// Results do not depend on it.
@@ -221,13 +201,13 @@ const DefaultCacheBytes = 512 << 20
 
 // DefaultConfig returns the paper's configuration for Wan2.1-1.3B: 12 heads
 // of dimension 128, M = 9360, τ = 2, σ = 8, p = 2, eps = 1, δ = 1e-6, mean
-// ordering, frozen baselines, mandatory+densest eviction, shared prefix,
+// ordering, frozen baselines, mandatory-densest eviction, shared prefix,
 // joint admission, BF16 payload and float32 densities.
 func DefaultConfig() Config {
 	return Config{
 		Heads: 12, KeyDim: 128, ValueDim: 128,
 		Capacity: 9360, Tau: 2, Sigma: 8, P: 2, Eps: 1, Delta: 1e-6,
-		Payload: BF16, Density: F32,
+		Payload: PayloadBF16, Density: F32,
 	}
 }
 
@@ -239,7 +219,9 @@ func (c Config) descDim() int {
 	return c.KeyDim
 }
 
-func (c Config) workers() int {
+// WorkerCount returns the number of heads an update processes in parallel:
+// Workers, or GOMAXPROCS when it is 0, at most one per head.
+func (c Config) WorkerCount() int {
 	w := c.Workers
 	if w <= 0 {
 		w = runtime.GOMAXPROCS(0)
@@ -302,8 +284,8 @@ func (c Config) Validate() error {
 	if c.Admission > AdmitSequential {
 		return fmt.Errorf("bank: config Admission = %d is unknown", c.Admission)
 	}
-	if c.Payload != F32 && c.Payload != BF16 {
-		return fmt.Errorf("bank: config Payload = %v must be f32 or bf16", c.Payload)
+	if c.Payload > PayloadF32 {
+		return fmt.Errorf("bank: config Payload = %d is unknown", c.Payload)
 	}
 	if c.Density != F32 && c.Density != F64 {
 		return fmt.Errorf("bank: config Density = %v must be f32 or f64", c.Density)

@@ -61,7 +61,8 @@ type HeadDecision struct {
 // Timings splits an update's wall time by Algorithm 1 step (see Update for
 // the step numbers). Scoring, scanning and speculative eviction run per head
 // interleaved on the workers; their phase's wall time is apportioned by the
-// heads' summed time in each.
+// heads' summed time in each. It also counts how the speculative eviction
+// choices fared, which shows in the Evict and Commit times.
 type Timings struct {
 	Validate time.Duration `json:"validate_ns"` // input validation and candidate preparation
 	Score    time.Duration `json:"score_ns"`    // scoring and ordering (step 2)
@@ -69,4 +70,12 @@ type Timings struct {
 	Evict    time.Duration `json:"evict_ns"`    // eviction choice, speculative or not (step 5)
 	Commit   time.Duration `json:"commit_ns"`   // commit, exact density update, baselines (steps 6–8; step 1 for an empty bank)
 	Total    time.Duration `json:"total_ns"`
+	// SpecReused and SpecDiscarded count the heads whose eviction choice
+	// was made speculatively, while their candidate×bank interactions were
+	// cached, for their own largest feasible prefix, and then kept because
+	// the shared r* was the same, or discarded (step 5 ran again for r*).
+	// Heads without a cached pass, an empty head or no feasible prefix
+	// make no such choice.
+	SpecReused    int `json:"spec_reused,omitempty"`
+	SpecDiscarded int `json:"spec_discarded,omitempty"`
 }

@@ -24,7 +24,7 @@ func FuzzUpdate(f *testing.F) {
 		cfg := Config{Heads: 1 + int(h%3), KeyDim: 1 + int(data[1]%5), ValueDim: 1 + int(data[2]%3),
 			Capacity: 1 + int(data[3]%9), Tau: 1.2 + float64(h%4), Sigma: 1, P: float64(1 + h%4), Eps: 1, Delta: 1e-6,
 			Ordering: Ordering(h / 3 % 3), Eviction: Eviction(h / 9 % 3), Prefix: Prefix(h / 27 % 2),
-			Admission: Admission(h / 54 % 2), Baselines: Baselines(h / 108 % 2), Payload: DType(data[1] / 128), Density: F32 + DType(data[2]/128)*F64}
+			Admission: Admission(h / 54 % 2), Baselines: Baselines(h / 108 % 2), Payload: Payload(1 - data[1]/128), Density: F32 + DType(data[2]/128)*F64}
 		b, err := New(cfg)
 		if err != nil {
 			t.Fatalf("config %+v: %v", cfg, err)

@@ -76,15 +76,15 @@ func loadGolden(t *testing.T, path string) goldenCase {
 
 func goldenConfig(t *testing.T, gc goldenCase) Config {
 	t.Helper()
-	ord, err := ParseOrdering(gc.Config.Ordering)
-	if err != nil {
+	var ord Ordering
+	if err := ord.UnmarshalText([]byte(gc.Config.Ordering)); err != nil {
 		t.Fatal(err)
 	}
 	return Config{
 		Heads: gc.Config.Heads, KeyDim: gc.Config.KeyDim, ValueDim: gc.Config.ValueDim,
 		Capacity: gc.Config.Capacity, Tau: gc.Config.Tau, Sigma: gc.Config.Sigma, P: gc.Config.P,
 		Eps: gc.Config.Eps, Delta: gc.Config.Delta, Ordering: ord,
-		Payload: F32, Density: F64,
+		Payload: PayloadF32, Density: F64,
 	}
 }
 

@@ -88,7 +88,7 @@ func oracleCands(cfg Config, blk Block) [][]oCand {
 	H, dk, dv, dd := cfg.Heads, cfg.KeyDim, cfg.ValueDim, cfg.DescDim
 	n := len(blk.Keys) / (H * dk)
 	rd := func(v float32) float64 {
-		if cfg.Payload == BF16 {
+		if cfg.Payload == PayloadBF16 {
 			return float64(RoundBF16(v))
 		}
 		return float64(v)
@@ -132,7 +132,7 @@ var variants = []variant{
 	{"perhead", func(c *Config) { c.Prefix = PrefixPerHead }},
 	{"sequential", func(c *Config) { c.Admission = AdmitSequential }},
 	{"seqperhead", func(c *Config) { c.Admission = AdmitSequential; c.Prefix = PrefixPerHead }},
-	{"bf16f32", func(c *Config) { c.Payload = BF16; c.Density = F32 }},
+	{"bf16f32", func(c *Config) { c.Payload = PayloadBF16; c.Density = F32 }},
 	{"desc", func(c *Config) { c.DescDim = 5 }},
 	{"p1", func(c *Config) { c.P = 1; c.Tau = 1.5 }},
 	{"p4", func(c *Config) { c.P = 4; c.Tau = 3 }},
@@ -148,7 +148,7 @@ var variants = []variant{
 
 func smallConfig() Config {
 	return Config{Heads: 3, KeyDim: 6, ValueDim: 3, Capacity: 24, Tau: 2, Sigma: 1.5, P: 2, Eps: 1, Delta: 1e-6,
-		Payload: F32, Density: F64, Workers: 2}
+		Payload: PayloadF32, Density: F64, Workers: 2}
 }
 
 // TestOracleAndInvariants runs random and clustered streams through the bank
@@ -403,7 +403,7 @@ func TestFloorStatesAgainstOracle(t *testing.T) {
 		for _, capacity := range []int{6, 12} {
 			t.Run(fmt.Sprintf("%s/M=%d", v.name, capacity), func(t *testing.T) {
 				cfg := Config{Heads: 1, KeyDim: 2, ValueDim: 1, Capacity: capacity, Tau: 2, Sigma: 1.5, P: 2, Eps: 1,
-					Delta: 1e-6, Payload: F32, Density: F64, Workers: 1}
+					Delta: 1e-6, Payload: PayloadF32, Density: F64, Workers: 1}
 				v.mod(&cfg)
 				i, src := 0, int64(0)
 				next := func() Block {

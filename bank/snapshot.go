@@ -5,12 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/densitykv/densitykv/internal/atomicfile"
 	"hash/crc32"
 	"io"
 	"math"
 	"os"
 
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/riesz"
 )
 
@@ -22,7 +22,9 @@ import (
 //	body:
 //	  config: Heads, KeyDim, ValueDim, DescDim, Capacity, Workers uint64;
 //	          Tau, Sigma, P, Eps, Delta float64;
-//	          Ordering, Baselines, Eviction, Prefix, Admission, Payload, Density uint8
+//	          Ordering, Baselines, Eviction, Prefix, Admission uint8 (their
+//	          values, see config.go), payload DType (F32 0, BF16 1; not the
+//	          Payload value), Density DType uint8
 //	  updates int32, offered int64
 //	  per head: n uint64; keys [n][KeyDim] and values [n][ValueDim] in the
 //	            payload dtype (float32, or bfloat16 as uint16); descriptors
@@ -53,14 +55,14 @@ func (b *Bank) WriteTo(w io.Writer) (int64, error) {
 	c := b.cfg
 	put([]uint64{uint64(c.Heads), uint64(c.KeyDim), uint64(c.ValueDim), uint64(c.DescDim), uint64(c.Capacity), uint64(c.Workers)})
 	put([]float64{c.Tau, c.Sigma, c.P, c.Eps, c.Delta})
-	put([]uint8{uint8(c.Ordering), uint8(c.Baselines), uint8(c.Eviction), uint8(c.Prefix), uint8(c.Admission), uint8(c.Payload), uint8(c.Density)})
+	put([]uint8{uint8(c.Ordering), uint8(c.Baselines), uint8(c.Eviction), uint8(c.Prefix), uint8(c.Admission), uint8(c.Payload.DType()), uint8(c.Density)})
 	put(b.updates)
 	put(b.offered)
 	for h := range b.heads {
 		hd := &b.heads[h]
 		n := hd.n
 		put(uint64(n))
-		for _, p := range []*payload{&hd.keys, &hd.vals} {
+		for _, p := range []*vectors{&hd.keys, &hd.vals} {
 			if p.bf {
 				put(p.b16[:n*p.dim])
 			} else {
@@ -174,11 +176,20 @@ func load(r io.Reader) (*Bank, int64, error) {
 			return nil, read, fail("config field %d = %d too large", i, v)
 		}
 	}
+	var payload Payload
+	switch DType(en[5]) {
+	case F32:
+		payload = PayloadF32
+	case BF16:
+		payload = PayloadBF16
+	default:
+		return nil, read, fail("config: payload dtype %v must be f32 or bf16", DType(en[5]))
+	}
 	cfg := Config{
 		Heads: int(dims[0]), KeyDim: int(dims[1]), ValueDim: int(dims[2]), DescDim: int(dims[3]), Capacity: int(dims[4]), Workers: int(dims[5]),
 		Tau: par[0], Sigma: par[1], P: par[2], Eps: par[3], Delta: par[4],
 		Ordering: Ordering(en[0]), Baselines: Baselines(en[1]), Eviction: Eviction(en[2]), Prefix: Prefix(en[3]),
-		Admission: Admission(en[4]), Payload: DType(en[5]), Density: DType(en[6]),
+		Admission: Admission(en[4]), Payload: payload, Density: DType(en[6]),
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, read, fail("%v", err)
@@ -193,7 +204,7 @@ func load(r io.Reader) (*Bank, int64, error) {
 	if d.err != nil || updates < 0 || offered < 0 {
 		return nil, read, fail("counters: updates %d offered %d %v", updates, offered, d.err)
 	}
-	perState := uint64(cfg.KeyDim+cfg.ValueDim)*uint64(cfg.Payload.Size()) + uint64(cfg.DescDim)*4 + 12 + 2*uint64(cfg.Density.Size())
+	perState := uint64(cfg.KeyDim+cfg.ValueDim)*uint64(cfg.Payload.DType().Size()) + uint64(cfg.DescDim)*4 + 12 + 2*uint64(cfg.Density.Size())
 	b, err := New(cfg)
 	if err != nil {
 		return nil, read, fail("%v", err)
@@ -212,7 +223,7 @@ func load(r io.Reader) (*Bank, int64, error) {
 		}
 		hd.ensure(n, dd)
 		hd.n = n
-		for _, p := range []*payload{&hd.keys, &hd.vals} {
+		for _, p := range []*vectors{&hd.keys, &hd.vals} {
 			if p.bf {
 				for i := range p.b16[:n*p.dim] {
 					p.b16[i] = d.u16()

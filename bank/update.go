@@ -31,74 +31,12 @@ const MaxNorm2 = 1e37
 // S_i(r*) costs at most ckEvery−1 extra candidate rows.
 const ckEvery = riesz.TileRows
 
-// headScratch is one head's reusable per-update workspace.
-type headScratch struct {
-	ck, cv, cd []float32 // this head's candidates (payload-rounded), descriptors
-	cn         []float32 // candidate descriptor norms
-
-	ext, score []float64 // per candidate
-	order      []int32   // candidate order
-	rows       []int32   // candidates considered by the scan, in order
-
-	sd, sn []float32 // descriptors and norms of rows
-	rem    []float64 // headroom τ·max(b_i, δ) − ρ_i per stored state
-	inv    []float32 // 1/max(b_i, δ)
-	cross  []int32   // crossing point per stored state
-	ckpt   []float64 // prefix-sum checkpoints
-	viol   []int32   // v_r, r = 0..len(rows)
-	S      []float64 // S_i(r) at the chosen r
-	proj   []float64 // ρ̃_i(r)
-	evict  []int32   // evicted storage indices, in eviction order
-	isEv   []bool
-	idx    []int32
-	ed, en []float32 // evicted descriptors and norms
-	sub    []float64
-	rho    []float64 // new densities in the new storage order
-
-	m             int // occupancy before
-	r             int // admitted count
-	e             int // evictions
-	w0            int // first new state's storage index after commitStates
-	dec           HeadDecision
-	acc           []float64 // scan accumulators
-	tScore, tScan time.Duration
-	tSpec         time.Duration
-	ext1          []float64
-	evOld         int // evicted states admitted by earlier updates
-
-	// Speculative eviction (joint admission with the interaction cache):
-	// while head h's candidate×bank interactions are still cached, its
-	// evictions are chosen for specR (the head's own largest feasible
-	// prefix, which is the shared r* in the common case) and every
-	// admitted candidate's interaction with the evicted states is summed
-	// from the cache into specEv, so the commit needs no candidate×evicted
-	// kernel pass. specR < 0: no speculation.
-	specR  int
-	specEv []float64 // Σ_{evicted} w(candidate rows[j], ·), j < specR
-	gbuf   []float32 // gather scratch
-	evs    []int32   // evicted storage indices, ascending
-	spec   int       // 0: no speculation, 1: reused, 2: discarded (r* ≠ specR)
-}
-
-func grow[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n, n+n/8)
-	}
-	return s[:n]
-}
-
-func (s *headScratch) bytes() int64 {
-	f := int64(cap(s.ck)+cap(s.cv)+cap(s.cd)+cap(s.cn)+cap(s.sd)+cap(s.sn)+cap(s.inv)+cap(s.ed)+cap(s.en)) * 4
-	f += int64(cap(s.gbuf)+cap(s.evs)) * 4
-	d := int64(cap(s.ext)+cap(s.score)+cap(s.rem)+cap(s.acc)+cap(s.ckpt)+cap(s.S)+cap(s.proj)+cap(s.sub)+cap(s.rho)+cap(s.specEv)) * 8
-	i := int64(cap(s.order)+cap(s.rows)+cap(s.cross)+cap(s.viol)+cap(s.evict)+cap(s.idx)) * 4
-	return f + d + i + int64(cap(s.isEv))
-}
-
 // Update applies Algorithm 1 (paper supplementary, "DensityKV update for one
 // Transformer layer") to one block and returns the decision record. The
 // steps, in paper order, and the functions that implement them (prepare
-// validates the block first):
+// validates the block first); each returns its result as a value that the
+// next step takes (candidates, ordering, crossings, prefixPlan,
+// evictions, committed: see work.go):
 //
 //  1. initEmpty — empty bank: admit the first min(N, M) candidates in source
 //     order and set ρ = Φ over the resulting bank, b = max(ρ, δ);
@@ -158,17 +96,10 @@ func (b *Bank) Update(blk Block) (Decision, error) {
 	}
 	dec := Decision{Update: int(b.updates), Candidates: n}
 	dec.Timings.Validate = time.Since(t0)
-	for h := range b.heads {
-		b.scratch[h].dec = HeadDecision{}
-		b.scratch[h].evOld = 0
-		b.scratch[h].specR = -1
-		b.scratch[h].spec = 0
-	}
 	empty := true
 	for h := range b.heads {
-		if b.heads[h].n > 0 {
-			empty = false
-		}
+		b.work[h].reset(b.heads[h].n)
+		empty = empty && b.heads[h].n == 0
 	}
 	dec.Empty = empty
 	switch {
@@ -179,12 +110,7 @@ func (b *Bank) Update(blk Block) (Decision, error) {
 	default:
 		b.updateJoint(&dec, blk, n)
 	}
-	dec.Heads = make([]HeadDecision, len(b.heads))
-	for h := range b.heads {
-		b.spec[b.scratch[h].spec]++
-		dec.Heads[h] = b.scratch[h].dec
-		dec.Heads[h].Len = b.heads[h].n
-	}
+	b.finishDecision(&dec)
 	if b.cfg.Baselines == BaselinesRefresh {
 		for h := range b.heads {
 			hd := &b.heads[h]
@@ -194,8 +120,8 @@ func (b *Bank) Update(blk Block) (Decision, error) {
 		}
 	}
 	var peak int64
-	for h := range b.scratch {
-		peak += b.scratch[h].bytes()
+	for h := range b.work {
+		peak += b.work[h].bytes()
 	}
 	for w := range b.ws {
 		peak += b.ws[w].Bytes() + int64(cap(b.cache[w]))*4
@@ -213,19 +139,19 @@ func (b *Bank) Update(blk Block) (Decision, error) {
 // unless they are BF16-rounded copies), so the pooled scratch does not keep
 // the block alive.
 func (b *Bank) dropBlockRefs() {
-	for h := range b.scratch {
-		sc := &b.scratch[h]
-		if b.cfg.Payload != BF16 {
-			sc.ck, sc.cv = nil, nil
+	for h := range b.work {
+		c := &b.work[h].cand
+		if b.cfg.Payload != PayloadBF16 {
+			c.keys, c.values = nil, nil
 		}
-		if b.cfg.Payload != BF16 || b.cfg.DescDim > 0 {
-			sc.cd = nil
+		if b.cfg.Payload != PayloadBF16 || b.cfg.DescDim > 0 {
+			c.desc = nil
 		}
 	}
 }
 
 // prepare validates blk (before any mutation) and fills every head's
-// candidate scratch. It returns N.
+// candidates. It returns N.
 func (b *Bank) prepare(blk Block) (int, error) {
 	c := b.cfg
 	H, dk, dv, dd := c.Heads, c.KeyDim, c.ValueDim, c.descDim()
@@ -288,7 +214,7 @@ func (b *Bank) prepare(blk Block) (int, error) {
 		}
 		return nil
 	}
-	bf := c.Payload == BF16
+	bf := c.Payload == PayloadBF16
 	// Heads are checked in parallel; the error reported is the first in
 	// the sequential order (all keys, then all values, then all
 	// descriptors, each head-major), as a sequential scan would find it.
@@ -305,32 +231,32 @@ func (b *Bank) prepare(blk Block) (int, error) {
 			return 0, err
 		}
 	}
-	// Candidate scratch (no bank state is touched), heads in parallel.
+	// The candidates (no bank state is touched), heads in parallel.
 	nerrs := make([]error, H)
 	b.parallel(func(h int, _ *riesz.Workspace) {
-		s := &b.scratch[h]
+		s := &b.work[h].cand
 		keys := blk.Keys[h*n*dk : (h+1)*n*dk]
 		vals := blk.Values[h*n*dv : (h+1)*n*dv]
 		if bf {
-			s.ck = grow(s.ck, n*dk)
-			s.cv = grow(s.cv, n*dv)
+			s.keys = grow(s.keys, n*dk)
+			s.values = grow(s.values, n*dv)
 			for i, v := range keys {
-				s.ck[i] = RoundBF16(v)
+				s.keys[i] = RoundBF16(v)
 			}
 			for i, v := range vals {
-				s.cv[i] = RoundBF16(v)
+				s.values[i] = RoundBF16(v)
 			}
 		} else {
-			s.ck, s.cv = keys, vals
+			s.keys, s.values = keys, vals
 		}
 		if c.DescDim > 0 {
-			s.cd = blk.Desc[h*n*dd : (h+1)*n*dd]
+			s.desc = blk.Desc[h*n*dd : (h+1)*n*dd]
 		} else {
-			s.cd = s.ck
+			s.desc = s.keys
 		}
-		s.cn = grow(s.cn, n)
-		riesz.Norms(s.cn, s.cd, n, dd)
-		for i, v := range s.cn {
+		s.norms = grow(s.norms, n)
+		riesz.Norms(s.norms, s.desc, n, dd)
+		for i, v := range s.norms {
 			if !(v <= MaxNorm2) {
 				nerrs[h] = fmt.Errorf("%w: descriptor |x|² = %v exceeds %v (distances would overflow float32) at head %d row %d",
 					ErrNonFinite, v, float32(MaxNorm2), h, i)
@@ -340,9 +266,9 @@ func (b *Bank) prepare(blk Block) (int, error) {
 	})
 	for _, err := range nerrs {
 		if err != nil {
-			for h := range b.scratch {
-				s := &b.scratch[h]
-				s.ck, s.cv, s.cd = nil, nil, nil // drop references to the caller's block
+			for h := range b.work {
+				s := &b.work[h].cand
+				s.keys, s.values, s.desc = nil, nil, nil // drop references to the caller's block
 			}
 			return 0, err
 		}
@@ -356,137 +282,137 @@ func (b *Bank) prepare(blk Block) (int, error) {
 // new bank (updateDensities: the co-admitted states' interactions) and
 // frozen as baselines.
 func (b *Bank) initEmpty(dec *Decision, blk Block, n int) {
-	t := time.Now()
+	clk := startClock()
 	r := min(n, b.cfg.Capacity)
 	b.parallel(func(h int, ws *riesz.Workspace) {
-		s := &b.scratch[h]
-		b.score(h, n, ws) // identity order, zero scores and external densities
-		s.rows = append(s.rows[:0], s.order[:r]...)
-		s.m, s.r = 0, r
-		s.evict = s.evict[:0]
-		b.commit(h, blk, s.ext, ws)
+		w := &b.work[h]
+		w.ord = b.score(h, w.cand, nil, w.ord, ws) // identity order, zero scores and external densities
+		b.commit(h, blk, w.cand, w.ord.ext, w.ord.order[:r], evictions{r: r}, w.spec, &w.cm, ws)
 	})
 	dec.Accepted = r
-	dec.Timings.Commit = time.Since(t)
-	b.finishDecision(dec)
+	clk.lap(&dec.Timings.Commit)
 }
 
 // updateJoint is Algorithm 1 lines 8–29 for a non-empty bank with joint
 // admission: score and order, prefix scan, shared r*, evictions, commit.
 func (b *Bank) updateJoint(dec *Decision, blk Block, n int) {
-	t := time.Now()
+	clk := startClock()
 	R := min(n, b.cfg.Capacity)
-	// Steps 2 and 3 per head: score and order, then the prefix scan over
-	// the ordered candidates (from the cached interactions when they fit
-	// the budget, else recomputed tile by tile).
-	b.parallelW(func(h, w int, ws *riesz.Workspace) {
-		s := &b.scratch[h]
-		t0 := time.Now()
-		cache := b.cacheFor(w, n, b.heads[h].n)
-		b.scoreCached(h, n, cache, ws)
-		t1 := time.Now()
-		s.rows = append(s.rows[:0], s.order[:R]...)
-		b.scanCached(h, cache, ws)
-		t2 := time.Now()
-		if cache != nil {
-			b.speculate(h, cache, ws)
-		}
-		s.tScore, s.tScan, s.tSpec = t1.Sub(t0), t2.Sub(t1), time.Since(t2)
-	})
+	// Steps 2 and 3 per head, and step 5 early while the head's
+	// interactions are cached.
+	b.parallelW(func(h, worker int, ws *riesz.Workspace) { b.orderAndScan(h, worker, n, R, ws) })
 	// Step 4: the shared (or per-head) prefix length.
-	b.choosePrefix(dec)
-	// The heads ran interleaved on the workers: the phase's wall time is
-	// split between scoring, scanning and (speculative) eviction in the
-	// proportions of the heads' summed step times.
-	var sc, sn, sp time.Duration
-	for h := range b.scratch {
-		sc += b.scratch[h].tScore
-		sn += b.scratch[h].tScan
-		sp += b.scratch[h].tSpec
-	}
-	el := time.Since(t)
-	if tot := sc + sn + sp; tot > 0 {
-		dec.Timings.Score = time.Duration(float64(el) * float64(sc) / float64(tot))
-		dec.Timings.Evict = time.Duration(float64(el) * float64(sp) / float64(tot))
-	}
-	dec.Timings.Scan = el - dec.Timings.Score - dec.Timings.Evict
-	t = time.Now()
+	b.plan = b.choosePrefix(b.plan)
+	dec.Accepted = b.plan.accepted()
+	b.recordPlan(dec, b.plan)
+	clk.scoring(&dec.Timings, b.work)
 	// Step 5: eviction (reusing the speculative choice when r* matches).
-	b.parallel(func(h int, ws *riesz.Workspace) { b.selectEvictions(h, ws) })
-	dec.Timings.Evict += time.Since(t)
-	t = time.Now()
+	b.parallel(func(h int, ws *riesz.Workspace) { b.selectEvictions(h, b.plan.r[h], ws) })
+	clk.lap(&dec.Timings.Evict)
 	// Steps 6–8: commit, exact density update, baselines.
 	b.parallel(func(h int, ws *riesz.Workspace) {
-		b.commit(h, blk, s2ext(&b.scratch[h]), ws)
+		w := &b.work[h]
+		b.commit(h, blk, w.cand, w.ord.ext, w.scan.rows[:b.admitted(h, b.plan)], w.ev, w.spec, &w.cm, ws)
 	})
-	dec.Timings.Commit = time.Since(t)
-	b.finishDecision(dec)
+	clk.lap(&dec.Timings.Commit)
 }
 
-func s2ext(s *headScratch) []float64 { return s.ext }
+// orderAndScan runs head h's steps 2 and 3 (score and order, then the
+// prefix scan over the first R candidates in order, from the cached
+// interactions when they fit the budget, else recomputed tile by tile) and,
+// with the cache, speculate.
+func (b *Bank) orderAndScan(h, worker, n, R int, ws *riesz.Workspace) {
+	w := &b.work[h]
+	t0 := time.Now()
+	cache := b.cacheFor(worker, n, b.heads[h].n)
+	w.ord = b.score(h, w.cand, cache, w.ord, ws)
+	t1 := time.Now()
+	w.scan = b.scan(h, w.cand, w.ord.order[:R], cache, w.scan, ws)
+	t2 := time.Now()
+	if cache != nil {
+		w.ev, w.spec = b.speculate(h, w.scan, cache, w.ev, w.spec, ws)
+	}
+	w.times = stepTimes{score: t1.Sub(t0), scan: t2.Sub(t1), evict: time.Since(t2)}
+}
 
-// score computes head h's external densities and scores against the bank
-// before the update and the stable ascending order (paper Eq.
-// candidate-score; identity for source ordering or an empty head).
-func (b *Bank) score(h, n int, ws *riesz.Workspace) { b.scoreCached(h, n, nil, ws) }
+// admitted returns how many of its scanned candidates head h admits under
+// plan: a head that held nothing takes them all (the first min(N, M) in
+// source order), the others their planned r.
+func (b *Bank) admitted(h int, plan prefixPlan) int {
+	if s := &b.work[h].scan; s.m == 0 {
+		return len(s.rows)
+	}
+	return plan.r[h]
+}
 
-// scoreCached is score that also stores the candidate×bank interactions in
-// cache when it is not nil.
-func (b *Bank) scoreCached(h, n int, cache []float32, ws *riesz.Workspace) {
-	s := &b.scratch[h]
+// recordPlan copies what the prefix choice found into the decision records.
+func (b *Bank) recordPlan(dec *Decision, plan prefixPlan) {
+	dec.Infeasible = dec.Infeasible || plan.infeasible
+	dec.FloorBlocked = dec.FloorBlocked || plan.floorBlocked
+	for h := range b.work {
+		b.work[h].dec.FloorStates += plan.floorStates[h]
+	}
+}
+
+// score is step 2 for head h: the candidates' external densities and
+// scores against the bank before the update (paper Eq. candidate-score, or
+// the max/source variant) and the stable ascending order (ties by input
+// order; identity for source ordering or an empty head). With a cache it
+// also stores the candidate×bank interactions there for scan and
+// speculate. o's buffers are reused.
+func (b *Bank) score(h int, c candidates, cache []float32, o ordering, ws *riesz.Workspace) ordering {
 	hd := &b.heads[h]
-	s.ext = grow(s.ext, n)
-	s.score = grow(s.score, n)
-	s.order = grow(s.order, n)
-	clear(s.ext)
-	clear(s.score)
-	for i := range s.order {
-		s.order[i] = int32(i)
+	n := len(c.norms)
+	o.ext = grow(o.ext, n)
+	o.score = grow(o.score, n)
+	o.order = grow(o.order, n)
+	clear(o.ext)
+	clear(o.score)
+	for i := range o.order {
+		o.order[i] = int32(i)
 	}
 	if hd.n == 0 {
-		return
+		return o
 	}
-	s.inv = grow(s.inv, hd.n)
+	o.inv = grow(o.inv, hd.n)
 	for i := 0; i < hd.n; i++ {
-		s.inv[i] = float32(1 / math.Max(hd.base[i], b.cfg.Delta))
+		o.inv[i] = float32(1 / math.Max(hd.base[i], b.cfg.Delta))
 	}
-	cs := riesz.Set{X: s.cd, Norms: s.cn, N: n, D: b.cfg.descDim(), BF16: b.descBF16()}
 	var mean, mx []float64
 	switch b.cfg.Ordering {
 	case OrderMean:
-		mean = s.score
+		mean = o.score
 	case OrderMax:
-		mx = s.score
+		mx = o.score
 	}
-	b.kern.RowStatsCached(cs, b.set(h), s.inv, s.ext, mean, mx, cache, ws)
+	b.kern.RowStatsCached(c.set(b.cfg.descDim(), b.descBF16()), b.set(h), o.inv, o.ext, mean, mx, cache, ws)
 	if b.cfg.Ordering != OrderSource {
-		sc := s.score
-		slices.SortStableFunc(s.order, func(x, y int32) int { return cmp.Compare(sc[x], sc[y]) })
+		sc := o.score
+		slices.SortStableFunc(o.order, func(x, y int32) int { return cmp.Compare(sc[x], sc[y]) })
 	}
+	return o
 }
 
-// scan runs the prefix scan of head h over the candidates s.rows (in order)
-// and fills s.cross, s.ckpt and s.viol (v_r for r = 0..len(rows)).
-func (b *Bank) scan(h int, ws *riesz.Workspace) { b.scanCached(h, nil, ws) }
-
-// scanCached is scan reading the interactions from cache (written by
-// scoreCached for the same head and bank) when it is not nil.
-func (b *Bank) scanCached(h int, cache []float32, ws *riesz.Workspace) {
-	s := &b.scratch[h]
+// scan is step 3 for head h: the prefix scan over the candidates rows (in
+// order) against the bank before the update, reading the interactions from
+// cache when it is not nil (written by score for this head and bank). s's
+// buffers are reused.
+func (b *Bank) scan(h int, c candidates, rows []int32, cache []float32, s crossings, ws *riesz.Workspace) crossings {
 	hd := &b.heads[h]
 	dd := b.cfg.descDim()
-	R := len(s.rows)
+	R := len(rows)
+	s.rows = append(s.rows[:0], rows...)
 	s.m = hd.n
 	s.viol = grow(s.viol, R+1)
 	clear(s.viol)
 	if hd.n == 0 {
-		return
+		return s
 	}
-	s.sd = grow(s.sd, R*dd)
-	s.sn = grow(s.sn, R)
+	s.desc = grow(s.desc, R*dd)
+	s.norms = grow(s.norms, R)
 	for j, x := range s.rows {
-		copy(s.sd[j*dd:j*dd+dd], s.cd[int(x)*dd:int(x)*dd+dd])
-		s.sn[j] = s.cn[x]
+		copy(s.desc[j*dd:j*dd+dd], c.desc[int(x)*dd:int(x)*dd+dd])
+		s.norms[j] = c.norms[x]
 	}
 	s.rem = grow(s.rem, hd.n)
 	s.cross = grow(s.cross, hd.n)
@@ -498,7 +424,7 @@ func (b *Bank) scanCached(h int, cache []float32, ws *riesz.Workspace) {
 	if cache != nil {
 		riesz.ScanRows(cache, hd.n, s.rows, s.rem, s.cross, ckEvery, s.ckpt, ws)
 	} else {
-		b.kern.PrefixScan(riesz.Set{X: s.sd, Norms: s.sn, N: R, D: dd, BF16: b.descBF16()}, b.set(h), s.rem, s.cross, ckEvery, s.ckpt, ws)
+		b.kern.PrefixScan(riesz.Set{X: s.desc, Norms: s.norms, N: R, D: dd, BF16: b.descBF16()}, b.set(h), s.rem, s.cross, ckEvery, s.ckpt, ws)
 	}
 	for _, c := range s.cross[:hd.n] {
 		if int(c) <= R {
@@ -508,27 +434,36 @@ func (b *Bank) scanCached(h int, cache []float32, ws *riesz.Workspace) {
 	for r := 1; r <= R; r++ {
 		s.viol[r] += s.viol[r-1]
 	}
+	return s
 }
 
 // evictions returns e_r = max(0, m + r − M).
 func (b *Bank) evictions(m, r int) int { return max(0, m+r-b.cfg.Capacity) }
 
-// choosePrefix sets every head's admitted count (paper Eq. shared-prefix).
-func (b *Bank) choosePrefix(dec *Decision) {
-	R := len(b.scratch[0].rows)
-	feasible := func(h, r int) bool {
-		s := &b.scratch[h]
-		if s.m == 0 {
-			return true // empty head: the first min(N, M) in source order
-		}
-		return int(s.viol[r]) <= b.evictions(s.m, r)
-	}
+// feasible reports whether head h's scan allows admitting r candidates:
+// v_r ≤ e_r (an empty head takes the first min(N, M) in source order).
+func (b *Bank) feasible(s *crossings, r int) bool {
+	return s.m == 0 || int(s.viol[r]) <= b.evictions(s.m, r)
+}
+
+// choosePrefix is step 4 (paper Eq. shared-prefix): from every head's
+// crossings, the LARGEST r ≤ R with v_r^h ≤ e_r in every head (feasibility
+// is not monotone in r, so every r is tested), or each head's own with
+// PrefixPerHead; and the degenerate-state report. plan's buffers are
+// reused.
+func (b *Bank) choosePrefix(plan prefixPlan) prefixPlan {
+	H := len(b.heads)
+	R := len(b.work[0].scan.rows)
+	plan.r = grow(plan.r, H)
+	plan.floorStates = grow(plan.floorStates, H)
+	clear(plan.floorStates)
+	plan.infeasible, plan.floorBlocked = false, false
 	if b.cfg.Prefix == PrefixShared {
 		rs, ok := 0, false
 		for r := R; r >= 0 && !ok; r-- {
 			ok = true
 			for h := range b.heads {
-				if !feasible(h, r) {
+				if !b.feasible(&b.work[h].scan, r) {
 					ok = false
 					break
 				}
@@ -537,377 +472,370 @@ func (b *Bank) choosePrefix(dec *Decision) {
 				rs = r
 			}
 		}
-		dec.Infeasible = !ok
-		for h := range b.heads {
-			b.scratch[h].r = rs
+		plan.infeasible = !ok
+		for h := range plan.r {
+			plan.r[h] = rs
 		}
-		dec.Accepted = rs
 	} else {
 		for h := range b.heads {
 			rs, ok := 0, false
 			for r := R; r >= 0 && !ok; r-- {
-				if feasible(h, r) {
+				if b.feasible(&b.work[h].scan, r) {
 					rs, ok = r, true
 				}
 			}
-			if !ok {
-				dec.Infeasible = true
-			}
-			b.scratch[h].r = rs
-			dec.Accepted = max(dec.Accepted, rs)
+			plan.infeasible = plan.infeasible || !ok
+			plan.r[h] = rs
 		}
 	}
 	// Degenerate-state report: floor-baseline states that reach τ·δ.
 	floor := b.roundDensity(b.cfg.Delta)
 	for h := range b.heads {
-		s := &b.scratch[h]
+		s := &b.work[h].scan
 		hd := &b.heads[h]
-		if s.m == 0 {
-			continue
-		}
 		for i := 0; i < s.m; i++ {
 			if hd.base[i] <= floor && int(s.cross[i]) <= R {
-				s.dec.FloorStates++
-				if s.r < R && int(s.cross[i]) <= s.r+1 {
-					dec.FloorBlocked = true
+				plan.floorStates[h]++
+				if r := plan.r[h]; r < R && int(s.cross[i]) <= r+1 {
+					plan.floorBlocked = true
 				}
 			}
 		}
 	}
+	return plan
 }
 
-// speculate runs head h's eviction choice for its own largest feasible
-// prefix while the head's interactions are in cache (written by scoreCached
-// for this head and bank), and sums every admitted candidate's interactions
-// with the chosen evicted states into s.specEv. The choice depends only on
-// this head's state, so if the shared prefix turns out equal to specR,
-// selectEvictions reuses it unchanged (bit-identical decisions) and commit
-// takes Σ_evicted w for the new states from specEv instead of a kernel pass.
-func (b *Bank) speculate(h int, cache []float32, ws *riesz.Workspace) {
-	s := &b.scratch[h]
-	s.specR = -1
+// speculate makes head h's eviction choice (chooseEvictions) for its own
+// largest feasible prefix while the head's interactions are in cache
+// (written by score for this head and bank), and sums every admitted
+// candidate's interactions with the chosen evicted states. The choice
+// depends only on this head's state, so if the shared prefix turns out
+// equal, selectEvictions keeps it unchanged (bit-identical decisions) and
+// updateDensities takes Σ_evicted w for the new states from the sums
+// instead of a kernel pass. ev's and sp's buffers are reused.
+func (b *Bank) speculate(h int, s crossings, cache []float32, ev evictions, sp speculation, ws *riesz.Workspace) (evictions, speculation) {
+	sp.state = specNone
 	if s.m == 0 {
-		return
+		return ev, sp
 	}
 	rs := -1
 	for r := len(s.rows); r >= 0; r-- {
-		if int(s.viol[r]) <= b.evictions(s.m, r) {
+		if b.feasible(&s, r) {
 			rs = r
 			break
 		}
 	}
 	if rs < 0 {
-		return
+		return ev, sp
 	}
-	s.r = rs
-	b.chooseEvictions(h, ws)
-	s.specR = rs
-	s.specEv = grow(s.specEv, rs)
-	clear(s.specEv)
-	if len(s.evict) == 0 || rs == 0 {
-		return
+	ev = b.chooseEvictions(h, s, rs, ev, ws)
+	sp.state, sp.r = specPending, rs
+	sp.sums = grow(sp.sums, rs)
+	clear(sp.sums)
+	if len(ev.order) == 0 || rs == 0 {
+		return ev, sp
 	}
-	s.evs = append(s.evs[:0], s.evict...)
-	slices.Sort(s.evs)
-	s.gbuf = grow(s.gbuf, len(s.evs)+16)
-	b.kern.GatherRowSums(cache, s.m, s.rows[:rs], s.evs, s.specEv, s.gbuf)
+	sp.cols = append(sp.cols[:0], ev.order...)
+	slices.Sort(sp.cols)
+	sp.gbuf = grow(sp.gbuf, len(sp.cols)+16)
+	b.kern.GatherRowSums(cache, s.m, s.rows[:rs], sp.cols, sp.sums, sp.gbuf)
+	return ev, sp
 }
 
-// selectEvictions computes S_i(r) and ρ̃_i(r) and chooses head h's
-// e_r evictions (Algorithm 1, "Initialize R^h …", "Add states …"), reusing
-// the speculative choice when it was made for the same r, and records the
-// eviction counts in the head's decision.
-func (b *Bank) selectEvictions(h int, ws *riesz.Workspace) {
-	s := &b.scratch[h]
-	switch {
-	case s.specR >= 0 && s.specR == s.r:
-		s.spec = 1
-	case s.specR >= 0:
-		s.spec = 2
-		s.specR = -1
+// selectEvictions is step 5 for head h (Algorithm 1, "Initialize R^h …",
+// "Add states …"): the evictions for r admitted candidates, reusing the
+// speculative choice when it was made for the same r, with their counts
+// recorded in the head's decision.
+func (b *Bank) selectEvictions(h, r int, ws *riesz.Workspace) {
+	w := &b.work[h]
+	if w.spec.state == specPending {
+		w.spec.state = specDiscarded
+		if w.spec.r == r {
+			w.spec.state = specReused
+		}
 	}
-	if s.specR < 0 {
-		b.chooseEvictions(h, ws)
+	if w.spec.state != specReused {
+		w.ev = b.chooseEvictions(h, w.scan, r, w.ev, ws)
 	}
-	if s.m == 0 {
+	if w.scan.m == 0 {
 		return
 	}
-	s.dec.Violators += int(s.viol[s.r])
-	for _, i := range s.evict {
-		if int(s.cross[i]) <= s.r {
-			s.dec.Mandatory++
+	w.dec.Violators += int(w.scan.viol[r])
+	for _, i := range w.ev.order {
+		if int(w.scan.cross[i]) <= r {
+			w.dec.Mandatory++
 		} else {
-			s.dec.Capacity++
+			w.dec.Capacity++
 		}
 	}
 }
 
-// chooseEvictions is the eviction choice of selectEvictions (s.S, s.proj,
-// s.e, s.evict, s.isEv for s.r) without touching the decision record.
-func (b *Bank) chooseEvictions(h int, ws *riesz.Workspace) {
-	s := &b.scratch[h]
+// chooseEvictions computes S_i(r) and ρ̃_i(r) for head h's stored states
+// from the scan's checkpoints and chooses the e_r evictions: every
+// violator (unless EvictDensest, or the prefix is infeasible), then the
+// remaining states of largest ρ̃_i(r) (ties: earlier storage position
+// first), or of smallest source id with EvictMandatorySource. ev's buffers
+// are reused.
+func (b *Bank) chooseEvictions(h int, s crossings, r int, ev evictions, ws *riesz.Workspace) evictions {
 	hd := &b.heads[h]
-	m, r := s.m, s.r
-	s.evict = s.evict[:0]
-	s.e = 0
+	m := s.m
+	ev.r = r
+	ev.order = ev.order[:0]
 	if m == 0 {
-		return
+		return ev
 	}
 	dd := b.cfg.descDim()
 	// S_i(r) from the last checkpoint plus the remaining rows; the scan
 	// also kept S_i(R) for the full prefix (the common r* = R).
-	s.S = grow(s.S, m)
+	ev.sums = grow(ev.sums, m)
 	k := r / ckEvery
 	full := r == len(s.rows) && r%ckEvery != 0
 	switch {
 	case full:
-		copy(s.S, s.ckpt[k*m:(k+1)*m])
+		copy(ev.sums, s.ckpt[k*m:(k+1)*m])
 	case k > 0:
-		copy(s.S, s.ckpt[(k-1)*m:k*m])
+		copy(ev.sums, s.ckpt[(k-1)*m:k*m])
 	default:
-		clear(s.S)
+		clear(ev.sums)
 	}
 	if rem := r - k*ckEvery; rem > 0 && !full {
-		a := riesz.Set{X: s.sd[k*ckEvery*dd : r*dd], Norms: s.sn[k*ckEvery : r], N: rem, D: dd, BF16: b.descBF16()}
-		b.kern.Sums(a, b.set(h), nil, s.S, ws)
+		a := riesz.Set{X: s.desc[k*ckEvery*dd : r*dd], Norms: s.norms[k*ckEvery : r], N: rem, D: dd, BF16: b.descBF16()}
+		b.kern.Sums(a, b.set(h), nil, ev.sums, ws)
 	}
-	s.proj = grow(s.proj, m)
+	ev.proj = grow(ev.proj, m)
 	for i := 0; i < m; i++ {
-		s.proj[i] = hd.rho[i] + s.S[i]
+		ev.proj[i] = hd.rho[i] + ev.sums[i]
 	}
 	e := b.evictions(m, r)
-	s.isEv = grow(s.isEv, m)
-	clear(s.isEv)
-	viol := int(s.viol[r])
-	feasible := viol <= e
+	ev.evicted = grow(ev.evicted, m)
+	clear(ev.evicted)
 	if e == 0 {
-		return
+		return ev
 	}
-	s.e = e
-	if b.cfg.Eviction != EvictDensest && feasible {
+	if b.cfg.Eviction != EvictDensest && int(s.viol[r]) <= e {
 		for i := 0; i < m; i++ {
 			if int(s.cross[i]) <= r {
-				s.evict = append(s.evict, int32(i))
-				s.isEv[i] = true
+				ev.order = append(ev.order, int32(i))
+				ev.evicted[i] = true
 			}
 		}
 	}
-	s.idx = s.idx[:0]
+	ev.rest = ev.rest[:0]
 	for i := 0; i < m; i++ {
-		if !s.isEv[i] {
-			s.idx = append(s.idx, int32(i))
+		if !ev.evicted[i] {
+			ev.rest = append(ev.rest, int32(i))
 		}
 	}
 	if b.cfg.Eviction == EvictMandatorySource {
 		src := hd.src
-		slices.SortStableFunc(s.idx, func(x, y int32) int { return cmp.Compare(src[x], src[y]) })
+		slices.SortStableFunc(ev.rest, func(x, y int32) int { return cmp.Compare(src[x], src[y]) })
 	} else {
-		pj := s.proj
-		slices.SortStableFunc(s.idx, func(x, y int32) int { return cmp.Compare(pj[y], pj[x]) })
+		pj := ev.proj
+		slices.SortStableFunc(ev.rest, func(x, y int32) int { return cmp.Compare(pj[y], pj[x]) })
 	}
-	for _, i := range s.idx[:e-len(s.evict)] {
-		s.evict = append(s.evict, i)
-		s.isEv[i] = true
+	for _, i := range ev.rest[:e-len(ev.order)] {
+		ev.order = append(ev.order, i)
+		ev.evicted[i] = true
 	}
+	return ev
 }
 
 // commit applies head h's decision (Algorithm 1, the last three lines of
 // the per-head loop): commitStates, then updateDensities, then
-// setBaselines. ext holds the candidates' external densities against the
-// bank before the update.
-func (b *Bank) commit(h int, blk Block, ext []float64, ws *riesz.Workspace) {
-	b.commitStates(h, blk, ext)
-	b.updateDensities(h, ws)
-	b.setBaselines(h)
+// setBaselines. rows are the admitted candidates in admission order, ext
+// the candidates' external densities against the bank before the update,
+// ev the evictions and sp the speculation (its sums are used when
+// reused); cm holds the buffers.
+func (b *Bank) commit(h int, blk Block, c candidates, ext []float64, rows []int32, ev evictions, sp speculation, cm *commitBuffers, ws *riesz.Workspace) {
+	done := b.commitStates(h, blk, c, ext, rows, ev, cm)
+	b.updateDensities(h, done, len(rows), sp, cm, ws)
+	b.setBaselines(h, done.w0)
 }
 
 // commitStates is the commit B ← (B \ R) ⊎ P_{r*} for head h: survivors
-// keep their relative order, then the admitted prefix follows in admission
-// order. It records the admitted and evicted source ids, keeps the evicted
-// descriptors for updateDensities, and leaves in s.rho each state's density
+// keep their relative order, then the admitted rows follow in admission
+// order. It records the admitted and evicted source ids, and returns the
+// evicted descriptors for updateDensities and each final state's density
 // before the subtraction: ρ_i + S_i(r*) for survivors (the projected
-// density), Σ_old w for new states (their external density ext).
-func (b *Bank) commitStates(h int, blk Block, ext []float64) {
-	s := &b.scratch[h]
+// density), Σ_old w for new states (their external density).
+func (b *Bank) commitStates(h int, blk Block, c candidates, ext []float64, rows []int32, ev evictions, cm *commitBuffers) committed {
+	w := &b.work[h]
 	hd := &b.heads[h]
-	c := b.cfg
-	dd, dk, dv := c.descDim(), c.KeyDim, c.ValueDim
-	m, r := s.m, s.r
-	if m == 0 {
-		r = min(len(s.rows), c.Capacity)
-		s.r = r
-	}
+	cfg := b.cfg
+	dd, dk, dv := cfg.descDim(), cfg.KeyDim, cfg.ValueDim
+	m, r := hd.n, len(rows)
 	// Evicted descriptors (for the subtraction pass) in storage order
 	// (the order of the speculative sums), provenance in eviction order.
-	ne := len(s.evict)
-	s.ed = grow(s.ed, ne*dd)
-	s.en = grow(s.en, ne)
-	s.evs = append(s.evs[:0], s.evict...)
-	slices.Sort(s.evs)
-	for j, i := range s.evs {
-		copy(s.ed[j*dd:j*dd+dd], hd.desc[int(i)*dd:int(i)*dd+dd])
-		s.en[j] = hd.norms[i]
+	ne := len(ev.order)
+	cm.evDesc = grow(cm.evDesc, ne*dd)
+	cm.evNorms = grow(cm.evNorms, ne)
+	cm.evSorted = append(cm.evSorted[:0], ev.order...)
+	slices.Sort(cm.evSorted)
+	for j, i := range cm.evSorted {
+		copy(cm.evDesc[j*dd:j*dd+dd], hd.desc[int(i)*dd:int(i)*dd+dd])
+		cm.evNorms[j] = hd.norms[i]
 	}
-	for _, i := range s.evict {
-		s.dec.Evicted = append(s.dec.Evicted, hd.src[i])
+	for _, i := range ev.order {
+		w.dec.Evicted = append(w.dec.Evicted, hd.src[i])
 		if hd.adm[i] != b.updates {
-			s.evOld++
+			w.evOld++
 		}
 	}
 	final := m - ne + r
 	hd.ensure(final, dd)
-	s.rho = grow(s.rho, final)
+	cm.rho = grow(cm.rho, final)
 	// Survivors, in their previous relative order: ρ + S(r).
-	w := 0
+	k := 0
 	for i := 0; i < m; i++ {
-		if s.isEv[i] {
+		if ev.evicted[i] {
 			continue
 		}
-		s.rho[w] = hd.rho[i] + s.S[i]
-		if w != i {
-			hd.keys.move(w, i)
-			hd.vals.move(w, i)
-			copy(hd.desc[w*dd:w*dd+dd], hd.desc[i*dd:i*dd+dd])
-			hd.norms[w] = hd.norms[i]
-			hd.src[w] = hd.src[i]
-			hd.adm[w] = hd.adm[i]
-			hd.base[w] = hd.base[i]
+		cm.rho[k] = hd.rho[i] + ev.sums[i]
+		if k != i {
+			hd.keys.move(k, i)
+			hd.vals.move(k, i)
+			copy(hd.desc[k*dd:k*dd+dd], hd.desc[i*dd:i*dd+dd])
+			hd.norms[k] = hd.norms[i]
+			hd.src[k] = hd.src[i]
+			hd.adm[k] = hd.adm[i]
+			hd.base[k] = hd.base[i]
 		}
-		w++
+		k++
 	}
 	// New states in admission order: Σ_old w to start with.
-	s.w0 = w
-	for j := 0; j < r; j++ {
-		x := int(s.rows[j])
-		hd.keys.set(w, s.ck[x*dk:x*dk+dk])
-		hd.vals.set(w, s.cv[x*dv:x*dv+dv])
-		copy(hd.desc[w*dd:w*dd+dd], s.cd[x*dd:x*dd+dd])
-		hd.norms[w] = s.cn[x]
+	w0 := k
+	for _, x32 := range rows {
+		x := int(x32)
+		hd.keys.set(k, c.keys[x*dk:x*dk+dk])
+		hd.vals.set(k, c.values[x*dv:x*dv+dv])
+		copy(hd.desc[k*dd:k*dd+dd], c.desc[x*dd:x*dd+dd])
+		hd.norms[k] = c.norms[x]
 		if blk.Source != nil {
-			hd.src[w] = blk.Source[x]
+			hd.src[k] = blk.Source[x]
 		} else {
-			hd.src[w] = b.offered + int64(x)
+			hd.src[k] = b.offered + int64(x)
 		}
-		hd.adm[w] = b.updates
-		s.rho[w] = 0
+		hd.adm[k] = b.updates
+		cm.rho[k] = 0
 		if m > 0 {
-			s.rho[w] = ext[x]
+			cm.rho[k] = ext[x]
 		}
-		s.dec.Admitted = append(s.dec.Admitted, hd.src[w])
-		w++
+		w.dec.Admitted = append(w.dec.Admitted, hd.src[k])
+		k++
 	}
 	hd.n = final
-	s.dec.Accepted += r
+	w.dec.Accepted += r
+	return committed{w0: w0, evicted: riesz.Set{X: cm.evDesc, Norms: cm.evNorms, N: ne, D: dd, BF16: b.descBF16()}, rho: cm.rho}
 }
 
-// updateDensities is the exact density maintenance of the committed bank
-// (supplementary Eq. density-update): every state subtracts its
-// interactions with the evicted states, and the new states add their
-// interactions with each other, so that a new state's density is Φ over the
-// final bank. The interactions among previously retained states are never
-// recomputed. Densities are clamped at ≥ 0 against float cancellation and
-// rounded to the density dtype.
-func (b *Bank) updateDensities(h int, ws *riesz.Workspace) {
-	s := &b.scratch[h]
+// updateDensities is the exact density maintenance of head h's committed
+// bank (supplementary Eq. density-update): every state subtracts its
+// interactions with the evicted states, and the r new states add their
+// interactions with each other, so that a new state's density is Φ over
+// the final bank. The interactions among previously retained states are
+// never recomputed. Densities are clamped at ≥ 0 against float
+// cancellation and rounded to the density dtype.
+func (b *Bank) updateDensities(h int, done committed, r int, sp speculation, cm *commitBuffers, ws *riesz.Workspace) {
 	hd := &b.heads[h]
-	ne, w0, final := len(s.evict), s.w0, hd.n
+	w0, final, rho := done.w0, hd.n, done.rho
 	fs := b.set(h)
-	if ne > 0 {
+	if done.evicted.N > 0 {
 		// Row sums of final × evicted (cheaper than column sums); the new
 		// states' part comes from the speculative sums over the cached
 		// interactions when the speculation was for this prefix.
 		rows := final
-		if s.specR == s.r && s.m > 0 {
+		if sp.state == specReused {
 			rows = w0
-			for j := 0; j < s.r; j++ {
-				s.rho[w0+j] -= s.specEv[j]
+			for j := 0; j < r; j++ {
+				rho[w0+j] -= sp.sums[j]
 			}
 		}
-		s.sub = grow(s.sub, rows)
-		clear(s.sub)
-		b.kern.Sums(fs.Rows(0, rows), riesz.Set{X: s.ed, Norms: s.en, N: ne, D: b.cfg.descDim(), BF16: b.descBF16()}, s.sub, nil, ws)
+		cm.sub = grow(cm.sub, rows)
+		clear(cm.sub)
+		b.kern.Sums(fs.Rows(0, rows), done.evicted, cm.sub, nil, ws)
 		for i := 0; i < rows; i++ {
-			s.rho[i] -= s.sub[i]
+			rho[i] -= cm.sub[i]
 		}
 	}
 	if final > w0 {
-		b.kern.SelfSums(fs.Rows(w0, final), s.rho[w0:final], ws)
+		b.kern.SelfSums(fs.Rows(w0, final), rho[w0:final], ws)
 	}
 	for i := 0; i < final; i++ {
-		hd.rho[i] = b.roundDensity(math.Max(0, s.rho[i]))
+		hd.rho[i] = b.roundDensity(math.Max(0, rho[i]))
 	}
 }
 
 // setBaselines freezes the insertion baseline b_i = max(ρ_i, δ) of every
-// newly admitted state; survivors keep theirs (BaselinesRefresh resets all
-// of them after the update, in Update).
-func (b *Bank) setBaselines(h int) {
+// state of head h from w0 on (the newly admitted ones); survivors keep
+// theirs (BaselinesRefresh resets all of them after the update, in Update).
+func (b *Bank) setBaselines(h, w0 int) {
 	hd := &b.heads[h]
-	for i := b.scratch[h].w0; i < hd.n; i++ {
+	for i := w0; i < hd.n; i++ {
 		hd.base[i] = b.roundDensity(math.Max(hd.rho[i], b.cfg.Delta))
 	}
 }
 
-// finishDecision copies the per-candidate records into the decision.
+// finishDecision completes the decision: each head's record with its
+// ordering (per candidate) and occupancy, Flushed, and how the
+// speculative evictions fared (Timings).
 func (b *Bank) finishDecision(dec *Decision) {
+	dec.Heads = make([]HeadDecision, len(b.heads))
 	for h := range b.heads {
-		s := &b.scratch[h]
-		s.dec.Order = append([]int32(nil), s.order...)
-		s.dec.Score = append([]float64(nil), s.score...)
-		s.dec.External = append([]float64(nil), s.ext...)
-		if s.m > 0 && s.evOld == s.m {
+		w := &b.work[h]
+		d := w.dec
+		d.Order = append([]int32(nil), w.ord.order...)
+		d.Score = append([]float64(nil), w.ord.score...)
+		d.External = append([]float64(nil), w.ord.ext...)
+		d.Len = b.heads[h].n
+		dec.Heads[h] = d
+		if w.m0 > 0 && w.evOld == w.m0 {
 			dec.Flushed = true
+		}
+		switch w.spec.state {
+		case specReused:
+			dec.Timings.SpecReused++
+		case specDiscarded:
+			dec.Timings.SpecDiscarded++
 		}
 	}
 }
 
-// updateSequential is the within-block competition ablation (see Update).
+// updateSequential is the within-block competition ablation (see Update):
+// the order is computed once against the bank before the update, then the
+// j-th candidate of every head is offered as a single-candidate update.
 func (b *Bank) updateSequential(dec *Decision, blk Block, n int) {
-	t := time.Now()
-	b.parallel(func(h int, ws *riesz.Workspace) { b.score(h, n, ws) })
-	dec.Timings.Score = time.Since(t)
-	m0 := make([]int, len(b.heads))
-	for h := range b.heads {
-		m0[h] = b.heads[h].n
-	}
+	clk := startClock()
+	b.parallel(func(h int, ws *riesz.Workspace) {
+		w := &b.work[h]
+		w.ord = b.score(h, w.cand, nil, w.ord, ws)
+	})
+	clk.lap(&dec.Timings.Score)
 	for j := 0; j < n; j++ {
-		t = time.Now()
+		b.parallel(func(h int, ws *riesz.Workspace) { b.offerOne(h, j, n, ws) })
+		b.plan = b.choosePrefix(b.plan)
+		dec.Accepted += b.plan.accepted()
+		b.recordPlan(dec, b.plan)
+		clk.lap(&dec.Timings.Scan)
+		b.parallel(func(h int, ws *riesz.Workspace) { b.selectEvictions(h, b.plan.r[h], ws) })
+		clk.lap(&dec.Timings.Evict)
 		b.parallel(func(h int, ws *riesz.Workspace) {
-			s := &b.scratch[h]
-			x := s.order[j]
-			s.rows = append(s.rows[:0], x)
-			// External density of this candidate against the current bank.
-			s.ext1 = grow(s.ext1, n)
-			dd := b.cfg.descDim()
-			one := riesz.Set{X: s.cd[int(x)*dd : int(x)*dd+dd], Norms: s.cn[x : x+1], N: 1, D: dd, BF16: b.descBF16()}
-			e1 := []float64{0}
-			b.kern.Sums(one, b.set(h), e1, nil, ws)
-			s.ext1[x] = e1[0]
-			b.scan(h, ws)
+			w := &b.work[h]
+			b.commit(h, blk, w.cand, w.ext1, w.scan.rows[:b.admitted(h, b.plan)], w.ev, w.spec, &w.cm, ws)
 		})
-		var step Decision
-		b.choosePrefix(&step)
-		dec.Infeasible = dec.Infeasible || step.Infeasible
-		dec.FloorBlocked = dec.FloorBlocked || step.FloorBlocked
-		dec.Timings.Scan += time.Since(t)
-		t = time.Now()
-		b.parallel(func(h int, ws *riesz.Workspace) { b.selectEvictions(h, ws) })
-		dec.Timings.Evict += time.Since(t)
-		t = time.Now()
-		b.parallel(func(h int, ws *riesz.Workspace) {
-			s := &b.scratch[h]
-			b.commit(h, blk, s.ext1, ws)
-		})
-		dec.Timings.Commit += time.Since(t)
-		dec.Accepted += step.Accepted
+		clk.lap(&dec.Timings.Commit)
 	}
-	for h := range b.heads {
-		s := &b.scratch[h]
-		s.dec.Order = append([]int32(nil), s.order...)
-		s.dec.Score = append([]float64(nil), s.score...)
-		s.dec.External = append([]float64(nil), s.ext...)
-		if m0[h] > 0 && s.evOld == m0[h] {
-			dec.Flushed = true
-		}
-	}
+}
+
+// offerOne prepares head h's j-th single-candidate step of a sequential
+// update: the candidate π(j)'s external density against the current bank,
+// and the scan with it alone.
+func (b *Bank) offerOne(h, j, n int, ws *riesz.Workspace) {
+	w := &b.work[h]
+	x := w.ord.order[j]
+	dd := b.cfg.descDim()
+	w.ext1 = grow(w.ext1, n)
+	w.ext1[x] = 0
+	one := riesz.Set{X: w.cand.desc[int(x)*dd : int(x)*dd+dd], Norms: w.cand.norms[x : x+1], N: 1, D: dd, BF16: b.descBF16()}
+	b.kern.Sums(one, b.set(h), w.ext1[x:x+1], nil, ws)
+	w.scan = b.scan(h, w.cand, w.ord.order[j:j+1], nil, w.scan, ws)
 }

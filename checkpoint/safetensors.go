@@ -293,19 +293,26 @@ func decodeFloat32(d DType, b []byte) ([]float32, error) {
 	}
 	out := make([]float32, len(b)/es)
 	for k := range out {
-		p := b[k*es:]
-		switch d {
-		case F32:
-			out[k] = math.Float32frombits(binary.LittleEndian.Uint32(p))
-		case F64:
-			out[k] = float32(math.Float64frombits(binary.LittleEndian.Uint64(p)))
-		case F16:
-			out[k] = HalfToFloat32(binary.LittleEndian.Uint16(p))
-		case BF16:
-			out[k] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(p)) << 16)
-		}
+		out[k] = d.float32At(b[k*es:])
 	}
 	return out, nil
+}
+
+// float32At decodes the little-endian value of floating-point dtype d at
+// the start of p to float32 (exactly, but for F64's rounding); 0 for
+// another dtype.
+func (d DType) float32At(p []byte) float32 {
+	switch d {
+	case F32:
+		return math.Float32frombits(binary.LittleEndian.Uint32(p))
+	case F64:
+		return float32(math.Float64frombits(binary.LittleEndian.Uint64(p)))
+	case F16:
+		return HalfToFloat32(binary.LittleEndian.Uint16(p))
+	case BF16:
+		return math.Float32frombits(uint32(binary.LittleEndian.Uint16(p)) << 16)
+	}
+	return 0
 }
 
 // HalfToFloat32 converts an IEEE 754 binary16 value to float32 exactly.

@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"archive/zip"
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -374,17 +373,7 @@ func (tf *torchFile) materialize(t *tensorRef) ([]float32, error) {
 		for d, i := range idx {
 			e += int64(i) * t.stride[d]
 		}
-		p := raw[e*es:]
-		switch t.st.dtype {
-		case F32:
-			out[k] = math.Float32frombits(binary.LittleEndian.Uint32(p))
-		case F64:
-			out[k] = float32(math.Float64frombits(binary.LittleEndian.Uint64(p)))
-		case F16:
-			out[k] = HalfToFloat32(binary.LittleEndian.Uint16(p))
-		case BF16:
-			out[k] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(p)) << 16)
-		}
+		out[k] = t.st.dtype.float32At(raw[e*es:])
 		for d := len(idx) - 1; d >= 0; d-- {
 			idx[d]++
 			if idx[d] < t.size[d] {

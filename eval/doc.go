@@ -1,5 +1,6 @@
 // Package eval compares memory policies at matched historical capacity on
-// the same KV streams, by what they do to attention (issue 6). These are
+// the same KV streams, by what they do to attention (the project's
+// evaluation of the paper's claims at the attention level). These are
 // attention-level measurements, not video quality: the paper's VBench
 // scores need the real models and metrics.
 //
@@ -40,4 +41,9 @@
 // MakeTable ranks rows with midranks for ties on the displayed values and
 // marks best and second best; Result.WriteFiles writes Markdown, CSV and
 // PNG/SVG plots.
+//
+// AttentionTracer measures a rollout instead of a stream: wrapped around
+// the policy a backbone runs with, it sums on one denoising step of every
+// block the attention mass each query frame puts on each source frame
+// (attention_trace.json of a generate run, drawn by TraceFigure).
 package eval

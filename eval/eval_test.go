@@ -715,7 +715,7 @@ func TestSuite(t *testing.T) {
 	for _, v := range vs {
 		if v.Group == GroupGeometry {
 			rc, _ := v.Config.Resolve()
-			desc[rc.Bank.Descriptor] = v.Label
+			desc[rc.Bank.Descriptor.String()] = v.Label
 		}
 	}
 	for _, d := range []string{"post-rope-key", "key-value", "pre-rope-key", "pre-rope-key-value"} {

@@ -66,7 +66,7 @@ func TestRecordedRolloutStream(t *testing.T) {
 	if r.Layout() != lay || r.Blocks() != blocks {
 		t.Fatalf("recorded layout %+v, %d blocks", r.Layout(), r.Blocks())
 	}
-	base := memory.Config{Layout: lay, LongLiveRAG: memory.LongLiveRAGConfig{Descriptor: "key-mean"}}
+	base := memory.Config{Layout: lay, LongLiveRAG: memory.LongLiveRAGConfig{Descriptor: memory.RAGKeyMean}}
 	vs, err := eval.Suite(eval.SuiteConfig{Base: base, Groups: []string{eval.GroupBaselines}})
 	if err != nil {
 		t.Fatal(err)

@@ -490,7 +490,7 @@ func (ev *evaluator) observe(view sim.LayerView) error {
 	H, D, T := lay.Heads, lay.HeadDim, lay.TokensPerBlock()
 	b := view.Block
 	// Register the block's tokens in every head.
-	ang := make([]float64, D/2)
+	ang := make([]float64, D) // RotateHead scratch
 	for h := 0; h < H; h++ {
 		tr := ev.trk[li][h]
 		for t := 0; t < T; t++ {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/memory"
 )
 
@@ -117,20 +118,20 @@ func Suite(sc SuiteConfig) ([]Variant, error) {
 		mut   func(*memory.Config)
 	}{
 		{"Default", nil},
-		{"Source-order candidates", func(c *memory.Config) { c.Bank.Ordering = "source" }},
-		{"Refresh density baselines", func(c *memory.Config) { c.Bank.Baselines = "refresh" }},
-		{"Densest-only eviction", func(c *memory.Config) { c.Bank.Eviction = "densest" }},
-		{"Mandatory + source eviction", func(c *memory.Config) { c.Bank.Eviction = "mandatory-source" }},
-		{"Independent per-head", func(c *memory.Config) { c.Bank.Prefix = "per-head" }},
-		{"Within-block competition", func(c *memory.Config) { c.Bank.Admission = "sequential" }},
+		{"Source-order candidates", func(c *memory.Config) { c.Bank.Ordering = bank.OrderSource }},
+		{"Refresh density baselines", func(c *memory.Config) { c.Bank.Baselines = bank.BaselinesRefresh }},
+		{"Densest-only eviction", func(c *memory.Config) { c.Bank.Eviction = bank.EvictDensest }},
+		{"Mandatory + source eviction", func(c *memory.Config) { c.Bank.Eviction = bank.EvictMandatorySource }},
+		{"Independent per-head", func(c *memory.Config) { c.Bank.Prefix = bank.PrefixPerHead }},
+		{"Within-block competition", func(c *memory.Config) { c.Bank.Admission = bank.AdmitSequential }},
 	} {
 		add(GroupPolicy, a.label, dkv, a.mut)
 	}
 	add(GroupOrdering, "Mean-normalised", dkv, nil)
-	add(GroupOrdering, "Max-normalised", dkv, func(c *memory.Config) { c.Bank.Ordering = "max" })
+	add(GroupOrdering, "Max-normalised", dkv, func(c *memory.Config) { c.Bank.Ordering = bank.OrderMax })
 	add(GroupGeometry, "Post-RoPE K", dkv, nil)
-	add(GroupGeometry, "Post-RoPE [K;V]", dkv, func(c *memory.Config) { c.Bank.Descriptor = "key-value" })
-	add(GroupGeometry, "Pre-RoPE K", dkv, func(c *memory.Config) { c.Bank.Descriptor = "pre-rope-key" })
-	add(GroupGeometry, "Pre-RoPE [K;V]", dkv, func(c *memory.Config) { c.Bank.Descriptor = "pre-rope-key-value" })
+	add(GroupGeometry, "Post-RoPE [K;V]", dkv, func(c *memory.Config) { c.Bank.Descriptor = bank.DescKeyValue })
+	add(GroupGeometry, "Pre-RoPE K", dkv, func(c *memory.Config) { c.Bank.Descriptor = bank.DescPreRoPEKey })
+	add(GroupGeometry, "Pre-RoPE [K;V]", dkv, func(c *memory.Config) { c.Bank.Descriptor = bank.DescPreRoPEKeyValue })
 	return out, nil
 }

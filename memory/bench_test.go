@@ -11,7 +11,7 @@ func benchPolicy(b *testing.B, name string, blocks int) (Policy, []float32) {
 	l := DefaultLayout()
 	l.Layers = 1
 	cfg := DefaultConfig(l)
-	cfg.LongLiveRAG.Descriptor = "key-mean"
+	cfg.LongLiveRAG.Descriptor = RAGKeyMean
 	p, err := New(name, cfg)
 	if err != nil {
 		b.Fatal(err)

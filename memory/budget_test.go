@@ -56,7 +56,7 @@ func TestMatchedBudgets(t *testing.T) {
 func TestBytesEqualStorageFormulas(t *testing.T) {
 	cfg := tinyConfig()
 	cfg.Bank.Tau = 1e9                      // every prefix feasible: the bank fills to capacity
-	cfg.LongLiveRAG.Descriptor = "key-mean" // H·D = 64 values per frame
+	cfg.LongLiveRAG.Descriptor = RAGKeyMean // H·D = 64 values per frame
 	sc := storageConfig(cfg)
 	const blocks = 9
 	frames := int64(blocks * cfg.Layout.FramesPerBlock)
@@ -112,7 +112,7 @@ func TestLongLiveRAGDefaultBytes(t *testing.T) {
 		if override > 0 {
 			want = override
 		}
-		if cfg.LongLiveRAG.Descriptor != "latent-mean" || cfg.LongLiveRAG.LatentChannels != 16 || p.DescriptorDim() != want {
+		if cfg.LongLiveRAG.Descriptor != RAGLatentMean || cfg.LongLiveRAG.LatentChannels != 16 || p.DescriptorDim() != want {
 			t.Fatalf("override %d: descriptor %q with %d channels, DescriptorDim %d, want %d",
 				override, cfg.LongLiveRAG.Descriptor, cfg.LongLiveRAG.LatentChannels, p.DescriptorDim(), want)
 		}

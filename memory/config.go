@@ -1,12 +1,15 @@
 package memory
 
 import (
+	"encoding"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/internal/vocab"
 	"github.com/densitykv/densitykv/rope"
 )
 
@@ -58,33 +61,35 @@ type Config struct {
 }
 
 // BankConfig selects the DensityKV bank parameters and variants. Every field
-// maps onto the bank package's configuration; empty strings and zeros mean
-// the paper defaults.
+// maps onto the bank package's configuration; zeros mean the paper
+// defaults (the zero value of every variant is the paper's). In YAML the
+// variants are their names (package bank's vocabulary: String,
+// MarshalText, UnmarshalText).
 type BankConfig struct {
 	Tau   float64 `yaml:"tau"`   // density-growth limit τ (2.0)
 	Sigma float64 `yaml:"sigma"` // kernel width σ (8)
 	P     float64 `yaml:"p"`     // kernel power p (2)
 	Eps   float64 `yaml:"eps"`   // kernel offset ε (1)
 	Delta float64 `yaml:"delta"` // baseline floor δ (1e-6)
-	// Ordering of candidates: "mean" (paper), "max" (authors' code and the
-	// Wan golden rollout) or "source".
-	Ordering string `yaml:"ordering"`
-	// Baselines: "frozen" (paper) or "refresh".
-	Baselines string `yaml:"baselines"`
-	// Eviction: "mandatory-densest" (paper), "densest" or "mandatory-source".
-	Eviction string `yaml:"eviction"`
-	// Prefix: "shared" across the heads of a layer (paper) or "per-head".
-	Prefix string `yaml:"prefix"`
-	// Admission: "joint" (paper) or "sequential" (within-block competition).
-	Admission string `yaml:"admission"`
-	// Payload dtype of stored K/V: "bf16" (paper accounting) or "f32".
-	Payload string `yaml:"payload"`
-	// Densities dtype: "f32" or "f64".
-	Densities string `yaml:"densities"`
-	// Descriptor the density is measured on: "post-rope-key" (paper),
-	// "pre-rope-key", "key-value" ([K;V], post-RoPE K) or
-	// "pre-rope-key-value" ([K;V], pre-RoPE K).
-	Descriptor string `yaml:"descriptor"`
+	// Ordering of candidates: mean (paper), max (authors' code and the Wan
+	// golden rollout) or source.
+	Ordering bank.Ordering `yaml:"ordering"`
+	// Baselines: frozen (paper) or refresh.
+	Baselines bank.Baselines `yaml:"baselines"`
+	// Eviction: mandatory-densest (paper), densest or mandatory-source.
+	Eviction bank.Eviction `yaml:"eviction"`
+	// Prefix: shared across the heads of a layer (paper) or per-head.
+	Prefix bank.Prefix `yaml:"prefix"`
+	// Admission: joint (paper) or sequential (within-block competition).
+	Admission bank.Admission `yaml:"admission"`
+	// Payload of stored K/V: bf16 (paper accounting) or f32.
+	Payload bank.Payload `yaml:"payload"`
+	// Densities dtype: f32 or f64.
+	Densities bank.DType `yaml:"densities"`
+	// Descriptor the density is measured on: post-rope-key (paper),
+	// pre-rope-key, key-value ([K;V], post-RoPE K) or pre-rope-key-value
+	// ([K;V], pre-RoPE K).
+	Descriptor bank.Descriptor `yaml:"descriptor"`
 	// Workers bounds the bank's parallelism (0 = GOMAXPROCS).
 	Workers int `yaml:"workers"`
 }
@@ -104,11 +109,11 @@ type LongLiveRAGConfig struct {
 	TopK int `yaml:"top_k"`
 	// ExcludeRecent most recent evictions excluded from retrieval (5).
 	ExcludeRecent int `yaml:"exclude_recent"`
-	// Descriptor: "latent-mean" (spatial mean of the frame's latent,
-	// L2-normalised; needs Call.Latent on clean passes) or "key-mean" (mean
-	// of the frame's layer-0 keys over tokens, L2-normalised; works for
-	// synthetic streams).
-	Descriptor string `yaml:"descriptor"`
+	// Descriptor: latent-mean (spatial mean of the frame's latent,
+	// L2-normalised; needs Call.Latent on clean passes; the default) or
+	// key-mean (mean of the frame's layer-0 keys over tokens,
+	// L2-normalised; works for synthetic streams).
+	Descriptor RAGDescriptor `yaml:"descriptor"`
 	// LatentChannels C of Call.Latent [F][C][H'][W'] (16).
 	LatentChannels int `yaml:"latent_channels"`
 	// DescriptorStorageDim overrides the descriptor size Bytes counts per
@@ -120,6 +125,34 @@ type LongLiveRAGConfig struct {
 	// 1,024 (storage.Paper); Bytes then no longer describes the state held.
 	DescriptorStorageDim int `yaml:"descriptor_storage_dim"`
 }
+
+// RAGDescriptor selects LongLive-RAG's built-in frame descriptor. Its
+// names are latent-mean and key-mean (String, MarshalText, UnmarshalText,
+// as for package bank's variants).
+type RAGDescriptor uint8
+
+const (
+	// RAGLatentMean is LatentMean, the frame's latent averaged over space
+	// (the default).
+	RAGLatentMean RAGDescriptor = iota
+	// RAGKeyMean is KeyMean, the frame's layer-0 keys averaged over tokens.
+	RAGKeyMean
+)
+
+var ragDescriptorNames = vocab.List{Pkg: "memory", Kind: "longlive-rag descriptor", Names: []string{"latent-mean", "key-mean"}}
+
+func (d RAGDescriptor) String() string               { return ragDescriptorNames.String(uint8(d), "RAGDescriptor") }
+func (d RAGDescriptor) MarshalText() ([]byte, error) { return ragDescriptorNames.Marshal(uint8(d)) }
+func (d *RAGDescriptor) UnmarshalText(b []byte) error {
+	x, err := ragDescriptorNames.Parse(b)
+	if err == nil {
+		*d = RAGDescriptor(x)
+	}
+	return err
+}
+
+// Names lists the descriptors' names: latent-mean, key-mean.
+func (RAGDescriptor) Names() []string { return ragDescriptorNames.All() }
 
 // DefaultConfig returns the paper's configuration for layout l.
 func DefaultConfig(l Layout) Config {
@@ -144,12 +177,6 @@ func (c Config) Resolve() (Config, error) {
 			*p = v
 		}
 	}
-	defs := func(p *string, v string) {
-		*p = strings.ToLower(strings.TrimSpace(*p))
-		if *p == "" {
-			*p = v
-		}
-	}
 	def(&c.SinkFrames, 1)
 	def(&c.CacheFrames, 12)
 	def(&c.WindowFrames, 5)
@@ -163,14 +190,6 @@ func (c Config) Resolve() (Config, error) {
 	deff(&b.P, 2)
 	deff(&b.Eps, 1)
 	deff(&b.Delta, 1e-6)
-	defs(&b.Ordering, "mean")
-	defs(&b.Baselines, "frozen")
-	defs(&b.Eviction, "mandatory-densest")
-	defs(&b.Prefix, "shared")
-	defs(&b.Admission, "joint")
-	defs(&b.Payload, "bf16")
-	defs(&b.Densities, "f32")
-	defs(&b.Descriptor, "post-rope-key")
 	def(&c.DeepForcing.RecentFrames, 4)
 	def(&c.DeepForcing.MaxReuse, 7)
 	l := &c.LongLiveRAG
@@ -178,7 +197,6 @@ func (c Config) Resolve() (Config, error) {
 		l.TopK = c.Capacity / c.Layout.TokensPerFrame()
 	}
 	def(&l.ExcludeRecent, 5)
-	defs(&l.Descriptor, "latent-mean")
 	def(&l.LatentChannels, 16)
 	return c, c.validate()
 }
@@ -247,9 +265,6 @@ func (c Config) validate() error {
 			return fieldErr([]string{"longlive_rag." + f.name}, "longlive-rag %s %d must be ≥ %d", strings.ReplaceAll(f.name, "_", " "), f.v, f.min)
 		}
 	}
-	if r.Descriptor != "latent-mean" && r.Descriptor != "key-mean" {
-		return fieldErr([]string{"longlive_rag.descriptor"}, "longlive-rag descriptor %q unknown (latent-mean, key-mean)", r.Descriptor)
-	}
 	b := c.Bank
 	for _, f := range []struct {
 		name string
@@ -259,31 +274,86 @@ func (c Config) validate() error {
 			return fieldErr([]string{"bank." + f.name}, "bank %s %v must be finite and positive", f.name, f.v)
 		}
 	}
-	for _, f := range []struct {
-		name, v string
-		ok      []string
-	}{
-		{"ordering", b.Ordering, []string{"mean", "max", "source"}},
-		{"baselines", b.Baselines, []string{"frozen", "refresh"}},
-		{"eviction", b.Eviction, []string{"mandatory-densest", "densest", "mandatory-source"}},
-		{"prefix", b.Prefix, []string{"shared", "per-head"}},
-		{"admission", b.Admission, []string{"joint", "sequential"}},
-		{"payload", b.Payload, []string{"bf16", "f32"}},
-		{"densities", b.Densities, []string{"f32", "f64"}},
-		{"descriptor", b.Descriptor, []string{"post-rope-key", "pre-rope-key", "key-value", "pre-rope-key-value"}},
-	} {
-		found := false
-		for _, o := range f.ok {
-			found = found || f.v == o
-		}
-		if !found {
-			return fieldErr([]string{"bank." + f.name}, "bank %s %q unknown (%s)", f.name, f.v, strings.Join(f.ok, ", "))
+	for _, v := range c.variants() {
+		if name, err := v.value.MarshalText(); err != nil || !slices.Contains(v.names, string(name)) {
+			return v.unknown(fmt.Sprint(v.value))
 		}
 	}
 	if b.Workers < 0 {
 		return fieldErr([]string{"bank.workers"}, "bank workers %d is negative", b.Workers)
 	}
 	return nil
+}
+
+// variant is a Config field that holds a variant name: its YAML path
+// inside Config, the label of its errors, the field, and the names it
+// accepts (those of its type, except that densities take f32 or f64).
+type variant struct {
+	path, label string
+	value       interface {
+		encoding.TextMarshaler
+		encoding.TextUnmarshaler
+	}
+	names []string
+}
+
+func (v variant) unknown(name string) error {
+	return fieldErr([]string{v.path}, "%s %q unknown (%s)", v.label, name, strings.Join(v.names, ", "))
+}
+
+// variants lists c's variant fields.
+func (c *Config) variants() []variant {
+	b := &c.Bank
+	return []variant{
+		{"bank.ordering", "bank ordering", &b.Ordering, b.Ordering.Names()},
+		{"bank.baselines", "bank baselines", &b.Baselines, b.Baselines.Names()},
+		{"bank.eviction", "bank eviction", &b.Eviction, b.Eviction.Names()},
+		{"bank.prefix", "bank prefix", &b.Prefix, b.Prefix.Names()},
+		{"bank.admission", "bank admission", &b.Admission, b.Admission.Names()},
+		{"bank.payload", "bank payload", &b.Payload, b.Payload.Names()},
+		{"bank.densities", "bank densities", &b.Densities, []string{bank.F32.String(), bank.F64.String()}},
+		{"bank.descriptor", "bank descriptor", &b.Descriptor, b.Descriptor.Names()},
+		{"longlive_rag.descriptor", "longlive-rag descriptor", &c.LongLiveRAG.Descriptor, c.LongLiveRAG.Descriptor.Names()},
+	}
+}
+
+// VariantPaths returns the YAML paths inside Config of the fields that hold
+// a variant name ("bank.ordering", …, "longlive_rag.descriptor").
+func VariantPaths() []string {
+	var out []string
+	for _, v := range new(Config).variants() {
+		out = append(out, v.path)
+	}
+	return out
+}
+
+// VariantNames returns the names the variant field at path accepts, in
+// value order (nil for a path that is not a variant field).
+func VariantNames(path string) []string {
+	for _, v := range new(Config).variants() {
+		if v.path == path {
+			return v.names
+		}
+	}
+	return nil
+}
+
+// SetVariant sets the variant field at path (see VariantPaths) from its
+// name, case and surrounding space ignored. An unknown name is a
+// *FieldError naming the field, the name and the names allowed, and
+// leaves c unchanged.
+func (c *Config) SetVariant(path, name string) error {
+	for _, v := range c.variants() {
+		if v.path != path {
+			continue
+		}
+		text := strings.ToLower(strings.TrimSpace(name))
+		if !slices.Contains(v.names, text) {
+			return v.unknown(name)
+		}
+		return v.value.UnmarshalText([]byte(text))
+	}
+	return fmt.Errorf("memory: config: %q is not a variant field (%s)", path, strings.Join(VariantPaths(), ", "))
 }
 
 // Check resolves c and reports whether policy name can be built from it,

@@ -2,12 +2,12 @@ package memory
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/densitykv/densitykv/internal/finite"
 	"github.com/densitykv/densitykv/rope"
 )
 
@@ -62,7 +62,7 @@ type core struct {
 	name string
 	cfg  Config
 	lay  Layout
-	rot  *rotator
+	rot  *rope.Rotator
 
 	tpf, tokens, row int // tokens per frame, per block; H·D floats per token
 
@@ -87,7 +87,7 @@ func newCore(name string, cfg Config) (*core, error) {
 		return nil, fmt.Errorf("memory: %s: %w", name, err)
 	}
 	l := cfg.Layout
-	c := &core{name: name, cfg: cfg, lay: l, rot: newRotator(rt, l.Height, l.Width),
+	c := &core{name: name, cfg: cfg, lay: l, rot: rt.NewRotator(l.Height, l.Width),
 		tpf: l.TokensPerFrame(), tokens: l.TokensPerBlock(), row: l.Heads * l.HeadDim}
 	c.pendK = make([][]float32, l.Layers)
 	c.pendV = make([][]float32, l.Layers)
@@ -145,7 +145,7 @@ func (c *core) checkBegin(call Call) error {
 	if call.Latent != nil && len(call.Latent)%c.lay.FramesPerBlock != 0 {
 		return fmt.Errorf("memory: %s: begin block %d: latent has %d values, not a multiple of %d frames", c.name, call.Block, len(call.Latent), c.lay.FramesPerBlock)
 	}
-	if i := firstNonFinite(call.Latent); i >= 0 {
+	if i := finite.First(call.Latent); i >= 0 {
 		return fmt.Errorf("memory: %s: begin block %d: latent has %v at index %d", c.name, call.Block, call.Latent[i], i)
 	}
 	return nil
@@ -188,12 +188,12 @@ func (c *core) checkAttend(layer int, q, k, v []float32) error {
 	if want >= 1<<18 && runtime.GOMAXPROCS(0) > 1 {
 		var wg sync.WaitGroup
 		for i := range in {
-			wg.Go(func() { bad[i] = firstNonFinite(in[i].x) })
+			wg.Go(func() { bad[i] = finite.First(in[i].x) })
 		}
 		wg.Wait()
 	} else {
 		for i := range in {
-			bad[i] = firstNonFinite(in[i].x)
+			bad[i] = finite.First(in[i].x)
 		}
 	}
 	for i, t := range in {
@@ -320,7 +320,7 @@ func (c *core) queries(q []float32, ts []int) []float32 {
 	c.qbuf = grow(c.qbuf, len(q))
 	for _, j := range c.jobs {
 		if j.t >= 0 {
-			c.rot.temporal(j.t) // grow the tables before going parallel
+			c.rot.Prepare(j.t) // grow the tables before going parallel
 		}
 	}
 	workers := 1
@@ -364,95 +364,9 @@ func (c *core) runJob(j ctxJob) {
 	}
 	for i := 0; i < len(j.k)/c.row; i++ {
 		p := j.p0 + i
-		c.rot.token(dst[i*c.row:(i+1)*c.row], c.lay.Heads, j.t, p/c.lay.Width, p%c.lay.Width)
+		c.rot.Token(dst[i*c.row:(i+1)*c.row], c.lay.Heads, j.t, p/c.lay.Width, p%c.lay.Width)
 	}
 }
 
 func (c *core) startUpdate() { c.updStart = time.Now() }
 func (c *core) stopUpdate()  { c.stats.UpdateSeconds += time.Since(c.updStart).Seconds() }
-
-// firstNonFinite returns the index of the first NaN or ±Inf in x, or −1.
-func firstNonFinite(x []float32) int {
-	for i, v := range x {
-		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
-			return i
-		}
-	}
-	return -1
-}
-
-// rotator applies rope with cached per-axis cos/sin tables; results are
-// bit-identical to rope.Table.Apply.
-type rotator struct {
-	rt         *rope.Table
-	nt, nh, nw int
-	hgt, wid   int
-	ch, sh     [][]float64 // [h][nh]
-	cw, sw     [][]float64 // [w][nw]
-	ct, st     [][]float64 // [t][nt], grown lazily
-}
-
-func newRotator(rt *rope.Table, height, width int) *rotator {
-	r := &rotator{rt: rt, hgt: height, wid: width}
-	r.nt, r.nh, r.nw = rt.Split()
-	ang := make([]float64, rt.HeadDim()/2)
-	r.ch, r.sh = make([][]float64, height), make([][]float64, height)
-	for h := 0; h < height; h++ {
-		a := rt.Angles(ang, rope.Pos{H: h})[r.nt : r.nt+r.nh]
-		r.ch[h], r.sh[h] = sincos(a)
-	}
-	r.cw, r.sw = make([][]float64, width), make([][]float64, width)
-	for w := 0; w < width; w++ {
-		a := rt.Angles(ang, rope.Pos{W: w})[r.nt+r.nh:]
-		r.cw[w], r.sw[w] = sincos(a)
-	}
-	return r
-}
-
-func sincos(a []float64) (c, s []float64) {
-	c, s = make([]float64, len(a)), make([]float64, len(a))
-	for i, x := range a {
-		s[i], c[i] = math.Sincos(x)
-	}
-	return c, s
-}
-
-func (r *rotator) temporal(t int) ([]float64, []float64) {
-	for len(r.ct) <= t {
-		ang := make([]float64, r.rt.HeadDim()/2)
-		a := r.rt.Angles(ang, rope.Pos{T: len(r.ct)})[:r.nt]
-		c, s := sincos(a)
-		r.ct, r.st = append(r.ct, c), append(r.st, s)
-	}
-	return r.ct[t], r.st[t]
-}
-
-// frame rotates one frame x [TokensPerFrame][heads][D] at temporal t and
-// the native spatial grid.
-func (r *rotator) frame(x []float32, heads, t int) {
-	d := r.rt.HeadDim()
-	tp := r.hgt * r.wid
-	for p := 0; p < tp; p++ {
-		r.token(x[p*heads*d:(p+1)*heads*d], heads, t, p/r.wid, p%r.wid)
-	}
-}
-
-// token rotates all heads of one token at (t, h, w).
-func (r *rotator) token(x []float32, heads, t, h, w int) {
-	ct, st := r.temporal(t)
-	d := r.rt.HeadDim()
-	for hd := 0; hd < heads; hd++ {
-		v := x[hd*d : (hd+1)*d]
-		rot(v[:2*r.nt], ct, st)
-		rot(v[2*r.nt:2*(r.nt+r.nh)], r.ch[h], r.sh[h])
-		rot(v[2*(r.nt+r.nh):], r.cw[w], r.sw[w])
-	}
-}
-
-func rot(v []float32, c, s []float64) {
-	for j := range c {
-		x0, x1 := float64(v[2*j]), float64(v[2*j+1])
-		v[2*j] = float32(x0*c[j] - x1*s[j])
-		v[2*j+1] = float32(x0*s[j] + x1*c[j])
-	}
-}

@@ -227,7 +227,7 @@ func (p *DeepForcing) End() error {
 				continue
 			}
 			for l := range f.K {
-				p.rot.frame(f.K[l], p.lay.Heads, f.ID)
+				p.rot.Frame(f.K[l], p.lay.Heads, f.ID)
 			}
 			p.hist = append(p.hist, f)
 		}
@@ -236,7 +236,7 @@ func (p *DeepForcing) End() error {
 			for f := 0; f < F; f++ {
 				id := p.call.Block*F + f
 				qf := qframe{ID: id, Q: append([]float32(nil), p.pendQ[l][f*n:(f+1)*n]...)}
-				p.rot.frame(qf.Q, p.lay.Heads, id)
+				p.rot.Frame(qf.Q, p.lay.Heads, id)
 				p.qbuf[l] = append(p.qbuf[l], qf)
 			}
 			if len(p.qbuf[l]) > R {

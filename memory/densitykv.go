@@ -41,23 +41,10 @@ type bankSelector struct {
 func bankConfig(c Config) (bank.Config, error) {
 	b := c.Bank
 	bc := bank.Config{Heads: c.Layout.Heads, KeyDim: c.Layout.HeadDim, ValueDim: c.Layout.HeadDim,
-		Capacity: c.Capacity, Tau: b.Tau, Sigma: b.Sigma, P: b.P, Eps: b.Eps, Delta: b.Delta, Workers: b.Workers}
-	var err error
-	if bc.Ordering, err = bank.ParseOrdering(b.Ordering); err != nil {
-		return bc, fmt.Errorf("memory: densitykv: %w", err)
-	}
-	bc.Baselines = map[string]bank.Baselines{"frozen": bank.BaselinesFrozen, "refresh": bank.BaselinesRefresh}[b.Baselines]
-	bc.Eviction = map[string]bank.Eviction{"mandatory-densest": bank.EvictMandatoryDensest, "densest": bank.EvictDensest, "mandatory-source": bank.EvictMandatorySource}[b.Eviction]
-	bc.Prefix = map[string]bank.Prefix{"shared": bank.PrefixShared, "per-head": bank.PrefixPerHead}[b.Prefix]
-	bc.Admission = map[string]bank.Admission{"joint": bank.AdmitJoint, "sequential": bank.AdmitSequential}[b.Admission]
-	bc.Payload = map[string]bank.DType{"bf16": bank.BF16, "f32": bank.F32}[b.Payload]
-	bc.Density = map[string]bank.DType{"f32": bank.F32, "f64": bank.F64}[b.Densities]
-	switch b.Descriptor {
-	case "pre-rope-key":
-		bc.DescDim = c.Layout.HeadDim
-	case "key-value", "pre-rope-key-value":
-		bc.DescDim = 2 * c.Layout.HeadDim
-	}
+		DescDim: b.Descriptor.Dim(c.Layout.HeadDim), Capacity: c.Capacity,
+		Tau: b.Tau, Sigma: b.Sigma, P: b.P, Eps: b.Eps, Delta: b.Delta,
+		Ordering: b.Ordering, Baselines: b.Baselines, Eviction: b.Eviction, Prefix: b.Prefix, Admission: b.Admission,
+		Payload: b.Payload, Density: b.Densities, Workers: b.Workers}
 	if err := bc.Validate(); err != nil {
 		return bc, fmt.Errorf("memory: densitykv: %w", err)
 	}
@@ -129,13 +116,7 @@ func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
 	keys := make([]float32, H*N*D)
 	vals := make([]float32, H*N*D)
 	var desc []float32
-	descDim := 0
-	switch s.cfg.Descriptor {
-	case "pre-rope-key":
-		descDim = D
-	case "key-value", "pre-rope-key-value":
-		descDim = 2 * D
-	}
+	descDim := s.cfg.Descriptor.Dim(D)
 	if descDim > 0 {
 		desc = make([]float32, H*N*descDim)
 	}
@@ -152,12 +133,12 @@ func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
 					copy(keys[(h*N+n)*D:(h*N+n+1)*D], kr[o:o+D])
 					copy(vals[(h*N+n)*D:(h*N+n+1)*D], f.V[l][o:o+D])
 					switch s.cfg.Descriptor {
-					case "pre-rope-key":
+					case bank.DescPreRoPEKey:
 						copy(desc[(h*N+n)*D:(h*N+n+1)*D], f.K[l][o:o+D])
-					case "key-value":
+					case bank.DescKeyValue:
 						copy(desc[(h*N+n)*2*D:], kr[o:o+D])
 						copy(desc[(h*N+n)*2*D+D:(h*N+n+1)*2*D], f.V[l][o:o+D])
-					case "pre-rope-key-value":
+					case bank.DescPreRoPEKeyValue:
 						copy(desc[(h*N+n)*2*D:], f.K[l][o:o+D])
 						copy(desc[(h*N+n)*2*D+D:(h*N+n+1)*2*D], f.V[l][o:o+D])
 					}
@@ -274,8 +255,8 @@ func (s *bankSelector) checkClean(layer int, k, v []float32) error {
 // token, head and value.
 func (s *bankSelector) storable(k, v []float32) error {
 	D, H := s.c.lay.HeadDim, s.c.lay.Heads
-	withV := s.cfg.Descriptor == "key-value" || s.cfg.Descriptor == "pre-rope-key-value"
-	bf := s.cfg.Payload == "bf16"
+	withV := s.cfg.Descriptor.WithValues()
+	bf := s.cfg.Payload == bank.PayloadBF16
 	for i := 0; i < len(k)/D; i++ {
 		var n2 float64
 		for _, x := range k[i*D : (i+1)*D] {

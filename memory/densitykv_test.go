@@ -15,9 +15,9 @@ import (
 func goldenDensityConfig(capacity int) Config {
 	c := tinyConfig()
 	c.Capacity = capacity
-	c.Bank.Ordering = "max"
+	c.Bank.Ordering = bank.OrderMax
 	c.Bank.Sigma = 4
-	c.Bank.Payload = "f32"
+	c.Bank.Payload = bank.PayloadF32
 	return c
 }
 
@@ -139,7 +139,7 @@ func TestDensityKVBytesMatchStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	wide := cfg
-	wide.Bank.Payload, wide.Bank.Densities, wide.Bank.Descriptor = "f32", "f64", "pre-rope-key"
+	wide.Bank.Payload, wide.Bank.Densities, wide.Bank.Descriptor = bank.PayloadF32, bank.F64, bank.DescPreRoPEKey
 	pw, err := New(NameDensityKV, wide)
 	if err != nil {
 		t.Fatal(err)
@@ -176,18 +176,18 @@ func TestDensityKVVariants(t *testing.T) {
 		mut  func(*BankConfig)
 		chk  func(bank.Config) bool
 	}{
-		{"mean", func(b *BankConfig) { b.Ordering = "mean" }, func(c bank.Config) bool { return c.Ordering == bank.OrderMean }},
-		{"max", func(b *BankConfig) { b.Ordering = "max" }, func(c bank.Config) bool { return c.Ordering == bank.OrderMax }},
-		{"source", func(b *BankConfig) { b.Ordering = "source" }, func(c bank.Config) bool { return c.Ordering == bank.OrderSource }},
-		{"refresh", func(b *BankConfig) { b.Baselines = "refresh" }, func(c bank.Config) bool { return c.Baselines == bank.BaselinesRefresh }},
-		{"densest", func(b *BankConfig) { b.Eviction = "densest" }, func(c bank.Config) bool { return c.Eviction == bank.EvictDensest }},
-		{"msource", func(b *BankConfig) { b.Eviction = "mandatory-source" }, func(c bank.Config) bool { return c.Eviction == bank.EvictMandatorySource }},
-		{"perhead", func(b *BankConfig) { b.Prefix = "per-head" }, func(c bank.Config) bool { return c.Prefix == bank.PrefixPerHead }},
-		{"sequential", func(b *BankConfig) { b.Admission = "sequential" }, func(c bank.Config) bool { return c.Admission == bank.AdmitSequential }},
-		{"f64", func(b *BankConfig) { b.Densities = "f64"; b.Payload = "f32" }, func(c bank.Config) bool { return c.Density == bank.F64 && c.Payload == bank.F32 }},
-		{"prerope", func(b *BankConfig) { b.Descriptor = "pre-rope-key" }, func(c bank.Config) bool { return c.DescDim == 32 }},
-		{"kv", func(b *BankConfig) { b.Descriptor = "key-value" }, func(c bank.Config) bool { return c.DescDim == 64 }},
-		{"prekv", func(b *BankConfig) { b.Descriptor = "pre-rope-key-value" }, func(c bank.Config) bool { return c.DescDim == 64 }},
+		{"mean", func(b *BankConfig) { b.Ordering = bank.OrderMean }, func(c bank.Config) bool { return c.Ordering == bank.OrderMean }},
+		{"max", func(b *BankConfig) { b.Ordering = bank.OrderMax }, func(c bank.Config) bool { return c.Ordering == bank.OrderMax }},
+		{"source", func(b *BankConfig) { b.Ordering = bank.OrderSource }, func(c bank.Config) bool { return c.Ordering == bank.OrderSource }},
+		{"refresh", func(b *BankConfig) { b.Baselines = bank.BaselinesRefresh }, func(c bank.Config) bool { return c.Baselines == bank.BaselinesRefresh }},
+		{"densest", func(b *BankConfig) { b.Eviction = bank.EvictDensest }, func(c bank.Config) bool { return c.Eviction == bank.EvictDensest }},
+		{"msource", func(b *BankConfig) { b.Eviction = bank.EvictMandatorySource }, func(c bank.Config) bool { return c.Eviction == bank.EvictMandatorySource }},
+		{"perhead", func(b *BankConfig) { b.Prefix = bank.PrefixPerHead }, func(c bank.Config) bool { return c.Prefix == bank.PrefixPerHead }},
+		{"sequential", func(b *BankConfig) { b.Admission = bank.AdmitSequential }, func(c bank.Config) bool { return c.Admission == bank.AdmitSequential }},
+		{"f64", func(b *BankConfig) { b.Densities = bank.F64; b.Payload = bank.PayloadF32 }, func(c bank.Config) bool { return c.Density == bank.F64 && c.Payload == bank.PayloadF32 }},
+		{"prerope", func(b *BankConfig) { b.Descriptor = bank.DescPreRoPEKey }, func(c bank.Config) bool { return c.DescDim == 32 }},
+		{"kv", func(b *BankConfig) { b.Descriptor = bank.DescKeyValue }, func(c bank.Config) bool { return c.DescDim == 64 }},
+		{"prekv", func(b *BankConfig) { b.Descriptor = bank.DescPreRoPEKeyValue }, func(c bank.Config) bool { return c.DescDim == 64 }},
 		{"params", func(b *BankConfig) { b.Tau, b.Sigma, b.P, b.Eps, b.Delta, b.Workers = 1.5, 3, 1, 0.5, 1e-4, 1 }, func(c bank.Config) bool {
 			return c.Tau == 1.5 && c.Sigma == 3 && c.P == 1 && c.Eps == 0.5 && c.Delta == 1e-4 && c.Workers == 1
 		}},
@@ -230,18 +230,18 @@ func TestDensityKVVariants(t *testing.T) {
 // pre-RoPE key, alone or followed by its value.
 func TestDensityKVDescriptorContents(t *testing.T) {
 	for _, tc := range []struct {
-		desc      string
+		desc      bank.Descriptor
 		post, val bool
 	}{
-		{"post-rope-key", true, false},
-		{"pre-rope-key", false, false},
-		{"key-value", true, true},
-		{"pre-rope-key-value", false, true},
+		{bank.DescPostRoPEKey, true, false},
+		{bank.DescPreRoPEKey, false, false},
+		{bank.DescKeyValue, true, true},
+		{bank.DescPreRoPEKeyValue, false, true},
 	} {
-		t.Run(tc.desc, func(t *testing.T) {
+		t.Run(tc.desc.String(), func(t *testing.T) {
 			cfg := tinyConfig()
 			cfg.Capacity = 40
-			cfg.Bank.Payload = "f32"
+			cfg.Bank.Payload = bank.PayloadF32
 			cfg.Bank.Descriptor = tc.desc
 			pol, err := New(NameDensityKV, cfg)
 			if err != nil {
@@ -383,7 +383,7 @@ func TestDensityKVKnownAnswers(t *testing.T) {
 		cfg := goldenDensityConfig(capacity)
 		cfg.Bank.Tau = 1e30
 		if capacity == 1000 {
-			cfg.Bank.Ordering = "source" // admission order = source order
+			cfg.Bank.Ordering = bank.OrderSource // admission order = source order
 		}
 		pol, _ := New(NameDensityKV, cfg)
 		p := pol.(*DensityKV)

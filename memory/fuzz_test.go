@@ -20,7 +20,7 @@ func FuzzProtocol(f *testing.F) {
 		}
 		cfg := tinyConfig()
 		cfg.Capacity = 30
-		cfg.LongLiveRAG.Descriptor = "key-mean"
+		cfg.LongLiveRAG.Descriptor = RAGKeyMean
 		names := Names()
 		name := names[int(which)%len(names)]
 		p, err := New(name, cfg)

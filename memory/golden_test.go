@@ -79,7 +79,7 @@ func TestGoldenBlock0RoPE(t *testing.T) {
 		return d / m
 	}
 	cfg := tinyConfig()
-	cfg.LongLiveRAG.Descriptor = "key-mean"
+	cfg.LongLiveRAG.Descriptor = RAGKeyMean
 	for _, name := range Names() {
 		p, err := New(name, cfg)
 		if err != nil {

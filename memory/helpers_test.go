@@ -156,7 +156,7 @@ func storageConfig(c Config) storage.Config {
 	dd := c.LongLiveRAG.DescriptorStorageDim
 	if dd == 0 {
 		dd = c.LongLiveRAG.LatentChannels
-		if c.LongLiveRAG.Descriptor == "key-mean" {
+		if c.LongLiveRAG.Descriptor == RAGKeyMean {
 			dd = c.Layout.Heads * c.Layout.HeadDim
 		}
 	}

@@ -23,7 +23,7 @@ func bf16(x []float32) []float32 {
 func oddConfig(t *testing.T) Config {
 	t.Helper()
 	c, err := Config{Layout: Layout{Height: 2, Width: 5, FramesPerBlock: 4, Layers: 2, Heads: 3, HeadDim: 18},
-		WindowFrames: 6, CacheFrames: 15, LongLiveRAG: LongLiveRAGConfig{Descriptor: "key-mean"}}.Resolve()
+		WindowFrames: 6, CacheFrames: 15, LongLiveRAG: LongLiveRAGConfig{Descriptor: RAGKeyMean}}.Resolve()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -125,7 +125,7 @@ func newLongLiveRAG(cfg Config) (Policy, error) {
 	}
 	s := &ragSelector{c: c, cfg: cfg.LongLiveRAG, descs: map[int][]float32{},
 		memK: make([][]float32, cfg.Layout.Layers), memV: make([][]float32, cfg.Layout.Layers)}
-	if cfg.LongLiveRAG.Descriptor == "key-mean" {
+	if cfg.LongLiveRAG.Descriptor == RAGKeyMean {
 		s.desc = KeyMean{Heads: cfg.Layout.Heads, HeadDim: cfg.Layout.HeadDim}
 	} else {
 		s.desc = LatentMean{Channels: cfg.LongLiveRAG.LatentChannels}
@@ -202,7 +202,7 @@ func (s *ragSelector) offer(block int, frames []*frame, st *Stats) error {
 	c := s.c
 	for _, f := range frames {
 		for l := range f.K {
-			c.rot.frame(f.K[l], c.lay.Heads, 0)
+			c.rot.Frame(f.K[l], c.lay.Heads, 0)
 		}
 	}
 	s.pool = append(s.pool, frames...)

@@ -137,7 +137,7 @@ func (p *Native) End() error {
 		if !p.reindex {
 			for _, f := range fr {
 				for l := range f.K {
-					p.rot.frame(f.K[l], p.lay.Heads, f.ID)
+					p.rot.Frame(f.K[l], p.lay.Heads, f.ID)
 				}
 			}
 		}

@@ -105,7 +105,7 @@ func TestProtocolErrors(t *testing.T) {
 	q, k, v := s.qkv(0, 0, 0)
 	bad := append([]float32(nil), k...)
 	bad[12*64+33] = float32(nanF())
-	cfg.LongLiveRAG.Descriptor = "key-mean"
+	cfg.LongLiveRAG.Descriptor = RAGKeyMean
 	for _, name := range Names() {
 		p, err := New(name, cfg)
 		if err != nil {
@@ -163,21 +163,27 @@ func TestNewAndConfig(t *testing.T) {
 	if tinyConfig().Capacity != 72 {
 		t.Fatalf("tiny capacity %d, want 72", tinyConfig().Capacity)
 	}
+	// A variant's name is checked when it is read (SetVariant: the YAML
+	// and flag path), the rest by New.
 	for _, tc := range []struct {
-		mut  func(*Config)
+		mut  func(*Config) error
 		want string
 	}{
-		{func(c *Config) { c.WindowFrames = 2 }, "window frames 2"},
-		{func(c *Config) { c.Layout.HeadDim = 7 }, "head dim 7"},
-		{func(c *Config) { c.Bank.Ordering = "median" }, "ordering \"median\""},
-		{func(c *Config) { c.Bank.Tau = -1 }, "tau -1"},
-		{func(c *Config) { c.Capacity = -3 }, "capacity -3"},
-		{func(c *Config) { c.LongLiveRAG.Descriptor = "clip" }, "descriptor \"clip\""},
-		{func(c *Config) { c.CacheFrames = 3 }, "cache frames 3"},
+		{func(c *Config) error { c.WindowFrames = 2; return nil }, "window frames 2"},
+		{func(c *Config) error { c.Layout.HeadDim = 7; return nil }, "head dim 7"},
+		{func(c *Config) error { return c.SetVariant("bank.ordering", "median") }, "ordering \"median\""},
+		{func(c *Config) error { c.Bank.Ordering = 9; return nil }, "ordering \"Ordering(9)\""},
+		{func(c *Config) error { c.Bank.Tau = -1; return nil }, "tau -1"},
+		{func(c *Config) error { c.Capacity = -3; return nil }, "capacity -3"},
+		{func(c *Config) error { return c.SetVariant("longlive_rag.descriptor", "clip") }, "descriptor \"clip\""},
+		{func(c *Config) error { c.CacheFrames = 3; return nil }, "cache frames 3"},
 	} {
 		c := Config{Layout: tinyLayout()}
-		tc.mut(&c)
-		if _, err := New(NameNative, c); err == nil || !strings.Contains(err.Error(), tc.want) {
+		err := tc.mut(&c)
+		if err == nil {
+			_, err = New(NameNative, c)
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("config error %v, want %q", err, tc.want)
 		}
 	}

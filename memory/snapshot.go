@@ -11,6 +11,7 @@ import (
 	"reflect"
 
 	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/internal/finite"
 )
 
 // Snapshotter saves and restores a policy's whole persistent state between
@@ -39,8 +40,67 @@ var ErrSnapshot = errors.New("memory: bad snapshot")
 
 type snapHeader struct {
 	Policy             string
-	Config             Config
+	Config             storedConfig
 	Started, Committed int
+}
+
+// storedConfig is Config as a snapshot stores it: gob matches struct fields
+// by name, and the variants are their names (strings), as in the
+// snapshots written before they were typed values, which therefore keep
+// reading (testdata/snapshot-v1).
+type storedConfig struct {
+	Layout                                Layout
+	SinkFrames, CacheFrames, WindowFrames int
+	Capacity                              int
+	RoPETheta                             float64
+	Bank                                  storedBankConfig
+	DeepForcing                           DeepForcingConfig
+	LongLiveRAG                           storedRAGConfig
+}
+
+type storedBankConfig struct {
+	Tau, Sigma, P, Eps, Delta                                                        float64
+	Ordering, Baselines, Eviction, Prefix, Admission, Payload, Densities, Descriptor string
+	Workers                                                                          int
+}
+
+type storedRAGConfig struct {
+	TopK, ExcludeRecent  int
+	Descriptor           string
+	LatentChannels       int
+	DescriptorStorageDim int
+}
+
+func toStored(c Config) storedConfig {
+	b, r := c.Bank, c.LongLiveRAG
+	return storedConfig{Layout: c.Layout, SinkFrames: c.SinkFrames, CacheFrames: c.CacheFrames, WindowFrames: c.WindowFrames,
+		Capacity: c.Capacity, RoPETheta: c.RoPETheta, DeepForcing: c.DeepForcing,
+		Bank: storedBankConfig{Tau: b.Tau, Sigma: b.Sigma, P: b.P, Eps: b.Eps, Delta: b.Delta,
+			Ordering: b.Ordering.String(), Baselines: b.Baselines.String(), Eviction: b.Eviction.String(), Prefix: b.Prefix.String(),
+			Admission: b.Admission.String(), Payload: b.Payload.String(), Densities: b.Densities.String(), Descriptor: b.Descriptor.String(),
+			Workers: b.Workers},
+		LongLiveRAG: storedRAGConfig{TopK: r.TopK, ExcludeRecent: r.ExcludeRecent, Descriptor: r.Descriptor.String(),
+			LatentChannels: r.LatentChannels, DescriptorStorageDim: r.DescriptorStorageDim},
+	}
+}
+
+// config returns the stored configuration; an unknown variant name is an
+// error.
+func (s storedConfig) config() (Config, error) {
+	b, r := s.Bank, s.LongLiveRAG
+	c := Config{Layout: s.Layout, SinkFrames: s.SinkFrames, CacheFrames: s.CacheFrames, WindowFrames: s.WindowFrames,
+		Capacity: s.Capacity, RoPETheta: s.RoPETheta, DeepForcing: s.DeepForcing,
+		Bank: BankConfig{Tau: b.Tau, Sigma: b.Sigma, P: b.P, Eps: b.Eps, Delta: b.Delta, Workers: b.Workers},
+		LongLiveRAG: LongLiveRAGConfig{TopK: r.TopK, ExcludeRecent: r.ExcludeRecent,
+			LatentChannels: r.LatentChannels, DescriptorStorageDim: r.DescriptorStorageDim}}
+	for path, name := range map[string]string{"bank.ordering": b.Ordering, "bank.baselines": b.Baselines, "bank.eviction": b.Eviction,
+		"bank.prefix": b.Prefix, "bank.admission": b.Admission, "bank.payload": b.Payload, "bank.densities": b.Densities,
+		"bank.descriptor": b.Descriptor, "longlive_rag.descriptor": r.Descriptor} {
+		if err := c.SetVariant(path, name); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
 }
 
 func (c *core) snapSave(w io.Writer, state any) error {
@@ -49,7 +109,7 @@ func (c *core) snapSave(w io.Writer, state any) error {
 	}
 	var buf bytes.Buffer
 	enc := gob.NewEncoder(&buf)
-	if err := enc.Encode(snapHeader{Policy: c.name, Config: c.cfg, Started: c.started, Committed: c.committed}); err != nil {
+	if err := enc.Encode(snapHeader{Policy: c.name, Config: toStored(c.cfg), Started: c.started, Committed: c.committed}); err != nil {
 		return fmt.Errorf("memory: %s: save: %w", c.name, err)
 	}
 	if err := enc.Encode(state); err != nil {
@@ -101,8 +161,12 @@ func (c *core) snapLoad(r io.Reader, state any) (snapHeader, error) {
 	if h.Policy != c.name {
 		return h, fmt.Errorf("memory: %s: load: snapshot is of policy %q", c.name, h.Policy)
 	}
-	if !reflect.DeepEqual(h.Config, c.cfg) {
-		return h, fmt.Errorf("memory: %s: load: snapshot config %+v differs from the policy's %+v", c.name, h.Config, c.cfg)
+	cfg, err := h.Config.config()
+	if err != nil {
+		return h, fmt.Errorf("%w: %s: config: %v", ErrSnapshot, c.name, err)
+	}
+	if !reflect.DeepEqual(cfg, c.cfg) {
+		return h, fmt.Errorf("memory: %s: load: snapshot config %+v differs from the policy's %+v", c.name, cfg, c.cfg)
 	}
 	if h.Committed < 0 || (h.Started != h.Committed && h.Started != h.Committed+1) {
 		return h, fmt.Errorf("%w: %s: blocks begun %d, committed %d", ErrSnapshot, c.name, h.Started, h.Committed)
@@ -269,7 +333,7 @@ func (p *windowed) load(r io.Reader) error {
 		for _, fr := range [][]*frame{st.Sink, st.Recent} {
 			for _, f := range fr {
 				for l := 0; l < L; l++ {
-					if i := max(firstNonFinite(f.K[l]), firstNonFinite(f.V[l])); i >= 0 {
+					if i := max(finite.First(f.K[l]), finite.First(f.V[l])); i >= 0 {
 						return fmt.Errorf("%w: %s: frame %d layer %d has NaN or Inf", ErrSnapshot, p.name, f.ID, l)
 					}
 					if err := s.storable(f.K[l], f.V[l]); err != nil {

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/densitykv/densitykv/bank"
 )
 
 func snapConfig() Config {
 	c := tinyConfig()
 	c.Capacity = 30
-	c.LongLiveRAG.Descriptor = "key-mean"
-	c.Bank.Payload = "f32"
+	c.LongLiveRAG.Descriptor = RAGKeyMean
+	c.Bank.Payload = bank.PayloadF32
 	return c
 }
 

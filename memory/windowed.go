@@ -37,9 +37,9 @@ type selector interface {
 // block-relative: queries at 9, 10, 11 and the window at 7…11 for Wan).
 // Committed sink frames are memory keys: every one of them sits at temporal
 // position 0 with its native spatial grid, like the bank and retrieved
-// frames (the issue's "memory keys (bank, sink, retrieved frames) use
-// temporal position 0"; the golden rollout's one-frame sink is at τ = 0,
-// which is also its slot). A sink frame that is still being generated (the
+// frames (the project's rule that memory keys — bank, sink, retrieved
+// frames — use temporal position 0; the golden rollout's one-frame sink is
+// at τ = 0, which is also its slot). A sink frame that is still being generated (the
 // current block, e.g. block 0) sits at its slot with its queries, like the
 // rest of the block. With SinkFrames = 1 the two readings of the golden
 // README (τ = 0, or τ = slot index) coincide; with more sink frames this
@@ -62,14 +62,13 @@ func (p *windowed) Begin(c Call) error {
 	}
 	var leaving []*frame
 	if c.First {
-		F, S, W := p.lay.FramesPerBlock, p.cfg.SinkFrames, p.cfg.WindowFrames
+		F, W := p.lay.FramesPerBlock, p.cfg.WindowFrames
 		lim := c.Block*F + F - W // first frame of the window
 		for _, f := range p.recent {
 			if f.ID < lim {
 				leaving = append(leaving, f)
 			}
 		}
-		_ = S
 	}
 	st, call, layer := p.stats, p.call, p.layer
 	p.openCall(c)
@@ -188,7 +187,7 @@ func (c *core) memKeys(f *frame, layer int) []float32 {
 // memKeysInto is memKeys into dst (len ≥ the frame's values).
 func (c *core) memKeysInto(dst []float32, f *frame, layer int) []float32 {
 	k := dst[:copy(dst, f.K[layer])]
-	c.rot.frame(k, c.lay.Heads, 0)
+	c.rot.Frame(k, c.lay.Heads, 0)
 	return k
 }
 
@@ -266,7 +265,6 @@ func (p *Controls) Sources() []int64 { return append([]int64(nil), p.s.store.src
 func (s *tokenSelector) offer(block int, frames []*frame, st *Stats) error {
 	c := s.c
 	row := c.row
-	before := s.store.len()
 	added := 0
 	for _, f := range frames {
 		for l := 0; l < c.lay.Layers; l++ {
@@ -314,7 +312,6 @@ func (s *tokenSelector) offer(block int, frames []*frame, st *Stats) error {
 			evicted += n - j
 		}
 	}
-	_ = before
 	for l := range st.Offered {
 		st.Offered[l] = len(frames) * c.tpf
 		st.Admitted[l] = added

@@ -190,7 +190,7 @@ func TestWindowedMultiFrameSink(t *testing.T) {
 			cfg := tinyConfig()
 			cfg.SinkFrames = 4
 			cfg.Capacity = 0 // (12 − 4 − 5)·12 = 36
-			cfg.LongLiveRAG.Descriptor = "key-mean"
+			cfg.LongLiveRAG.Descriptor = RAGKeyMean
 			cfg, err := cfg.Resolve()
 			if err != nil {
 				t.Fatal(err)

@@ -3,12 +3,12 @@ package rollout
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/densitykv/densitykv/internal/goldencov"
 	"math"
 	"slices"
 	"testing"
 
 	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/internal/goldencov"
 	"github.com/densitykv/densitykv/memory"
 )
 
@@ -109,7 +109,7 @@ func loadBankGolden(t *testing.T, g *goldenFile) *bankGolden {
 	bg := &bankGolden{}
 	shape := func(name string, want int) []int {
 		t.Helper()
-		i, ok := g.s.Info(name)
+		i, ok := g.Info(name)
 		if !ok {
 			t.Fatalf("golden file lacks %s", name)
 		}
@@ -121,18 +121,18 @@ func loadBankGolden(t *testing.T, g *goldenFile) *bankGolden {
 	s := shape("bank.keys", 5)
 	bg.B, bg.L, bg.H, bg.Cap, bg.D = s[0], s[1], s[2], s[3], s[4]
 	bg.N = shape("bank.cand_order", 4)[3]
-	bg.updated, _ = g.i64("bank.updated")
-	bg.numCand, _ = g.i64("bank.num_candidates")
-	bg.accepted, _ = g.i64("bank.accepted_count")
-	bg.count, _ = g.i64("bank.count")
-	bg.sourceToken, _ = g.i64("bank.source_token")
-	bg.sourceFrame, _ = g.i64("bank.source_frame")
-	bg.keys, bg.values = g.f64("bank.keys"), g.f64("bank.values")
-	bg.density, bg.baseline = g.f64("bank.density"), g.f64("bank.density_baseline")
-	bg.candOrder, _ = g.i64("bank.cand_order")
-	bg.candSlot, _ = g.i64("bank.cand_target_slot")
-	bg.candScore, bg.candExt = g.f64("bank.cand_score"), g.f64("bank.cand_external_density")
-	bg.parts, _ = g.i64("attn.tokens_mem_local_total")
+	bg.updated, _ = g.I64("bank.updated")
+	bg.numCand, _ = g.I64("bank.num_candidates")
+	bg.accepted, _ = g.I64("bank.accepted_count")
+	bg.count, _ = g.I64("bank.count")
+	bg.sourceToken, _ = g.I64("bank.source_token")
+	bg.sourceFrame, _ = g.I64("bank.source_frame")
+	bg.keys, bg.values = g.F64("bank.keys"), g.F64("bank.values")
+	bg.density, bg.baseline = g.F64("bank.density"), g.F64("bank.density_baseline")
+	bg.candOrder, _ = g.I64("bank.cand_order")
+	bg.candSlot, _ = g.I64("bank.cand_target_slot")
+	bg.candScore, bg.candExt = g.F64("bank.cand_score"), g.F64("bank.cand_external_density")
+	bg.parts, _ = g.I64("attn.tokens_mem_local_total")
 	BL, BLH := bg.B*bg.L, bg.B*bg.L*bg.H
 	for _, c := range []struct {
 		name string
@@ -364,7 +364,7 @@ type densitySidecar struct {
 func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []blockRecord) {
 	t.Helper()
 	var sc densitySidecar
-	g.sidecar(&sc)
+	g.Sidecar(&sc)
 	pc := pol.(interface{ Config() memory.Config }).Config()
 	chunk := 0
 	for k, raw := range sc.Density {
@@ -392,24 +392,24 @@ func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []
 			// The reference processes candidates in chunks of this many;
 			// checked through the log's decision_group_sizes below.
 			if json.Unmarshal(raw, &chunk) != nil || chunk <= 0 {
-				t.Errorf("%s: density.work_chunk_size = %s, want a positive integer", g.name, raw)
+				t.Errorf("%s: density.work_chunk_size = %s, want a positive integer", g.Name(), raw)
 			}
 			continue
 		default:
-			if !g.prose("density." + k) {
-				t.Errorf("%s: sidecar density.%s = %s is not compared: add it to checkDensitySidecar", g.name, k, raw)
+			if !g.Prose("density." + k) {
+				t.Errorf("%s: sidecar density.%s = %s is not compared: add it to checkDensitySidecar", g.Name(), k, raw)
 			}
 			continue
 		}
 		if !goldencov.SameJSON(t, raw, want) {
-			t.Errorf("%s: sidecar density.%s = %s, the policy uses %v", g.name, k, raw, want)
+			t.Errorf("%s: sidecar density.%s = %s, the policy uses %v", g.Name(), k, raw, want)
 		}
-		g.markSidecar("density." + k)
+		g.MarkSidecar("density." + k)
 	}
 	if !goldencov.SameJSON(t, sc.Capacity, pc.Capacity) {
-		t.Errorf("%s: capacity_tokens_per_head = %s, the policy uses %d", g.name, sc.Capacity, pc.Capacity)
+		t.Errorf("%s: capacity_tokens_per_head = %s, the policy uses %d", g.Name(), sc.Capacity, pc.Capacity)
 	}
-	g.markSidecar("capacity_tokens_per_head")
+	g.MarkSidecar("capacity_tokens_per_head")
 
 	// Evictions per head, summed over blocks and layers (the heads of a
 	// layer hold the same number of entries, so they evict alike).
@@ -428,12 +428,12 @@ func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []
 		}
 	}
 	if !goldencov.SameJSON(t, sc.TotalEvicted, evicted) {
-		t.Errorf("%s: total_evicted_entries_all_layers = %s, the run evicted %d per head", g.name, sc.TotalEvicted, evicted)
+		t.Errorf("%s: total_evicted_entries_all_layers = %s, the run evicted %d per head", g.Name(), sc.TotalEvicted, evicted)
 	}
-	g.markSidecar("total_evicted_entries_all_layers")
+	g.MarkSidecar("total_evicted_entries_all_layers")
 
 	if len(sc.Log) != len(recs) {
-		t.Fatalf("%s: layer0_memory_log has %d entries for %d blocks", g.name, len(sc.Log), len(recs))
+		t.Fatalf("%s: layer0_memory_log has %d entries for %d blocks", g.Name(), len(sc.Log), len(recs))
 	}
 	seen := 0
 	for b, e := range sc.Log {
@@ -477,15 +477,15 @@ func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []
 			case "mode":
 				var mode string
 				if json.Unmarshal(raw, &mode) != nil {
-					t.Errorf("%s: log block %d: mode %s is not a string", g.name, b, raw)
+					t.Errorf("%s: log block %d: mode %s is not a string", g.Name(), b, raw)
 					continue
 				}
 				// The reference's name for the policy must build the same one.
 				other, err := memory.New(mode, pc)
 				if err != nil || other.Name() != pol.Name() {
-					t.Errorf("%s: log block %d: mode %q is not policy %s (%v)", g.name, b, mode, pol.Name(), err)
+					t.Errorf("%s: log block %d: mode %q is not policy %s (%v)", g.Name(), b, mode, pol.Name(), err)
 				}
-				g.markSidecar("layer0_memory_log[]." + k)
+				g.MarkSidecar("layer0_memory_log[]." + k)
 				continue
 			case "active_entries_per_head":
 				want, num = float64(osum)/float64(len(occ)), true
@@ -498,7 +498,7 @@ func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []
 			case "decision_group_sizes":
 				want = groups
 				if chunk > 0 {
-					g.markSidecar("density.work_chunk_size")
+					g.MarkSidecar("density.work_chunk_size")
 				}
 			case "accepted_entries", "gate_accepted_entries":
 				want = lg.Admitted[0]
@@ -521,7 +521,7 @@ func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []
 			case "attention_total_tokens":
 				want = p.Total()
 			default:
-				t.Errorf("%s: layer0_memory_log[].%s = %s is not compared: add it to checkDensitySidecar", g.name, k, raw)
+				t.Errorf("%s: layer0_memory_log[].%s = %s is not compared: add it to checkDensitySidecar", g.Name(), k, raw)
 				continue
 			}
 			ok := false
@@ -533,9 +533,9 @@ func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []
 				ok = goldencov.SameJSON(t, raw, want)
 			}
 			if !ok {
-				t.Errorf("%s: layer0_memory_log block %d: %s = %s, the run has %v", g.name, b, k, raw, want)
+				t.Errorf("%s: layer0_memory_log block %d: %s = %s, the run has %v", g.Name(), b, k, raw, want)
 			}
-			g.markSidecar("layer0_memory_log[]." + k)
+			g.MarkSidecar("layer0_memory_log[]." + k)
 		}
 	}
 }
@@ -559,9 +559,9 @@ func TestGoldenRolloutDensityKV(t *testing.T) {
 			g := openGolden(t, c.file+".safetensors")
 			bg := loadBankGolden(t, g)
 			cfg := memory.Config{Layout: m.Cfg.Layout(6, 8, 3), SinkFrames: 1, CacheFrames: 12, WindowFrames: 5, Capacity: c.capacity}
-			cfg.Bank.Ordering = "max"
+			cfg.Bank.Ordering = bank.OrderMax
 			cfg.Bank.Sigma = 4
-			cfg.Bank.Payload = "f32"
+			cfg.Bank.Payload = bank.PayloadF32
 			pol, err := memory.New(memory.NameDensityKV, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -588,7 +588,7 @@ func TestGoldenRolloutDensityKV(t *testing.T) {
 			if len(recs) != bg.B {
 				t.Fatalf("%d blocks checked, golden has %d", len(recs), bg.B)
 			}
-			g.mark("bank.updated", "bank.num_candidates", "bank.accepted_count", "bank.count", "bank.source_token", "bank.source_frame",
+			g.Mark("bank.updated", "bank.num_candidates", "bank.accepted_count", "bank.count", "bank.source_token", "bank.source_frame",
 				"bank.keys", "bank.values", "bank.density", "bank.density_baseline", "bank.cand_order", "bank.cand_target_slot",
 				"bank.cand_score", "bank.cand_external_density", "attn.tokens_mem_local_total")
 			checkDensitySidecar(t, g, pol, recs)

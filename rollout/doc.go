@@ -18,6 +18,15 @@
 // latents. A rollout stopped between blocks (Options.Stop) continues at
 // block b with Options.Start = b, the policy restored from a snapshot
 // (memory.Snapshotter) and the folder reopened by ResumeWriter,
-// bit-identically. Generate wires checkpoint + text embeddings + policy for the
-// command line; Bench measures per-block time and peak memory.
+// bit-identically.
+//
+// The generate path (generate.go) is what every caller shares:
+// NewGenerator loads the checkpoint and embeds the prompt schedule (each
+// prompt's text conditioning a TextSource: a tensor file, TextFile, or
+// values from an encoder, TextValues), and Generator.Run rolls it out with
+// any memory policy, handing each finished block to Options.BlockDone (the
+// densitykv command's run folder writes its logs, latent previews and
+// checkpoints there; a decoder could write video). Generate wires the two
+// for a folder of latent shards and a memory log. (The backbone benchmark,
+// per-block time and peak memory, is package internal/bench's RunWan.)
 package rollout

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,9 +14,79 @@ import (
 	"github.com/densitykv/densitykv/wan"
 )
 
+// The generate path: a Generator is a loaded model with its prompt schedule
+// embedded (NewGenerator); Run rolls it out with any memory policy and
+// hands each finished block to the caller (Options.BlockDone: latent
+// shards, previews, logs). Generate wires the two for a folder of latent
+// shards and a memory log; the densitykv command wires them for a run
+// folder with resume (package runfolder).
+
+// TextSource is one prompt's text conditioning: the text encoder's output
+// for it. TextFile reads one from a tensor file; TextValues holds one
+// already computed (by a text encoder in the same process, for instance).
+type TextSource interface {
+	// Embedding returns the encoder output [L][D] (row-major), L and D.
+	Embedding() (values []float32, rows, dim int, err error)
+	// Label names the prompt in logs and the manifest.
+	Label() string
+}
+
+// TextFile is a TextSource read from a tensor file with LoadText.
+type TextFile struct {
+	Path   string // .safetensors or PyTorch zip
+	Tensor string // tensor name ("" = "context", or the file's only tensor)
+}
+
+// Embedding reads the file (LoadText).
+func (t TextFile) Embedding() ([]float32, int, int, error) { return LoadText(t.Path, t.Tensor) }
+
+// Label is the file's base name.
+func (t TextFile) Label() string { return filepath.Base(t.Path) }
+
+// TextValues is a TextSource of values already in memory.
+type TextValues struct {
+	Name      string
+	Values    []float32 // [Rows][Dim]
+	Rows, Dim int
+}
+
+// Embedding returns the values.
+func (t TextValues) Embedding() ([]float32, int, int, error) {
+	if t.Rows <= 0 || t.Dim <= 0 || len(t.Values) != t.Rows*t.Dim {
+		return nil, 0, 0, fmt.Errorf("rollout: text %s: %d values for %d×%d", t.Name, len(t.Values), t.Rows, t.Dim)
+	}
+	return t.Values, t.Rows, t.Dim, nil
+}
+
+// Label is the name.
+func (t TextValues) Label() string { return t.Name }
+
+// PromptText is one entry of a prompt schedule before it is embedded: Text
+// is used from block FromBlock on (until the next entry).
+type PromptText struct {
+	FromBlock int
+	Text      TextSource
+}
+
+// TextTensorError reports a text file without the tensor asked for
+// (Tensor), or with several tensors and none asked for (Tensor == "").
+type TextTensorError struct {
+	Path, Tensor string
+	Have         []string // the file's tensors
+}
+
+func (e *TextTensorError) Error() string {
+	if e.Tensor == "" {
+		return fmt.Sprintf("rollout: text embeddings %s: %d tensors (%v); name the one to use", e.Path, len(e.Have), e.Have)
+	}
+	return fmt.Sprintf("rollout: text embeddings %s: no tensor %q (have %v)", e.Path, e.Tensor, e.Have)
+}
+
 // LoadText reads a text-encoder output from a tensor file (.safetensors or
-// PyTorch zip): tensor name (empty = the file's only tensor, or "context")
-// of shape [L][D] or [1][L][D]. It returns the values and L.
+// PyTorch zip): tensor name (looked up as checkpoint.NormalizeKey(name);
+// empty = "context", or the file's only tensor) of shape [L][D] or
+// [1][L][D]. It returns the values, L and D. A missing or ambiguous tensor
+// is a *TextTensorError.
 func LoadText(path, name string) ([]float32, int, int, error) {
 	sd, err := checkpoint.LoadFile(path, checkpoint.TorchOptions{})
 	if err != nil {
@@ -27,12 +98,12 @@ func LoadText(path, name string) ([]float32, int, int, error) {
 		} else if len(sd) == 1 {
 			name = sd.Names()[0]
 		} else {
-			return nil, 0, 0, fmt.Errorf("rollout: text embeddings %s: %d tensors (%v); name the one to use", path, len(sd), sd.Names())
+			return nil, 0, 0, &TextTensorError{Path: path, Have: sd.Names()}
 		}
 	}
 	t, ok := sd[checkpoint.NormalizeKey(name)]
 	if !ok {
-		return nil, 0, 0, fmt.Errorf("rollout: text embeddings %s: no tensor %q (have %v)", path, name, sd.Names())
+		return nil, 0, 0, &TextTensorError{Path: path, Tensor: name, Have: sd.Names()}
 	}
 	sh := t.Shape
 	if len(sh) == 3 && sh[0] == 1 {
@@ -44,23 +115,142 @@ func LoadText(path, name string) ([]float32, int, int, error) {
 	return t.Data, sh[0], sh[1], nil
 }
 
-// TextInput is one prompt of a generation's prompt schedule.
-type TextInput struct {
-	FromBlock int    // first block using this prompt
-	Path      string // tensor file with the text-encoder output
-	Tensor    string // tensor name inside it (see LoadText)
+// InputError reports a generation input that cannot be used: the model
+// checkpoint (Prompt < 0) or the text of prompt Prompt.
+type InputError struct {
+	Prompt int
+	Name   string // the checkpoint file, or the prompt's label
+	Err    error
 }
 
-// GenerateOptions is everything `densitykv generate` needs.
-type GenerateOptions struct {
+func (e *InputError) Error() string {
+	if e.Prompt < 0 {
+		return fmt.Sprintf("rollout: generate: checkpoint %s: %v", e.Name, e.Err)
+	}
+	return fmt.Sprintf("rollout: generate: text %s: %v", e.Name, e.Err)
+}
+
+func (e *InputError) Unwrap() error { return e.Err }
+
+// Generator is a model with its prompt schedule embedded, ready to roll
+// out with any memory policy (Run).
+type Generator struct {
+	Model    *wan.Model
+	Prompts  []Prompt // sorted by FromBlock; the first starts at block 0
+	Schedule *Schedule
+}
+
+// ModelOptions names a generator's weights.
+type ModelOptions struct {
 	Checkpoint string     // .safetensors or .pt (generator / generator_ema / model.)
 	Entry      string     // PyTorch entry override ("" = automatic)
 	LoRA       string     // optional LongLive LoRA checkpoint (generator_lora)
 	LoRAAlpha  float64    // 0 = the rank
 	Model      wan.Config // zero value = wan.DefaultConfig()
-	Texts      []TextInput
-	Policy     string        // memory policy name (memory.Names)
-	Memory     memory.Config // Layout and (when 0) RoPETheta are filled in from the model (wan.Config.Memory)
+}
+
+// NewGenerator loads the model and embeds the prompts (each text's width
+// must be the model's TextDim). steps and shift give the schedule (nil and
+// 0: DefaultSteps, shift 5). Errors in an input are *InputError.
+func NewGenerator(mo ModelOptions, prompts []PromptText, steps []int, shift float64) (*Generator, error) {
+	cfg := mo.Model
+	if cfg == (wan.Config{}) {
+		cfg = wan.DefaultConfig()
+	}
+	if steps == nil {
+		steps = DefaultSteps
+	}
+	if shift == 0 {
+		shift = 5
+	}
+	if len(prompts) == 0 {
+		return nil, fmt.Errorf("rollout: generate: no prompt")
+	}
+	sch, err := NewSchedule(steps, shift, 1000)
+	if err != nil {
+		return nil, err
+	}
+	m, err := wan.Load(mo.Checkpoint, cfg, wan.LoadOptions{Entry: mo.Entry, LoRA: mo.LoRA, LoRAAlpha: mo.LoRAAlpha})
+	if err != nil {
+		return nil, &InputError{Prompt: -1, Name: mo.Checkpoint, Err: err}
+	}
+	return NewGeneratorFor(m, sch, prompts)
+}
+
+// NewGeneratorFor embeds the prompts for model m with schedule sch (an
+// InputError's Prompt is the index in prompts).
+func NewGeneratorFor(m *wan.Model, sch *Schedule, prompts []PromptText) (*Generator, error) {
+	order := make([]int, len(prompts))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return prompts[order[i]].FromBlock < prompts[order[j]].FromBlock })
+	g := &Generator{Model: m, Schedule: sch}
+	for _, i := range order {
+		pt := prompts[i]
+		label := pt.Text.Label()
+		v, rows, dim, err := pt.Text.Embedding()
+		if err != nil {
+			return nil, &InputError{Prompt: i, Name: label, Err: err}
+		}
+		if dim != m.Cfg.TextDim {
+			return nil, &InputError{Prompt: i, Name: label, Err: fmt.Errorf("width %d, the model needs %d", dim, m.Cfg.TextDim)}
+		}
+		txt, err := m.EmbedText(v, rows)
+		if err != nil {
+			return nil, &InputError{Prompt: i, Name: label, Err: err}
+		}
+		g.Prompts = append(g.Prompts, Prompt{FromBlock: pt.FromBlock, Text: txt, Name: label})
+	}
+	return g, nil
+}
+
+// RunOptions is one rollout of a Generator: Options without the model's
+// parts (schedule, prompts) and with the noise seeded.
+type RunOptions struct {
+	Blocks         int
+	FramesPerBlock int // 0 = 3
+	Height, Width  int // latent size
+	Seed           uint64
+	Writer         *Writer   // optional
+	MemLog         io.Writer // optional
+	Progress       func(Progress)
+	BlockDone      func(block int, latents []float32, log BlockLog) error
+	Context        context.Context
+	Stop           context.Context
+	Start          int
+}
+
+// options returns the rollout options of o.
+func (g *Generator) options(o RunOptions) Options {
+	return Options{Blocks: o.Blocks, FramesPerBlock: o.FramesPerBlock, Height: o.Height, Width: o.Width,
+		Schedule: g.Schedule, Noise: Seeded{Seed: o.Seed, StepsPerBlock: len(g.Schedule.Timesteps) - 1}, Prompts: g.Prompts,
+		Writer: o.Writer, MemLog: o.MemLog, Progress: o.Progress, BlockDone: o.BlockDone, Context: o.Context, Stop: o.Stop, Start: o.Start}
+}
+
+// Run rolls the generator out with pol (see Run).
+func (g *Generator) Run(pol memory.Policy, o RunOptions) error {
+	return Run(g.Model, pol, g.options(o))
+}
+
+// Manifest describes a rollout of the generator with pol for the Writer;
+// extra is recorded as is.
+func (g *Generator) Manifest(pol memory.Policy, o RunOptions, extra map[string]string) Manifest {
+	F := o.FramesPerBlock
+	if F == 0 {
+		F = 3
+	}
+	seed := o.Seed
+	return Manifest{Policy: pol.Name(), Channels: g.Model.Cfg.OutDim, Height: o.Height, Width: o.Width,
+		FramesPerBlock: F, BlocksPlanned: o.Blocks, Timesteps: g.Schedule.Timesteps, Sigmas: g.Schedule.Sigmas, Seed: &seed, Extra: extra}
+}
+
+// GenerateOptions is a generation into a folder (Generate).
+type GenerateOptions struct {
+	ModelOptions
+	Prompts []PromptText
+	Policy  string        // memory policy name (memory.Names)
+	Memory  memory.Config // Layout and (when 0) RoPETheta are filled in from the model (wan.Config.Memory)
 	// Height and Width are the latent size (0 = 60×104, 480×832 video).
 	Height, Width  int
 	Blocks         int
@@ -71,37 +261,29 @@ type GenerateOptions struct {
 	OutDir         string
 	Progress       func(Progress)
 	Context        context.Context
+	// BlockDone, when set, receives each finished block after its shard
+	// and log line are written; its error stops the rollout.
+	BlockDone func(block int, latents []float32, log BlockLog) error
 }
 
-// Generate loads the checkpoint and text embeddings, builds the memory
-// policy and streams a rollout into o.OutDir: manifest.json, latents/
-// block_NNNNN.safetensors and memory_log.jsonl. It returns the final
-// manifest.
+// Generate loads the checkpoint and the prompts' embeddings, builds the
+// memory policy and streams a rollout into o.OutDir: manifest.json,
+// latents/block_NNNNN.safetensors and memory_log.jsonl (BlockLog lines).
+// It returns the final manifest.
 func Generate(o GenerateOptions) (Manifest, error) {
-	cfg := o.Model
-	if cfg == (wan.Config{}) {
-		cfg = wan.DefaultConfig()
-	}
 	if o.Height == 0 && o.Width == 0 {
 		o.Height, o.Width = 60, 104
 	}
 	if o.FramesPerBlock == 0 {
 		o.FramesPerBlock = 3
 	}
-	if o.Steps == nil {
-		o.Steps = DefaultSteps
+	if o.OutDir == "" || len(o.Prompts) == 0 || o.Blocks <= 0 {
+		return Manifest{}, fmt.Errorf("rollout: generate: need an output folder (%q), at least one prompt (%d) and blocks > 0 (%d)", o.OutDir, len(o.Prompts), o.Blocks)
 	}
-	if o.Shift == 0 {
-		o.Shift = 5
+	if o.Model == (wan.Config{}) {
+		o.Model = wan.DefaultConfig()
 	}
-	if o.OutDir == "" || len(o.Texts) == 0 || o.Blocks <= 0 {
-		return Manifest{}, fmt.Errorf("rollout: generate: need an output folder (%q), at least one text (%d) and blocks > 0 (%d)", o.OutDir, len(o.Texts), o.Blocks)
-	}
-	sch, err := NewSchedule(o.Steps, o.Shift, 1000)
-	if err != nil {
-		return Manifest{}, err
-	}
-	mc, err := cfg.Memory(o.Memory, o.Height, o.Width, o.FramesPerBlock)
+	mc, err := o.Model.Memory(o.Memory, o.Height, o.Width, o.FramesPerBlock)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("rollout: generate: %w", err)
 	}
@@ -109,31 +291,14 @@ func Generate(o GenerateOptions) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, fmt.Errorf("rollout: generate: %w", err)
 	}
-	m, err := wan.Load(o.Checkpoint, cfg, wan.LoadOptions{Entry: o.Entry, LoRA: o.LoRA, LoRAAlpha: o.LoRAAlpha})
+	g, err := NewGenerator(o.ModelOptions, o.Prompts, o.Steps, o.Shift)
 	if err != nil {
-		return Manifest{}, fmt.Errorf("rollout: generate: %w", err)
+		return Manifest{}, err
 	}
-	texts := append([]TextInput(nil), o.Texts...)
-	sort.SliceStable(texts, func(i, j int) bool { return texts[i].FromBlock < texts[j].FromBlock })
-	var prompts []Prompt
-	for _, ti := range texts {
-		v, rows, dim, err := LoadText(ti.Path, ti.Tensor)
-		if err != nil {
-			return Manifest{}, err
-		}
-		if dim != cfg.TextDim {
-			return Manifest{}, fmt.Errorf("rollout: generate: text %s has width %d, the model needs %d", ti.Path, dim, cfg.TextDim)
-		}
-		txt, err := m.EmbedText(v, rows)
-		if err != nil {
-			return Manifest{}, fmt.Errorf("rollout: generate: text %s: %w", ti.Path, err)
-		}
-		prompts = append(prompts, Prompt{FromBlock: ti.FromBlock, Text: txt, Name: filepath.Base(ti.Path)})
-	}
-	seed := o.Seed
-	w, err := NewWriter(o.OutDir, Manifest{Policy: pol.Name(), Channels: cfg.OutDim, Height: o.Height, Width: o.Width,
-		FramesPerBlock: o.FramesPerBlock, BlocksPlanned: o.Blocks, Timesteps: sch.Timesteps, Sigmas: sch.Sigmas, Seed: &seed,
-		Extra: map[string]string{"checkpoint": o.Checkpoint, "lora": o.LoRA, "started": time.Now().UTC().Format(time.RFC3339)}})
+	ro := RunOptions{Blocks: o.Blocks, FramesPerBlock: o.FramesPerBlock, Height: o.Height, Width: o.Width, Seed: o.Seed,
+		Progress: o.Progress, Context: o.Context, BlockDone: o.BlockDone}
+	w, err := NewWriter(o.OutDir, g.Manifest(pol, ro,
+		map[string]string{"checkpoint": o.Checkpoint, "lora": o.LoRA, "started": time.Now().UTC().Format(time.RFC3339)}))
 	if err != nil {
 		return Manifest{}, err
 	}
@@ -142,10 +307,8 @@ func Generate(o GenerateOptions) (Manifest, error) {
 		return Manifest{}, fmt.Errorf("rollout: generate: %w", err)
 	}
 	defer logf.Close()
-	err = Run(m, pol, Options{Blocks: o.Blocks, FramesPerBlock: o.FramesPerBlock, Height: o.Height, Width: o.Width,
-		Schedule: sch, Noise: Seeded{Seed: seed, StepsPerBlock: len(sch.Timesteps) - 1}, Prompts: prompts,
-		Writer: w, MemLog: logf, Progress: o.Progress, Context: o.Context})
-	if err != nil {
+	ro.Writer, ro.MemLog = w, logf
+	if err := g.Run(pol, ro); err != nil {
 		return w.Manifest(), err
 	}
 	return w.Manifest(), logf.Close()

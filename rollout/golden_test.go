@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/internal/goldencov"
 	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/goldenfile"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/wan"
 )
@@ -24,84 +24,13 @@ const goldenH, goldenW, goldenF = 6, 8, 3
 // goldenRollouts lists the golden rollout files (without extension).
 var goldenRollouts = []string{"rollout_native", "rollout_densitykv", "rollout_densitykv_cap60", "rollout_densitykv_large"}
 
-type goldenFile struct {
-	t    *testing.T
-	name string // file name in the golden folder
-	s    *checkpoint.Safetensors
-}
+// goldenFile is an opened golden safetensors file (package goldenfile).
+type goldenFile = goldenfile.File
 
-func openGolden(t *testing.T, name string) *goldenFile {
-	t.Helper()
-	s, err := checkpoint.OpenSafetensors(filepath.Join(goldendir.Wan(t), name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return &goldenFile{t, name, s}
-}
-
-// mark records that the tests compared the named tensors of this file.
-func (g *goldenFile) mark(names ...string) { goldencov.Mark(g.name, names...) }
-
-// sidecar reads the file's JSON sidecar into v.
-func (g *goldenFile) sidecar(v any) {
-	g.t.Helper()
-	if err := goldencov.Sidecar(goldendir.Wan(g.t), strings.TrimSuffix(g.name, ".safetensors")+".json", v); err != nil {
-		g.t.Fatal(err)
-	}
-}
-
-// prose reports whether the sidecar field at path is prose (nothing to
-// compare; see goldencov.Owner).
-func (g *goldenFile) prose(path string) bool {
-	return goldencov.Owner(strings.TrimSuffix(g.name, ".safetensors")+".json", "json:"+path) == goldencov.Prose
-}
-
-// markSidecar records that the tests compared the named sidecar fields.
-func (g *goldenFile) markSidecar(paths ...string) {
-	for _, p := range paths {
-		goldencov.Mark(strings.TrimSuffix(g.name, ".safetensors")+".json", "json:"+p)
-	}
-}
-
-func (g *goldenFile) f32(name string) []float32 {
-	g.t.Helper()
-	v, _, err := g.s.Float32(name)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	return v
-}
-
-func (g *goldenFile) f64(name string) []float64 {
-	g.t.Helper()
-	v, _, err := g.s.Float64(name)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	return v
-}
-
-func (g *goldenFile) i64(name string) ([]int64, []int) {
-	g.t.Helper()
-	v, sh, err := g.s.Int64(name)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	return v, sh
-}
-
-func relErr(got []float32, want []float64) float64 {
-	var md, mw float64
-	for i, w := range want {
-		md = math.Max(md, math.Abs(float64(got[i])-w))
-		mw = math.Max(mw, math.Abs(w))
-	}
-	if mw == 0 {
-		return md
-	}
-	return md / mw
-}
+var (
+	openGolden = goldenfile.Open
+	relErr     = goldenfile.RelErr
+)
 
 func goldenModel(t *testing.T) *wan.Model {
 	t.Helper()
@@ -119,17 +48,17 @@ func checkSchedule(t *testing.T, g *goldenFile, s *Schedule) {
 		name string
 		got  []float32
 	}{{"timesteps", s.Timesteps}, {"sigmas", s.Sigmas}} {
-		want := g.f64(c.name)
+		want := g.F64(c.name)
 		if len(want) != len(c.got) {
-			t.Errorf("%s: %s has %d values, the schedule %d", g.name, c.name, len(want), len(c.got))
+			t.Errorf("%s: %s has %d values, the schedule %d", g.Name(), c.name, len(want), len(c.got))
 			continue
 		}
 		for i, v := range want {
 			if float64(c.got[i]) != v {
-				t.Errorf("%s: %s[%d] = %v, golden %v", g.name, c.name, i, c.got[i], v)
+				t.Errorf("%s: %s[%d] = %v, golden %v", g.Name(), c.name, i, c.got[i], v)
 			}
 		}
-		g.mark(c.name)
+		g.Mark(c.name)
 	}
 }
 
@@ -158,29 +87,29 @@ func TestGoldenForwardX0(t *testing.T) {
 	s := DefaultSchedule()
 	for _, f := range goldenForwards {
 		g := openGolden(t, f+".safetensors")
-		x, flow, ts := g.f32("x"), g.f32("flow_pred"), g.f64("timestep")
+		x, flow, ts := g.F32("x"), g.F32("flow_pred"), g.F64("timestep")
 		x0 := make([]float32, len(x))
 		n := len(x) / len(ts)
 		for fr, tv := range ts {
 			ToX0(x0[fr*n:(fr+1)*n], x[fr*n:(fr+1)*n], flow[fr*n:(fr+1)*n], s.Sigma(float32(tv)))
 		}
-		if e := relErr(x0, g.f64("x0_pred")); e > 1e-6 {
+		if e := relErr(x0, g.F64("x0_pred")); e > 1e-6 {
 			t.Errorf("%s: x0_pred relative error %.3g", f, e)
 		}
-		g.mark("x0_pred")
+		g.Mark("x0_pred")
 	}
 }
 
 func goldenOptions(t *testing.T, m *wan.Model, g *goldenFile) Options {
 	t.Helper()
-	ctx := g.f32("context")
+	ctx := g.F32("context")
 	txt, err := m.EmbedText(ctx, len(ctx)/m.Cfg.TextDim)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fs := m.Cfg.InDim * goldenH * goldenW
 	return Options{Blocks: 8, FramesPerBlock: goldenF, Height: goldenH, Width: goldenW, Schedule: DefaultSchedule(),
-		Noise: &Sequence{InitialValues: g.f32("noise_initial"), RenoiseValues: g.f32("noise_renoise"), FrameSize: fs,
+		Noise: &Sequence{InitialValues: g.F32("noise_initial"), RenoiseValues: g.F32("noise_renoise"), FrameSize: fs,
 			BlockSize: goldenF * fs, PerBlock: len(DefaultSchedule().Timesteps) - 1},
 		Prompts: []Prompt{{Text: txt, Name: "golden"}}}
 }
@@ -203,10 +132,10 @@ func checkRollout(t *testing.T, g *goldenFile, m *wan.Model, pol memory.Policy, 
 	checkSchedule(t, g, opt.Schedule)
 	S := len(opt.Schedule.Timesteps)
 	bs := opt.FramesPerBlock * m.Cfg.InDim * opt.Height * opt.Width
-	stepIn, stepFlow, stepX0 := g.f64("step_input"), g.f64("step_flow_pred"), g.f64("step_x0_pred")
-	clean, lat := g.f64("clean_pass_input"), g.f64("latents")
+	stepIn, stepFlow, stepX0 := g.F64("step_input"), g.F64("step_flow_pred"), g.F64("step_x0_pred")
+	clean, lat := g.F64("clean_pass_input"), g.F64("latents")
 	if len(stepIn) != opt.Blocks*S*bs || len(clean) != opt.Blocks*bs || len(lat) != opt.Blocks*bs {
-		t.Fatalf("%s: golden step/latent tensors hold %d/%d/%d values, want %d blocks × %d steps × %d", g.name, len(stepIn), len(clean), len(lat), opt.Blocks, S, bs)
+		t.Fatalf("%s: golden step/latent tensors hold %d/%d/%d values, want %d blocks × %d steps × %d", g.Name(), len(stepIn), len(clean), len(lat), opt.Blocks, S, bs)
 	}
 	worst := map[string]float64{}
 	note := func(k string, e float64) {
@@ -229,7 +158,7 @@ func checkRollout(t *testing.T, g *goldenFile, m *wan.Model, pol memory.Policy, 
 		note("step_x0_pred", relErr(r.X0, stepX0[o:o+bs]))
 	}
 	blocks := 0
-	opt.BlockDone = func(b int, x []float32, log BlockLog) {
+	opt.BlockDone = func(b int, x []float32, log BlockLog) error {
 		blocks++
 		e := relErr(x, lat[b*bs:(b+1)*bs])
 		note("latents", e)
@@ -239,6 +168,7 @@ func checkRollout(t *testing.T, g *goldenFile, m *wan.Model, pol memory.Policy, 
 		if extra != nil {
 			extra(b, log)
 		}
+		return nil
 	}
 	if err := Run(m, pol, opt); err != nil {
 		t.Fatal(err)
@@ -251,11 +181,11 @@ func checkRollout(t *testing.T, g *goldenFile, m *wan.Model, pol memory.Policy, 
 			t.Errorf("%s: worst relative error %.3g > %g", k, e, goldenTol)
 		}
 	}
-	g.mark("step_input", "step_flow_pred", "step_x0_pred", "clean_pass_input", "latents", "context", "noise_initial", "noise_renoise")
+	g.Mark("step_input", "step_flow_pred", "step_x0_pred", "clean_pass_input", "latents", "context", "noise_initial", "noise_renoise")
 	t.Logf("worst relative errors: %v", worst)
 
 	var sc rolloutSidecar
-	g.sidecar(&sc)
+	g.Sidecar(&sc)
 	pc := pol.(interface{ Config() memory.Config }).Config()
 	for k, raw := range sc.Rollout {
 		var want any
@@ -278,7 +208,7 @@ func checkRollout(t *testing.T, g *goldenFile, m *wan.Model, pol memory.Policy, 
 			var warp bool
 			if json.Unmarshal(sc.Rollout["denoising_step_list"], &steps) != nil || json.Unmarshal(sc.Rollout["timestep_shift"], &shift) != nil ||
 				json.Unmarshal(sc.Rollout["warp_denoising_step"], &warp) != nil {
-				t.Errorf("%s: rollout step list / shift / warp unreadable", g.name)
+				t.Errorf("%s: rollout step list / shift / warp unreadable", g.Name())
 				continue
 			}
 			if !warp {
@@ -286,9 +216,9 @@ func checkRollout(t *testing.T, g *goldenFile, m *wan.Model, pol memory.Policy, 
 			}
 			s, err := NewSchedule(steps, shift, 1000)
 			if err != nil || !slices.Equal(s.Timesteps, opt.Schedule.Timesteps) || !slices.Equal(s.Sigmas, opt.Schedule.Sigmas) {
-				t.Errorf("%s: rollout.%s: steps %v, shift %v, warp %v give %+v (%v), the rollout used %+v", g.name, k, steps, shift, warp, s, err, opt.Schedule)
+				t.Errorf("%s: rollout.%s: steps %v, shift %v, warp %v give %+v (%v), the rollout used %+v", g.Name(), k, steps, shift, warp, s, err, opt.Schedule)
 			}
-			g.markSidecar("rollout." + k)
+			g.MarkSidecar("rollout." + k)
 			continue
 		case "denoising_update_mode":
 			want = "x0_renoise" // the only update Run implements: x0 = x − σ·v, re-noised with fresh noise
@@ -302,37 +232,37 @@ func checkRollout(t *testing.T, g *goldenFile, m *wan.Model, pol memory.Policy, 
 			}
 			want = calls[0]
 		default:
-			t.Errorf("%s: sidecar rollout.%s = %s is not compared: add it to checkRollout", g.name, k, raw)
+			t.Errorf("%s: sidecar rollout.%s = %s is not compared: add it to checkRollout", g.Name(), k, raw)
 			continue
 		}
 		if !goldencov.SameJSON(t, raw, want) {
-			t.Errorf("%s: sidecar rollout.%s = %s, the rollout used %v", g.name, k, raw, want)
+			t.Errorf("%s: sidecar rollout.%s = %s, the rollout used %v", g.Name(), k, raw, want)
 		}
-		g.markSidecar("rollout." + k)
+		g.MarkSidecar("rollout." + k)
 	}
 	if len(sc.Rollout) == 0 {
-		t.Errorf("%s: sidecar has no rollout settings", g.name)
+		t.Errorf("%s: sidecar has no rollout settings", g.Name())
 	}
 	// The reference's self-check: its block-0 step-0 flow equals forward
 	// case a's (the same first call). Recompute it from the golden files,
 	// and check the Go rollout's first call against forward case a too.
 	for k, v := range sc.Check {
 		if !strings.HasPrefix(k, "max_abs_diff_block0_step0_vs_") || !strings.HasSuffix(k, "forward_a") {
-			t.Errorf("%s: sidecar check.%s is not compared: add it to checkRollout", g.name, k)
+			t.Errorf("%s: sidecar check.%s is not compared: add it to checkRollout", g.Name(), k)
 			continue
 		}
-		fa := openGolden(t, goldenForwards[0]+".safetensors").f64("flow_pred")
+		fa := openGolden(t, goldenForwards[0]+".safetensors").F64("flow_pred")
 		var d float64
 		for i, w := range fa {
 			d = math.Max(d, math.Abs(stepFlow[i]-w))
 		}
 		if d != v {
-			t.Errorf("%s: check.%s = %v, the golden files differ by %v", g.name, k, v, d)
+			t.Errorf("%s: check.%s = %v, the golden files differ by %v", g.Name(), k, v, d)
 		}
 		if e := relErr(flow00, fa); e > goldenTol {
-			t.Errorf("%s: block 0 step 0 flow vs forward case a: relative error %.3g", g.name, e)
+			t.Errorf("%s: block 0 step 0 flow vs forward case a: relative error %.3g", g.Name(), e)
 		}
-		g.markSidecar("check." + k)
+		g.MarkSidecar("check." + k)
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 func TestEveryPolicyDrivesARollout(t *testing.T) {
 	m := goldenModel(t)
 	g := openGolden(t, "rollout_native.safetensors")
-	txt, err := m.EmbedText(g.f32("context"), 8)
+	txt, err := m.EmbedText(g.F32("context"), 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestEveryPolicyDrivesARollout(t *testing.T) {
 			blocks := 0
 			err = Run(m, pol, Options{Blocks: 6, Height: 6, Width: 8, Schedule: DefaultSchedule(), Noise: Seeded{Seed: 5, StepsPerBlock: 3},
 				Prompts: []Prompt{{Text: txt}},
-				BlockDone: func(b int, x []float32, log BlockLog) {
+				BlockDone: func(b int, x []float32, log BlockLog) error {
 					blocks++
 					for i, v := range x {
 						if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
@@ -36,6 +36,7 @@ func TestEveryPolicyDrivesARollout(t *testing.T) {
 					if len(log.Attention) != 2 || log.Attention[0].Total() < 36 || log.Policy != pol.Name() {
 						t.Fatalf("block %d log %+v", b, log)
 					}
+					return nil
 				}})
 			if err != nil {
 				t.Fatal(err)

@@ -11,18 +11,20 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/memory"
 )
 
 // stopAfter returns a context that is cancelled once block last is done,
 // and the BlockDone callback that does it (chained before done).
-func stopAfter(last int, done func(int, []float32, BlockLog)) (context.Context, func(int, []float32, BlockLog)) {
+func stopAfter(last int, done func(int, []float32, BlockLog)) (context.Context, func(int, []float32, BlockLog) error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	return ctx, func(b int, x []float32, l BlockLog) {
+	return ctx, func(b int, x []float32, l BlockLog) error {
 		done(b, x, l)
 		if b == last {
 			cancel()
 		}
+		return nil
 	}
 }
 
@@ -50,7 +52,7 @@ func untimed(t *testing.T, log []byte) []string {
 func TestStartContinuesEveryPolicy(t *testing.T) {
 	m := goldenModel(t)
 	g := openGolden(t, "rollout_native.safetensors")
-	txt, err := m.EmbedText(g.f32("context"), 8)
+	txt, err := m.EmbedText(g.F32("context"), 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +81,10 @@ func TestStartContinuesEveryPolicy(t *testing.T) {
 			var fullLog, partLog bytes.Buffer
 			o := opts(full, &fullLog)
 			var want [][]float32
-			o.BlockDone = func(_ int, x []float32, _ BlockLog) { want = append(want, append([]float32(nil), x...)) }
+			o.BlockDone = func(_ int, x []float32, _ BlockLog) error {
+				want = append(want, append([]float32(nil), x...))
+				return nil
+			}
 			if err := Run(m, newPol(), o); err != nil {
 				t.Fatal(err)
 			}
@@ -105,11 +110,12 @@ func TestStartContinuesEveryPolicy(t *testing.T) {
 			}
 			o = Options{Blocks: blocks, Height: 6, Width: 8, Schedule: DefaultSchedule(), Noise: Seeded{Seed: 5, StepsPerBlock: 3},
 				Prompts: []Prompt{{Text: txt}}, Writer: w, MemLog: &partLog, Start: stop + 1}
-			o.BlockDone = func(blk int, x []float32, _ BlockLog) {
+			o.BlockDone = func(blk int, x []float32, _ BlockLog) error {
 				if !bytes.Equal(f32b(x), f32b(want[blk])) {
 					t.Errorf("block %d differs from the uninterrupted rollout", blk)
 				}
 				n++
+				return nil
 			}
 			if err := Run(m, b, o); err != nil {
 				t.Fatal(err)
@@ -152,7 +158,7 @@ func TestStartGoldenDensityKV(t *testing.T) {
 	m := goldenModel(t)
 	g := openGolden(t, "rollout_densitykv_cap60.safetensors")
 	cfg := memory.Config{Layout: m.Cfg.Layout(6, 8, 3), SinkFrames: 1, CacheFrames: 12, WindowFrames: 5, Capacity: 60}
-	cfg.Bank.Ordering, cfg.Bank.Sigma, cfg.Bank.Payload = "max", 4, "f32"
+	cfg.Bank.Ordering, cfg.Bank.Sigma, cfg.Bank.Payload = bank.OrderMax, 4, bank.PayloadF32
 	a, err := memory.New(memory.NameDensityKV, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -172,14 +178,15 @@ func TestStartGoldenDensityKV(t *testing.T) {
 	}
 	opt = goldenOptions(t, m, g)
 	opt.Start = 4
-	lat := g.f64("latents")
+	lat := g.F64("latents")
 	bs := 3 * 16 * 6 * 8
 	n := 0
-	opt.BlockDone = func(blk int, x []float32, _ BlockLog) {
+	opt.BlockDone = func(blk int, x []float32, _ BlockLog) error {
 		n++
 		if e := relErr(x, lat[blk*bs:(blk+1)*bs]); e > goldenTol {
 			t.Errorf("block %d latents: relative error %.3g", blk, e)
 		}
+		return nil
 	}
 	if err := Run(m, b, opt); err != nil || n != 4 {
 		t.Fatalf("resumed rollout: %d blocks, %v", n, err)

@@ -49,10 +49,15 @@ type Options struct {
 	Writer *Writer
 	// MemLog, when set, receives one JSON line per block (BlockLog).
 	MemLog io.Writer
-	// Progress, Observe and BlockDone are optional callbacks.
-	Progress  func(Progress)
-	Observe   func(StepRecord)
-	BlockDone func(block int, latents []float32, log BlockLog)
+	// Progress and Observe are optional callbacks.
+	Progress func(Progress)
+	Observe  func(StepRecord)
+	// BlockDone, when set, receives every finished block once its latents
+	// are final (x0, [F][C][H][W], valid only during the call) and Writer and
+	// MemLog have it: the hook for whatever a caller makes of a block
+	// (shards, previews, decoded video, logs). Its error stops the rollout
+	// and is returned wrapped.
+	BlockDone func(block int, latents []float32, log BlockLog) error
 	// Context cancels the rollout between forward calls (nil = never).
 	Context context.Context
 	// Stop, when set, ends the rollout between blocks: it is checked before
@@ -142,101 +147,19 @@ func Run(m *wan.Model, pol memory.Policy, opt Options) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	sch := opt.Schedule
-	S := len(sch.Timesteps)
-	frameSize := cfg.InDim * opt.Height * opt.Width
-	blockSize := F * frameSize
-	// The initial noise of every frame is drawn "up front": Noise.Initial is
-	// indexed by frame and independent of call order (Seeded uses one stream
-	// per frame, Sequence indexes the supplied draws), so reading each
-	// block's frames when the block starts gives exactly the up-front draw
-	// while holding one block, not the whole video.
-	x := make([]float32, blockSize)
-	x0 := make([]float32, blockSize)
-	flow := make([]float32, blockSize)
-	eps := make([]float32, blockSize)
-	ts := make([]float32, F)
-	start := time.Now()
-	sr, _ := pol.(memory.StatsReporter)
+	r := newBlockRunner(m, pol, opt, F)
 	for b := opt.Start; b < opt.Blocks; b++ {
 		if opt.Stop != nil {
 			if err := opt.Stop.Err(); err != nil {
 				return fmt.Errorf("rollout: stopped before block %d: %w", b, err)
 			}
 		}
-		bt := time.Now()
-		prompt := opt.Prompts[0]
-		for _, p := range opt.Prompts {
-			if p.FromBlock <= b {
-				prompt = p
-			}
+		log, err := r.runBlock(ctx, b)
+		if err != nil {
+			return err
 		}
-		for f := 0; f < F; f++ {
-			if err := opt.Noise.Initial(b*F+f, x[f*frameSize:(f+1)*frameSize]); err != nil {
-				return err
-			}
-		}
-		log := BlockLog{Block: b, Frames: [2]int{b * F, (b + 1) * F}, Policy: pol.Name(), Prompt: prompt.Name}
-		for s := 0; s <= S; s++ {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("rollout: block %d step %d: %w", b, s, err)
-			}
-			clean := s == S
-			var t float32
-			in := x
-			if clean {
-				in = x0
-			} else {
-				t = sch.Timesteps[s]
-			}
-			for i := range ts {
-				ts[i] = t
-			}
-			call := memory.Call{Block: b, Step: s, Clean: clean, First: s == 0}
-			if clean {
-				call.Latent = x0
-			}
-			err := m.Forward(flow, wan.Call{Latent: in, Height: opt.Height, Width: opt.Width, Timesteps: ts, Text: prompt.Text, Mem: call}, pol)
-			if err != nil {
-				return fmt.Errorf("rollout: block %d step %d: %w", b, s, err)
-			}
-			if sr != nil {
-				st := sr.LastStats()
-				if s == 0 {
-					log.Offered, log.Admitted = st.Offered, st.Admitted
-					log.EvictedMandatory, log.EvictedCapacity = st.EvictedMandatory, st.EvictedCapacity
-				}
-				log.UpdateSeconds += st.UpdateSeconds
-				if clean {
-					log.Occupancy, log.Attention, log.Bytes = st.Occupancy, st.Parts, st.Bytes
-				}
-			}
-			if !clean {
-				ToX0(x0, x, flow, sch.Sigmas[s])
-			}
-			if opt.Observe != nil {
-				r := StepRecord{Block: b, Step: s, Clean: clean, Timestep: t, Input: in, Flow: flow}
-				if !clean {
-					r.X0 = x0
-				}
-				opt.Observe(r)
-			}
-			if !clean && s < S-1 {
-				if err := opt.Noise.Renoise(b, s, eps); err != nil {
-					return err
-				}
-				Renoise(x, x0, eps, sch.Sigmas[s+1])
-			}
-			if opt.Progress != nil {
-				opt.Progress(Progress{Block: b, Blocks: opt.Blocks, Step: s, Steps: S, Elapsed: time.Since(start)})
-			}
-		}
-		if sr == nil {
-			log.Bytes = pol.Bytes()
-		}
-		log.Seconds = time.Since(bt).Seconds()
 		if opt.Writer != nil {
-			if err := opt.Writer.WriteBlock(b, x0, log.Seconds); err != nil {
+			if err := opt.Writer.WriteBlock(b, r.x0, log.Seconds); err != nil {
 				return err
 			}
 		}
@@ -250,8 +173,120 @@ func Run(m *wan.Model, pol memory.Policy, opt Options) error {
 			}
 		}
 		if opt.BlockDone != nil {
-			opt.BlockDone(b, x0, log)
+			if err := opt.BlockDone(b, r.x0, log); err != nil {
+				return fmt.Errorf("rollout: block %d: %w", b, err)
+			}
 		}
 	}
 	return nil
+}
+
+// blockRunner holds a rollout's per-block state: the block's latents and
+// the buffers of its forward calls.
+type blockRunner struct {
+	m           *wan.Model
+	pol         memory.Policy
+	sr          memory.StatsReporter // pol's statistics, nil when it reports none
+	opt         Options
+	F           int
+	frameSize   int
+	x, x0, flow []float32 // [F][C][H][W]
+	eps         []float32
+	ts          []float32 // [F] timesteps of a call
+	start       time.Time
+}
+
+func newBlockRunner(m *wan.Model, pol memory.Policy, opt Options, F int) *blockRunner {
+	frameSize := m.Cfg.InDim * opt.Height * opt.Width
+	blockSize := F * frameSize
+	// The initial noise of every frame is drawn "up front": Noise.Initial is
+	// indexed by frame and independent of call order (Seeded uses one stream
+	// per frame, Sequence indexes the supplied draws), so reading each
+	// block's frames when the block starts gives exactly the up-front draw
+	// while holding one block, not the whole video.
+	r := &blockRunner{m: m, pol: pol, opt: opt, F: F, frameSize: frameSize,
+		x: make([]float32, blockSize), x0: make([]float32, blockSize), flow: make([]float32, blockSize),
+		eps: make([]float32, blockSize), ts: make([]float32, F), start: time.Now()}
+	r.sr, _ = pol.(memory.StatsReporter)
+	return r
+}
+
+// runBlock generates block b (frames [bF, bF+F)) into r.x0: its S
+// denoising calls, then the clean pass that commits its K/V to the
+// policy. It returns the block's memory record.
+func (r *blockRunner) runBlock(ctx context.Context, b int) (BlockLog, error) {
+	opt, F, sch := r.opt, r.F, r.opt.Schedule
+	S := len(sch.Timesteps)
+	bt := time.Now()
+	prompt := opt.Prompts[0]
+	for _, p := range opt.Prompts {
+		if p.FromBlock <= b {
+			prompt = p
+		}
+	}
+	for f := 0; f < F; f++ {
+		if err := opt.Noise.Initial(b*F+f, r.x[f*r.frameSize:(f+1)*r.frameSize]); err != nil {
+			return BlockLog{}, err
+		}
+	}
+	log := BlockLog{Block: b, Frames: [2]int{b * F, (b + 1) * F}, Policy: r.pol.Name(), Prompt: prompt.Name}
+	for s := 0; s <= S; s++ {
+		if err := ctx.Err(); err != nil {
+			return log, fmt.Errorf("rollout: block %d step %d: %w", b, s, err)
+		}
+		clean := s == S
+		var t float32
+		in := r.x
+		if clean {
+			in = r.x0
+		} else {
+			t = sch.Timesteps[s]
+		}
+		for i := range r.ts {
+			r.ts[i] = t
+		}
+		call := memory.Call{Block: b, Step: s, Clean: clean, First: s == 0}
+		if clean {
+			call.Latent = r.x0
+		}
+		err := r.m.Forward(r.flow, wan.Call{Latent: in, Height: opt.Height, Width: opt.Width, Timesteps: r.ts, Text: prompt.Text, Mem: call}, r.pol)
+		if err != nil {
+			return log, fmt.Errorf("rollout: block %d step %d: %w", b, s, err)
+		}
+		if r.sr != nil {
+			st := r.sr.LastStats()
+			if s == 0 {
+				log.Offered, log.Admitted = st.Offered, st.Admitted
+				log.EvictedMandatory, log.EvictedCapacity = st.EvictedMandatory, st.EvictedCapacity
+			}
+			log.UpdateSeconds += st.UpdateSeconds
+			if clean {
+				log.Occupancy, log.Attention, log.Bytes = st.Occupancy, st.Parts, st.Bytes
+			}
+		}
+		if !clean {
+			ToX0(r.x0, r.x, r.flow, sch.Sigmas[s])
+		}
+		if opt.Observe != nil {
+			rec := StepRecord{Block: b, Step: s, Clean: clean, Timestep: t, Input: in, Flow: r.flow}
+			if !clean {
+				rec.X0 = r.x0
+			}
+			opt.Observe(rec)
+		}
+		if !clean && s < S-1 {
+			if err := opt.Noise.Renoise(b, s, r.eps); err != nil {
+				return log, err
+			}
+			Renoise(r.x, r.x0, r.eps, sch.Sigmas[s+1])
+		}
+		if opt.Progress != nil {
+			opt.Progress(Progress{Block: b, Blocks: opt.Blocks, Step: s, Steps: S, Elapsed: time.Since(r.start)})
+		}
+	}
+	if r.sr == nil {
+		log.Bytes = r.pol.Bytes()
+	}
+	log.Seconds = time.Since(bt).Seconds()
+	return log, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/internal/goldendir"
 	"github.com/densitykv/densitykv/memory"
@@ -135,7 +136,7 @@ func tinyNative(t *testing.T, m *wan.Model) memory.Policy {
 func TestPromptScheduleSwitch(t *testing.T) {
 	m := goldenModel(t)
 	g := openGolden(t, "rollout_native.safetensors")
-	ctx := g.f32("context")
+	ctx := g.F32("context")
 	neg := append([]float32(nil), ctx...)
 	for i := range neg {
 		neg[i] = -neg[i]
@@ -145,7 +146,10 @@ func TestPromptScheduleSwitch(t *testing.T) {
 	run := func(prompts []Prompt) [][]float32 {
 		var out [][]float32
 		err := Run(m, tinyNative(t, m), Options{Blocks: 3, Height: 6, Width: 8, Schedule: DefaultSchedule(), Noise: Seeded{Seed: 3, StepsPerBlock: 3},
-			Prompts: prompts, BlockDone: func(b int, x []float32, _ BlockLog) { out = append(out, append([]float32(nil), x...)) }})
+			Prompts: prompts, BlockDone: func(b int, x []float32, _ BlockLog) error {
+				out = append(out, append([]float32(nil), x...))
+				return nil
+			}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,13 +184,13 @@ func TestGenerateEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	g := openGolden(t, "rollout_native.safetensors")
 	textPath := filepath.Join(dir, "text.safetensors")
-	if err := checkpoint.WriteSafetensorsFile(textPath, []checkpoint.WriteTensor{{Name: "context", Shape: []int{1, 5, 32}, Data: g.f32("context")[:5*32]}}, nil); err != nil {
+	if err := checkpoint.WriteSafetensorsFile(textPath, []checkpoint.WriteTensor{{Name: "context", Shape: []int{1, 5, 32}, Data: g.F32("context")[:5*32]}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	mc := memory.Config{Capacity: 60}
-	mc.Bank.Ordering, mc.Bank.Sigma = "max", 4
-	opt := GenerateOptions{Checkpoint: filepath.Join(goldendir.Wan(t), "weights_generator.pt"), Model: wan.TinyConfig(),
-		Texts: []TextInput{{Path: textPath}}, Policy: "densitykv", Memory: mc, Height: 6, Width: 8, Blocks: 5, Seed: 11}
+	mc.Bank.Ordering, mc.Bank.Sigma = bank.OrderMax, 4
+	opt := GenerateOptions{ModelOptions: ModelOptions{Checkpoint: filepath.Join(goldendir.Wan(t), "weights_generator.pt"), Model: wan.TinyConfig()},
+		Prompts: []PromptText{{Text: TextFile{Path: textPath}}}, Policy: "densitykv", Memory: mc, Height: 6, Width: 8, Blocks: 5, Seed: 11}
 	var calls int
 	opt.Progress = func(Progress) { calls++ }
 	var lat [2][][]float32
@@ -241,7 +245,7 @@ func TestGenerateEndToEnd(t *testing.T) {
 	wide := filepath.Join(dir, "wide.safetensors")
 	checkpoint.WriteSafetensorsFile(wide, []checkpoint.WriteTensor{{Name: "x", Shape: []int{2, 33}, Data: make([]float32, 66)}}, nil)
 	bad = opt
-	bad.Texts = []TextInput{{Path: wide}}
+	bad.Prompts = []PromptText{{Text: TextFile{Path: wide}}}
 	if _, err := Generate(bad); err == nil || !strings.Contains(err.Error(), "33") {
 		t.Fatalf("wide text: %v", err)
 	}

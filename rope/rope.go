@@ -85,21 +85,19 @@ func (t *Table) Angles(dst []float64, p Pos) []float64 {
 }
 
 // RotateHead rotates one head vector x (len headDim) in place at position p.
-// ang is scratch of length ≥ headDim/2 (nil allocates).
-func (t *Table) RotateHead(x []float32, p Pos, ang []float64) {
+// scratch of length ≥ headDim is used for the angles' cosines and sines
+// (shorter, it is allocated).
+func (t *Table) RotateHead(x []float32, p Pos, scratch []float64) {
 	if len(x) != t.headDim {
 		panic(fmt.Sprintf("rope: vector length %d, want head dim %d", len(x), t.headDim))
 	}
-	if len(ang) < t.headDim/2 {
-		ang = make([]float64, t.headDim/2)
+	half := t.headDim / 2
+	if len(scratch) < 2*half {
+		scratch = make([]float64, 2*half)
 	}
-	ang = t.Angles(ang, p)
-	for j, a := range ang {
-		s, c := math.Sincos(a)
-		x0, x1 := float64(x[2*j]), float64(x[2*j+1])
-		x[2*j] = float32(x0*c - x1*s)
-		x[2*j+1] = float32(x0*s + x1*c)
-	}
+	c, s := scratch[:half], scratch[half:2*half]
+	sincos(c, s, t.Angles(c, p)) // each angle is read before its cosine replaces it
+	rotate(x, c, s)
 }
 
 // Apply rotates x in place. x holds len(pos) tokens laid out [token][head][headDim];
@@ -113,25 +111,103 @@ func (t *Table) Apply(x []float32, heads int, pos []Pos) error {
 	}
 	d := t.headDim
 	half := d / 2
-	cs := make([]float64, d) // cos in [:half], sin in [half:]
 	ang := make([]float64, half)
+	c, s := make([]float64, half), make([]float64, half)
 	for i, p := range pos {
-		t.Angles(ang, p)
-		for j, a := range ang {
-			cs[half+j], cs[j] = math.Sincos(a)
-		}
+		sincos(c, s, t.Angles(ang, p))
 		row := x[i*heads*d : (i+1)*heads*d]
 		for h := 0; h < heads; h++ {
-			v := row[h*d : (h+1)*d]
-			for j := 0; j < half; j++ {
-				c, s := cs[j], cs[half+j]
-				x0, x1 := float64(v[2*j]), float64(v[2*j+1])
-				v[2*j] = float32(x0*c - x1*s)
-				v[2*j+1] = float32(x0*s + x1*c)
-			}
+			rotate(row[h*d:(h+1)*d], c, s)
 		}
 	}
 	return nil
+}
+
+// sincos sets c[j], s[j] to the cosine and sine of ang[j].
+func sincos(c, s, ang []float64) {
+	for j, a := range ang {
+		s[j], c[j] = math.Sincos(a)
+	}
+}
+
+// rotate turns each pair (v[2j], v[2j+1]) by the angle whose cosine and
+// sine are c[j] and s[j], in float64, rounding the results to float32: the
+// one rotation every method of the package applies.
+func rotate(v []float32, c, s []float64) {
+	for j := range c {
+		x0, x1 := float64(v[2*j]), float64(v[2*j+1])
+		v[2*j] = float32(x0*c[j] - x1*s[j])
+		v[2*j+1] = float32(x0*s[j] + x1*c[j])
+	}
+}
+
+// Rotator rotates the tokens of a height×width frame grid at any temporal
+// position with per-axis cos/sin tables computed once (the temporal ones as
+// positions are first used), bit-identically to Apply at the same
+// positions. Rotating at temporal positions up to one passed to Prepare is
+// safe from several goroutines; anything else grows the tables.
+type Rotator struct {
+	t          *Table
+	nt, nh, nw int
+	hgt, wid   int
+	ch, sh     [][]float64 // [h][nh]
+	cw, sw     [][]float64 // [w][nw]
+	ct, st     [][]float64 // [t][nt], grown lazily
+}
+
+// NewRotator returns a Rotator for height×width frames.
+func (t *Table) NewRotator(height, width int) *Rotator {
+	r := &Rotator{t: t, hgt: height, wid: width}
+	r.nt, r.nh, r.nw = t.Split()
+	ang := make([]float64, t.headDim/2)
+	axis := func(p Pos, from, to int) (c, s []float64) {
+		a := t.Angles(ang, p)[from:to]
+		c, s = make([]float64, len(a)), make([]float64, len(a))
+		sincos(c, s, a)
+		return c, s
+	}
+	r.ch, r.sh = make([][]float64, height), make([][]float64, height)
+	for h := 0; h < height; h++ {
+		r.ch[h], r.sh[h] = axis(Pos{H: h}, r.nt, r.nt+r.nh)
+	}
+	r.cw, r.sw = make([][]float64, width), make([][]float64, width)
+	for w := 0; w < width; w++ {
+		r.cw[w], r.sw[w] = axis(Pos{W: w}, r.nt+r.nh, t.headDim/2)
+	}
+	return r
+}
+
+// Prepare computes the temporal tables up to position t.
+func (r *Rotator) Prepare(t int) {
+	for len(r.ct) <= t {
+		ang := make([]float64, r.t.headDim/2)
+		a := r.t.Angles(ang, Pos{T: len(r.ct)})[:r.nt]
+		c, s := make([]float64, len(a)), make([]float64, len(a))
+		sincos(c, s, a)
+		r.ct, r.st = append(r.ct, c), append(r.st, s)
+	}
+}
+
+// Frame rotates one frame x [height·width][heads][headDim] at temporal
+// position t and the grid's spatial positions (token order h, w).
+func (r *Rotator) Frame(x []float32, heads, t int) {
+	d := r.t.headDim
+	for p := 0; p < r.hgt*r.wid; p++ {
+		r.Token(x[p*heads*d:(p+1)*heads*d], heads, t, p/r.wid, p%r.wid)
+	}
+}
+
+// Token rotates the heads of one token x [heads][headDim] at (t, h, w).
+func (r *Rotator) Token(x []float32, heads, t, h, w int) {
+	r.Prepare(t)
+	d := r.t.headDim
+	ct, st := r.ct[t], r.st[t]
+	for hd := 0; hd < heads; hd++ {
+		v := x[hd*d : (hd+1)*d]
+		rotate(v[:2*r.nt], ct, st)
+		rotate(v[2*r.nt:2*(r.nt+r.nh)], r.ch[h], r.sh[h])
+		rotate(v[2*(r.nt+r.nh):], r.cw[w], r.sw[w])
+	}
 }
 
 // Grid returns the positions of frames consecutive latent frames of a

@@ -117,3 +117,36 @@ func TestGrid(t *testing.T) {
 		t.Fatalf("grid layout wrong: %v", g)
 	}
 }
+
+// The Rotator's cached tables rotate exactly as Apply and RotateHead, at
+// any temporal position, whatever the order positions are first used in.
+func TestRotatorMatchesApply(t *testing.T) {
+	for _, d := range []int{6, 32, 128} {
+		tb := MustNew(d)
+		const H, W, heads = 3, 4, 2
+		r := tb.NewRotator(H, W)
+		for _, tpos := range []int{5, 0, 2, 17} {
+			x := make([]float32, H*W*heads*d)
+			for i := range x {
+				x[i] = float32(math.Sin(float64(i*7+tpos))) * 3
+			}
+			want := append([]float32(nil), x...)
+			if err := tb.Apply(want, heads, Grid(1, H, W, tpos)); err != nil {
+				t.Fatal(err)
+			}
+			got := append([]float32(nil), x...)
+			r.Frame(got, heads, tpos)
+			one := append([]float32(nil), x...)
+			for p := 0; p < H*W; p++ {
+				for h := 0; h < heads; h++ {
+					tb.RotateHead(one[(p*heads+h)*d:(p*heads+h+1)*d], Pos{T: tpos, H: p / W, W: p % W}, make([]float64, d/2))
+				}
+			}
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) || math.Float32bits(one[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("d=%d t=%d value %d: Rotator %v, RotateHead %v, Apply %v", d, tpos, i, got[i], one[i], want[i])
+				}
+			}
+		}
+	}
+}

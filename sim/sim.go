@@ -17,6 +17,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -92,26 +93,39 @@ type Options struct {
 	Steps int
 	// MaxBlocks stops after that many blocks (0 = the whole stream).
 	MaxBlocks int
+	// FirstBlock is the index the policies see for the run's first block
+	// (memory.Call.Block; the records carry it too): 0 for fresh policies,
+	// b for policies restored to their state after block b−1 (a resumed
+	// run, with src advanced past those blocks).
+	FirstBlock int
+	// Context, when set, is checked before every block: once it is done
+	// Run returns the summary so far and an error wrapping its error,
+	// without starting the block (so the policies stay between blocks).
+	Context context.Context
 	// ObserveLayer sees every layer of every clean pass with all contexts.
 	ObserveLayer func(LayerView) error
 	// OnLayer and OnBlock receive the per-policy records.
 	OnLayer func(LayerRecord) error
 	OnBlock func(BlockRecord) error
+	// EndBlock is called once a block is over for every policy, after its
+	// records, with the block's index.
+	EndBlock func(block int) error
 	// Progress is called after every block with the blocks done and the
 	// total (−1 when the stream length is unknown).
 	Progress func(done, total int)
 }
 
 // Run drives policies over src from its current position to its end (or
-// MaxBlocks). Policies must be fresh (no calls yet) and share src's layout.
-// Block indices passed to the policies count from 0 at the start of the run.
+// MaxBlocks). Policies must be fresh (no calls yet), or restored to the
+// state after block FirstBlock−1, and share src's layout. Block indices
+// passed to the policies count from FirstBlock at the start of the run.
 func Run(src synth.Reader, policies []memory.Policy, opt Options) (Summary, error) {
 	l := src.Layout()
 	if len(policies) == 0 {
 		return Summary{}, errors.New("sim: no policies")
 	}
-	if opt.Steps < 0 || opt.MaxBlocks < 0 {
-		return Summary{}, fmt.Errorf("sim: steps %d and max blocks %d must be ≥ 0", opt.Steps, opt.MaxBlocks)
+	if opt.Steps < 0 || opt.MaxBlocks < 0 || opt.FirstBlock < 0 {
+		return Summary{}, fmt.Errorf("sim: steps %d, max blocks %d and first block %d must be ≥ 0", opt.Steps, opt.MaxBlocks, opt.FirstBlock)
 	}
 	for i, p := range policies {
 		if p == nil {
@@ -148,7 +162,13 @@ func Run(src synth.Reader, policies []memory.Policy, opt Options) (Summary, erro
 		parts[i] = make([]memory.Parts, l.Layers)
 		attendSecs[i] = make([]float64, l.Layers)
 	}
-	for b := 0; opt.MaxBlocks == 0 || b < opt.MaxBlocks; b++ {
+	for done := 0; opt.MaxBlocks == 0 || done < opt.MaxBlocks; done++ {
+		b := opt.FirstBlock + done
+		if opt.Context != nil {
+			if err := opt.Context.Err(); err != nil {
+				return sum, fmt.Errorf("sim: stopped before block %d: %w", b, err)
+			}
+		}
 		info, err := src.NextBlock()
 		if err == io.EOF {
 			break
@@ -265,6 +285,11 @@ func Run(src synth.Reader, policies []memory.Policy, opt Options) (Summary, erro
 			}
 		}
 		sum.Blocks++
+		if opt.EndBlock != nil {
+			if err := opt.EndBlock(b); err != nil {
+				return sum, fmt.Errorf("sim: block %d: %w", b, err)
+			}
+		}
 		if opt.Progress != nil {
 			opt.Progress(sum.Blocks, total)
 		}

@@ -1,7 +1,10 @@
 package sim
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -71,6 +74,16 @@ func run(t *testing.T, names []string, blocks int, opt Options) (Summary, trace)
 		ps = append(ps, newPolicy(t, n, g.Layout()))
 	}
 	var tr trace
+	s, err := Run(g, ps, tr.record(t, opt, len(ps)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, tr
+}
+
+// record returns opt with callbacks that record a run of n policies into
+// tr (without wall times).
+func (tr *trace) record(t *testing.T, opt Options, n int) Options {
 	opt.OnLayer = func(r LayerRecord) error { r.AttendSeconds = 0; tr.layers = append(tr.layers, r); return nil }
 	opt.OnBlock = func(r BlockRecord) error {
 		r.Seconds, r.UpdateSeconds = 0, 0
@@ -78,8 +91,8 @@ func run(t *testing.T, names []string, blocks int, opt Options) (Summary, trace)
 		return nil
 	}
 	opt.ObserveLayer = func(v LayerView) error {
-		if len(v.Contexts) != len(ps) {
-			t.Fatalf("observer got %d contexts, want %d", len(v.Contexts), len(ps))
+		if len(v.Contexts) != n {
+			t.Fatalf("observer got %d contexts, want %d", len(v.Contexts), n)
 		}
 		for _, c := range v.Contexts {
 			var s float64
@@ -90,11 +103,7 @@ func run(t *testing.T, names []string, blocks int, opt Options) (Summary, trace)
 		}
 		return nil
 	}
-	s, err := Run(g, ps, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, tr
+	return opt
 }
 
 func TestRunDeterministic(t *testing.T) {
@@ -199,5 +208,67 @@ func TestRunErrors(t *testing.T) {
 	_, err = Run(testStream(t, 3), []memory.Policy{newPolicy(t, memory.NameNative, l)}, Options{OnBlock: func(BlockRecord) error { return stop }})
 	if !errors.Is(err, stop) {
 		t.Fatalf("callback error %v not wrapped", err)
+	}
+}
+
+// A run stopped through its context between blocks continues, from a
+// snapshot of the policies and FirstBlock, exactly as the uninterrupted
+// run: the same records, block indices counting on; EndBlock sees every
+// block once, after its records.
+func TestRunStopAndContinue(t *testing.T) {
+	names := []string{memory.NameDensityKV, memory.NameFIFO}
+	full, whole := run(t, names, 6, Options{})
+	l := testStream(t, 6).Layout()
+	pols := func() []memory.Policy {
+		var ps []memory.Policy
+		for _, n := range names {
+			ps = append(ps, newPolicy(t, n, l))
+		}
+		return ps
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var tr trace
+	var ended []int
+	g := testStream(t, 6)
+	a := pols()
+	opt := tr.record(t, Options{Context: ctx}, len(names))
+	opt.EndBlock = func(b int) error {
+		ended = append(ended, b)
+		if len(tr.blocks) != (b+1)*len(names) {
+			return fmt.Errorf("block %d ended with %d block records", b, len(tr.blocks))
+		}
+		if b == 2 {
+			cancel()
+		}
+		return nil
+	}
+	s, err := Run(g, a, opt)
+	if !errors.Is(err, context.Canceled) || s.Blocks != 3 || !reflect.DeepEqual(ended, []int{0, 1, 2}) {
+		t.Fatalf("stopped run: %d blocks, ended %v, error %v", s.Blocks, ended, err)
+	}
+	b := pols()
+	for i := range a {
+		var buf bytes.Buffer
+		if err := a[i].(memory.Snapshotter).Save(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if err := b[i].(memory.Snapshotter).Load(&buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opt = tr.record(t, Options{FirstBlock: 3}, len(names))
+	opt.EndBlock = func(b int) error { ended = append(ended, b); return nil }
+	if s, err := Run(g, b, opt); err != nil || s.Blocks != 3 {
+		t.Fatalf("continued run: %d blocks, %v", s.Blocks, err)
+	}
+	if !reflect.DeepEqual(ended, []int{0, 1, 2, 3, 4, 5}) || full.Blocks != 6 {
+		t.Fatalf("ended %v", ended)
+	}
+	if !reflect.DeepEqual(tr.layers, whole.layers) || !reflect.DeepEqual(tr.blocks, whole.blocks) || !reflect.DeepEqual(tr.sums, whole.sums) {
+		t.Fatal("the stopped and continued run differs from the uninterrupted one")
+	}
+	if _, err := Run(testStream(t, 2), pols(), Options{FirstBlock: -1}); err == nil {
+		t.Fatal("negative first block accepted")
 	}
 }

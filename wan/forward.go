@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/densitykv/densitykv/attn"
+	"github.com/densitykv/densitykv/internal/finite"
 	"github.com/densitykv/densitykv/memory"
 )
 
@@ -28,7 +29,7 @@ func (m *Model) EmbedText(ctx []float32, rows int) (*Text, error) {
 	if len(ctx) != rows*c.TextDim {
 		return nil, fmt.Errorf("wan: embed text: %d values, want %d rows × %d", len(ctx), rows, c.TextDim)
 	}
-	if i := firstNonFinite(ctx); i >= 0 {
+	if i := finite.First(ctx); i >= 0 {
 		return nil, fmt.Errorf("wan: embed text: value %v at row %d column %d", ctx[i], i/c.TextDim, i%c.TextDim)
 	}
 	L, d := c.TextLen, c.Dim
@@ -130,10 +131,10 @@ func (m *Model) Forward(flow []float32, c Call, pol memory.Policy) error {
 	if len(flow) != F*cfg.OutDim*H*W {
 		return fmt.Errorf("wan: forward block %d: output has %d values, want %d", c.Mem.Block, len(flow), F*cfg.OutDim*H*W)
 	}
-	if i := firstNonFinite(c.Latent); i >= 0 {
+	if i := finite.First(c.Latent); i >= 0 {
 		return fmt.Errorf("wan: forward block %d: latent has %v at index %d", c.Mem.Block, c.Latent[i], i)
 	}
-	if i := firstNonFinite(c.Timesteps); i >= 0 {
+	if i := finite.First(c.Timesteps); i >= 0 {
 		return fmt.Errorf("wan: forward block %d: timestep %d is %v", c.Mem.Block, i, c.Timesteps[i])
 	}
 	if c.Text == nil || len(c.Text.K) != cfg.Layers || len(c.Text.Embed) != cfg.TextLen*cfg.Dim {
@@ -301,13 +302,4 @@ func (m *Model) Forward(flow []float32, c Call, pol memory.Policy) error {
 		}
 	}
 	return nil
-}
-
-func firstNonFinite(x []float32) int {
-	for i, v := range x {
-		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
-			return i
-		}
-	}
-	return -1
 }

@@ -2,62 +2,22 @@ package wan
 
 import (
 	"fmt"
-	"math"
 	"path/filepath"
 	"testing"
 
-	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/internal/goldencov"
 	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/goldenfile"
 	"github.com/densitykv/densitykv/memory"
 )
 
-// goldenFile is an opened golden safetensors file.
-type goldenFile struct {
-	t *testing.T
-	s *checkpoint.Safetensors
-}
+// goldenFile is an opened golden safetensors file (package goldenfile).
+type goldenFile = goldenfile.File
 
-func openGolden(t *testing.T, name string) *goldenFile {
-	t.Helper()
-	s, err := checkpoint.OpenSafetensors(filepath.Join(goldendir.Wan(t), name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return &goldenFile{t, s}
-}
-
-func (g *goldenFile) f32(name string) []float32 {
-	g.t.Helper()
-	v, _, err := g.s.Float32(name)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	return v
-}
-
-func (g *goldenFile) f64(name string) []float64 {
-	g.t.Helper()
-	v, _, err := g.s.Float64(name)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	return v
-}
-
-// relErr returns max|got − want| / max|want|.
-func relErr(got []float32, want []float64) float64 {
-	var md, mw float64
-	for i, w := range want {
-		md = math.Max(md, math.Abs(float64(got[i])-w))
-		mw = math.Max(mw, math.Abs(w))
-	}
-	if mw == 0 {
-		return md
-	}
-	return md / mw
-}
+var (
+	openGolden = goldenfile.Open
+	relErr     = goldenfile.RelErr
+)
 
 const goldenTol = 1e-4
 
@@ -85,7 +45,7 @@ func nativePolicy(t *testing.T, m *Model) memory.Policy {
 
 func goldenText(t *testing.T, m *Model, g *goldenFile) *Text {
 	t.Helper()
-	txt, err := m.EmbedText(g.f32("context"), 8)
+	txt, err := m.EmbedText(g.F32("context"), 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +77,7 @@ func TestGoldenForwards(t *testing.T) {
 			txt := goldenText(t, m, g)
 			goldencov.Mark(file, "x", "timestep", "context")
 			if c.file == "forward_a_first_block_t1000" {
-				if e := relErr(txt.Embed, g.f64("inter.context_embed")); e > goldenTol {
+				if e := relErr(txt.Embed, g.F64("inter.context_embed")); e > goldenTol {
 					t.Errorf("context_embed: relative error %.3g", e)
 				}
 				goldencov.Mark(file, "inter.context_embed")
@@ -125,31 +85,31 @@ func TestGoldenForwards(t *testing.T) {
 			if c.check.Block == 1 {
 				goldencov.Mark(file, "history_x")
 				hist := make([]float32, goldenF*m.Cfg.InDim*goldenH*goldenW)
-				err := m.Forward(hist, Call{Latent: g.f32("history_x"), Height: goldenH, Width: goldenW, Timesteps: []float32{0, 0, 0},
+				err := m.Forward(hist, Call{Latent: g.F32("history_x"), Height: goldenH, Width: goldenW, Timesteps: []float32{0, 0, 0},
 					Text: txt, Mem: memory.Call{Block: 0, First: true, Clean: true, Step: 4}}, pol)
 				if err != nil {
 					t.Fatal(err)
 				}
 			}
-			ts64 := g.f64("timestep")
+			ts64 := g.F64("timestep")
 			ts := make([]float32, len(ts64))
 			for i, v := range ts64 {
 				ts[i] = float32(v)
 			}
 			got := map[string][]float32{}
 			flow := make([]float32, goldenF*m.Cfg.InDim*goldenH*goldenW)
-			err := m.Forward(flow, Call{Latent: g.f32("x"), Height: goldenH, Width: goldenW, Timesteps: ts, Text: txt, Mem: c.check,
+			err := m.Forward(flow, Call{Latent: g.F32("x"), Height: goldenH, Width: goldenW, Timesteps: ts, Text: txt, Mem: c.check,
 				Trace: func(name string, x []float32) { got[name] = append([]float32(nil), x...) }}, pol)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if e := relErr(flow, g.f64("flow_pred")); e > goldenTol {
+			if e := relErr(flow, g.F64("flow_pred")); e > goldenTol {
 				t.Errorf("flow_pred: relative error %.3g > %g", e, goldenTol)
 			} else {
 				t.Logf("flow_pred: relative error %.3g", e)
 			}
 			goldencov.Mark(file, "flow_pred")
-			for _, n := range g.s.Names() {
+			for _, n := range g.Names() {
 				var key string
 				switch {
 				case len(n) > 6 && n[:6] == "inter.":
@@ -173,7 +133,7 @@ func TestGoldenForwards(t *testing.T) {
 					t.Errorf("%s: no trace %q", n, key)
 					continue
 				}
-				if e := relErr(x, g.f64(n)); e > goldenTol {
+				if e := relErr(x, g.F64(n)); e > goldenTol {
 					t.Errorf("%s: relative error %.3g > %g", n, e, goldenTol)
 				}
 				goldencov.Mark(file, n)

@@ -129,7 +129,7 @@ func TestDefaultConfigShapes(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	// Every field of the Wan2.1-T2V-1.3B configuration (issue #4).
+	// Every field of the Wan2.1-T2V-1.3B configuration (its config.json).
 	fields := []struct {
 		field     string
 		got, want any
@@ -302,7 +302,7 @@ func TestForwardValidatesBeforeTouchingThePolicy(t *testing.T) {
 func TestTextPaddingAndThreads(t *testing.T) {
 	m := goldenModel(t)
 	g := openGolden(t, "forward_a_first_block_t1000.safetensors")
-	ctx := g.f32("context")
+	ctx := g.F32("context")
 	full, _ := m.EmbedText(ctx, 8)
 	short, err := m.EmbedText(ctx[:5*32], 5)
 	if err != nil {
@@ -317,7 +317,7 @@ func TestTextPaddingAndThreads(t *testing.T) {
 		prev := gemm.SetThreads(threads)
 		defer gemm.SetThreads(prev)
 		flow := make([]float32, 3*16*6*8)
-		if err := m.Forward(flow, Call{Latent: g.f32("x"), Height: 6, Width: 8, Timesteps: []float32{1000, 1000, 1000}, Text: txt,
+		if err := m.Forward(flow, Call{Latent: g.F32("x"), Height: 6, Width: 8, Timesteps: []float32{1000, 1000, 1000}, Text: txt,
 			Mem: memory.Call{Block: 0, First: true}}, nativePolicy(t, m)); err != nil {
 			t.Fatal(err)
 		}

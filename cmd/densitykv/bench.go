@@ -3,24 +3,25 @@ package main
 import (
 	"fmt"
 	"runtime"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/internal/bench"
+	"github.com/densitykv/densitykv/internal/vocab"
 )
 
 func init() { register(newBenchCmd) }
 
-// bankBenchJSON is the --json output of `densitykv bench bank`: the bank
+// bankBenchJSON is the --json output of `densitykv bench bank`: the bench
 // package's result (snake_case fields, update_seconds_median among them)
 // plus the run's settings.
 type bankBenchJSON struct {
 	Benchmark  string `json:"benchmark"`
 	Ordering   string `json:"ordering"`
 	GOMAXPROCS int    `json:"gomaxprocs"`
-	bank.BenchResult
+	bench.BankResult
 }
 
 func newBenchCmd() *cobra.Command {
@@ -48,7 +49,7 @@ func newBenchCmd() *cobra.Command {
 var benchSubcommands []func() *cobra.Command
 
 func newBenchBankCmd() *cobra.Command {
-	var bc bank.BenchConfig
+	var bc bench.BankOptions
 	var jsonOut, quiet bool
 	var ordering string
 	cmd := &cobra.Command{
@@ -81,9 +82,9 @@ turns the bfloat16 kernel off for the whole run.`,
 			if bc.Workers < 0 {
 				return usagef("--workers is %d, want >= 0", bc.Workers)
 			}
-			ord, err := bank.ParseOrdering(ordering)
-			if err != nil || !slices.Contains([]string{"mean", "max", "source"}, ordering) {
-				return usagef("--ordering is %q, want mean, max or source", ordering)
+			var ord bank.Ordering
+			if err := ord.UnmarshalText([]byte(ordering)); err != nil {
+				return usagef("--ordering is %q, want %s", ordering, vocab.Or(ord.Names()))
 			}
 			cfg := bank.DefaultConfig()
 			cfg.Ordering = ord
@@ -98,7 +99,7 @@ turns the bfloat16 kernel off for the whole run.`,
 			done := 0
 			bc.Progress = func(d, _ int) { done = d; prog.add(1) }
 			bc.Context = cmd.Context()
-			r, err := bank.RunBench(bc)
+			r, err := bench.RunBank(bc)
 			prog.finish()
 			if err != nil && cmd.Context().Err() != nil {
 				f32 := ""
@@ -111,7 +112,7 @@ turns the bfloat16 kernel off for the whole run.`,
 			if err != nil {
 				return err
 			}
-			out := bankBenchJSON{Benchmark: "bank-update", Ordering: ordering, GOMAXPROCS: runtime.GOMAXPROCS(0), BenchResult: r}
+			out := bankBenchJSON{Benchmark: "bank-update", Ordering: ordering, GOMAXPROCS: runtime.GOMAXPROCS(0), BankResult: r}
 			if jsonOut {
 				return printJSON(w, out)
 			}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/densitykv/densitykv/internal/bench"
 	"github.com/densitykv/densitykv/rollout"
 )
 
@@ -60,7 +61,7 @@ measured and what is extrapolated.`,
 			if calls < 1 {
 				return usagef("--calls is %d, want >= 1", calls)
 			}
-			benches := rollout.StandardBenches(calls)
+			benches := bench.StandardWan(calls)
 			if tinyOnly {
 				benches = benches[:1]
 			}
@@ -78,7 +79,7 @@ measured and what is extrapolated.`,
 				done := 0
 				b.Progress = func(d, _ int) { done = d; prog.add(1) }
 				b.Context = cmd.Context()
-				r, err := rollout.Bench(b)
+				r, err := bench.RunWan(b)
 				prog.finish()
 				if err != nil && cmd.Context().Err() != nil {
 					return fmt.Errorf("%w: bench wan stopped in %s after %d of %d forward calls; its result is not printed", errInterrupted, b.Name, done, total)

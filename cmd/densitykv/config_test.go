@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/runfolder"
 )
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
@@ -138,8 +141,8 @@ func TestRunFolderWithoutCheckpoint(t *testing.T) {
 		t.Fatal(errs)
 	}
 	// As if it failed before its first block: config.resolved.yaml only.
-	os.RemoveAll(filepath.Join(rd, dirState))
-	os.Remove(filepath.Join(rd, fileLog))
+	os.RemoveAll(filepath.Join(rd, runfolder.DirState))
+	os.Remove(filepath.Join(rd, runfolder.FileLog))
 	code, _, errs := run(t, context.Background(), "simulate", "--out", dir, "--name", "r", "--resume")
 	if code != exitUsage || !strings.Contains(errs, "has no checkpoint") || !strings.Contains(errs, "start it again without --resume") || strings.Contains(errs, "--force") {
 		t.Fatalf("resume without checkpoint: exit %d, %q", code, errs)
@@ -147,7 +150,7 @@ func TestRunFolderWithoutCheckpoint(t *testing.T) {
 	if code, _, errs := run(t, context.Background(), tiny(dir, "r", "--plots=false")...); code != 0 {
 		t.Fatalf("new run in an empty run folder: exit %d: %s", code, errs)
 	}
-	os.Remove(filepath.Join(rd, dirState, fileCheckpoint)) // as if it crashed before its first checkpoint
+	os.Remove(filepath.Join(rd, runfolder.DirState, runfolder.FileCheckpoint)) // as if it crashed before its first checkpoint
 	code, _, errs = run(t, context.Background(), tiny(dir, "r")...)
 	if code != exitUsage || !strings.Contains(errs, "no checkpoint to continue from; overwrite it with --force") {
 		t.Fatalf("logged blocks, no checkpoint: exit %d, %q", code, errs)
@@ -166,7 +169,7 @@ func TestEveryConfigFlagHasItsKey(t *testing.T) {
 			return
 		}
 		found := false
-		for p, fl := range yamlFlags {
+		for p, fl := range config.Flags() {
 			if fl == f.Name {
 				found = true
 				if !strings.Contains(f.Usage, "("+p+")") {
@@ -175,7 +178,7 @@ func TestEveryConfigFlagHasItsKey(t *testing.T) {
 			}
 		}
 		if !found {
-			t.Errorf("--%s has no YAML key in yamlFlags", f.Name)
+			t.Errorf("--%s has no YAML key in config.Flags()", f.Name)
 		}
 	})
 }

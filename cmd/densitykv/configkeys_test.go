@@ -7,6 +7,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/runfolder"
 )
 
 // config.resolved.yaml has snake_case layout keys, records the resolved
@@ -17,7 +20,7 @@ func TestResolvedConfigKeys(t *testing.T) {
 	if code, _, errs := run(t, context.Background(), tiny(dir, "k", "--plots=false", "--policy", "longlive-rag", "--rag-descriptor", "key-mean")...); code != 0 {
 		t.Fatal(errs)
 	}
-	y, err := os.ReadFile(filepath.Join(dir, "k", fileConfig))
+	y, err := os.ReadFile(filepath.Join(dir, "k", runfolder.FileConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +37,7 @@ func TestResolvedConfigKeys(t *testing.T) {
 	// An older file: its layout keys are read (as --config, and as a run folder).
 	old := strings.NewReplacer("frames_per_block:", "framesperblock:", "head_dim:", "headdim:").Replace(string(y))
 	os.MkdirAll(filepath.Join(dir, "old"), 0o755)
-	os.WriteFile(filepath.Join(dir, "old", fileConfig), []byte(old), 0o644)
+	os.WriteFile(filepath.Join(dir, "old", runfolder.FileConfig), []byte(old), 0o644)
 	a, err := loadRunConfig(filepath.Join(dir, "k"))
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +46,7 @@ func TestResolvedConfigKeys(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(a, b) {
 		t.Fatalf("older run folder config read as %+v (%v), want %+v", b.Memory.Layout, err, a.Memory.Layout)
 	}
-	code, _, errs := run(t, context.Background(), "simulate", "--config", filepath.Join(dir, "old", fileConfig), "--out", dir, "--name", "again", "--quiet", "--plots=false")
+	code, _, errs := run(t, context.Background(), "simulate", "--config", filepath.Join(dir, "old", runfolder.FileConfig), "--out", dir, "--name", "again", "--quiet", "--plots=false")
 	if code != 0 {
 		t.Fatalf("--config of an older file: %s", errs)
 	}
@@ -64,8 +67,8 @@ func TestREADMEYAMLExample(t *testing.T) {
 	if !ok || !ok2 {
 		t.Fatal("README has no yaml example")
 	}
-	c, err := decodeConfig(strings.NewReader(y), DefaultConfig())
-	if err != nil {
+	c := config.DefaultConfig()
+	if _, err := config.Decode([]byte(y), &c, true); err != nil {
 		t.Fatalf("README example: %v\n%s", err, y)
 	}
 	if _, err := c.Resolve(); err != nil || c.Memory.Layout.FramesPerBlock != 3 || c.Memory.Layout.HeadDim != 128 {

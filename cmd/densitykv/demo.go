@@ -2,6 +2,8 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+
+	"github.com/densitykv/densitykv/config"
 )
 
 func init() { register(newDemoCmd) }
@@ -35,10 +37,10 @@ simulate flag works here too, with the demo's defaults.`,
 			if !cmd.Flags().Changed("force") && !rf.resume {
 				rf.force = true
 			}
-			return runSimulateCommand(cmd, "demo", cf, rf, DemoConfig())
+			return runSimulateCommand(cmd, "demo", cf, rf, config.DemoConfig())
 		},
 	}
-	cf = bindConfigFlags(cmd.Flags(), DemoConfig())
+	cf = bindConfigFlags(cmd.Flags(), config.DemoConfig())
 	rf.bind(cmd, "densitykv")
 	return cmd
 }

@@ -10,25 +10,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/eval"
-	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/runfolder"
 )
 
 func init() { register(newEvalCmd) }
-
-// EvalConfig is the default of `densitykv eval`: the demo's reduced scale
-// (10×16 tokens per frame, 4 heads of dimension 64, three-frame blocks,
-// one sink frame, five-frame window, six frame-equivalents of memory, σ
-// scaled to d) with 1 layer and 30 s of video (40 blocks), so that the
-// whole suite (25 distinct policies) finishes in a few minutes on two cores
-// in the pure-Go build too (a second layer doubles the time).
-func EvalConfig() Config {
-	c := DemoConfig()
-	c.Memory.Layout.Layers = 1
-	c.Run.Name = "eval"
-	c.Policies = evalPolicies() // recorded in the resolved config; the suite decides
-	return c
-}
 
 // evalFlags are the evaluation settings besides the run configuration.
 type evalFlags struct {
@@ -48,7 +35,7 @@ func newEvalCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "eval",
 		Short: "Compare every memory policy at matched capacity: attention fidelity, coverage, paper sweeps (a few minutes)",
-		Long: `eval runs the matched-capacity evaluation of issue 6 (package eval) on one
+		Long: `eval runs the matched-capacity evaluation (package eval) on one
 KV stream (the built-in synthetic one by default, or a recorded stream file):
 the baselines (Native, Infinity-RoPE, Deep Forcing, LongLive-RAG, FIFO,
 uniform stride, DensityKV), the parameter sweeps (τ, M, σ, p, scaled to the
@@ -87,7 +74,7 @@ or reduce --layers/--heads for long streams (see docs/EVAL.md).`,
 		},
 	}
 	f := cmd.Flags()
-	cf = bindConfigFlags(f, EvalConfig())
+	cf = bindConfigFlags(f, config.EvalConfig())
 	// eval keeps no snapshots (it cannot resume) and runs every layer from
 	// the first (choose measured layers with --eval-layers).
 	for _, name := range evalIgnoredFlags {
@@ -120,10 +107,10 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if ef.queries <= 0 || ef.topK <= 0 || ef.coverageSample < 0 {
 		return usagef("--queries %d and --top-k %d must be positive, --coverage-sample %d not negative", ef.queries, ef.topK, ef.coverageSample)
 	}
-	base := EvalConfig()
+	base := config.EvalConfig()
 	if kind, _ := cf.fs.GetString("stream"); cf.fs.Changed("stream") && kind == "file" {
 		path, _ := cf.fs.GetString("stream-file")
-		l, _, err := streamLayoutFromFile(path)
+		l, _, err := config.StreamLayout(path)
 		if err != nil {
 			return usagef("--stream-file: %w", err)
 		}
@@ -136,7 +123,7 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if cfg.Stream.FirstLayer != 0 {
 		return usagef("stream.first_layer %d does not apply to eval (it runs layers 0…layers−1; measure a subset with --eval-layers)", cfg.Stream.FirstLayer)
 	}
-	if !cf.fs.Changed("sigma") && !cf.keys["memory.bank.sigma"] {
+	if !cf.fs.Changed("sigma") && !cf.keys.Set["memory.bank.sigma"] {
 		// The paper's calibration σ = √(d_k/2) for whatever head dimension
 		// the stream has (5.66 at the default d = 64).
 		cfg.Memory.Bank.Sigma = eval.ScaledSigma(cfg.Memory.Layout.HeadDim)
@@ -148,7 +135,7 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if _, err := os.Stat(filepath.Join(dir, "tables.md")); err == nil && !ef.force {
 		return usagef("eval folder %s already exists; overwrite it with --force or pick another --name", dir)
 	}
-	src, err := openStream(cfg)
+	src, err := config.OpenStream(cfg)
 	if err != nil {
 		return err
 	}
@@ -176,11 +163,11 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("eval folder: %w", err)
 	}
-	y, err := MarshalConfig(cfg)
+	y, err := config.Marshal(cfg)
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, fileConfig), y); err != nil {
+	if err := runfolder.WriteFile(filepath.Join(dir, runfolder.FileConfig), y); err != nil {
 		return err
 	}
 	opt := eval.Options{Base: cfg.Memory, Queries: ef.queries, TopK: ef.topK, CoverageSample: ef.coverageSample,
@@ -215,7 +202,7 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 		}
 		files = append(files, pf...)
 	}
-	files = append([]string{filepath.Join(dir, fileConfig)}, files...)
+	files = append([]string{filepath.Join(dir, runfolder.FileConfig)}, files...)
 	if ef.json {
 		return printJSON(stdout, struct {
 			Dir      string   `json:"dir"`
@@ -237,10 +224,3 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 // evalIgnoredFlags are run flags shared with simulate that eval does not
 // use: hidden from its help and rejected when given.
 var evalIgnoredFlags = []string{"snapshot-every", "first-layer"}
-
-// evalPolicies lists the memory policies the suite's baselines use (for
-// documentation and tests).
-func evalPolicies() []string {
-	return []string{memory.NameNative, memory.NameInfinityRoPE, memory.NameDeepForcing, memory.NameLongLiveRAG,
-		memory.NameFIFO, memory.NameUniformStride, memory.NameDensityKV}
-}

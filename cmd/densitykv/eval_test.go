@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/synth"
 )
 
@@ -39,7 +41,7 @@ func TestEvalWritesTablesAndPlots(t *testing.T) {
 		t.Fatalf("summary %+v", sum)
 	}
 	rd := filepath.Join(dir, "e")
-	for _, f := range []string{fileConfig, "tables.md", "baselines_h8.csv", "tau_h8.csv", "cells.csv", "series.csv", "fidelity.png", "fidelity.svg"} {
+	for _, f := range []string{runfolder.FileConfig, "tables.md", "baselines_h8.csv", "tau_h8.csv", "cells.csv", "series.csv", "fidelity.png", "fidelity.svg"} {
 		if st, err := os.Stat(filepath.Join(rd, f)); err != nil || st.Size() == 0 {
 			t.Errorf("eval folder lacks %s (%v)", f, err)
 		}
@@ -107,7 +109,7 @@ func TestEvalPlotsFlag(t *testing.T) {
 // TestEvalDefaultScale pins the default that keeps both builds within a
 // few minutes (docs/EVAL.md): one layer of the demo layout, 30 s.
 func TestEvalDefaultScale(t *testing.T) {
-	c := EvalConfig()
+	c := config.EvalConfig()
 	if l := c.Memory.Layout; l.Layers != 1 || l.Heads != 4 || l.HeadDim != 64 || c.Blocks() != 40 {
 		t.Fatalf("eval default layout %+v, %d blocks; docs/EVAL.md times 1 layer × 4 heads × 64, 40 blocks", l, c.Blocks())
 	}

@@ -8,7 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/runfolder"
 )
 
 // generate shares simulate's memory flags and reads --config; a failed
@@ -21,7 +25,7 @@ func TestGenerateFlagsConfigAndFailures(t *testing.T) {
 		"--latent-height", "6", "--latent-width", "8", "--blocks", "2", "--out", dir, "--quiet", "--preview=false", "--trace-step", "-1"}
 	// Every memory flag of simulate exists on generate.
 	gen := newGenerateCmd()
-	for path, flag := range yamlFlags {
+	for path, flag := range config.Flags() {
 		if strings.HasPrefix(path, "memory.") && !strings.HasPrefix(path, "memory.layout.") && gen.Flags().Lookup(flag) == nil {
 			t.Errorf("generate lacks --%s (%s)", flag, path)
 		}
@@ -56,27 +60,27 @@ func TestGenerateFlagsConfigAndFailures(t *testing.T) {
 	if code, _, errs := run(t, context.Background(), append(append([]string(nil), base...), flags...)...); code != 0 {
 		t.Fatalf("generate with memory flags (after failures with the same name): exit %d: %s", code, errs)
 	}
-	var gc generateConfig
-	if err := loadYAMLFile(filepath.Join(dir, "x", fileConfig), &gc); err != nil {
+	var gc config.GenerateConfig
+	if err := runfolder.LoadConfig(filepath.Join(dir, "x"), &gc); err != nil {
 		t.Fatal(err)
 	}
 	m := gc.Memory
-	if b := m.Bank; b.P != 4 || b.Eps != 2 || b.Delta != 1e-5 || b.Admission != "sequential" || b.Descriptor != "pre-rope-key" ||
-		b.Payload != "f32" || b.Densities != "f64" || b.Workers != 1 || m.DeepForcing.RecentFrames != 4 || m.DeepForcing.MaxReuse != 3 ||
-		m.LongLiveRAG.TopK != 2 || m.LongLiveRAG.Descriptor != "key-mean" || m.LongLiveRAG.DescriptorStorageDim != 2*32 {
+	if b := m.Bank; b.P != 4 || b.Eps != 2 || b.Delta != 1e-5 || b.Admission != bank.AdmitSequential || b.Descriptor != bank.DescPreRoPEKey ||
+		b.Payload != bank.PayloadF32 || b.Densities != bank.F64 || b.Workers != 1 || m.DeepForcing.RecentFrames != 4 || m.DeepForcing.MaxReuse != 3 ||
+		m.LongLiveRAG.TopK != 2 || m.LongLiveRAG.Descriptor != memory.RAGKeyMean || m.LongLiveRAG.DescriptorStorageDim != 2*32 {
 		t.Fatalf("recorded memory config %+v", m)
 	}
-	y, _ := os.ReadFile(filepath.Join(dir, "x", fileConfig))
+	y, _ := os.ReadFile(filepath.Join(dir, "x", runfolder.FileConfig))
 	if strings.Contains(string(y), "synth:") {
 		t.Errorf("generate's config has a stream.synth block:\n%s", y)
 	}
 	// --config: the recorded file, with flags on top.
-	code, _, errs := run(t, context.Background(), "generate", "--config", filepath.Join(dir, "x", fileConfig), "--name", "y", "--tau", "3", "--quiet")
+	code, _, errs := run(t, context.Background(), "generate", "--config", filepath.Join(dir, "x", runfolder.FileConfig), "--name", "y", "--tau", "3", "--quiet")
 	if code != 0 {
 		t.Fatalf("generate --config: exit %d: %s", code, errs)
 	}
-	var gy generateConfig
-	if err := loadYAMLFile(filepath.Join(dir, "y", fileConfig), &gy); err != nil {
+	var gy config.GenerateConfig
+	if err := runfolder.LoadConfig(filepath.Join(dir, "y"), &gy); err != nil {
 		t.Fatal(err)
 	}
 	want := gc

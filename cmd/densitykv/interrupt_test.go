@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/internal/bench"
 )
 
 // Ctrl-C (a cancelled context) stops eval and both benchmarks with exit
@@ -16,7 +16,7 @@ import (
 func TestCtrlCStopsEvalAndBench(t *testing.T) {
 	dir := t.TempDir()
 	// The bank bench also times float32 passes where the bfloat16 kernel runs.
-	benchStop := fmt.Sprintf("bench bank stopped after 0 of %d steps (fill, warm-up, 2 updates, 2 passes", bank.BenchConfig{Repeats: 2}.Steps())
+	benchStop := fmt.Sprintf("bench bank stopped after 0 of %d steps (fill, warm-up, 2 updates, 2 passes", bench.BankOptions{Repeats: 2}.Steps())
 	cases := []struct {
 		name   string
 		args   []string
@@ -74,7 +74,7 @@ func TestBenchProgress(t *testing.T) {
 		args []string
 		want string
 	}{
-		{bankArgs, fmt.Sprintf("bench bank: %[1]d/%[1]d (100%%)", bank.BenchConfig{Repeats: 2}.Steps())},
+		{bankArgs, fmt.Sprintf("bench bank: %[1]d/%[1]d (100%%)", bench.BankOptions{Repeats: 2}.Steps())},
 		{[]string{"bench", "wan", "--tiny", "--json"}, "bench wan tiny (golden config) (forward calls): 40/40 (100%)"},
 	} {
 		code, _, errs := run(t, context.Background(), c.args...)

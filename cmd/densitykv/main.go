@@ -38,6 +38,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/densitykv/densitykv/runfolder"
 )
 
 // rootCmd holds subcommands that other files add directly with
@@ -59,7 +61,7 @@ const (
 
 // errInterrupted is returned by long-running commands stopped by Ctrl-C
 // after they have left their run folder consistent.
-var errInterrupted = errors.New("interrupted")
+var errInterrupted = runfolder.ErrInterrupted
 
 // usageError marks errors in flags or arguments (exit code 2).
 type usageError struct{ err error }
@@ -179,10 +181,11 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "densitykv: %v\n", err)
 	var ue usageError
+	var re *runfolder.UserError
 	switch {
 	case errors.Is(err, errInterrupted):
 		return exitInterrupted
-	case errors.As(err, &ue), isCobraUsage(err):
+	case errors.As(err, &ue), errors.As(err, &re), isCobraUsage(err):
 		return exitUsage
 	}
 	return exitFailure

@@ -17,8 +17,12 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/eval"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/storage"
 	"github.com/densitykv/densitykv/synth"
 )
@@ -46,7 +50,7 @@ func TestSimulateWritesRunFolder(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
 	rd := filepath.Join(dir, "a")
-	for _, f := range []string{fileConfig, fileLog, fileSummary, fileProvenance, fileAdmissions, fileStorageRun,
+	for _, f := range []string{runfolder.FileConfig, runfolder.FileLog, runfolder.FileSummary, runfolder.FileProvenance, runfolder.FileAdmissions, runfolder.FileStorage,
 		"plots/policies.png", "plots/policies.svg", "plots/admission_montage.png", "plots/admission_montage.svg",
 		"plots/occupancy_admissions_densitykv.png", "plots/storage_vs_horizon.png"} {
 		if st, err := os.Stat(filepath.Join(rd, f)); err != nil || st.Size() == 0 {
@@ -54,15 +58,15 @@ func TestSimulateWritesRunFolder(t *testing.T) {
 		}
 	}
 	// 9 s at 4 frames/s = 36 frames = 12 blocks; 3 policies × 2 layers.
-	lines, err := readLog(filepath.Join(rd, fileLog))
+	lines, err := runfolder.ReadLog(filepath.Join(rd, runfolder.FileLog))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(lines) != 12*3*2 {
 		t.Fatalf("memory_log has %d lines, want 12 blocks × 3 policies × 2 layers = 72", len(lines))
 	}
-	var sum summary
-	if err := readJSON(filepath.Join(rd, fileSummary), &sum); err != nil {
+	var sum runfolder.Summary
+	if err := runfolder.ReadJSON(filepath.Join(rd, runfolder.FileSummary), &sum); err != nil {
 		t.Fatal(err)
 	}
 	if !sum.Complete || sum.CompletedBlocks != 12 || len(sum.Policies) != 3 {
@@ -87,7 +91,7 @@ func TestSimulateWritesRunFolder(t *testing.T) {
 		}
 	}
 	// DensityKV admitted something, and provenance lists its final banks.
-	var dkv *policyTotals
+	var dkv *runfolder.PolicyTotals
 	for _, p := range sum.Policies {
 		if p.Policy == "densitykv" {
 			dkv = p
@@ -97,8 +101,8 @@ func TestSimulateWritesRunFolder(t *testing.T) {
 		t.Fatalf("densitykv admitted nothing: %+v", dkv)
 	}
 	// The admission aggregates agree with the log.
-	var adm admissions
-	if err := readJSON(filepath.Join(rd, fileAdmissions), &adm); err != nil {
+	var adm runfolder.Admissions
+	if err := runfolder.ReadJSON(filepath.Join(rd, runfolder.FileAdmissions), &adm); err != nil {
 		t.Fatal(err)
 	}
 	var sumTok, sumLF int64
@@ -122,7 +126,7 @@ func TestSimulateWritesRunFolder(t *testing.T) {
 			t.Fatalf("admissions.json maps update %d to block %d, the log to block %d", u, b, updBlock[u])
 		}
 	}
-	prov, _ := os.ReadFile(filepath.Join(rd, fileProvenance))
+	prov, _ := os.ReadFile(filepath.Join(rd, runfolder.FileProvenance))
 	rows := strings.Count(string(prov), "\n") - 1
 	if want := 2 * 2 * dkv.OccMax; dkv.OccMin == dkv.OccMax && rows != want {
 		t.Fatalf("provenance has %d rows, want layers × heads × occupancy = %d", rows, want)
@@ -132,7 +136,7 @@ func TestSimulateWritesRunFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Memory.Capacity != cap || c.Memory.Bank.Tau != 2 || c.Memory.Bank.Ordering != "mean" || c.Memory.Bank.Sigma != 2 {
+	if c.Memory.Capacity != cap || c.Memory.Bank.Tau != 2 || c.Memory.Bank.Ordering != bank.OrderMean || c.Memory.Bank.Sigma != 2 {
 		t.Fatalf("resolved config: capacity %d tau %v ordering %q sigma %v", c.Memory.Capacity, c.Memory.Bank.Tau, c.Memory.Bank.Ordering, c.Memory.Bank.Sigma)
 	}
 	if !strings.Contains(out, "densitykv") || !strings.Contains(out, "admitted") || !strings.Contains(out, filepath.Join(rd, "plots")) {
@@ -154,7 +158,7 @@ func TestSimulateJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var s summary
+	var s runfolder.Summary
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatalf("stdout is not the JSON summary: %v\n%s", err, out)
 	}
@@ -164,9 +168,9 @@ func TestSimulateJSON(t *testing.T) {
 }
 
 // stripTimings removes wall-clock fields so that two runs compare equal.
-func stripTimings(t *testing.T, path string) []logLine {
+func stripTimings(t *testing.T, path string) []runfolder.LogLine {
 	t.Helper()
-	ls, err := readLog(path)
+	ls, err := runfolder.ReadLog(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,8 +199,8 @@ func TestResumeIsIdentical(t *testing.T) {
 			if code != exitInterrupted || !strings.Contains(errs, "--resume") {
 				t.Fatalf("interrupted run: exit %d, stderr %q", code, errs)
 			}
-			var s summary
-			if err := readJSON(filepath.Join(dir, name, fileSummary), &s); err != nil {
+			var s runfolder.Summary
+			if err := runfolder.ReadJSON(filepath.Join(dir, name, runfolder.FileSummary), &s); err != nil {
 				t.Fatal(err)
 			}
 			if s.Complete || s.CompletedBlocks != 7 {
@@ -206,11 +210,11 @@ func TestResumeIsIdentical(t *testing.T) {
 			if code, _, errs := run(t, context.Background(), "trace", filepath.Join(dir, name)); code != 0 {
 				t.Fatalf("trace of the stopped run: %s", errs)
 			}
-			var cp runState
-			cpPath := filepath.Join(dir, name, dirState, fileCheckpoint)
-			if err := readSealed(cpPath, simCheckpointFormat, simCheckpointVersion, &cp); err != nil {
+			cp, err := runfolder.ReadSimulateCheckpoint(filepath.Join(dir, name))
+			if err != nil {
 				t.Fatal(err)
 			}
+			cpPath := filepath.Join(dir, name, runfolder.DirState, runfolder.FileCheckpoint)
 			if cp.NextBlock != 7 || !cp.Snapshots {
 				t.Fatalf("checkpoint at block %d, snapshots %v; want 7 and policy snapshots", cp.NextBlock, cp.Snapshots)
 			}
@@ -222,7 +226,7 @@ func TestResumeIsIdentical(t *testing.T) {
 			}
 			for _, bad := range []struct{ old, new, want string }{
 				{`"next_block": 7`, `"next_block": 6`, "damaged"},
-				{simCheckpointFormat, genCheckpointFormat, "not a " + simCheckpointFormat},
+				{runfolder.SimulateCheckpoint, runfolder.GenerateCheckpoint, "not a " + runfolder.SimulateCheckpoint},
 			} {
 				if !bytes.Contains(good, []byte(bad.old)) {
 					t.Fatalf("checkpoint has no %s: %s", bad.old, good)
@@ -239,13 +243,13 @@ func TestResumeIsIdentical(t *testing.T) {
 			}
 			// A crash after the checkpoint leaves lines the checkpoint does
 			// not cover: resume must drop them.
-			lf, err := os.OpenFile(filepath.Join(dir, name, fileLog), os.O_APPEND|os.O_WRONLY, 0)
+			lf, err := os.OpenFile(filepath.Join(dir, name, runfolder.FileLog), os.O_APPEND|os.O_WRONLY, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			lf.WriteString(`{"policy":"densitykv","block":7,"layer":0}` + "\n")
 			lf.Close()
-			snaps, _ := filepath.Glob(filepath.Join(dir, name, dirState, "policy-*-b000007.snap"))
+			snaps, _ := filepath.Glob(filepath.Join(dir, name, runfolder.DirState, "policy-*-b000007.snap"))
 			if len(snaps) != 3 {
 				t.Fatalf("state holds %v, want the 3 policies' snapshots at block 7", snaps)
 			}
@@ -258,12 +262,12 @@ func TestResumeIsIdentical(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("resume: exit %d: %s", code, errs)
 			}
-			a := stripTimings(t, filepath.Join(dir, "full", fileLog))
-			b := stripTimings(t, filepath.Join(dir, name, fileLog))
+			a := stripTimings(t, filepath.Join(dir, "full", runfolder.FileLog))
+			b := stripTimings(t, filepath.Join(dir, name, runfolder.FileLog))
 			if !reflect.DeepEqual(a, b) {
 				t.Fatalf("resumed memory_log differs from the uninterrupted run (%d vs %d lines)", len(a), len(b))
 			}
-			for _, f := range []string{fileProvenance, fileAdmissions, fileStorageRun} {
+			for _, f := range []string{runfolder.FileProvenance, runfolder.FileAdmissions, runfolder.FileStorage} {
 				x, _ := os.ReadFile(filepath.Join(dir, "full", f))
 				y, _ := os.ReadFile(filepath.Join(dir, name, f))
 				if !bytes.Equal(x, y) {
@@ -577,16 +581,16 @@ func TestBenchWanTinyJSON(t *testing.T) {
 }
 
 func TestConfigRoundTrip(t *testing.T) {
-	for _, base := range []Config{DefaultConfig(), DemoConfig()} {
+	for _, base := range []config.Config{config.DefaultConfig(), config.DemoConfig()} {
 		c, err := base.Resolve()
 		if err != nil {
 			t.Fatal(err)
 		}
-		y, err := MarshalConfig(c)
+		y, err := config.Marshal(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var back Config
+		var back config.Config
 		if err := yaml.Unmarshal(y, &back); err != nil {
 			t.Fatal(err)
 		}
@@ -599,7 +603,7 @@ func TestConfigRoundTrip(t *testing.T) {
 		}
 	}
 	// The paper defaults.
-	c, _ := DefaultConfig().Resolve()
+	c, _ := config.DefaultConfig().Resolve()
 	if c.Memory.Capacity != 9360 || c.Blocks() != 80 || c.Memory.Bank.Sigma != 8 || c.Memory.Bank.Delta != 1e-6 {
 		t.Fatalf("paper defaults: capacity %d blocks %d sigma %v delta %v", c.Memory.Capacity, c.Blocks(), c.Memory.Bank.Sigma, c.Memory.Bank.Delta)
 	}
@@ -617,14 +621,14 @@ func TestGenerateTinyGolden(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
 	rd := filepath.Join(dir, "full")
-	for _, f := range []string{fileConfig, fileLog, fileSummary, "manifest.json", "latents/block_00005.safetensors",
-		"attention_trace.json", "plots/attention_trace.png", "preview/frame_00017.png", fileProvenance} {
+	for _, f := range []string{runfolder.FileConfig, runfolder.FileLog, runfolder.FileSummary, "manifest.json", "latents/block_00005.safetensors",
+		"attention_trace.json", "plots/attention_trace.png", "preview/frame_00017.png", runfolder.FileProvenance} {
 		if _, err := os.Stat(filepath.Join(rd, f)); err != nil {
 			t.Errorf("generate run folder lacks %s", f)
 		}
 	}
-	var tr attentionTraceJSON
-	if err := readJSON(filepath.Join(rd, "attention_trace.json"), &tr); err != nil {
+	var tr eval.TraceFile
+	if err := runfolder.ReadJSON(filepath.Join(rd, "attention_trace.json"), &tr); err != nil {
 		t.Fatal(err)
 	}
 	for q, row := range tr.Mass {
@@ -658,8 +662,8 @@ func TestGenerateTinyGolden(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("resume: %s", errs)
 	}
-	a := stripTimings(t, filepath.Join(rd, fileLog))
-	b := stripTimings(t, filepath.Join(dir, "stop", fileLog))
+	a := stripTimings(t, filepath.Join(rd, runfolder.FileLog))
+	b := stripTimings(t, filepath.Join(dir, "stop", runfolder.FileLog))
 	if !reflect.DeepEqual(a, b) {
 		t.Fatalf("resumed generate log differs (%d vs %d lines)", len(a), len(b))
 	}
@@ -687,7 +691,7 @@ func TestStreamFileReplaysSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := synth.NewGenerator(synthConfig(c))
+	g, err := synth.NewGenerator(c.Synth())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -713,8 +717,8 @@ func TestStreamFileReplaysSynthetic(t *testing.T) {
 	if code != 0 {
 		t.Fatal(errs)
 	}
-	a := stripTimings(t, filepath.Join(dir, "synthetic", fileLog))
-	b := stripTimings(t, filepath.Join(dir, "file", fileLog))
+	a := stripTimings(t, filepath.Join(dir, "synthetic", runfolder.FileLog))
+	b := stripTimings(t, filepath.Join(dir, "file", runfolder.FileLog))
 	if !reflect.DeepEqual(a, b) {
 		t.Fatalf("replaying the recorded stream gave a different log (%d vs %d lines)", len(a), len(b))
 	}
@@ -736,7 +740,7 @@ func TestNoArgumentsRunsDemo(t *testing.T) {
 	if !strings.Contains(errs, "running the demo") || code != exitInterrupted {
 		t.Fatalf("no arguments: exit %d, stderr %q", code, errs)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "runs", "demo", fileConfig)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "runs", "demo", runfolder.FileConfig)); err != nil {
 		t.Fatalf("the demo did not start in runs/demo: %v", err)
 	}
 }
@@ -788,8 +792,8 @@ func TestGenerateRecordReplaysInSimulate(t *testing.T) {
 	if code, _, errs := run(t, context.Background(), sim...); code != 0 {
 		t.Fatal(errs)
 	}
-	a := stripTimings(t, filepath.Join(dir, "gen", fileLog))
-	b := stripTimings(t, filepath.Join(dir, "sim", fileLog))
+	a := stripTimings(t, filepath.Join(dir, "gen", runfolder.FileLog))
+	b := stripTimings(t, filepath.Join(dir, "sim", runfolder.FileLog))
 	if len(a) != len(b) || len(a) != 6*2 {
 		t.Fatalf("%d generate lines, %d simulate lines, want 12 each", len(a), len(b))
 	}
@@ -806,8 +810,8 @@ func TestGenerateRecordReplaysInSimulate(t *testing.T) {
 	if admitted == 0 {
 		t.Fatal("the bank admitted nothing")
 	}
-	p1, _ := os.ReadFile(filepath.Join(dir, "gen", fileProvenance))
-	p2, _ := os.ReadFile(filepath.Join(dir, "sim", fileProvenance))
+	p1, _ := os.ReadFile(filepath.Join(dir, "gen", runfolder.FileProvenance))
+	p2, _ := os.ReadFile(filepath.Join(dir, "sim", runfolder.FileProvenance))
 	if !bytes.Equal(p1, p2) {
 		t.Fatal("final banks differ between the rollout and its replay")
 	}
@@ -823,9 +827,9 @@ func TestFirstLayerMatchesFullRun(t *testing.T) {
 	if code, _, errs := run(t, context.Background(), tiny(dir, "one", "--layers", "1", "--first-layer", "1")...); code != 0 {
 		t.Fatal(errs)
 	}
-	full := stripTimings(t, filepath.Join(dir, "both", fileLog))
-	one := stripTimings(t, filepath.Join(dir, "one", fileLog))
-	var want []logLine
+	full := stripTimings(t, filepath.Join(dir, "both", runfolder.FileLog))
+	one := stripTimings(t, filepath.Join(dir, "one", runfolder.FileLog))
+	var want []runfolder.LogLine
 	for _, ln := range full {
 		if ln.Layer == 1 {
 			ln.Bytes = 0
@@ -838,7 +842,7 @@ func TestFirstLayerMatchesFullRun(t *testing.T) {
 	if !reflect.DeepEqual(want, one) {
 		t.Fatalf("layer 1 alone differs from layer 1 of the full run (%d vs %d lines)", len(one), len(want))
 	}
-	p, _ := os.ReadFile(filepath.Join(dir, "one", fileProvenance))
+	p, _ := os.ReadFile(filepath.Join(dir, "one", runfolder.FileProvenance))
 	if !strings.Contains(string(p), "\ndensitykv,1,") || strings.Contains(string(p), "\ndensitykv,0,") {
 		t.Fatal("provenance of the layer-1 run does not name layer 1")
 	}

@@ -15,8 +15,10 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/goldendir"
 	"github.com/densitykv/densitykv/rollout"
+	"github.com/densitykv/densitykv/runfolder"
 )
 
 // genResumeArgs is a generate command line on the tiny golden model that
@@ -89,7 +91,7 @@ func runFiles(t *testing.T, dir, name string) map[string][]byte {
 		}
 		rel, _ := filepath.Rel(rd, p)
 		if d.IsDir() {
-			if rel == dirState {
+			if rel == runfolder.DirState {
 				return filepath.SkipDir
 			}
 			return nil
@@ -99,20 +101,20 @@ func runFiles(t *testing.T, dir, name string) map[string][]byte {
 			return err
 		}
 		switch rel {
-		case fileLog:
+		case runfolder.FileLog:
 			b = timingLog.ReplaceAll(b, []byte(`"$1":0`))
 		case rollout.ManifestFile:
 			b = timingManifest.ReplaceAll(b, []byte(`"$1": 0`))
-		case fileSummary:
+		case runfolder.FileSummary:
 			b = timingSummary.ReplaceAll(b, []byte(`"$1": 0`))
 			b = bytes.ReplaceAll(b, []byte(rd), []byte("RUN"))
-		case fileConfig:
-			var gc generateConfig
+		case runfolder.FileConfig:
+			var gc config.GenerateConfig
 			if err := yaml.Unmarshal(b, &gc); err != nil {
 				return err
 			}
 			gc.Run.Name, gc.Generate.RecordStream = "RUN", "RUN.dkvs"
-			if b, err = yamlMarshal(gc); err != nil {
+			if b, err = config.MarshalGenerate(gc); err != nil {
 				return err
 			}
 		}
@@ -154,8 +156,8 @@ func sameRunFiles(t *testing.T, dir, want, got string) {
 			t.Errorf("%s differs after resume (%d vs %d bytes)", f, len(a[f]), len(y))
 		}
 	}
-	for _, f := range []string{fileLog, rollout.ManifestFile, "latents/block_00000.safetensors", "attention_trace.json", "(record stream)", fileProvenance} {
-		if _, ok := a[f]; !ok && (f != fileProvenance || strings.Contains(want, "densitykv")) {
+	for _, f := range []string{runfolder.FileLog, rollout.ManifestFile, "latents/block_00000.safetensors", "attention_trace.json", "(record stream)", runfolder.FileProvenance} {
+		if _, ok := a[f]; !ok && (f != runfolder.FileProvenance || strings.Contains(want, "densitykv")) {
 			t.Errorf("compared folders lack %s", f)
 		}
 	}
@@ -186,12 +188,12 @@ func TestGenerateResumeIsIdentical(t *testing.T) {
 			}
 			stop := c.policy + "-stop"
 			stopAfterBlocks(t, 5, genResumeArgs(t, dir, stop, text, 7, extra...))
-			cp, err := readGenCheckpoint(filepath.Join(dir, stop, dirState, fileCheckpoint))
+			cp, err := runfolder.ReadGenerateCheckpoint(filepath.Join(dir, stop))
 			if err != nil {
 				t.Fatal(err)
 			}
-			snaps, _ := filepath.Glob(filepath.Join(dir, stop, dirState, "policy-*.snap"))
-			if cp.NextBlock != 5 || len(snaps) != 1 || filepath.Base(snaps[0]) != cp.Snapshot || cp.Snapshot != snapshotName(0, c.policy, 5) {
+			snaps, _ := filepath.Glob(filepath.Join(dir, stop, runfolder.DirState, "policy-*.snap"))
+			if cp.NextBlock != 5 || len(snaps) != 1 || filepath.Base(snaps[0]) != cp.Snapshot || cp.Snapshot != runfolder.SnapshotName(0, c.policy, 5) {
 				t.Fatalf("checkpoint at block %d with snapshot %q; state holds %v", cp.NextBlock, cp.Snapshot, snaps)
 			}
 			// The resumed run computes only blocks 5 and 6.
@@ -206,7 +208,7 @@ func TestGenerateResumeIsIdentical(t *testing.T) {
 				t.Fatalf("resume computed %d blocks, want 2; stderr %q", blocks, errs)
 			}
 			sameRunFiles(t, dir, c.policy+"-full", stop)
-			snaps, _ = filepath.Glob(filepath.Join(dir, stop, dirState, "policy-*.snap"))
+			snaps, _ = filepath.Glob(filepath.Join(dir, stop, runfolder.DirState, "policy-*.snap"))
 			if len(snaps) != 0 {
 				t.Errorf("complete run keeps snapshots %v", snaps)
 			}
@@ -260,7 +262,7 @@ func TestGenerateResumeAfterCrash(t *testing.T) {
 		t.Fatalf("resume stopped before its first block: exit %d: %s", code, errs)
 	}
 	man, _ = rollout.ReadManifest(filepath.Join(dir, "crash"))
-	lines, _ := readLog(filepath.Join(dir, "crash", fileLog))
+	lines, _ := runfolder.ReadLog(filepath.Join(dir, "crash", runfolder.FileLog))
 	_, errShard := os.Stat(filepath.Join(dir, "crash", "latents", "block_00004.safetensors"))
 	_, errFrame := os.Stat(filepath.Join(dir, "crash", "preview", "frame_00012.png"))
 	if len(man.Shards) != 4 || len(lines) != 4*2 || errShard == nil || errFrame == nil {
@@ -315,19 +317,19 @@ func TestGenerateResumeRefusesMismatch(t *testing.T) {
 		b[at] ^= 0x10
 		os.WriteFile(path, b, 0o644)
 	}
-	cpPath := filepath.Join(rd, dirState, fileCheckpoint)
-	snap := filepath.Join(rd, dirState, snapshotName(0, "densitykv", 2))
+	cpPath := filepath.Join(rd, runfolder.DirState, runfolder.FileCheckpoint)
+	snap := filepath.Join(rd, runfolder.DirState, runfolder.SnapshotName(0, "densitykv", 2))
 	for _, c := range []struct {
 		name   string
 		damage func()
 		want   []string
 	}{
-		{"checkpoint state", func() { edit(cpPath, `"next_block": 2`, `"next_block": 1`) }, []string{fileCheckpoint, "damaged", "SHA-256"}},
-		{"checkpoint version", func() { edit(cpPath, `"version": 1`, `"version": 9`) }, []string{fileCheckpoint, "version 9"}},
+		{"checkpoint state", func() { edit(cpPath, `"next_block": 2`, `"next_block": 1`) }, []string{runfolder.FileCheckpoint, "damaged", "SHA-256"}},
+		{"checkpoint version", func() { edit(cpPath, `"version": 1`, `"version": 9`) }, []string{runfolder.FileCheckpoint, "version 9"}},
 		{"checkpoint missing", func() { os.Remove(cpPath) }, []string{"no checkpoint"}},
 		{"snapshot", func() { flip(snap, -5) }, []string{snap, "SHA-256"}},
 		{"snapshot missing", func() { os.Remove(snap) }, []string{snap}},
-		{"config", func() { edit(filepath.Join(rd, fileConfig), "tau: 2", "tau: 3") }, []string{fileConfig, "changed since the checkpoint"}},
+		{"config", func() { edit(filepath.Join(rd, runfolder.FileConfig), "tau: 2", "tau: 3") }, []string{runfolder.FileConfig, "changed since the checkpoint"}},
 		{"text", func() { flip(text, -1) }, []string{"text " + text, "changed since the checkpoint"}},
 		{"latents", func() { flip(filepath.Join(rd, "latents", "block_00001.safetensors"), -1) }, []string{"completed block 1", "SHA-256"}},
 		{"latents missing", func() { os.Remove(filepath.Join(rd, "latents", "block_00000.safetensors")) }, []string{"completed block 0"}},
@@ -357,53 +359,5 @@ func copyTree(t *testing.T, from, to string) {
 	t.Helper()
 	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestFingerprint: small files are hashed whole; large ones by their size
-// and evenly spaced pieces, the first and last included.
-func TestFingerprint(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "f")
-	data := make([]byte, 10000)
-	for i := range data {
-		data[i] = byte(i * 7)
-	}
-	fp := func(b []byte) fileFingerprint {
-		t.Helper()
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		f, err := fingerprint("text", p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
-	if f := fp(data); f.SHA256 != sha256Hex(data) || f.Size != 10000 || f.Role != "text" || f.Path != p {
-		t.Fatalf("small file: %+v", f)
-	}
-	defer func(w, n, s int64) { fingerprintWhole, fingerprintPieces, fingerprintPiece = w, n, s }(fingerprintWhole, fingerprintPieces, fingerprintPiece)
-	fingerprintWhole, fingerprintPieces, fingerprintPiece = 4096, 4, 256 // pieces at 0, 3248, 6496, 9744
-	base := fp(data)
-	if base.SHA256 == sha256Hex(data) {
-		t.Fatal("large file hashed whole")
-	}
-	changed := func(at int) bool {
-		b := append([]byte(nil), data...)
-		b[at] ^= 1
-		return fp(b).SHA256 != base.SHA256
-	}
-	if !changed(0) || !changed(3300) || !changed(9999) {
-		t.Fatal("a change inside a sampled piece went unnoticed")
-	}
-	if changed(2000) {
-		t.Fatal("a change between the pieces is noticed: the file was not sampled")
-	}
-	if fp(append(data, 0)).SHA256 == base.SHA256 {
-		t.Fatal("a size change went unnoticed")
-	}
-	if _, err := fingerprint("text", filepath.Join(dir, "missing")); err == nil {
-		t.Fatal("missing file fingerprinted")
 	}
 }

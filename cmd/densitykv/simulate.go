@@ -5,15 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/runfolder"
 )
 
 func init() { register(newSimulateCmd) }
@@ -66,17 +69,17 @@ identical results.`,
 		Args:        cobra.NoArgs,
 		Annotations: interruptible("stopping after the current block"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runSimulateCommand(cmd, "simulate", cf, rf, DefaultConfig())
+			return runSimulateCommand(cmd, "simulate", cf, rf, config.DefaultConfig())
 		},
 	}
-	cf = bindConfigFlags(cmd.Flags(), DefaultConfig())
+	cf = bindConfigFlags(cmd.Flags(), config.DefaultConfig())
 	rf.bind(cmd, "all")
 	return cmd
 }
 
 // runSimulateCommand resolves the configuration, prepares the run folder,
-// runs, renders and reports. Shared by simulate and demo.
-func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf runFlags, base Config) error {
+// runs (runfolder.Simulate), and reports. Shared by simulate and demo.
+func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf runFlags, base config.Config) error {
 	if !slices.Contains([]string{"all", "densitykv", "none"}, rf.updates) {
 		return usagef("--updates is %q, want all, densitykv or none", rf.updates)
 	}
@@ -84,7 +87,7 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 	if base.Run.Name == "" {
 		base.Run.Name = command
 	}
-	var cfg Config
+	var cfg config.Config
 	var dir string
 	if rf.resume {
 		out, name := base.Run.Out, base.Run.Name
@@ -101,15 +104,16 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 			}
 		})
 		if len(bad) > 0 {
-			return usagef("--resume continues a run with its saved %s; drop %v (start a new run with --name to change it)", fileConfig, bad)
+			return usagef("--resume continues a run with its saved %s; drop %v (start a new run with --name to change it)", runfolder.FileConfig, bad)
 		}
 		dir = filepath.Join(out, name)
-		c, err := loadRunConfig(dir)
-		if err != nil {
+		var c config.Config
+		if err := runfolder.LoadConfig(dir, &c); err != nil {
 			return usagef("--resume: %w", err)
 		}
+		var err error
 		if cfg, err = c.Resolve(); err != nil {
-			return fmt.Errorf("--resume: %s: %w", filepath.Join(dir, fileConfig), err)
+			return fmt.Errorf("--resume: %s: %w", filepath.Join(dir, runfolder.FileConfig), err)
 		}
 		if cf.fs.Changed("plots") {
 			cfg.Run.Plots, _ = cf.fs.GetBool("plots")
@@ -123,14 +127,14 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 			return usagef("stream.seconds (--seconds) %g gives no block at %g frames/s", cfg.Stream.Seconds, cfg.Stream.FPS)
 		}
 		dir = filepath.Join(cfg.Run.Out, cfg.Run.Name)
-		if err := prepareRunDir(dir, rf.force); err != nil {
+		if err := runfolder.Prepare(dir, rf.force); err != nil {
 			return err
 		}
-		y, err := MarshalConfig(cfg)
+		y, err := config.Marshal(cfg)
 		if err != nil {
 			return err
 		}
-		if err := writeFileAtomic(filepath.Join(dir, fileConfig), y); err != nil {
+		if err := runfolder.WriteFile(filepath.Join(dir, runfolder.FileConfig), y); err != nil {
 			return err
 		}
 	}
@@ -144,108 +148,53 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 		fmt.Fprintf(stdout, "policies: %v; run folder: %s\n", cfg.Policies, dir)
 	}
 	warnMemory(stderr, cfg)
-	o := simOptions{stdout: stdout, stderr: stderr, updates: rf.updates, quiet: rf.quiet, resume: rf.resume}
+	updates := stdout
 	if rf.json {
-		o.stdout = nil
+		updates = nil
 	}
-	res, runErr := runSimulation(cmd.Context(), cfg, dir, o)
-	if runErr != nil && !errors.Is(runErr, errInterrupted) {
+	var prog *progress
+	hooks := runfolder.Hooks{
+		Start: func(first, total int) { prog = newProgress(stderr, "simulate", total, first, rf.quiet) },
+		Block: func(b int, lines []runfolder.LogLine) {
+			if lines != nil {
+				printUpdates(updates, rf.updates, cfg, b, lines, prog)
+				if afterBlockHook != nil {
+					afterBlockHook(b)
+				}
+			}
+			prog.add(1)
+		},
+		Info: func(msg string) {
+			if !rf.quiet {
+				fmt.Fprintln(stderr, msg)
+			}
+		},
+		Warn: func(msg string) { fmt.Fprintln(stderr, msg) },
+	}
+	res, runErr := runfolder.Simulate(cmd.Context(), command, cfg, dir, rf.resume, hooks)
+	if prog != nil {
+		prog.finish()
+	}
+	if runErr != nil && !errors.Is(runErr, runfolder.ErrInterrupted) {
 		return runErr
 	}
-	sum := newSummary(command, dir, cfg, res)
-	if !res.Interrupted && cfg.Run.Plots {
-		pngs, err := renderRun(dir)
-		if err != nil {
-			return fmt.Errorf("plots: %w", err)
-		}
-		sum.Plots = pngs
-	}
-	if err := writeJSONAtomic(filepath.Join(dir, fileSummary), sum); err != nil {
-		return err
-	}
 	if rf.json {
-		if err := printJSON(stdout, sum); err != nil {
+		if err := printJSON(stdout, res.Summary); err != nil {
 			return err
 		}
 	} else {
-		printSummary(stdout, sum)
+		printSummary(stdout, res.Summary)
 	}
 	if res.Interrupted {
 		return fmt.Errorf("%w with %d of %d blocks done; continue with: densitykv %s --out %s --name %s --resume",
-			errInterrupted, res.State.NextBlock, cfg.Blocks(), command, cfg.Run.Out, cfg.Run.Name)
+			errInterrupted, res.Summary.CompletedBlocks, cfg.Blocks(), command, cfg.Run.Out, cfg.Run.Name)
 	}
 	return nil
 }
 
-// prepareRunDir creates dir for a new run. An existing run folder is
-// refused unless force is set (then the run's own files are removed first),
-// or unless it holds nothing: no checkpoint and no logged block (a run that
-// failed or stopped before its first block), which is reused.
-func prepareRunDir(dir string, force bool) error {
-	if _, err := os.Stat(filepath.Join(dir, fileConfig)); err == nil {
-		checkpointed, logged := runProgress(dir)
-		switch {
-		case force:
-		case checkpointed:
-			return usagef("run folder %s already exists; continue it with --resume, overwrite it with --force, or pick another --name", dir)
-		case logged:
-			return usagef("run folder %s already exists with logged blocks but no checkpoint to continue from; overwrite it with --force or pick another --name", dir)
-		}
-		for _, f := range []string{fileConfig, fileLog, fileSummary, fileProvenance, fileAdmissions, fileStorageRun, dirPlots, dirState} {
-			if err := os.RemoveAll(filepath.Join(dir, f)); err != nil {
-				return err
-			}
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("run folder: %w", err)
-	}
-	return nil
-}
-
-// runProgress reports whether a run folder has a checkpoint to continue
-// from and whether its memory log holds any block.
-func runProgress(dir string) (checkpointed, logged bool) {
-	_, err := os.Stat(filepath.Join(dir, dirState, fileCheckpoint))
-	st, lerr := os.Stat(filepath.Join(dir, fileLog))
-	return err == nil, lerr == nil && st.Size() > 0
-}
-
-// summary is summary.json.
-type summary struct {
-	Command         string          `json:"command"`
-	RunDir          string          `json:"run_dir"`
-	Complete        bool            `json:"complete"`
-	Blocks          int             `json:"blocks"`
-	CompletedBlocks int             `json:"completed_blocks"`
-	Frames          int             `json:"frames"`
-	VideoSeconds    float64         `json:"video_seconds"`
-	FPS             float64         `json:"fps"`
-	Layout          memory.Layout   `json:"layout"`
-	Capacity        int             `json:"capacity"`
-	Policies        []*policyTotals `json:"policies"`
-	ElapsedSeconds  float64         `json:"elapsed_seconds"`
-	ReplayedBlocks  int             `json:"replayed_blocks,omitempty"`
-	Plots           []string        `json:"plots,omitempty"`
-	Files           []string        `json:"files"`
-}
-
-func newSummary(command, dir string, cfg Config, res *simResult) *summary {
-	s := &summary{Command: command, RunDir: dir, Complete: !res.Interrupted, Blocks: cfg.Blocks(),
-		Frames: cfg.Frames(), FPS: cfg.Stream.FPS, Layout: cfg.Memory.Layout, Capacity: cfg.Memory.Capacity,
-		ElapsedSeconds: res.Elapsed.Seconds(), ReplayedBlocks: res.Replayed}
-	if res.State != nil {
-		s.CompletedBlocks = res.State.NextBlock
-		s.Policies = res.State.Totals
-	}
-	s.VideoSeconds = float64(s.CompletedBlocks*cfg.Memory.Layout.FramesPerBlock) / cfg.Stream.FPS
-	for _, f := range []string{fileConfig, fileLog, fileProvenance, fileAdmissions, fileStorageRun, fileSummary} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err == nil || f == fileSummary {
-			s.Files = append(s.Files, filepath.Join(dir, f))
-		}
-	}
-	return s
-}
+// afterBlockHook, when set (tests), runs after every logged block of
+// simulate and demo.
+var afterBlockHook func(block int)
 
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
@@ -253,7 +202,7 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func printSummary(w io.Writer, s *summary) {
+func printSummary(w io.Writer, s *runfolder.Summary) {
 	state := "complete"
 	if !s.Complete {
 		state = fmt.Sprintf("stopped with %d of %d blocks done", s.CompletedBlocks, s.Blocks)
@@ -284,7 +233,7 @@ func printSummary(w io.Writer, s *summary) {
 
 // warnMemory warns when policies that keep every frame (FullHistory,
 // LongLive-RAG) will hold more float32 K/V in memory than the machine has.
-func warnMemory(w io.Writer, cfg Config) {
+func warnMemory(w io.Writer, cfg config.Config) {
 	total := totalMemory()
 	if total <= 0 {
 		return
@@ -301,4 +250,91 @@ func warnMemory(w io.Writer, cfg Config) {
 		fmt.Fprintf(w, "warning: full-history / longlive-rag keep every frame: about %s of float32 K/V by the end, this machine has %s of memory\n",
 			humanBytes(need), humanBytes(total))
 	}
+}
+
+// printUpdates prints block b's per-update lines to w (nil: nothing):
+// every policy, or with which "densitykv" only the DensityKV bank updates.
+func printUpdates(w io.Writer, which string, cfg config.Config, b int, lines []runfolder.LogLine, prog *progress) {
+	if which == "none" || w == nil {
+		return
+	}
+	L := cfg.Memory.Layout.Layers
+	capacity := cfg.Memory.Capacity
+	F := cfg.Memory.Layout.FramesPerBlock
+	for i := 0; i < len(lines); i += L {
+		ls := lines[i : i+L]
+		name := ls[0].Policy
+		if which == "densitykv" && name != memory.NameDensityKV {
+			continue
+		}
+		var adm, mand, capv, omin, omax int
+		var bankB int64
+		omin = 1 << 62
+		var flags []string
+		upd := -1
+		for _, ln := range ls {
+			adm += ln.AdmittedTotal
+			bankB += ln.BankBytes
+			mand += ln.EvictedMandatory
+			capv += ln.EvictedCapacity
+			omin, omax = min(omin, ln.OccMin), max(omax, ln.OccMax)
+			if ln.Update >= 0 {
+				upd = ln.Update
+			}
+			if ln.Flushed {
+				flags = appendOnce(flags, "FLUSHED")
+			}
+			if ln.FloorBlocked {
+				flags = appendOnce(flags, "FLOOR-BLOCKED")
+			}
+			if ln.Infeasible {
+				flags = appendOnce(flags, "INFEASIBLE")
+			}
+		}
+		u := "  -"
+		if upd >= 0 {
+			u = fmt.Sprintf("%3d", upd)
+		}
+		if prog.bar != nil {
+			_ = prog.bar.Clear()
+		}
+		occ := fmt.Sprintf("%d", omin)
+		if omax != omin {
+			occ = fmt.Sprintf("%d-%d", omin, omax)
+		}
+		bytes := "bytes " + humanBytes(ls[0].Bytes)
+		if name == memory.NameDensityKV {
+			bytes = "bank " + humanBytes(bankB) + " (with sink+window " + humanBytes(ls[0].Bytes) + ")"
+		}
+		fmt.Fprintf(w, "%-14s block %3d (frames %3d-%3d, %6.2fs) update %s  admitted %7d  evicted %6d mandatory %6d capacity  occupancy %s/%d per head  %s%s\n",
+			name, b, b*F, b*F+F-1, ls[0].Second, u, adm, mand, capv, occ, capacity, bytes, flagStr(flags))
+	}
+}
+
+func appendOnce(s []string, v string) []string {
+	if slices.Contains(s, v) {
+		return s
+	}
+	return append(s, v)
+}
+
+func flagStr(f []string) string {
+	if len(f) == 0 {
+		return ""
+	}
+	return "  [" + strings.Join(f, " ") + "]"
+}
+
+// humanBytes formats n with binary units.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.2f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/runfolder"
 )
 
 // envTestMain makes the test binary run as the densitykv command (with the
@@ -41,4 +44,11 @@ func newTestWaitCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&ignore, "ignore-ctrl-c", false, "keep waiting after Ctrl-C")
 	return cmd
+}
+
+// loadRunConfig reads a simulate, demo or eval run folder's configuration.
+func loadRunConfig(dir string) (config.Config, error) {
+	var c config.Config
+	err := runfolder.LoadConfig(dir, &c)
+	return c, err
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/densitykv/densitykv/runfolder"
 )
 
 func init() { register(newTraceCmd) }
@@ -61,8 +63,8 @@ Use it on a run stopped with Ctrl-C, or after changing the plotting code.`,
 
 // renderAny renders a simulate/demo run folder, or a generate run folder.
 func renderAny(dir string) ([]string, error) {
-	if _, err := os.Stat(filepath.Join(dir, fileConfig)); err != nil {
-		return nil, usagef("trace: %s has no %s: not a densitykv run folder (demo, simulate or generate write one)", dir, fileConfig)
+	if _, err := os.Stat(filepath.Join(dir, runfolder.FileConfig)); err != nil {
+		return nil, usagef("trace: %s has no %s: not a densitykv run folder (demo, simulate or generate write one)", dir, runfolder.FileConfig)
 	}
-	return renderRun(dir)
+	return runfolder.Render(dir)
 }

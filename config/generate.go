@@ -1,0 +1,202 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/rollout"
+	"github.com/densitykv/densitykv/wan"
+)
+
+// GenerateConfig is config.resolved.yaml of a generate run: the run,
+// policies and memory of Config (the stream follows the model: kind wan, 4
+// latent frames/s) and the generate section.
+type GenerateConfig struct {
+	Config   `yaml:",inline"`
+	Generate GenerateSection `yaml:"generate"`
+}
+
+// GenerateSection is the generate-specific part of a generate run's
+// configuration.
+type GenerateSection struct {
+	Checkpoint string     `yaml:"checkpoint"`
+	Entry      string     `yaml:"entry"`
+	LoRA       string     `yaml:"lora"`
+	LoRAAlpha  float64    `yaml:"lora_alpha"`
+	Arch       string     `yaml:"arch"` // 1.3b or tiny
+	Model      wan.Config `yaml:"model"`
+	Texts      []TextSpec `yaml:"texts"`
+	// LatentHeight and LatentWidth are the VAE latent size (60×104 for
+	// 480×832 video); tokens are 2×2 patches of it.
+	LatentHeight int `yaml:"latent_height"`
+	LatentWidth  int `yaml:"latent_width"`
+	Blocks       int `yaml:"blocks"`
+	// TraceStep is the denoising step whose attention is traced (3 = the
+	// 4th pass); -1 disables the trace.
+	TraceStep int  `yaml:"trace_step"`
+	Preview   bool `yaml:"preview"`
+	// RecordStream, when set, records the clean passes' q/k/v of every layer
+	// into a stream file (package synth's format) that simulate and eval
+	// replay with --stream file.
+	RecordStream string `yaml:"record_stream"`
+}
+
+// TextSpec is one prompt: a text-encoder output file used from FromBlock on.
+type TextSpec struct {
+	Path      string `yaml:"path"`
+	Tensor    string `yaml:"tensor"`
+	FromBlock int    `yaml:"from_block"`
+}
+
+// FramesPerBlock is the generate run's block length in latent frames.
+const FramesPerBlock = 3
+
+// Archs are the model architectures generate knows.
+var Archs = map[string]func() wan.Config{"1.3b": wan.DefaultConfig, "tiny": wan.TinyConfig}
+
+// GenerateDefaults is a generate run's configuration before the --config
+// file and the flags: the 1.3B model at 480×832, 5 s, DensityKV with the
+// paper's memory settings (the layout follows the model and latent size).
+func GenerateDefaults() GenerateConfig {
+	return GenerateConfig{
+		Config: Config{Run: RunConfig{Out: "runs", Name: "generate", Plots: true, SnapshotEvery: 10}, Stream: StreamConfig{Kind: "wan", FPS: 4},
+			Policies: []string{memory.NameDensityKV}, Memory: LayoutFreeDefaults(memory.DefaultLayout())},
+		Generate: GenerateSection{Arch: "1.3b", LatentHeight: 60, LatentWidth: 104, TraceStep: 3, Preview: true},
+	}
+}
+
+// ParseTextSpec parses one --text value: PATH, or PATH@BLOCK to switch to
+// that prompt at block BLOCK. Only the text after the last '@' can be the
+// block, and only when it is an integer, so a path that contains '@'
+// ("runs/v@2/ctx.safetensors") is taken whole; a negative or out-of-range
+// block, or an empty path before it, is an error.
+func ParseTextSpec(arg, tensor string) (TextSpec, error) {
+	ts := TextSpec{Path: arg, Tensor: tensor}
+	i := strings.LastIndex(arg, "@")
+	if i < 0 {
+		return ts, nil
+	}
+	b, err := strconv.Atoi(arg[i+1:])
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return ts, fmt.Errorf("--text %q: block %s after @ is out of range", arg, arg[i+1:])
+	case err != nil:
+		return ts, nil // not PATH@BLOCK: the '@' belongs to the path
+	case b < 0:
+		return ts, fmt.Errorf("--text %q: the block after @ must be non-negative", arg)
+	case i == 0:
+		return ts, fmt.Errorf("--text %q: no file before @%d", arg, b)
+	}
+	ts.Path, ts.FromBlock = arg[:i], b
+	return ts, nil
+}
+
+// Resolve checks a generate configuration once the file and the flags
+// are applied (keys are the file's, named file in errors) and derives what
+// follows from it: the model from the architecture, the stream from the
+// block count, the layout and RoPE base from the model and latent size,
+// and the resolved memory. Input files are checked to exist here and read
+// later, before the run folder is made.
+func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
+	G := &gc.Generate
+	has := func(key string) bool { return keys.Set[key] }
+	if gc.Run.SnapshotEvery < 0 {
+		return fmt.Errorf("--snapshot-every (run.snapshot_every) is %d, want >= 0", gc.Run.SnapshotEvery)
+	}
+	if gc.Run.Seed < 0 {
+		return fmt.Errorf("%s: run.seed is %d, want >= 0", file, gc.Run.Seed)
+	}
+	newArch, ok := Archs[G.Arch]
+	if !ok {
+		return fmt.Errorf("--arch (generate.arch) is %q, want 1.3b or tiny", G.Arch)
+	}
+	model := newArch()
+	if has("generate.model") && G.Model != model {
+		return fmt.Errorf("%s: generate.model differs from the %s architecture (generate.arch); the model follows the architecture, leave generate.model out", file, G.Arch)
+	}
+	G.Model = model
+	if G.Checkpoint == "" {
+		return fmt.Errorf("--checkpoint is required (a .safetensors or .pt file of the causal Wan generator)")
+	}
+	if _, err := os.Stat(G.Checkpoint); err != nil {
+		return fmt.Errorf("--checkpoint: %w", err)
+	}
+	if len(G.Texts) == 0 {
+		return fmt.Errorf("--text is required (a tensor file with the text-encoder output [L, %d])", model.TextDim)
+	}
+	for i, ts := range G.Texts {
+		if _, err := os.Stat(ts.Path); err != nil {
+			return fmt.Errorf("--text: %w", err)
+		}
+		if i > 0 && ts.FromBlock <= G.Texts[i-1].FromBlock {
+			return fmt.Errorf("--text: prompt %s starts at block %d, not after the previous one's %d", ts.Path, ts.FromBlock, G.Texts[i-1].FromBlock)
+		}
+	}
+	if G.Texts[0].FromBlock != 0 {
+		return fmt.Errorf("--text: the first prompt must start at block 0, got @%d", G.Texts[0].FromBlock)
+	}
+	if G.LatentHeight <= 0 || G.LatentWidth <= 0 || G.LatentHeight%model.Patch[1] != 0 || G.LatentWidth%model.Patch[2] != 0 {
+		return fmt.Errorf("--latent-height/--latent-width %d×%d must be positive multiples of the %d×%d patch", G.LatentHeight, G.LatentWidth, model.Patch[1], model.Patch[2])
+	}
+	if G.Blocks <= 0 {
+		return fmt.Errorf("--blocks (generate.blocks) is %d, want > 0", G.Blocks)
+	}
+	if steps := len(rollout.DefaultSchedule().Timesteps); G.TraceStep < -1 || G.TraceStep >= steps {
+		return fmt.Errorf("--trace-step (generate.trace_step) is %d, want -1 (off) or 0..%d", G.TraceStep, steps-1)
+	}
+	if gc.Run.Name == "" || strings.ContainsAny(gc.Run.Name, `/\`) || gc.Run.Name == "." || gc.Run.Name == ".." {
+		return fmt.Errorf("--name (run.name) %q must be a plain folder name", gc.Run.Name)
+	}
+	if gc.Run.Out == "" {
+		return fmt.Errorf("--out (run.out) is empty, want a folder")
+	}
+	if len(gc.Policies) != 1 || !slices.Contains(memory.Names(), gc.Policies[0]) {
+		return fmt.Errorf("--policy (policies) is %q, want one of %s", strings.Join(gc.Policies, ","), strings.Join(memory.Names(), ", "))
+	}
+	// The stream and the layout follow the model and the block count; a
+	// file may carry them (a config.resolved.yaml does) only unchanged.
+	stream := StreamConfig{Kind: "wan", Seconds: float64(G.Blocks*FramesPerBlock) / 4, FPS: 4}
+	if has("stream.kind") && gc.Stream.Kind != stream.Kind || has("stream.fps") && gc.Stream.FPS != stream.FPS {
+		return fmt.Errorf("%s: stream.kind %q at %g frames/s: generate rolls out the Wan model (kind wan, 4 latent frames/s); leave stream out", file, gc.Stream.Kind, gc.Stream.FPS)
+	}
+	gc.Stream = stream
+	m, err := model.Memory(gc.Memory, G.LatentHeight, G.LatentWidth, FramesPerBlock) // layout and RoPE base follow the model
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if has("memory.layout") && gc.Memory.Layout != m.Layout {
+		return fmt.Errorf("%s: memory.layout %+v differs from the model's %+v at latent %d×%d; the layout follows --arch and --latent-height/--latent-width, leave it out",
+			file, gc.Memory.Layout, m.Layout, G.LatentHeight, G.LatentWidth)
+	}
+	m.LongLiveRAG.LatentChannels = model.OutDim // the descriptor reads the model's latents
+	rm, err := resolveMemory(m, gc.Policies)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	gc.Memory = rm
+	return nil
+}
+
+// MarshalGenerate renders a generate run's configuration as YAML with a
+// header comment.
+func MarshalGenerate(gc GenerateConfig) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString("# densitykv generate: resolved configuration\n")
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(gc); err != nil {
+		return nil, fmt.Errorf("config: encode YAML: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("config: encode YAML: %w", err)
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,364 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/densitykv/densitykv/internal/cputime"
+	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/rollout"
+	"github.com/densitykv/densitykv/wan"
+)
+
+// WanOptions configures RunWan.
+type WanOptions struct {
+	Name  string     // label ("tiny", "wan2.1-1.3b")
+	Model wan.Config // architecture; Layers is the full depth
+	// LayersRun is the number of layers actually built and run (0 = all).
+	// With fewer, per-block time is extrapolated linearly to Model.Layers
+	// (the layers are identical in cost), and so is the peak heap: each
+	// missing layer adds its parameters, its KV-cache state and its
+	// prompt's cross-attention K/V (see WanResult). Only the fixed-context
+	// run (Blocks == 0) can run fewer layers.
+	LayersRun      int
+	Height, Width  int // latent size
+	FramesPerBlock int // 0 = 3
+	// Blocks > 0 runs a real rollout of that many blocks with the Policy
+	// (memory.New name, default native, cache 12 frames) and reports the
+	// median of the blocks after the cache is full. Blocks == 0 runs Calls
+	// forward calls of one block against a fixed steady-state context of
+	// ContextFrames frames (sink + history + the block itself), held per
+	// layer in float32 like Native's rolling cache.
+	Blocks        int
+	Policy        string
+	Calls         int // forward calls timed with Blocks == 0 (0 = 5, one block)
+	ContextFrames int // 0 = 12 (Wan's native cache)
+	Seed          uint64
+	// Context stops the benchmark between forward calls when cancelled
+	// (nil = never); RunWan then returns an error wrapping ctx.Err().
+	Context context.Context
+	// Progress, when set, is called after every forward call with the
+	// calls done and their total.
+	Progress func(done, total int)
+}
+
+// WanResult is what RunWan measured.
+type WanResult struct {
+	Name          string
+	Params        int64 // parameters of the full model
+	Layers        int   // full depth
+	LayersRun     int
+	Tokens        int // query tokens per call
+	Keys          int // self-attention keys per call (steady state)
+	CallsPerBlock int
+	CallSeconds   []float64 // each timed forward call (LayersRun layers)
+	BlockSeconds  []float64 // each timed block (LayersRun layers; real rollouts only)
+	MedianCall    float64
+	// CallCPU is the process CPU seconds per timed call (user + system,
+	// all threads): less sensitive than wall time to other load on a
+	// shared machine.
+	CallCPU       float64
+	MedianBlock   float64 // seconds per block at LayersRun layers
+	PerBlock      float64 // seconds per block of the full model (extrapolated when LayersRun < Layers)
+	Extrapolated  bool
+	ParamBytes    int64  // float32 parameters of the full model
+	PeakHeapBytes uint64 // peak live heap observed during the run (LayersRun layers)
+	// PeakHeapFull is PeakHeapBytes when every layer ran; otherwise the
+	// estimate PeakHeapBytes + (Layers − LayersRun)·(ParamBytesPerLayer +
+	// PolicyBytesPerLayer + TextBytesPerLayer). Shared buffers (the
+	// model's and attention's workspaces, the latents, the text embedding)
+	// are measured once and not scaled.
+	PeakHeapFull uint64
+	// The per-layer memory components, in bytes, as held by the run
+	// (…Run, for LayersRun layers) and per layer: float32 parameters, the
+	// memory policy's per-layer K/V state (the fixed-context run holds
+	// ContextFrames frames of K and V per layer, as Native does; 0 for a
+	// real policy, whose layers all run), and the prompt's cross-attention
+	// K/V (EmbedText keeps TextLen rows of K and V per layer).
+	ParamBytesRun, ParamBytesPerLayer   int64
+	PolicyBytesRun, PolicyBytesPerLayer int64
+	TextBytesRun, TextBytesPerLayer     int64
+	Threads                             int
+	SecondsElapsed                      float64
+}
+
+// String formats the result for `densitykv bench`, saying what was
+// measured and what is extrapolated.
+func (r WanResult) String() string {
+	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
+	timeNote, memNote := "", fmt.Sprintf("peak heap %.1f MiB measured with all %d layers", float64(r.PeakHeapBytes)/(1<<20), r.Layers)
+	if r.Extrapolated {
+		timeNote = fmt.Sprintf(" (extrapolated from %d of %d layers)", r.LayersRun, r.Layers)
+		memNote = fmt.Sprintf("peak heap %.1f MiB measured with %d of %d layers; full model %.1f MiB extrapolated = measured + %d layers × %.1f MiB (per layer: parameters %.1f, KV cache %.1f, text K/V %.1f MiB)",
+			float64(r.PeakHeapBytes)/(1<<20), r.LayersRun, r.Layers, float64(r.PeakHeapFull)/(1<<20), r.Layers-r.LayersRun,
+			mib(r.ParamBytesPerLayer+r.PolicyBytesPerLayer+r.TextBytesPerLayer), mib(r.ParamBytesPerLayer), mib(r.PolicyBytesPerLayer), mib(r.TextBytesPerLayer))
+	}
+	return fmt.Sprintf("%s: %.3g M params, %d tokens × %d keys per call, %d calls per block: median call %.4g s (%.4g CPU s) measured at %d layers, %.4g s per block%s; %s; %d threads",
+		r.Name, float64(r.Params)/1e6, r.Tokens, r.Keys, r.CallsPerBlock, r.MedianCall, r.CallCPU, r.LayersRun, r.PerBlock, timeNote, memNote, r.Threads)
+}
+
+// heapSampler records the peak live heap while running.
+type heapSampler struct {
+	peak atomic.Uint64
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func startHeapSampler() *heapSampler {
+	h := &heapSampler{stop: make(chan struct{})}
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	sample := func() {
+		metrics.Read(s)
+		if v := s[0].Value.Uint64(); v > h.peak.Load() {
+			h.peak.Store(v)
+		}
+	}
+	sample()
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		t := time.NewTicker(25 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-h.stop:
+				sample()
+				return
+			case <-t.C:
+				sample()
+			}
+		}
+	}()
+	return h
+}
+
+func (h *heapSampler) done() uint64 { close(h.stop); h.wg.Wait(); return h.peak.Load() }
+
+// RunWan measures per-call and per-block time and peak memory of the model
+// with random weights (see WanOptions).
+func RunWan(o WanOptions) (WanResult, error) {
+	full := o.Model
+	if err := full.Validate(); err != nil {
+		return WanResult{}, err
+	}
+	if o.FramesPerBlock == 0 {
+		o.FramesPerBlock = 3
+	}
+	if o.LayersRun <= 0 || o.LayersRun > full.Layers {
+		o.LayersRun = full.Layers
+	}
+	if o.Calls <= 0 {
+		o.Calls = 5
+	}
+	if o.ContextFrames == 0 {
+		o.ContextFrames = 12
+	}
+	if o.ContextFrames < o.FramesPerBlock {
+		return WanResult{}, fmt.Errorf("bench: wan: context %d frames < block %d frames", o.ContextFrames, o.FramesPerBlock)
+	}
+	if o.Blocks > 0 && o.LayersRun < full.Layers {
+		return WanResult{}, fmt.Errorf("bench: wan: a real rollout runs every layer (%d of %d requested): its policy's per-layer state cannot be extrapolated", o.LayersRun, full.Layers)
+	}
+	run := full
+	run.Layers = o.LayersRun
+	start := time.Now()
+	runtime.GC()
+	hs := startHeapSampler()
+	m, err := wan.Random(run, o.Seed)
+	if err != nil {
+		hs.done()
+		return WanResult{}, err
+	}
+	res := WanResult{Name: o.Name, Layers: full.Layers, LayersRun: o.LayersRun, Threads: runtime.GOMAXPROCS(0)}
+	perLayer := blockParams(full)
+	res.Params = m.NumParams() + int64(full.Layers-o.LayersRun)*perLayer
+	res.ParamBytes = 4 * res.Params
+	res.ParamBytesRun, res.ParamBytesPerLayer = 4*m.NumParams(), 4*perLayer
+	lay := run.Layout(o.Height, o.Width, o.FramesPerBlock)
+	tpf := lay.TokensPerFrame()
+	res.Tokens = lay.TokensPerBlock()
+	res.CallsPerBlock = 5
+	r := rand.New(rand.NewPCG(o.Seed, 1))
+	ctx := make([]float32, full.TextLen*full.TextDim)
+	for i := range ctx {
+		ctx[i] = float32(r.NormFloat64())
+	}
+	txt, err := m.EmbedText(ctx, full.TextLen)
+	if err != nil {
+		hs.done()
+		return res, err
+	}
+	for l := range txt.K {
+		res.TextBytesRun += 4 * int64(len(txt.K[l])+len(txt.V[l]))
+	}
+	res.TextBytesPerLayer = res.TextBytesRun / int64(o.LayersRun)
+	if o.Blocks > 0 {
+		name := o.Policy
+		if name == "" {
+			name = memory.NameNative
+		}
+		mc, err := run.Memory(memory.Config{}, o.Height, o.Width, o.FramesPerBlock)
+		if err != nil {
+			hs.done()
+			return res, err
+		}
+		pol, err := memory.New(name, mc)
+		if err != nil {
+			hs.done()
+			return res, err
+		}
+		sch := rollout.DefaultSchedule()
+		res.CallsPerBlock = len(sch.Timesteps) + 1
+		var last time.Time
+		var cpuFull, cpuLast time.Duration
+		timed, calls := 0, 0
+		err = rollout.Run(m, pol, rollout.Options{Blocks: o.Blocks, FramesPerBlock: o.FramesPerBlock, Height: o.Height, Width: o.Width, Schedule: sch,
+			Noise: rollout.Seeded{Seed: o.Seed, StepsPerBlock: len(sch.Timesteps) - 1}, Prompts: []rollout.Prompt{{Text: txt}}, Context: o.Context,
+			Progress: func(p rollout.Progress) {
+				if calls++; o.Progress != nil {
+					o.Progress(calls, o.Blocks*res.CallsPerBlock)
+				}
+				now, cpu := time.Now(), cputime.Process()
+				if !last.IsZero() && (p.Block+1)*o.FramesPerBlock > 12 {
+					res.CallSeconds = append(res.CallSeconds, now.Sub(last).Seconds())
+					cpuFull += cpu - cpuLast
+					timed++
+				}
+				last, cpuLast = now, cpu
+			},
+			BlockDone: func(b int, _ []float32, log rollout.BlockLog) error {
+				if (b+1)*o.FramesPerBlock > 12 {
+					res.BlockSeconds = append(res.BlockSeconds, log.Seconds)
+					if len(log.Attention) > 0 {
+						res.Keys = log.Attention[0].Total()
+					}
+				}
+				return nil
+			}})
+		if err != nil {
+			hs.done()
+			return res, err
+		}
+		res.MedianBlock = Median(res.BlockSeconds)
+		if timed > 0 {
+			res.CallCPU = cpuFull.Seconds() / float64(timed)
+		}
+	} else {
+		S := o.ContextFrames * tpf
+		res.Keys = S
+		pol := newFixedPolicy(lay, S, o.Seed)
+		res.PolicyBytesRun = pol.heldBytes()
+		res.PolicyBytesPerLayer = res.PolicyBytesRun / int64(o.LayersRun)
+		in := make([]float32, o.FramesPerBlock*full.InDim*o.Height*o.Width)
+		for i := range in {
+			in[i] = float32(r.NormFloat64())
+		}
+		flow := make([]float32, len(in))
+		ts := make([]float32, o.FramesPerBlock)
+		cpu0 := cputime.Process()
+		for c := 0; c < o.Calls; c++ {
+			if o.Context != nil && o.Context.Err() != nil {
+				hs.done()
+				return res, fmt.Errorf("bench: wan: stopped after %d of %d calls: %w", c, o.Calls, o.Context.Err())
+			}
+			for i := range ts {
+				ts[i] = rollout.DefaultSchedule().Timesteps[c%4]
+			}
+			t0 := time.Now()
+			if err := m.Forward(flow, wan.Call{Latent: in, Height: o.Height, Width: o.Width, Timesteps: ts, Text: txt, Mem: memory.Call{Block: 0, Step: c}}, pol); err != nil {
+				hs.done()
+				return res, err
+			}
+			res.CallSeconds = append(res.CallSeconds, time.Since(t0).Seconds())
+			if o.Progress != nil {
+				o.Progress(c+1, o.Calls)
+			}
+		}
+		res.CallCPU = (cputime.Process() - cpu0).Seconds() / float64(o.Calls)
+		res.MedianBlock = Median(res.CallSeconds) * float64(res.CallsPerBlock)
+	}
+	res.PeakHeapBytes = hs.done()
+	res.MedianCall = Median(res.CallSeconds)
+	scale := float64(full.Layers) / float64(o.LayersRun)
+	res.PerBlock = res.MedianBlock * scale
+	res.Extrapolated = o.LayersRun < full.Layers
+	res.PeakHeapFull = res.PeakHeapBytes + uint64(int64(full.Layers-o.LayersRun)*(res.ParamBytesPerLayer+res.PolicyBytesPerLayer+res.TextBytesPerLayer))
+	res.SecondsElapsed = time.Since(start).Seconds()
+	return res, nil
+}
+
+// blockParams returns the parameter count of one transformer layer.
+func blockParams(c wan.Config) int64 {
+	d, f := int64(c.Dim), int64(c.FFNDim)
+	return 8*(d*d+d) + 4*d + 2*d + (f*d + f) + (d*f + d) + 6*d
+}
+
+// fixedPolicy is a benchmark-only memory.Policy whose every call attends a
+// fixed steady-state context of S keys per layer, held like Native's
+// rolling cache: per layer, S float32 rows of K and V whose first S − T are
+// random history and whose last T receive the block's own keys and values
+// on every call (the cache write). Queries are not rotated (RoPE is a
+// negligible cost). The context is the layer's cache itself, so there is no
+// shared assembly buffer.
+type fixedPolicy struct {
+	lay  memory.Layout
+	S    int
+	k, v [][]float32 // per layer [S][H][D]
+}
+
+func newFixedPolicy(l memory.Layout, S int, seed uint64) *fixedPolicy {
+	row := l.Heads * l.HeadDim
+	T := l.TokensPerBlock()
+	p := &fixedPolicy{lay: l, S: S, k: make([][]float32, l.Layers), v: make([][]float32, l.Layers)}
+	r := rand.New(rand.NewPCG(seed, 2))
+	for i := range p.k {
+		p.k[i], p.v[i] = make([]float32, S*row), make([]float32, S*row)
+		for j := 0; j < (S-T)*row; j++ {
+			p.k[i][j], p.v[i][j] = float32(r.NormFloat64()), float32(r.NormFloat64())
+		}
+	}
+	return p
+}
+
+// heldBytes returns the bytes of K/V state the policy holds (all layers).
+func (p *fixedPolicy) heldBytes() int64 {
+	var n int64
+	for i := range p.k {
+		n += 4 * int64(len(p.k[i])+len(p.v[i]))
+	}
+	return n
+}
+
+func (p *fixedPolicy) Name() string            { return "bench-fixed-context" }
+func (p *fixedPolicy) Layout() memory.Layout   { return p.lay }
+func (p *fixedPolicy) Begin(memory.Call) error { return nil }
+func (p *fixedPolicy) End() error              { return nil }
+func (p *fixedPolicy) Bytes() int64            { return p.heldBytes() / 2 } // BF16 accounting
+func (p *fixedPolicy) Attend(layer int, q, k, v []float32) (memory.Context, error) {
+	n := (p.S - p.lay.TokensPerBlock()) * p.lay.Heads * p.lay.HeadDim
+	copy(p.k[layer][n:], k)
+	copy(p.v[layer][n:], v)
+	return memory.Context{Q: q, K: p.k[layer], V: p.v[layer], Parts: memory.Parts{Local: p.S}}, nil
+}
+
+// StandardWan returns the benchmarks `densitykv bench wan` reports: the
+// tiny golden configuration (a real 8-block Native rollout, median of the
+// blocks after the 12-frame cache is full) and Wan2.1-T2V-1.3B at 480×832
+// (60×104 latents, 4,680 tokens per block) with random weights: one layer
+// run against the steady-state 12-frame context (18,720 keys), timed over
+// calls forward calls and extrapolated to 30 layers and 5 calls per block
+// (a full 1.3B block takes hours on a 2-core machine); its peak heap is
+// extrapolated with each missing layer's parameters, 12-frame float32 K/V
+// cache (≈219 MiB) and text K/V.
+func StandardWan(calls int) []WanOptions {
+	return []WanOptions{
+		{Name: "tiny (golden config)", Model: wan.TinyConfig(), Height: 6, Width: 8, Blocks: 8},
+		{Name: "wan2.1-t2v-1.3b", Model: wan.DefaultConfig(), LayersRun: 1, Height: 60, Width: 104, Calls: calls},
+	}
+}

@@ -1,0 +1,385 @@
+package runfolder
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+
+	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/internal/atomicfile"
+	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/synth"
+)
+
+// A generate run's resume checkpoint is state/checkpoint.json (a
+// genCheckpoint, written last and atomically: it is the commit point) and
+// the policy snapshot it names (memory.Snapshotter, itself checksummed).
+// Together with the files the run writes as it goes (latent shards and
+// manifest, memory log, --record-stream file) they hold everything the
+// rollout needs to continue from block NextBlock bit-identically; the
+// positions of those files at the checkpoint are in the state, and resume
+// cuts them back to it. The noise needs no state (it is addressed by frame
+// and draw index), nor do the prompt schedule (chosen by block index) and
+// the cross-attention K/V (fixed by the text and the weights, which the
+// state fingerprints).
+const genCheckpointVersion = 1
+
+// sealedCheckpoint is the envelope of state/checkpoint.json (generate and
+// simulate): State is checked against SHA256, the SHA-256 of its compact
+// JSON, and Format names the command that wrote it.
+type sealedCheckpoint struct {
+	Format  string          `json:"format"`
+	Version int             `json:"version"`
+	SHA256  string          `json:"sha256"`
+	State   json.RawMessage `json:"state"`
+}
+
+// GenerateState is what a generate checkpoint saves besides the policy
+// snapshot.
+type GenerateState struct {
+	// RunState: the next block, the memory log's size, the totals, the
+	// bytes by block and the admissions as they stood after block
+	// NextBlock−1.
+	RunState
+	// ConfigSHA256 is the SHA-256 of config.resolved.yaml.
+	ConfigSHA256 string `json:"config_sha256"`
+	// Inputs fingerprints the checkpoint, LoRA and text files.
+	Inputs []FileFingerprint `json:"inputs"`
+	// Snapshot names the policy snapshot in state/ and gives its SHA-256
+	// ("" once the run is complete).
+	Snapshot       string `json:"snapshot,omitempty"`
+	SnapshotSHA256 string `json:"snapshot_sha256,omitempty"`
+	// Shards are the SHA-256 of the latent shards of blocks 0..NextBlock−1.
+	Shards []string `json:"shards_sha256"`
+	// TraceMass is the attention tracer's accumulated (unnormalised) mass.
+	TraceMass []float64 `json:"trace_mass,omitempty"`
+	// RecordBytes is the size of the --record-stream file after block
+	// NextBlock−1 (−1 without a recording).
+	RecordBytes int64 `json:"record_bytes"`
+}
+
+// FileFingerprint identifies an input file.
+type FileFingerprint struct {
+	Role   string `json:"role"` // checkpoint, lora or text
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// Files up to fingerprintWhole bytes are hashed whole; larger ones (model
+// checkpoints of several GiB) by their size and fingerprintPieces evenly
+// spaced pieces of fingerprintPiece bytes, the first and last included, so
+// that resuming does not read the whole checkpoint a second time.
+var (
+	fingerprintWhole  int64 = 256 << 20
+	fingerprintPieces int64 = 64
+	fingerprintPiece  int64 = 1 << 20
+)
+
+func fingerprint(role, path string) (FileFingerprint, error) {
+	fp := FileFingerprint{Role: role, Path: path}
+	f, err := os.Open(path)
+	if err != nil {
+		return fp, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fp, err
+	}
+	fp.Size = st.Size()
+	h := sha256.New()
+	if fp.Size <= fingerprintWhole {
+		if _, err := io.Copy(h, f); err != nil {
+			return fp, fmt.Errorf("%s: %w", path, err)
+		}
+	} else {
+		fmt.Fprintf(h, "sampled %d %d %d\n", fp.Size, fingerprintPieces, fingerprintPiece)
+		buf := make([]byte, fingerprintPiece)
+		for i := range fingerprintPieces {
+			off := i * (fp.Size - fingerprintPiece) / (fingerprintPieces - 1)
+			if _, err := f.ReadAt(buf, off); err != nil {
+				return fp, fmt.Errorf("%s: %w", path, err)
+			}
+			h.Write(buf)
+		}
+	}
+	fp.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return fp, nil
+}
+
+// generateInputs fingerprints the files a generate run reads.
+func generateInputs(g config.GenerateSection) ([]FileFingerprint, error) {
+	type in struct{ role, path string }
+	ins := []in{{"checkpoint", g.Checkpoint}}
+	if g.LoRA != "" {
+		ins = append(ins, in{"lora", g.LoRA})
+	}
+	for _, t := range g.Texts {
+		ins = append(ins, in{"text", t.Path})
+	}
+	var out []FileFingerprint
+	for _, i := range ins {
+		fp, err := fingerprint(i.role, i.path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", i.role, err)
+		}
+		out = append(out, fp)
+	}
+	return out, nil
+}
+
+// checkInputs compares the run's input files with the checkpoint's
+// fingerprints and names the first that changed.
+func checkInputs(saved, now []FileFingerprint) error {
+	if len(saved) != len(now) {
+		return fmt.Errorf("the checkpoint fingerprints %d input files, the configuration names %d", len(saved), len(now))
+	}
+	for i, s := range saved {
+		n := now[i]
+		if s.Role != n.Role || s.Path != n.Path {
+			return fmt.Errorf("the checkpoint's input %d is %s %s, the configuration's %s %s", i, s.Role, s.Path, n.Role, n.Path)
+		}
+		if s.Size != n.Size || s.SHA256 != n.SHA256 {
+			return fmt.Errorf("%s %s changed since the checkpoint (%d bytes, SHA-256 %.12s…; was %d bytes, %.12s…); resume needs the files the run started with",
+				s.Role, s.Path, n.Size, n.SHA256, s.Size, s.SHA256)
+		}
+	}
+	return nil
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// writeGenCheckpoint writes state/checkpoint.json atomically.
+func writeGenCheckpoint(path string, st *GenerateState) error {
+	return writeSealed(path, GenerateCheckpoint, genCheckpointVersion, st)
+}
+
+// ReadGenerateCheckpoint reads and checks the resume checkpoint of a
+// generate run folder.
+func ReadGenerateCheckpoint(dir string) (*GenerateState, error) {
+	return readGenCheckpoint(filepath.Join(dir, DirState, FileCheckpoint))
+}
+
+// readGenCheckpoint reads and checks state/checkpoint.json.
+func readGenCheckpoint(path string) (*GenerateState, error) {
+	st := new(GenerateState)
+	if err := readSealed(path, GenerateCheckpoint, genCheckpointVersion, st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// writeSealed writes state as a sealed checkpoint (format, version and the
+// SHA-256 of the state's compact JSON) to path atomically.
+func writeSealed(path, format string, version int, state any) error {
+	js, err := json.Marshal(state)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return WriteJSON(path, sealedCheckpoint{Format: format, Version: version, SHA256: sha256Hex(js), State: js})
+}
+
+// readSealed reads a checkpoint written by writeSealed into state, checking
+// its format, version and checksum; unknown fields are errors.
+func readSealed(path, format string, version int, state any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var env sealedCheckpoint
+	if err := json.Unmarshal(b, &env); err != nil {
+		return fmt.Errorf("%s is damaged: %w", path, err)
+	}
+	if env.Format != format {
+		return fmt.Errorf("%s is not a %s (format %q); it was written by another densitykv command or version", path, format, env.Format)
+	}
+	if env.Version != version {
+		return fmt.Errorf("%s has format version %d; this densitykv reads version %d", path, env.Version, version)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, env.State); err != nil {
+		return fmt.Errorf("%s is damaged: state: %w", path, err)
+	}
+	if sum := sha256Hex(compact.Bytes()); sum != env.SHA256 {
+		return fmt.Errorf("%s is damaged: its state has SHA-256 %s, the file records %s", path, sum, env.SHA256)
+	}
+	dec := json.NewDecoder(&compact)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(state); err != nil {
+		return fmt.Errorf("%s is damaged: state: %w", path, err)
+	}
+	return nil
+}
+
+// hashWriter counts what passes through it and, when h is set, hashes it.
+type hashWriter struct {
+	w io.Writer
+	h hash.Hash
+	n int64
+}
+
+func (h *hashWriter) Write(p []byte) (int, error) {
+	n, err := h.w.Write(p)
+	if h.h != nil {
+		h.h.Write(p[:n])
+	}
+	h.n += int64(n)
+	return n, err
+}
+
+// saveSnapshotSum is saveSnapshot that also returns the file's SHA-256.
+func saveSnapshotSum(path string, s memory.Snapshotter) (string, error) {
+	h := sha256.New()
+	if err := atomicfile.Write(path, func(w io.Writer) error { return s.Save(io.MultiWriter(w, h)) }); err != nil {
+		return "", fmt.Errorf("snapshot: %w", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// loadSnapshotSum loads a snapshot into s, checking the file's SHA-256
+// (read once: hashed while the policy decodes it). On error s is unchanged
+// (memory.Snapshotter's contract) unless only the hash is wrong; the
+// caller then discards s.
+func loadSnapshotSum(path, want string, s memory.Snapshotter) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	tr := io.TeeReader(f, h)
+	lerr := s.Load(tr)
+	if _, err := io.Copy(h, f); err != nil && lerr == nil {
+		lerr = err
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != want {
+		return fmt.Errorf("snapshot %s has SHA-256 %s, the checkpoint records %s (a snapshot of another run or block, or damaged)", path, sum, want)
+	}
+	if lerr != nil {
+		return fmt.Errorf("snapshot %s: %w", path, lerr)
+	}
+	return nil
+}
+
+// streamRecord is the --record-stream file: a synth stream of the clean
+// passes, written through a counter so that a checkpoint can note (and
+// resume cut back to) its size after a block.
+type streamRecord struct {
+	f    *os.File
+	cw   *hashWriter // counts the file's bytes
+	sw   *synth.Writer
+	done bool
+}
+
+func recordHeader(pol memory.Policy, g config.GenerateSection) synth.Header {
+	return synth.Header{Layout: pol.Layout(), DType: synth.Float32, Blocks: g.Blocks, Source: "densitykv generate " + filepath.Base(g.Checkpoint)}
+}
+
+// newStreamRecord creates the recording, or with resume reopens it cut
+// back to size bytes, which must hold the header and blocks 0..next−1.
+func newStreamRecord(path string, h synth.Header, resume bool, size int64, next int) (*streamRecord, error) {
+	if !resume {
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, err
+		}
+		cw := &hashWriter{w: f}
+		sw, err := synth.NewWriter(cw, h)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		return &streamRecord{f: f, cw: cw, sw: sw}, nil
+	}
+	if size < 0 {
+		return nil, fmt.Errorf("%s: the checkpoint has no recording position", path)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*streamRecord, error) {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	if st.Size() < size {
+		return fail(fmt.Errorf("%d bytes, fewer than the %d the checkpoint recorded", st.Size(), size))
+	}
+	r, err := synth.NewFileReader(io.NewSectionReader(f, 0, size))
+	if err != nil {
+		return fail(err)
+	}
+	if !reflect.DeepEqual(r.Header(), h) {
+		return fail(fmt.Errorf("header %+v, want %+v", r.Header(), h))
+	}
+	if err := f.Truncate(size); err != nil {
+		return fail(err)
+	}
+	if _, err := f.Seek(size, io.SeekStart); err != nil {
+		return fail(err)
+	}
+	cw := &hashWriter{w: f, n: size}
+	sw, err := synth.ResumeWriter(cw, h, 0, next)
+	if err != nil {
+		return fail(err)
+	}
+	return &streamRecord{f: f, cw: cw, sw: sw}, nil
+}
+
+// sync flushes the recording to the file and returns its size.
+func (r *streamRecord) sync() (int64, error) {
+	if err := r.sw.Flush(); err != nil {
+		return 0, err
+	}
+	return r.cw.n, r.f.Sync()
+}
+
+// finish writes the end record and closes the file (once).
+func (r *streamRecord) finish() error {
+	if r.done {
+		return nil
+	}
+	r.done = true
+	return errors.Join(r.sw.Close(), r.f.Close())
+}
+
+// SnapshotName names policy i's snapshot in DirState taken before block
+// (the number of completed blocks).
+func SnapshotName(i int, policy string, block int) string {
+	return fmt.Sprintf("policy-%02d-%s-b%06d.snap", i, policy, block)
+}
+
+func saveSnapshot(path string, s memory.Snapshotter) error {
+	if err := atomicfile.Write(path, s.Save); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return nil
+}
+
+func loadSnapshot(path string, s memory.Snapshotter) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := s.Load(f); err != nil {
+		return fmt.Errorf("snapshot %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,16 @@
+// Package runfolder writes and reads densitykv's run folders
+// (<out>/<name>/, see the README): the memory log, provenance, admissions,
+// storage and summary files, the figures drawn from them, and the resume
+// checkpoints; and it runs the two jobs that fill one, Simulate (memory
+// policies over a KV stream, driven by package sim) and Generate (a Wan
+// rollout through package rollout's generate path). A run reports what it
+// does through Hooks and leaves printing to its caller.
+//
+// Resuming: a run saves a checkpoint (state/checkpoint.json, sealed with
+// the SHA-256 of its state, written last and atomically: it is the commit
+// point) and the policy snapshots it names, every Config.Run.SnapshotEvery
+// blocks and when stopped; the files written as it goes (memory log,
+// latent shards, recorded stream) are cut back to the checkpoint's sizes
+// on resume, so a resumed run ends with the files an uninterrupted one
+// writes.
+package runfolder

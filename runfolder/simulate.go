@@ -1,0 +1,339 @@
+package runfolder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/sim"
+)
+
+// The formats of state/checkpoint.json ("format" in the file).
+const (
+	SimulateCheckpoint = "densitykv-simulate-checkpoint"
+	GenerateCheckpoint = "densitykv-generate-checkpoint"
+)
+
+const simCheckpointVersion = 1
+
+// ReadSimulateCheckpoint reads and checks the resume checkpoint of a
+// simulate (or demo) run folder.
+func ReadSimulateCheckpoint(dir string) (*RunState, error) {
+	var st RunState
+	if err := readSealed(filepath.Join(dir, DirState, FileCheckpoint), SimulateCheckpoint, simCheckpointVersion, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// Hooks report a run's progress to its caller (printing, progress bars,
+// tests). Every field is optional; they run on the run's goroutine.
+type Hooks struct {
+	// Start is called once the run is set up, with the first block it
+	// computes and the total (a resumed run starts past the blocks it
+	// restores).
+	Start func(first, total int)
+	// Block is called after every block: lines are the block's log lines
+	// (every policy, then every layer), nil for a block recomputed on
+	// resume without being logged again.
+	Block func(block int, lines []LogLine)
+	// Info reports what the run does besides its blocks (resuming,
+	// stopping); Warn what the caller should see even when quiet.
+	Info, Warn func(msg string)
+}
+
+func (h Hooks) info(format string, a ...any) {
+	if h.Info != nil {
+		h.Info(fmt.Sprintf(format, a...))
+	}
+}
+
+func (h Hooks) warn(format string, a ...any) {
+	if h.Warn != nil {
+		h.Warn(fmt.Sprintf(format, a...))
+	}
+}
+
+// Result is what a finished (or stopped) run leaves: its summary, also in
+// summary.json.
+type Result struct {
+	Summary     *Summary
+	Interrupted bool
+	// Preview says where a generate run's latent preview is (and its
+	// video, or why there is none); empty without one.
+	Preview string
+}
+
+// Simulate runs cfg's policies over its stream (package sim drives them,
+// block by block) into the run folder dir, which must exist with the run's
+// config.resolved.yaml (Prepare). It writes the memory log as it goes, the
+// provenance, admissions and storage files and summary.json at the end,
+// and the figures when cfg.Run.Plots is set. With resume it continues the
+// run from its checkpoint (policy snapshots, or replaying the blocks when
+// a policy cannot be snapshotted) with results identical to an
+// uninterrupted run. When ctx is cancelled it finishes the current block,
+// saves a checkpoint and returns the partial result with ErrInterrupted.
+func Simulate(ctx context.Context, command string, cfg config.Config, dir string, resume bool, hooks Hooks) (*Result, error) {
+	start := time.Now()
+	st, interrupted, replayed, err := simulate(ctx, cfg, dir, resume, hooks)
+	if err != nil && !interrupted {
+		return nil, err
+	}
+	res := &Result{Summary: newSummary(command, dir, cfg, st, interrupted, time.Since(start), replayed), Interrupted: interrupted}
+	if !interrupted && cfg.Run.Plots {
+		pngs, err := Render(dir)
+		if err != nil {
+			return nil, fmt.Errorf("plots: %w", err)
+		}
+		res.Summary.Plots = pngs
+	}
+	if err := WriteJSON(filepath.Join(dir, FileSummary), res.Summary); err != nil {
+		return nil, err
+	}
+	if interrupted {
+		return res, ErrInterrupted
+	}
+	return res, nil
+}
+
+// simulate is Simulate's run; st is nil when it stopped before restoring a
+// state.
+func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, hooks Hooks) (st *RunState, interrupted bool, replayed int, err error) {
+	L := cfg.Memory.Layout.Layers
+	blocks := cfg.Blocks()
+	pols := make([]memory.Policy, len(cfg.Policies))
+	for i, name := range cfg.Policies {
+		p, err := memory.New(name, cfg.Memory)
+		if err != nil {
+			return nil, false, 0, fmt.Errorf("policy %s: %w", name, err)
+		}
+		pols[i] = p
+	}
+	st = &RunState{Adm: NewAdmissions(cfg)}
+	for _, n := range cfg.Policies {
+		st.Totals = append(st.Totals, &PolicyTotals{Policy: n})
+	}
+	st.Bytes = make([][]int64, len(pols))
+
+	stateDir := filepath.Join(dir, DirState)
+	replayTo := 0
+	if resume {
+		var saved RunState
+		if err := readSealed(filepath.Join(stateDir, FileCheckpoint), SimulateCheckpoint, simCheckpointVersion, &saved); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				again := "start it again without --resume"
+				if _, logged := Status(dir); logged {
+					again += " and with --force (its log has blocks it cannot continue from)"
+				}
+				return nil, false, 0, userf("--resume: %s has no checkpoint (%s): the run stopped before saving one; %s", dir, filepath.Join(DirState, FileCheckpoint), again)
+			}
+			return nil, false, 0, fmt.Errorf("--resume: %w", err)
+		}
+		if saved.NextBlock > blocks {
+			return nil, false, 0, fmt.Errorf("--resume: checkpoint at block %d beyond the run's %d blocks", saved.NextBlock, blocks)
+		}
+		if saved.NextBlock == blocks {
+			return nil, false, 0, userf("--resume: %s is already complete (%d blocks); densitykv trace %s re-renders its plots", dir, blocks, dir)
+		}
+		if saved.Snapshots {
+			for i, p := range pols {
+				sn, ok := p.(memory.Snapshotter)
+				if !ok {
+					return nil, false, 0, fmt.Errorf("--resume: policy %s cannot load the checkpoint's snapshot", cfg.Policies[i])
+				}
+				if err := loadSnapshot(filepath.Join(stateDir, SnapshotName(i, cfg.Policies[i], saved.NextBlock)), sn); err != nil {
+					return nil, false, 0, fmt.Errorf("--resume: policy %s: %w", cfg.Policies[i], err)
+				}
+			}
+			*st = saved
+			if st.Adm == nil {
+				st.Adm = NewAdmissions(cfg)
+			}
+		} else {
+			replayTo = saved.NextBlock
+		}
+		st.LogBytes = saved.LogBytes
+	}
+	logw, err := OpenLog(filepath.Join(dir, FileLog), st.LogBytes)
+	if err != nil {
+		return nil, false, 0, fmt.Errorf("memory log: %w", err)
+	}
+	defer logw.Close()
+
+	stream, err := config.OpenStream(cfg)
+	if err != nil {
+		return nil, false, 0, err
+	}
+	defer stream.Close()
+	canSnap := true
+	for _, p := range pols {
+		if _, ok := p.(memory.Snapshotter); !ok {
+			canSnap = false
+		}
+	}
+	// Skip blocks already covered by restored snapshots.
+	for b := 0; b < st.NextBlock; b++ {
+		if _, err := stream.NextBlock(); err != nil {
+			return nil, false, 0, fmt.Errorf("stream: skip to block %d: %w", st.NextBlock, err)
+		}
+	}
+	if replayTo > 0 {
+		hooks.info("resume: policies cannot be snapshotted; recomputing blocks 0..%d (not logged again)", replayTo-1)
+	}
+	if hooks.Start != nil {
+		hooks.Start(st.NextBlock, blocks)
+	}
+
+	// checkpoint records the completed blocks; with snaps it also saves the
+	// policies' state (not needed once the run is complete).
+	checkpoint := func(snaps bool) error {
+		n, err := logw.Sync()
+		if err != nil {
+			return fmt.Errorf("memory log: %w", err)
+		}
+		st.LogBytes = n
+		snaps = snaps && canSnap
+		st.Snapshots = snaps
+		if snaps {
+			for i, p := range pols {
+				if err := saveSnapshot(filepath.Join(stateDir, SnapshotName(i, cfg.Policies[i], st.NextBlock)), p.(memory.Snapshotter)); err != nil {
+					return fmt.Errorf("checkpoint: policy %s: %w", cfg.Policies[i], err)
+				}
+			}
+		}
+		// checkpoint.json names the block of its snapshots; it is written
+		// last, so a crash in between leaves the previous checkpoint valid.
+		if err := writeSealed(filepath.Join(stateDir, FileCheckpoint), SimulateCheckpoint, simCheckpointVersion, st); err != nil {
+			return err
+		}
+		old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
+		for _, f := range old {
+			if !strings.HasSuffix(f, fmt.Sprintf("-b%06d.snap", st.NextBlock)) || !snaps {
+				os.Remove(f)
+			}
+		}
+		return nil
+	}
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		return nil, false, 0, err
+	}
+
+	attend := make([][]float64, len(pols)) // [policy][layer] of the block
+	for i := range attend {
+		attend[i] = make([]float64, L)
+	}
+	offered := make([]int, L)
+	bytes := make([]int64, len(pols))
+	first := st.NextBlock
+	sum, runErr := sim.Run(stream, pols, sim.Options{
+		MaxBlocks: blocks - first, FirstBlock: first, Context: ctx,
+		OnLayer: func(r sim.LayerRecord) error {
+			attend[r.Policy][r.Layer] = r.AttendSeconds
+			return nil
+		},
+		OnBlock: func(r sim.BlockRecord) error {
+			bytes[r.Policy] = r.Bytes
+			return nil
+		},
+		EndBlock: func(b int) error {
+			lines := blockLines(cfg, pols, st, b, attend, bytes, offered)
+			replaying := b < replayTo
+			if !replaying {
+				for _, ln := range lines {
+					if err := logw.Write(ln); err != nil {
+						return fmt.Errorf("memory log: %w", err)
+					}
+				}
+			}
+			st.NextBlock = b + 1
+			if replaying {
+				lines = nil
+			}
+			if hooks.Block != nil {
+				hooks.Block(b, lines)
+			}
+			if !replaying && cfg.Run.SnapshotEvery > 0 && st.NextBlock%cfg.Run.SnapshotEvery == 0 && st.NextBlock < blocks {
+				return checkpoint(true)
+			}
+			return nil
+		},
+	})
+	if runErr != nil && ctx.Err() != nil && errors.Is(runErr, ctx.Err()) {
+		if st.NextBlock < replayTo {
+			// The saved checkpoint is still valid: nothing was logged.
+			return st, true, replayTo, nil
+		}
+		if err := checkpoint(true); err != nil {
+			return nil, false, 0, err
+		}
+		if err := writeArtifacts(dir, cfg, pols, st); err != nil {
+			return nil, false, 0, err
+		}
+		return st, true, replayTo, nil
+	}
+	if runErr != nil {
+		return nil, false, 0, runErr
+	}
+	if done := first + sum.Blocks; done < blocks {
+		hooks.warn("stream ended after %d blocks (config asked for %d)", done, blocks)
+	}
+	if err := checkpoint(false); err != nil {
+		return nil, false, 0, err
+	}
+	if err := writeArtifacts(dir, cfg, pols, st); err != nil {
+		return nil, false, 0, err
+	}
+	return st, false, replayTo, nil
+}
+
+// blockLines records block b of every policy in st (totals, bytes by
+// block, admissions) and returns its log lines: from the policies'
+// statistics and bank decisions, the layers' Attend times and the live
+// bytes after the block. offered is scratch of one entry per layer.
+func blockLines(cfg config.Config, pols []memory.Policy, st *RunState, b int, attend [][]float64, bytes []int64, offered []int) []LogLine {
+	L := cfg.Memory.Layout.Layers
+	sec := float64((b+1)*cfg.Memory.Layout.FramesPerBlock) / cfg.Stream.FPS
+	var lines []LogLine
+	for i, p := range pols {
+		s := statsOf(p)
+		var decs []bank.Decision
+		if d, ok := p.(*memory.DensityKV); ok {
+			decs = d.LastDecisions()
+			for l := range offered {
+				offered[l] = s.Offered[l]
+			}
+			st.Adm.Add(b, decs, offered)
+		}
+		tot := st.Totals[i]
+		tot.Bytes = bytes[i]
+		tot.PeakBytes = max(tot.PeakBytes, tot.Bytes)
+		tot.UpdateSeconds += s.UpdateSeconds
+		st.Bytes[i] = append(st.Bytes[i], tot.Bytes)
+		tot.OccMin, tot.OccMax = 1<<62, 0
+		banks := bankBytes(p)
+		for l := 0; l < L; l++ {
+			ln := LineFor(cfg.Policies[i], b, l, sec, s, decs, tot.Bytes, attend[i][l])
+			ln.Layer += cfg.Stream.FirstLayer
+			if banks != nil {
+				ln.BankBytes = banks[l]
+			}
+			tot.Admitted += int64(ln.AdmittedTotal)
+			tot.EvictedMandatory += int64(ln.EvictedMandatory)
+			tot.EvictedCapacity += int64(ln.EvictedCapacity)
+			tot.AttendSeconds += ln.AttendSeconds
+			tot.OccMin, tot.OccMax = min(tot.OccMin, ln.OccMin), max(tot.OccMax, ln.OccMax)
+			if l == 0 {
+				tot.Tokens = ln.Tokens.Sink + ln.Tokens.Memory + ln.Tokens.Local
+			}
+			lines = append(lines, ln)
+		}
+	}
+	return lines
+}
