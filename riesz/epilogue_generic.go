@@ -2,67 +2,120 @@ package riesz
 
 import "math"
 
-// MaxDenominator caps t^p before the reciprocal so that interactions of
-// astronomically distant points are ~1e−36 instead of 0·∞ = NaN in the
-// reciprocal-and-Newton SIMD path; both paths apply it.
+// The pure-Go epilogues: the definition of every epilogue (see
+// epilogue.go), always built, and the oracle the assembly is tested against
+// bit for bit. Products that feed an addition are converted explicitly
+// (float32(x*y)) so that no compiler fuses them into a multiply-add: the
+// definition has no fused operations.
+
+// MaxDenominator caps t^p before the division, so that no interaction is
+// below 1e−36 (see the package comment).
 const MaxDenominator = 1e36
 
-// fromDotsGeneric is the reference of epiFromDots:
+// interaction is the Soft-Riesz interaction of one dot product (p = pow for
+// pow 2 and 4, p = 1 otherwise):
 //
-//	d2 = max(0, na + nb[j] − 2·row[j]); t = eps + d2·s; row[j] = 1/min(t^pow, MaxDenominator)
+//	c  = na + nb                       (float32, rounded)
+//	d2 = c − 2·dot                     (2·dot is exact; one rounding)
+//	d2 = 0 if d2 < 0                   (NaN stays NaN, −0 stays −0)
+//	t  = eps + d2·s                    (two roundings, no fused multiply-add)
+//	x  = t, t·t or (t·t)·(t·t)         (each product rounded)
+//	x  = MaxDenominator if x > MaxDenominator (NaN stays NaN)
+//	w  = 1/x                           (IEEE division)
+func interaction(dot, na, nb, eps, s float32, pow int) float32 {
+	d2 := (na + nb) - float32(2*dot)
+	if d2 < 0 {
+		d2 = 0
+	}
+	t := eps + float32(d2*s)
+	x := t
+	switch pow {
+	case 2:
+		x = float32(t * t)
+	case 4:
+		x = float32(t * t)
+		x = float32(x * x)
+	}
+	if x > MaxDenominator {
+		x = MaxDenominator
+	}
+	return 1 / x
+}
+
+// sumLanes is the row-sum definition of every epilogue: element j is added
+// (converted to float64, exactly) to lane j mod 16, each lane in order of j
+// starting from +0; the 16 lanes are then combined by the fixed tree of
+// lanes16. The tree is what a vector of 8 float64 lanes computes by halving
+// (16 → 8 → 4 → 2 → 1), whatever the vector width used.
+type sumLanes [16]float64
+
+// lanes16 combines the lanes: a[i] = l[i] + l[i+8] (i < 8), b[i] = a[i] +
+// a[i+4] (i < 4), c[i] = b[i] + b[i+2] (i < 2), sum = c[0] + c[1].
+func (l *sumLanes) lanes16() float64 {
+	var a [8]float64
+	for i := range a {
+		a[i] = l[i] + l[i+8]
+	}
+	b0, b1, b2, b3 := a[0]+a[4], a[1]+a[5], a[2]+a[6], a[3]+a[7]
+	return (b0 + b2) + (b1 + b3)
+}
+
+// sumGeneric is the row sum Σ row by the lane definition.
+func sumGeneric(row []float32) float64 {
+	var l sumLanes
+	j := 0
+	for ; j+16 <= len(row); j += 16 {
+		for i, v := range row[j : j+16 : j+16] {
+			l[i] += float64(v)
+		}
+	}
+	for i, v := range row[j:] {
+		l[i] += float64(v)
+	}
+	return l.lanes16()
+}
+
+// fromDotsGeneric is the reference of epiFromDots: row[j] =
+// interaction(row[j], na, nb[j], eps, s, pow).
 func fromDotsGeneric(row []float32, na float32, nb []float32, eps, s float32, pow int) {
 	nb = nb[:len(row)]
 	for j, v := range row {
-		d2 := na + nb[j] - 2*v
-		if d2 < 0 {
-			d2 = 0
-		}
-		t := eps + d2*s
-		x := t
-		switch pow {
-		case 2:
-			x = t * t
-		case 4:
-			x = t * t
-			x *= x
-		}
-		row[j] = 1 / min(x, MaxDenominator)
+		row[j] = interaction(v, na, nb[j], eps, s, pow)
 	}
 }
 
-// rowStatsGeneric is the reference of epiRowStats.
+// rowStatsGeneric is the reference of epiRowStats: s = Σ row and sn = Σ q
+// by the lane definition, with q = row[j]·inv[j] rounded to float32, and
+// m = the largest q, starting from +0 (m = q when q > m: NaN never wins).
 func rowStatsGeneric(row, inv []float32) (s, sn float64, m float32) {
 	inv = inv[:len(row)]
+	var ls, lq sumLanes
 	for j, v := range row {
-		s += float64(v)
 		q := v * inv[j]
-		sn += float64(q)
+		ls[j&15] += float64(v)
+		lq[j&15] += float64(q)
 		if q > m {
 			m = q
 		}
 	}
-	return s, sn, m
+	return ls.lanes16(), lq.lanes16(), m
 }
 
-// rowSumColsGeneric is the reference of epiRowSumCols.
+// rowSumColsGeneric is the reference of epiRowSumCols: returns Σ row by the
+// lane definition and adds float64(row[j]) to col[j] (col may be nil).
 func rowSumColsGeneric(row []float32, col []float64) float64 {
-	var s float64
-	if col == nil {
-		for _, v := range row {
-			s += float64(v)
+	if col != nil {
+		col = col[:len(row)]
+		for j, v := range row {
+			col[j] += float64(v)
 		}
-		return s
 	}
-	col = col[:len(row)]
-	for j, v := range row {
-		f := float64(v)
-		s += f
-		col[j] += f
-	}
-	return s
+	return sumGeneric(row)
 }
 
-// scanRowGeneric is the reference of epiScanRow.
+// scanRowGeneric is the reference of epiScanRow: acc[j] += float64(row[j]);
+// where then acc[j] ≥ rem[j] (an ordered comparison: false for NaN),
+// cross[j] = r and rem[j] = +Inf.
 func scanRowGeneric(row []float32, acc, rem []float64, cross []int32, r int32) {
 	acc = acc[:len(row)]
 	rem = rem[:len(row)]
@@ -77,19 +130,6 @@ func scanRowGeneric(row []float32, acc, rem []float64, cross []int32, r int32) {
 	}
 }
 
-// fromDotsStatsGeneric is the reference of epiFromDotsStats.
-func fromDotsStatsGeneric(row []float32, na float32, nb, inv []float32, eps, s float32, pow int) (sum, sn float64, m float32) {
-	fromDotsGeneric(row, na, nb, eps, s, pow)
-	if inv == nil {
-		return rowSumColsGeneric(row, nil), 0, 0
-	}
-	return rowStatsGeneric(row, inv)
-}
-
-// statsSumGeneric is the reference of epiStatsSum (the row sum of
-// fromDotsStatsGeneric with inv nil).
-func statsSumGeneric(row []float32) float64 { return rowSumColsGeneric(row, nil) }
-
 // compressGeneric is the reference of epiCompress.
 func compressGeneric(row []float32, _ []uint16, cols []int32, dst []float32) {
 	for k, c := range cols {
@@ -97,10 +137,18 @@ func compressGeneric(row []float32, _ []uint16, cols []int32, dst []float32) {
 	}
 }
 
-// tileStatsGeneric is the reference of epiTileStats.
+// tileStatsGeneric is the reference of epiTileStats: for every row r,
+// fromDotsGeneric, then (os[r], osn[r], om[r]) = rowStatsGeneric(row, inv),
+// or (Σ row, 0, 0) when inv is nil.
 func tileStatsGeneric(t []float32, ldt, rows, cols int, na, nb, inv []float32, eps, s float32, pow int, os, osn []float64, om []float32) {
 	for r := 0; r < rows; r++ {
-		os[r], osn[r], om[r] = fromDotsStatsGeneric(t[r*ldt:r*ldt+cols], na[r], nb, inv, eps, s, pow)
+		row := t[r*ldt : r*ldt+cols]
+		fromDotsGeneric(row, na[r], nb, eps, s, pow)
+		if inv == nil {
+			os[r], osn[r], om[r] = sumGeneric(row), 0, 0
+		} else {
+			os[r], osn[r], om[r] = rowStatsGeneric(row, inv)
+		}
 	}
 }
 
