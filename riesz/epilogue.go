@@ -61,6 +61,8 @@ var (
 	asmEpilogues bool
 )
 
+//go:generate go run gen_epilogue.go
+
 func init() { archInit() }
 
 // SIMD reports whether the assembly (AVX-512) epilogues are in use. They

@@ -92,6 +92,12 @@ func fill(rng *rand.Rand, v []float32, class int, scale float64, positive bool) 
 
 const guard = float32(-7.25e11)
 
+// band is the width of the guard bands around float64 outputs, which hold
+// negZero: adding +0 to one (a zeroed lane written past the end) gives +0.
+const band = 16
+
+var negZero = math.Copysign(0, -1)
+
 // guarded returns a slice of n values with guard values on both sides
 // (base[off-1] and base[off+n]), offset by off to vary the alignment.
 func guarded(n, off int) (base, s []float32) {
@@ -197,19 +203,25 @@ func checkRowReductions(t *testing.T, rng *rand.Rand, name string, n, class, off
 	if r1, r2 := sumGeneric(row), epiRowSumCols(row, nil); !same64(r1, r2) {
 		t.Fatalf("%s: row sum %v, want %v", name, r2, r1)
 	}
-	cg := make([]float64, n+2)
+	// Guard bands of −0 on both sides: adding a zeroed lane to one turns
+	// it into +0, so a write past either end shows.
+	cg := make([]float64, n+2*band)
 	for i := range cg {
-		cg[i] = rng.NormFloat64()
+		cg[i] = negZero
 	}
-	cg[0], cg[n+1] = float64(guard), float64(guard)
+	for j := band; j < band+n; j++ {
+		if rng.IntN(5) > 0 {
+			cg[j] = rng.NormFloat64()
+		}
+	}
 	ca := slices.Clone(cg)
-	r1 := rowSumColsGeneric(row, cg[1:n+1])
-	r2 := epiRowSumCols(row, ca[1:n+1])
+	r1 := rowSumColsGeneric(row, cg[band:band+n])
+	r2 := epiRowSumCols(row, ca[band:band+n])
 	if !same64(r1, r2) {
 		t.Fatalf("%s: rowSumCols %v, want %v", name, r2, r1)
 	}
 	if i := diff64(ca, cg); i >= 0 {
-		t.Fatalf("%s: rowSumCols col[%d] = %v, want %v", name, i-1, ca[i], cg[i])
+		t.Fatalf("%s: rowSumCols col[%d] = %v, want %v", name, i-band, ca[i], cg[i])
 	}
 }
 
@@ -220,10 +232,13 @@ func checkScanEpi(t *testing.T, rng *rand.Rand, name string, n, class, off int) 
 		rows[k] = make([]float32, n)
 		fill(rng, rows[k], class, 1, true)
 	}
-	acc := make([]float64, n+2)
-	rem := make([]float64, n+2)
-	cross := make([]int32, n+2)
-	for j := 1; j <= n; j++ {
+	acc := make([]float64, n+2*band)
+	rem := make([]float64, n+2*band)
+	cross := make([]int32, n+2*band)
+	for j := range acc {
+		acc[j], rem[j], cross[j] = negZero, negZero, -3
+	}
+	for j := band; j < band+n; j++ {
 		acc[j] = rng.Float64()
 		rem[j] = acc[j] + rng.Float64()*4
 		cross[j] = Never
@@ -236,30 +251,29 @@ func checkScanEpi(t *testing.T, rng *rand.Rand, name string, n, class, off int) 
 			acc[j] = math.Inf(1)
 		}
 	}
-	acc[0], acc[n+1], rem[0], rem[n+1] = -3, -3, -3, -3
-	cross[0], cross[n+1] = -3, -3
 	a1, r1, c1 := slices.Clone(acc), slices.Clone(rem), slices.Clone(cross)
 	a2, r2, c2 := slices.Clone(acc), slices.Clone(rem), slices.Clone(cross)
 	a3, r3, c3 := slices.Clone(acc), slices.Clone(rem), slices.Clone(cross)
-	in := func(s []float64) []float64 { return s[1 : n+1] }
+	in := func(s []float64) []float64 { return s[band : band+n] }
+	ic := func(s []int32) []int32 { return s[band : band+n] }
 	for k, w := range rows {
-		scanRowGeneric(w, in(a1), in(r1), c1[1:n+1], int32(10+k))
-		epiScanRow(w, in(a2), in(r2), c2[1:n+1], int32(10+k))
+		scanRowGeneric(w, in(a1), in(r1), ic(c1), int32(10+k))
+		epiScanRow(w, in(a2), in(r2), ic(c2), int32(10+k))
 	}
 	// Rows 0..3 by four, 4 and 5 singly: crossing points 10 … 15.
-	epiScanRows4(rows[0], rows[1], rows[2], rows[3], in(a3), in(r3), c3[1:n+1], 9)
-	epiScanRow(rows[4], in(a3), in(r3), c3[1:n+1], 14)
-	epiScanRow(rows[5], in(a3), in(r3), c3[1:n+1], 15)
+	epiScanRows4(rows[0], rows[1], rows[2], rows[3], in(a3), in(r3), ic(c3), 9)
+	epiScanRow(rows[4], in(a3), in(r3), ic(c3), 14)
+	epiScanRow(rows[5], in(a3), in(r3), ic(c3), 15)
 	for _, got := range []struct {
 		what string
 		a, r []float64
 		c    []int32
 	}{{"scanRow", a2, r2, c2}, {"scanRows4", a3, r3, c3}} {
 		if i := diff64(got.a, a1); i >= 0 {
-			t.Fatalf("%s: %s acc[%d] = %v, want %v", name, got.what, i-1, got.a[i], a1[i])
+			t.Fatalf("%s: %s acc[%d] = %v, want %v", name, got.what, i-band, got.a[i], a1[i])
 		}
 		if i := diff64(got.r, r1); i >= 0 {
-			t.Fatalf("%s: %s rem[%d] = %v, want %v", name, got.what, i-1, got.r[i], r1[i])
+			t.Fatalf("%s: %s rem[%d] = %v, want %v", name, got.what, i-band, got.r[i], r1[i])
 		}
 		if !slices.Equal(got.c, c1) {
 			t.Fatalf("%s: %s crossings %v, want %v", name, got.what, got.c, c1)
