@@ -6,7 +6,7 @@ import "math"
 // epilogue.go), always built, and the oracle the assembly is tested against
 // bit for bit. Products that feed an addition are converted explicitly
 // (float32(x*y)) so that no compiler fuses them into a multiply-add: the
-// definition has no fused operations.
+// definition's only fused operation is the distance's c − 2·dot.
 
 // MaxDenominator caps t^p before the division, so that no interaction is
 // below 1e−36 (see the package comment).
@@ -16,14 +16,18 @@ const MaxDenominator = 1e36
 // pow 2 and 4, p = 1 otherwise):
 //
 //	c  = na + nb                       (float32, rounded)
-//	d2 = c − 2·dot                     (2·dot is exact; one rounding)
+//	d2 = c − 2·dot                     (one rounding, as a fused multiply-add)
 //	d2 = 0 if d2 < 0                   (NaN stays NaN, −0 stays −0)
 //	t  = eps + d2·s                    (two roundings, no fused multiply-add)
 //	x  = t, t·t or (t·t)·(t·t)         (each product rounded)
 //	x  = MaxDenominator if x > MaxDenominator (NaN stays NaN)
 //	w  = 1/x                           (IEEE division)
 func interaction(dot, na, nb, eps, s float32, pow int) float32 {
-	d2 := (na + nb) - float32(2*dot)
+	// c − 2·dot with one rounding (a fused multiply-add): both operands
+	// are float32, so the float64 difference is exact or within 1/32 of a
+	// float32 ulp of c or of 2·dot, and its rounding to float32 is the
+	// fused result.
+	d2 := float32(float64(na+nb) - 2*float64(dot))
 	if d2 < 0 {
 		d2 = 0
 	}
@@ -42,12 +46,34 @@ func interaction(dot, na, nb, eps, s float32, pow int) float32 {
 	return 1 / x
 }
 
-// sumLanes is the row-sum definition of every epilogue: element j is added
-// (converted to float64, exactly) to lane j mod 16, each lane in order of j
-// starting from +0; the 16 lanes are then combined by the fixed tree of
-// lanes16. The tree is what a vector of 8 float64 lanes computes by halving
-// (16 → 8 → 4 → 2 → 1), whatever the vector width used.
+// sumLanes is the row-sum definition of every epilogue. The row is cut
+// into blocks of 64 elements from its start (the last may be shorter).
+// Within a block, element j is added in float32 to partial j mod 16
+// (partials start at +0, elements in order of j: each partial is the
+// float32 sum of at most 4 elements). At the end of each block every
+// partial, converted to float64, is added to lane j mod 16 of 16 float64
+// lanes (starting at +0, blocks in order). The lanes are then combined by
+// the fixed tree of lanes16, which is what a vector of 8 float64 lanes
+// computes by halving (16 → 8 → 4 → 2 → 1), whatever the vector width
+// used. The float32 partials keep the vector code cheap (one addition per
+// 16 elements, one conversion per 64); their error, at most 3 float32
+// roundings of 4 terms, does not grow with the length of the row.
 type sumLanes [16]float64
+
+// block is the number of elements of a block of sumLanes.
+const block = 64
+
+// addBlock adds the float32 partials of one block (at most 64 elements,
+// the start of the block at a multiple of 64) to the lanes.
+func (l *sumLanes) addBlock(b []float32) {
+	var p [16]float32
+	for j, v := range b {
+		p[j&15] += v
+	}
+	for i, v := range p {
+		l[i] += float64(v)
+	}
+}
 
 // lanes16 combines the lanes: a[i] = l[i] + l[i+8] (i < 8), b[i] = a[i] +
 // a[i+4] (i < 4), c[i] = b[i] + b[i+2] (i < 2), sum = c[0] + c[1].
@@ -60,17 +86,11 @@ func (l *sumLanes) lanes16() float64 {
 	return (b0 + b2) + (b1 + b3)
 }
 
-// sumGeneric is the row sum Σ row by the lane definition.
+// sumGeneric is the row sum Σ row by the sumLanes definition.
 func sumGeneric(row []float32) float64 {
 	var l sumLanes
-	j := 0
-	for ; j+16 <= len(row); j += 16 {
-		for i, v := range row[j : j+16 : j+16] {
-			l[i] += float64(v)
-		}
-	}
-	for i, v := range row[j:] {
-		l[i] += float64(v)
+	for b := 0; b < len(row); b += block {
+		l.addBlock(row[b:min(b+block, len(row))])
 	}
 	return l.lanes16()
 }
@@ -85,18 +105,23 @@ func fromDotsGeneric(row []float32, na float32, nb []float32, eps, s float32, po
 }
 
 // rowStatsGeneric is the reference of epiRowStats: s = Σ row and sn = Σ q
-// by the lane definition, with q = row[j]·inv[j] rounded to float32, and
-// m = the largest q, starting from +0 (m = q when q > m: NaN never wins).
+// by the sumLanes definition, with q = row[j]·inv[j] rounded to float32,
+// and m = the largest q, starting from +0 (m = q when q > m: NaN never
+// wins).
 func rowStatsGeneric(row, inv []float32) (s, sn float64, m float32) {
 	inv = inv[:len(row)]
 	var ls, lq sumLanes
-	for j, v := range row {
-		q := v * inv[j]
-		ls[j&15] += float64(v)
-		lq[j&15] += float64(q)
-		if q > m {
-			m = q
+	var q [block]float32
+	for b := 0; b < len(row); b += block {
+		e := min(b+block, len(row))
+		for j, v := range row[b:e] {
+			q[j] = v * inv[b+j]
+			if q[j] > m {
+				m = q[j]
+			}
 		}
+		ls.addBlock(row[b:e])
+		lq.addBlock(q[:e-b])
 	}
 	return ls.lanes16(), lq.lanes16(), m
 }

@@ -10,14 +10,17 @@
 //	go run gen_epilogue.go [-o epilogue_amd64.s]
 //
 // Conventions of the generated code: rows are walked in 16-element chunks
-// (one ZMM of float32), two chunks per loop iteration, then one chunk, then
-// a masked tail (K1 holds the low n mod 16 bits): masked loads are zeroing
-// and do not fault past the end, so no element outside a slice is read or
-// written. Sums convert each chunk to two ZMMs of float64 (lanes j mod 16 in
-// 0..7 and 8..15) and add them in order of j; a zeroed tail lane adds +0,
-// which leaves a lane sum unchanged (a lane starts at +0 and so is never
-// −0). Every function ends with VZEROUPPER: the Go code that follows is
-// compiled to legacy SSE, which must not run with dirty upper halves.
+// (one ZMM of float32): the sums in blocks of 64 elements (four chunks per
+// loop iteration), then single chunks, then a masked tail (K1 holds the low
+// n mod 16 bits); masked loads are zeroing and do not fault past the end,
+// so no element outside a slice is read or written. A sum keeps its 16
+// float32 partials of the current block in one ZMM and its 16 float64
+// lanes in two (j mod 16 in 0..7 and 8..15); at the end of a block the
+// partials are converted and added to the lanes. A zeroed tail lane adds
+// +0, which changes neither a partial nor a lane (both start at +0 and so
+// are never −0). Every function ends with VZEROUPPER: the Go code that
+// follows is compiled to legacy SSE, which must not run with dirty upper
+// halves.
 // Operand order is Go's (sources first); for VMAXPS/VMINPS the first
 // operand is the one returned when either is NaN.
 package main
@@ -55,6 +58,9 @@ const (
 	zEps  = 28 // eps
 	zS    = 27 // s = 1/σ²
 	zNa   = 26 // the row's squared norm
+	zTwo  = 25 // 2.0
+	zPs   = 16 // Σ w, float32 partials of the block
+	zPq   = 17 // Σ q, float32 partials of the block
 	zS0   = 20 // Σ w, lanes 0..7 (float64)
 	zS1   = 21 // Σ w, lanes 8..15
 	zQ0   = 22 // Σ q, lanes 0..7
@@ -62,8 +68,9 @@ const (
 	zMx   = 24 // max q (float32, 16 lanes)
 )
 
-// tmp returns temporary register k of chunk u (8 per chunk).
-func tmp(u, k int) int { return 8*u + k }
+// tmp returns temporary register k of chunk u (8 per chunk, two sets used
+// alternately).
+func tmp(u, k int) int { return 8*(u%2) + k }
 
 // loadMasked loads 16 float32 at mem into reg (zeroing masked load when
 // masked).
@@ -88,11 +95,10 @@ func (g *gen) interaction(u int, pow int, masked bool) {
 	} else {
 		g.i("VADDPS %d(R12)(BX*4), %s, %s", off, z(zNa), z(w)) // c = na + nb
 	}
-	g.i("VADDPS %s, %s, %s", z(dot), z(dot), z(dot)) // 2·dot (exact)
-	g.i("VSUBPS %s, %s, %s", z(dot), z(w), z(w))     // d2 = c − 2·dot
-	g.i("VMAXPS %s, %s, %s", z(w), z(zZero), z(w))   // d2 < 0 → 0; NaN, −0 kept
-	g.i("VMULPS %s, %s, %s", z(zS), z(w), z(w))      // d2·s
-	g.i("VADDPS %s, %s, %s", z(zEps), z(w), z(w))    // t = eps + d2·s
+	g.i("VFNMADD231PS %s, %s, %s", z(zTwo), z(dot), z(w)) // d2 = c − 2·dot, one rounding
+	g.i("VMAXPS %s, %s, %s", z(w), z(zZero), z(w))        // d2 < 0 → 0; NaN, −0 kept
+	g.i("VMULPS %s, %s, %s", z(zS), z(w), z(w))           // d2·s
+	g.i("VADDPS %s, %s, %s", z(zEps), z(w), z(w))         // t = eps + d2·s
 	switch pow {
 	case 2:
 		g.i("VMULPS %s, %s, %s", z(w), z(w), z(w)) // t·t
@@ -146,11 +152,11 @@ func (g *gen) maxTree(m int) {
 	g.i("VMAXPS X1, X0, X0")
 }
 
-// rowLoop emits the walk over one row of n elements: BX = 0, chunks of 32
-// while BX < R14 (n rounded down to 32), one of 16 while BX < R10 (n
-// rounded down to 16), then the masked tail when K1 ≠ 0. chunk(u, masked)
-// emits the work for the chunk at BX+16u. The loop falls through to the
-// end of the row.
+// rowLoop emits the walk over one row of n elements: BX = 0, two chunks
+// while BX < R14 (n rounded down to 32), one while BX < R10 (n rounded
+// down to 16), then the masked tail when K1 ≠ 0. chunk(u, masked) emits
+// the work for the chunk at BX+16u. The loop falls through to the end of
+// the row.
 func (g *gen) rowLoop(p string, chunk func(u int, masked bool)) {
 	g.i("XORQ BX, BX")
 	g.i("CMPQ BX, R14")
@@ -173,9 +179,52 @@ func (g *gen) rowLoop(p string, chunk func(u int, masked bool)) {
 	g.label(p + "_end")
 }
 
-// lengths sets K1 to the tail mask of n (in reg, clobbered via CX, AX),
-// R10 = n &^ 15 and R14 = n &^ 31.
-func (g *gen) lengths(n string) {
+// blockLoop emits the walk over one row of n elements for the sums: BX =
+// 0, blocks of four chunks while BX < R14 (n rounded down to 64), each
+// followed by flush, then single chunks while BX < R10, the masked tail
+// when K1 ≠ 0, and a last flush (which adds +0 partials when the row ends
+// on a block boundary: no change). reset zeroes the partials; chunk(u,
+// masked) emits the work for the chunk at BX+16u.
+func (g *gen) blockLoop(p string, reset, flush func(), chunk func(u int, masked bool)) {
+	g.i("XORQ BX, BX")
+	reset()
+	g.i("CMPQ BX, R14")
+	g.i("JGE %s_rest", p)
+	g.label(p + "_block")
+	for u := 0; u < 4; u++ {
+		chunk(u, false)
+	}
+	flush()
+	reset()
+	g.i("ADDQ $64, BX")
+	g.i("CMPQ BX, R14")
+	g.i("JLT %s_block", p)
+	g.label(p + "_rest")
+	g.i("CMPQ BX, R10")
+	g.i("JGE %s_tail", p)
+	g.label(p + "_one")
+	chunk(0, false)
+	g.i("ADDQ $16, BX")
+	g.i("CMPQ BX, R10")
+	g.i("JLT %s_one", p)
+	g.label(p + "_tail")
+	g.i("KORTESTW K1, K1")
+	g.i("JZ %s_flush", p)
+	chunk(0, true)
+	g.label(p + "_flush")
+	flush()
+}
+
+// zero emits VPXORD of the registers.
+func (g *gen) zero(regs ...int) {
+	for _, r := range regs {
+		g.i("VPXORD %s, %s, %s", z(r), z(r), z(r))
+	}
+}
+
+// lengths sets K1 to the tail mask of n (clobbers CX, AX), R10 = n &^ 15
+// and R14 = n rounded down to a multiple of blk (32 or 64).
+func (g *gen) lengths(n string, blk int) {
 	g.i("MOVQ %s, CX", n)
 	g.i("ANDQ $15, CX")
 	g.i("MOVL $1, AX")
@@ -185,7 +234,7 @@ func (g *gen) lengths(n string) {
 	g.i("MOVQ %s, R10", n)
 	g.i("ANDQ $-16, R10")
 	g.i("MOVQ %s, R14", n)
-	g.i("ANDQ $-32, R14")
+	g.i("ANDQ $%d, R14", -blk)
 }
 
 func (g *gen) broadcast32(bits uint32, reg int) {
@@ -197,6 +246,7 @@ func (g *gen) interactionConsts(epsArg, sArg string) {
 	g.i("VPXORD %s, %s, %s", z(zZero), z(zZero), z(zZero))
 	g.broadcast32(math.Float32bits(1), zOne)
 	g.broadcast32(maxDenominator, zMax)
+	g.broadcast32(math.Float32bits(2), zTwo)
 	g.i("VBROADCASTSS %s, %s", epsArg, z(zEps))
 	g.i("VBROADCASTSS %s, %s", sArg, z(zS))
 }
@@ -225,7 +275,7 @@ TEXT ·fromDotsTileAVX512(SB), NOSPLIT, $0-64
 	g.i("MOVQ rows+16(FP), R9")
 	g.i("MOVQ na+32(FP), R11")
 	g.i("MOVQ nb+40(FP), R12")
-	g.lengths("cols+24(FP)")
+	g.lengths("cols+24(FP)", 32)
 	g.interactionConsts("eps+48(FP)", "s+52(FP)")
 	g.i("MOVQ pow+56(FP), AX")
 	g.powDispatch("fd")
@@ -262,7 +312,7 @@ TEXT ·tileStatsAVX512(SB), NOSPLIT, $0-96
 	g.i("MOVQ na+32(FP), R11")
 	g.i("MOVQ nb+40(FP), R12")
 	g.i("MOVQ inv+48(FP), R13")
-	g.lengths("cols+24(FP)")
+	g.lengths("cols+24(FP)", 64)
 	g.interactionConsts("eps+56(FP)", "s+60(FP)")
 	g.i("MOVQ os+72(FP), SI")
 	g.i("MOVQ osn+80(FP), DX")
@@ -281,17 +331,27 @@ TEXT ·tileStatsAVX512(SB), NOSPLIT, $0-96
 			}
 			g.label(p)
 			g.i("VBROADCASTSS (R11), %s", z(zNa))
-			accs := []int{zS0, zS1}
 			if withInv {
-				accs = append(accs, zQ0, zQ1, zMx)
+				g.zero(zS0, zS1, zQ0, zQ1, zMx)
+			} else {
+				g.zero(zS0, zS1)
 			}
-			for _, a := range accs {
-				g.i("VPXORQ %s, %s, %s", z(a), z(a), z(a))
+			reset := func() {
+				g.zero(zPs)
+				if withInv {
+					g.zero(zPq)
+				}
 			}
-			g.rowLoop(p, func(u int, masked bool) {
+			flush := func() {
+				g.sum2(zPs, 2, 3, zS0, zS1)
+				if withInv {
+					g.sum2(zPq, 5, 6, zQ0, zQ1)
+				}
+			}
+			g.blockLoop(p, reset, flush, func(u int, masked bool) {
 				g.interaction(u, pow, masked)
 				w := tmp(u, 1)
-				g.sum2(w, tmp(u, 2), tmp(u, 3), zS0, zS1)
+				g.i("VADDPS %s, %s, %s", z(w), z(zPs), z(zPs))
 				if !withInv {
 					return
 				}
@@ -303,7 +363,7 @@ TEXT ·tileStatsAVX512(SB), NOSPLIT, $0-96
 					g.i("VMULPS %d(R13)(BX*4), %s, %s", 64*u, z(w), z(q)) // q = w·inv
 				}
 				g.i("VMAXPS %s, %s, %s", z(zMx), z(q), z(zMx)) // q > m → q; NaN never wins
-				g.sum2(q, tmp(u, 5), tmp(u, 6), zQ0, zQ1)
+				g.i("VADDPS %s, %s, %s", z(q), z(zPq), z(zPq))
 			})
 			g.tree(zS0, zS1)
 			g.i("VMOVSD X0, (SI)")
@@ -340,14 +400,17 @@ TEXT ·rowStatsAVX512(SB), NOSPLIT, $0-44
 `)
 	g.i("MOVQ row+0(FP), DI")
 	g.i("MOVQ inv+8(FP), R13")
-	g.lengths("n+16(FP)")
-	for _, a := range []int{zS0, zS1, zQ0, zQ1, zMx} {
-		g.i("VPXORQ %s, %s, %s", z(a), z(a), z(a))
+	g.lengths("n+16(FP)", 64)
+	g.zero(zS0, zS1, zQ0, zQ1, zMx)
+	reset := func() { g.zero(zPs, zPq) }
+	flush := func() {
+		g.sum2(zPs, 2, 3, zS0, zS1)
+		g.sum2(zPq, 5, 6, zQ0, zQ1)
 	}
-	g.rowLoop("rs", func(u int, masked bool) {
+	g.blockLoop("rs", reset, flush, func(u int, masked bool) {
 		w, q := tmp(u, 1), tmp(u, 4)
 		g.load(fmt.Sprintf("%d(DI)(BX*4)", 64*u), w, masked)
-		g.sum2(w, tmp(u, 2), tmp(u, 3), zS0, zS1)
+		g.i("VADDPS %s, %s, %s", z(w), z(zPs), z(zPs))
 		if masked {
 			g.load(fmt.Sprintf("%d(R13)(BX*4)", 64*u), tmp(u, 7), true)
 			g.i("VMULPS %s, %s, %s", z(tmp(u, 7)), z(w), z(q))
@@ -355,7 +418,7 @@ TEXT ·rowStatsAVX512(SB), NOSPLIT, $0-44
 			g.i("VMULPS %d(R13)(BX*4), %s, %s", 64*u, z(w), z(q))
 		}
 		g.i("VMAXPS %s, %s, %s", z(zMx), z(q), z(zMx))
-		g.sum2(q, tmp(u, 5), tmp(u, 6), zQ0, zQ1)
+		g.i("VADDPS %s, %s, %s", z(q), z(zPq), z(zPq))
 	})
 	g.tree(zS0, zS1)
 	g.i("VMOVSD X0, s+24(FP)")
@@ -386,24 +449,28 @@ TEXT ·rowSumAVX512(SB), NOSPLIT, $0-24
 `)
 	}
 	g.i("MOVQ row+0(FP), DI")
-	g.lengths("n+8(FP)")
+	g.lengths("n+8(FP)", 64)
 	if col {
 		g.i("MOVQ col+16(FP), SI")
 		g.i("KSHIFTRW $8, K1, K2") // tail mask of lanes 8..15
 	}
-	g.i("VPXORQ %s, %s, %s", z(zS0), z(zS0), z(zS0))
-	g.i("VPXORQ %s, %s, %s", z(zS1), z(zS1), z(zS1))
+	g.zero(zS0, zS1)
 	p := "sum"
 	if col {
 		p = "sumc"
 	}
-	g.rowLoop(p, func(u int, masked bool) {
+	reset := func() { g.zero(zPs) }
+	flush := func() { g.sum2(zPs, 2, 3, zS0, zS1) }
+	g.blockLoop(p, reset, flush, func(u int, masked bool) {
 		w, lo, hi := tmp(u, 1), tmp(u, 2), tmp(u, 3)
 		g.load(fmt.Sprintf("%d(DI)(BX*4)", 64*u), w, masked)
-		g.sum2(w, lo, hi, zS0, zS1)
+		g.i("VADDPS %s, %s, %s", z(w), z(zPs), z(zPs))
 		if !col {
 			return
 		}
+		g.i("VCVTPS2PD %s, %s", y(w), z(lo))
+		g.i("VEXTRACTF64X4 $1, %s, %s", z(w), y(hi))
+		g.i("VCVTPS2PD %s, %s", y(hi), z(hi))
 		for h, v := range []int{lo, hi} {
 			mem := fmt.Sprintf("%d(SI)(BX*8)", 128*u+64*h)
 			c := tmp(u, 5+h)
@@ -460,7 +527,7 @@ TEXT ·scanRows4AVX512(SB), NOSPLIT, $0-68
 	g.i("MOVQ %s, DI", args[1])
 	g.i("MOVQ %s, R8", args[2])
 	g.i("MOVQ %s, R9", args[3])
-	g.lengths(args[0])
+	g.lengths(args[0], 32)
 	g.i("KSHIFTRW $8, K1, K2")
 	g.i("MOVQ $0x7ff0000000000000, AX")
 	g.i("VPBROADCASTQ AX, Z31") // +Inf
