@@ -14,10 +14,7 @@
 // every setting.
 package attn
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // Tile sizes: BlockT query rows against BlockS keys per step (BlockS is a
 // multiple of gemm.NR).
@@ -87,6 +84,3 @@ func checkBounds(name string, b []int, n int) {
 		}
 	}
 }
-
-// expf is exp in float32 (reference accuracy) for the scalar paths.
-func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
