@@ -393,6 +393,24 @@ func TestInteractionDefinition(t *testing.T) {
 	}
 }
 
+// TestEval32MatchesEpilogue checks that the scalar Eval32 computes what the
+// epilogues compute for the same squared distance.
+func TestEval32MatchesEpilogue(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 13))
+	for _, p := range []float64{1, 2, 4} {
+		k := MustNew(5, p, 0.5)
+		for i := 0; i < 2000; i++ {
+			d2 := float32(math.Ldexp(rng.Float64(), rng.IntN(80)-40))
+			if i == 0 {
+				d2 = 0
+			}
+			if got, want := k.Eval32(d2), interaction(0, d2, 0, k.eps32, k.invS2, k.pow); !same32(got, want) {
+				t.Fatalf("p=%v: Eval32(%v) = %v, epilogue %v", p, d2, got, want)
+			}
+		}
+	}
+}
+
 // wantFD spells out the p = 2 definition with explicit roundings (d2 is
 // c − 2·dot rounded once, which the exact float64 difference gives here).
 func wantFD(dot, na, nb, eps, s float32) float32 {
