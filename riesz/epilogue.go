@@ -7,25 +7,29 @@ package riesz
 // an AVX-512 version in generated Go assembly (epilogue_amd64.s, from
 // gen_epilogue.go; build tags amd64 && !noasm) that computes the same
 // values bit for bit. The choice is made once at start-up, by CPU features
-// alone (AVX-512 Foundation); a plain go build gets the assembly, and
-// results are identical on every CPU, in every build and for every
-// thread count.
+// alone (AVX-512 Foundation); a plain go build gets the assembly, and,
+// given the same dot products from package gemm, results are identical on
+// every CPU, in every build and for every thread count.
 //
 // The definitions:
 //
 //   - Interaction (interaction in epilogue_generic.go): d2 = (na + nb) −
-//     2·dot clamped at 0, t = eps + d2·s, x = t, t·t or (t·t)², capped at
-//     MaxDenominator, w = 1/x by IEEE division. Every operation is a
-//     float32 operation rounded to nearest even; there are no fused
-//     multiply-adds and no approximate reciprocals (whose bits differ
-//     between CPU vendors). NaN propagates; −0 is kept.
-//   - Row sums (Σ w, Σ w·inv): element j, converted to float64, is added to
-//     lane j mod 16 (lanes start at +0, elements in order of j), and the 16
-//     lanes are combined by a fixed tree (l[i]+l[i+8], then +4, +2, +1;
-//     sumLanes.lanes16). The lanes are numbered from the start of the row
-//     segment passed to the epilogue: the passes reduce 512-column
-//     segments of each row and add the segments' sums in order in float64,
-//     so sums never depend on the thread count or on the kernel.
+//     2·dot (one rounding) clamped at 0, t = eps + d2·s (two roundings),
+//     x = t, t·t or (t·t)², capped at MaxDenominator, w = 1/x by IEEE
+//     division. Every operation is a float32 operation rounded to nearest
+//     even; no approximate reciprocals (whose bits differ between CPU
+//     vendors). NaN propagates; −0 is kept.
+//   - Row sums (Σ w, Σ w·inv; sumLanes): the row is cut into blocks of
+//     64 elements; within a block, element j is added in float32 to
+//     partial j mod 16 (each partial sums at most 4 elements, in order);
+//     at the end of a block each partial, converted to float64, is added
+//     to lane j mod 16 of 16 float64 lanes; the lanes are combined by a
+//     fixed tree (l[i]+l[i+8], then +4, +2, +1). The error is at most 3
+//     float32 roundings of the absolute sum, whatever the row length. The
+//     blocks and lanes are numbered from the start of the row segment
+//     passed to the epilogue: the passes reduce 512-column segments of
+//     each row and add the segments' sums in order in float64, so sums
+//     never depend on the thread count or on the kernel.
 //   - Row maximum of w·inv: the float32 product rounded, the largest
 //     value starting from +0; NaN never wins.
 //   - Column sums and the prefix scan: one float64 addition per element,
@@ -48,7 +52,8 @@ var (
 	// epiRowSumCols: returns Σ row and adds row into col (col may be nil).
 	epiRowSumCols = rowSumColsGeneric
 	// epiScanRow: acc += row; first crossing of acc ≥ rem recorded as r and
-	// rem set to +Inf (rem is the pass's private copy).
+	// rem set to +Inf (rem is the pass's private copy; only an infinite
+	// acc, impossible for finite interactions, would cross again).
 	epiScanRow = scanRowGeneric
 	// epiScanRows4: epiScanRow on four rows in order (crossing points
 	// r+1 … r+4), bit for bit.
