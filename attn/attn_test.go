@@ -10,14 +10,6 @@ import (
 	"github.com/densitykv/densitykv/gemm"
 )
 
-// forceGeneric switches the row kernels to the portable ones and returns a
-// func restoring them.
-func forceGeneric() func() {
-	sp, sc, ar := softmaxPanel, scaleCols, addRows
-	softmaxPanel, scaleCols, addRows = softmaxPanelGo, scaleColsGo, addRowsGo
-	return func() { softmaxPanel, scaleCols, addRows = sp, sc, ar }
-}
-
 func randVec(rng *rand.Rand, n int, amp float64) []float32 {
 	s := make([]float32, n)
 	for i := range s {

@@ -73,3 +73,52 @@ func BenchmarkAttentionMass(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSoftmaxPanel times one online-softmax step on a panel of
+// BlockS keys × 32 query lanes (scores of unit-variance q·k at D = 128,
+// scaled by 1/√D), not the first step (alpha and l rescaled); the scores are
+// restored before each call (a copy, included in the time).
+func BenchmarkSoftmaxPanel(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	src := randVec(rng, BlockS*lanes, 11)
+	p := make([]float32, len(src))
+	var st panelState
+	for i := range st.m {
+		st.m[i], st.l[i] = 30, 100
+	}
+	start := cpuTime()
+	for b.Loop() {
+		copy(p, src)
+		s := st
+		softmaxPanel(p, BlockS, 1/float32(math.Sqrt(128)), &s, false)
+	}
+	n := float64(BlockS*lanes) * float64(b.N)
+	b.ReportMetric(n/b.Elapsed().Seconds()/1e9, "Gscores/s")
+	if cpu := cpuTime() - start; cpu > 0 {
+		b.ReportMetric(n/cpu.Seconds()/1e9, "cpuGscores/s")
+	}
+}
+
+// BenchmarkRescale times scaleCols on a D×BlockT output tile (D = 128) and
+// addRows over a panel (the other per-step row kernels).
+func BenchmarkRescale(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	o := randVec(rng, 128*BlockT, 1)
+	p := randVec(rng, BlockS*lanes, 1)
+	var alpha, acc [lanes]float32
+	for i := range alpha {
+		alpha[i] = 1
+	}
+	start := cpuTime()
+	for b.Loop() {
+		for j0 := 0; j0 < BlockT; j0 += lanes {
+			scaleCols(o, 128, BlockT, j0, &alpha)
+		}
+		addRows(p, 0, BlockS, &acc)
+	}
+	n := float64(128*BlockT+BlockS*lanes) * float64(b.N)
+	b.ReportMetric(n/b.Elapsed().Seconds()/1e9, "Gelem/s")
+	if cpu := cpuTime() - start; cpu > 0 {
+		b.ReportMetric(n/cpu.Seconds()/1e9, "cpuGelem/s")
+	}
+}

@@ -2,16 +2,33 @@ package attn
 
 import "math"
 
-// The row kernels are chosen once at start-up: AVX-512 versions in the
-// GOEXPERIMENT=simd build on a capable CPU, else the portable ones below.
+// The row kernels of the online softmax. Each has one numerical
+// definition, written in pure Go below (always built, the oracle of the
+// tests), and on amd64 an AVX-512 version in generated Go assembly
+// (softmax_amd64.s, from gen_softmax.go; build tags amd64 && !noasm) that
+// computes the same values bit for bit. The choice is made once at
+// start-up by CPU features alone, so a plain go build gets the assembly and
+// attention outputs are identical on every CPU and in every build.
+//
+// The definitions (per query lane i of a panel; every float32 operation
+// rounded to nearest even, no fused operations except inside expDef):
+//
+//	sc      = scale·p[s][i]                          (float32)
+//	mx      = the largest sc over the panel's keys, starting from −MaxFloat32
+//	          (sc replaces mx only when sc > mx: NaN scores never win)
+//	m'      = mx if first, else m if m ≥ mx … precisely: mx when mx > m, else m
+//	alpha   = 0 if first, else expDef(float64(m) − float64(m'))
+//	p[s][i] = expDef(float64(sc) − float64(m'))
+//	l       = Σ_s p[s][i] in float32, in order of s; then l = that sum if
+//	          first, else float32(l·alpha) + that sum
+//
+// and expDef is the exponential defined below. scaleCols multiplies in
+// float32; addRows adds in float32 in order of the rows.
 var (
 	// softmaxPanel runs one online-softmax step on a panel of scores
-	// p[s*lanes+i] (key s < cols, query lane i): with m' = max(m,
-	// max_s scale·p[s][i]) it sets alpha = exp(m − m') (0 when first),
-	// p[s][i] = exp(scale·p[s][i] − m'), l = l·alpha + Σ_s p[s][i] (l = Σ
-	// when first) and m = m'. A lane whose scores are all −Inf keeps
-	// probabilities 0; a NaN score makes its probability and the lane's l
-	// NaN (the lane's m is then unspecified).
+	// p[s*lanes+i] (key s < cols, query lane i), as defined above. A lane
+	// whose scores are all −Inf gets probabilities 0; a NaN score makes
+	// its probability and the lane's l NaN.
 	softmaxPanel = softmaxPanelGo
 	// scaleCols multiplies columns j0..j0+lanes of the rows×ld matrix o by
 	// alpha (column j0+i by alpha[i]).
@@ -19,13 +36,86 @@ var (
 	// addRows adds rows [from, to) of a panel into acc (lane by lane, in
 	// order of the rows).
 	addRows = addRowsGo
+
+	asmKernels bool
 )
 
+//go:generate go run gen_softmax.go
+
 func init() { archInit() }
+
+// SIMD reports whether the assembly (AVX-512) row kernels are in use. They
+// compute the same values as the pure-Go ones, bit for bit.
+func SIMD() bool { return asmKernels }
+
+// forceGeneric switches the row kernels to the pure-Go ones and returns a
+// function that restores the previous choice (for tests).
+func forceGeneric() (restore func()) {
+	sp, sc, ar, on := softmaxPanel, scaleCols, addRows, asmKernels
+	softmaxPanel, scaleCols, addRows, asmKernels = softmaxPanelGo, scaleColsGo, addRowsGo, false
+	return func() { softmaxPanel, scaleCols, addRows, asmKernels = sp, sc, ar, on }
+}
 
 // minMax is the floor of the running maximum: keeps m finite when every
 // score so far is −Inf, so that exp(−Inf − m) = 0 rather than NaN.
 const minMax = -math.MaxFloat32
+
+// The constants of expDef.
+const (
+	expLo = -104.0 // below: e^y < 2^−150, which rounds to 0 in float32
+	expHi = 89.0   // above: e^y > 2^128, which rounds to +Inf in float32
+	log2e = 1.4426950408889634073599246810018921374266459541529859
+	ln2   = 0.6931471805599453094172321214581765680755001343602552
+	// Taylor coefficients 1/k! of e^u, k = 0 … 8.
+	exc0 = 1.0
+	exc1 = 1.0
+	exc2 = 1.0 / 2
+	exc3 = 1.0 / 6
+	exc4 = 1.0 / 24
+	exc5 = 1.0 / 120
+	exc6 = 1.0 / 720
+	exc7 = 1.0 / 5040
+	exc8 = 1.0 / 40320
+)
+
+// expDef is the exponential of the softmax: e^y rounded to float32, for y
+// in float64, computed as
+//
+//	x = y clamped to [expLo, expHi]       (NaN: the result is NaN)
+//	n = RoundToEven(x·log2e)              (float64 product, rounded)
+//	u = FMA(n, −ln2, x)                   (|u| ≤ 0.3466 + rounding)
+//	q = Horner of Σ_{k≤8} u^k/k! by FMA:  q = FMA(…FMA(FMA(c8, u, c7), u, c6)…, u, c0)
+//	e = float32(q · 2^n)                  (q·2^n is exact in float64; one rounding)
+//
+// every step an IEEE float64 operation (math.FMA is fused, exactly
+// rounded). The polynomial's relative error is below 5e-10 (|u|^9/9! ·
+// e^|u|), so the result is within 0.51 ulp of e^y and correctly rounded
+// but for about 2 cases in 10^4 (TestExpDef measures both), with gradual
+// underflow to 0 below about −103.97 and +Inf above 88.72. expDef(0) = 1
+// exactly.
+func expDef(y float64) float32 {
+	if y != y {
+		return float32(y)
+	}
+	x := y
+	if x < expLo {
+		x = expLo
+	}
+	if x > expHi {
+		x = expHi
+	}
+	n := math.RoundToEven(float64(x * log2e))
+	u := math.FMA(n, -ln2, x)
+	q := math.FMA(exc8, u, exc7)
+	q = math.FMA(q, u, exc6)
+	q = math.FMA(q, u, exc5)
+	q = math.FMA(q, u, exc4)
+	q = math.FMA(q, u, exc3)
+	q = math.FMA(q, u, exc2)
+	q = math.FMA(q, u, exc1)
+	q = math.FMA(q, u, exc0)
+	return float32(q * math.Float64frombits(uint64(int64(n)+1023)<<52))
+}
 
 func softmaxPanelGo(p []float32, cols int, scale float32, st *panelState, first bool) {
 	var mx [lanes]float32
@@ -35,18 +125,20 @@ func softmaxPanelGo(p []float32, cols int, scale float32, st *panelState, first 
 	for s := 0; s < cols; s++ {
 		row := p[s*lanes : s*lanes+lanes]
 		for i, v := range row {
-			mx[i] = max(mx[i], v*scale)
+			if sc := v * scale; sc > mx[i] {
+				mx[i] = sc
+			}
 		}
 	}
 	for i := range mx {
 		mn := mx[i]
-		if !first {
-			mn = max(st.m[i], mn)
-		}
 		if first {
 			st.alpha[i] = 0
 		} else {
-			st.alpha[i] = expf(st.m[i] - mn)
+			if !(mn > st.m[i]) {
+				mn = st.m[i]
+			}
+			st.alpha[i] = expDef(float64(st.m[i]) - float64(mn))
 		}
 		st.m[i] = mn
 	}
@@ -54,7 +146,7 @@ func softmaxPanelGo(p []float32, cols int, scale float32, st *panelState, first 
 	for s := 0; s < cols; s++ {
 		row := p[s*lanes : s*lanes+lanes]
 		for i, v := range row {
-			e := expf(v*scale - st.m[i])
+			e := expDef(float64(v*scale) - float64(st.m[i]))
 			row[i] = e
 			sum[i] += e
 		}
@@ -63,7 +155,7 @@ func softmaxPanelGo(p []float32, cols int, scale float32, st *panelState, first 
 		if first {
 			st.l[i] = sum[i]
 		} else {
-			st.l[i] = st.l[i]*st.alpha[i] + sum[i]
+			st.l[i] = float32(st.l[i]*st.alpha[i]) + sum[i]
 		}
 	}
 }

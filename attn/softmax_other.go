@@ -1,6 +1,9 @@
-//go:build !(goexperiment.simd && amd64)
+//go:build !amd64 || noasm
 
 package attn
 
-// archInit keeps the portable row kernels: this build has no SIMD.
+// archInit keeps the pure-Go row kernels: this build has no assembly.
 func archInit() {}
+
+// asmCPU reports whether the assembly could run: never here.
+func asmCPU() bool { return false }

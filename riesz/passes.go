@@ -311,11 +311,7 @@ func (k Kernel) GatherRowSums(w []float32, m int, rows, cols []int32, out []floa
 		epiCompress(row, bits, cols, buf)
 		for j0 := 0; j0 < len(g); j0 += TileCols {
 			seg := g[j0:min(j0+TileCols, len(g))]
-			if k.pow == 0 {
-				out[r] += epiRowSumCols(seg, nil)
-			} else {
-				out[r] += epiStatsSum(seg)
-			}
+			out[r] += epiRowSumCols(seg, nil)
 		}
 	}
 }

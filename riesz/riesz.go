@@ -11,8 +11,13 @@
 //
 // Squared distances are computed as |a|² + |b|² − 2a·b clamped at 0, with the
 // dot products from package gemm (this is also what the Wan golden rollout's
-// reference does). Interactions are float32; every sum is accumulated in
-// float64.
+// reference does). Interactions are float32; sums are float64 (row sums by
+// the lane definition of the epilogues, column sums and the prefix scan one
+// float64 addition per element). The per-element work after the products
+// has one numerical definition, in pure Go, which the AVX-512 assembly
+// chosen at start-up reproduces bit for bit (epilogue.go): results are
+// identical on every CPU, in every build and for every thread count, given
+// identical dot products.
 //
 // Exponents p = 1, 2 and 4 are special-cased (no math.Pow per element).
 //
@@ -111,7 +116,7 @@ func (k Kernel) Eval(d2 float64) float64 {
 // Eval32 returns w for a squared distance d2 in float32, as the tiled passes
 // compute it.
 func (k Kernel) Eval32(d2 float32) float32 {
-	t := k.eps32 + d2*k.invS2
+	t := k.eps32 + float32(d2*k.invS2) // no fused multiply-add, as the passes
 	x := t
 	switch k.pow {
 	case 1:
@@ -138,11 +143,11 @@ func (k Kernel) fromDots(row []float32, na float32, nb []float32) {
 	e, s := k.eps32, k.invS2
 	np := float64(k.negP32)
 	for j, v := range row {
-		d2 := na + nb[j] - 2*v
+		d2 := float32(float64(na+nb[j]) - 2*float64(v)) // as interaction
 		if d2 < 0 {
 			d2 = 0
 		}
-		row[j] = float32(math.Pow(float64(e+d2*s), np))
+		row[j] = float32(math.Pow(float64(e+float32(d2*s)), np))
 	}
 }
 
@@ -154,9 +159,9 @@ func SqDist(a, b []float32) float32 {
 	}
 	var na, nb, dot float32
 	for i, v := range a {
-		na += v * v
-		nb += b[i] * b[i]
-		dot += v * b[i]
+		na += float32(v * v) // float32(…): never a fused multiply-add
+		nb += float32(b[i] * b[i])
+		dot += float32(v * b[i])
 	}
 	d2 := na + nb - 2*dot
 	if d2 < 0 {
@@ -173,7 +178,7 @@ func Norms(dst, x []float32, n, d int) {
 	for i := 0; i < n; i++ {
 		var s float32
 		for _, v := range x[i*d : i*d+d] {
-			s += v * v
+			s += float32(v * v) // never fused: the same bits in every build
 		}
 		dst[i] = s
 	}
