@@ -1,17 +1,15 @@
 #!/usr/bin/env bash
-# The project's test suite: formatting, vet, and the tests in three builds:
-# the default one (generated assembly kernels), -tags noasm (pure Go), and
-# GOEXPERIMENT=simd (the archsimd epilogues that riesz and attn still use).
+# The project's test suite: formatting, vet, and the tests in both builds:
+# the default one (generated assembly kernels, chosen at start-up by what the
+# CPU has and a timing probe) and -tags noasm (the pure-Go definitions, which
+# the assembly must equal bit for bit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt needed: $unformatted"; exit 1; fi
 go vet ./...
 go vet -tags noasm ./...
-GOEXPERIMENT=simd go vet ./...
 echo "== default build"
 go test -count=1 -timeout 20m ./...
 echo "== pure-Go build (-tags noasm)"
 go test -count=1 -timeout 30m -tags noasm ./...
-echo "== GOEXPERIMENT=simd build"
-GOEXPERIMENT=simd go test -count=1 -timeout 20m ./...
