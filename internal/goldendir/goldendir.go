@@ -13,6 +13,10 @@ import (
 const (
 	EnvDensityKV = "DENSITYKV_GOLDEN"     // bank update sequences
 	EnvWan       = "DENSITYKV_GOLDEN_WAN" // tiny Wan model, forwards, rollouts
+	EnvVAE       = "DENSITYKV_GOLDEN_VAE" // tiny Wan VAE, whole and streaming decodes
+	// EnvPipeline overrides the folder pipeline/vae: the tiny VAE with 16
+	// latent channels that chains after the tiny Wan DiT.
+	EnvPipeline = "DENSITYKV_GOLDEN_PIPELINE"
 )
 
 // RepoRoot walks up from the working directory to the folder holding go.mod.
@@ -33,7 +37,7 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// Find returns the golden folder named sub ("densitykv" or "wan"): the value
+// Find returns the golden folder named sub ("densitykv", "wan", "vae", …): the value
 // of env when set, else <repo>/../shared/golden/<sub>. It returns an error if
 // the folder is missing or holds no files.
 func Find(env, sub string) (string, error) {
@@ -76,3 +80,13 @@ func DensityKV(t TB) string { t.Helper(); return MustFind(t, EnvDensityKV, "dens
 
 // Wan returns the Wan golden folder or fails the test.
 func Wan(t TB) string { t.Helper(); return MustFind(t, EnvWan, "wan") }
+
+// VAE returns the Wan VAE golden folder or fails the test.
+func VAE(t TB) string { t.Helper(); return MustFind(t, EnvVAE, "vae") }
+
+// PipelineVAE returns the pipeline VAE golden folder (pipeline/vae) or
+// fails the test.
+func PipelineVAE(t TB) string {
+	t.Helper()
+	return MustFind(t, EnvPipeline, filepath.Join("pipeline", "vae"))
+}
