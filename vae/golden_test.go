@@ -287,7 +287,9 @@ func (r *goldenReport) add(res []cmp, fails []string) {
 	r.fails = append(r.fails, fails...)
 }
 
-func (r *goldenReport) fail(format string, a ...any) { r.fails = append(r.fails, fmt.Sprintf(format, a...)) }
+func (r *goldenReport) fail(format string, a ...any) {
+	r.fails = append(r.fails, fmt.Sprintf(format, a...))
+}
 
 // checkWeightsSidecar compares weights.json with the state dict of the
 // weights file and the model built from it.

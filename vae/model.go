@@ -70,13 +70,13 @@ type UpBlock struct {
 // Decoder3d is Wan's Decoder3d ("decoder."): conv1, the middle blocks, the
 // upsampling stages and the head.
 type Decoder3d struct {
-	Conv1     Conv              // conv1, causal 3×3×3, z_dim → dims[0]
-	Middle0   ResidualBlock     // middle.0
-	Middle1   AttentionBlock    // middle.1
-	Middle2   ResidualBlock     // middle.2
-	Upsamples []UpBlock         // upsamples.<i>
-	HeadNorm  RMSNorm           // head.0 (head.1 is SiLU)
-	HeadConv  Conv              // head.2, causal 3×3×3, dim → 3
+	Conv1     Conv           // conv1, causal 3×3×3, z_dim → dims[0]
+	Middle0   ResidualBlock  // middle.0
+	Middle1   AttentionBlock // middle.1
+	Middle2   ResidualBlock  // middle.2
+	Upsamples []UpBlock      // upsamples.<i>
+	HeadNorm  RMSNorm        // head.0 (head.1 is SiLU)
+	HeadConv  Conv           // head.2, causal 3×3×3, dim → 3
 }
 
 // Model is the decoding half of a Wan2.1 VAE: the latent conv2 and the
