@@ -83,14 +83,15 @@ func compareFile(path string, got map[string]tensor) (res []cmp, fails []string)
 			continue
 		}
 		c := cmp{name: name}
-		var num, den float64
+		var num, den, big float64
+		worst := 0
 		for i, w := range want {
-			d := float64(g.f[i]) - w
+			d := math.Abs(float64(g.f[i]) - w)
 			num += d * d
 			den += w * w
-			c.maxAbs = math.Max(c.maxAbs, math.Abs(d))
-			if math.IsNaN(d) {
-				c.maxAbs = math.NaN()
+			big = math.Max(big, math.Abs(w))
+			if d > c.maxAbs || math.IsNaN(d) {
+				c.maxAbs, worst = d, i
 			}
 		}
 		c.rel = math.Sqrt(num / den)
@@ -99,6 +100,10 @@ func compareFile(path string, got map[string]tensor) (res []cmp, fails []string)
 		}
 		if !(c.rel <= goldenTol) {
 			fails = append(fails, fmt.Sprintf("%s: %s relative L2 error %.3g > %g (max abs %.3g)", file, name, c.rel, goldenTol, c.maxAbs))
+		} else if !(c.maxAbs <= goldenTol*big) {
+			// A second guard against one corrupted value in a large
+			// tensor: every value within goldenTol of the largest.
+			fails = append(fails, fmt.Sprintf("%s: %s[%d] = %v, computed %v (error above %g × max |value| %.3g)", file, name, worst, want[worst], g.f[worst], goldenTol, big))
 		}
 		res = append(res, c)
 	}
@@ -375,50 +380,32 @@ func loadGolden(dir, weights string) (*Model, []string) {
 	return m, checkWeightsSidecar(dir, sd, m)
 }
 
-// checkFullFolder checks the whole-video golden decode (decode_full) of the
-// folder dir with its weights file, every tensor and intermediate, and the
-// streaming decode (decode_stream) against it.
-func checkFullFolder(dir, weights string) *goldenReport {
-	r := &goldenReport{}
-	m, fails := loadGolden(dir, weights)
-	r.add(nil, fails)
-	if m == nil {
-		return r
-	}
+// fullDecode decodes decode_full's latents with m and the statistics of
+// decode_full.json and returns every tensor the file holds, computed
+// (intermediates from the decoder's trace), the video, and the sidecar.
+func fullDecode(m *Model, dir string) (got map[string]tensor, video []float32, side *sidecar, err error) {
 	full := filepath.Join(dir, "decode_full.safetensors")
-	side, err := readSidecar(filepath.Join(dir, "decode_full.json"))
-	if err != nil {
-		r.fail("%v", err)
-		return r
+	if side, err = readSidecar(filepath.Join(dir, "decode_full.json")); err != nil {
+		return nil, nil, nil, err
 	}
-	r.add(nil, checkConfig(side, m.Cfg))
 	mean, std, err := statsOf(side)
 	if err != nil {
-		r.fail("decode_full.json: %v", err)
-		return r
+		return nil, nil, nil, fmt.Errorf("decode_full.json: %w", err)
 	}
 	z, c, t, h, w, err := latentInput(full)
 	if err != nil {
-		r.fail("%v", err)
-		return r
-	}
-	if !slices.Equal(side.LatentShape, []int{c, t, h, w}) {
-		r.fail("decode_full.json latent shape %v, z is [%d %d %d %d]", side.LatentShape, c, t, h, w)
+		return nil, nil, nil, err
 	}
 	tr := newTraces()
-	video, err := m.Decode(z, t, c, h, w, Options{Mean: mean, Std: std, Trace: tr.fn})
-	if err != nil {
-		r.fail("decode: %v", err)
-		return r
+	if video, err = m.Decode(z, t, c, h, w, Options{Mean: mean, Std: std, Trace: tr.fn}); err != nil {
+		return nil, nil, nil, err
 	}
 	s := m.Cfg.SpatialScale()
-	F, H, W := m.Cfg.PixelFrames(0, t), h*s, w*s
-	if !slices.Equal(side.VideoShape, []int{3, F, H, W}) {
-		r.fail("decode_full.json video shape %v, decoded [3 %d %d %d]", side.VideoShape, F, H, W)
+	got = map[string]tensor{
+		"video": videoTensor(video, m.Cfg.PixelFrames(0, t), h*s, w*s),
+		// z is the input: compare it with what was decoded.
+		"z": {shape: []int{c, t, h, w}, f: channelFirst(z, c, t, h, w)},
 	}
-	got := map[string]tensor{"video": videoTensor(video, F, H, W)}
-	// z is the input; compare it with what was decoded (frame-major back to [c][t][h][w]).
-	got["z"] = tensor{shape: []int{c, t, h, w}, f: channelFirst(z, c, t, h, w)}
 	var heads, zd, c2 []string
 	for k := 0; k < t; k++ {
 		heads = append(heads, fmt.Sprintf("frame%d.head", k))
@@ -431,9 +418,30 @@ func checkFullFolder(dir, weights string) *goldenReport {
 	for k := range tr.frames {
 		got[k] = tr.stack(k)
 	}
-	r.add(compareFile(full, got))
+	return got, video, side, nil
+}
 
-	// The clamp statistics of the sidecar.
+// checkFull checks decode_full of dir with model m: every tensor and
+// intermediate, the sidecar's configuration, shapes and output statistics.
+// It returns the decoded video and the statistics used.
+func checkFull(m *Model, dir string) (r *goldenReport, video, mean, std []float32) {
+	r = &goldenReport{}
+	got, video, side, err := fullDecode(m, dir)
+	if err != nil {
+		r.fail("%v", err)
+		return r, nil, nil, nil
+	}
+	r.add(nil, checkConfig(side, m.Cfg))
+	mean, std, _ = statsOf(side)
+	if z := got["z"]; !slices.Equal(side.LatentShape, z.shape) {
+		r.fail("decode_full.json latent shape %v, z is %v", side.LatentShape, z.shape)
+	}
+	if v := got["video"]; !slices.Equal(side.VideoShape, v.shape) {
+		r.fail("decode_full.json video shape %v, decoded %v", side.VideoShape, v.shape)
+	}
+	r.add(compareFile(filepath.Join(dir, "decode_full.safetensors"), got))
+
+	// The sidecar's statistics of the unclamped output.
 	un := got["video_unclamped"].f
 	clamped := 0
 	var sum, sq float64
@@ -448,18 +456,190 @@ func checkFullFolder(dir, weights string) *goldenReport {
 	if side.Clamped == nil || math.Abs(frac-*side.Clamped) > 1e-4 {
 		r.fail("clamped fraction %v, decode_full.json says %v", frac, side.Clamped)
 	}
-	// output_std is the standard deviation of the unclamped output.
 	mu := sum / float64(len(un))
 	sd := math.Sqrt(sq/float64(len(un)) - mu*mu)
 	if side.OutputStd == nil || math.Abs(sd-*side.OutputStd) > 1e-4**side.OutputStd {
 		r.fail("output std %v, decode_full.json says %v", sd, side.OutputStd)
 	}
+	return r, video, mean, std
+}
 
-	r.add(checkStream(m, dir, mean, std, video))
+// streamDecode decodes decode_stream's latents with m in the chunks of its
+// sidecar, the cache carried, and returns every tensor the file holds,
+// computed, and the concatenated video. opt.Mean nil: Wan's statistics.
+func streamDecode(m *Model, dir string, opt Options) (got map[string]tensor, stream []float32, side *sidecar, fails []string) {
+	fail := func(format string, a ...any) { fails = append(fails, fmt.Sprintf(format, a...)) }
+	path := filepath.Join(dir, "decode_stream.safetensors")
+	side, err := readSidecar(filepath.Join(dir, "decode_stream.json"))
+	if err != nil {
+		return nil, nil, nil, []string{err.Error()}
+	}
+	fails = append(fails, checkConfig(side, m.Cfg)...)
+	smean, sstd, err := statsOf(side)
+	if err != nil {
+		return nil, nil, nil, append(fails, "decode_stream.json: "+err.Error())
+	}
+	emean, estd := opt.Mean, opt.Std
+	if emean == nil {
+		emean, estd = WanStats()
+	}
+	if !slices.Equal(emean, smean) || !slices.Equal(estd, sstd) {
+		fail("decode_stream.json mean/std %v %v differ from the decoder's %v %v", smean, sstd, emean, estd)
+	}
+	z, c, t, h, w, err := latentInput(path)
+	if err != nil {
+		return nil, nil, nil, append(fails, err.Error())
+	}
+	if !slices.Equal(side.LatentShape, []int{c, t, h, w}) {
+		fail("decode_stream.json latent shape %v, z is [%d %d %d %d]", side.LatentShape, c, t, h, w)
+	}
+	s := m.Cfg.SpatialScale()
+	H, W := h*s, w*s
+	hw := H * W
+	n := c * h * w
+	d, err := m.NewDecoder(opt)
+	if err != nil {
+		return nil, nil, nil, append(fails, err.Error())
+	}
+	got = map[string]tensor{"z": {shape: []int{c, t, h, w}, f: channelFirst(z, c, t, h, w)}}
+	var parts [][]float32
+	next := 0
+	for i, ch := range side.Chunks {
+		if ch.Index != i || ch.LatentStart != next || ch.LatentEnd <= ch.LatentStart || ch.LatentEnd > t || ch.LatentEnd-ch.LatentStart > side.ChunkFrames {
+			fail("decode_stream.json chunk %d: %+v (chunks of %d)", i, ch, side.ChunkFrames)
+			break
+		}
+		k := ch.LatentEnd - ch.LatentStart
+		v, err := d.Decode(z[ch.LatentStart*n:ch.LatentEnd*n], k, c, h, w)
+		if err != nil {
+			return nil, nil, nil, append(fails, err.Error())
+		}
+		f := len(v) / 3 / hw
+		if f != ch.Frames || ch.PixelEnd-ch.PixelStart != f || ch.PixelStart != d.PixelFrames()-f {
+			fail("chunk %d decoded %d frames ending at %d, decode_stream.json says %+v", i, f, d.PixelFrames(), ch)
+		}
+		got[fmt.Sprintf("chunk%d.video", i)] = videoTensor(v, f, H, W)
+		parts = append(parts, v)
+		next = ch.LatentEnd
+	}
+	if next != t {
+		fail("decode_stream.json chunks cover latents [0, %d), z has %d", next, t)
+	}
+	stream = concatFrames(parts, hw)
+	F := len(stream) / 3 / hw
+	got["video_u8"] = tensor{shape: []int{F, H, W, 3}, u8: VideoUint8(stream, F, H, W)}
+	return got, stream, side, fails
+}
+
+// checkStream checks decode_stream of dir with model m: every tensor (each
+// chunk decoded with the cache carried, the uint8 video). With whole, it
+// also checks that the stream equals the whole-video decode bit for bit
+// (full, when given, is decode_full's video of the same latents), as do the
+// other chunkings the sidecar lists when full is given, and that the naive
+// per-chunk reset gives the sidecar's frame counts.
+func checkStream(m *Model, dir string, opt Options, whole bool, full []float32) *goldenReport {
+	r := &goldenReport{}
+	got, stream, side, fails := streamDecode(m, dir, opt)
+	r.add(nil, fails)
+	if got == nil {
+		return r
+	}
+	path := filepath.Join(dir, "decode_stream.safetensors")
+	r.add(compareFile(path, got))
+	if !whole {
+		return r
+	}
+	z, c, t, h, w, err := latentInput(path)
+	if err != nil {
+		r.fail("%v", err)
+		return r
+	}
+	if full == nil {
+		if full, err = m.Decode(z, t, c, h, w, opt); err != nil {
+			r.fail("%v", err)
+			return r
+		}
+	} else if len(side.OtherChunkings) == 0 {
+		r.fail("decode_stream.json lists no other chunkings")
+	}
+	if side.ConcatEqualsFull == nil || !*side.ConcatEqualsFull {
+		r.fail("decode_stream.json does not record concat_equals_decode_full_video")
+	}
+	if !slices.Equal(stream, full) {
+		r.fail("streamed chunks differ from the whole-video decode")
+	}
+	for spec, eq := range side.OtherChunkings {
+		var sizes []int
+		if err := json.Unmarshal([]byte(spec), &sizes); err != nil || !eq {
+			r.fail("decode_stream.json chunking %q: %v (equal %v)", spec, err, eq)
+			continue
+		}
+		if full == nil {
+			continue
+		}
+		v, err := decodeChunks(m, opt, z, sizes, c, h, w)
+		if err != nil {
+			r.fail("chunking %v: %v", sizes, err)
+		} else if !slices.Equal(v, full) {
+			r.fail("chunking %v differs from the whole-video decode", sizes)
+		}
+	}
+	// The naive port (caches reset at every chunk) gives other frame
+	// counts; Decoder is not that.
+	n := c * h * w
+	hw := len(full) / 3 / m.Cfg.PixelFrames(0, t)
+	var naive []int
+	for _, ch := range side.Chunks {
+		k := ch.LatentEnd - ch.LatentStart
+		v, err := m.Decode(z[ch.LatentStart*n:ch.LatentEnd*n], k, c, h, w, opt)
+		if err != nil {
+			r.fail("%v", err)
+			return r
+		}
+		naive = append(naive, len(v)/3/hw)
+	}
+	if !slices.Equal(naive, side.NaiveFrames) {
+		r.fail("per-chunk reset gives %v frames, decode_stream.json says %v", naive, side.NaiveFrames)
+	}
 	return r
 }
 
-// channelFirst converts [t][c][h][w] to [c][t][h][w].
+// sameParams reports the first parameter that differs between two models
+// (bit for bit), or "".
+func sameParams(a, b *Model) string {
+	pa, pb := a.Params(), b.Params()
+	if len(pa) != len(pb) {
+		return fmt.Sprintf("%d and %d parameters", len(pa), len(pb))
+	}
+	for i := range pa {
+		if pa[i].Name != pb[i].Name || !slices.Equal(pa[i].Shape, pb[i].Shape) || !slices.Equal(*pa[i].Data, *pb[i].Data) {
+			return pa[i].Name
+		}
+	}
+	return ""
+}
+
+// goldenModels loads a golden folder's weights.pth and weights.safetensors
+// (each checked against weights.json) and requires them to hold the same
+// decoder bit for bit.
+func goldenModels(t *testing.T, dir string) (pth, st *Model) {
+	t.Helper()
+	pth, fails := loadGolden(dir, "weights.pth")
+	for _, f := range fails {
+		t.Errorf("weights.pth: %s", f)
+	}
+	st, fails = loadGolden(dir, "weights.safetensors")
+	for _, f := range fails {
+		t.Errorf("weights.safetensors: %s", f)
+	}
+	if pth == nil || st == nil {
+		t.FailNow()
+	}
+	if p := sameParams(pth, st); p != "" {
+		t.Fatalf("weights.pth and weights.safetensors differ: %s", p)
+	}
+	return pth, st
+}
 func channelFirst(z []float32, c, t, h, w int) []float32 {
 	n := h * w
 	out := make([]float32, len(z))
@@ -490,126 +670,6 @@ func concatFrames(parts [][]float32, hw int) []float32 {
 		}
 	}
 	return out
-}
-
-// checkStream checks decode_stream of dir: the chunks of its sidecar
-// decoded with the cache carried, the uint8 video, and, when full (the
-// whole-video decode of the same latents) is given, that the chunks, and
-// the sidecar's other chunkings, equal it bit for bit; also that the naive
-// per-chunk reset gives the sidecar's frame counts.
-func checkStream(m *Model, dir string, mean, std []float32, full []float32) ([]cmp, []string) {
-	var fails []string
-	fail := func(format string, a ...any) { fails = append(fails, fmt.Sprintf(format, a...)) }
-	path := filepath.Join(dir, "decode_stream.safetensors")
-	side, err := readSidecar(filepath.Join(dir, "decode_stream.json"))
-	if err != nil {
-		return nil, []string{err.Error()}
-	}
-	fails = append(fails, checkConfig(side, m.Cfg)...)
-	smean, sstd, err := statsOf(side)
-	if err != nil {
-		return nil, append(fails, "decode_stream.json: "+err.Error())
-	}
-	// nil mean and std: the decoder's default, Wan's statistics.
-	opt := Options{Mean: mean, Std: std}
-	emean, estd := mean, std
-	if mean == nil {
-		emean, estd = WanStats()
-	}
-	if !slices.Equal(emean, smean) || !slices.Equal(estd, sstd) {
-		fail("decode_stream.json mean/std %v %v differ from the decoder's %v %v", smean, sstd, emean, estd)
-	}
-	z, c, t, h, w, err := latentInput(path)
-	if err != nil {
-		return nil, append(fails, err.Error())
-	}
-	if !slices.Equal(side.LatentShape, []int{c, t, h, w}) {
-		fail("decode_stream.json latent shape %v, z is [%d %d %d %d]", side.LatentShape, c, t, h, w)
-	}
-	s := m.Cfg.SpatialScale()
-	H, W := h*s, w*s
-	hw := H * W
-	n := c * h * w
-	d, err := m.NewDecoder(opt)
-	if err != nil {
-		return nil, append(fails, err.Error())
-	}
-	got := map[string]tensor{"z": {shape: []int{c, t, h, w}, f: channelFirst(z, c, t, h, w)}}
-	var parts [][]float32
-	next := 0
-	for i, ch := range side.Chunks {
-		if ch.Index != i || ch.LatentStart != next || ch.LatentEnd <= ch.LatentStart || ch.LatentEnd > t || ch.LatentEnd-ch.LatentStart > side.ChunkFrames {
-			fail("decode_stream.json chunk %d: %+v (chunks of %d)", i, ch, side.ChunkFrames)
-			break
-		}
-		k := ch.LatentEnd - ch.LatentStart
-		v, err := d.Decode(z[ch.LatentStart*n:ch.LatentEnd*n], k, c, h, w)
-		if err != nil {
-			return nil, append(fails, err.Error())
-		}
-		f := len(v) / 3 / hw
-		if f != ch.Frames || ch.PixelEnd-ch.PixelStart != f || ch.PixelStart != d.PixelFrames()-f {
-			fail("chunk %d decoded %d frames ending at %d, decode_stream.json says %+v", i, f, d.PixelFrames(), ch)
-		}
-		got[fmt.Sprintf("chunk%d.video", i)] = videoTensor(v, f, H, W)
-		parts = append(parts, v)
-		next = ch.LatentEnd
-	}
-	if next != t {
-		fail("decode_stream.json chunks cover latents [0, %d), z has %d", next, t)
-	}
-	stream := concatFrames(parts, hw)
-	F := len(stream) / 3 / hw
-	got["video_u8"] = tensor{shape: []int{F, H, W, 3}, u8: VideoUint8(stream, F, H, W)}
-	res, f2 := compareFile(path, got)
-	fails = append(fails, f2...)
-
-	// The streamed frames equal the whole-video decode bit for bit (the
-	// reference's are equal in float64), for every chunking the sidecar
-	// lists.
-	if full == nil {
-		var err error
-		if full, err = m.Decode(z, t, c, h, w, opt); err != nil {
-			return res, append(fails, err.Error())
-		}
-	}
-	if side.ConcatEqualsFull == nil || !*side.ConcatEqualsFull {
-		fail("decode_stream.json does not record concat_equals_decode_full_video")
-	}
-	if !slices.Equal(stream, full) {
-		fail("streamed chunks differ from the whole-video decode")
-	}
-	if len(side.OtherChunkings) == 0 {
-		fail("decode_stream.json lists no other chunkings")
-	}
-	for spec, eq := range side.OtherChunkings {
-		var sizes []int
-		if err := json.Unmarshal([]byte(spec), &sizes); err != nil || !eq {
-			fail("decode_stream.json chunking %q: %v (equal %v)", spec, err, eq)
-			continue
-		}
-		v, err := decodeChunks(m, opt, z, sizes, c, h, w)
-		if err != nil {
-			fail("chunking %v: %v", sizes, err)
-		} else if !slices.Equal(v, full) {
-			fail("chunking %v differs from the whole-video decode", sizes)
-		}
-	}
-	// The naive port (caches reset at every chunk) gives other frame
-	// counts; Decoder is not that.
-	var naive []int
-	for _, ch := range side.Chunks {
-		k := ch.LatentEnd - ch.LatentStart
-		v, err := m.Decode(z[ch.LatentStart*n:ch.LatentEnd*n], k, c, h, w, opt)
-		if err != nil {
-			return res, append(fails, err.Error())
-		}
-		naive = append(naive, len(v)/3/hw)
-	}
-	if !slices.Equal(naive, side.NaiveFrames) {
-		fail("per-chunk reset gives %v frames, decode_stream.json says %v", naive, side.NaiveFrames)
-	}
-	return res, fails
 }
 
 // decodeChunks streams z through one decoder in chunks of the given sizes
@@ -662,65 +722,57 @@ func logReport(t *testing.T, r *goldenReport) {
 	}
 }
 
-// TestGoldenVAE checks the tiny golden VAE (../shared/golden/vae) loaded
-// from both weight files: every tensor of decode_full (latents,
-// de-normalised latents, conv2, every per-call intermediate, the video
-// before and after the clamp) and of decode_stream (each chunk decoded
-// with the cache carried, the uint8 video), the sidecars, and that the
-// stream equals the whole-video decode.
+// TestGoldenVAE checks the tiny golden VAE (../shared/golden/vae):
+// weights.pth and weights.safetensors load to the same decoder (both
+// checked against weights.json); from the .pth, every tensor of
+// decode_full (latents, de-normalised latents, conv2, every per-call
+// intermediate, the video before and after the clamp) and of decode_stream
+// (each chunk decoded with the cache carried, the uint8 video), the
+// sidecars, and that the stream, and the sidecar's other chunkings, equal
+// the whole-video decode; from the .safetensors, decode_stream again.
 func TestGoldenVAE(t *testing.T) {
 	dir := goldendir.VAE(t)
-	for _, wf := range []string{"weights.pth", "weights.safetensors"} {
-		t.Run(wf, func(t *testing.T) {
-			r := checkFullFolder(dir, wf)
-			if len(r.cmps) < 40 {
-				t.Errorf("only %d tensors compared", len(r.cmps))
-			}
-			logReport(t, r)
-		})
-	}
+	pth, st := goldenModels(t, dir)
+	t.Run("weights.pth", func(t *testing.T) {
+		r, video, mean, std := checkFull(pth, dir)
+		if video != nil {
+			s := checkStream(pth, dir, Options{Mean: mean, Std: std}, true, video)
+			r.add(s.cmps, s.fails)
+		}
+		if len(r.cmps) < 40 {
+			t.Errorf("only %d tensors compared", len(r.cmps))
+		}
+		logReport(t, r)
+	})
+	t.Run("weights.safetensors", func(t *testing.T) {
+		side, err := readSidecar(filepath.Join(dir, "decode_stream.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mean, std, err := statsOf(side)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logReport(t, checkStream(st, dir, Options{Mean: mean, Std: std}, false, nil))
+	})
 }
 
 // TestGoldenPipelineVAE checks the 16-channel pipeline VAE
-// (../shared/golden/pipeline/vae): its streaming decode with the real Wan
-// statistics (the default Options), from both weight files.
+// (../shared/golden/pipeline/vae) with the real Wan statistics (the
+// decoder's default, which must equal the sidecar's): its streaming decode
+// from both weight files, the stream against the whole-video decode, and
+// the naive reset's frame counts.
 func TestGoldenPipelineVAE(t *testing.T) {
 	dir := goldendir.PipelineVAE(t)
-	for _, wf := range []string{"weights.pth", "weights.safetensors"} {
-		t.Run(wf, func(t *testing.T) {
-			r := checkPipelineFolder(dir, wf)
-			if len(r.cmps) < 4 {
-				t.Errorf("only %d tensors compared", len(r.cmps))
-			}
-			logReport(t, r)
-		})
-	}
-}
-
-// checkPipelineFolder checks the pipeline VAE folder: its sidecar's
-// statistics are Wan's (as float32), and the default-statistics decoder
-// reproduces decode_stream.
-func checkPipelineFolder(dir, weights string) *goldenReport {
-	r := &goldenReport{}
-	m, fails := loadGolden(dir, weights)
-	r.add(nil, fails)
-	if m == nil {
-		return r
-	}
-	side, err := readSidecar(filepath.Join(dir, "decode_stream.json"))
-	if err != nil {
-		r.fail("%v", err)
-		return r
-	}
-	mean, std, err := statsOf(side)
-	if err != nil {
-		r.fail("%v", err)
-		return r
-	}
-	wm, ws := WanStats()
-	if !slices.Equal(mean, wm) || !slices.Equal(std, ws) {
-		r.fail("decode_stream.json statistics %v %v differ from WanStats %v %v", mean, std, wm, ws)
-	}
-	r.add(checkStream(m, dir, nil, nil, nil))
-	return r
+	pth, st := goldenModels(t, dir)
+	t.Run("weights.pth", func(t *testing.T) {
+		r := checkStream(pth, dir, Options{}, true, nil)
+		if len(r.cmps) < 4 {
+			t.Errorf("only %d tensors compared", len(r.cmps))
+		}
+		logReport(t, r)
+	})
+	t.Run("weights.safetensors", func(t *testing.T) {
+		logReport(t, checkStream(st, dir, Options{}, false, nil))
+	})
 }
