@@ -1,9 +1,12 @@
 package vae
 
 import (
-	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // randConv returns a random convolution (weights packed).
@@ -68,4 +71,79 @@ func BenchmarkConv(b *testing.B) {
 	}
 }
 
-var _ = fmt.Sprint
+// peakRSS returns the process's peak resident memory in bytes (VmHWM), or
+// 0 where /proc is unavailable.
+func peakRSS() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// benchDecode times the decoder of configuration cfg (random weights) on
+// h×w latents. The stream's latent frames 0 and 1 are decoded (and timed)
+// first; each iteration then decodes one steady-state latent frame (4
+// pixel frames), continuing the stream. Reported: seconds per latent
+// frame, the seconds of a generation block of 3 latent frames extrapolated
+// from it (the first block, frames 0–2, from the two timed frames plus one
+// steady frame), GFLOP/s of the convolutions and attention, the decoder's
+// frame buffers (caches and working frames) and the process's peak RSS.
+func benchDecode(b *testing.B, cfg Config, h, w int) {
+	m, err := Random(cfg, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opt := Options{}
+	if cfg.ZDim != 16 {
+		opt = Options{Mean: make([]float32, cfg.ZDim), Std: make([]float32, cfg.ZDim)}
+		for i := range opt.Std {
+			opt.Std[i] = 1
+		}
+	}
+	d, err := m.NewDecoder(opt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	z := randLatents(cfg.ZDim*h*w, 1)
+	var first [2]time.Duration
+	for i := range first {
+		t0 := time.Now()
+		if _, err := d.Decode(z, 1, cfg.ZDim, h, w); err != nil {
+			b.Fatal(err)
+		}
+		first[i] = time.Since(t0)
+	}
+	f0 := d.FLOPs()
+	for b.Loop() {
+		if _, err := d.Decode(z, 1, cfg.ZDim, h, w); err != nil {
+			b.Fatal(err)
+		}
+	}
+	per := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(per, "s/latent-frame")
+	b.ReportMetric(3*per, "s/block(extrapolated)")
+	b.ReportMetric(first[0].Seconds()+first[1].Seconds()+per, "s/first-block(extrapolated)")
+	b.ReportMetric(float64(d.FLOPs()-f0)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	b.ReportMetric(float64(d.Bytes())/(1<<20), "state-MiB")
+	b.ReportMetric(peakRSS()/(1<<20), "peakRSS-MiB")
+}
+
+// BenchmarkDecodeReal is the real Wan2.1 decoder at 480×832 (latents
+// 60×104). One latent frame takes minutes on two cores, so run it with
+// -benchtime 1x (or 2x); block figures are extrapolated from one latent
+// frame, labelled so.
+func BenchmarkDecodeReal(b *testing.B) { benchDecode(b, DefaultConfig(), 60, 104) }
+
+// BenchmarkDecodeRealSmall is the real decoder's widths on 15×26 latents
+// (120×208 pixels, 1/16 of the real size).
+func BenchmarkDecodeRealSmall(b *testing.B) { benchDecode(b, DefaultConfig(), 15, 26) }
+
+// BenchmarkDecodeTiny is the tiny golden configuration on its 4×6 latents.
+func BenchmarkDecodeTiny(b *testing.B) { benchDecode(b, TinyConfig(4), 4, 6) }
