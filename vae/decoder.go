@@ -141,10 +141,13 @@ func (d *Decoder) Bytes() int64 { return d.bytes }
 // convolutions and the attention run since the stream began.
 func (d *Decoder) FLOPs() int64 { return d.eng.flops }
 
-// Size limits of a chunk: latent sides and frames per call.
+// Size limits of a chunk: latent sides, frames per call, and the memory of
+// the decoder's feature caches (Model.CacheBytes; 3.5 GiB at 480×832, 8.1 GiB
+// at 720×1280).
 const (
 	MaxLatentSide   = 4096
 	MaxChunkFrames  = 1 << 16
+	MaxCacheBytes   = 64 << 30
 	maxOutputValues = 1 << 34
 )
 
@@ -164,6 +167,9 @@ func (d *Decoder) check(z []float32, t, c, h, w int) error {
 	}
 	if h <= 0 || w <= 0 || h > MaxLatentSide || w > MaxLatentSide {
 		return fmt.Errorf("%w: latent size %d×%d outside [1, %d]", ErrInput, h, w, MaxLatentSide)
+	}
+	if cb := d.m.CacheBytes(h, w); cb > MaxCacheBytes {
+		return fmt.Errorf("%w: latents of %d×%d need %.1f GiB of feature caches, more than %d GiB", ErrInput, h, w, float64(cb)/(1<<30), MaxCacheBytes>>30)
 	}
 	if d.latents > 0 && (h != d.h || w != d.w) {
 		return fmt.Errorf("%w: latent size %d×%d differs from the stream's %d×%d (Reset starts a new video)", ErrInput, h, w, d.h, d.w)

@@ -144,6 +144,7 @@ func TestDecodeBadInput(t *testing.T) {
 		{"nan", nan, 2, 4, h, w, "latent frame 1 of the chunk (stream frame 3), channel 1, position (0, 1) is NaN"},
 		{"inf", inf, 1, 4, h, w, "channel 3, position (1, 2) is -Inf"},
 		{"side", make([]float32, 4*MaxLatentSide*2), 1, 4, 2, MaxLatentSide + 1, "outside [1, 4096]"},
+		{"memory", nil, 1, 4, 4096, 4096, "need 788.5 GiB of feature caches, more than 64 GiB"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d, err := m.NewDecoder(tinyStats(4))
@@ -557,5 +558,28 @@ func TestFrameMajor(t *testing.T) {
 	want := []float32{0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11}
 	if !slices.Equal(got, want) || !slices.Equal(channelFirst(got, 2, 3, 1, 2), z) {
 		t.Fatalf("FrameMajor %v", got)
+	}
+}
+
+// TestCacheBytes checks CacheBytes against the caches a decoder holds
+// once its stream is under way, and that Bytes counts them.
+func TestCacheBytes(t *testing.T) {
+	m := tinyModel(t, 4)
+	d, _ := m.NewDecoder(tinyStats(4))
+	const h, w = 3, 2
+	if _, err := d.Decode(randLatents(3*4*h*w, 1), 3, 4, h, w); err != nil {
+		t.Fatal(err)
+	}
+	var held int64
+	for _, s := range d.hist {
+		for _, f := range s {
+			held += int64(len(f.data)) * 4
+		}
+	}
+	if want := m.CacheBytes(h, w); held != want || d.Bytes() < held {
+		t.Fatalf("caches hold %d bytes, CacheBytes says %d, Bytes %d", held, want, d.Bytes())
+	}
+	if got := build(DefaultConfig()).CacheBytes(60, 104); got != 3777146880 { // 211,660,800 at 60×104 + 498,401,280 at 120×208 + 920,125,440 at 240×416 + 2,146,959,360 at 480×832
+		t.Fatalf("real caches at 480×832: %d bytes", got)
 	}
 }

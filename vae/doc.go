@@ -47,7 +47,7 @@
 // need ~16 GB. The decoder runs each latent frame depth first, one frame
 // of activations per module at a time, so beyond the weights (73 M
 // parameters, kept twice: as loaded and packed) its memory is the feature
-// caches (two frames per causal conv: about 3.8 GB in float32 at 480×832)
+// caches (two frames per causal conv: 3.5 GiB in float32 at 480×832)
 // plus a few working frames. Results are identical for every thread count.
 //
 // Parameters mirror the checkpoint names ("decoder.upsamples.3.time_conv.weight",

@@ -369,3 +369,36 @@ func (m *Model) eachConv(f func(*Conv)) {
 // last two frames of its input between calls (Wan's feature cache; 32 for
 // Wan2.1).
 func (m *Model) Slots() int { return m.slots }
+
+// CacheBytes returns the memory of a decoder's feature caches once a
+// stream of h×w latents has passed its first few frames: two float32
+// frames of its input per causal convolution, at that convolution's
+// resolution (3.5 GiB for Wan2.1 at 480×832). The working frames a decoder
+// keeps besides are a few frames per resolution (Decoder.Bytes counts
+// both).
+func (m *Model) CacheBytes(h, w int) int64 {
+	var n int64
+	frame := func(c *Conv, s int) {
+		if c.slot >= 0 {
+			n += 2 * int64(c.Cin) * int64(h*s) * int64(w*s) * 4
+		}
+	}
+	res := func(b *ResidualBlock, s int) { frame(&b.Conv2, s); frame(&b.Conv6, s) }
+	dec := &m.Decoder
+	frame(&dec.Conv1, 1)
+	res(&dec.Middle0, 1)
+	res(&dec.Middle2, 1)
+	s := 1
+	for _, u := range dec.Upsamples {
+		if u.Res != nil {
+			res(u.Res, s)
+			continue
+		}
+		if u.Up.TimeConv != nil {
+			frame(u.Up.TimeConv, s)
+		}
+		s *= 2
+	}
+	frame(&dec.HeadConv, s)
+	return n
+}
