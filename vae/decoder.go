@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/densitykv/densitykv/attn"
 )
@@ -82,8 +81,8 @@ type Decoder struct {
 	out     []*frame    // pixel frames of the latent frame being decoded
 
 	eng   engine
-	pool  []*frame // free frame buffers
-	bytes int64    // frame buffers allocated (live, cached or pooled)
+	pool  map[int][]*frame
+	bytes int64 // frame buffers allocated (live, cached or pooled)
 }
 
 // NewDecoder returns a decoder for a new video stream.
@@ -120,7 +119,7 @@ func (d *Decoder) Reset() {
 	d.hist = make([][2]*frame, d.m.slots)
 	d.started = make([]bool, d.m.upsample3)
 	d.out = nil
-	d.pool = nil
+	d.pool = map[int][]*frame{}
 	d.bytes = 0
 	d.eng.release()
 }
@@ -267,22 +266,13 @@ func (m *Model) Decode(z []float32, t, c, h, w int, opt Options) ([]float32, err
 	return d.Decode(z, t, c, h, w)
 }
 
-// get returns a frame buffer of c×h×w (contents undefined): the pooled
-// buffer of the smallest capacity that holds it, if that is at most twice
-// its size (frames of different resolutions share buffers: at 480×832 a
-// 96-channel frame is twice a 192-channel frame of 240×416), else a new one.
+// get returns a frame buffer of c×h×w (contents undefined).
 func (d *Decoder) get(c, h, w int) *frame {
 	n := c * h * w
-	best := -1
-	for i, f := range d.pool {
-		if k := cap(f.data); k >= n && k <= 2*n && (best < 0 || k < cap(d.pool[best].data)) {
-			best = i
-		}
-	}
-	if best >= 0 {
-		f := d.pool[best]
-		d.pool = slices.Delete(d.pool, best, best+1)
-		f.c, f.h, f.w, f.data = c, h, w, f.data[:n]
+	if fs := d.pool[n]; len(fs) > 0 {
+		f := fs[len(fs)-1]
+		d.pool[n] = fs[:len(fs)-1]
+		f.c, f.h, f.w = c, h, w
 		return f
 	}
 	d.bytes += int64(n) * 4
@@ -292,7 +282,7 @@ func (d *Decoder) get(c, h, w int) *frame {
 // put returns a frame buffer to the pool.
 func (d *Decoder) put(f *frame) {
 	if f != nil {
-		d.pool = append(d.pool, f)
+		d.pool[len(f.data)] = append(d.pool[len(f.data)], f)
 	}
 }
 
