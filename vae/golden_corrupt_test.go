@@ -48,11 +48,8 @@ func addF64(d float64) func(b []byte) {
 // computed counterpart, and that a missing golden folder is an error.
 func TestGoldenDetectsCorruption(t *testing.T) {
 	dir := goldendir.VAE(t)
-	m, fails := loadGolden(dir, "weights.safetensors")
-	if m == nil {
-		t.Fatal(fails)
-	}
-	got, _, _, err := fullDecode(m, dir)
+	m, _ := goldenModels(t, dir)
+	got, _, _, err := fullDecodeOnce(m, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
@@ -426,7 +427,7 @@ func fullDecode(m *Model, dir string) (got map[string]tensor, video []float32, s
 // It returns the decoded video and the statistics used.
 func checkFull(m *Model, dir string) (r *goldenReport, video, mean, std []float32) {
 	r = &goldenReport{}
-	got, video, side, err := fullDecode(m, dir)
+	got, video, side, err := fullDecodeOnce(m, dir)
 	if err != nil {
 		r.fail("%v", err)
 		return r, nil, nil, nil
@@ -624,14 +625,25 @@ func sameParams(a, b *Model) string {
 // decoder bit for bit.
 func goldenModels(t *testing.T, dir string) (pth, st *Model) {
 	t.Helper()
-	pth, fails := loadGolden(dir, "weights.pth")
-	for _, f := range fails {
-		t.Errorf("weights.pth: %s", f)
+	memo.Lock()
+	defer memo.Unlock()
+	g, ok := memo.models[dir]
+	if !ok {
+		var fp, fs []string
+		g.pth, fp = loadGolden(dir, "weights.pth")
+		g.st, fs = loadGolden(dir, "weights.safetensors")
+		for _, f := range fp {
+			g.fails = append(g.fails, "weights.pth: "+f)
+		}
+		for _, f := range fs {
+			g.fails = append(g.fails, "weights.safetensors: "+f)
+		}
+		memo.models[dir] = g
 	}
-	st, fails = loadGolden(dir, "weights.safetensors")
-	for _, f := range fails {
-		t.Errorf("weights.safetensors: %s", f)
+	for _, f := range g.fails {
+		t.Error(f)
 	}
+	pth, st = g.pth, g.st
 	if pth == nil || st == nil {
 		t.FailNow()
 	}
@@ -775,4 +787,37 @@ func TestGoldenPipelineVAE(t *testing.T) {
 	t.Run("weights.safetensors", func(t *testing.T) {
 		logReport(t, checkStream(st, dir, Options{}, false, nil))
 	})
+}
+
+// memo keeps what the golden tests load and decode, once per test binary:
+// the models of each folder and decode_full's results.
+var memo = struct {
+	sync.Mutex
+	models map[string]memoModels
+	full   map[*Model]memoFull
+}{models: map[string]memoModels{}, full: map[*Model]memoFull{}}
+
+type memoModels struct {
+	pth, st *Model
+	fails   []string
+}
+
+type memoFull struct {
+	got   map[string]tensor
+	video []float32
+	side  *sidecar
+	err   error
+}
+
+// fullDecodeOnce is fullDecode, computed once per model (callers must not
+// modify the results).
+func fullDecodeOnce(m *Model, dir string) (map[string]tensor, []float32, *sidecar, error) {
+	memo.Lock()
+	defer memo.Unlock()
+	r, ok := memo.full[m]
+	if !ok {
+		r.got, r.video, r.side, r.err = fullDecode(m, dir)
+		memo.full[m] = r
+	}
+	return r.got, r.video, r.side, r.err
 }
