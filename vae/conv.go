@@ -204,6 +204,15 @@ func (c *Conv) fill(panels []float32, k, n, p0 int, in []float32, hs, ws, wo int
 				// Columns i < lo and i ≥ hi of the run fall outside the frame.
 				lo, hi := max(0, -sx), min(run, wo-sx)
 				hi = max(hi, lo)
+				if !up && run == nr && lo == 0 && hi == nr {
+					// A whole panel row inside the frame (the common case):
+					// fixed-size copies, which compile to vector moves.
+					off := sy*ws + sx
+					for ci := 0; ci < c.Cin; ci++ {
+						*(*[nr]float32)(base[(q0+ci)*nr:]) = *(*[nr]float32)(in[ci*plane+off:])
+					}
+					continue
+				}
 				if !up {
 					for ci := 0; ci < c.Cin; ci++ {
 						d := base[(q0+ci)*nr+jo : (q0+ci)*nr+jo+run]
@@ -211,6 +220,26 @@ func (c *Conv) fill(panels []float32, k, n, p0 int, in []float32, hs, ws, wo int
 						clear(d[:lo])
 						copy(d[lo:hi], row[sx+lo:sx+hi])
 						clear(d[hi:])
+					}
+					continue
+				}
+				if run == nr && lo == 0 && hi == nr {
+					// Upsampled, a whole panel row inside the frame: output
+					// column i reads input column (sx+i)/2, 17 of them.
+					off, odd := (sy>>1)*ws+sx>>1, sx&1 // sx odd: 17 input columns
+					for ci := 0; ci < c.Cin; ci++ {
+						d := (*[nr]float32)(base[(q0+ci)*nr:])
+						if odd == 0 {
+							row := (*[nr / 2]float32)(in[ci*plane+off:])
+							for k, v := range row {
+								d[2*k], d[2*k+1] = v, v
+							}
+							continue
+						}
+						row := (*[nr/2 + 1]float32)(in[ci*plane+off:])
+						for i := range d {
+							d[i] = row[(i+1)>>1]
+						}
 					}
 					continue
 				}

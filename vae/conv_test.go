@@ -70,6 +70,9 @@ func TestConvMatchesNaive(t *testing.T) {
 		}
 		cout := 1 + r.IntN(40)
 		hs, ws := 1+r.IntN(9), 1+r.IntN(45)
+		if it%5 == 1 {
+			ws = 64 + r.IntN(40) // whole panel rows inside the frame (the fast paths)
+		}
 		if cin >= 100 {
 			cout, hs = 1+r.IntN(8), 1+r.IntN(3)
 		}
