@@ -197,6 +197,8 @@ func (d *Decoder) check(z []float32, t, c, h, w int) error {
 // clamped to [−1, 1]: F = 4t, or 1 + 4(t−1) for the stream's first chunk.
 // A chunk with the wrong channel count, size or length, no frames, or a
 // NaN or infinite value is an error that leaves the decoder unchanged.
+// Decode allocates the chunk's video; over a long stream, DecodeFunc keeps
+// memory flat (it allocates no frame buffers once the stream is under way).
 func (d *Decoder) Decode(z []float32, t, c, h, w int) ([]float32, error) {
 	if err := d.check(z, t, c, h, w); err != nil {
 		return nil, err
