@@ -47,8 +47,8 @@ func (c *Conv) pack() {
 	gemm.PackA(&c.packed, c.Cout, k, w, k)
 }
 
-// flops returns the multiply-adds ×2 of one output frame of h×w pixels
-// when taps of its taps read a frame.
+// flops returns the floating-point operations (2 per multiply-add) of one
+// output frame of the given pixels when taps of its taps read a frame.
 func (c *Conv) flops(taps, pixels int) int64 {
 	return 2 * int64(c.Cout) * int64(c.Cin) * int64(taps) * int64(pixels)
 }

@@ -269,6 +269,9 @@ func FromStateDict(sd checkpoint.StateDict) (*Model, error) {
 	}
 	for _, p := range m.Params() {
 		t := dec[p.Name]
+		if len(t.Data) != numel(p.Shape) {
+			return nil, fmt.Errorf("vae: parameter %s has %d values for shape %v", p.Name, len(t.Data), p.Shape)
+		}
 		for i, v := range t.Data {
 			if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
 				return nil, fmt.Errorf("vae: parameter %s has %v at index %d", p.Name, v, i)
