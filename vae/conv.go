@@ -31,20 +31,24 @@ const (
 	convGroupDepth = 512
 )
 
-// pack packs the weights as the GEMM's left operand.
+// pack packs the weights as the GEMM's left operand, writing gemm.PackedA's
+// panel layout directly: A[co][t·Cin + ci] = Weight[co][ci][t] at
+// (co/MR)·K·MR + q·MR + co%MR, padding rows zero.
 func (c *Conv) pack() {
+	const mr = gemm.MR
 	taps := c.KT * c.KH * c.KW
 	k := taps * c.Cin
-	w := make([]float32, c.Cout*k)
+	d := c.packed.Resize(c.Cout, k)
+	clear(d)
 	for co := 0; co < c.Cout; co++ {
+		panel := d[(co/mr)*k*mr:]
 		for ci := 0; ci < c.Cin; ci++ {
 			src := c.Weight[(co*c.Cin+ci)*taps : (co*c.Cin+ci+1)*taps]
 			for t, v := range src {
-				w[co*k+t*c.Cin+ci] = v
+				panel[(t*c.Cin+ci)*mr+co%mr] = v
 			}
 		}
 	}
-	gemm.PackA(&c.packed, c.Cout, k, w, k)
 }
 
 // flops returns the floating-point operations (2 per multiply-add) of one
