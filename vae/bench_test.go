@@ -98,7 +98,8 @@ func peakRSS() float64 {
 // pixel frames), continuing the stream. Reported: seconds per latent
 // frame, the seconds of a generation block of 3 latent frames extrapolated
 // from it (the first block, frames 0–2, from the two timed frames plus one
-// steady frame), GFLOP/s of the convolutions and attention, the decoder's
+// steady frame), GFLOP/s of the convolutions and attention (and per
+// CPU-second, steadier on a shared machine), the decoder's
 // frame buffers (caches and working frames) and the process's peak RSS.
 func benchDecode(b *testing.B, cfg Config, h, w int) {
 	m, err := Random(cfg, 1)
@@ -126,6 +127,7 @@ func benchDecode(b *testing.B, cfg Config, h, w int) {
 		first[i] = time.Since(t0)
 	}
 	f0 := d.FLOPs()
+	cpu0 := cpuSeconds()
 	for b.Loop() {
 		if _, err := d.Decode(z, 1, cfg.ZDim, h, w); err != nil {
 			b.Fatal(err)
@@ -136,6 +138,7 @@ func benchDecode(b *testing.B, cfg Config, h, w int) {
 	b.ReportMetric(3*per, "s/block(extrapolated)")
 	b.ReportMetric(first[0].Seconds()+first[1].Seconds()+per, "s/first-block(extrapolated)")
 	b.ReportMetric(float64(d.FLOPs()-f0)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	b.ReportMetric(float64(d.FLOPs()-f0)/(cpuSeconds()-cpu0)/1e9, "GFLOP/cpu-s")
 	b.ReportMetric(float64(d.Bytes())/(1<<20), "state-MiB")
 	b.ReportMetric(peakRSS()/(1<<20), "peakRSS-MiB")
 }
