@@ -48,7 +48,9 @@
 // of activations per module at a time, so beyond the weights (73 M
 // parameters, kept twice: as loaded and packed) its memory is the feature
 // caches (two frames per causal conv: 3.5 GiB in float32 at 480×832)
-// plus a few working frames. Results are identical for every thread count.
+// plus a few working frames per resolution (0.97 GiB at 480×832): a
+// real-size decode peaked at 5.1 GiB resident, weights included
+// (BenchmarkDecodeReal). Results are identical for every thread count.
 //
 // Parameters mirror the checkpoint names ("decoder.upsamples.3.time_conv.weight",
 // see Model.Params); Load reads Wan2.1_VAE.pth (the encoder's keys are
