@@ -14,6 +14,10 @@ const (
 	EnvDensityKV = "DENSITYKV_GOLDEN"     // bank update sequences
 	EnvWan       = "DENSITYKV_GOLDEN_WAN" // tiny Wan model, forwards, rollouts
 	EnvT5        = "DENSITYKV_GOLDEN_T5"  // tokenizer models and cases, tiny umT5 encoder
+	EnvVAE       = "DENSITYKV_GOLDEN_VAE" // tiny Wan VAE, whole and streaming decodes
+	// EnvPipeline overrides the folder pipeline/vae: the tiny VAE with 16
+	// latent channels that chains after the tiny Wan DiT.
+	EnvPipeline = "DENSITYKV_GOLDEN_PIPELINE"
 )
 
 // RepoRoot walks up from the working directory to the folder holding go.mod.
@@ -34,7 +38,7 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// Find returns the golden folder named sub ("densitykv" or "wan"): the value
+// Find returns the golden folder named sub ("densitykv", "wan", "vae", …): the value
 // of env when set, else <repo>/../shared/golden/<sub>. It returns an error if
 // the folder is missing or holds no files.
 func Find(env, sub string) (string, error) {
@@ -80,3 +84,13 @@ func Wan(t TB) string { t.Helper(); return MustFind(t, EnvWan, "wan") }
 
 // T5 returns the text-encoder golden folder (tokenizer and umT5) or fails the test.
 func T5(t TB) string { t.Helper(); return MustFind(t, EnvT5, "t5") }
+
+// VAE returns the Wan VAE golden folder or fails the test.
+func VAE(t TB) string { t.Helper(); return MustFind(t, EnvVAE, "vae") }
+
+// PipelineVAE returns the pipeline VAE golden folder (pipeline/vae) or
+// fails the test.
+func PipelineVAE(t TB) string {
+	t.Helper()
+	return MustFind(t, EnvPipeline, filepath.Join("pipeline", "vae"))
+}

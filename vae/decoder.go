@@ -1,0 +1,454 @@
+package vae
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/densitykv/densitykv/attn"
+)
+
+// wanMean and wanStd are Wan2.1's latent statistics (wan/modules/vae.py,
+// WanVAE). The reference holds them as float32 tensors, so the values used
+// are the float32 roundings of these float64 values (see WanStats).
+var (
+	wanMean = [16]float64{-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
+		0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921}
+	wanStd = [16]float64{2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+		3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160}
+)
+
+// WanStats returns Wan2.1's 16-channel latent mean and std as the
+// reference uses them (float32).
+func WanStats() (mean, std []float32) {
+	mean, std = make([]float32, 16), make([]float32, 16)
+	for i := range wanMean {
+		mean[i], std[i] = float32(wanMean[i]), float32(wanStd[i])
+	}
+	return mean, std
+}
+
+// TraceFunc receives the output of a decoder module for one frame during
+// the decoder call for latent frame call of the stream: module is the
+// reference's name ("z_denorm", "conv2_out", "conv1", "middle.0",
+// "middle.1", "middle.2", "upsamples.<i>", "upsamples.<i>.time_conv",
+// "head"; the head's output is before the clamp) and data is [c][h][w],
+// valid only during the call. Calls come in time order per module.
+type TraceFunc func(call int, module string, c, h, w int, data []float32)
+
+// Options configures a Decoder.
+type Options struct {
+	// Mean and Std de-normalise the latents per channel, x = z·Std + Mean
+	// (computed as the reference does, z / (1/Std) + Mean in float32).
+	// Both nil means Wan2.1's statistics (WanStats), which need z_dim 16.
+	Mean, Std []float32
+	// Trace, when set, sees every module's output (see TraceFunc).
+	Trace TraceFunc
+}
+
+// frame is one frame of activations, [c][h][w].
+type frame struct {
+	c, h, w int
+	data    []float32
+}
+
+// Decoder decodes one video stream: latent frames go in chunk after chunk
+// (a generation block's 3 as soon as they are final) and pixel frames come
+// out, with every causal convolution's feature cache (its last two input
+// frames, Wan's CACHE_T = 2) and every upsample3d's first-frame flag
+// carried from chunk to chunk. Memory stays bounded however long the
+// video: the state is two frames per causal convolution. The frames of a
+// stream equal the whole-video decode of its latents, whatever the
+// chunking. A Decoder must not be used by two goroutines at once; Reset
+// starts a new video.
+//
+// Each latent frame runs through the decoder depth first, one frame of
+// activations per module at a time (an upsample3d turns each of its input
+// frames but the stream's first into two), as Wan's per-latent-frame
+// decoder calls do, so only a few frames beyond the caches are alive.
+type Decoder struct {
+	m      *Model
+	mean   []float32
+	invStd []float32
+	trace  TraceFunc
+
+	h, w    int // latent size of the stream; 0 before its first frame
+	latents int // latent frames decoded
+	pixels  int // pixel frames decoded
+
+	hist    [][2]*frame // per causal conv: its last two input frames, oldest first (nil = zero frame)
+	started []bool      // per upsample3d: its first frame has passed
+	out     []*frame    // pixel frames of the latent frame being decoded
+
+	eng   engine
+	pool  map[int][]*frame
+	bytes int64 // frame buffers allocated (live, cached or pooled)
+}
+
+// NewDecoder returns a decoder for a new video stream.
+func (m *Model) NewDecoder(opt Options) (*Decoder, error) {
+	mean, std := opt.Mean, opt.Std
+	z := m.Cfg.ZDim
+	if mean == nil && std == nil {
+		if z != len(wanMean) {
+			return nil, fmt.Errorf("vae: the model has z_dim %d: pass its latent mean and std (Wan2.1's statistics have %d channels)", z, len(wanMean))
+		}
+		mean, std = WanStats()
+	}
+	if len(mean) != z || len(std) != z {
+		return nil, fmt.Errorf("vae: latent mean has %d values and std %d, want z_dim = %d each", len(mean), len(std), z)
+	}
+	d := &Decoder{m: m, mean: append([]float32(nil), mean...), invStd: make([]float32, z), trace: opt.Trace}
+	for i := range z {
+		if f := float64(mean[i]); math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("vae: latent mean[%d] = %v is not finite", i, mean[i])
+		}
+		if s := float64(std[i]); !(s > 0) || math.IsInf(s, 0) {
+			return nil, fmt.Errorf("vae: latent std[%d] = %v must be positive and finite", i, std[i])
+		}
+		d.invStd[i] = 1 / std[i]
+	}
+	d.Reset()
+	return d, nil
+}
+
+// Reset starts a new video: it clears the feature caches and the
+// first-frame flags and frees the decoder's buffers.
+func (d *Decoder) Reset() {
+	d.h, d.w, d.latents, d.pixels = 0, 0, 0, 0
+	d.hist = make([][2]*frame, d.m.slots)
+	d.started = make([]bool, d.m.upsample3)
+	d.out = nil
+	d.pool = map[int][]*frame{}
+	d.bytes = 0
+	d.eng.release()
+}
+
+// LatentFrames returns the number of latent frames decoded since the
+// stream began.
+func (d *Decoder) LatentFrames() int { return d.latents }
+
+// PixelFrames returns the number of pixel frames decoded since the stream
+// began.
+func (d *Decoder) PixelFrames() int { return d.pixels }
+
+// Bytes returns the memory of the decoder's frame buffers: the feature
+// caches plus the pooled working frames (the largest part of its memory at
+// video sizes).
+func (d *Decoder) Bytes() int64 { return d.bytes }
+
+// FLOPs returns the floating-point operations (2 per multiply-add) of the
+// convolutions and the attention run since the stream began.
+func (d *Decoder) FLOPs() int64 { return d.eng.flops }
+
+// Size limits of a chunk: latent sides, frames per call, and the memory of
+// the decoder's feature caches (Model.CacheBytes; 3.5 GiB at 480×832, 8.1 GiB
+// at 720×1280).
+const (
+	MaxLatentSide   = 4096
+	MaxChunkFrames  = 1 << 16
+	MaxCacheBytes   = 64 << 30
+	maxOutputValues = 1 << 34
+)
+
+// ErrInput is wrapped by every error about a chunk of latents.
+var ErrInput = errors.New("vae: bad latents")
+
+// check validates a chunk without touching the state.
+func (d *Decoder) check(z []float32, t, c, h, w int) error {
+	if t <= 0 {
+		return fmt.Errorf("%w: empty chunk (%d latent frames)", ErrInput, t)
+	}
+	if t > MaxChunkFrames {
+		return fmt.Errorf("%w: chunk of %d latent frames exceeds %d", ErrInput, t, MaxChunkFrames)
+	}
+	if c != d.m.Cfg.ZDim {
+		return fmt.Errorf("%w: latents have %d channels, the model decodes z_dim = %d", ErrInput, c, d.m.Cfg.ZDim)
+	}
+	if h <= 0 || w <= 0 || h > MaxLatentSide || w > MaxLatentSide {
+		return fmt.Errorf("%w: latent size %d×%d outside [1, %d]", ErrInput, h, w, MaxLatentSide)
+	}
+	if cb := d.m.CacheBytes(h, w); cb > MaxCacheBytes {
+		return fmt.Errorf("%w: latents of %d×%d need %.1f GiB of feature caches, more than %d GiB", ErrInput, h, w, float64(cb)/(1<<30), MaxCacheBytes>>30)
+	}
+	if d.latents > 0 && (h != d.h || w != d.w) {
+		return fmt.Errorf("%w: latent size %d×%d differs from the stream's %d×%d (Reset starts a new video)", ErrInput, h, w, d.h, d.w)
+	}
+	if want := int64(t) * int64(c) * int64(h) * int64(w); int64(len(z)) != want {
+		return fmt.Errorf("%w: %d values for %d frames × %d channels × %d×%d = %d", ErrInput, len(z), t, c, h, w, want)
+	}
+	s := d.m.Cfg.SpatialScale()
+	if int64(3)*int64(d.m.Cfg.PixelFrames(d.latents, t))*int64(h*s)*int64(w*s) > maxOutputValues {
+		return fmt.Errorf("%w: chunk of %d latent frames of %d×%d decodes to more than %d values", ErrInput, t, h, w, int64(maxOutputValues))
+	}
+	for i, v := range z {
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+			k, r := i/(c*h*w), i%(c*h*w)
+			return fmt.Errorf("%w: latent frame %d of the chunk (stream frame %d), channel %d, position (%d, %d) is %v",
+				ErrInput, k, d.latents+k, r/(h*w), r%(h*w)/w, r%w, v)
+		}
+	}
+	return nil
+}
+
+// Decode decodes the stream's next chunk of t latent frames z, laid out
+// [t][c][h][w] (frame-major, as the rollout produces them; FrameMajor
+// converts [c][t][h][w]), and returns its pixel frames [3][F][8h][8w]
+// clamped to [−1, 1]: F = 4t, or 1 + 4(t−1) for the stream's first chunk.
+// A chunk with the wrong channel count, size or length, no frames, or a
+// NaN or infinite value is an error that leaves the decoder unchanged.
+// Decode allocates the chunk's video; over a long stream, DecodeFunc keeps
+// memory flat (it allocates no frame buffers once the stream is under way).
+func (d *Decoder) Decode(z []float32, t, c, h, w int) ([]float32, error) {
+	if err := d.check(z, t, c, h, w); err != nil {
+		return nil, err
+	}
+	s := d.m.Cfg.SpatialScale()
+	H, W := h*s, w*s
+	F := d.m.Cfg.PixelFrames(d.latents, t)
+	video := make([]float32, 3*F*H*W)
+	f0 := d.pixels
+	err := d.DecodeFunc(z, t, c, h, w, func(i int, rgb []float32) error {
+		for ch := 0; ch < 3; ch++ {
+			copy(video[(ch*F+i-f0)*H*W:(ch*F+i-f0+1)*H*W], rgb[ch*H*W:(ch+1)*H*W])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return video, nil
+}
+
+// DecodeFunc is Decode handing out the pixel frames one by one: emit gets
+// the stream index of each frame and its values [3][8h][8w] (clamped to
+// [−1, 1], valid only during the call), in order, as soon as the latent
+// frame that makes them is decoded. Bad input is an error that leaves the
+// decoder unchanged. When emit returns an error, DecodeFunc stops and
+// returns it; the latent frame whose pixel frames were being handed out
+// and those before it have been consumed (LatentFrames says how many).
+func (d *Decoder) DecodeFunc(z []float32, t, c, h, w int, emit func(index int, rgb []float32) error) error {
+	if err := d.check(z, t, c, h, w); err != nil {
+		return err
+	}
+	d.h, d.w = h, w
+	n := c * h * w
+	for k := 0; k < t; k++ {
+		d.latentFrame(z[k*n : (k+1)*n])
+		out := d.out
+		d.out = d.out[:0]
+		var err error
+		for _, f := range out {
+			if err == nil {
+				for i, v := range f.data {
+					f.data[i] = min(max(v, -1), 1)
+				}
+				if err = emit(d.pixels, f.data); err != nil {
+					err = fmt.Errorf("vae: decode: emitting pixel frame %d (latent frame %d): %w", d.pixels, d.latents-1, err)
+				}
+				d.pixels++
+			}
+			d.put(f)
+		}
+		d.pixels = d.m.Cfg.PixelFrames(0, d.latents)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole video of t latent frames z [t][c][h][w] with a
+// fresh decoder and returns its pixel frames [3][1+4(t−1)][8h][8w].
+func (m *Model) Decode(z []float32, t, c, h, w int, opt Options) ([]float32, error) {
+	d, err := m.NewDecoder(opt)
+	if err != nil {
+		return nil, err
+	}
+	return d.Decode(z, t, c, h, w)
+}
+
+// get returns a frame buffer of c×h×w (contents undefined).
+func (d *Decoder) get(c, h, w int) *frame {
+	n := c * h * w
+	if fs := d.pool[n]; len(fs) > 0 {
+		f := fs[len(fs)-1]
+		d.pool[n] = fs[:len(fs)-1]
+		f.c, f.h, f.w = c, h, w
+		return f
+	}
+	d.bytes += int64(n) * 4
+	return &frame{c, h, w, make([]float32, n)}
+}
+
+// put returns a frame buffer to the pool.
+func (d *Decoder) put(f *frame) {
+	if f != nil {
+		d.pool[len(f.data)] = append(d.pool[len(f.data)], f)
+	}
+}
+
+func (d *Decoder) emitTrace(module string, f *frame) {
+	if d.trace != nil {
+		d.trace(d.latents, module, f.c, f.h, f.w, f.data)
+	}
+}
+
+// latentFrame runs the decoder on the stream's next latent frame z
+// [c][h][w] (Wan's decode: de-normalise, conv2, then one decoder call),
+// appending its pixel frames (unclamped) to d.out.
+func (d *Decoder) latentFrame(z []float32) {
+	m, dec := d.m, &d.m.Decoder
+	c, h, w := m.Cfg.ZDim, d.h, d.w
+	P := h * w
+	x := d.get(c, h, w)
+	for ch := 0; ch < c; ch++ {
+		inv, mu := d.invStd[ch], d.mean[ch]
+		dst := x.data[ch*P : (ch+1)*P]
+		for i, v := range z[ch*P : (ch+1)*P] {
+			dst[i] = v/inv + mu
+		}
+	}
+	d.emitTrace("z_denorm", x)
+	y := d.get(c, h, w)
+	m.Conv2.apply(&d.eng, y.data, [][]float32{x.data}, h, w, false, nil)
+	d.put(x)
+	d.emitTrace("conv2_out", y)
+
+	x = d.get(dec.Conv1.Cout, h, w)
+	d.causal(&dec.Conv1, y, x, nil)
+	d.emitTrace("conv1", x)
+	x = d.residual(&dec.Middle0, x)
+	d.emitTrace("middle.0", x)
+	d.attention(&dec.Middle1, x)
+	d.emitTrace("middle.1", x)
+	x = d.residual(&dec.Middle2, x)
+	d.emitTrace("middle.2", x)
+	d.upsamples(0, x)
+	d.latents++
+}
+
+// causal runs the causal convolution c (KT = 3) on its stream's next input
+// frame x, which then joins c's feature cache: out = c(cache₀, cache₁, x)
+// (+ res). The frame leaving the cache goes back to the pool.
+func (d *Decoder) causal(c *Conv, x, out, res *frame) {
+	h := &d.hist[c.slot]
+	in := [3][]float32{nil, nil, x.data}
+	for i, f := range h {
+		if f != nil {
+			in[i] = f.data
+		}
+	}
+	var r []float32
+	if res != nil {
+		r = res.data
+	}
+	c.apply(&d.eng, out.data, in[:], x.h, x.w, false, r)
+	d.put(h[0])
+	h[0], h[1] = h[1], x
+}
+
+// residual runs a ResidualBlock on x and returns its output (x itself,
+// updated in place, when the width does not change).
+func (d *Decoder) residual(b *ResidualBlock, x *frame) *frame {
+	P := x.h * x.w
+	a := d.get(x.c, x.h, x.w)
+	rmsNorm(a.data, x.data, x.c, P, b.Norm0.Gamma, true) // residual.0, residual.1 (SiLU)
+	hid := d.get(b.Conv2.Cout, x.h, x.w)
+	d.causal(&b.Conv2, a, hid, nil)                            // residual.2
+	rmsNorm(hid.data, hid.data, hid.c, P, b.Norm3.Gamma, true) // residual.3, residual.4 (SiLU); 5 is dropout
+	out := x
+	if b.Shortcut != nil {
+		out = d.get(b.Shortcut.Cout, x.h, x.w)
+		b.Shortcut.apply(&d.eng, out.data, [][]float32{x.data}, x.h, x.w, false, nil)
+		d.put(x)
+	}
+	d.causal(&b.Conv6, hid, out, out) // residual.6, plus the shortcut
+	return out
+}
+
+// attention runs the AttentionBlock on x in place: each frame's h·w
+// pixels attend to each other with one head of width C.
+func (d *Decoder) attention(a *AttentionBlock, x *frame) {
+	C, P := x.c, x.h*x.w
+	n := d.get(C, x.h, x.w)
+	rmsNorm(n.data, x.data, C, P, a.Norm.Gamma, false)
+	qkv := d.get(3*C, x.h, x.w)
+	a.ToQKV.apply(&d.eng, qkv.data, [][]float32{n.data}, x.h, x.w, false, nil)
+	// q, k, v are channels [0, C), [C, 2C), [2C, 3C); token p = y·w + x.
+	q, k, v, o := d.get(C, x.h, x.w), d.get(C, x.h, x.w), d.get(C, x.h, x.w), d.get(C, x.h, x.w)
+	transpose(q.data, qkv.data[:C*P], C, P)
+	transpose(k.data, qkv.data[C*P:2*C*P], C, P)
+	transpose(v.data, qkv.data[2*C*P:], C, P)
+	attn.Attention(o.data, q.data, k.data, v.data, P, P, 1, C, float32(1/math.Sqrt(float64(C))))
+	d.eng.flops += 4 * int64(P) * int64(P) * int64(C)
+	transpose(n.data, o.data, P, C)
+	a.Proj.apply(&d.eng, x.data, [][]float32{n.data}, x.h, x.w, false, x.data) // proj, plus the block input
+	for _, f := range []*frame{n, qkv, q, k, v, o} {
+		d.put(f)
+	}
+}
+
+// upsamples runs decoder.upsamples[i:] and the head on frame x, depth
+// first: an upsample3d's two output frames go through the rest of the
+// decoder one after the other.
+func (d *Decoder) upsamples(i int, x *frame) {
+	ups := d.m.Decoder.Upsamples
+	for ; i < len(ups); i++ {
+		if b := ups[i].Res; b != nil {
+			x = d.residual(b, x)
+			d.emitTrace(d.m.upNames[i], x)
+			continue
+		}
+		r := ups[i].Up
+		if r.TimeConv == nil || !d.started[r.idx] {
+			// upsample2d, or the stream's first frame at an upsample3d:
+			// no time_conv, and the frame is no temporal context for the
+			// ones after it (the reference's "Rep" marker).
+			if r.TimeConv != nil {
+				d.started[r.idx] = true
+			}
+			y := d.spatial(r, x.data, x.c, x.h, x.w)
+			d.put(x)
+			x = y
+			d.emitTrace(d.m.upNames[i], x)
+			continue
+		}
+		t := d.get(r.TimeConv.Cout, x.h, x.w)
+		d.causal(r.TimeConv, x, t, nil) // x joins time_conv's cache
+		if d.trace != nil {
+			d.emitTrace(d.m.upNames[i]+".time_conv", t)
+		}
+		// Output frame t becomes two: channels [0, C), then [C, 2C).
+		half := x.c * x.h * x.w
+		for s := 0; s < 2; s++ {
+			y := d.spatial(r, t.data[s*half:(s+1)*half], x.c, x.h, x.w)
+			d.emitTrace(d.m.upNames[i], y)
+			d.upsamples(i+1, y)
+		}
+		d.put(t)
+		return
+	}
+	d.head(x)
+}
+
+// spatial is a resample's spatial step on one frame src [c][h][w]: nearest
+// 2× upsampling and the 3×3 resample.1 conv, fused.
+func (d *Decoder) spatial(r *Resample, src []float32, c, h, w int) *frame {
+	y := d.get(r.Conv.Cout, 2*h, 2*w)
+	r.Conv.apply(&d.eng, y.data, [][]float32{src}, h, w, true, nil)
+	return y
+}
+
+// head runs decoder.head (RMS norm, SiLU, causal conv to RGB) on x and
+// queues the pixel frame.
+func (d *Decoder) head(x *frame) {
+	dec := &d.m.Decoder
+	a := d.get(x.c, x.h, x.w)
+	rmsNorm(a.data, x.data, x.c, x.h*x.w, dec.HeadNorm.Gamma, true)
+	d.put(x)
+	o := d.get(3, x.h, x.w)
+	d.causal(&dec.HeadConv, a, o, nil)
+	d.emitTrace("head", o)
+	d.out = append(d.out, o)
+}

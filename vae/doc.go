@@ -1,0 +1,59 @@
+// Package vae is the decoding half of the Wan2.1 VAE (Wan-Video/Wan2.1
+// wan/modules/vae.py) in float32, streaming: latent frames go in as the
+// generator finishes them and pixel frames come out, with the feature
+// caches carried across chunks (as the DensityKV release drives Wan's
+// cached_decode), so memory stays bounded however long the video.
+//
+// Decoding one video of latents z [16][T][60][104] (Wan2.1 at 480×832):
+//
+//	x       = z / (1/std) + mean                 per channel (WanStats, or the caller's)
+//	x       = conv2(x)                           1×1×1, z_dim → z_dim
+//	per latent frame k (a decoder call with the feature cache):
+//	  x     = decoder.conv1(x_k)                 causal 3×3×3, z_dim → 384
+//	  x     = middle.0 → middle.1 (attention) → middle.2
+//	  x     = upsamples.0 … upsamples.14         3 stages of 3 residual blocks, each but the
+//	                                             last closed by an upsample (3d, 3d, 2d)
+//	  frame = clamp(head(x), −1, 1)              RMS norm, SiLU, causal 3×3×3 → RGB
+//	video   = [3][1 + 4(T−1)][480][832]
+//
+// Building blocks (Wan's names): CausalConv3d (stride 1, kt−1 zero frames
+// before the first, "same" zero padding in space), RMS_norm
+// (x / max(‖x‖₂, 1e-12) · √C · γ over the channels of each pixel),
+// ResidualBlock (shortcut(x) + conv(SiLU(norm(conv(SiLU(norm(x))))))),
+// AttentionBlock (one head over each frame's pixels), and Resample: nearest
+// 2× upsampling and a 3×3 conv that halves the width, preceded in an
+// upsample3d by a causal (3,1,1) time_conv to 2C channels whose halves
+// become two consecutive frames (interleaved in time).
+//
+// Time structure. Every causal 3-tap conv is a causal conv over its own
+// time sequence with zero frames before the start; the reference computes
+// it one latent frame per call, each conv keeping its last two input
+// frames (CACHE_T = 2). An upsample3d skips its time_conv for the stream's
+// first frame (one frame out instead of two), and that frame is no
+// temporal context for the later ones (the reference's "Rep" marker means
+// zero padding). So latent frame 0 gives 1 pixel frame and every later one
+// 4, and chunk boundaries change nothing: a stream's frames equal the
+// whole-video decode. Resetting the caches between chunks (a naive port)
+// would restart the first-frame rule in every chunk; Decoder never does.
+//
+// Layouts: activations are channel-first frames [C][h][w] (the
+// reference's), latents given to Decode are frame-major [T][C][h][w] (the
+// rollout's; FrameMajor converts [C][T][h][w]), videos are [3][F][H][W]
+// in [−1, 1], and Uint8 / RGB24 / VideoUint8 give the bytes the authors
+// feed ffmpeg (truncating, not rounding).
+//
+// Compute: the convolutions are GEMMs on package gemm with an implicit,
+// tiled im2col (conv.go): no whole-frame im2col, which at 480×832 would
+// need ~16 GB. The decoder runs each latent frame depth first, one frame
+// of activations per module at a time, so beyond the weights (73 M
+// parameters, kept twice: as loaded and packed) its memory is the feature
+// caches (two frames per causal conv: 3.5 GiB in float32 at 480×832)
+// plus a few working frames per resolution (0.97 GiB at 480×832): a
+// real-size decode peaked at 5.1 GiB resident, weights included
+// (BenchmarkDecodeReal). Results are identical for every thread count.
+//
+// Parameters mirror the checkpoint names ("decoder.upsamples.3.time_conv.weight",
+// see Model.Params); Load reads Wan2.1_VAE.pth (the encoder's keys are
+// ignored) or a safetensors file and infers the configuration from the
+// tensor shapes.
+package vae

@@ -1,0 +1,141 @@
+package vae
+
+import (
+	"math"
+	"sync"
+
+	"github.com/densitykv/densitykv/gemm"
+)
+
+// parallel runs f over [0, n) split into contiguous chunks of at least
+// minChunk, one per worker (gemm.Threads() of them). Callers compute every
+// element independently, so the split does not change the results.
+func parallel(n, minChunk int, f func(lo, hi int)) {
+	w := gemm.Threads()
+	if c := (n + minChunk - 1) / max(minChunk, 1); c < w {
+		w = c
+	}
+	if w <= 1 {
+		if n > 0 {
+			f(0, n)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < w; i++ {
+		lo, hi := i*n/w, (i+1)*n/w
+		if lo == hi {
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); f(lo, hi) }()
+	}
+	wg.Wait()
+}
+
+// normBlock is the number of pixels normalised together (their sums of
+// squares stay in registers/L1 while the channels stream by).
+const normBlock = 256
+
+// rmsNorm writes RMS_norm (then SiLU when act) of src [ch][P] into dst
+// (which may be src):
+//
+//	dst[c][p] = act(src[c][p] / max(‖src[:, p]‖₂, 1e-12) · √ch · gamma[c])
+//
+// The sum of squares of each pixel runs over the channels in order.
+func rmsNorm(dst, src []float32, ch, P int, gamma []float32, act bool) {
+	scale := float32(math.Sqrt(float64(ch)))
+	parallel(P, 4*normBlock, func(lo, hi int) {
+		var nrm [normBlock]float32
+		for b := lo; b < hi; b += normBlock {
+			n := min(normBlock, hi-b)
+			s := nrm[:n]
+			clear(s)
+			for c := 0; c < ch; c++ {
+				for j, v := range src[c*P+b : c*P+b+n] {
+					s[j] += v * v
+				}
+			}
+			for j, v := range s {
+				s[j] = max(float32(math.Sqrt(float64(v))), 1e-12)
+			}
+			for c := 0; c < ch; c++ {
+				g := gamma[c]
+				d := dst[c*P+b : c*P+b+n]
+				for j, v := range src[c*P+b : c*P+b+n] {
+					y := v / s[j] * scale * g
+					if act {
+						y = silu(y)
+					}
+					d[j] = y
+				}
+			}
+		}
+	})
+}
+
+// silu returns v·sigmoid(v) = v / (1 + e^−v) (within a few float32 ulp).
+func silu(v float32) float32 { return v / (1 + expf(-v)) }
+
+// expf returns e^x in float32 to within 2 ulp (relative error below
+// 2.5e-7) for |x| ≤ 87, +Inf above 88.7 and 0 below −87.3: x = n·ln2 + r
+// with |r| ≤ ln2/2 (Cody–Waite split of ln2), e^r by its Taylor
+// polynomial of degree 7, scaled by 2^n through the exponent bits. Pure
+// float32 arithmetic with no fused operations, so every amd64 CPU gives
+// the same bits. It serves the SiLU after every norm instead of math.Exp,
+// whose amd64 assembly mixes VEX and legacy SSE instructions, which is
+// very slow in GOEXPERIMENT=simd binaries whose AVX upper state is dirty
+// (package wan's expGo explains).
+func expf(x float32) float32 {
+	const (
+		log2e = 1.44269504088896341
+		ln2hi = 0.693359375
+		ln2lo = -2.12194440e-4
+	)
+	switch {
+	case x > 88.7:
+		return float32(math.Inf(1))
+	case x < -87.3:
+		return 0
+	case x != x:
+		return x
+	}
+	t := x * log2e
+	n := int32(t + 0.5)
+	if t < -0.5 {
+		n = int32(t - 0.5)
+	}
+	fn := float32(n)
+	r := float32(x-float32(fn*ln2hi)) - float32(fn*ln2lo)
+	p := float32(1.0 / 5040)
+	p = float32(p*r) + 1.0/720
+	p = float32(p*r) + 1.0/120
+	p = float32(p*r) + 1.0/24
+	p = float32(p*r) + 1.0/6
+	p = float32(p*r) + 0.5
+	p = float32(p*r) + 1
+	p = float32(p*r) + 1
+	if n > 127 { // 2^128 is no float32: scale in two steps
+		return p * math.Float32frombits(uint32(n+126)<<23) * 2
+	}
+	return p * math.Float32frombits(uint32(n+127)<<23)
+}
+
+// transpose writes dst[c][r] = src[r][c] for src [rows][cols], in blocks.
+func transpose(dst, src []float32, rows, cols int) {
+	const b = 32
+	parallel(rows, b*4, func(lo, hi int) {
+		for r0 := lo; r0 < hi; r0 += b {
+			r1 := min(r0+b, hi)
+			for c0 := 0; c0 < cols; c0 += b {
+				c1 := min(c0+b, cols)
+				for r := r0; r < r1; r++ {
+					row := src[r*cols : (r+1)*cols]
+					for c := c0; c < c1; c++ {
+						dst[c*rows+r] = row[c]
+					}
+				}
+			}
+		}
+	})
+}
