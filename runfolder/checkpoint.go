@@ -14,6 +14,7 @@ import (
 	"reflect"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/synth"
@@ -74,46 +75,14 @@ type FileFingerprint struct {
 	SHA256 string `json:"sha256"`
 }
 
-// Files up to fingerprintWhole bytes are hashed whole; larger ones (model
-// checkpoints of several GiB) by their size and fingerprintPieces evenly
-// spaced pieces of fingerprintPiece bytes, the first and last included, so
-// that resuming does not read the whole checkpoint a second time.
-var (
-	fingerprintWhole  int64 = 256 << 20
-	fingerprintPieces int64 = 64
-	fingerprintPiece  int64 = 1 << 20
-)
-
+// fingerprint identifies an input file (package filehash: SHA-256 of the
+// whole file, or of its size and sampled pieces for files over 256 MiB).
 func fingerprint(role, path string) (FileFingerprint, error) {
-	fp := FileFingerprint{Role: role, Path: path}
-	f, err := os.Open(path)
+	s, err := filehash.File(path)
 	if err != nil {
-		return fp, err
+		return FileFingerprint{Role: role, Path: path}, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fp, err
-	}
-	fp.Size = st.Size()
-	h := sha256.New()
-	if fp.Size <= fingerprintWhole {
-		if _, err := io.Copy(h, f); err != nil {
-			return fp, fmt.Errorf("%s: %w", path, err)
-		}
-	} else {
-		fmt.Fprintf(h, "sampled %d %d %d\n", fp.Size, fingerprintPieces, fingerprintPiece)
-		buf := make([]byte, fingerprintPiece)
-		for i := range fingerprintPieces {
-			off := i * (fp.Size - fingerprintPiece) / (fingerprintPieces - 1)
-			if _, err := f.ReadAt(buf, off); err != nil {
-				return fp, fmt.Errorf("%s: %w", path, err)
-			}
-			h.Write(buf)
-		}
-	}
-	fp.SHA256 = hex.EncodeToString(h.Sum(nil))
-	return fp, nil
+	return FileFingerprint{Role: role, Path: path, Size: s.Size, SHA256: s.SHA256}, nil
 }
 
 // generateInputs fingerprints the files a generate run reads.
@@ -156,10 +125,7 @@ func checkInputs(saved, now []FileFingerprint) error {
 	return nil
 }
 
-func sha256Hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
+func sha256Hex(b []byte) string { return filehash.Bytes(b) }
 
 // writeGenCheckpoint writes state/checkpoint.json atomically.
 func writeGenCheckpoint(path string, st *GenerateState) error {
