@@ -14,8 +14,8 @@ import (
 	"reflect"
 
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/internal/atomicfile"
+	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/synth"
 )
