@@ -65,11 +65,17 @@ type GenerateState struct {
 	// RecordBytes is the size of the --record-stream file after block
 	// NextBlock−1 (−1 without a recording).
 	RecordBytes int64 `json:"record_bytes"`
+	// Video is how the run writes its video: "mp4" (one segment per
+	// block), "png" (frames: no ffmpeg) or "" (no VAE).
+	Video string `json:"video,omitempty"`
+	// SegmentsSHA256 are the SHA-256 of the mp4 segments of blocks
+	// 0..NextBlock−1.
+	SegmentsSHA256 []string `json:"segments_sha256,omitempty"`
 }
 
 // FileFingerprint identifies an input file.
 type FileFingerprint struct {
-	Role   string `json:"role"` // checkpoint, lora or text
+	Role   string `json:"role"` // checkpoint, lora, text, embedding or vae
 	Path   string `json:"path"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
@@ -85,8 +91,11 @@ func fingerprint(role, path string) (FileFingerprint, error) {
 	return FileFingerprint{Role: role, Path: path, Size: s.Size, SHA256: s.SHA256}, nil
 }
 
-// generateInputs fingerprints the files a generate run reads.
-func generateInputs(g config.GenerateSection) ([]FileFingerprint, error) {
+// generateInputs fingerprints the files a generate run in dir reads: the
+// checkpoint, LoRA, text files, the prompts' embeddings saved in dir and
+// the VAE. (The text encoder and tokenizer are not read again on resume:
+// the embeddings made with them are.)
+func generateInputs(g config.GenerateSection, dir string) ([]FileFingerprint, error) {
 	type in struct{ role, path string }
 	ins := []in{{"checkpoint", g.Checkpoint}}
 	if g.LoRA != "" {
@@ -94,6 +103,12 @@ func generateInputs(g config.GenerateSection) ([]FileFingerprint, error) {
 	}
 	for _, t := range g.Texts {
 		ins = append(ins, in{"text", t.Path})
+	}
+	for i := range g.Prompts {
+		ins = append(ins, in{"embedding", embeddingPath(dir, i)})
+	}
+	if g.VAE != "" {
+		ins = append(ins, in{"vae", g.VAE})
 	}
 	var out []FileFingerprint
 	for _, i := range ins {
