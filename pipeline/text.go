@@ -2,9 +2,9 @@ package pipeline
 
 import (
 	"bytes"
-	"io"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
