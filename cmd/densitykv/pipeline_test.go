@@ -18,10 +18,10 @@ import (
 
 // readmeCommand is the README's (and issue #12's) end-to-end command, with
 // ../shared/golden standing for the golden folders.
-const readmeCommand = `densitykv generate --arch tiny --checkpoint ../shared/golden/wan/weights.safetensors
-    --text-encoder ../shared/golden/t5/weights.pth --tokenizer ../shared/golden/t5/spiece.model
-    --vae ../shared/golden/pipeline/vae/weights.pth --prompt "a heron lands on a lake"
-    --latent-height 6 --latent-width 8 --blocks 4 --policy densitykv --capacity 24
+const readmeCommand = `densitykv generate --arch tiny --checkpoint ../shared/golden/wan/weights.safetensors \
+    --text-encoder ../shared/golden/t5/weights.pth --tokenizer ../shared/golden/t5/spiece.model \
+    --vae ../shared/golden/pipeline/vae/weights.pth --prompt "a heron lands on a lake" \
+    --latent-height 6 --latent-width 8 --blocks 4 --policy densitykv --capacity 24 \
     --sigma 4 --out runs --name e2e`
 
 // pipelineArgs is the README command's arguments with the golden folders
@@ -61,7 +61,7 @@ func TestREADMEGenerateCommand(t *testing.T) {
 	if !strings.Contains(string(readme), readmeCommand) {
 		t.Fatalf("README lacks the end-to-end command:\n%s", readmeCommand)
 	}
-	args := strings.Fields(strings.ReplaceAll(readmeCommand, `"a heron lands on a lake"`, "PROMPT"))[1:]
+	args := strings.Fields(strings.NewReplacer(`"a heron lands on a lake"`, "PROMPT", "\\\n", " ").Replace(readmeCommand))[1:]
 	for i, a := range args {
 		switch {
 		case a == "PROMPT":
