@@ -100,7 +100,7 @@ func GenerateBatch(ctx context.Context, gc config.GenerateConfig, resume, force 
 	if err != nil {
 		return nil, err
 	}
-	in, err := checkGenerateInputs(g, hooks)
+	in, err := checkGenerateInputs(g, hooks, true)
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,9 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 		}
 		gs = saved
 	}
-	in, err := checkGenerateInputs(g, hooks)
+	// A resumed run reads its prompts' embeddings from its folder: the
+	// text encoder is not needed.
+	in, err := checkGenerateInputs(g, hooks, !resume)
 	if err != nil {
 		return nil, err
 	}
@@ -94,8 +96,9 @@ type genInputs struct {
 
 // checkGenerateInputs checks every input file of g without reading the
 // big ones whole: the backbone's tensors, the text files, the VAE (loaded:
-// it is small), ffmpeg, the tokenizer and the encoder's tensors.
-func checkGenerateInputs(g config.GenerateSection, hooks Hooks) (*genInputs, error) {
+// it is small), ffmpeg, and with text the tokenizer and the encoder's
+// tensors.
+func checkGenerateInputs(g config.GenerateSection, hooks Hooks, text bool) (*genInputs, error) {
 	in := &genInputs{}
 	if err := pipeline.CheckBackbone(g.Checkpoint, g.Entry, g.Model); err != nil {
 		return nil, &UserError{&rollout.InputError{Prompt: -1, Name: g.Checkpoint, Err: err}}
@@ -118,7 +121,7 @@ func checkGenerateInputs(g config.GenerateSection, hooks Hooks) (*genInputs, err
 			hooks.warn("warning: ffmpeg is not on PATH: the video will be PNG frames in %s/ (%s; then `densitykv decode` writes video.mp4)", video.DirFrames, video.InstallHint)
 		}
 	}
-	if len(g.Prompts) > 0 || g.PromptsFile != "" {
+	if text && (len(g.Prompts) > 0 || g.PromptsFile != "") {
 		ti, err := pipeline.CheckText(pipeline.TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen})
 		if err != nil {
 			return nil, userf("--text-encoder/--tokenizer: %w", err)
@@ -151,7 +154,7 @@ func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.Pro
 	began := time.Now()
 	embeds, err := pipeline.EncodePrompts(o, in.text, texts)
 	if err != nil {
-		return nil, userf("--text-encoder %s: %w", g.TextEncoder, err)
+		return nil, userf("text: %w", err)
 	}
 	cached := 0
 	for _, e := range embeds {
@@ -244,7 +247,9 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 		}
 		gs.Video = mode
 	} else {
-		if err := ReadJSON(filepath.Join(dir, FileGeneration), &prov); err != nil {
+		if err := ReadJSON(filepath.Join(dir, FileGeneration), &prov); errors.Is(err, os.ErrNotExist) && len(g.Prompts) == 0 {
+			prov = provenance(gc, gs.Inputs, nil, nil) // a run folder from before generation.json
+		} else if err != nil {
 			return nil, fmt.Errorf("--resume: %w", err)
 		}
 		switch {
