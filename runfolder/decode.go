@@ -32,7 +32,7 @@ type DecodeResult struct {
 	Width        int     `json:"width"`
 	Height       int     `json:"height"`
 	Video        string  `json:"video,omitempty"`  // video.mp4
-	FramesDir    string  `json:"frames,omitempty"` // PNG frames (no ffmpeg)
+	FramesDir    string  `json:"frames_dir,omitempty"` // PNG frames (no ffmpeg)
 	Seconds      float64 `json:"elapsed_seconds"`
 	Interrupted  bool    `json:"interrupted,omitempty"`
 }

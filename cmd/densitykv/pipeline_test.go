@@ -97,27 +97,38 @@ func TestREADMEGenerateCommand(t *testing.T) {
 	}
 }
 
-// TestGenerateVideoResume: a run stopped after block 2 of 5 and resumed
+// TestGenerateVideoResume: a run stopped after block 1 of 4 and resumed
 // has the video of an uninterrupted run: the same decoded frames (and, as
 // the encode is deterministic, the same segment bytes).
 func TestGenerateVideoResume(t *testing.T) {
-	ff, _ := ffTools(t)
+	ff, fp := ffTools(t)
 	dir := t.TempDir()
-	extra := []string{"--blocks", "5", "--quiet", "--snapshot-every", "2"}
+	extra := []string{"--quiet", "--snapshot-every", "2"}
 	if code, _, errs := run(t, context.Background(), pipelineArgs(t, dir, "full", extra...)...); code != 0 {
 		t.Fatal(errs)
 	}
-	stopAfterBlocks(t, 3, pipelineArgs(t, dir, "stop", extra...))
+	stopAfterBlocks(t, 2, pipelineArgs(t, dir, "stop", extra...))
 	segs, _ := filepath.Glob(filepath.Join(dir, "stop", "segments", "segment_*.mp4"))
-	if len(segs) != 3 {
-		t.Fatalf("stopped after 3 blocks with segments %v", segs)
+	if len(segs) != 2 {
+		t.Fatalf("stopped after 2 blocks with segments %v", segs)
 	}
-	if info, err := video.Probe(strings.Replace(ff, "ffmpeg", "ffprobe", 1), filepath.Join(dir, "stop", "video.mp4")); err != nil || info.Frames != 1+4*8 {
+	if info, err := video.Probe(fp, filepath.Join(dir, "stop", "video.mp4")); err != nil || info.Frames != 1+4*5 {
 		t.Fatalf("the stopped run's video.mp4 (its finished blocks): %+v %v", info, err)
 	}
+	// A damaged segment of a completed block stops --resume.
+	seg := filepath.Join(dir, "stop", "segments", "segment_00001.mp4")
+	data, _ := os.ReadFile(seg)
+	bad := append([]byte(nil), data...)
+	bad[len(bad)/2] ^= 1
+	os.WriteFile(seg, bad, 0o644)
+	code, _, errs := run(t, context.Background(), "generate", "--out", dir, "--name", "stop", "--resume", "--quiet")
+	if code == 0 || !strings.Contains(errs, "segment_00001.mp4 of completed block 1") || !strings.Contains(errs, "densitykv decode") {
+		t.Fatalf("damaged segment: exit %d: %s", code, errs)
+	}
+	os.WriteFile(seg, data, 0o644)
 	blocks := 0
 	genHook = func() { blocks++ }
-	code, _, errs := run(t, context.Background(), "generate", "--out", dir, "--name", "stop", "--resume", "--quiet")
+	code, _, errs = run(t, context.Background(), "generate", "--out", dir, "--name", "stop", "--resume", "--quiet")
 	genHook = nil
 	if code != 0 || blocks != 2 {
 		t.Fatalf("resume: exit %d, %d blocks: %s", code, blocks, errs)
@@ -127,25 +138,15 @@ func TestGenerateVideoResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, nb, err := video.ReadFrames(ff, filepath.Join(dir, "stop", "video.mp4"), 64, 48)
-	if err != nil || na != 1+4*14 || nb != na || !bytes.Equal(a, b) {
+	if err != nil || na != 45 || nb != na || !bytes.Equal(a, b) {
 		t.Fatalf("resumed video: %d frames, uninterrupted %d, equal %v (%v)", nb, na, bytes.Equal(a, b), err)
 	}
-	for i := 0; i < 5; i++ {
+	for i := 0; i < 4; i++ {
 		x, _ := os.ReadFile(filepath.Join(dir, "full", "segments", fmt.Sprintf("segment_%05d.mp4", i)))
 		y, _ := os.ReadFile(filepath.Join(dir, "stop", "segments", fmt.Sprintf("segment_%05d.mp4", i)))
 		if len(x) == 0 || !bytes.Equal(x, y) {
 			t.Errorf("segment %d: other bytes after resume", i)
 		}
-	}
-	// A damaged segment of a completed block stops --resume.
-	stopAfterBlocks(t, 3, pipelineArgs(t, dir, "damaged", extra...))
-	seg := filepath.Join(dir, "damaged", "segments", "segment_00001.mp4")
-	data, _ := os.ReadFile(seg)
-	data[len(data)/2] ^= 1
-	os.WriteFile(seg, data, 0o644)
-	code, _, errs = run(t, context.Background(), "generate", "--out", dir, "--name", "damaged", "--resume", "--quiet")
-	if code == 0 || !strings.Contains(errs, "segment_00001.mp4 of completed block 1") || !strings.Contains(errs, "densitykv decode") {
-		t.Fatalf("damaged segment: exit %d: %s", code, errs)
 	}
 }
 
@@ -236,15 +237,15 @@ func TestGenerateWithoutFFmpeg(t *testing.T) {
 	dir := t.TempDir()
 	path := os.Getenv("PATH")
 	t.Setenv("PATH", t.TempDir())
-	code, out, errs := run(t, context.Background(), pipelineArgs(t, dir, "png", "--quiet")...)
+	code, out, errs := run(t, context.Background(), pipelineArgs(t, dir, "png", "--quiet", "--blocks", "2")...)
 	if code != 0 {
 		t.Fatal(errs)
 	}
-	if !strings.Contains(errs, "ffmpeg is not on PATH") || !strings.Contains(out, "45 PNG frames") || !strings.Contains(out, "apt-get install ffmpeg") {
+	if !strings.Contains(errs, "ffmpeg is not on PATH") || !strings.Contains(out, "21 PNG frames") || !strings.Contains(out, "apt-get install ffmpeg") {
 		t.Fatalf("no-ffmpeg messages:\nstdout %s\nstderr %s", out, errs)
 	}
 	frames, _ := filepath.Glob(filepath.Join(dir, "png", "frames", "frame_*.png"))
-	if len(frames) != 45 {
+	if len(frames) != 21 {
 		t.Fatalf("%d PNG frames", len(frames))
 	}
 	var pngs [][]byte
@@ -257,16 +258,16 @@ func TestGenerateWithoutFFmpeg(t *testing.T) {
 	}
 	t.Setenv("PATH", path)
 	code, out, errs = run(t, context.Background(), "decode", filepath.Join(dir, "png"), "--quiet")
-	if code != 0 || !strings.Contains(out, "into 45 frames of 64×48") {
+	if code != 0 || !strings.Contains(out, "into 21 frames of 64×48") {
 		t.Fatalf("decode: exit %d\n%s\n%s", code, out, errs)
 	}
 	info, err := video.Probe(fp, filepath.Join(dir, "png", "video.mp4"))
-	if err != nil || info.Frames != 45 || info.Tags["title"] != "a heron lands on a lake" {
+	if err != nil || info.Frames != 21 || info.Tags["title"] != "a heron lands on a lake" {
 		t.Fatalf("decoded video: %+v %v", info, err)
 	}
 	// The mp4 frames are the PNG frames, lossily coded: each nearest its own.
 	got, n, err := video.ReadFrames(ff, filepath.Join(dir, "png", "video.mp4"), 64, 48)
-	if err != nil || n != 45 {
+	if err != nil || n != 21 {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "png", "frames")); err == nil {
@@ -288,7 +289,7 @@ func dist(a, b []byte) float64 {
 	return float64(s) / float64(len(a))
 }
 
-// TestEncodeTextAndSchedules: encode-text writes the embedding generate
+// TestEncodeTextAndSchedules (2 blocks, 21 frames): encode-text writes the embedding generate
 // --prompt computes (a --text run of it gives the same frames); --prompt
 // TEXT@BLOCK switches prompts; decode makes the same video again.
 func TestEncodeTextAndSchedules(t *testing.T) {
@@ -308,18 +309,18 @@ func TestEncodeTextAndSchedules(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil || r.SeqLen != 8 || r.Dim != 32 || !r.Truncated || !strings.Contains(errs, "warning") {
 		t.Fatalf("encode-text: %s %s (%v)", out, errs, err)
 	}
-	if code, _, errs := run(t, context.Background(), pipelineArgs(t, dir, "prompt", "--quiet")...); code != 0 {
+	if code, _, errs := run(t, context.Background(), pipelineArgs(t, dir, "prompt", "--quiet", "--blocks", "2")...); code != 0 {
 		t.Fatal(errs)
 	}
 	textArgs := []string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(goldendir.Wan(t), "weights.safetensors"), "--text", emb,
-		"--vae", filepath.Join(goldendir.PipelineVAE(t), "weights.pth"), "--latent-height", "6", "--latent-width", "8", "--blocks", "4",
+		"--vae", filepath.Join(goldendir.PipelineVAE(t), "weights.pth"), "--latent-height", "6", "--latent-width", "8", "--blocks", "2",
 		"--policy", "densitykv", "--capacity", "24", "--sigma", "4", "--out", dir, "--name", "text", "--quiet"}
 	if code, _, errs := run(t, context.Background(), textArgs...); code != 0 {
 		t.Fatal(errs)
 	}
 	frames := func(name string) []byte {
 		b, n, err := video.ReadFrames(ff, filepath.Join(dir, name, "video.mp4"), 64, 48)
-		if err != nil || n != 45 {
+		if err != nil || n != 21 {
 			t.Fatalf("%s: %d frames %v", name, n, err)
 		}
 		return b
@@ -335,8 +336,8 @@ func TestEncodeTextAndSchedules(t *testing.T) {
 	if !bytes.Equal(before, frames("prompt")) {
 		t.Fatal("decode made other frames")
 	}
-	// A schedule: another prompt from block 2 changes blocks 2 and 3 only.
-	sched := pipelineArgs(t, dir, "sched", "--quiet", "--prompt", "a kangaroo jumps@2")
+	// A schedule: another prompt from block 1 changes block 1 only.
+	sched := pipelineArgs(t, dir, "sched", "--quiet", "--blocks", "2", "--prompt", "a kangaroo jumps@1")
 	for i := range sched {
 		if sched[i] == "a heron lands on a lake" {
 			sched[i] += "@0"
@@ -346,9 +347,9 @@ func TestEncodeTextAndSchedules(t *testing.T) {
 		t.Fatal(errs)
 	}
 	a, b := frames("prompt"), frames("sched")
-	first := (1 + 4*5) * 9216 // blocks 0 and 1: latent frames 0..5
+	first := (1 + 4*2) * 9216 // block 0: latent frames 0..2
 	if !bytes.Equal(a[:first], b[:first]) || bytes.Equal(a[first:], b[first:]) {
-		t.Fatal("the prompt switch at block 2 does not change exactly the frames from block 2 on")
+		t.Fatal("the prompt switch at block 1 does not change exactly the frames from block 1 on")
 	}
 	var prov struct {
 		Prompts []struct {
@@ -356,7 +357,7 @@ func TestEncodeTextAndSchedules(t *testing.T) {
 			Text      string `json:"text"`
 		} `json:"prompts"`
 	}
-	if err := runfolder.ReadJSON(filepath.Join(dir, "sched", runfolder.FileGeneration), &prov); err != nil || len(prov.Prompts) != 2 || prov.Prompts[1].FromBlock != 2 {
+	if err := runfolder.ReadJSON(filepath.Join(dir, "sched", runfolder.FileGeneration), &prov); err != nil || len(prov.Prompts) != 2 || prov.Prompts[1].FromBlock != 1 {
 		t.Fatalf("generation.json: %+v %v", prov, err)
 	}
 }
@@ -368,7 +369,7 @@ func TestGeneratePromptsFile(t *testing.T) {
 	dir := t.TempDir()
 	pf := filepath.Join(dir, "prompts.txt")
 	os.WriteFile(pf, []byte("a heron lands on a lake\na red panda walks through snow\na kangaroo in the desert\n"), 0o644)
-	args := pipelineArgs(t, dir, "generate", "--quiet")
+	args := pipelineArgs(t, dir, "generate", "--quiet", "--blocks", "2")
 	for i := range args {
 		if args[i] == "--prompt" {
 			args[i], args[i+1] = "--prompts", pf
@@ -380,7 +381,7 @@ func TestGeneratePromptsFile(t *testing.T) {
 	}
 	for i := 0; i < 3; i++ {
 		info, err := video.Probe(fp, filepath.Join(dir, "generate", fmt.Sprintf("%05d", i), "video.mp4"))
-		if err != nil || info.Frames != 45 {
+		if err != nil || info.Frames != 21 {
 			t.Fatalf("video %d: %+v %v", i, info, err)
 		}
 	}
