@@ -31,7 +31,7 @@ type DecodeResult struct {
 	Frames       int     `json:"frames"`
 	Width        int     `json:"width"`
 	Height       int     `json:"height"`
-	Video        string  `json:"video,omitempty"`  // video.mp4
+	Video        string  `json:"video,omitempty"`      // video.mp4
 	FramesDir    string  `json:"frames_dir,omitempty"` // PNG frames (no ffmpeg)
 	Seconds      float64 `json:"elapsed_seconds"`
 	Interrupted  bool    `json:"interrupted,omitempty"`
