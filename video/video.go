@@ -118,12 +118,17 @@ func (f *Folder) FramePath(i int) string {
 func (f *Folder) VideoPath() string { return filepath.Join(f.dir, FileVideo) }
 
 // Truncate cuts a resumed video back to where it continues: in mp4 mode
-// it keeps segments 0..segments−1 (which must all exist) and removes
-// later and partial segments; in PNG mode it keeps frames 0..frames−1
-// and removes later ones. The joined video is removed in both.
+// it keeps segments 0..segments−1 and removes later and partial segments;
+// in PNG mode it keeps frames 0..frames−1 and removes later ones. The kept
+// segments or frames must all exist. The joined video is removed in both.
 func (f *Folder) Truncate(segments, frames int) error {
 	os.Remove(f.VideoPath())
 	if !f.MP4() {
+		for i := 0; i < frames; i++ {
+			if _, err := os.Stat(f.FramePath(i)); err != nil {
+				return fmt.Errorf("video: frame %d of the %d kept: %w", i, frames, err)
+			}
+		}
 		ents, _ := os.ReadDir(filepath.Join(f.dir, DirFrames))
 		for _, e := range ents {
 			if i, ok := index(e.Name(), "frame_%06d.png"); !ok || i >= frames {

@@ -223,6 +223,10 @@ func TestPNGFrames(t *testing.T) {
 	if _, err := os.Stat(f.FramePath(9)); err == nil {
 		t.Fatal("frame 9 kept")
 	}
+	os.Remove(f.FramePath(3))
+	if err := f.Truncate(0, 9); err == nil || !strings.Contains(err.Error(), "frame 3") {
+		t.Fatalf("Truncate kept frames that do not exist: %v", err)
+	}
 }
 
 // TestBadInput: wrong sizes, frames and tags are errors naming the fault;
