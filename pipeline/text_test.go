@@ -245,3 +245,36 @@ func TestEmbeddingFile(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReadEmbedding: any file is read as a valid embedding or refused
+// with an error; a valid one has consistent sizes and finite values.
+func FuzzReadEmbedding(f *testing.F) {
+	dir := f.TempDir()
+	e := &Embedding{Prompt: "p", Cleaned: "p", Pieces: 2, SeqLen: 3, TextLen: 8, Dim: 2, Values: []float32{1, 2, 3, 4, 5, 6}, Key: "k"}
+	p := filepath.Join(dir, "seed.safetensors")
+	if err := e.Write(p); err != nil {
+		f.Fatal(err)
+	}
+	seed, _ := os.ReadFile(p)
+	f.Add(seed)
+	f.Add(seed[:len(seed)-4])
+	f.Add([]byte("not a safetensors file"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		q := filepath.Join(t.TempDir(), "e.safetensors")
+		if err := os.WriteFile(q, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadEmbedding(q)
+		if err != nil {
+			return
+		}
+		if got.SeqLen < 1 || got.SeqLen > got.TextLen || got.Dim < 1 || len(got.Values) != got.SeqLen*got.Dim {
+			t.Fatalf("accepted %+v", got)
+		}
+		for _, v := range got.Values {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				t.Fatalf("accepted a non-finite value")
+			}
+		}
+	})
+}
