@@ -190,12 +190,14 @@ func TestResolveSchedule(t *testing.T) {
 			g.Texts = []TextSpec{{Path: text}}
 			g.Prompts = []PromptSpec{{Text: "a"}}
 		}, "both start at block 0"},
-		{"out of order", func(g *GenerateSection) { g.Prompts = []PromptSpec{{Text: "a"}, {Text: "b", FromBlock: 3}, {Text: "c", FromBlock: 2}} }, "not after"},
+		{"out of order", func(g *GenerateSection) {
+			g.Prompts = []PromptSpec{{Text: "a"}, {Text: "b", FromBlock: 3}, {Text: "c", FromBlock: 2}}
+		}, "not after"},
 		{"no encoder", func(g *GenerateSection) { g.Prompts, g.TextEncoder = []PromptSpec{{Text: "a"}}, "" }, "need --text-encoder"},
-		{"missing tokenizer", func(g *GenerateSection) { g.Prompts, g.Tokenizer = []PromptSpec{{Text: "a"}}, dir + "/none" }, "--tokenizer"},
+		{"missing tokenizer", func(g *GenerateSection) { g.Prompts, g.Tokenizer = []PromptSpec{{Text: "a"}}, dir+"/none" }, "--tokenizer"},
 		{"nothing", func(g *GenerateSection) {}, "--prompt"},
 		{"prompts file and prompt", func(g *GenerateSection) { g.Prompts, g.PromptsFile = []PromptSpec{{Text: "a"}}, text }, "leave out --text and --prompt"},
-		{"vae missing", func(g *GenerateSection) { g.Prompts, g.VAE = []PromptSpec{{Text: "a"}}, dir + "/none.pth" }, "--vae"},
+		{"vae missing", func(g *GenerateSection) { g.Prompts, g.VAE = []PromptSpec{{Text: "a"}}, dir+"/none.pth" }, "--vae"},
 		{"vae stats pair", func(g *GenerateSection) {
 			g.Prompts, g.VAE, g.VAEMean = []PromptSpec{{Text: "a"}}, vae, []float32{0}
 		}, "give both"},
