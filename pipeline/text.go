@@ -38,6 +38,10 @@ type TextOptions struct {
 	// Warn, when set, receives warnings: a prompt truncated at TextLen, a
 	// damaged cache file.
 	Warn func(msg string)
+	// Discard, with CacheDir set, leaves the embeddings' Values nil once
+	// they are in the cache (read them with ReadEmbedding(CachePath(…))),
+	// so that a long list of prompts is not held in memory.
+	Discard bool
 }
 
 // TextInputs describes the text stage's inputs once checked (CheckText).
@@ -155,14 +159,17 @@ func EncodePrompts(o TextOptions, in *TextInputs, prompts []string) ([]*Embeddin
 		}
 		byKey[key] = i
 		if o.CacheDir != "" {
-			e, err := ReadEmbedding(cachePath(o.CacheDir, key))
+			e, err := ReadEmbedding(CachePath(o.CacheDir, key))
 			switch {
 			case err == nil && e.Key == key && e.Prompt == p && e.Dim == in.Encoder.Dim:
 				e.Cached = true
+				if o.Discard {
+					e.Values = nil
+				}
 				out[i] = e
 				continue
 			case err == nil:
-				o.warn(fmt.Sprintf("warning: text cache %s holds another embedding; computing it again", cachePath(o.CacheDir, key)))
+				o.warn(fmt.Sprintf("warning: text cache %s holds another embedding; computing it again", CachePath(o.CacheDir, key)))
 			case !errors.Is(err, os.ErrNotExist):
 				o.warn(fmt.Sprintf("warning: text cache: %v; computing it again", err))
 			}
@@ -204,8 +211,11 @@ func EncodePrompts(o TextOptions, in *TextInputs, prompts []string) ([]*Embeddin
 				if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
 					return nil, fmt.Errorf("pipeline: text cache: %w", err)
 				}
-				if err := e.Write(cachePath(o.CacheDir, e.Key)); err != nil {
+				if err := e.Write(CachePath(o.CacheDir, e.Key)); err != nil {
 					return nil, err
+				}
+				if o.Discard {
+					e.Values = nil
 				}
 			}
 			if o.Progress != nil {
@@ -234,7 +244,8 @@ func (o TextOptions) warn(msg string) {
 	}
 }
 
-func cachePath(dir, key string) string { return filepath.Join(dir, key+".safetensors") }
+// CachePath is the cache file of key in dir.
+func CachePath(dir, key string) string { return filepath.Join(dir, key+".safetensors") }
 
 // check validates an embedding's sizes and values.
 func (e *Embedding) check() error {

@@ -145,6 +145,17 @@ func TestEncodePromptsCache(t *testing.T) {
 	if encoded != 0 {
 		t.Fatal("a cached prompt was encoded")
 	}
+	// Discard: the values stay in the cache.
+	od := o
+	od.Discard = true
+	light, err := EncodePrompts(od, in, prompts)
+	if err != nil || light[1].Values != nil {
+		t.Fatalf("Discard kept the values (%v)", err)
+	}
+	back, err := ReadEmbedding(CachePath(o.CacheDir, light[1].Key))
+	if err != nil || !slices.Equal(back.Values, first[1].Values) {
+		t.Fatalf("the discarded values are not in the cache: %v", err)
+	}
 	os.Rename(enc+".away", enc)
 	// Another text length is another key.
 	o8 := o

@@ -91,7 +91,8 @@ func batchRunConfig(gc config.GenerateConfig, dir string, i int, prompt string) 
 // (or with resume, from the batch's saved configuration), it skips the
 // videos that are complete, resumes the ones stopped with a checkpoint and
 // starts the others. All prompts are encoded first (the encoder then
-// released), the backbone and the VAE are loaded once. A stop (ctx) ends
+// released; the embeddings wait in the text cache, read back one prompt at
+// a time), the backbone and the VAE are loaded once. A stop (ctx) ends
 // the current video at a block boundary and returns ErrInterrupted.
 func GenerateBatch(ctx context.Context, gc config.GenerateConfig, resume, force bool, hooks Hooks) (*Result, error) {
 	g := gc.Generate
@@ -124,7 +125,10 @@ func GenerateBatch(ctx context.Context, gc config.GenerateConfig, resume, force 
 		}
 	}
 	embeds := make([]*pipeline.Embedding, len(prompts))
-	es, err := encodePrompts(in, g, encode, hooks)
+	if len(encode) > 0 && g.TextCache == "" {
+		return nil, userf("--prompts needs a text cache (generate.text_cache)")
+	}
+	es, err := encodePrompts(in, g, encode, true, hooks) // values read back per prompt
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +167,11 @@ func GenerateBatch(ctx context.Context, gc config.GenerateConfig, resume, force 
 				return nil, fmt.Errorf("prompt %d: %w", i, err)
 			}
 		} else {
-			subEmbeds = []*pipeline.Embedding{embeds[i]}
+			e, err := pipeline.ReadEmbedding(pipeline.CachePath(g.TextCache, embeds[i].Key))
+			if err != nil {
+				return nil, fmt.Errorf("prompt %d: text cache: %w", i, err)
+			}
+			subEmbeds = []*pipeline.Embedding{e}
 		}
 		// A folder without a checkpoint holds nothing to continue from:
 		// it is started over.

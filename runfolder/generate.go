@@ -73,7 +73,7 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	if resume {
 		embeds, err = readRunEmbeddings(dir, g)
 	} else {
-		embeds, err = encodePrompts(in, g, g.Prompts, hooks)
+		embeds, err = encodePrompts(in, g, g.Prompts, false, hooks)
 	}
 	if err != nil {
 		return nil, err
@@ -135,8 +135,9 @@ func checkGenerateInputs(g config.GenerateSection, hooks Hooks, text bool) (*gen
 }
 
 // encodePrompts encodes the prompts' texts (the cache first), warning
-// about truncated prompts and reporting progress as stage "encode".
-func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.PromptSpec, hooks Hooks) ([]*pipeline.Embedding, error) {
+// about truncated prompts and reporting progress as stage "encode"; with
+// discard the embeddings' values stay in the cache only.
+func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.PromptSpec, discard bool, hooks Hooks) ([]*pipeline.Embedding, error) {
 	if len(prompts) == 0 {
 		return nil, nil
 	}
@@ -144,7 +145,7 @@ func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.Pro
 	for i, p := range prompts {
 		texts[i] = p.Text
 	}
-	o := pipeline.TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen, CacheDir: g.TextCache,
+	o := pipeline.TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen, CacheDir: g.TextCache, Discard: discard,
 		Warn: func(msg string) { hooks.warn("%s", msg) },
 		Progress: func(done, total int) {
 			if hooks.Progress != nil {
