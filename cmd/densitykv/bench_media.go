@@ -196,11 +196,11 @@ for the text stage. It takes 20–30 minutes on two cores.`,
 			}
 			gib := func(b int64) float64 { return float64(b) / (1 << 30) }
 			for _, s := range r.Stages {
-				fmt.Fprintf(out, "%-32s %7.1f s  peak RSS %6.2f GiB  peak heap %6.2f GiB\n", s.Name, s.Seconds, gib(s.PeakRSS), gib(s.PeakHeap))
+				fmt.Fprintf(out, "%-32s %7.1f s  live heap %6.2f GiB  peak RSS %6.2f GiB  peak heap %6.2f GiB\n", s.Name, s.Seconds, gib(s.Live), gib(s.PeakRSS), gib(s.PeakHeap))
 			}
-			fmt.Fprintf(out, "generation at %d layers (extrapolated from the depths measured, %.3f GiB RSS per layer): peak RSS %.2f GiB, peak heap %.2f GiB\n",
-				r.Layers, gib(r.PerLayerRSS), gib(r.GenPeakRSS), gib(r.GenPeakHeap))
-			fmt.Fprintf(out, "run peak (text stage, then generation; the encoder is released in between): %.2f GiB resident\n", gib(r.PeakRSS))
+			fmt.Fprintf(out, "generation at %d layers (extrapolated from the depths measured; per layer %.3f GiB live, %.3f GiB RSS): live heap %.2f GiB, peak RSS %.2f GiB, peak heap %.2f GiB\n",
+				r.Layers, gib(r.PerLayerLive), gib(r.PerLayerRSS), gib(r.GenLive), gib(r.GenPeakRSS), gib(r.GenPeakHeap))
+			fmt.Fprintf(out, "run (text stage, then generation; the encoder is released in between): live heap %.2f GiB, peak RSS %.2f GiB (RSS adds the collector's slack)\n", gib(r.Live), gib(r.PeakRSS))
 			return nil
 		},
 	}
@@ -209,6 +209,7 @@ for the text stage. It takes 20–30 minutes on two cores.`,
 	f.IntVar(&o.Blocks, "blocks", 5, "rollout blocks (the DensityKV bank is full from block 3)")
 	f.StringVar(&o.Policy, "policy", "densitykv", "memory policy (paper settings)")
 	f.IntVar(&o.TextTokens, "tokens", 128, "prompt tokens")
+	f.BoolVar(&o.SkipText, "skip-text", false, "leave out the text stage (it needs 11.5 GB)")
 	f.IntVar(&o.Height, "latent-height", 60, "latent height")
 	f.IntVar(&o.Width, "latent-width", 104, "latent width")
 	f.IntVar(&o.VAEFrames, "vae-frames", 2, "latent frames the VAE decodes in the last block")

@@ -21,6 +21,7 @@ import (
 type PipelineOptions struct {
 	Text       t5.Config  // the text encoder (UMT5XXL)
 	TextTokens int        // prompt length (0 = 128)
+	SkipText   bool       // no text stage (the generation stage alone)
 	Model      wan.Config // the DiT (Layers: the full depth)
 	// Layers are the DiT depths run (0 = {1, 2}): the generation stage is
 	// measured at each, and its peak extrapolated linearly to Model.Layers
@@ -47,7 +48,14 @@ type PipelineStage struct {
 	Layers   int     `json:"layers,omitempty"` // DiT layers run
 	Seconds  float64 `json:"seconds"`
 	PeakRSS  int64   `json:"peak_rss_bytes"`  // resident set, sampled every 20 ms
-	PeakHeap int64   `json:"peak_heap_bytes"` // live heap objects (runtime/metrics), sampled every 25 ms
+	PeakHeap int64   `json:"peak_heap_bytes"` // heap objects, live and not yet swept (runtime/metrics), sampled every 25 ms
+	// Live is the heap the stage holds when everything is alive (after a
+	// forced GC at its end: the text encoder after its prompt; the DiT,
+	// policy, prompt and VAE decoder after the last block's decode): the
+	// memory it needs. RSS exceeds it by the collector's slack (GOGC=100
+	// lets the heap grow to twice the live heap until a memory limit is
+	// near; densitykv sets one at 3/4 of the machine's memory).
+	Live int64 `json:"live_heap_bytes"`
 }
 
 // PipelineResult is what RunPipeline measured.
@@ -58,12 +66,17 @@ type PipelineResult struct {
 	Layers       int   `json:"layers"`
 	GenPeakRSS   int64 `json:"generation_peak_rss_bytes_full_model"`
 	GenPeakHeap  int64 `json:"generation_peak_heap_bytes_full_model"`
+	GenLive      int64 `json:"generation_live_heap_bytes_full_model"`
 	PerLayerRSS  int64 `json:"rss_bytes_per_layer"`
 	PerLayerHeap int64 `json:"heap_bytes_per_layer"`
+	PerLayerLive int64 `json:"live_heap_bytes_per_layer"`
 	// PeakRSS is the larger of the text stage's and the extrapolated
 	// generation stage's: the run's peak (the text encoder is released
 	// before the DiT loads).
 	PeakRSS int64 `json:"peak_rss_bytes_full_run"`
+	// Live is the larger of the text stage's and the extrapolated
+	// generation stage's live heap.
+	Live    int64 `json:"live_heap_bytes_full_run"`
 	Threads int   `json:"threads"`
 }
 
@@ -96,7 +109,7 @@ func RunPipeline(o PipelineOptions) (PipelineResult, error) {
 		}
 		return nil
 	}
-	stage := func(name string, layers int, fn func() error) error {
+	stage := func(name string, layers int, fn func(live *int64) error) error {
 		if err := stopped(); err != nil {
 			return err
 		}
@@ -104,17 +117,22 @@ func RunPipeline(o PipelineOptions) (PipelineResult, error) {
 			o.Stage(name)
 		}
 		release()
+		base := liveHeap()
 		rs, hs := startRSS(), startHeapSampler()
 		t0 := time.Now()
-		err := fn()
-		st := PipelineStage{Name: name, Layers: layers, Seconds: time.Since(t0).Seconds()}
+		var live int64
+		err := fn(&live)
+		st := PipelineStage{Name: name, Layers: layers, Seconds: time.Since(t0).Seconds(), Live: live - base}
 		release()
 		st.PeakRSS, st.PeakHeap = rs.done(), int64(hs.done())
 		res.Stages = append(res.Stages, st)
 		return err
 	}
 	// The text stage.
-	err := stage("text", 0, func() error {
+	err := stage("text", 0, func(live *int64) error {
+		if o.SkipText {
+			return nil
+		}
 		m, err := t5.NewRandom(o.Text, o.Seed)
 		if err != nil {
 			return err
@@ -125,6 +143,8 @@ func RunPipeline(o PipelineOptions) (PipelineResult, error) {
 			ids[i], mask[i] = int32(2+r.IntN(o.Text.Vocab-2)), 1
 		}
 		_, err = m.Encode(ids, mask)
+		*live = liveHeap()
+		runtime.KeepAlive(m)
 		return err
 	})
 	if err != nil {
@@ -132,7 +152,7 @@ func RunPipeline(o PipelineOptions) (PipelineResult, error) {
 	}
 	// The generation stage at each depth.
 	for _, L := range o.Layers {
-		err := stage(fmt.Sprintf("generation, %d DiT layers", L), L, func() error { return o.generate(L) })
+		err := stage(fmt.Sprintf("generation, %d DiT layers", L), L, func(live *int64) error { return o.generate(L, live) })
 		if err != nil {
 			return res, err
 		}
@@ -140,16 +160,28 @@ func RunPipeline(o PipelineOptions) (PipelineResult, error) {
 	if n := len(res.Stages); n >= 3 {
 		a, b := res.Stages[n-2], res.Stages[n-1]
 		dl := int64(b.Layers - a.Layers)
-		res.PerLayerRSS, res.PerLayerHeap = (b.PeakRSS-a.PeakRSS)/dl, (b.PeakHeap-a.PeakHeap)/dl
-		res.GenPeakRSS = a.PeakRSS + int64(o.Model.Layers-a.Layers)*res.PerLayerRSS
-		res.GenPeakHeap = a.PeakHeap + int64(o.Model.Layers-a.Layers)*res.PerLayerHeap
+		res.PerLayerRSS, res.PerLayerHeap, res.PerLayerLive = (b.PeakRSS-a.PeakRSS)/dl, (b.PeakHeap-a.PeakHeap)/dl, (b.Live-a.Live)/dl
+		more := int64(o.Model.Layers - a.Layers)
+		res.GenPeakRSS = a.PeakRSS + more*res.PerLayerRSS
+		res.GenPeakHeap = a.PeakHeap + more*res.PerLayerHeap
+		res.GenLive = a.Live + more*res.PerLayerLive
 	}
 	res.PeakRSS = max(res.Stages[0].PeakRSS, res.GenPeakRSS)
+	res.Live = max(res.Stages[0].Live, res.GenLive)
 	return res, nil
 }
 
-// generate is the generation stage with L DiT layers.
-func (o PipelineOptions) generate(L int) error {
+// liveHeap is the heap in use right after a full collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// generate is the generation stage with L DiT layers; live receives the
+// live heap after the last block's decode.
+func (o PipelineOptions) generate(L int, live *int64) error {
 	cfg := o.Model
 	cfg.Layers = L
 	m, err := wan.Random(cfg, o.Seed)
@@ -198,6 +230,8 @@ func (o PipelineOptions) generate(L int) error {
 					return err
 				}
 			}
+			*live = liveHeap() // the model, the policy, the prompt and the decoder, all alive
+			runtime.KeepAlive(dec)
 			return nil
 		}})
 	if errors.Is(err, errStop) {
