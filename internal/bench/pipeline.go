@@ -61,8 +61,10 @@ type PipelineStage struct {
 // PipelineResult is what RunPipeline measured.
 type PipelineResult struct {
 	Stages []PipelineStage `json:"stages"`
-	// The generation stage extrapolated to the full depth: at layers
-	// L1 < L2, peak(L) = peak(L1) + (L − L1)·(peak(L2) − peak(L1))/(L2 − L1).
+	// The generation stage at full depth: measured when the last depth run
+	// is the full one, else extrapolated from the last two depths L1 < L2,
+	// peak(L) = peak(L1) + (L − L1)·(peak(L2) − peak(L1))/(L2 − L1) (zero
+	// with a single, smaller depth).
 	Layers       int   `json:"layers"`
 	GenPeakRSS   int64 `json:"generation_peak_rss_bytes_full_model"`
 	GenPeakHeap  int64 `json:"generation_peak_heap_bytes_full_model"`
@@ -129,24 +131,24 @@ func RunPipeline(o PipelineOptions) (PipelineResult, error) {
 		return err
 	}
 	// The text stage.
-	err := stage("text", 0, func(live *int64) error {
-		if o.SkipText {
-			return nil
-		}
-		m, err := t5.NewRandom(o.Text, o.Seed)
-		if err != nil {
+	var err error
+	if !o.SkipText {
+		err = stage("text", 0, func(live *int64) error {
+			m, err := t5.NewRandom(o.Text, o.Seed)
+			if err != nil {
+				return err
+			}
+			r := rand.New(rand.NewPCG(o.Seed, 4))
+			ids, mask := make([]int32, o.TextTokens), make([]int32, o.TextTokens)
+			for i := range ids {
+				ids[i], mask[i] = int32(2+r.IntN(o.Text.Vocab-2)), 1
+			}
+			_, err = m.Encode(ids, mask)
+			*live = liveHeap()
+			runtime.KeepAlive(m)
 			return err
-		}
-		r := rand.New(rand.NewPCG(o.Seed, 4))
-		ids, mask := make([]int32, o.TextTokens), make([]int32, o.TextTokens)
-		for i := range ids {
-			ids[i], mask[i] = int32(2+r.IntN(o.Text.Vocab-2)), 1
-		}
-		_, err = m.Encode(ids, mask)
-		*live = liveHeap()
-		runtime.KeepAlive(m)
-		return err
-	})
+		})
+	}
 	if err != nil {
 		return res, err
 	}
@@ -157,7 +159,11 @@ func RunPipeline(o PipelineOptions) (PipelineResult, error) {
 			return res, err
 		}
 	}
-	if n := len(res.Stages); n >= 3 {
+	n := len(res.Stages)
+	if last := res.Stages[n-1]; last.Layers == o.Model.Layers {
+		// Measured at full depth: nothing to extrapolate.
+		res.GenPeakRSS, res.GenPeakHeap, res.GenLive = last.PeakRSS, last.PeakHeap, last.Live
+	} else if n >= 2 && res.Stages[n-2].Layers > 0 {
 		a, b := res.Stages[n-2], res.Stages[n-1]
 		dl := int64(b.Layers - a.Layers)
 		res.PerLayerRSS, res.PerLayerHeap, res.PerLayerLive = (b.PeakRSS-a.PeakRSS)/dl, (b.PeakHeap-a.PeakHeap)/dl, (b.Live-a.Live)/dl
@@ -166,8 +172,10 @@ func RunPipeline(o PipelineOptions) (PipelineResult, error) {
 		res.GenPeakHeap = a.PeakHeap + more*res.PerLayerHeap
 		res.GenLive = a.Live + more*res.PerLayerLive
 	}
-	res.PeakRSS = max(res.Stages[0].PeakRSS, res.GenPeakRSS)
-	res.Live = max(res.Stages[0].Live, res.GenLive)
+	res.PeakRSS, res.Live = res.GenPeakRSS, res.GenLive
+	if !o.SkipText {
+		res.PeakRSS, res.Live = max(res.Stages[0].PeakRSS, res.GenPeakRSS), max(res.Stages[0].Live, res.GenLive)
+	}
 	return res, nil
 }
 
