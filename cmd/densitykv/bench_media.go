@@ -198,8 +198,12 @@ for the text stage. It takes 20–30 minutes on two cores.`,
 			for _, s := range r.Stages {
 				fmt.Fprintf(out, "%-32s %7.1f s  live heap %6.2f GiB  peak RSS %6.2f GiB  peak heap %6.2f GiB\n", s.Name, s.Seconds, gib(s.Live), gib(s.PeakRSS), gib(s.PeakHeap))
 			}
-			fmt.Fprintf(out, "generation at %d layers (extrapolated from the depths measured; per layer %.3f GiB live, %.3f GiB RSS): live heap %.2f GiB, peak RSS %.2f GiB, peak heap %.2f GiB\n",
-				r.Layers, gib(r.PerLayerLive), gib(r.PerLayerRSS), gib(r.GenLive), gib(r.GenPeakRSS), gib(r.GenPeakHeap))
+			how := "measured"
+			if r.Extrapolated {
+				how = fmt.Sprintf("extrapolated from the depths measured; per layer %.3f GiB live, %.3f GiB RSS", gib(r.PerLayerLive), gib(r.PerLayerRSS))
+			}
+			fmt.Fprintf(out, "generation at %d layers (%s): live heap %.2f GiB, peak RSS %.2f GiB, peak heap %.2f GiB\n",
+				r.Layers, how, gib(r.GenLive), gib(r.GenPeakRSS), gib(r.GenPeakHeap))
 			fmt.Fprintf(out, "run (text stage, then generation; the encoder is released in between): live heap %.2f GiB, peak RSS %.2f GiB (RSS adds the collector's slack)\n", gib(r.Live), gib(r.PeakRSS))
 			return nil
 		},

@@ -66,6 +66,7 @@ type PipelineResult struct {
 	// peak(L) = peak(L1) + (L − L1)·(peak(L2) − peak(L1))/(L2 − L1) (zero
 	// with a single, smaller depth).
 	Layers       int   `json:"layers"`
+	Extrapolated bool  `json:"extrapolated"`
 	GenPeakRSS   int64 `json:"generation_peak_rss_bytes_full_model"`
 	GenPeakHeap  int64 `json:"generation_peak_heap_bytes_full_model"`
 	GenLive      int64 `json:"generation_live_heap_bytes_full_model"`
@@ -168,6 +169,7 @@ func RunPipeline(o PipelineOptions) (PipelineResult, error) {
 		dl := int64(b.Layers - a.Layers)
 		res.PerLayerRSS, res.PerLayerHeap, res.PerLayerLive = (b.PeakRSS-a.PeakRSS)/dl, (b.PeakHeap-a.PeakHeap)/dl, (b.Live-a.Live)/dl
 		more := int64(o.Model.Layers - a.Layers)
+		res.Extrapolated = true
 		res.GenPeakRSS = a.PeakRSS + more*res.PerLayerRSS
 		res.GenPeakHeap = a.PeakHeap + more*res.PerLayerHeap
 		res.GenLive = a.Live + more*res.PerLayerLive
