@@ -43,8 +43,14 @@ type Options struct {
 	FramesPerBlock int // latent frames per block (default 3)
 	Height, Width  int // latent size (e.g. 60×104 for 480×832 video)
 	Schedule       *Schedule
-	Noise          Noise
-	Prompts        []Prompt // the first must start at block 0
+	// FirstSchedule, when set, is the schedule of block 0 (the authors'
+	// denoising_step_list_first_chunk); Schedule serves every other block.
+	FirstSchedule *Schedule
+	// Update is how a denoising step reaches the next timestep (x0
+	// re-noise by default, or a flow Euler step).
+	Update  Update
+	Noise   Noise
+	Prompts []Prompt // the first must start at block 0
 	// Writer, when set, receives each block's latents as it finishes.
 	Writer *Writer
 	// MemLog, when set, receives one JSON line per block (BlockLog).
@@ -119,8 +125,11 @@ func Run(m *wan.Model, pol memory.Policy, opt Options) error {
 	if opt.Writer != nil && opt.Writer.Next() != opt.Start {
 		return fmt.Errorf("rollout: the writer expects block %d, the rollout starts at block %d", opt.Writer.Next(), opt.Start)
 	}
-	if opt.Schedule == nil || len(opt.Schedule.Timesteps) == 0 {
+	if opt.Schedule == nil || len(opt.Schedule.Timesteps) == 0 || opt.FirstSchedule != nil && len(opt.FirstSchedule.Timesteps) == 0 {
 		return fmt.Errorf("rollout: no schedule")
+	}
+	if _, err := opt.Update.MarshalText(); err != nil {
+		return fmt.Errorf("rollout: %w", err)
 	}
 	if opt.Noise == nil {
 		return fmt.Errorf("rollout: no noise source")
@@ -216,6 +225,9 @@ func newBlockRunner(m *wan.Model, pol memory.Policy, opt Options, F int) *blockR
 // policy. It returns the block's memory record.
 func (r *blockRunner) runBlock(ctx context.Context, b int) (BlockLog, error) {
 	opt, F, sch := r.opt, r.F, r.opt.Schedule
+	if b == 0 && opt.FirstSchedule != nil {
+		sch = opt.FirstSchedule
+	}
 	S := len(sch.Timesteps)
 	bt := time.Now()
 	prompt := opt.Prompts[0]
@@ -266,6 +278,12 @@ func (r *blockRunner) runBlock(ctx context.Context, b int) (BlockLog, error) {
 		}
 		if !clean {
 			ToX0(r.x0, r.x, r.flow, sch.Sigmas[s])
+			if opt.Update == UpdateFlowEuler && s == S-1 {
+				// The block's latents: the Euler step from the last
+				// timestep to σ = 0 (step_to(…, 0)), not x − σ·v in float64.
+				copy(r.x0, r.x)
+				EulerStep(r.x0, r.flow, sch.Sigmas[s], 0)
+			}
 		}
 		if opt.Observe != nil {
 			rec := StepRecord{Block: b, Step: s, Clean: clean, Timestep: t, Input: in, Flow: r.flow}
@@ -275,10 +293,15 @@ func (r *blockRunner) runBlock(ctx context.Context, b int) (BlockLog, error) {
 			opt.Observe(rec)
 		}
 		if !clean && s < S-1 {
-			if err := opt.Noise.Renoise(b, s, r.eps); err != nil {
-				return log, err
+			switch opt.Update {
+			case UpdateFlowEuler:
+				EulerStep(r.x, r.flow, sch.Sigmas[s], nextSigma(sch, s, opt.Update))
+			default:
+				if err := opt.Noise.Renoise(b, s, r.eps); err != nil {
+					return log, err
+				}
+				Renoise(r.x, r.x0, r.eps, nextSigma(sch, s, opt.Update))
 			}
-			Renoise(r.x, r.x0, r.eps, sch.Sigmas[s+1])
 		}
 		if opt.Progress != nil {
 			opt.Progress(Progress{Block: b, Blocks: opt.Blocks, Step: s, Steps: S, Elapsed: time.Since(r.start)})
