@@ -47,11 +47,12 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	for i, ts := range g.Texts {
 		prompts[i] = rollout.PromptText{FromBlock: ts.FromBlock, Text: rollout.TextFile{Path: ts.Path, Tensor: ts.Tensor}}
 	}
-	gen, err := rollout.NewGenerator(rollout.ModelOptions{Checkpoint: g.Checkpoint, Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Model: g.Model}, prompts, nil, 0)
+	F := g.BlockFrames()
+	gen, err := rollout.NewGeneratorWith(rollout.ModelOptions{Checkpoint: g.Checkpoint, Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Model: g.Model}, prompts, g.Schedule.Options())
 	if err != nil {
 		return nil, &UserError{err}
 	}
-	if _, err := g.Model.Memory(gc.Memory, g.LatentHeight, g.LatentWidth, config.FramesPerBlock); err != nil {
+	if _, err := g.Model.Memory(gc.Memory, g.LatentHeight, g.LatentWidth, F); err != nil {
 		return nil, userf("%s: %w", FileConfig, err)
 	}
 	pol, err := memory.New(gc.Policies[0], gc.Memory)
@@ -79,7 +80,7 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 		}
 	}
 	// The policy the rollout calls: pol, traced, recorded.
-	frames := g.Blocks * config.FramesPerBlock
+	frames := g.Blocks * F
 	var tr *eval.AttentionTracer
 	var run memory.Policy = pol
 	if g.TraceStep >= 0 {
@@ -105,9 +106,9 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 		}
 		run = recorded{sr, pol}
 	}
-	ro := rollout.RunOptions{Blocks: g.Blocks, FramesPerBlock: config.FramesPerBlock, Height: g.LatentHeight, Width: g.LatentWidth,
+	ro := rollout.RunOptions{Blocks: g.Blocks, FramesPerBlock: F, Height: g.LatentHeight, Width: g.LatentWidth,
 		Seed: uint64(gc.Run.Seed), Start: start, Stop: ctx}
-	w, err := openLatents(dir, resume, start, gs, gen.Manifest(pol, ro, map[string]string{"checkpoint": g.Checkpoint, "lora": g.LoRA}))
+	w, err := openLatents(dir, resume, start, F, gs, gen.Manifest(pol, ro, map[string]string{"checkpoint": g.Checkpoint, "lora": g.LoRA}))
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +331,7 @@ func newGenerateFolder(dir string, force bool, gc config.GenerateConfig, gs *Gen
 // resume the folder's, after the cheap check of the completed blocks
 // (their shards exist with the checksums of the manifest and of the
 // checkpoint, and the manifest describes this rollout).
-func openLatents(dir string, resume bool, start int, gs *GenerateState, man rollout.Manifest) (*rollout.Writer, error) {
+func openLatents(dir string, resume bool, start, framesPerBlock int, gs *GenerateState, man rollout.Manifest) (*rollout.Writer, error) {
 	if !resume {
 		return rollout.NewWriter(dir, man)
 	}
@@ -353,7 +354,7 @@ func openLatents(dir string, resume bool, start int, gs *GenerateState, man roll
 	old, _ := filepath.Glob(filepath.Join(dir, DirPreview, "frame_*.png"))
 	for _, f := range old {
 		var fr int
-		if _, err := fmt.Sscanf(filepath.Base(f), "frame_%d.png", &fr); err == nil && fr >= start*config.FramesPerBlock {
+		if _, err := fmt.Sscanf(filepath.Base(f), "frame_%d.png", &fr); err == nil && fr >= start*framesPerBlock {
 			os.Remove(f)
 		}
 	}
@@ -378,7 +379,7 @@ func generateLines(gc config.GenerateConfig, pol memory.Policy, st *RunState, b 
 	tot.PeakBytes = max(tot.PeakBytes, tot.Bytes)
 	tot.UpdateSeconds += s.UpdateSeconds
 	st.Bytes[0] = append(st.Bytes[0], tot.Bytes)
-	sec := float64((b+1)*config.FramesPerBlock) / 4
+	sec := float64((b+1)*gc.Generate.BlockFrames()) / 4
 	var lines []LogLine
 	tot.OccMin, tot.OccMax = 1<<62, 0
 	banks := bankBytes(pol)
