@@ -40,12 +40,12 @@ type GenerateSection struct {
 	// (generator, generator_ema, …). Empty asks for the automatic choice
 	// (checkpoint.AutoEntries); the resolved configuration records the
 	// entry actually loaded ("" for a safetensors file).
-	Entry      string     `yaml:"entry"`
-	LoRA       string     `yaml:"lora"`
-	LoRAAlpha  float64    `yaml:"lora_alpha"`
-	Arch       string     `yaml:"arch"` // 1.3b or tiny
-	Model      wan.Config `yaml:"model"`
-	Texts      []TextSpec `yaml:"texts"`
+	Entry     string     `yaml:"entry"`
+	LoRA      string     `yaml:"lora"`
+	LoRAAlpha float64    `yaml:"lora_alpha"`
+	Arch      string     `yaml:"arch"` // 1.3b or tiny
+	Model     wan.Config `yaml:"model"`
+	Texts     []TextSpec `yaml:"texts"`
 	// LatentHeight and LatentWidth are the VAE latent size (60×104 for
 	// 480×832 video); tokens are 2×2 patches of it.
 	LatentHeight int `yaml:"latent_height"`

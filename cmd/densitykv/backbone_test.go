@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
-	"math"
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
