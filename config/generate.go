@@ -58,9 +58,26 @@ type GenerateSection struct {
 	// shift, update).
 	Schedule ScheduleConfig `yaml:"schedule"`
 	// TraceStep is the denoising step whose attention is traced (3 = the
-	// 4th pass); -1 disables the trace.
-	TraceStep int  `yaml:"trace_step"`
-	Preview   bool `yaml:"preview"`
+	// 4th pass, the authors' denoise call 3); -1 disables the trace.
+	TraceStep int `yaml:"trace_step"`
+	// TraceLayers are the layers traced per head ([1, H, F, F] per layer,
+	// the authors' temporal_attention_trace shape, in
+	// attention_trace_layers.safetensors): all, none or a list such as
+	// 0,15,29. They cost 8·H·F² bytes each (F latent frames).
+	TraceLayers string `yaml:"trace_layers"`
+	// LineageLayers and LineageHeads are the DensityKV banks whose every
+	// admission and eviction density_kv_lineage.jsonl records (the
+	// authors' lineage_trace: layers (0,) and heads (0,) by default): all,
+	// none or lists.
+	LineageLayers string `yaml:"lineage_layers"`
+	LineageHeads  string `yaml:"lineage_heads"`
+	// SourceIDs is the provenance id convention of provenance.csv and the
+	// lineage: global or authors.
+	SourceIDs SourceIDs `yaml:"source_ids"`
+	// Recache is what a prompt switch does to the cached K/V: none (the
+	// DensityKV authors') or longlive (re-run the most recent frames).
+	Recache Recache `yaml:"recache"`
+	Preview bool    `yaml:"preview"`
 	// RecordStream, when set, records the clean passes' q/k/v of every layer
 	// into a stream file (package synth's format) that simulate and eval
 	// replay with --stream file.
@@ -98,7 +115,7 @@ func GenerateDefaults() GenerateConfig {
 		Config: Config{Run: RunConfig{Out: "runs", Name: "generate", Plots: true, SnapshotEvery: 10}, Stream: StreamConfig{Kind: "wan", FPS: 4},
 			Policies: []string{memory.NameDensityKV}, Memory: LayoutFreeDefaults(memory.DefaultLayout())},
 		Generate: GenerateSection{Arch: "1.3b", LatentHeight: 60, LatentWidth: 104, FramesPerBlock: FramesPerBlock,
-			Schedule: DefaultScheduleConfig(), TraceStep: 3, Preview: true},
+			Schedule: DefaultScheduleConfig(), TraceStep: 3, TraceLayers: "all", LineageLayers: "0", LineageHeads: "0", Preview: true},
 	}
 }
 
@@ -198,6 +215,28 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 	}
 	if steps := so.MaxSteps(); G.TraceStep < -1 || G.TraceStep >= steps {
 		return fmt.Errorf("--trace-step (generate.trace_step) is %d, want -1 (off) or 0..%d", G.TraceStep, steps-1)
+	}
+	if _, err := ParseIndexList(G.TraceLayers, "--trace-layers (generate.trace_layers)", model.Layers); err != nil {
+		return err
+	}
+	if _, err := ParseIndexList(G.LineageLayers, "--lineage-layers (generate.lineage_layers)", model.Layers); err != nil {
+		return err
+	}
+	if _, err := ParseIndexList(G.LineageHeads, "--lineage-heads (generate.lineage_heads)", model.Heads); err != nil {
+		return err
+	}
+	for _, v := range []interface{ MarshalText() ([]byte, error) }{G.SourceIDs, G.Recache} {
+		if _, err := v.MarshalText(); err != nil {
+			return fmt.Errorf("generate: %w", err)
+		}
+	}
+	if G.Recache == RecacheLongLive {
+		if len(gc.Policies) == 1 && gc.Policies[0] == memory.NameDeepForcing {
+			return fmt.Errorf("--recache longlive (generate.recache): policy deep-forcing keeps compressed tokens, not frames, and has no recache; use --recache none")
+		}
+		if G.RecordStream != "" {
+			return fmt.Errorf("--recache longlive with --record-stream: the recorded stream holds the clean passes only, so a replay would miss the recomputed K/V; drop one of them")
+		}
 	}
 	if gc.Run.Name == "" || strings.ContainsAny(gc.Run.Name, `/\`) || gc.Run.Name == "." || gc.Run.Name == ".." {
 		return fmt.Errorf("--name (run.name) %q must be a plain folder name", gc.Run.Name)

@@ -104,6 +104,9 @@ func (s storedConfig) config() (Config, error) {
 }
 
 func (c *core) snapSave(w io.Writer, state any) error {
+	if c.rec.open {
+		return fmt.Errorf("memory: %s: save: a recache before block %d is open", c.name, c.rec.block)
+	}
 	if c.open {
 		return fmt.Errorf("memory: %s: save: call for block %d is open", c.name, c.call.Block)
 	}

@@ -228,6 +228,8 @@ type RunOptions struct {
 	Context        context.Context
 	Stop           context.Context
 	Start          int
+	// Recacher, when set, recaches at prompt switches (Options.Recacher).
+	Recacher memory.Recacher
 }
 
 // options returns the rollout options of o.
@@ -238,7 +240,8 @@ func (g *Generator) options(o RunOptions) Options {
 	}
 	return Options{Blocks: o.Blocks, FramesPerBlock: o.FramesPerBlock, Height: o.Height, Width: o.Width,
 		Schedule: g.Schedule, FirstSchedule: g.FirstSchedule, Update: g.Update, Noise: Seeded{Seed: o.Seed, StepsPerBlock: draws}, Prompts: g.Prompts,
-		Writer: o.Writer, MemLog: o.MemLog, Progress: o.Progress, BlockDone: o.BlockDone, Context: o.Context, Stop: o.Stop, Start: o.Start}
+		Writer: o.Writer, MemLog: o.MemLog, Progress: o.Progress, BlockDone: o.BlockDone, Context: o.Context, Stop: o.Stop, Start: o.Start,
+		Recacher: o.Recacher}
 }
 
 // Run rolls the generator out with pol (see Run).

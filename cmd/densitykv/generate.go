@@ -22,7 +22,7 @@ func newGenerateCmd() *cobra.Command {
 	var g config.GenerateSection
 	var rf runFlags
 	var texts []string
-	var textTensor, policy, backbone, update string
+	var textTensor, policy, backbone, update, sourceIDs, recache string
 	var seconds float64
 	var seed uint64
 	var snapEvery int
@@ -100,7 +100,8 @@ uninterrupted run.`,
 			} else {
 				var err error
 				if gc, err = resolveGenerate(f, cf, g, generateFlags{texts: texts, textTensor: textTensor, policy: policy,
-					seconds: seconds, seed: seed, out: out, name: name, snapEvery: snapEvery, backbone: backbone, update: update}); err != nil {
+					seconds: seconds, seed: seed, out: out, name: name, snapEvery: snapEvery, backbone: backbone, update: update,
+					sourceIDs: sourceIDs, recache: recache}); err != nil {
 					return err
 				}
 			}
@@ -130,6 +131,11 @@ uninterrupted run.`,
 	f.Uint64Var(&seed, "seed", 0, "noise seed (run.seed)")
 	f.StringVar(&policy, "policy", def.Policies[0], "memory policy: "+strings.Join(memory.Names(), ", ")+" (policies)")
 	f.IntVar(&g.TraceStep, "trace-step", dg.TraceStep, "denoising step whose attention is traced (3 = 4th pass), -1 = off (generate.trace_step)")
+	f.StringVar(&g.TraceLayers, "trace-layers", dg.TraceLayers, "layers whose attention trace is kept per head (attention_trace_layers.safetensors, [1,H,F,F] per layer): all, none or a list (generate.trace_layers)")
+	f.StringVar(&g.LineageLayers, "lineage-layers", dg.LineageLayers, "DensityKV layers whose admissions and evictions density_kv_lineage.jsonl records: all, none or a list (generate.lineage_layers)")
+	f.StringVar(&g.LineageHeads, "lineage-heads", dg.LineageHeads, "heads of those layers: all, none or a list (generate.lineage_heads)")
+	f.StringVar(&sourceIDs, "source-ids", dg.SourceIDs.String(), "provenance ids in provenance.csv and the lineage: global (frame·P + position) or authors (non-sink token count, the authors' source_index) (generate.source_ids)")
+	f.StringVar(&recache, "recache", dg.Recache.String(), "at a prompt switch: none (the DensityKV authors': cross-attention only) or longlive (re-run the most recent frames under the new prompt) (generate.recache)")
 	f.BoolVar(&g.Preview, "preview", dg.Preview, "write PNG frames of a latent preview, and preview.mp4 with ffmpeg (generate.preview)")
 	f.StringVar(&g.RecordStream, "record-stream", dg.RecordStream, "record the clean passes' q/k/v into this stream file, replayed with simulate/eval --stream file (generate.record_stream)")
 	f.IntVar(&snapEvery, "snapshot-every", def.Run.SnapshotEvery, "save a resume checkpoint (policy snapshot) every N blocks, 0 = only when stopped with Ctrl-C (run.snapshot_every)")
@@ -154,6 +160,7 @@ type generateFlags struct {
 	out, name          string
 	snapEvery          int
 	backbone, update   string
+	sourceIDs, recache string
 }
 
 // generateKeys maps generate's own flags to the YAML keys they set (the
@@ -165,6 +172,8 @@ var generateKeys = map[string]string{
 	"frames-per-block": "generate.frames_per_block", "blocks": "generate.blocks", "steps": "generate.schedule.steps",
 	"first-chunk-steps": "generate.schedule.first_chunk_steps", "warp": "generate.schedule.warp", "shift": "generate.schedule.shift",
 	"update": "generate.schedule.update", "trace-step": "generate.trace_step", "preview": "generate.preview", "record-stream": "generate.record_stream",
+	"trace-layers": "generate.trace_layers", "lineage-layers": "generate.lineage_layers", "lineage-heads": "generate.lineage_heads",
+	"source-ids": "generate.source_ids", "recache": "generate.recache",
 }
 
 // explicitKey reports whether YAML key was given by the --config file or by
@@ -225,6 +234,19 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 		}
 	}
 	setIf(f, "trace-step", &G.TraceStep, g.TraceStep)
+	setIf(f, "trace-layers", &G.TraceLayers, g.TraceLayers)
+	setIf(f, "lineage-layers", &G.LineageLayers, g.LineageLayers)
+	setIf(f, "lineage-heads", &G.LineageHeads, g.LineageHeads)
+	for _, tv := range []struct {
+		flag, v string
+		dst     interface{ UnmarshalText([]byte) error }
+	}{{"source-ids", gf.sourceIDs, &G.SourceIDs}, {"recache", gf.recache, &G.Recache}} {
+		if f.Changed(tv.flag) {
+			if err := tv.dst.UnmarshalText([]byte(strings.ToLower(strings.TrimSpace(tv.v)))); err != nil {
+				return gc, usagef("--%s: %w", tv.flag, err)
+			}
+		}
+	}
 	setIf(f, "preview", &G.Preview, g.Preview)
 	setIf(f, "record-stream", &G.RecordStream, g.RecordStream)
 	setIf(f, "out", &gc.Run.Out, gf.out)
