@@ -127,7 +127,10 @@ func TestRecacheAtPromptSwitch(t *testing.T) {
 	var got [][]float32
 	err = Run(m, res, Options{Blocks: blocks, Height: 6, Width: 8, Schedule: DefaultSchedule(), Noise: Seeded{Seed: 3, StepsPerBlock: 3},
 		Prompts: []Prompt{{Text: t1}, {FromBlock: 5, Text: t2}}, Writer: w, Start: 4, Recacher: res.(memory.Recacher),
-		BlockDone: func(_ int, x []float32, _ BlockLog) error { got = append(got, append([]float32(nil), x...)); return nil }})
+		BlockDone: func(_ int, x []float32, _ BlockLog) error {
+			got = append(got, append([]float32(nil), x...))
+			return nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
