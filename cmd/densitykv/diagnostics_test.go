@@ -106,6 +106,11 @@ func TestGenerateDiagnostics(t *testing.T) {
 			t.Fatalf("%s: exit %d: %s", ids, code, errs)
 		}
 		rd := filepath.Join(dir, ids)
+		for _, f := range []string{"attention_trace_layers.png", "lineage_l0_h0.png", "lineage_l1_h1.png", "attention_trace.png"} {
+			if _, err := os.Stat(filepath.Join(rd, runfolder.DirPlots, f)); err != nil {
+				t.Errorf("%s: no figure %s", ids, f)
+			}
+		}
 		hdr, evs, fin := readLineage(t, filepath.Join(rd, runfolder.FileLineage))
 		off := int64(0)
 		if ids == "authors" {
