@@ -178,7 +178,11 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 	// Record the entry that will be loaded (the automatic choice resolved).
 	entry, err := checkpoint.TorchEntry(G.Checkpoint, checkpoint.TorchOptions{Entry: G.Entry})
 	if err != nil {
-		return fmt.Errorf("--checkpoint %s (--entry %q): %w", G.Checkpoint, G.Entry, err)
+		from := fmt.Sprintf("--entry %q", G.Entry)
+		if p, ok := G.Backbone.Preset(); ok && p.Entry == G.Entry {
+			from += fmt.Sprintf(", the %s preset's; name another with --entry", G.Backbone)
+		}
+		return fmt.Errorf("--checkpoint %s (%s): %w", G.Checkpoint, from, err)
 	}
 	if G.Entry == "" && G.Backbone == BackboneNone && entry == "generator" {
 		if ents, err := torchEntries(G.Checkpoint); err == nil && slices.Contains(ents, "generator_ema") {

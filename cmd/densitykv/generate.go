@@ -46,8 +46,9 @@ generator + the generator_lora of --lora), 3 frames per block, sink 1,
 cache 12 and the schedule (steps 1000,750,500,250 warped, shift 5,
 x0_renoise). Flags and --config keys given explicitly override the preset
 (LongLive's own release setting: --backbone longlive --frames-per-block 6
---sink-frames 3 --window-frames 6 --deep-forcing-recent 6). Without --backbone the entry is automatic (generator,
-then generator_ema, model); config.resolved.yaml records the entry loaded.
+--sink-frames 3 --window-frames 6 --deep-forcing-recent 6). Without
+--backbone the entry is automatic (generator, then generator_ema, model);
+config.resolved.yaml records the entry loaded.
 The schedule flags are the authors' rollout options: --steps
 (denoising_step_list), --first-chunk-steps (block 0's list), --warp
 (warp_denoising_step), --shift (timestep_shift), --update x0_renoise|
