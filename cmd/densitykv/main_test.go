@@ -851,3 +851,23 @@ func TestFirstLayerMatchesFullRun(t *testing.T) {
 		t.Fatalf("--first-layer -1: exit %d %q", code, errs)
 	}
 }
+
+// The storage figure's legends sit right of the axes on both panels, where
+// they hide no curve (the LongLive-RAG line crossed the old inside legend),
+// and every policy of the table has its line.
+func TestStorageFigureLegends(t *testing.T) {
+	title, panels := storagePanels(storage.Paper(), []float64{30, 60, 120})
+	if !strings.Contains(title, "M = 9360") || len(panels) != 2 {
+		t.Fatalf("title %q, %d panels", title, len(panels))
+	}
+	for _, p := range panels {
+		if p.Legend != "right" || len(p.Series) != 7 {
+			t.Fatalf("panel %q: legend %q, %d series", p.Title, p.Legend, len(p.Series))
+		}
+		for _, s := range p.Series {
+			if s.Name == "" {
+				t.Fatalf("panel %q has an unnamed series", p.Title)
+			}
+		}
+	}
+}
