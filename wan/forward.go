@@ -74,12 +74,12 @@ type Call struct {
 // workspace holds the buffers of Forward, reused while the block's shape
 // does not change.
 type workspace struct {
-	T                        int
-	x, y, q, k, v, att, o    []float32 // [T][dim]
-	h                        []float32 // [T][ffn_dim]
-	patches, out             []float32 // [T][patch_len], [T][out_len]
-	mods, e0                 []float32 // [F][6][dim]
-	e, sin, tmp, headMods    []float32 // [F][dim], [F][freq], scratch, [F][2][dim]
+	T                     int
+	x, y, q, k, v, att, o []float32 // [T][dim]
+	h                     []float32 // [T][ffn_dim]
+	patches, out          []float32 // [T][patch_len], [T][out_len]
+	mods, e0              []float32 // [F][6][dim]
+	e, sin, tmp, headMods []float32 // [F][dim], [F][freq], scratch, [F][2][dim]
 }
 
 func (m *Model) workspace(T, F int) *workspace {
@@ -120,14 +120,14 @@ func Sinusoid(dst []float32, t float64) {
 // pass is the state of one Forward call that the steps share: the block's
 // geometry, the buffers, the text, the memory policy and the trace.
 type pass struct {
-	m          *Model
-	ws         *workspace
-	c          *Call
-	pol        memory.Policy
-	F, H, W    int // frames, latent height and width
-	gh, gw     int // token grid of a frame
-	tpf, T     int // tokens per frame, tokens
-	scale      float32
+	m       *Model
+	ws      *workspace
+	c       *Call
+	pol     memory.Policy
+	F, H, W int // frames, latent height and width
+	gh, gw  int // token grid of a frame
+	tpf, T  int // tokens per frame, tokens
+	scale   float32
 }
 
 func (p *pass) trace(name string, x []float32) {

@@ -69,15 +69,15 @@ type WanResult struct {
 	// PeakGFLOPS (per busy core: less sensitive to other load).
 	PeakGFLOPS                    float64
 	PeakFraction, CPUPeakFraction float64
-	Params        int64 // parameters of the full model
-	Layers        int   // full depth
-	LayersRun     int
-	Tokens        int // query tokens per call
-	Keys          int // self-attention keys per call (steady state)
-	CallsPerBlock int
-	CallSeconds   []float64 // each timed forward call (LayersRun layers)
-	BlockSeconds  []float64 // each timed block (LayersRun layers; real rollouts only)
-	MedianCall    float64
+	Params                        int64 // parameters of the full model
+	Layers                        int   // full depth
+	LayersRun                     int
+	Tokens                        int // query tokens per call
+	Keys                          int // self-attention keys per call (steady state)
+	CallsPerBlock                 int
+	CallSeconds                   []float64 // each timed forward call (LayersRun layers)
+	BlockSeconds                  []float64 // each timed block (LayersRun layers; real rollouts only)
+	MedianCall                    float64
 	// CallCPU is the process CPU seconds per timed call (user + system,
 	// all threads): less sensitive than wall time to other load on a
 	// shared machine.
