@@ -9,9 +9,9 @@ import (
 	"github.com/densitykv/densitykv/gemm"
 )
 
-// bf16U is the unit roundoff of bfloat16 (8 significant bits): rounding to
+// bf16U is the unit roundoff of bfloat16 (8 significant bits, 7 stored): rounding to
 // nearest changes a value by at most this fraction of it.
-const bf16U = 0x1p-9
+const bf16U = 0x1p-8
 
 // TestBF16AgainstFloat64 bounds bfloat16 attention against float64 with
 // a worst-case error bound derived from the rounding of the inputs: q and
