@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/wan"
@@ -27,13 +28,18 @@ type GenerateConfig struct {
 // GenerateSection is the generate-specific part of a generate run's
 // configuration.
 type GenerateSection struct {
-	Checkpoint string     `yaml:"checkpoint"`
-	Entry      string     `yaml:"entry"`
-	LoRA       string     `yaml:"lora"`
-	LoRAAlpha  float64    `yaml:"lora_alpha"`
-	Arch       string     `yaml:"arch"` // 1.3b or tiny
-	Model      wan.Config `yaml:"model"`
-	Texts      []TextSpec `yaml:"texts"`
+	Checkpoint string  `yaml:"checkpoint"`
+	Entry      string  `yaml:"entry"`
+	LoRA       string  `yaml:"lora"`
+	LoRAAlpha  float64 `yaml:"lora_alpha"`
+	Arch       string  `yaml:"arch"` // 1.3b or tiny
+	// Precision is the model's precision, fp32 or bf16. Left out, it
+	// follows the architecture: bf16 for the real model (1.3b: half the
+	// weight memory, the authors' GPU arithmetic), fp32 for tiny (the
+	// golden test model, whose references are float64).
+	Precision gemm.Precision `yaml:"precision"`
+	Model     wan.Config     `yaml:"model"`
+	Texts     []TextSpec     `yaml:"texts"`
 	// LatentHeight and LatentWidth are the VAE latent size (60×104 for
 	// 480×832 video); tokens are 2×2 patches of it.
 	LatentHeight int `yaml:"latent_height"`
@@ -58,6 +64,15 @@ type TextSpec struct {
 
 // FramesPerBlock is the generate run's block length in latent frames.
 const FramesPerBlock = 3
+
+// DefaultPrecision is the precision of an architecture when none is
+// given: fp32 for tiny (the golden test model), bf16 otherwise.
+func DefaultPrecision(arch string) gemm.Precision {
+	if arch == "tiny" {
+		return gemm.F32
+	}
+	return gemm.BF16
+}
 
 // Archs are the model architectures generate knows.
 var Archs = map[string]func() wan.Config{"1.3b": wan.DefaultConfig, "tiny": wan.TinyConfig}
@@ -123,6 +138,9 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 		return fmt.Errorf("%s: generate.model differs from the %s architecture (generate.arch); the model follows the architecture, leave generate.model out", file, G.Arch)
 	}
 	G.Model = model
+	if !has("generate.precision") {
+		G.Precision = DefaultPrecision(G.Arch)
+	}
 	if G.Checkpoint == "" {
 		return fmt.Errorf("--checkpoint is required (a .safetensors or .pt file of the causal Wan generator)")
 	}

@@ -47,7 +47,7 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	for i, ts := range g.Texts {
 		prompts[i] = rollout.PromptText{FromBlock: ts.FromBlock, Text: rollout.TextFile{Path: ts.Path, Tensor: ts.Tensor}}
 	}
-	gen, err := rollout.NewGenerator(rollout.ModelOptions{Checkpoint: g.Checkpoint, Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Model: g.Model}, prompts, nil, 0)
+	gen, err := rollout.NewGenerator(rollout.ModelOptions{Checkpoint: g.Checkpoint, Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Model: g.Model, Precision: g.Precision}, prompts, nil, 0)
 	if err != nil {
 		return nil, &UserError{err}
 	}
