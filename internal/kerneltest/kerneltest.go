@@ -75,6 +75,12 @@ func Hash(data ...[]float32) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// HashBytes returns the SHA-256 (hex) of b (a snapshot, say).
+func HashBytes(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
 // FirstDiff returns the first index where a and b differ in their bits
 // (any two NaNs equal), or -1; a length difference is index 0.
 func FirstDiff(a, b []float32) int {
