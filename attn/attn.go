@@ -8,6 +8,13 @@
 // every query attends to every key (the causal structure of the Wan model is
 // expressed by what the caller puts in k and v).
 //
+// Precision: Attention computes the products in float32; AttentionAs with
+// gemm.BF16 rounds q, k and v to bfloat16, computes QKᵀ and PV with gemm's
+// bfloat16 product (float32 accumulation) and rounds the probabilities to
+// bfloat16 for PV, as flash attention does on a GPU; the online softmax
+// (and the row sums, from the unrounded probabilities) is float32 either
+// way (flash.go).
+//
 // Work is split over heads and query tiles on gemm.Threads() goroutines;
 // every output row is computed by one goroutine with an order of operations
 // that does not depend on the thread count, so results are bit-identical for

@@ -46,5 +46,10 @@ func expGo(x float64) float64 {
 	t := r * r
 	c := r - float64(t*(p1+float64(t*(p2+float64(t*(p3+float64(t*(p4+float64(t*p5)))))))))
 	y := 1 - ((lo - (r*c)/(2-c)) - hi)
+	if k >= -1021 && k <= 1023 {
+		// y·2^k is a normal number: scaling by the power of two is exact,
+		// the same value as math.Ldexp's, without its call.
+		return y * math.Float64frombits(uint64(k+1023)<<52)
+	}
 	return math.Ldexp(y, k)
 }
