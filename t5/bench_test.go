@@ -68,10 +68,16 @@ func benchEncode(b *testing.B, m *Model, n int) {
 }
 
 func BenchmarkLayerUMT5XXL512(b *testing.B) {
-	m := realLayer(b)
-	benchEncode(b, m, 512)
-	sec := b.Elapsed().Seconds() / float64(b.N)
-	b.ReportMetric(sec*float64(UMT5XXL().Layers), "s/prompt-24-layers")
+	for _, prec := range []gemm.Precision{gemm.F32, gemm.BF16} {
+		b.Run(prec.String(), func(b *testing.B) {
+			m := realLayer(b)
+			m.Precision = prec
+			defer func() { m.Precision = gemm.F32 }()
+			benchEncode(b, m, 512)
+			sec := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(sec*float64(UMT5XXL().Layers), "s/prompt-24-layers")
+		})
+	}
 }
 
 func BenchmarkLayerUMT5XXL64(b *testing.B) {

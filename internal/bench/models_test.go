@@ -73,3 +73,46 @@ func TestForceKernel(t *testing.T) {
 		t.Fatalf("KernelLines: %q", s)
 	}
 }
+
+// BenchmarkVAEBlock decodes 3-frame latent blocks with the real Wan2.1 VAE
+// configuration (random weights) at 15×26 latents (120×208 video; the
+// 480×832 size needs 5 GiB) at each precision and reports the per-block
+// time of the second block (12 pixel frames) and its rate.
+func BenchmarkVAEBlock(b *testing.B) {
+	for _, p := range []gemm.Precision{gemm.F32, gemm.BF16} {
+		b.Run(p.String(), func(b *testing.B) {
+			for b.Loop() {
+				r, err := RunVAE(VAEOptions{Name: "wan2.1-vae", Model: vae.DefaultConfig(), Height: 15, Width: 26, Blocks: 2, Precision: p})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(r.BlockSeconds[1], "s/block")
+				b.ReportMetric(r.BlockCPU[1], "cpu-s/block")
+				b.ReportMetric(r.CPUGFLOPS, "GFLOP/cpu-s")
+				b.ReportMetric(r.CPUPeakFraction, "peak-fraction/core")
+				b.Log(r)
+			}
+		})
+	}
+}
+
+// BenchmarkTextPrompt encodes 512-token prompts with one umT5-XXL layer
+// (random bf16 weights, 386 MB) at each precision and reports the prompt
+// time extrapolated to the 24 layers.
+func BenchmarkTextPrompt(b *testing.B) {
+	for _, p := range []gemm.Precision{gemm.F32, gemm.BF16} {
+		b.Run(p.String(), func(b *testing.B) {
+			for b.Loop() {
+				r, err := RunText(TextOptions{Name: "umt5-xxl", Model: t5.UMT5XXL(), LayersRun: 1, Tokens: 512, Prompts: 3, Precision: p})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(r.PerPrompt, "s/prompt")
+				b.ReportMetric(Median(r.PromptCPU)*float64(r.Layers)/float64(r.LayersRun), "cpu-s/prompt")
+				b.ReportMetric(r.CPUGFLOPS, "GFLOP/cpu-s")
+				b.ReportMetric(r.CPUPeakFraction, "peak-fraction/core")
+				b.Log(r)
+			}
+		})
+	}
+}
