@@ -51,12 +51,12 @@ func TestRunVAEAndText(t *testing.T) {
 // kernels that run here.
 func TestForceKernel(t *testing.T) {
 	before := gemm.KernelName(gemm.BF16)
-	restore, err := ForceKernel("bf16:go")
+	restore, err := ForceKernel("bf16:emu-amx")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gemm.KernelName(gemm.BF16) != "go" || !Kernels()[1].Forced || Kernels()[0].Forced {
-		t.Fatalf("after ForceKernel(bf16:go): %+v", Kernels())
+	if gemm.KernelName(gemm.BF16) != "emu-amx" || !Kernels()[1].Forced || Kernels()[0].Forced {
+		t.Fatalf("after ForceKernel(bf16:emu-amx): %+v", Kernels())
 	}
 	restore()
 	if gemm.KernelName(gemm.BF16) != before || Kernels()[1].Forced {
