@@ -49,9 +49,10 @@
 // the outputs): the products have one definition per precision, the
 // element-wise steps are written so that no multiply-add can be fused
 // (explicit conversions), and the exponentials are pure Go (expGo). The
-// time embedding's sinusoid uses math.Pow and math.Sincos, whose results
-// are the same on every amd64 CPU with FMA for a binary built at the
-// default GOAMD64 level.
+// time embedding's sinusoid uses math.Pow and math.Sincos from the
+// standard library: on amd64, math.Exp (under Pow) is assembly that uses
+// FMA on CPUs with AVX and FMA, so a CPU without them could differ in the
+// last bit of a float64 sinusoid value before its rounding to float32.
 //
 // Parameters mirror the checkpoint names ("blocks.3.self_attn.q.weight",
 // see Model.Params); Load reads safetensors and PyTorch checkpoints and
