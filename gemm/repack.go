@@ -121,34 +121,32 @@ func (o *packedOp) fillFromPanels(lo, hi int, f []float32) {
 	var tail [4 * NR]float32
 	for jp := lo; jp < hi; jp++ {
 		src := f[jp*k*NR : (jp+1)*k*NR]
-		// The groups from full on, zero-padded.
-		rest := func(g int) []float32 {
-			clear(tail[:])
-			if q := 4 * g; q < k {
-				copy(tail[:], src[q*NR:])
-			}
-			return tail[:]
-		}
 		switch o.lay {
 		case layoutF32:
 			dst := o.data[jp*kp*NR : (jp+1)*kp*NR]
 			floatsBF16(dst[:k*NR], src)
 			clear(dst[k*NR:])
-		case layoutQuad:
+		case layoutQuad, layoutAMX:
 			dst := o.u32[jp*kp/2*NR : (jp+1)*kp/2*NR]
+			group := panelsQuad
+			if o.lay == layoutAMX {
+				group = panelsAMX
+			}
 			if full > 0 {
-				panelsQuad(dst, src, full)
+				group(dst, src, full)
 			}
+			// The groups from full on, zero-padded (Go: at most a
+			// block's worth).
 			for g := full; g < kp/4; g++ {
-				panelsQuadGo(dst[2*g*NR:], rest(g), 1)
-			}
-		case layoutAMX:
-			dst := o.u32[jp*kp/2*NR : (jp+1)*kp/2*NR]
-			if full > 0 {
-				panelsAMX(dst, src, full)
-			}
-			for g := full; g < kp/4; g++ {
-				panelsAMXGo(dst[2*g*NR:], rest(g), 1)
+				clear(tail[:])
+				if q := 4 * g; q < k {
+					copy(tail[:], src[q*NR:])
+				}
+				if o.lay == layoutAMX {
+					panelsAMXGo(dst[2*g*NR:], tail[:], 1)
+				} else {
+					panelsQuadGo(dst[2*g*NR:], tail[:], 1)
+				}
 			}
 		}
 	}

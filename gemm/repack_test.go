@@ -248,3 +248,18 @@ func TestPackPanelsAsGo(t *testing.T) {
 	TestPackPanelsAs(t)
 	TestUnpack(t)
 }
+
+// TestPackPanelsAllocs: re-packing probabilities into an operand of the
+// same size does not allocate (the attention does it per key tile).
+func TestPackPanelsAllocs(t *testing.T) {
+	n, k := 128, 301
+	panels := toPanels(testValues(rand.New(rand.NewPCG(51, 52)), n*k, false), n, k)
+	defer SetThreads(SetThreads(1))
+	for _, prec := range []Precision{F32, BF16} {
+		var p PackedB
+		PackPanelsAs(&p, prec, n, k, panels)
+		if a := testing.AllocsPerRun(10, func() { PackPanelsAs(&p, prec, n, k, panels) }); a != 0 {
+			t.Errorf("%v: %v allocations per PackPanelsAs", prec, a)
+		}
+	}
+}
