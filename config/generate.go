@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/wan"
 )
@@ -40,12 +41,17 @@ type GenerateSection struct {
 	// (generator, generator_ema, …). Empty asks for the automatic choice
 	// (checkpoint.AutoEntries); the resolved configuration records the
 	// entry actually loaded ("" for a safetensors file).
-	Entry     string     `yaml:"entry"`
-	LoRA      string     `yaml:"lora"`
-	LoRAAlpha float64    `yaml:"lora_alpha"`
-	Arch      string     `yaml:"arch"` // 1.3b or tiny
-	Model     wan.Config `yaml:"model"`
-	Texts     []TextSpec `yaml:"texts"`
+	Entry     string  `yaml:"entry"`
+	LoRA      string  `yaml:"lora"`
+	LoRAAlpha float64 `yaml:"lora_alpha"`
+	Arch      string  `yaml:"arch"` // 1.3b or tiny
+	// Precision is the model's precision, fp32 or bf16. Left out, it
+	// follows the architecture: bf16 for the real model (1.3b: half the
+	// weight memory, the authors' GPU arithmetic), fp32 for tiny (the
+	// golden test model, whose references are float64).
+	Precision gemm.Precision `yaml:"precision"`
+	Model     wan.Config     `yaml:"model"`
+	Texts     []TextSpec     `yaml:"texts"`
 	// LatentHeight and LatentWidth are the VAE latent size (60×104 for
 	// 480×832 video); tokens are 2×2 patches of it.
 	LatentHeight int `yaml:"latent_height"`
@@ -102,6 +108,15 @@ func (g GenerateSection) BlockFrames() int {
 		return FramesPerBlock
 	}
 	return g.FramesPerBlock
+}
+
+// DefaultPrecision is the precision of an architecture when none is
+// given: fp32 for tiny (the golden test model), bf16 otherwise.
+func DefaultPrecision(arch string) gemm.Precision {
+	if arch == "tiny" {
+		return gemm.F32
+	}
+	return gemm.BF16
 }
 
 // Archs are the model architectures generate knows.
@@ -169,6 +184,9 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 		return fmt.Errorf("%s: generate.model differs from the %s architecture (generate.arch); the model follows the architecture, leave generate.model out", file, G.Arch)
 	}
 	G.Model = model
+	if !has("generate.precision") {
+		G.Precision = DefaultPrecision(G.Arch)
+	}
 	if G.Checkpoint == "" {
 		return fmt.Errorf("--checkpoint is required (a .safetensors or .pt file of the causal Wan generator)")
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/wan"
 )
@@ -151,6 +152,9 @@ type ModelOptions struct {
 	LoRA       string     // optional LongLive LoRA checkpoint (generator_lora)
 	LoRAAlpha  float64    // 0 = the rank
 	Model      wan.Config // zero value = wan.DefaultConfig()
+	// Precision is the model's precision (wan.LoadOptions.Precision; the
+	// zero value is gemm.F32, "fp32").
+	Precision gemm.Precision
 }
 
 // NewGenerator loads the model and embeds the prompts (each text's width
@@ -174,7 +178,7 @@ func NewGeneratorWith(mo ModelOptions, prompts []PromptText, so ScheduleOptions)
 	if err != nil {
 		return nil, err
 	}
-	m, err := wan.Load(mo.Checkpoint, cfg, wan.LoadOptions{Entry: mo.Entry, LoRA: mo.LoRA, LoRAAlpha: mo.LoRAAlpha})
+	m, err := wan.Load(mo.Checkpoint, cfg, wan.LoadOptions{Entry: mo.Entry, LoRA: mo.LoRA, LoRAAlpha: mo.LoRAAlpha, Precision: mo.Precision})
 	if err != nil {
 		return nil, &InputError{Prompt: -1, Name: mo.Checkpoint, Err: err}
 	}

@@ -48,7 +48,7 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 		prompts[i] = rollout.PromptText{FromBlock: ts.FromBlock, Text: rollout.TextFile{Path: ts.Path, Tensor: ts.Tensor}}
 	}
 	F := g.BlockFrames()
-	gen, err := rollout.NewGeneratorWith(rollout.ModelOptions{Checkpoint: g.Checkpoint, Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Model: g.Model}, prompts, g.Schedule.Options())
+	gen, err := rollout.NewGeneratorWith(rollout.ModelOptions{Checkpoint: g.Checkpoint, Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Model: g.Model, Precision: g.Precision}, prompts, g.Schedule.Options())
 	if err != nil {
 		return nil, &UserError{err}
 	}

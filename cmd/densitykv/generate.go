@@ -22,7 +22,7 @@ func newGenerateCmd() *cobra.Command {
 	var g config.GenerateSection
 	var rf runFlags
 	var texts []string
-	var textTensor, policy, backbone, update, sourceIDs, recache string
+	var textTensor, policy, backbone, update, sourceIDs, recache, precision string
 	var seconds float64
 	var seed uint64
 	var snapEvery int
@@ -100,7 +100,7 @@ uninterrupted run.`,
 				}
 			} else {
 				var err error
-				if gc, err = resolveGenerate(f, cf, g, generateFlags{texts: texts, textTensor: textTensor, policy: policy,
+				if gc, err = resolveGenerate(f, cf, g, generateFlags{texts: texts, textTensor: textTensor, policy: policy, precision: precision,
 					seconds: seconds, seed: seed, out: out, name: name, snapEvery: snapEvery, backbone: backbone, update: update,
 					sourceIDs: sourceIDs, recache: recache}); err != nil {
 					return err
@@ -117,6 +117,7 @@ uninterrupted run.`,
 	f.StringVar(&g.LoRA, "lora", dg.LoRA, "LongLive LoRA checkpoint (generator_lora entry), merged into the weights (generate.lora)")
 	f.Float64Var(&g.LoRAAlpha, "lora-alpha", dg.LoRAAlpha, "LoRA alpha (0 = the rank) (generate.lora_alpha)")
 	f.StringVar(&g.Arch, "arch", dg.Arch, "model architecture: 1.3b (Wan2.1-T2V-1.3B) or tiny (the golden test model) (generate.arch)")
+	f.StringVar(&precision, "precision", "", "model precision: fp32 or bf16 (default: bf16 for --arch 1.3b, fp32 for tiny) (generate.precision)")
 	f.StringSliceVar(&texts, "text", nil, "text-encoder output tensor file; PATH@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable) (generate.texts)")
 	f.StringVar(&textTensor, "text-tensor", "", "tensor name inside the text files (default: context, or the only tensor)")
 	f.IntVar(&g.LatentHeight, "latent-height", dg.LatentHeight, "latent height (60 for 480×832 video) (generate.latent_height)")
@@ -156,6 +157,7 @@ uninterrupted run.`,
 type generateFlags struct {
 	texts              []string
 	textTensor, policy string
+	precision          string
 	seconds            float64
 	seed               uint64
 	out, name          string
@@ -217,6 +219,12 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 	setIf(f, "lora", &G.LoRA, g.LoRA)
 	setIf(f, "lora-alpha", &G.LoRAAlpha, g.LoRAAlpha)
 	setIf(f, "arch", &G.Arch, g.Arch)
+	if f.Changed("precision") {
+		if err := G.Precision.UnmarshalText([]byte(gf.precision)); err != nil {
+			return gc, usagef("--precision: %v", err)
+		}
+		cf.keys.Set["generate.precision"] = true // given: Resolve keeps it
+	}
 	setIf(f, "latent-height", &G.LatentHeight, g.LatentHeight)
 	setIf(f, "latent-width", &G.LatentWidth, g.LatentWidth)
 	setIf(f, "frames-per-block", &G.FramesPerBlock, g.FramesPerBlock)
