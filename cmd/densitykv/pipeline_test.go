@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -466,5 +467,34 @@ func TestBenchMediaTiny(t *testing.T) {
 	}
 	if code, _, errs := run(t, context.Background(), "bench", "text", "--tiny", "--precision", "fp16"); code != 2 || !strings.Contains(errs, "--precision") {
 		t.Errorf("bench text --precision fp16: exit %d: %s", code, errs)
+	}
+}
+
+// TestCapGenerateHeap: a real-size generate caps the heap's soft limit at
+// 18 GiB (the 20 GB design budget); tiny runs and a GOMEMLIMIT leave it.
+func TestCapGenerateHeap(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(old)
+	t.Setenv("GOMEMLIMIT", "")
+	os.Unsetenv("GOMEMLIMIT")
+	debug.SetMemoryLimit(64 << 30)
+	capGenerateHeap("tiny")
+	if got := debug.SetMemoryLimit(-1); got != 64<<30 {
+		t.Fatalf("tiny: limit %d", got)
+	}
+	capGenerateHeap("1.3b")
+	if got := debug.SetMemoryLimit(-1); got != generateHeapLimit || generateHeapLimit >= 20e9 {
+		t.Fatalf("1.3b: limit %d, want %d (< 20 GB)", got, generateHeapLimit)
+	}
+	debug.SetMemoryLimit(8 << 30)
+	capGenerateHeap("1.3b")
+	if got := debug.SetMemoryLimit(-1); got != 8<<30 {
+		t.Fatalf("a lower limit raised to %d", got)
+	}
+	debug.SetMemoryLimit(64 << 30)
+	t.Setenv("GOMEMLIMIT", "60GiB")
+	capGenerateHeap("1.3b")
+	if got := debug.SetMemoryLimit(-1); got != 64<<30 {
+		t.Fatalf("GOMEMLIMIT set: limit changed to %d", got)
 	}
 }
