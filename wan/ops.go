@@ -134,18 +134,6 @@ func rmsNorm(x []float32, rows, d int, eps float64, w []float32) {
 	})
 }
 
-// geluTanh applies GELU with the tanh approximation in place.
-func geluTanh(x []float32) {
-	const c = 0.7978845608028654 // √(2/π)
-	parallel(len(x), 4096, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			// 0.5·v·(1 + tanh(z)) = v / (1 + exp(−2z)).
-			v := float64(x[i])
-			x[i] = float32(v / (1 + expGo(-2*c*(v+float64(0.044715*v*v*v)))))
-		}
-	})
-}
-
 // silu returns x·sigmoid(x) into y.
 func silu(y, x []float32) {
 	for i, v := range x {
