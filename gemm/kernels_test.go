@@ -45,7 +45,7 @@ func (c mulCase) String() string {
 }
 
 // mulCases straddle the register block (MR, NR), AMX row groups (32), the
-// 32-depth blocks, the depth chunks (KC), TileN, with offsets, depth ranges
+// 32-depth blocks, the depth chunks (KC, amxChunk), TileN, with offsets, depth ranges
 // that stop inside a block or run to the operand's end (zero padding), and
 // empty depth.
 var mulCases = []mulCase{
@@ -58,6 +58,7 @@ var mulCases = []mulCase{
 	{33, 545, 129, 32, 0, 0, 0, 65, 129, 545, 129}, // crosses TileN, partial AMX group, padded tail
 	{32, 64, 95, 0, 0, 0, 0, 32, 95, 64, 95},       // whole AMX tiles, padded tail
 	{8, 40, 0, 0, 0, 0, 0, 8, 10, 40, 10},          // k = 0
+	{40, 64, 600, 0, 0, 0, 0, 40, 600, 64, 600},    // two AMX depth chunks and a part, partial group
 }
 
 // testValues fills n values: plain random ones, or the self-test's mix of
