@@ -1,13 +1,11 @@
 package wan
 
 import (
-	"bytes"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"github.com/densitykv/densitykv/internal/asmtext"
 )
 
 // geluInputs are values that exercise every branch of geluDef: zeros,
@@ -109,25 +107,5 @@ func TestGELUAccuracy(t *testing.T) {
 // TestGELUGeneratedAssemblyUpToDate regenerates gelu_amd64.s with
 // gen_gelu.go and requires the checked-in file to match it.
 func TestGELUGeneratedAssemblyUpToDate(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to run gen_gelu.go: %v", err)
-	}
-	out := filepath.Join(t.TempDir(), "gelu.s")
-	cmd := exec.Command(goTool, "run", "gen_gelu.go", "-o", out)
-	cmd.Env = append(os.Environ(), "GOEXPERIMENT=", "GOFLAGS=")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go run gen_gelu.go: %v\n%s", err, b)
-	}
-	got, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := os.ReadFile("gelu_amd64.s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("gelu_amd64.s is stale: run go generate ./wan")
-	}
+	asmtext.CheckGenerated(t, "gen_gelu.go", "gelu_amd64.s")
 }
