@@ -107,6 +107,12 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if ef.queries <= 0 || ef.topK <= 0 || ef.coverageSample < 0 {
 		return usagef("--queries %d and --top-k %d must be positive, --coverage-sample %d not negative", ef.queries, ef.topK, ef.coverageSample)
 	}
+	if ef.queries > maxEvalCount || ef.topK > maxEvalCount || ef.coverageSample > maxEvalCount {
+		return usagef("--queries %d, --top-k %d and --coverage-sample %d must each be at most %d", ef.queries, ef.topK, ef.coverageSample, maxEvalCount)
+	}
+	if len(ef.horizons) > maxEvalHorizons || len(ef.evalLayers) > config.MaxDim {
+		return usagef("--horizons lists %d values and --eval-layers %d, want at most %d horizons", len(ef.horizons), len(ef.evalLayers), maxEvalHorizons)
+	}
 	base := config.EvalConfig()
 	if kind, _ := cf.fs.GetString("stream"); cf.fs.Changed("stream") && kind == "file" {
 		path, _ := cf.fs.GetString("stream-file")
@@ -153,11 +159,12 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	}
 	var horizons []int
 	for _, s := range ef.horizons {
-		b := int(math.Ceil(s*cfg.Stream.FPS/float64(cfg.Memory.Layout.FramesPerBlock) - 1e-9))
-		if b < 1 || b > blocks {
-			return usagef("--horizons %g s is block %d, outside 1…%d", s, b, blocks)
+		fb := math.Ceil(s*cfg.Stream.FPS/float64(cfg.Memory.Layout.FramesPerBlock) - 1e-9)
+		if !(fb >= 1 && fb <= float64(blocks)) {
+			span := float64(blocks*cfg.Memory.Layout.FramesPerBlock) / cfg.Stream.FPS
+			return usagef("--horizons %g s is not within the stream: want a number of seconds in (0, %g] (blocks 1…%d)", s, span, blocks)
 		}
-		horizons = append(horizons, b)
+		horizons = append(horizons, int(fb))
 	}
 	// Everything is checked: now the folder.
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -220,6 +227,13 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	}
 	return nil
 }
+
+// Bounds of eval's own size-like flags (the configuration's are
+// config's).
+const (
+	maxEvalCount    = 1 << 20
+	maxEvalHorizons = 1024
+)
 
 // evalIgnoredFlags are run flags shared with simulate that eval does not
 // use: hidden from its help and rejected when given.

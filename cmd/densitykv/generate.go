@@ -306,10 +306,11 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 		if !f.Changed("seconds") && file("stream.seconds") {
 			s = gc.Stream.Seconds
 		}
-		if !(s > 0) || math.IsInf(s, 0) {
-			return gc, usagef("--seconds (stream.seconds) is %v, want > 0", s)
+		b, err := config.GenerateBlocks(s, F)
+		if err != nil {
+			return gc, usageError{err}
 		}
-		G.Blocks = int(math.Ceil(s*4/float64(F) - 1e-9))
+		G.Blocks = b
 	}
 	if err := gc.Resolve(cf.keys, cf.file); err != nil {
 		return gc, usageError{err}
