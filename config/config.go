@@ -235,7 +235,7 @@ func ExplicitZeros(c *Config, changed Changed, keys Keys, file string) error {
 // DefaultConfig is the paper-scale setting (Wan2.1-1.3B layout, 60 s).
 func DefaultConfig() Config {
 	return Config{
-		Run:      RunConfig{Out: "runs", Seed: 0, SnapshotEvery: 10, Plots: true},
+		Run:      RunConfig{Out: "runs", Name: "simulate", Seed: 0, SnapshotEvery: 10, Plots: true},
 		Stream:   StreamConfig{Kind: "synthetic", Seconds: 60, FPS: 4, Synth: SynthParamsOf(synth.PaperConfig(1))},
 		Policies: []string{memory.NameDensityKV},
 		Memory:   LayoutFreeDefaults(memory.DefaultLayout()),

@@ -101,6 +101,9 @@ func checkLimits(c Config, frames int64) error {
 	if len(errs) > 0 {
 		return errs.err()
 	}
+	if l.Height <= 0 || l.Width <= 0 || l.FramesPerBlock <= 0 || l.Layers <= 0 || l.Heads <= 0 || l.HeadDim <= 0 {
+		return nil // memory's validation names the value
+	}
 	layout := "memory.layout (--height, --width, --frames-per-block, --layers, --heads, --head-dim)"
 	P := int64(l.Height) * int64(l.Width) // both ≤ 2^24: no overflow
 	if frames > 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/eval"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/runfolder"
 )
 
@@ -167,8 +168,11 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 		horizons = append(horizons, int(fb))
 	}
 	// Everything is checked: now the folder.
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("eval folder: %w", err)
+	if err := runfolder.CheckSimulateOutputs(cfg, atomicfile.Input{Role: "--config", Path: cf.file}); err != nil {
+		return err
+	}
+	if err := runfolder.Claim(dir, "eval", ef.force, false); err != nil {
+		return err
 	}
 	y, err := config.Marshal(cfg)
 	if err != nil {
