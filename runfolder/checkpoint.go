@@ -61,6 +61,12 @@ type GenerateState struct {
 	Shards []string `json:"shards_sha256"`
 	// TraceMass is the attention tracer's accumulated (unnormalised) mass.
 	TraceMass []float64 `json:"trace_mass,omitempty"`
+	// TraceLayers names the per-layer attention trace saved in state/ with
+	// this checkpoint, and gives its SHA-256 ("" without per-layer
+	// tracing; a checkpoint of an older version read the run folder's
+	// attention_trace_layers.safetensors).
+	TraceLayers       string `json:"trace_layers,omitempty"`
+	TraceLayersSHA256 string `json:"trace_layers_sha256,omitempty"`
 	// RecordBytes is the size of the --record-stream file after block
 	// NextBlock−1 (−1 without a recording).
 	RecordBytes int64 `json:"record_bytes"`

@@ -107,7 +107,11 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 			}
 			copy(tr.Mass, gs.TraceMass)
 			if len(layers) > 0 {
-				lt, err := ReadTraceLayers(filepath.Join(dir, FileTraceLayers))
+				path, sum := filepath.Join(dir, FileTraceLayers), ""
+				if gs.TraceLayers != "" {
+					path, sum = filepath.Join(stateDir, gs.TraceLayers), gs.TraceLayersSHA256
+				}
+				lt, err := readTraceLayersSum(path, sum)
 				if err == nil {
 					err = tr.SetLayers(lt)
 				}
@@ -242,7 +246,18 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 		if tr != nil {
 			gs.TraceMass = tr.Mass
 		}
-		return writeTraceLayers()
+		// The per-layer trace is state: saved beside the snapshot under the
+		// checkpoint's block (the run folder's copy is written at the end
+		// and when stopped), so that a crash between two checkpoints
+		// cannot pair one checkpoint with another's trace.
+		gs.TraceLayers, gs.TraceLayersSHA256 = "", ""
+		if withSnap && tr != nil && len(tr.LayerIndex) > 0 {
+			gs.TraceLayers = traceLayersName(st.NextBlock)
+			if gs.TraceLayersSHA256, err = writeTraceLayersSum(filepath.Join(stateDir, gs.TraceLayers), tr.Layers(), g.TraceStep); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	commit := func(withSnap bool) error {
 		if err := writeGenCheckpoint(cpPath, gs); err != nil {
@@ -253,8 +268,9 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 			snapAt = st.NextBlock
 		}
 		old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
-		for _, f := range old {
-			if filepath.Base(f) != gs.Snapshot {
+		traces, _ := filepath.Glob(filepath.Join(stateDir, "trace-layers-b*.safetensors"))
+		for _, f := range append(old, traces...) {
+			if b := filepath.Base(f); b != gs.Snapshot && b != gs.TraceLayers {
 				os.Remove(f)
 			}
 		}

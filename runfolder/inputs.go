@@ -33,20 +33,21 @@ func CheckGenerateOutputs(gc config.GenerateConfig, extra ...atomicfile.Input) e
 	ins := append(GenerateInputs(g), extra...)
 	outs := Outputs(dir)
 	if g.RecordStream != "" {
-		if err := atomicfile.CheckWritable("--record-stream", g.RecordStream); err != nil {
-			return &UserError{err}
+		// Not one of the run folder's own files, not an input, and its
+		// folder exists.
+		for _, o := range outs {
+			if atomicfile.Aliases(o, g.RecordStream) {
+				return userf("--record-stream %s is %s %s: the run writes it; record the stream elsewhere", g.RecordStream, o.Role, o.Path)
+			}
 		}
 		outs = append(outs, atomicfile.Output{Role: "--record-stream", Path: g.RecordStream})
 	}
 	if err := atomicfile.CheckOutputs(outs, ins); err != nil {
 		return &UserError{err}
 	}
-	// The record stream must not be one of the run folder's own files.
 	if g.RecordStream != "" {
-		for _, o := range Outputs(dir) {
-			if atomicfile.Aliases(o, g.RecordStream) {
-				return userf("--record-stream %s is %s %s: the run writes it; record the stream elsewhere", g.RecordStream, o.Role, o.Path)
-			}
+		if err := atomicfile.CheckWritable("--record-stream", g.RecordStream); err != nil {
+			return &UserError{err}
 		}
 	}
 	return nil
@@ -74,7 +75,10 @@ func checkTextProjections(gen *rollout.Generator, texts []config.TextSpec) error
 		t := p.Text
 		name := p.Name
 		if i < len(texts) {
-			name = fmt.Sprintf("--text %s (tensor %q)", texts[i].Path, texts[i].Tensor)
+			name = "--text " + texts[i].Path
+			if texts[i].Tensor != "" {
+				name += fmt.Sprintf(" (tensor %q)", texts[i].Tensor)
+			}
 		}
 		check := func(what string, v []float32) error {
 			if j := finite.First(v); j >= 0 {

@@ -140,7 +140,13 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	}
 	dir := filepath.Join(cfg.Run.Out, cfg.Run.Name)
 	if _, err := os.Stat(filepath.Join(dir, "tables.md")); err == nil && !ef.force {
-		return usagef("eval folder %s already exists; overwrite it with --force or pick another --name", dir)
+		// A complete eval (its summary.json, written last) or one from
+		// before run folders recorded their command; an eval stopped or
+		// killed before its summary is run again in place.
+		owner, _ := runfolder.ReadOwner(dir)
+		if _, err := os.Stat(filepath.Join(dir, runfolder.FileSummary)); err == nil || owner == "" {
+			return usagef("eval folder %s already exists; overwrite it with --force or pick another --name", dir)
+		}
 	}
 	src, err := config.OpenStream(cfg)
 	if err != nil {
@@ -171,9 +177,10 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if err := runfolder.CheckSimulateOutputs(cfg, atomicfile.Input{Role: "--config", Path: cf.file}); err != nil {
 		return err
 	}
-	if err := runfolder.Claim(dir, "eval", ef.force, false); err != nil {
+	if err := runfolder.Claim(dir, "eval", ef.force, true); err != nil {
 		return err
 	}
+	os.Remove(filepath.Join(dir, runfolder.FileSummary))
 	y, err := config.Marshal(cfg)
 	if err != nil {
 		return err
@@ -214,6 +221,10 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 		files = append(files, pf...)
 	}
 	files = append([]string{filepath.Join(dir, runfolder.FileConfig)}, files...)
+	// The commit point: every table and figure is durable.
+	if err := runfolder.WriteJSON(filepath.Join(dir, runfolder.FileSummary), evalSummary{Command: "eval", Complete: true, Blocks: res.Blocks, Files: files}); err != nil {
+		return err
+	}
 	if ef.json {
 		return printJSON(stdout, struct {
 			Dir      string   `json:"dir"`
@@ -230,6 +241,15 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 		fmt.Fprintf(stdout, "Attention-level measurements, not video quality. Files in %s (tables.md, CSVs, plots).\n", dir)
 	}
 	return nil
+}
+
+// evalSummary is an eval folder's summary.json, written after every other
+// file: the eval is complete.
+type evalSummary struct {
+	Command  string   `json:"command"`
+	Complete bool     `json:"complete"`
+	Blocks   int      `json:"blocks"`
+	Files    []string `json:"files"`
 }
 
 // Bounds of eval's own size-like flags (the configuration's are

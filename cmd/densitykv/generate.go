@@ -100,7 +100,7 @@ uninterrupted run.`,
 				}
 				gc = config.GenerateDefaults()
 				if err := runfolder.LoadConfig(filepath.Join(out, name), &gc); err != nil {
-					return usagef("--resume: %w", err)
+					return resumeLoadError(filepath.Join(out, name), err)
 				}
 				// The folder named by --out/--name, wherever the run
 				// started (a folder moved or copied since).

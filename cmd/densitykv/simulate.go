@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -116,7 +117,7 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 		}
 		var c config.Config
 		if err := runfolder.LoadConfig(dir, &c); err != nil {
-			return usagef("--resume: %w", err)
+			return resumeLoadError(dir, err)
 		}
 		var err error
 		if cfg, err = c.Resolve(); err != nil {
@@ -200,6 +201,16 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 			errInterrupted, res.Summary.CompletedBlocks, cfg.Blocks(), command, cfg.Run.Out, cfg.Run.Name)
 	}
 	return nil
+}
+
+// resumeLoadError is the usage error of --resume on a folder whose
+// configuration cannot be read: a missing one (the run stopped or was
+// killed before it wrote it) says to start again.
+func resumeLoadError(dir string, err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return usagef("--resume: %s has no %s: the run stopped before it wrote one; start it again without --resume", dir, runfolder.FileConfig)
+	}
+	return usagef("--resume: %w", err)
 }
 
 // checkRunName refuses a --name that is not a plain folder name (an empty
