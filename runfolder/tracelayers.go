@@ -11,8 +11,8 @@ import (
 	"strconv"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/eval"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 )
 
 // The per-layer attention trace file (attention_trace_layers.safetensors):

@@ -229,7 +229,9 @@ func TestSIGKILLEval(t *testing.T) {
 		return tinyEval(dir, name, "--groups", "baselines", "--seconds", "40", "--plots=false")
 	}
 	// Timings (series.csv, the tables' update column) are wall clock.
-	skip := func(rel string) bool { return rel != "cells.csv" && rel != "frame_coverage.csv" && rel != runfolder.FileConfig }
+	skip := func(rel string) bool {
+		return rel != "cells.csv" && rel != "frame_coverage.csv" && rel != runfolder.FileConfig
+	}
 	span := timed(t, args("ref")...) + 150*time.Millisecond
 	want := folderFiles(t, filepath.Join(dir, "ref"), skip)
 	outcomes := map[string]int{}
