@@ -83,6 +83,7 @@ func resultFiles(t *testing.T, dir string) map[string][]byte {
 		}
 		b = timingFields.ReplaceAll(b, []byte(`"$1":0`))
 		b = bytes.ReplaceAll(b, []byte(dir), []byte("RUN"))
+		b = bytes.ReplaceAll(b, []byte(filepath.Dir(dir)), []byte("OUT"))
 		if rel == FileConfig {
 			b = bytes.ReplaceAll(b, []byte("name: "+filepath.Base(dir)+"\n"), []byte("name: RUN\n"))
 		}

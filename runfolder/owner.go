@@ -120,3 +120,43 @@ func CheckOwner(dir, command string) error {
 	}
 	return nil
 }
+
+// State describes how far a run folder got, for trace and for messages.
+type State struct {
+	// Command made the folder ("" when unknown).
+	Command string
+	// Complete: the final checkpoint records every block, written after
+	// every result file.
+	Complete bool
+	// NextBlock is the checkpoint's next block (0 without one).
+	NextBlock int
+	// TornLog: the memory log ends in a torn line (a write that failed).
+	TornLog bool
+}
+
+// Inspect reads a run folder's state: who made it, its checkpoint, and
+// whether its memory log ends in a torn line.
+func Inspect(dir string) State {
+	var s State
+	s.Command, _ = ReadOwner(dir)
+	var sc sealedCheckpoint
+	if b, err := os.ReadFile(filepath.Join(dir, DirState, FileCheckpoint)); err == nil && json.Unmarshal(b, &sc) == nil {
+		var st struct {
+			NextBlock int `json:"next_block"`
+		}
+		json.Unmarshal(sc.State, &st)
+		s.NextBlock = st.NextBlock
+		var sum Summary
+		// Complete: summary.json says so and the checkpoint (written after
+		// it) agrees.
+		if ReadJSON(filepath.Join(dir, FileSummary), &sum) == nil && sum.Complete && sum.CompletedBlocks == st.NextBlock && st.NextBlock == sum.Blocks {
+			s.Complete = true
+		}
+		if s.Command == "" && sc.Format == GenerateCheckpoint {
+			s.Command = "generate"
+		}
+	}
+	_, err := ReadLog(filepath.Join(dir, FileLog))
+	s.TornLog = errors.Is(err, ErrTornLine)
+	return s
+}

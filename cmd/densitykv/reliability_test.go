@@ -193,3 +193,28 @@ func TestGenerateResumeHonoursName(t *testing.T) {
 		t.Fatalf("moved folder after resume: %+v %v", sum, err)
 	}
 }
+
+// trace on a run that stopped (or whose log ends in a torn line) renders
+// what it has and says the run is not complete, with the command that
+// continues it; on a complete run it says nothing of the kind.
+func TestTraceSaysIncomplete(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errs := run(t, context.Background(), tiny(dir, "a", "--plots=false")...); code != 0 {
+		t.Fatal(errs)
+	}
+	rd := filepath.Join(dir, "a")
+	code, _, errs := run(t, context.Background(), "trace", rd)
+	if code != 0 || strings.Contains(errs, "not complete") {
+		t.Fatalf("complete run: exit %d, %q", code, errs)
+	}
+	// A failed last write: the log's last line torn, the run not complete.
+	log := filepath.Join(rd, runfolder.FileLog)
+	b, _ := os.ReadFile(log)
+	os.WriteFile(log, b[:len(b)-30], 0o644)
+	os.Remove(filepath.Join(rd, runfolder.FileSummary))
+	code, _, errs = run(t, context.Background(), "trace", rd)
+	if code != 0 || !strings.Contains(errs, "is not complete") || !strings.Contains(errs, "torn line") ||
+		!strings.Contains(errs, "densitykv simulate --out "+dir+" --name a --resume") {
+		t.Fatalf("torn run: exit %d, %q", code, errs)
+	}
+}
