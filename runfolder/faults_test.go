@@ -138,8 +138,8 @@ func TestSimulateFailsAtEveryWrite(t *testing.T) {
 	root := t.TempDir()
 	ref := faultConfig(t, root, "ref", false)
 	refDir := newRun(t, ref)
-	defer atomicfile.Use(noSync{})()
-	counter := &atomicfile.Faulty{FS: noSync{}}
+	defer atomicfile.Use(atomicfile.NoSync)()
+	counter := &atomicfile.Faulty{FS: atomicfile.NoSync}
 	restore := atomicfile.Use(counter)
 	_, err := Simulate(context.Background(), "simulate", ref, refDir, false, Hooks{})
 	restore()
@@ -163,7 +163,7 @@ func TestSimulateFailsAtEveryWrite(t *testing.T) {
 			cfg := ref
 			cfg.Run.Name = name
 			dir := newRun(t, cfg)
-			fy := &atomicfile.Faulty{FS: noSync{}, FailAt: k, Err: fault.err, Sticky: fault.sticky}
+			fy := &atomicfile.Faulty{FS: atomicfile.NoSync, FailAt: k, Err: fault.err, Sticky: fault.sticky}
 			restore := atomicfile.Use(fy)
 			_, err := Simulate(context.Background(), "simulate", cfg, dir, false, Hooks{})
 			restore()
@@ -270,31 +270,3 @@ func TestTornLogLine(t *testing.T) {
 		t.Fatalf("damaged first line: %v", err)
 	}
 }
-
-// noSync is the OS file system without fsync (the fault tests check what a
-// failed write leaves, not the disk's durability; fsync on a loaded disk
-// would make them slow).
-type noSync struct{}
-
-func (noSync) CreateTemp(dir, pattern string) (atomicfile.File, error) {
-	f, err := atomicfile.OS.CreateTemp(dir, pattern)
-	if err != nil {
-		return nil, err
-	}
-	return noSyncFile{f}, nil
-}
-
-func (noSync) OpenFile(name string, flag int, perm fs.FileMode) (atomicfile.File, error) {
-	f, err := atomicfile.OS.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return noSyncFile{f}, nil
-}
-func (noSync) Rename(a, b string) error { return atomicfile.OS.Rename(a, b) }
-func (noSync) Remove(name string) error { return atomicfile.OS.Remove(name) }
-func (noSync) SyncDir(dir string) error { return nil }
-
-type noSyncFile struct{ atomicfile.File }
-
-func (noSyncFile) Sync() error { return nil }

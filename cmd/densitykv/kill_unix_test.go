@@ -194,7 +194,7 @@ func TestSIGKILLGenerate(t *testing.T) {
 	}
 	span := timed(t, args("ref")...) + 300*time.Millisecond
 	outcomes := map[string]int{}
-	for i, d := range killPoints(t, 4, span) {
+	for i, d := range killPoints(t, 3, span) {
 		name := "k" + itoa(i)
 		label := name + " killed at " + d.String()
 		if !killAfter(t, d, args(name)...) {
