@@ -101,6 +101,9 @@ func Status(dir string) (checkpointed, logged bool) {
 func Prepare(dir string, force bool) error { return prepare(dir, force) }
 
 func prepare(dir string, force bool) error {
+	if err := atomicfile.CleanTemps(dir); err != nil {
+		return fmt.Errorf("run folder: %w", err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, FileConfig)); err == nil {
 		checkpointed, logged := Status(dir)
 		switch {

@@ -12,6 +12,7 @@ import (
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/eval"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/synth"
@@ -42,6 +43,9 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	if resume {
 		if err := CheckOwner(dir, "generate"); err != nil {
 			return nil, err
+		}
+		if err := atomicfile.CleanTemps(dir); err != nil {
+			return nil, fmt.Errorf("--resume: %w", err)
 		}
 		saved, err := resumeState(dir, cpPath, gc)
 		if err != nil {

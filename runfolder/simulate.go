@@ -11,6 +11,7 @@ import (
 
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/sim"
 )
@@ -148,6 +149,10 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 	stateDir := filepath.Join(dir, DirState)
 	replayTo := 0
 	if resume {
+		// Temporary files of writes a crash interrupted.
+		if err := atomicfile.CleanTemps(dir); err != nil {
+			return nil, false, 0, fmt.Errorf("--resume: %w", err)
+		}
 		var saved RunState
 		if err := readSealed(filepath.Join(stateDir, FileCheckpoint), SimulateCheckpoint, simCheckpointVersion, &saved); err != nil {
 			if errors.Is(err, os.ErrNotExist) {

@@ -162,7 +162,7 @@ func resumeOrRefuse(t *testing.T, label, dir string, want map[string][]byte, ski
 func TestSIGKILLSimulate(t *testing.T) {
 	dir := t.TempDir()
 	args := func(name string) []string {
-		return tiny(dir, name, "--seconds", "45", "--snapshot-every", "3", "--plots=false")
+		return tiny(dir, name, "--seconds", "30", "--snapshot-every", "3")
 	}
 	span := timed(t, args("ref")...) + 150*time.Millisecond // the child's start too
 	want := folderFiles(t, filepath.Join(dir, "ref"), nil)

@@ -25,6 +25,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -166,4 +167,41 @@ func SyncDir(dir string) error { return Current().SyncDir(dir) }
 func isInvalid(err error) bool {
 	var pe *fs.PathError
 	return errors.As(err, &pe) && (errors.Is(pe.Err, syscall.EINVAL))
+}
+
+// IsTemp reports whether name (a base name) is one of Write's temporary
+// files: "." + the destination's name + ".tmp" + digits.
+func IsTemp(name string) bool {
+	if !strings.HasPrefix(name, ".") {
+		return false
+	}
+	i := strings.LastIndex(name, ".tmp")
+	if i <= 0 {
+		return false
+	}
+	for _, c := range name[i+4:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// CleanTemps removes, in dir and the folders below it, the temporary
+// files that writes interrupted by a crash left (IsTemp): their
+// destinations were never touched. Call it before a run continues in or
+// takes over a folder.
+func CleanTemps(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !d.IsDir() && IsTemp(d.Name()) {
+			return Current().Remove(p)
+		}
+		return nil
+	})
 }
