@@ -59,9 +59,9 @@ func Outputs(dir string) []atomicfile.Output {
 // Claim prepares dir for a new run of command, before anything is written
 // there:
 //   - a missing folder is made and marked as command's;
-//   - a folder of another command (its marker), a run folder without a
-//     marker (an older run) or a non-empty folder that is no run folder is
-//     refused unless force;
+//   - a folder of another command (its marker, or for a folder written
+//     before markers its summary.json), a run folder of unknown command or
+//     a non-empty folder that is no run folder is refused unless force;
 //   - a folder of the same command is refused unless force or
 //     overwriteOwn (the demo reuses its own folder), or unless it holds
 //     nothing to continue (no checkpoint, no logged block: a run that
@@ -76,6 +76,9 @@ func Claim(dir, command string, force, overwriteOwn bool) error {
 			return userf("run folder %s: %v; overwrite it with --force or pick another --name", dir, err)
 		}
 		owner = ""
+	}
+	if owner == "" {
+		owner = legacyOwner(dir)
 	}
 	st, serr := os.Stat(dir)
 	switch {
@@ -108,12 +111,31 @@ func Claim(dir, command string, force, overwriteOwn bool) error {
 	return WriteFile(filepath.Join(dir, FileOwner), append(b, '\n'))
 }
 
+// legacyOwner is the command of a run folder written before markers
+// existed, from its summary.json ("" when unknown).
+func legacyOwner(dir string) string {
+	var sum struct {
+		Command string `json:"command"`
+	}
+	if ReadJSON(filepath.Join(dir, FileSummary), &sum) != nil {
+		return ""
+	}
+	switch sum.Command {
+	case "demo", "simulate", "generate":
+		return sum.Command
+	}
+	return ""
+}
+
 // CheckOwner refuses to continue (--resume) a run folder made by another
 // command, naming the command to use.
 func CheckOwner(dir, command string) error {
 	owner, err := ReadOwner(dir)
 	if err != nil {
 		return userf("--resume: %v", err)
+	}
+	if owner == "" {
+		owner = legacyOwner(dir)
 	}
 	if owner != "" && owner != command {
 		return userf("--resume: run folder %s belongs to a %s run; continue it with densitykv %s --resume", dir, owner, owner)
