@@ -12,6 +12,7 @@ import (
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/eval"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/synth"
@@ -36,7 +37,16 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	stateDir := filepath.Join(dir, DirState)
 	cpPath := filepath.Join(stateDir, FileCheckpoint)
 	gs := &GenerateState{}
+	if err := CheckGenerateOutputs(gc); err != nil {
+		return nil, err
+	}
 	if resume {
+		if err := CheckOwner(dir, "generate"); err != nil {
+			return nil, err
+		}
+		if err := atomicfile.CleanTemps(dir); err != nil {
+			return nil, fmt.Errorf("--resume: %w", err)
+		}
 		saved, err := resumeState(dir, cpPath, gc)
 		if err != nil {
 			return nil, err
@@ -51,6 +61,9 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	gen, err := rollout.NewGeneratorWith(rollout.ModelOptions{Checkpoint: g.Checkpoint, Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Model: g.Model, Precision: g.Precision}, prompts, g.Schedule.Options())
 	if err != nil {
 		return nil, &UserError{err}
+	}
+	if err := checkTextProjections(gen, g.Texts); err != nil {
+		return nil, err
 	}
 	if _, err := g.Model.Memory(gc.Memory, g.LatentHeight, g.LatentWidth, F); err != nil {
 		return nil, userf("%s: %w", FileConfig, err)
@@ -98,7 +111,11 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 			}
 			copy(tr.Mass, gs.TraceMass)
 			if len(layers) > 0 {
-				lt, err := ReadTraceLayers(filepath.Join(dir, FileTraceLayers))
+				path, sum := filepath.Join(dir, FileTraceLayers), ""
+				if gs.TraceLayers != "" {
+					path, sum = filepath.Join(stateDir, gs.TraceLayers), gs.TraceLayersSHA256
+				}
+				lt, err := readTraceLayersSum(path, sum)
 				if err == nil {
 					err = tr.SetLayers(lt)
 				}
@@ -198,7 +215,10 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	// checkpoint commits the run's state after block st.NextBlock−1; with
 	// withSnap it saves the policy snapshot to continue from (not needed once
 	// the run is complete).
-	checkpoint := func(withSnap bool) error {
+	// stage makes the files written as they go durable and records their
+	// state in gs (the snapshot too, with withSnap); commit then writes
+	// the checkpoint, the commit point.
+	stage := func(withSnap bool) error {
 		n, err := logw.Sync()
 		if err != nil {
 			return fmt.Errorf("memory log: %w", err)
@@ -230,9 +250,20 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 		if tr != nil {
 			gs.TraceMass = tr.Mass
 		}
-		if err := writeTraceLayers(); err != nil {
-			return err
+		// The per-layer trace is state: saved beside the snapshot under the
+		// checkpoint's block (the run folder's copy is written at the end
+		// and when stopped), so that a crash between two checkpoints
+		// cannot pair one checkpoint with another's trace.
+		gs.TraceLayers, gs.TraceLayersSHA256 = "", ""
+		if withSnap && tr != nil && len(tr.LayerIndex) > 0 {
+			gs.TraceLayers = traceLayersName(st.NextBlock)
+			if gs.TraceLayersSHA256, err = writeTraceLayersSum(filepath.Join(stateDir, gs.TraceLayers), tr.Layers(), g.TraceStep); err != nil {
+				return err
+			}
 		}
+		return nil
+	}
+	commit := func(withSnap bool) error {
 		if err := writeGenCheckpoint(cpPath, gs); err != nil {
 			return err
 		}
@@ -241,10 +272,20 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 			snapAt = st.NextBlock
 		}
 		old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
-		for _, f := range old {
-			if filepath.Base(f) != gs.Snapshot {
+		traces, _ := filepath.Glob(filepath.Join(stateDir, "trace-layers-b*.safetensors"))
+		for _, f := range append(old, traces...) {
+			if b := filepath.Base(f); b != gs.Snapshot && b != gs.TraceLayers {
 				os.Remove(f)
 			}
+		}
+		return nil
+	}
+	checkpoint := func(withSnap bool) error {
+		if err := stage(withSnap); err != nil {
+			return err
+		}
+		if err := commit(withSnap); err != nil {
+			return err
 		}
 		return writeTrace()
 	}
@@ -299,13 +340,26 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	if err != nil && !interrupted {
 		return nil, err
 	}
-	if interrupted && snapAt == st.NextBlock {
+	switch {
+	case interrupted && snapAt == st.NextBlock:
 		// Stopped right after a checkpoint: it stands.
 		if err := writeTrace(); err != nil {
 			return nil, err
 		}
-	} else if err := checkpoint(interrupted); err != nil {
-		return nil, err
+	case interrupted:
+		if err := checkpoint(true); err != nil {
+			return nil, err
+		}
+	default:
+		// Complete: the final checkpoint is the last write (below), after
+		// every result file; a failure before it leaves the previous
+		// checkpoint to --resume from.
+		if err := stage(false); err != nil {
+			return nil, err
+		}
+		if err := writeTrace(); err != nil {
+			return nil, err
+		}
 	}
 	if err := writeTraceLayers(); err != nil {
 		return nil, err
@@ -349,6 +403,9 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	}
 	if interrupted {
 		return res, ErrInterrupted
+	}
+	if err := commit(false); err != nil {
+		return nil, err
 	}
 	return res, nil
 }
@@ -397,7 +454,7 @@ func resumeState(dir, cpPath string, gc config.GenerateConfig) (*GenerateState, 
 // configuration, and in gs its fingerprint, the inputs' and the empty
 // state.
 func newGenerateFolder(dir string, force bool, gc config.GenerateConfig, gs *GenerateState) error {
-	if err := Prepare(dir, force); err != nil {
+	if err := Claim(dir, "generate", force, false); err != nil {
 		return err
 	}
 	for _, d := range []string{rollout.ManifestFile, rollout.LatentDir, DirPreview, "preview.mp4", FileTrace, FileLineage, FileTraceLayers} {
