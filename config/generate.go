@@ -288,6 +288,9 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 	if G.Blocks <= 0 {
 		return fmt.Errorf("--blocks (generate.blocks) is %d, want > 0", G.Blocks)
 	}
+	if err := checkGenerateSizes(G); err != nil {
+		return err
+	}
 	if steps := so.MaxSteps(); G.TraceStep < -1 || G.TraceStep >= steps {
 		return fmt.Errorf("--trace-step (generate.trace_step) is %d, want -1 (off) or 0..%d", G.TraceStep, steps-1)
 	}
@@ -338,8 +341,14 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 			file, gc.Memory.Layout, m.Layout, G.LatentHeight, G.LatentWidth)
 	}
 	m.LongLiveRAG.LatentChannels = model.OutDim // the descriptor reads the model's latents
+	if err := checkLimits(Config{Run: gc.Run, Stream: gc.Stream, Memory: m}, int64(G.Blocks)*int64(G.FramesPerBlock)); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	rm, err := resolveMemory(m, gc.Policies)
 	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := checkLimits(Config{Run: gc.Run, Stream: gc.Stream, Memory: rm}, int64(G.Blocks)*int64(G.FramesPerBlock)); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	gc.Memory = rm

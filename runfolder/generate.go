@@ -12,6 +12,7 @@ import (
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/eval"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/pipeline"
@@ -56,7 +57,16 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	g := gc.Generate
 	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
 	gs := &GenerateState{}
+	if err := CheckGenerateOutputs(gc); err != nil {
+		return nil, err
+	}
 	if resume {
+		if err := CheckOwner(dir, "generate"); err != nil {
+			return nil, err
+		}
+		if err := atomicfile.CleanTemps(dir); err != nil {
+			return nil, fmt.Errorf("--resume: %w", err)
+		}
 		saved, err := resumeState(dir, filepath.Join(dir, DirState, FileCheckpoint), gc)
 		if err != nil {
 			return nil, err
@@ -229,6 +239,13 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 		return nil, &UserError{err}
 	}
 	gen.FirstSchedule, gen.Update = in.first, g.Schedule.Update
+	texts := g.Texts // checkTextProjections names a --text file by its place among the prompts
+	if len(g.Prompts) > 0 {
+		texts = nil // prompts mixed in: the generator's labels name them
+	}
+	if err := checkTextProjections(gen, texts); err != nil {
+		return nil, err
+	}
 	if _, err := g.Model.Memory(gc.Memory, g.LatentHeight, g.LatentWidth, F); err != nil {
 		return nil, userf("%s: %w", FileConfig, err)
 	}
@@ -297,7 +314,11 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 			}
 			copy(tr.Mass, gs.TraceMass)
 			if len(layers) > 0 {
-				lt, err := ReadTraceLayers(filepath.Join(dir, FileTraceLayers))
+				path, sum := filepath.Join(dir, FileTraceLayers), ""
+				if gs.TraceLayers != "" {
+					path, sum = filepath.Join(stateDir, gs.TraceLayers), gs.TraceLayersSHA256
+				}
+				lt, err := readTraceLayersSum(path, sum)
 				if err == nil {
 					err = tr.SetLayers(lt)
 				}
@@ -403,7 +424,10 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	// checkpoint commits the run's state after block st.NextBlock−1; with
 	// withSnap it saves the policy snapshot to continue from (not needed once
 	// the run is complete).
-	checkpoint := func(withSnap bool) error {
+	// stage makes the files written as they go durable and records their
+	// state in gs (the snapshot too, with withSnap); commit then writes
+	// the checkpoint, the commit point.
+	stage := func(withSnap bool) error {
 		n, err := logw.Sync()
 		if err != nil {
 			return fmt.Errorf("memory log: %w", err)
@@ -435,9 +459,20 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 		if tr != nil {
 			gs.TraceMass = tr.Mass
 		}
-		if err := writeTraceLayers(); err != nil {
-			return err
+		// The per-layer trace is state: saved beside the snapshot under the
+		// checkpoint's block (the run folder's copy is written at the end
+		// and when stopped), so that a crash between two checkpoints
+		// cannot pair one checkpoint with another's trace.
+		gs.TraceLayers, gs.TraceLayersSHA256 = "", ""
+		if withSnap && tr != nil && len(tr.LayerIndex) > 0 {
+			gs.TraceLayers = traceLayersName(st.NextBlock)
+			if gs.TraceLayersSHA256, err = writeTraceLayersSum(filepath.Join(stateDir, gs.TraceLayers), tr.Layers(), g.TraceStep); err != nil {
+				return err
+			}
 		}
+		return nil
+	}
+	commit := func(withSnap bool) error {
 		if err := writeGenCheckpoint(cpPath, gs); err != nil {
 			return err
 		}
@@ -446,10 +481,20 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 			snapAt = st.NextBlock
 		}
 		old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
-		for _, f := range old {
-			if filepath.Base(f) != gs.Snapshot {
+		traces, _ := filepath.Glob(filepath.Join(stateDir, "trace-layers-b*.safetensors"))
+		for _, f := range append(old, traces...) {
+			if b := filepath.Base(f); b != gs.Snapshot && b != gs.TraceLayers {
 				os.Remove(f)
 			}
+		}
+		return nil
+	}
+	checkpoint := func(withSnap bool) error {
+		if err := stage(withSnap); err != nil {
+			return err
+		}
+		if err := commit(withSnap); err != nil {
+			return err
 		}
 		return writeTrace()
 	}
@@ -517,13 +562,26 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	if err != nil && !interrupted {
 		return nil, err
 	}
-	if interrupted && snapAt == st.NextBlock {
+	switch {
+	case interrupted && snapAt == st.NextBlock:
 		// Stopped right after a checkpoint: it stands.
 		if err := writeTrace(); err != nil {
 			return nil, err
 		}
-	} else if err := checkpoint(interrupted); err != nil {
-		return nil, err
+	case interrupted:
+		if err := checkpoint(true); err != nil {
+			return nil, err
+		}
+	default:
+		// Complete: the final checkpoint is the last write (below), after
+		// every result file; a failure before it leaves the previous
+		// checkpoint to --resume from.
+		if err := stage(false); err != nil {
+			return nil, err
+		}
+		if err := writeTrace(); err != nil {
+			return nil, err
+		}
 	}
 	if err := writeTraceLayers(); err != nil {
 		return nil, err
@@ -575,6 +633,9 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	}
 	if interrupted {
 		return res, ErrInterrupted
+	}
+	if err := commit(false); err != nil {
+		return nil, err
 	}
 	return res, nil
 }
@@ -682,7 +743,7 @@ func resumeState(dir, cpPath string, gc config.GenerateConfig) (*GenerateState, 
 // fingerprint, the inputs' and the empty state.
 func newGenerateFolder(dir string, force bool, gc config.GenerateConfig, gs *GenerateState, embeds []*pipeline.Embedding, text *pipeline.TextInputs) (pipeline.Provenance, error) {
 	var prov pipeline.Provenance
-	if err := Prepare(dir, force); err != nil {
+	if err := Claim(dir, "generate", force, false); err != nil {
 		return prov, err
 	}
 	for _, d := range []string{rollout.ManifestFile, rollout.LatentDir, DirPreview, FilePreviewVideo, FileTrace, FileLineage, FileTraceLayers, FileGeneration, DirText} {
