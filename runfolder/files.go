@@ -25,7 +25,10 @@ const (
 	FileTraceLayers  = "attention_trace_layers.safetensors" // generate: the same per layer and head
 	DirPlots         = "plots"                              // PNG and SVG figures
 	DirState         = "state"                              // resume checkpoint
-	DirPreview       = "preview"                            // generate: latent preview frames
+	DirPreview       = "latent_preview"                     // generate: latent preview frames (latent_preview.mp4 beside)
+	FilePreviewVideo = "latent_preview.mp4"                 // generate: the latent preview frames as a video (ffmpeg)
+	FileGeneration   = "generation.json"                    // generate: prompts, seed, policy, backbone, input files (pipeline.Provenance)
+	DirText          = "text"                               // generate: the prompts' text embeddings
 	FileCheckpoint   = "checkpoint.json"                    // inside DirState
 	ProvenanceHeader = "policy,layer,head,slot,source,source_frame,token_row,token_col,admitted_update,admitted_block,density,baseline"
 )

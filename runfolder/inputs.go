@@ -20,6 +20,11 @@ func GenerateInputs(g config.GenerateSection) []atomicfile.Input {
 	for _, t := range g.Texts {
 		ins = append(ins, atomicfile.Input{Role: "--text", Path: t.Path})
 	}
+	for _, f := range []atomicfile.Input{{Role: "--text-encoder", Path: g.TextEncoder}, {Role: "--tokenizer", Path: g.Tokenizer}, {Role: "--vae", Path: g.VAE}, {Role: "--prompts", Path: g.PromptsFile}} {
+		if f.Path != "" {
+			ins = append(ins, f)
+		}
+	}
 	return ins
 }
 

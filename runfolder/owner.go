@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/densitykv/densitykv/internal/atomicfile"
+	"github.com/densitykv/densitykv/video"
 )
 
 // FileOwner is the marker of a run folder: the command that made it. A
@@ -44,14 +45,18 @@ func ReadOwner(dir string) (string, error) {
 // runFiles are the files and folders a run writes in its folder (and
 // removes when it starts over).
 var runFiles = []string{FileOwner, FileConfig, FileLog, FileSummary, FileProvenance, FileAdmissions, FileStorage,
-	FileTrace, FileTraceLayers, FileLineage, DirPlots, DirState, DirPreview, "preview.mp4", "manifest.json", "latents"}
+	FileTrace, FileTraceLayers, FileLineage, DirPlots, DirState, DirPreview, "preview.mp4", "manifest.json", "latents",
+	FilePreviewVideo, FileGeneration, DirText, video.FileVideo, video.DirSegments, video.DirFrames}
+
+// runDirs are the folders among runFiles.
+var runDirs = map[string]bool{DirPlots: true, DirState: true, DirPreview: true, "latents": true, DirText: true, video.DirSegments: true, video.DirFrames: true}
 
 // Outputs lists what a run writes in its folder dir, for
 // atomicfile.CheckOutputs: an input there would be overwritten.
 func Outputs(dir string) []atomicfile.Output {
 	var out []atomicfile.Output
 	for _, f := range runFiles {
-		out = append(out, atomicfile.Output{Role: "the run folder's", Path: filepath.Join(dir, f), Dir: f == DirPlots || f == DirState || f == DirPreview || f == "latents"})
+		out = append(out, atomicfile.Output{Role: "the run folder's", Path: filepath.Join(dir, f), Dir: runDirs[f]})
 	}
 	return out
 }

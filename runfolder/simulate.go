@@ -48,6 +48,10 @@ type Hooks struct {
 	// Info reports what the run does besides its blocks (resuming,
 	// stopping); Warn what the caller should see even when quiet.
 	Info, Warn func(msg string)
+	// Progress reports a stage besides the blocks: done of total steps of
+	// stage ("encode": prompts through the text encoder; "video warm-up":
+	// latent blocks decoded again to resume a video).
+	Progress func(stage string, done, total int)
 }
 
 func (h Hooks) info(format string, a ...any) {
@@ -70,6 +74,12 @@ type Result struct {
 	// Preview says where a generate run's latent preview is (and its
 	// video, or why there is none); empty without one.
 	Preview string
+	// Video says where a generate run's video is (video.mp4, or PNG
+	// frames without ffmpeg); empty without a VAE.
+	Video string
+	// Batch lists the prompts of a batch (GenerateBatch) and their runs;
+	// Summary is then the last run's.
+	Batch []BatchEntry
 }
 
 // Simulate runs cfg's policies over its stream (package sim drives them,
