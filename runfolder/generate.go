@@ -94,7 +94,7 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	}
 	var rec *streamRecord
 	if g.RecordStream != "" {
-		rec, err = newStreamRecord(g.RecordStream, recordHeader(pol, g), resume, gs.RecordBytes, start)
+		rec, err = newStreamRecord(g.RecordStream, recordHeader(pol, g), resume, gs.RecordBytes, gs.RecordSHA256, start)
 		if err != nil {
 			return nil, fmt.Errorf("--record-stream: %w", err)
 		}
@@ -144,11 +144,12 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 			return fmt.Errorf("memory log: %w", err)
 		}
 		st.LogBytes = n
-		gs.RecordBytes = -1
+		gs.RecordBytes, gs.RecordSHA256 = -1, ""
 		if rec != nil {
 			if gs.RecordBytes, err = rec.sync(); err != nil {
 				return fmt.Errorf("--record-stream: %w", err)
 			}
+			gs.RecordSHA256 = rec.sum()
 		}
 		gs.Snapshot, gs.SnapshotSHA256, st.Snapshots = "", "", withSnap
 		if withSnap {
