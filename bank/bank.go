@@ -259,6 +259,32 @@ func (b *Bank) Values(h int) []float32 {
 	return out
 }
 
+// Interleaved writes rows [r0, r1) of the bank as attention reads it: row
+// i holds every head's i-th stored key, [r1−r0][Heads][KeyDim] in dk, and
+// value, [r1−r0][Heads][ValueDim] in dv, decoded to float32; a head
+// holding i states or fewer has zeros there. It only reads the bank, so
+// calls on disjoint row ranges may run concurrently.
+func (b *Bank) Interleaved(dk, dv []float32, r0, r1 int) {
+	H, dK, dV := len(b.heads), b.cfg.KeyDim, b.cfg.ValueDim
+	if r0 < 0 || r1 < r0 || len(dk) < (r1-r0)*H*dK || len(dv) < (r1-r0)*H*dV {
+		panic(fmt.Sprintf("bank: Interleaved rows [%d, %d) of %d heads into %d keys and %d values", r0, r1, H, len(dk), len(dv)))
+	}
+	for i := r0; i < r1; i++ {
+		for h := range b.heads {
+			hd := &b.heads[h]
+			k := dk[((i-r0)*H+h)*dK : ((i-r0)*H+h+1)*dK]
+			v := dv[((i-r0)*H+h)*dV : ((i-r0)*H+h+1)*dV]
+			if i < hd.n {
+				hd.keys.get(i, k)
+				hd.vals.get(i, v)
+			} else {
+				clear(k)
+				clear(v)
+			}
+		}
+	}
+}
+
 // Descriptors returns head h's density descriptors [n][d] (the keys when
 // DescDim = 0), a fresh copy.
 func (b *Bank) Descriptors(h int) []float32 {

@@ -113,7 +113,7 @@ func (p *DeepForcing) compress() {
 		}
 		for _, f := range leaving {
 			for t := 0; t < p.tpf; t++ {
-				cs = append(cs, cand{f.K[l][t*row : (t+1)*row], f.V[l][t*row : (t+1)*row], int64(f.ID*p.tpf + t), 0, 0})
+				cs = append(cs, cand{f.K[l].f32[t*row : (t+1)*row], f.V[l].f32[t*row : (t+1)*row], int64(f.ID*p.tpf + t), 0, 0})
 			}
 		}
 		// Σ of buffered queries per head.
@@ -189,12 +189,12 @@ func (p *DeepForcing) Attend(layer int, q, k, v []float32) (Context, error) {
 	}
 	for f := 0; f < F; f++ {
 		if start+f < S {
-			p.ctxFrame(k[f*n:(f+1)*n], v[f*n:(f+1)*n], start+f)
+			p.ctxFrame(f32Tensor(k[f*n:(f+1)*n]), f32Tensor(v[f*n:(f+1)*n]), start+f)
 			parts.Sink += p.tpf
 		}
 	}
 	m := &p.mid[layer]
-	p.ctxFrame(m.K, m.V, -1)
+	p.ctxFrame(f32Tensor(m.K), f32Tensor(m.V), -1)
 	parts.Memory = len(m.Src)
 	for _, f := range p.hist {
 		p.ctxFrame(f.K[layer], f.V[layer], -1)
@@ -202,12 +202,15 @@ func (p *DeepForcing) Attend(layer int, q, k, v []float32) (Context, error) {
 	}
 	for f := 0; f < F; f++ {
 		if start+f >= S {
-			p.ctxFrame(k[f*n:(f+1)*n], v[f*n:(f+1)*n], start+f)
+			p.ctxFrame(f32Tensor(k[f*n:(f+1)*n]), f32Tensor(v[f*n:(f+1)*n]), start+f)
 			parts.Local += p.tpf
 		}
 	}
 	p.stats.Parts[layer] = parts
-	qr := p.queries(q, qt)
+	qr, err := p.queries(q, qt)
+	if err != nil {
+		return Context{}, err
+	}
 	p.layer++
 	return Context{Q: qr, K: p.kbuf, V: p.vbuf, Parts: parts}, nil
 }
@@ -227,7 +230,7 @@ func (p *DeepForcing) End() error {
 				continue
 			}
 			for l := range f.K {
-				p.rot.Frame(f.K[l], p.lay.Heads, f.ID)
+				p.rot.Frame(f.K[l].f32, p.lay.Heads, f.ID)
 			}
 			p.hist = append(p.hist, f)
 		}

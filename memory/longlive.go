@@ -113,8 +113,6 @@ type ragSelector struct {
 	descs   map[int][]float32 // descriptor of every committed frame
 	pool    []*frame          // evicted frames, keys rotated at t = 0
 	picked  []int             // pool indices retrieved for the current block
-	memK    [][]float32
-	memV    [][]float32
 	lastSim []float64
 }
 
@@ -123,8 +121,8 @@ func newLongLiveRAG(cfg Config) (Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &ragSelector{c: c, cfg: cfg.LongLiveRAG, descs: map[int][]float32{},
-		memK: make([][]float32, cfg.Layout.Layers), memV: make([][]float32, cfg.Layout.Layers)}
+	c.compactFrames = true
+	s := &ragSelector{c: c, cfg: cfg.LongLiveRAG, descs: map[int][]float32{}}
 	if cfg.LongLiveRAG.Descriptor == RAGKeyMean {
 		s.desc = KeyMean{Heads: cfg.Layout.Heads, HeadDim: cfg.Layout.HeadDim}
 	} else {
@@ -183,7 +181,11 @@ func (s *ragSelector) describeFrames(fr []*frame, latent []float32) error {
 		if latent != nil {
 			lat = latent[i*per : (i+1)*per]
 		}
-		d, err := s.desc.Describe(f.ID, lat, f.K)
+		keys := make([][]float32, len(f.K))
+		for l := range keys {
+			keys[l] = f.keys(l)
+		}
+		d, err := s.desc.Describe(f.ID, lat, keys)
 		if err != nil {
 			return err
 		}
@@ -202,7 +204,9 @@ func (s *ragSelector) offer(block int, frames []*frame, st *Stats) error {
 	c := s.c
 	for _, f := range frames {
 		for l := range f.K {
-			c.rot.Frame(f.K[l], c.lay.Heads, 0)
+			k := f.K[l].float32s()
+			c.rot.Frame(k, c.lay.Heads, 0)
+			f.K[l] = f32Tensor(k)
 		}
 	}
 	s.pool = append(s.pool, frames...)
@@ -228,12 +232,7 @@ func (s *ragSelector) offer(block int, frames []*frame, st *Stats) error {
 		sort.Ints(s.picked)
 		s.lastSim = sim
 	}
-	for l := range s.memK {
-		s.memK[l], s.memV[l] = s.memK[l][:0], s.memV[l][:0]
-		for _, j := range s.picked {
-			s.memK[l] = append(s.memK[l], s.pool[j].K[l]...)
-			s.memV[l] = append(s.memV[l], s.pool[j].V[l]...)
-		}
+	for l := range st.Offered {
 		st.Offered[l] = len(frames) * c.tpf
 		st.Admitted[l] = len(s.picked) * c.tpf
 	}
@@ -253,8 +252,12 @@ func cosine(a, b []float32) float64 {
 	return ab / math.Sqrt(aa*bb)
 }
 
-func (s *ragSelector) memory(l int) ([]float32, []float32, int) {
-	return s.memK[l], s.memV[l], len(s.picked) * s.c.tpf
+// memory schedules the retrieved frames of layer l, in context order.
+func (s *ragSelector) memory(l int) int {
+	for _, j := range s.picked {
+		s.c.ctxFrame(s.pool[j].K[l], s.pool[j].V[l], -1)
+	}
+	return len(s.picked) * s.c.tpf
 }
 
 func (s *ragSelector) occupancy(_ int, dst []int) {

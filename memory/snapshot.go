@@ -18,11 +18,23 @@ import (
 // blocks (for resuming long runs). After Load, the policy continues exactly
 // as the saved one would have. Every policy of this package implements it.
 //
-// Format: the magic "DKVMEM01", a uint64 payload length, a CRC-32 (IEEE) of
-// the payload, then the payload: a gob stream of the header (policy name,
-// resolved Config, blocks begun and committed) and the policy state. The
+// Format 2 (written by Save; snapio.go): the magic "DKVMEM02", the header
+// (policy name, resolved Config, blocks begun and committed; gob, length
+// first), the policy state as a stream of fields (frames layer by layer
+// and tensor by tensor, in their dtype, bfloat16 where the policy holds
+// them so), then a seal: "DKVSEAL2", the stream's length and a CRC-32C of
+// everything before it. Save writes straight to w as it encodes (memory
+// bounded by a buffer, not by the state), so a paper-scale snapshot
+// streams into its file; Load decodes into a new state, bounds every
+// count before it allocates (allocations follow the bytes actually read),
+// and replaces the policy's state only once the seal checks. The
 // DensityKV banks are embedded as the bank package's own snapshots
-// (bank.Bank.WriteTo / bank.Load).
+// (bank.Bank.WriteTo / bank.Load), each preceded by its length.
+//
+// Format 1 ("DKVMEM01": a uint64 payload length, a CRC-32 of the payload,
+// then the payload, a gob stream of the header and the state) is still
+// read.
+//
 // Not saved: stats and the last bank decisions (they describe past calls)
 // and a custom LongLive-RAG Describer (set it again before Load).
 type Snapshotter interface {
@@ -30,10 +42,13 @@ type Snapshotter interface {
 	Load(r io.Reader) error
 }
 
-const snapMagic = "DKVMEM01"
+const snapMagicV1 = "DKVMEM01"
 
-// maxSnapshot bounds the payload read by Load (64 GiB).
-const maxSnapshot = 64 << 30
+// maxSnapshotV1 bounds the payload of a format-1 snapshot (64 GiB).
+const maxSnapshotV1 = 64 << 30
+
+// maxHeader bounds the header of a format-2 snapshot.
+const maxHeader = 1 << 20
 
 // ErrSnapshot is wrapped by every error about a malformed snapshot.
 var ErrSnapshot = errors.New("memory: bad snapshot")
@@ -103,75 +118,108 @@ func (s storedConfig) config() (Config, error) {
 	return c, nil
 }
 
-func (c *core) snapSave(w io.Writer, state any) error {
+// snapSave writes a format-2 snapshot: the header, then body's fields,
+// then the seal.
+func (c *core) snapSave(w io.Writer, body func(*snapWriter)) error {
 	if c.open {
 		return fmt.Errorf("memory: %s: save: call for block %d is open", c.name, c.call.Block)
 	}
-	var buf bytes.Buffer
-	enc := gob.NewEncoder(&buf)
-	if err := enc.Encode(snapHeader{Policy: c.name, Config: toStored(c.cfg), Started: c.started, Committed: c.committed}); err != nil {
+	var hb bytes.Buffer
+	if err := gob.NewEncoder(&hb).Encode(snapHeader{Policy: c.name, Config: toStored(c.cfg), Started: c.started, Committed: c.committed}); err != nil {
 		return fmt.Errorf("memory: %s: save: %w", c.name, err)
 	}
-	if err := enc.Encode(state); err != nil {
-		return fmt.Errorf("memory: %s: save: %w", c.name, err)
-	}
-	var hdr [len(snapMagic) + 12]byte
-	copy(hdr[:], snapMagic)
-	binary.LittleEndian.PutUint64(hdr[8:], uint64(buf.Len()))
-	binary.LittleEndian.PutUint32(hdr[16:], crc32.ChecksumIEEE(buf.Bytes()))
-	if _, err := w.Write(hdr[:]); err != nil {
-		return fmt.Errorf("memory: %s: save: %w", c.name, err)
-	}
-	if _, err := w.Write(buf.Bytes()); err != nil {
+	sw := newSnapWriter(w)
+	sw.bytes([]byte(snapMagic2))
+	snapSlice(sw, hb.Bytes())
+	body(sw)
+	if err := sw.seal(); err != nil {
 		return fmt.Errorf("memory: %s: save: %w", c.name, err)
 	}
 	return nil
 }
 
-// snapLoad reads and checks a snapshot, decodes the state into state and
-// returns the header. The policy is not modified.
-func (c *core) snapLoad(r io.Reader, state any) (snapHeader, error) {
+// snapLoad reads a snapshot of either format without modifying the
+// policy: format 2 through v2, which decodes the state's fields from the
+// stream (the seal is checked after it), format 1 through v1, which
+// gob-decodes the legacy state. It returns the checked header.
+func (c *core) snapLoad(r io.Reader, v2 func(h snapHeader, sr *snapReader), v1 func(h snapHeader, dec *gob.Decoder) error) (snapHeader, error) {
 	var h snapHeader
 	if c.open {
 		return h, fmt.Errorf("memory: %s: load: call for block %d is open", c.name, c.call.Block)
 	}
-	var hdr [len(snapMagic) + 12]byte
+	var magic [8]byte
+	if _, err := io.ReadFull(r, magic[:]); err != nil {
+		return h, fmt.Errorf("%w: %s: header: %v", ErrSnapshot, c.name, err)
+	}
+	switch string(magic[:]) {
+	case snapMagicV1:
+		return c.snapLoadV1(r, v1)
+	case snapMagic2:
+	default:
+		return h, fmt.Errorf("%w: %s: magic %q, want %q (or %q)", ErrSnapshot, c.name, magic[:], snapMagic2, snapMagicV1)
+	}
+	sr := &snapReader{r: r, name: c.name, crc: crc32.Update(0, castagnoli, magic[:]), n: 8}
+	hb := snapRead[uint8](sr, "header", -1, maxHeader)
+	if sr.err != nil {
+		return h, sr.err
+	}
+	if err := gob.NewDecoder(bytes.NewReader(hb)).Decode(&h); err != nil {
+		return h, fmt.Errorf("%w: %s: header: %v", ErrSnapshot, c.name, err)
+	}
+	if err := c.checkHeader(h); err != nil {
+		return h, err
+	}
+	v2(h, sr)
+	if err := sr.seal(); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+// checkHeader checks a snapshot's header against the policy.
+func (c *core) checkHeader(h snapHeader) error {
+	if h.Policy != c.name {
+		return fmt.Errorf("memory: %s: load: snapshot is of policy %q", c.name, h.Policy)
+	}
+	cfg, err := h.Config.config()
+	if err != nil {
+		return fmt.Errorf("%w: %s: config: %v", ErrSnapshot, c.name, err)
+	}
+	if !reflect.DeepEqual(cfg, c.cfg) {
+		return fmt.Errorf("memory: %s: load: snapshot config %+v differs from the policy's %+v", c.name, cfg, c.cfg)
+	}
+	if h.Committed < 0 || (h.Started != h.Committed && h.Started != h.Committed+1) {
+		return fmt.Errorf("%w: %s: blocks begun %d, committed %d", ErrSnapshot, c.name, h.Started, h.Committed)
+	}
+	return nil
+}
+
+// snapLoadV1 reads the rest of a format-1 snapshot (after its magic).
+func (c *core) snapLoadV1(r io.Reader, v1 func(h snapHeader, dec *gob.Decoder) error) (snapHeader, error) {
+	var h snapHeader
+	var hdr [12]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return h, fmt.Errorf("%w: %s: header: %v", ErrSnapshot, c.name, err)
 	}
-	if string(hdr[:8]) != snapMagic {
-		return h, fmt.Errorf("%w: %s: magic %q, want %q", ErrSnapshot, c.name, hdr[:8], snapMagic)
-	}
-	n := binary.LittleEndian.Uint64(hdr[8:])
-	if n > maxSnapshot {
+	n := binary.LittleEndian.Uint64(hdr[:])
+	if n > maxSnapshotV1 {
 		return h, fmt.Errorf("%w: %s: payload length %d too large", ErrSnapshot, c.name, n)
 	}
-	payload := make([]byte, 0, min(n, 1<<20))
-	buf := bytes.NewBuffer(payload)
+	buf := bytes.NewBuffer(make([]byte, 0, min(n, 1<<20)))
 	if got, err := io.CopyN(buf, r, int64(n)); err != nil {
 		return h, fmt.Errorf("%w: %s: payload truncated at %d of %d bytes", ErrSnapshot, c.name, got, n)
 	}
-	if crc := crc32.ChecksumIEEE(buf.Bytes()); crc != binary.LittleEndian.Uint32(hdr[16:]) {
-		return h, fmt.Errorf("%w: %s: checksum %08x, want %08x", ErrSnapshot, c.name, crc, binary.LittleEndian.Uint32(hdr[16:]))
+	if crc := crc32.ChecksumIEEE(buf.Bytes()); crc != binary.LittleEndian.Uint32(hdr[8:]) {
+		return h, fmt.Errorf("%w: %s: checksum %08x, want %08x", ErrSnapshot, c.name, crc, binary.LittleEndian.Uint32(hdr[8:]))
 	}
 	dec := gob.NewDecoder(buf)
 	if err := dec.Decode(&h); err != nil {
 		return h, fmt.Errorf("%w: %s: header: %v", ErrSnapshot, c.name, err)
 	}
-	if h.Policy != c.name {
-		return h, fmt.Errorf("memory: %s: load: snapshot is of policy %q", c.name, h.Policy)
+	if err := c.checkHeader(h); err != nil {
+		return h, err
 	}
-	cfg, err := h.Config.config()
-	if err != nil {
-		return h, fmt.Errorf("%w: %s: config: %v", ErrSnapshot, c.name, err)
-	}
-	if !reflect.DeepEqual(cfg, c.cfg) {
-		return h, fmt.Errorf("memory: %s: load: snapshot config %+v differs from the policy's %+v", c.name, cfg, c.cfg)
-	}
-	if h.Committed < 0 || (h.Started != h.Committed && h.Started != h.Committed+1) {
-		return h, fmt.Errorf("%w: %s: blocks begun %d, committed %d", ErrSnapshot, c.name, h.Started, h.Committed)
-	}
-	if err := dec.Decode(state); err != nil {
+	if err := v1(h, dec); err != nil {
 		return h, fmt.Errorf("%w: %s: state: %v", ErrSnapshot, c.name, err)
 	}
 	return h, nil
@@ -182,16 +230,26 @@ func (c *core) restore(h snapHeader) {
 	c.stats = Stats{Policy: c.name}
 }
 
-// checkFrames validates restored frames' shapes.
+// frameValues is the number of values of one layer's K (or V) of a frame.
+func (c *core) frameValues() int { return c.tpf * c.row }
+
+// readFrames reads a list of frames of this policy's layout (format 2).
+func (c *core) readFrames(sr *snapReader, what string, h snapHeader) []*frame {
+	n := h.Committed * c.lay.FramesPerBlock
+	return sr.frames(what, c.lay.Layers, c.frameValues(), n, max(n-1, 0))
+}
+
+// checkFrames validates restored frames' shapes and ids; Ready frames are
+// checked by the policy that allows them.
 func (c *core) checkFrames(what string, fr []*frame, keys int) error {
-	n := c.tpf * c.row
+	n := c.frameValues()
 	for _, f := range fr {
 		if f == nil || len(f.K) != c.lay.Layers || len(f.V) != c.lay.Layers {
 			return fmt.Errorf("%w: %s: %s frame has wrong layer count", ErrSnapshot, c.name, what)
 		}
 		for l := range f.K {
-			if len(f.K[l]) != n || len(f.V[l]) != n {
-				return fmt.Errorf("%w: %s: %s frame %d layer %d has %d/%d values, want %d", ErrSnapshot, c.name, what, f.ID, l, len(f.K[l]), len(f.V[l]), n)
+			if f.K[l].len() != n || f.V[l].len() != n {
+				return fmt.Errorf("%w: %s: %s frame %d layer %d has %d/%d values, want %d", ErrSnapshot, c.name, what, f.ID, l, f.K[l].len(), f.V[l].len(), n)
 			}
 		}
 		if f.ID < 0 || f.ID >= keys {
@@ -201,36 +259,63 @@ func (c *core) checkFrames(what string, fr []*frame, keys int) error {
 	return nil
 }
 
+// float32Frames checks that frames hold float32 tensors and are not Ready
+// (the policies that keep frames rotated in place).
+func (c *core) float32Frames(what string, fr []*frame) error {
+	for _, f := range fr {
+		if f.Ready {
+			return fmt.Errorf("%w: %s: %s frame %d is a bank candidate frame", ErrSnapshot, c.name, what, f.ID)
+		}
+		for l := range f.K {
+			if f.K[l].f32 == nil && f.K[l].len() > 0 || f.V[l].f32 == nil && f.V[l].len() > 0 {
+				return fmt.Errorf("%w: %s: %s frame %d layer %d is not float32", ErrSnapshot, c.name, what, f.ID, l)
+			}
+		}
+	}
+	return nil
+}
+
 // ---- Native / Infinity-RoPE
 
-type nativeState struct{ Frames []*frame }
-
 // Save writes the policy state (between calls).
-func (p *Native) Save(w io.Writer) error { return p.snapSave(w, nativeState{p.frames}) }
+func (p *Native) Save(w io.Writer) error {
+	return p.snapSave(w, func(sw *snapWriter) { sw.frames(p.frames) })
+}
 
 // Load replaces the policy state with a snapshot from Save.
 func (p *Native) Load(r io.Reader) error {
-	var st nativeState
-	h, err := p.snapLoad(r, &st)
+	var frames []*frame
+	h, err := p.snapLoad(r, func(h snapHeader, sr *snapReader) {
+		frames = p.readFrames(sr, "cache", h)
+	}, func(h snapHeader, dec *gob.Decoder) error {
+		var st nativeStateV1
+		err := dec.Decode(&st)
+		frames = framesV1(st.Frames)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	if err := p.checkFrames("cache", st.Frames, h.Committed*p.lay.FramesPerBlock); err != nil {
+	if err := p.checkFrames("cache", frames, h.Committed*p.lay.FramesPerBlock); err != nil {
+		return err
+	}
+	if err := p.float32Frames("cache", frames); err != nil {
 		return err
 	}
 	p.restore(h)
-	p.frames = st.Frames
+	p.frames = frames
 	return nil
 }
 
 // ---- windowed policies
 
+// windowState is a windowed policy's state as Load decodes it.
 type windowState struct {
 	Sink, Recent []*frame
 	Seen         int
 	Tokens       *tokenState
 	RAG          *ragState
-	Banks        [][]byte
+	Banks        []*bank.Bank
 	UpdateBlocks []int
 }
 
@@ -249,29 +334,131 @@ type ragState struct {
 	Picked []int
 }
 
+// The selector tags of format 2.
+const (
+	selTokens = 1
+	selRAG    = 2
+	selBanks  = 3
+)
+
 func (p *windowed) save(w io.Writer) error {
-	st := windowState{Sink: p.sink, Recent: p.recent, Seen: p.seen}
+	return p.snapSave(w, func(sw *snapWriter) {
+		sw.frames(p.sink)
+		sw.frames(p.recent)
+		sw.int(p.seen)
+		switch s := p.sel.(type) {
+		case *tokenSelector:
+			sw.u8(selTokens)
+			sw.u64(uint64(s.ordinal))
+			sw.u64(uint64(s.stride))
+			snapSlice(sw, s.store.src)
+			snapSlice(sw, s.store.adm)
+			snapSlice(sw, s.ords)
+			for l := range s.store.k {
+				snapSlice(sw, s.store.k[l])
+				snapSlice(sw, s.store.v[l])
+			}
+		case *ragSelector:
+			sw.u8(selRAG)
+			ids := make([]int, 0, len(s.descs))
+			for id := range s.descs {
+				ids = append(ids, id)
+			}
+			slicesSort(ids)
+			sw.int(len(ids))
+			for _, id := range ids {
+				sw.int(id)
+				snapSlice(sw, s.descs[id])
+			}
+			sw.frames(s.pool)
+			sw.ints(s.picked)
+		case *bankSelector:
+			sw.u8(selBanks)
+			for _, b := range s.banks {
+				sw.u64(uint64(b.SnapshotBytes()))
+				if sw.err == nil {
+					_, sw.err = b.WriteTo(sw.bw)
+				}
+			}
+			sw.ints(s.blocks)
+		}
+	})
+}
+
+// readState decodes a windowed policy's format-2 state.
+func (p *windowed) readState(h snapHeader, sr *snapReader, st *windowState) {
+	L, row := p.lay.Layers, p.row
+	frames := h.Committed * p.lay.FramesPerBlock
+	st.Sink = p.readFrames(sr, "sink", h)
+	st.Recent = p.readFrames(sr, "window", h)
+	st.Seen = sr.int("frames offered", 0, int64(frames))
+	tag := sr.u8()
+	if sr.err != nil {
+		return
+	}
+	want := map[string]uint8{"*memory.tokenSelector": selTokens, "*memory.ragSelector": selRAG, "*memory.bankSelector": selBanks}[fmt.Sprintf("%T", p.sel)]
+	if tag != want {
+		sr.fail("selector state %d, want %d", tag, want)
+		return
+	}
 	switch s := p.sel.(type) {
 	case *tokenSelector:
-		st.Tokens = &tokenState{K: s.store.k, V: s.store.v, Src: s.store.src, Adm: s.store.adm, Ordinal: s.ordinal, Stride: s.stride, Ords: s.ords}
-	case *ragSelector:
-		st.RAG = &ragState{Descs: s.descs, Pool: s.pool, Picked: s.picked}
-	case *bankSelector:
-		for l, b := range s.banks {
-			var buf bytes.Buffer
-			if _, err := b.WriteTo(&buf); err != nil {
-				return fmt.Errorf("memory: %s: save: layer %d bank: %w", p.name, l, err)
-			}
-			st.Banks = append(st.Banks, buf.Bytes())
+		t := &tokenState{K: make([][]float32, L), V: make([][]float32, L)}
+		t.Ordinal = int64(sr.u64())
+		t.Stride = int64(sr.u64())
+		maxTokens := frames * p.tpf
+		t.Src = snapRead[int64](sr, "memory sources", -1, maxTokens)
+		n := len(t.Src)
+		t.Adm = snapRead[int32](sr, "memory admissions", n, 0)
+		t.Ords = snapRead[int64](sr, "memory ordinals", n, 0)
+		for l := 0; l < L && sr.err == nil; l++ {
+			t.K[l] = snapRead[float32](sr, fmt.Sprintf("memory layer %d keys", l), n*row, 0)
+			t.V[l] = snapRead[float32](sr, fmt.Sprintf("memory layer %d values", l), n*row, 0)
 		}
-		st.UpdateBlocks = s.blocks
+		st.Tokens = t
+	case *ragSelector:
+		g := &ragState{Descs: map[int][]float32{}}
+		nd := sr.int("descriptors", 0, int64(frames))
+		for i := 0; i < nd && sr.err == nil; i++ {
+			id := sr.int("descriptor frame", 0, int64(max(frames-1, 0)))
+			g.Descs[id] = snapRead[float32](sr, fmt.Sprintf("descriptor of frame %d", id), s.desc.Dim(), 0)
+		}
+		g.Pool = p.readFrames(sr, "pool", h)
+		g.Picked = sr.ints("retrieved", max(s.cfg.TopK, 0), 0, int64(max(len(g.Pool)-1, 0)))
+		st.RAG = g
+	case *bankSelector:
+		maxBytes := int64(1<<10) + int64(p.lay.Heads)*int64(s.banks[0].Config().Capacity+1)*(s.banks[0].Config().BytesPerState()+8)
+		for l := 0; l < L && sr.err == nil; l++ {
+			n := sr.int(fmt.Sprintf("layer %d bank snapshot bytes", l), 0, maxBytes)
+			if sr.err != nil {
+				break
+			}
+			b := new(bank.Bank)
+			lr := &io.LimitedReader{R: &crcReader{r: sr}, N: int64(n)}
+			if _, err := b.ReadFrom(lr); err != nil {
+				sr.fail("layer %d bank: %v", l, err)
+				break
+			}
+			if lr.N != 0 {
+				sr.fail("layer %d bank: %d of its %d bytes unread", l, lr.N, n)
+				break
+			}
+			st.Banks = append(st.Banks, b)
+		}
+		st.UpdateBlocks = sr.ints("update blocks", frames+1, 0, int64(h.Started))
 	}
-	return p.snapSave(w, st)
 }
 
 func (p *windowed) load(r io.Reader) error {
 	var st windowState
-	h, err := p.snapLoad(r, &st)
+	h, err := p.snapLoad(r, func(h snapHeader, sr *snapReader) { p.readState(h, sr, &st) },
+		func(h snapHeader, dec *gob.Decoder) error {
+			var v1 windowStateV1
+			if err := dec.Decode(&v1); err != nil {
+				return err
+			}
+			return v1.convert(&st)
+		})
 	if err != nil {
 		return err
 	}
@@ -280,6 +467,9 @@ func (p *windowed) load(r io.Reader) error {
 		return err
 	}
 	if err := p.checkFrames("window", st.Recent, frames); err != nil {
+		return err
+	}
+	if err := p.checkReady(h, st.Sink, st.Recent); err != nil {
 		return err
 	}
 	L, row := p.lay.Layers, p.row
@@ -311,6 +501,9 @@ func (p *windowed) load(r io.Reader) error {
 		if err := p.checkFrames("pool", g.Pool, frames); err != nil {
 			return err
 		}
+		if err := p.float32Keys("pool", g.Pool); err != nil {
+			return err
+		}
 		for _, i := range g.Picked {
 			if i < 0 || i >= len(g.Pool) {
 				return fmt.Errorf("%w: %s: retrieved index %d outside pool of %d", ErrSnapshot, p.name, i, len(g.Pool))
@@ -320,23 +513,17 @@ func (p *windowed) load(r io.Reader) error {
 			g.Descs = map[int][]float32{}
 		}
 		s.descs, s.pool, s.picked = g.Descs, g.Pool, g.Picked
-		for l := range s.memK {
-			s.memK[l], s.memV[l] = s.memK[l][:0], s.memV[l][:0]
-			for _, j := range s.picked {
-				s.memK[l] = append(s.memK[l], s.pool[j].K[l]...)
-				s.memV[l] = append(s.memV[l], s.pool[j].V[l]...)
-			}
-		}
 	case *bankSelector:
 		// The committed K/V must pass the clean pass's checks, or a later
 		// bank update would reject them.
 		for _, fr := range [][]*frame{st.Sink, st.Recent} {
 			for _, f := range fr {
 				for l := 0; l < L; l++ {
-					if i := max(finite.First(f.K[l]), finite.First(f.V[l])); i >= 0 {
+					k, v := f.keys(l), f.values(l)
+					if i := max(finite.First(k), finite.First(v)); i >= 0 {
 						return fmt.Errorf("%w: %s: frame %d layer %d has NaN or Inf", ErrSnapshot, p.name, f.ID, l)
 					}
-					if err := s.storable(f.K[l], f.V[l]); err != nil {
+					if err := s.storable(k, v); err != nil {
 						return fmt.Errorf("%w: %s: frame %d layer %d: %v", ErrSnapshot, p.name, f.ID, l, err)
 					}
 				}
@@ -345,31 +532,70 @@ func (p *windowed) load(r io.Reader) error {
 		if len(st.Banks) != L {
 			return fmt.Errorf("%w: %s: %d bank snapshots, want %d", ErrSnapshot, p.name, len(st.Banks), L)
 		}
-		banks := make([]*bank.Bank, L)
-		for l := range banks {
-			b, err := bank.Load(bytes.NewReader(st.Banks[l]))
-			if err != nil {
-				return fmt.Errorf("%w: %s: layer %d bank: %v", ErrSnapshot, p.name, l, err)
-			}
+		for l, b := range st.Banks {
 			if !reflect.DeepEqual(b.Config(), s.banks[l].Config()) {
 				return fmt.Errorf("memory: %s: load: layer %d bank config %+v differs from %+v", p.name, l, b.Config(), s.banks[l].Config())
 			}
-			banks[l] = b
 		}
-		for _, b := range banks {
+		for _, b := range st.Banks {
 			if b.Updates() != len(st.UpdateBlocks) {
 				return fmt.Errorf("%w: %s: bank has %d updates, snapshot lists %d update blocks", ErrSnapshot, p.name, b.Updates(), len(st.UpdateBlocks))
 			}
 		}
-		s.banks = banks
+		s.banks = st.Banks
 		s.blocks = st.UpdateBlocks
-		for l := range banks {
+		for l := range s.banks {
 			s.refresh(l)
 		}
 		clear(s.last)
 	}
 	p.restore(h)
 	p.sink, p.recent, p.seen = st.Sink, st.Recent, st.Seen
+	return nil
+}
+
+// checkReady checks the Ready frames of a restored windowed state: only a
+// DensityKV bank that reads rounded candidates has them, only among the
+// frames that have left the window (they are not attended again), and
+// they hold bfloat16.
+func (p *windowed) checkReady(h snapHeader, sink, recent []*frame) error {
+	s, ok := p.sel.(*bankSelector)
+	F := p.lay.FramesPerBlock
+	lim := h.Committed*F + F - p.cfg.WindowFrames // the first frame of the next block's window
+	for _, fr := range [][]*frame{sink, recent} {
+		for _, f := range fr {
+			if !f.Ready {
+				continue
+			}
+			switch {
+			case !ok || !s.ready:
+				return fmt.Errorf("%w: %s: frame %d is a bank candidate frame, which this policy does not keep", ErrSnapshot, p.name, f.ID)
+			case f.ID >= lim || f.ID < p.cfg.SinkFrames:
+				return fmt.Errorf("%w: %s: frame %d is a bank candidate frame but is still attended", ErrSnapshot, p.name, f.ID)
+			}
+			for l := range f.K {
+				if f.K[l].b16 == nil || f.V[l].b16 == nil {
+					return fmt.Errorf("%w: %s: bank candidate frame %d layer %d is not bfloat16", ErrSnapshot, p.name, f.ID, l)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// float32Keys checks that frames hold float32 keys (LongLive-RAG's pool,
+// rotated in place).
+func (c *core) float32Keys(what string, fr []*frame) error {
+	for _, f := range fr {
+		if f.Ready {
+			return fmt.Errorf("%w: %s: %s frame %d is a bank candidate frame", ErrSnapshot, c.name, what, f.ID)
+		}
+		for l := range f.K {
+			if f.K[l].f32 == nil && f.K[l].len() > 0 {
+				return fmt.Errorf("%w: %s: %s frame %d layer %d keys are not float32", ErrSnapshot, c.name, what, f.ID, l)
+			}
+		}
+	}
 	return nil
 }
 
@@ -402,13 +628,57 @@ type dfState struct {
 
 // Save writes the policy state (between calls).
 func (p *DeepForcing) Save(w io.Writer) error {
-	return p.snapSave(w, dfState{Sink: p.sink, Hist: p.hist, Mid: p.mid, QBuf: p.qbuf, Compressed: p.compressed})
+	return p.snapSave(w, func(sw *snapWriter) {
+		sw.frames(p.sink)
+		sw.frames(p.hist)
+		for _, m := range p.mid {
+			snapSlice(sw, m.Src)
+			snapSlice(sw, m.Reuse)
+			snapSlice(sw, m.K)
+			snapSlice(sw, m.V)
+		}
+		for _, qs := range p.qbuf {
+			sw.int(len(qs))
+			for _, q := range qs {
+				sw.int(q.ID)
+				snapSlice(sw, q.Q)
+			}
+		}
+		sw.bool(p.compressed)
+	})
 }
 
 // Load replaces the policy state with a snapshot from Save.
 func (p *DeepForcing) Load(r io.Reader) error {
 	var st dfState
-	h, err := p.snapLoad(r, &st)
+	L, n := p.lay.Layers, p.frameValues()
+	h, err := p.snapLoad(r, func(h snapHeader, sr *snapReader) {
+		frames := h.Committed * p.lay.FramesPerBlock
+		st.Sink = p.readFrames(sr, "sink", h)
+		st.Hist = p.readFrames(sr, "history", h)
+		st.Mid = make([]dfStore, L)
+		for l := 0; l < L && sr.err == nil; l++ {
+			m := &st.Mid[l]
+			m.Src = snapRead[int64](sr, fmt.Sprintf("middle layer %d sources", l), -1, frames*p.tpf)
+			m.Reuse = snapRead[int32](sr, fmt.Sprintf("middle layer %d reuse", l), len(m.Src), 0)
+			m.K = snapRead[float32](sr, fmt.Sprintf("middle layer %d keys", l), len(m.Src)*p.row, 0)
+			m.V = snapRead[float32](sr, fmt.Sprintf("middle layer %d values", l), len(m.Src)*p.row, 0)
+		}
+		st.QBuf = make([][]qframe, L)
+		for l := 0; l < L && sr.err == nil; l++ {
+			k := sr.int(fmt.Sprintf("query buffer layer %d frames", l), 0, int64(frames))
+			for i := 0; i < k && sr.err == nil; i++ {
+				id := sr.int("query frame", 0, int64(max(frames-1, 0)))
+				st.QBuf[l] = append(st.QBuf[l], qframe{ID: id, Q: snapRead[float32](sr, fmt.Sprintf("query buffer layer %d frame %d", l, id), n, 0)})
+			}
+		}
+		st.Compressed = sr.bool("compressed")
+	}, func(h snapHeader, dec *gob.Decoder) error {
+		var v1 dfStateV1
+		err := dec.Decode(&v1)
+		st = dfState{Sink: framesV1(v1.Sink), Hist: framesV1(v1.Hist), Mid: v1.Mid, QBuf: v1.QBuf, Compressed: v1.Compressed}
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -419,7 +689,12 @@ func (p *DeepForcing) Load(r io.Reader) error {
 	if err := p.checkFrames("history", st.Hist, frames); err != nil {
 		return err
 	}
-	L := p.lay.Layers
+	if err := p.float32Frames("sink", st.Sink); err != nil {
+		return err
+	}
+	if err := p.float32Frames("history", st.Hist); err != nil {
+		return err
+	}
 	if st.Mid == nil {
 		st.Mid = make([]dfStore, L)
 	}

@@ -13,9 +13,10 @@ type selector interface {
 	// the memory. It records its per-layer stats into st. An error leaves
 	// the selector (every layer of it) unchanged.
 	offer(block int, frames []*frame, st *Stats) error
-	// memory returns layer's memory keys (rotated at temporal position 0 and
-	// native spatial position) and values, [n][H][D], and n.
-	memory(layer int) (k, v []float32, n int)
+	// memory schedules layer's memory part of the context (core.ctxFrame,
+	// core.ctxFill): keys rotated at temporal position 0 and native spatial
+	// position, and values, [n][H][D]; it returns n.
+	memory(layer int) int
 	// occupancy returns the memory entries per head of layer.
 	occupancy(layer int, dst []int)
 	// bytes returns the persistent bytes of the memory (sink and window
@@ -120,13 +121,11 @@ func (p *windowed) Attend(layer int, q, k, v []float32) (Context, error) {
 	for f := 0; f < F; f++ {
 		if start+f < S {
 			qt[f] = p.frameSlot(start+f, end)
-			p.ctxFrame(k[f*n:(f+1)*n], v[f*n:(f+1)*n], qt[f])
+			p.ctxFrame(f32Tensor(k[f*n:(f+1)*n]), f32Tensor(v[f*n:(f+1)*n]), qt[f])
 			parts.Sink += p.tpf
 		}
 	}
-	mk, mv, mn := p.sel.memory(layer)
-	p.ctxFrame(mk, mv, -1)
-	parts.Memory = mn
+	parts.Memory = p.sel.memory(layer)
 	for _, f := range p.recent {
 		if f.ID >= end-W {
 			p.ctxFrame(f.K[layer], f.V[layer], p.frameSlot(f.ID, end))
@@ -136,12 +135,15 @@ func (p *windowed) Attend(layer int, q, k, v []float32) (Context, error) {
 	for f := 0; f < F; f++ {
 		if start+f >= S {
 			qt[f] = p.frameSlot(start+f, end)
-			p.ctxFrame(k[f*n:(f+1)*n], v[f*n:(f+1)*n], qt[f])
+			p.ctxFrame(f32Tensor(k[f*n:(f+1)*n]), f32Tensor(v[f*n:(f+1)*n]), qt[f])
 			parts.Local += p.tpf
 		}
 	}
 	p.stats.Parts[layer] = parts
-	qr := p.queries(q, qt)
+	qr, err := p.queries(q, qt)
+	if err != nil {
+		return Context{}, err
+	}
 	p.layer++
 	var hm []int
 	if hs, ok := p.sel.(interface{ ragged(layer int) []int }); ok {
@@ -169,6 +171,17 @@ func (p *windowed) End() error {
 				p.recent = append(p.recent, f)
 			}
 		}
+		// The frames that leave the window at the next block only wait to
+		// be offered: a selector may keep them in the form it reads.
+		if w, ok := p.sel.(interface{ waiting(f *frame) }); ok {
+			F := p.lay.FramesPerBlock
+			lim := (p.call.Block+1)*F + F - p.cfg.WindowFrames
+			for _, f := range p.recent {
+				if f.ID < lim {
+					w.waiting(f)
+				}
+			}
+		}
 	}
 	p.closeCall(p.Bytes())
 	return nil
@@ -181,12 +194,13 @@ func (p *windowed) Bytes() int64 {
 
 // memKeys returns a frame's keys of layer rotated at temporal position 0.
 func (c *core) memKeys(f *frame, layer int) []float32 {
-	return c.memKeysInto(make([]float32, len(f.K[layer])), f, layer)
+	return c.memKeysInto(make([]float32, f.K[layer].len()), f, layer)
 }
 
-// memKeysInto is memKeys into dst (len ≥ the frame's values).
+// memKeysInto is memKeys into dst (len ≥ the frame's values). The frame
+// holds raw keys (not Ready).
 func (c *core) memKeysInto(dst []float32, f *frame, layer int) []float32 {
-	k := dst[:copy(dst, f.K[layer])]
+	k := f.K[layer].into(dst)
 	c.rot.Frame(k, c.lay.Heads, 0)
 	return k
 }
@@ -238,6 +252,7 @@ func newSelector(cfg Config, name string) (Policy, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.compactFrames = true
 	s := &tokenSelector{c: c, kind: name, cap: cfg.Capacity, stride: 1}
 	s.store.k = make([][]float32, cfg.Layout.Layers)
 	s.store.v = make([][]float32, cfg.Layout.Layers)
@@ -266,16 +281,19 @@ func (s *tokenSelector) offer(block int, frames []*frame, st *Stats) error {
 	c := s.c
 	row := c.row
 	added := 0
+	var kbuf []float32
 	for _, f := range frames {
 		for l := 0; l < c.lay.Layers; l++ {
-			k := c.memKeys(f, l)
+			kbuf = grow(kbuf, f.K[l].len())
+			k := c.memKeysInto(kbuf, f, l)
+			v := f.values(l)
 			for p := 0; p < c.tpf; p++ {
 				ord := s.ordinal + int64(p)
 				if s.kind == NameUniformStride && ord%s.stride != 0 {
 					continue
 				}
 				s.store.k[l] = append(s.store.k[l], k[p*row:(p+1)*row]...)
-				s.store.v[l] = append(s.store.v[l], f.V[l][p*row:(p+1)*row]...)
+				s.store.v[l] = append(s.store.v[l], v[p*row:(p+1)*row]...)
 				if l == 0 {
 					s.store.src = append(s.store.src, int64(f.ID*c.tpf+p))
 					s.store.adm = append(s.store.adm, int32(block))
@@ -320,8 +338,9 @@ func (s *tokenSelector) offer(block int, frames []*frame, st *Stats) error {
 	return nil
 }
 
-func (s *tokenSelector) memory(layer int) ([]float32, []float32, int) {
-	return s.store.k[layer], s.store.v[layer], s.store.len()
+func (s *tokenSelector) memory(layer int) int {
+	s.c.ctxFrame(f32Tensor(s.store.k[layer]), f32Tensor(s.store.v[layer]), -1)
+	return s.store.len()
 }
 
 func (s *tokenSelector) occupancy(_ int, dst []int) {
