@@ -127,7 +127,7 @@ func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
 	}
 	kr := make([]float32, P*H*D) // one frame's keys, rotated at t = 0
 	vr := make([]float32, P*H*D) // its values
-	var raw []float32             // its raw keys, for pre-RoPE descriptors
+	var raw []float32            // its raw keys, for pre-RoPE descriptors
 	if s.cfg.Descriptor == bank.DescPreRoPEKey || s.cfg.Descriptor == bank.DescPreRoPEKeyValue {
 		raw = make([]float32, P*H*D)
 	}
