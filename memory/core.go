@@ -65,10 +65,11 @@ type core struct {
 	committed int // blocks whose clean pass ended
 
 	// pend are the clean pass's frames, filled layer by layer during
-	// Attend (stage) and committed at End; pendQ its queries per layer
+	// Attend (stage) and committed at End; pendQ its queries per layer and
+	// frame (Deep Forcing)
 	// (Deep Forcing).
 	pend  []*frame
-	pendQ [][]float32
+	pendQ [][][]float32
 	// compactFrames: stage holds frames whose values are all bfloat16 as
 	// bfloat16 (windowed policies).
 	compactFrames bool
@@ -88,7 +89,7 @@ func newCore(name string, cfg Config) (*core, error) {
 	l := cfg.Layout
 	c := &core{name: name, cfg: cfg, lay: l, rot: rt.NewRotator(l.Height, l.Width),
 		tpf: l.TokensPerFrame(), tokens: l.TokensPerBlock(), row: l.Heads * l.HeadDim}
-	c.pendQ = make([][]float32, l.Layers)
+	c.pendQ = make([][][]float32, l.Layers)
 	return c, nil
 }
 
@@ -228,7 +229,10 @@ func (c *core) stage(layer int, q, k, v []float32, keepQ bool) {
 		}
 	}
 	if keepQ {
-		c.pendQ[layer] = append(c.pendQ[layer][:0], q...)
+		c.pendQ[layer] = make([][]float32, len(c.pend))
+		for f := range c.pend {
+			c.pendQ[layer][f] = append([]float32(nil), q[f*n:(f+1)*n]...)
+		}
 	}
 }
 

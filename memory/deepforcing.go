@@ -156,6 +156,7 @@ func (p *DeepForcing) compress() {
 		p.stats.Admitted[l] = len(elig)
 		p.stats.EvictedCapacity[l] = evicted * H
 	}
+	clear(leaving) // the compressed frames: not reachable through the slice's array
 	p.hist = p.hist[len(leaving):]
 	p.compressed = true
 }
@@ -223,7 +224,6 @@ func (p *DeepForcing) End() error {
 	if p.call.Clean {
 		F := p.lay.FramesPerBlock
 		fr := p.stagedFrames()
-		n := p.tpf * p.row
 		for _, f := range fr {
 			if f.ID < p.cfg.SinkFrames {
 				p.sink = append(p.sink, f)
@@ -238,10 +238,11 @@ func (p *DeepForcing) End() error {
 		for l := range p.qbuf {
 			for f := 0; f < F; f++ {
 				id := p.call.Block*F + f
-				qf := qframe{ID: id, Q: append([]float32(nil), p.pendQ[l][f*n:(f+1)*n]...)}
+				qf := qframe{ID: id, Q: p.pendQ[l][f]}
 				p.rot.Frame(qf.Q, p.lay.Heads, id)
 				p.qbuf[l] = append(p.qbuf[l], qf)
 			}
+			p.pendQ[l] = nil
 			if len(p.qbuf[l]) > R {
 				p.qbuf[l] = append([]qframe(nil), p.qbuf[l][len(p.qbuf[l])-R:]...)
 			}

@@ -85,6 +85,7 @@ func (p *windowed) Begin(c Call) error {
 			p.started--
 			return err
 		}
+		clear(p.recent[:len(leaving)]) // offered: not reachable through the slice's array
 		p.recent = p.recent[len(leaving):]
 		p.seen += len(leaving)
 	}
@@ -235,6 +236,16 @@ func (s *tokenStore) filter(row int, keep func(i int) bool) {
 	s.src, s.adm = s.src[:j], s.adm[:j]
 }
 
+// reserve returns x with capacity for n values (exactly n when it grows).
+func reserve(x []float32, n int) []float32 {
+	if cap(x) >= n {
+		return x
+	}
+	y := make([]float32, len(x), n)
+	copy(y, x)
+	return y
+}
+
 // selectorKind names the token-level control strategies.
 type tokenSelector struct {
 	c     *core
@@ -281,6 +292,15 @@ func (s *tokenSelector) offer(block int, frames []*frame, st *Stats) error {
 	c := s.c
 	row := c.row
 	added := 0
+	if s.kind != NameFullHistory {
+		// FIFO and stride hold at most Capacity tokens between offers:
+		// room for this offer exactly, not append's growth.
+		need := (s.store.len() + len(frames)*c.tpf) * row
+		for l := range s.store.k {
+			s.store.k[l] = reserve(s.store.k[l], need)
+			s.store.v[l] = reserve(s.store.v[l], need)
+		}
+	}
 	var kbuf []float32
 	for _, f := range frames {
 		for l := 0; l < c.lay.Layers; l++ {
