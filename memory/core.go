@@ -289,9 +289,10 @@ func (c *core) ctxFrame(k, v tensor, t int) {
 
 // ctxFill schedules rows memory rows to be appended to the context by fill,
 // which writes rows [r0, r1) of keys (rotated as they are to be read) and
-// values to dk and dv ([r1−r0][H][D] each).
-func (c *core) ctxFill(rows int, fill func(dk, dv []float32, r0, r1 int) error) {
-	c.addJobs(ctxJob{off: c.ctxLen, n: rows * c.row, fill: fill, t: -1})
+// values to dk and dv ([r1−r0][H][D] each), in jobs of unit rows (0:
+// chunkTokens).
+func (c *core) ctxFill(rows, unit int, fill func(dk, dv []float32, r0, r1 int) error) {
+	c.addJobs(ctxJob{off: c.ctxLen, n: rows * c.row, fill: fill, t: -1, unit: unit})
 	c.ctxLen += rows * c.row
 }
 
@@ -304,6 +305,7 @@ type ctxJob struct {
 	k, v   tensor
 	fill   func(dk, dv []float32, r0, r1 int) error
 	r0     int
+	unit   int // rows per job (0: chunkTokens)
 	t      int
 	p0     int
 	q      bool
@@ -312,9 +314,12 @@ type ctxJob struct {
 // chunkTokens is the parallel work unit.
 const chunkTokens = 256
 
-// addJobs splits j into chunks of chunkTokens tokens.
+// addJobs splits j into chunks of chunkTokens tokens (j.unit for a fill).
 func (c *core) addJobs(j ctxJob) {
 	step := chunkTokens * c.row
+	if j.unit > 0 {
+		step = j.unit * c.row
+	}
 	for o := 0; o < j.n; o += step {
 		e := min(o+step, j.n)
 		cj := j

@@ -220,7 +220,7 @@ func grow(s []float32, n int) []float32 {
 // the bank's storage straight into the context (bank.Bank.Interleaved).
 func (s *bankSelector) memory(l int) int {
 	b := s.banks[l]
-	s.c.ctxFill(s.memN[l], func(dk, dv []float32, r0, r1 int) error {
+	s.c.ctxFill(s.memN[l], 0, func(dk, dv []float32, r0, r1 int) error {
 		b.Interleaved(dk, dv, r0, r1)
 		return nil
 	})

@@ -326,12 +326,28 @@ type tokenState struct {
 	Ordinal int64
 	Stride  int64
 	Ords    []int64
+	Archive *archiveState // FullHistory's tokens in an archive (K, V nil)
 }
 
 type ragState struct {
-	Descs  map[int][]float32
-	Pool   []*frame
-	Picked []int
+	Descs   map[int][]float32
+	Pool    []*frame
+	Archive *archiveState // the pool in an archive (Pool nil)
+	Picked  []int
+}
+
+// writeArchive writes an archive's state (format 2).
+func (w *snapWriter) archive(a *archive) {
+	st := a.state()
+	w.ints(st.IDs)
+	snapSlice(w, st.CRC)
+}
+
+// readArchive reads an archive's state of frames of ids in [0, maxID].
+func (r *snapReader) archive(what string, layers, maxFrames, maxID int) *archiveState {
+	st := &archiveState{IDs: r.ints(what+" frames", maxFrames, 0, int64(maxID))}
+	st.CRC = snapRead[uint32](r, what+" checksums", len(st.IDs)*layers, 0)
+	return st
 }
 
 // The selector tags of format 2.
@@ -354,6 +370,11 @@ func (p *windowed) save(w io.Writer) error {
 			snapSlice(sw, s.store.src)
 			snapSlice(sw, s.store.adm)
 			snapSlice(sw, s.ords)
+			sw.bool(s.arch != nil)
+			if s.arch != nil {
+				sw.archive(s.arch)
+				break
+			}
 			for l := range s.store.k {
 				snapSlice(sw, s.store.k[l])
 				snapSlice(sw, s.store.v[l])
@@ -370,7 +391,12 @@ func (p *windowed) save(w io.Writer) error {
 				sw.int(id)
 				snapSlice(sw, s.descs[id])
 			}
-			sw.frames(s.pool)
+			sw.bool(s.arch != nil)
+			if s.arch != nil {
+				sw.archive(s.arch)
+			} else {
+				sw.frames(s.pool)
+			}
 			sw.ints(s.picked)
 		case *bankSelector:
 			sw.u8(selBanks)
@@ -411,6 +437,11 @@ func (p *windowed) readState(h snapHeader, sr *snapReader, st *windowState) {
 		n := len(t.Src)
 		t.Adm = snapRead[int32](sr, "memory admissions", n, 0)
 		t.Ords = snapRead[int64](sr, "memory ordinals", n, 0)
+		if sr.bool("archive") {
+			t.Archive = sr.archive("history", L, frames, max(frames-1, 0))
+			st.Tokens = t
+			break
+		}
 		for l := 0; l < L && sr.err == nil; l++ {
 			t.K[l] = snapRead[float32](sr, fmt.Sprintf("memory layer %d keys", l), n*row, 0)
 			t.V[l] = snapRead[float32](sr, fmt.Sprintf("memory layer %d values", l), n*row, 0)
@@ -423,8 +454,15 @@ func (p *windowed) readState(h snapHeader, sr *snapReader, st *windowState) {
 			id := sr.int("descriptor frame", 0, int64(max(frames-1, 0)))
 			g.Descs[id] = snapRead[float32](sr, fmt.Sprintf("descriptor of frame %d", id), s.desc.Dim(), 0)
 		}
-		g.Pool = p.readFrames(sr, "pool", h)
-		g.Picked = sr.ints("retrieved", max(s.cfg.TopK, 0), 0, int64(max(len(g.Pool)-1, 0)))
+		pool := 0
+		if sr.bool("archive") {
+			g.Archive = sr.archive("pool", L, frames, max(frames-1, 0))
+			pool = len(g.Archive.IDs)
+		} else {
+			g.Pool = p.readFrames(sr, "pool", h)
+			pool = len(g.Pool)
+		}
+		g.Picked = sr.ints("retrieved", max(s.cfg.TopK, 0), 0, int64(max(pool-1, 0)))
 		st.RAG = g
 	case *bankSelector:
 		maxBytes := int64(1<<10) + int64(p.lay.Heads)*int64(s.banks[0].Config().Capacity+1)*(s.banks[0].Config().BytesPerState()+8)
@@ -480,19 +518,26 @@ func (p *windowed) load(r io.Reader) error {
 			t = &tokenState{Stride: 1}
 		}
 		n := len(t.Src)
-		if n == 0 && len(t.K) == 0 && len(t.V) == 0 {
-			t.K, t.V = make([][]float32, L), make([][]float32, L)
-		}
-		if len(t.K) != L || len(t.V) != L || len(t.Adm) != n || len(t.Ords) != n || t.Stride < 1 {
-			return fmt.Errorf("%w: %s: memory store shapes", ErrSnapshot, p.name)
-		}
-		for l := 0; l < L; l++ {
-			if len(t.K[l]) != n*row || len(t.V[l]) != n*row {
-				return fmt.Errorf("%w: %s: memory layer %d has %d values, want %d", ErrSnapshot, p.name, l, len(t.K[l]), n*row)
+		if t.Archive != nil {
+			if err := s.checkArchived(t); err != nil {
+				return err
+			}
+		} else {
+			if n == 0 && len(t.K) == 0 && len(t.V) == 0 {
+				t.K, t.V = make([][]float32, L), make([][]float32, L)
+			}
+			if len(t.K) != L || len(t.V) != L || len(t.Adm) != n || len(t.Ords) != n || t.Stride < 1 {
+				return fmt.Errorf("%w: %s: memory store shapes", ErrSnapshot, p.name)
+			}
+			for l := 0; l < L; l++ {
+				if len(t.K[l]) != n*row || len(t.V[l]) != n*row {
+					return fmt.Errorf("%w: %s: memory layer %d has %d values, want %d", ErrSnapshot, p.name, l, len(t.K[l]), n*row)
+				}
 			}
 		}
-		s.store = tokenStore{k: t.K, v: t.V, src: t.Src, adm: t.Adm}
-		s.ordinal, s.stride, s.ords = t.Ordinal, t.Stride, t.Ords
+		if err := s.restoreStore(t); err != nil {
+			return err
+		}
 	case *ragSelector:
 		g := st.RAG
 		if g == nil {
@@ -504,13 +549,36 @@ func (p *windowed) load(r io.Reader) error {
 		if err := p.float32Keys("pool", g.Pool); err != nil {
 			return err
 		}
+		pool := len(g.Pool)
+		if g.Archive != nil {
+			if s.arch == nil {
+				return fmt.Errorf("memory: %s: load: the snapshot keeps its pool in an archive (%d frames); attach it with UseArchive first", p.name, len(g.Archive.IDs))
+			}
+			if err := s.arch.check(*g.Archive); err != nil {
+				return err
+			}
+			pool = len(g.Archive.IDs)
+		} else if s.arch != nil && (!s.arch.fresh || p.started > 0) {
+			return fmt.Errorf("memory: %s: load: the snapshot holds its pool in memory; its archive can take it only before the policy's first call", p.name)
+		}
 		for _, i := range g.Picked {
-			if i < 0 || i >= len(g.Pool) {
-				return fmt.Errorf("%w: %s: retrieved index %d outside pool of %d", ErrSnapshot, p.name, i, len(g.Pool))
+			if i < 0 || i >= pool {
+				return fmt.Errorf("%w: %s: retrieved index %d outside pool of %d", ErrSnapshot, p.name, i, pool)
 			}
 		}
 		if g.Descs == nil {
 			g.Descs = map[int][]float32{}
+		}
+		switch {
+		case g.Archive != nil:
+			if err := s.arch.restore(*g.Archive); err != nil {
+				return err
+			}
+		case s.arch != nil: // an in-memory pool into the archive
+			if err := s.arch.add(g.Pool, func(f *frame, l int) []float32 { return f.K[l].f32 }, (*frame).values); err != nil {
+				return err
+			}
+			g.Pool = nil
 		}
 		s.descs, s.pool, s.picked = g.Descs, g.Pool, g.Picked
 	case *bankSelector:
@@ -551,6 +619,69 @@ func (p *windowed) load(r io.Reader) error {
 	}
 	p.restore(h)
 	p.sink, p.recent, p.seen = st.Sink, st.Recent, st.Seen
+	return nil
+}
+
+// checkArchived checks a token store whose tokens are in an archive
+// (FullHistory): whole frames, in order.
+func (s *tokenSelector) checkArchived(t *tokenState) error {
+	name, n, tpf := s.c.name, len(t.Src), s.c.tpf
+	if s.arch == nil {
+		return fmt.Errorf("memory: %s: load: the snapshot keeps its history in an archive (%d frames); attach it with UseArchive first", name, len(t.Archive.IDs))
+	}
+	if len(t.Adm) != n || len(t.Ords) != n || t.Stride < 1 || n != len(t.Archive.IDs)*tpf {
+		return fmt.Errorf("%w: %s: memory store of %d tokens, %d archived frames", ErrSnapshot, name, n, len(t.Archive.IDs))
+	}
+	for i, id := range t.Archive.IDs {
+		for p := 0; p < tpf; p++ {
+			if t.Src[i*tpf+p] != int64(id*tpf+p) {
+				return fmt.Errorf("%w: %s: archived frame %d does not match the memory's token %d", ErrSnapshot, name, id, i*tpf+p)
+			}
+		}
+	}
+	return s.arch.check(*t.Archive)
+}
+
+// restoreStore makes t the token store: in memory, in the archive it
+// names, or (FullHistory with an archive, from an in-memory snapshot)
+// moved into the archive.
+func (s *tokenSelector) restoreStore(t *tokenState) error {
+	c := s.c
+	L, tpf, row := c.lay.Layers, c.tpf, c.row
+	switch {
+	case t.Archive != nil:
+		if err := s.arch.restore(*t.Archive); err != nil {
+			return err
+		}
+		s.store = tokenStore{k: make([][]float32, L), v: make([][]float32, L), src: t.Src, adm: t.Adm}
+	case s.arch != nil:
+		n := len(t.Src)
+		if !s.arch.fresh || c.started > 0 || n%tpf != 0 {
+			return fmt.Errorf("memory: %s: load: the snapshot holds its history in memory (%d tokens); its archive can take whole frames only before the policy's first call", c.name, n)
+		}
+		frames := make([]*frame, n/tpf)
+		for i := range frames {
+			id := int(t.Src[i*tpf]) / tpf
+			for p := 0; p < tpf; p++ {
+				if t.Src[i*tpf+p] != int64(id*tpf+p) {
+					return fmt.Errorf("%w: %s: memory token %d is not token %d of frame %d", ErrSnapshot, c.name, i*tpf+p, p, id)
+				}
+			}
+			f := newFrame(id, L)
+			for l := 0; l < L; l++ {
+				f.K[l] = f32Tensor(t.K[l][i*tpf*row : (i+1)*tpf*row])
+				f.V[l] = f32Tensor(t.V[l][i*tpf*row : (i+1)*tpf*row])
+			}
+			frames[i] = f
+		}
+		if err := s.arch.add(frames, func(f *frame, l int) []float32 { return f.K[l].f32 }, (*frame).values); err != nil {
+			return err
+		}
+		s.store = tokenStore{k: make([][]float32, L), v: make([][]float32, L), src: t.Src, adm: t.Adm}
+	default:
+		s.store = tokenStore{k: t.K, v: t.V, src: t.Src, adm: t.Adm}
+	}
+	s.ordinal, s.stride, s.ords = t.Ordinal, t.Stride, t.Ords
 	return nil
 }
 

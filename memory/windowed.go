@@ -256,6 +256,9 @@ type tokenSelector struct {
 	ordinal int64
 	stride  int64
 	ords    []int64 // ordinal of each stored token (stride)
+	// arch keeps FullHistory's tokens (whole frames, in offer order) in a
+	// file instead of store.k and store.v (UseArchive).
+	arch *archive
 }
 
 func newSelector(cfg Config, name string) (Policy, error) {
@@ -302,6 +305,25 @@ func (s *tokenSelector) offer(block int, frames []*frame, st *Stats) error {
 		}
 	}
 	var kbuf []float32
+	if s.arch != nil { // FullHistory: every token of every frame
+		kbuf = make([]float32, c.tpf*row)
+		if err := s.arch.add(frames, func(f *frame, l int) []float32 { return c.memKeysInto(kbuf, f, l) }, (*frame).values); err != nil {
+			return fmt.Errorf("memory: %s: block %d: %w", s.kind, block, err)
+		}
+		for _, f := range frames {
+			for p := 0; p < c.tpf; p++ {
+				s.store.src = append(s.store.src, int64(f.ID*c.tpf+p))
+				s.store.adm = append(s.store.adm, int32(block))
+				s.ords = append(s.ords, s.ordinal+int64(p))
+			}
+			s.ordinal += int64(c.tpf)
+		}
+		added := len(frames) * c.tpf
+		for l := range st.Offered {
+			st.Offered[l], st.Admitted[l] = added, added
+		}
+		return nil
+	}
 	for _, f := range frames {
 		for l := 0; l < c.lay.Layers; l++ {
 			kbuf = grow(kbuf, f.K[l].len())
@@ -359,8 +381,40 @@ func (s *tokenSelector) offer(block int, frames []*frame, st *Stats) error {
 }
 
 func (s *tokenSelector) memory(layer int) int {
+	if s.arch != nil {
+		for i := 0; i < s.arch.len(); i++ {
+			s.c.ctxFill(s.c.tpf, s.c.tpf, func(dk, dv []float32, _, _ int) error { return s.arch.read(i, layer, dk, dv) })
+		}
+		return s.store.len()
+	}
 	s.c.ctxFrame(f32Tensor(s.store.k[layer]), f32Tensor(s.store.v[layer]), -1)
 	return s.store.len()
+}
+
+// UseArchive keeps FullHistory's tokens in the file at path (see
+// Archiver); FIFO and uniform stride hold a bounded memory and do not
+// archive.
+func (p *Controls) UseArchive(path string) error {
+	if p.s.kind != NameFullHistory {
+		return fmt.Errorf("memory: %s: archive %s: only %s and %s archive their frames", p.name, path, NameFullHistory, NameLongLiveRAG)
+	}
+	if p.started > 0 || p.s.arch != nil {
+		return fmt.Errorf("memory: %s: archive %s: set it before the first call, once", p.name, path)
+	}
+	a, err := openArchive(path, p.lay.Layers, p.tpf*p.row)
+	if err != nil {
+		return err
+	}
+	p.s.arch = a
+	return nil
+}
+
+// CloseArchive closes the archive file (Archiver).
+func (p *Controls) CloseArchive(remove bool) error {
+	if p.s.arch == nil {
+		return nil
+	}
+	return p.s.arch.close(remove)
 }
 
 func (s *tokenSelector) occupancy(_ int, dst []int) {
