@@ -8,6 +8,16 @@ import (
 	"strings"
 )
 
+// tuneGC sets the garbage collector's target (GOGC) to percent for a run
+// whose estimated live heap is large (config.GCPercent: about 1 GiB of
+// headroom instead of Go's default 100 %), unless GOGC is set.
+func tuneGC(percent int) {
+	if os.Getenv("GOGC") != "" || percent <= 0 {
+		return
+	}
+	debug.SetGCPercent(percent)
+}
+
 // setMemoryLimit makes the garbage collector work harder as the heap nears
 // 3/4 of the machine's memory (paper-scale runs hold many GiB of K/V), unless
 // GOMEMLIMIT is set. It is a soft limit: nothing fails when it is exceeded.
