@@ -262,7 +262,7 @@ func load(r io.Reader) (*Bank, int64, error) {
 		if uint64(d.left()) < uint64(n)*perState {
 			return nil, read, fail("head %d: %d states need %d bytes, %d left", h, n, uint64(n)*perState, d.left())
 		}
-		hd.ensure(n, dd)
+		hd.ensure(n, b.storedDescDim())
 		hd.n = n
 		for _, p := range []*vectors{&hd.keys, &hd.vals} {
 			if p.bf {
@@ -275,11 +275,12 @@ func load(r io.Reader) (*Bank, int64, error) {
 				}
 			}
 		}
-		if cfg.DescDim > 0 {
+		switch {
+		case cfg.DescDim > 0:
 			for i := range hd.desc[:n*dd] {
 				hd.desc[i] = math.Float32frombits(d.u32())
 			}
-		} else {
+		case !b.descBF16():
 			for i := 0; i < n; i++ {
 				hd.keys.get(i, hd.desc[i*dd:])
 			}
@@ -299,10 +300,15 @@ func load(r io.Reader) (*Bank, int64, error) {
 				}
 			}
 		}
-		for i := 0; i < n*dd; i++ {
-			if v := float64(hd.desc[i]); math.IsNaN(v) || math.IsInf(v, 0) {
-				return nil, read, fail("head %d: non-finite descriptor at state %d", h, i/dd)
+		row := make([]float32, dd)
+		for i := 0; i < n; i++ {
+			b.descRow(h, i, row)
+			for _, v := range row {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					return nil, read, fail("head %d: non-finite descriptor at state %d", h, i)
+				}
 			}
+			riesz.Norms(hd.norms[i:i+1], row, 1, dd)
 		}
 		for i := 0; i < n; i++ {
 			if !(hd.rho[i] >= 0) || math.IsInf(hd.rho[i], 0) || !(hd.base[i] > 0) || math.IsInf(hd.base[i], 0) {
@@ -312,7 +318,6 @@ func load(r io.Reader) (*Bank, int64, error) {
 				return nil, read, fail("head %d state %d: admitted at update %d of %d", h, i, hd.adm[i], updates)
 			}
 		}
-		riesz.Norms(hd.norms, hd.desc, n, dd)
 		for i := 0; i < n; i++ {
 			if !(hd.norms[i] <= MaxNorm2) {
 				return nil, read, fail("head %d state %d: descriptor norm overflows", h, i)
