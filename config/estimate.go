@@ -124,9 +124,15 @@ func (c Config) Estimate(cores int) Estimate {
 			pay := int64(b.Payload.DType().Size())
 			dd := int64(b.Descriptor.Dim(l.HeadDim))
 			if dd == 0 {
-				dd = int64(l.HeadDim) // the float32 descriptors the kernels read
+				dd = int64(l.HeadDim)
 			}
-			state := int64(2*l.HeadDim)*pay + dd*4 + 4 + 8 + 4 + 8 + 8
+			// Keys and values, norm, source, admission, density and
+			// baseline, and the float32 descriptors the kernels read
+			// unless they read the bfloat16 keys themselves.
+			state := int64(2*l.HeadDim)*pay + 4 + 8 + 4 + 8 + 8
+			if b.Payload != bank.PayloadBF16 || b.Descriptor != bank.DescPostRoPEKey {
+				state += dd * 4
+			}
 			perLayer += int64(l.Heads) * M * state
 			if b.Payload == bank.PayloadBF16 && b.Descriptor == bank.DescPostRoPEKey {
 				perLayer -= min(F, W) * f32 / 2 // waiting frames held as bfloat16
