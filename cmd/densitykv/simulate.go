@@ -272,7 +272,7 @@ func checkFit(cmd *cobra.Command, command string, cfg config.Config, dir string,
 		}
 		fmt.Fprintf(stderr, "estimate: %s; this machine has %s of memory available and %s of disk free\n", est.Summary(), mem, disk)
 	}
-	tuneGC(est.GCPercent)
+	tuneGC(est.GCPercent, est.PeakBytes)
 	return nil
 }
 
