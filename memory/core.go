@@ -96,6 +96,9 @@ func newCore(name string, cfg Config) (*core, error) {
 // Name returns the policy name.
 func (c *core) Name() string { return c.name }
 
+// blocksCommitted returns the blocks whose clean pass ended.
+func (c *core) blocksCommitted() int { return c.committed }
+
 // Layout returns the policy's layout.
 func (c *core) Layout() Layout { return c.lay }
 
