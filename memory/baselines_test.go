@@ -575,7 +575,7 @@ func TestDeepForcingRefusesVersion1Snapshot(t *testing.T) {
 	p := pol.(*DeepForcing)
 	v1 := snapshotV1(t, p.core, dfStateV1{QBuf: make([][]qframe, cfg.Layout.Layers)})
 	var v2 bytes.Buffer
-	if err := p.snapSave(&v2, func(sw *snapWriter) { sw.int(1) }); err != nil {
+	if err := p.snapSave(&v2, func(sw *snapWriter) { sw.int(1); sw.frames(nil); sw.bool(false) }); err != nil { // more fields follow the version
 		t.Fatal(err)
 	}
 	for name, snap := range map[string][]byte{"format 1": v1, "format 2": v2.Bytes()} {

@@ -773,6 +773,11 @@ type dfState struct {
 // dfVersion is the version of the Deep Forcing state Save writes.
 const dfVersion = 2
 
+// dfVersionMsg explains the refusal of an older Deep Forcing state.
+func dfVersionMsg(v int) string {
+	return fmt.Sprintf("a version-%d snapshot from before the authors' Deep Forcing adapter (query tokens of every call, their sink position); start the run again", max(v, 1))
+}
+
 // Save writes the policy state (between calls).
 func (p *DeepForcing) Save(w io.Writer) error {
 	return p.snapSave(w, func(sw *snapWriter) {
@@ -805,7 +810,10 @@ func (p *DeepForcing) Load(r io.Reader) error {
 	h, err := p.snapLoad(r, func(h snapHeader, sr *snapReader) {
 		frames := h.Committed * p.lay.FramesPerBlock
 		st.Version = sr.int("deep forcing state version", 1, dfVersion)
-		if sr.err != nil || st.Version != dfVersion {
+		if sr.err == nil && st.Version != dfVersion {
+			sr.fail("%s", dfVersionMsg(st.Version))
+		}
+		if sr.err != nil {
 			return
 		}
 		st.Sink = p.readFrames(sr, "sink", h)
@@ -842,7 +850,7 @@ func (p *DeepForcing) Load(r io.Reader) error {
 		return err
 	}
 	if st.Version != dfVersion {
-		return fmt.Errorf("%w: %s: a version-%d snapshot from before the authors' Deep Forcing adapter (query tokens of every call, their sink position); start the run again", ErrSnapshot, p.name, max(st.Version, 1))
+		return fmt.Errorf("%w: %s: %s", ErrSnapshot, p.name, dfVersionMsg(st.Version))
 	}
 	frames := h.Committed * p.lay.FramesPerBlock
 	if err := p.checkFrames("sink", st.Sink, frames); err != nil {
