@@ -2,6 +2,8 @@ package config
 
 import (
 	"bytes"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -32,6 +34,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("policies: [densitykv, fifo]\nstream: {seconds: 1e309}\n"))
 	f.Add([]byte("run: {name: ../x}\n"))
 	f.Add([]byte("memory: {layout: {height: 2, width: 2, framesperblock: 1, layers: 1, heads: 1, headdim: 6}}\n"))
+	f.Add([]byte("memory: {layout: {heads: 3.9}}\nstream: {seconds: 1e12}\n"))
+	f.Add([]byte("policies: [fifo, fifo, fifo]\nstream: {kind: synthetic, path: x.dkvs}\nrun: {name: ''}\n"))
+	f.Add([]byte("memory: {layout: {heads: 16777217, head_dim: 1e300}, bank: {tau: -.inf, workers: 99999}}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c := DemoConfig()
 		if _, err := Decode(b, &c, true); err != nil {
@@ -124,5 +129,99 @@ func TestDecodeVariants(t *testing.T) {
 	err = ExplicitZeros(&c, nil, keys, "f.yaml")
 	if err == nil || !strings.Contains(err.Error(), `f.yaml: memory.bank.eviction (--eviction) is "", want mandatory-densest, densest or mandatory-source`) {
 		t.Fatalf("explicit empty name: %v", err)
+	}
+}
+
+// FuzzParsePromptSpec: any --prompt value parses to a schedule entry or an
+// error; a parsed TEXT@BLOCK written back parses to the same entry.
+func FuzzParsePromptSpec(f *testing.F) {
+	for _, s := range []string{"a heron", "a heron@0", "b@20", "meet me @ noon", "x@-1", "@3", "shot@24fps", "a@99999999999999999999", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, arg string) {
+		p, err := ParsePromptSpec(arg)
+		if err != nil {
+			if !strings.Contains(err.Error(), "--prompt") {
+				t.Fatalf("%q: error %v does not name --prompt", arg, err)
+			}
+			return
+		}
+		if p.FromBlock < 0 {
+			t.Fatalf("%q: block %d", arg, p.FromBlock)
+		}
+		if p.FromBlock == 0 && p.Text == arg {
+			return // no schedule in it
+		}
+		back, err := ParsePromptSpec(p.Text + "@" + strconv.Itoa(p.FromBlock))
+		if err != nil || back != p {
+			t.Fatalf("%q → %+v → %+v (%v)", arg, p, back, err)
+		}
+	})
+}
+
+// TestResolveSchedule: --text and --prompt entries form one schedule that
+// starts at block 0 with distinct blocks; prompts need the text encoder's
+// files; the VAE statistics come in pairs of finite values, positive std.
+func TestResolveSchedule(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ckpt, text, enc, tok, vae := file("w.safetensors"), file("t.safetensors"), file("enc.pth"), file("spiece.model"), file("vae.pth")
+	base := func() GenerateConfig {
+		gc := GenerateDefaults()
+		gc.Generate.Arch, gc.Generate.Checkpoint, gc.Generate.LatentHeight, gc.Generate.LatentWidth, gc.Generate.Blocks = "tiny", ckpt, 6, 8, 4
+		gc.Generate.TextEncoder, gc.Generate.Tokenizer = enc, tok
+		gc.Run.Out = dir
+		return gc
+	}
+	for _, c := range []struct {
+		name string
+		mod  func(*GenerateSection)
+		want string
+	}{
+		{"mixed", func(g *GenerateSection) {
+			g.Texts = []TextSpec{{Path: text, FromBlock: 2}}
+			g.Prompts = []PromptSpec{{Text: "a"}, {Text: "b", FromBlock: 3}}
+		}, ""},
+		{"no start", func(g *GenerateSection) { g.Prompts = []PromptSpec{{Text: "a", FromBlock: 1}} }, "must start at block 0"},
+		{"same block", func(g *GenerateSection) {
+			g.Texts = []TextSpec{{Path: text}}
+			g.Prompts = []PromptSpec{{Text: "a"}}
+		}, "both start at block 0"},
+		{"out of order", func(g *GenerateSection) {
+			g.Prompts = []PromptSpec{{Text: "a"}, {Text: "b", FromBlock: 3}, {Text: "c", FromBlock: 2}}
+		}, "not after"},
+		{"no encoder", func(g *GenerateSection) { g.Prompts, g.TextEncoder = []PromptSpec{{Text: "a"}}, "" }, "need --text-encoder"},
+		{"missing tokenizer", func(g *GenerateSection) { g.Prompts, g.Tokenizer = []PromptSpec{{Text: "a"}}, dir+"/none" }, "--tokenizer"},
+		{"nothing", func(g *GenerateSection) {}, "--prompt"},
+		{"prompts file and prompt", func(g *GenerateSection) { g.Prompts, g.PromptsFile = []PromptSpec{{Text: "a"}}, text }, "leave out --text and --prompt"},
+		{"vae missing", func(g *GenerateSection) { g.Prompts, g.VAE = []PromptSpec{{Text: "a"}}, dir+"/none.pth" }, "--vae"},
+		{"vae stats pair", func(g *GenerateSection) {
+			g.Prompts, g.VAE, g.VAEMean = []PromptSpec{{Text: "a"}}, vae, []float32{0}
+		}, "give both"},
+		{"vae std", func(g *GenerateSection) {
+			g.Prompts, g.VAE, g.VAEMean, g.VAEStd = []PromptSpec{{Text: "a"}}, vae, []float32{0, 0}, []float32{1, 0}
+		}, "--vae-std value 1"},
+		{"stats without vae", func(g *GenerateSection) {
+			g.Prompts, g.VAEMean, g.VAEStd = []PromptSpec{{Text: "a"}}, []float32{0}, []float32{1}
+		}, "without --vae"},
+	} {
+		gc := base()
+		c.mod(&gc.Generate)
+		err := gc.Resolve(NewKeys(), "test")
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want mention of %q", c.name, err, c.want)
+		}
+		if c.want == "" && (len(gc.Generate.PromptSchedule()) != 3 || gc.Generate.TextCache != dir+"/text_cache") {
+			t.Errorf("%s: schedule %+v, cache %q", c.name, gc.Generate.PromptSchedule(), gc.Generate.TextCache)
+		}
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,13 +47,32 @@ type GenerateSection struct {
 	LoRA      string  `yaml:"lora"`
 	LoRAAlpha float64 `yaml:"lora_alpha"`
 	Arch      string  `yaml:"arch"` // 1.3b or tiny
-	// Precision is the model's precision, fp32 or bf16. Left out, it
-	// follows the architecture: bf16 for the real model (1.3b: half the
-	// weight memory, the authors' GPU arithmetic), fp32 for tiny (the
-	// golden test model, whose references are float64).
+	// Precision is the models' precision (DiT, text encoder and VAE), fp32
+	// or bf16. Left out, it follows the architecture: bf16 for the real
+	// model (1.3b: half the weight memory, the authors' GPU arithmetic),
+	// fp32 for tiny (the golden test model, whose references are float64).
 	Precision gemm.Precision `yaml:"precision"`
 	Model     wan.Config     `yaml:"model"`
 	Texts     []TextSpec     `yaml:"texts"`
+	// Prompts are prompt texts (--prompt TEXT[@BLOCK]), encoded by
+	// TextEncoder with Tokenizer; together with Texts they form the
+	// prompt schedule.
+	Prompts []PromptSpec `yaml:"prompts"`
+	// PromptsFile (--prompts) makes one video per line of the file, each
+	// in its own run folder <out>/<name>/NNNNN.
+	PromptsFile string `yaml:"prompts_file,omitempty"`
+	// TextEncoder is the umT5 encoder checkpoint, Tokenizer its
+	// spiece.model (or a folder holding it); TextCache keeps computed
+	// embeddings (default <out>/text_cache).
+	TextEncoder string `yaml:"text_encoder"`
+	Tokenizer   string `yaml:"tokenizer"`
+	TextCache   string `yaml:"text_cache"`
+	// VAE is the Wan VAE checkpoint that decodes each finished block into
+	// video (empty: latents only); VAEMean and VAEStd override Wan2.1's
+	// 16 latent statistics (both or neither).
+	VAE     string    `yaml:"vae"`
+	VAEMean []float32 `yaml:"vae_mean,omitempty,flow"`
+	VAEStd  []float32 `yaml:"vae_std,omitempty,flow"`
 	// LatentHeight and LatentWidth are the VAE latent size (60×104 for
 	// 480×832 video); tokens are 2×2 patches of it.
 	LatentHeight int `yaml:"latent_height"`
@@ -94,6 +115,12 @@ type GenerateSection struct {
 type TextSpec struct {
 	Path      string `yaml:"path"`
 	Tensor    string `yaml:"tensor"`
+	FromBlock int    `yaml:"from_block"`
+}
+
+// PromptSpec is one prompt text used from FromBlock on.
+type PromptSpec struct {
+	Text      string `yaml:"text"`
 	FromBlock int    `yaml:"from_block"`
 }
 
@@ -160,6 +187,40 @@ func ParseTextSpec(arg, tensor string) (TextSpec, error) {
 	return ts, nil
 }
 
+// ParsePromptSpec parses one --prompt value: TEXT, or TEXT@BLOCK to switch
+// to that prompt at block BLOCK, with ParseTextSpec's rule (only an
+// integer after the last '@' is a block, so "meet me @ noon" is taken
+// whole).
+func ParsePromptSpec(arg string) (PromptSpec, error) {
+	ts, err := ParseTextSpec(arg, "")
+	if err != nil {
+		return PromptSpec{}, errors.New(strings.Replace(err.Error(), "--text", "--prompt", 1))
+	}
+	return PromptSpec{Text: ts.Path, FromBlock: ts.FromBlock}, nil
+}
+
+// ScheduleEntry is one entry of a generate run's prompt schedule: a text
+// file (Text) or a prompt (Prompt), from block FromBlock.
+type ScheduleEntry struct {
+	FromBlock int
+	Text      *TextSpec
+	Prompt    *PromptSpec
+}
+
+// PromptSchedule returns the prompt schedule: the text files, then the
+// prompts, each in the order given (the order Resolve checks; rollout
+// sorts by block).
+func (g *GenerateSection) PromptSchedule() []ScheduleEntry {
+	var out []ScheduleEntry
+	for i := range g.Texts {
+		out = append(out, ScheduleEntry{FromBlock: g.Texts[i].FromBlock, Text: &g.Texts[i]})
+	}
+	for i := range g.Prompts {
+		out = append(out, ScheduleEntry{FromBlock: g.Prompts[i].FromBlock, Prompt: &g.Prompts[i]})
+	}
+	return out
+}
+
 // Resolve checks a generate configuration once the file and the flags
 // are applied (keys are the file's, named file in errors) and derives what
 // follows from it: the model from the architecture, the stream from the
@@ -215,25 +276,20 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 	if _, _, err := so.Build(); err != nil {
 		return fmt.Errorf("generate.schedule (--steps, --first-chunk-steps, --warp, --shift, --update): %w", err)
 	}
-	if len(G.Texts) == 0 {
-		return fmt.Errorf("--text is required (a tensor file with the text-encoder output [L, %d])", model.TextDim)
+	if err := G.resolveText(model, gc.Run.Out); err != nil {
+		return err
 	}
-	for i, ts := range G.Texts {
-		if _, err := os.Stat(ts.Path); err != nil {
-			return fmt.Errorf("--text: %w", err)
-		}
-		if i > 0 && ts.FromBlock <= G.Texts[i-1].FromBlock {
-			return fmt.Errorf("--text: prompt %s starts at block %d, not after the previous one's %d", ts.Path, ts.FromBlock, G.Texts[i-1].FromBlock)
-		}
-	}
-	if G.Texts[0].FromBlock != 0 {
-		return fmt.Errorf("--text: the first prompt must start at block 0, got @%d", G.Texts[0].FromBlock)
+	if err := G.resolveVAE(); err != nil {
+		return err
 	}
 	if G.LatentHeight <= 0 || G.LatentWidth <= 0 || G.LatentHeight%model.Patch[1] != 0 || G.LatentWidth%model.Patch[2] != 0 {
 		return fmt.Errorf("--latent-height/--latent-width %d×%d must be positive multiples of the %d×%d patch", G.LatentHeight, G.LatentWidth, model.Patch[1], model.Patch[2])
 	}
 	if G.Blocks <= 0 {
 		return fmt.Errorf("--blocks (generate.blocks) is %d, want > 0", G.Blocks)
+	}
+	if err := checkGenerateSizes(G); err != nil {
+		return err
 	}
 	if steps := so.MaxSteps(); G.TraceStep < -1 || G.TraceStep >= steps {
 		return fmt.Errorf("--trace-step (generate.trace_step) is %d, want -1 (off) or 0..%d", G.TraceStep, steps-1)
@@ -285,8 +341,14 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 			file, gc.Memory.Layout, m.Layout, G.LatentHeight, G.LatentWidth)
 	}
 	m.LongLiveRAG.LatentChannels = model.OutDim // the descriptor reads the model's latents
+	if err := checkLimits(Config{Run: gc.Run, Stream: gc.Stream, Memory: m}, int64(G.Blocks)*int64(G.FramesPerBlock)); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	rm, err := resolveMemory(m, gc.Policies)
 	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := checkLimits(Config{Run: gc.Run, Stream: gc.Stream, Memory: rm}, int64(G.Blocks)*int64(G.FramesPerBlock)); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	gc.Memory = rm
@@ -307,6 +369,99 @@ func MarshalGenerate(gc GenerateConfig) ([]byte, error) {
 		return nil, fmt.Errorf("config: encode YAML: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// resolveText checks the prompt schedule (--text files, --prompt texts,
+// or a --prompts file) and the text encoder's files, and fills in the
+// embedding cache's default folder.
+func (G *GenerateSection) resolveText(model wan.Config, out string) error {
+	if G.PromptsFile != "" {
+		if len(G.Texts) > 0 || len(G.Prompts) > 0 {
+			return fmt.Errorf("--prompts makes one video per line of %s; leave out --text and --prompt", G.PromptsFile)
+		}
+		if _, err := os.Stat(G.PromptsFile); err != nil {
+			return fmt.Errorf("--prompts: %w", err)
+		}
+	} else if len(G.Texts) == 0 && len(G.Prompts) == 0 {
+		return fmt.Errorf("--prompt (with --text-encoder and --tokenizer) or --text is required (a tensor file with the text-encoder output [L, %d])", model.TextDim)
+	}
+	for i, ts := range G.Texts {
+		if _, err := os.Stat(ts.Path); err != nil {
+			return fmt.Errorf("--text: %w", err)
+		}
+		if i > 0 && ts.FromBlock <= G.Texts[i-1].FromBlock {
+			return fmt.Errorf("--text: prompt %s starts at block %d, not after the previous one's %d", ts.Path, ts.FromBlock, G.Texts[i-1].FromBlock)
+		}
+	}
+	for i, p := range G.Prompts {
+		if i > 0 && p.FromBlock <= G.Prompts[i-1].FromBlock {
+			return fmt.Errorf("--prompt: prompt %q starts at block %d, not after the previous one's %d", p.Text, p.FromBlock, G.Prompts[i-1].FromBlock)
+		}
+	}
+	if G.PromptsFile == "" {
+		blocks := map[int]string{}
+		first := -1
+		for _, e := range G.PromptSchedule() {
+			what := ""
+			if e.Text != nil {
+				what = "--text " + e.Text.Path
+			} else {
+				what = fmt.Sprintf("--prompt %q", e.Prompt.Text)
+			}
+			if prev, ok := blocks[e.FromBlock]; ok {
+				return fmt.Errorf("%s and %s both start at block %d", prev, what, e.FromBlock)
+			}
+			blocks[e.FromBlock] = what
+			if first < 0 || e.FromBlock < first {
+				first = e.FromBlock
+			}
+		}
+		if first != 0 {
+			return fmt.Errorf("--prompt/--text: the first prompt must start at block 0, got @%d", first)
+		}
+	}
+	if len(G.Prompts) > 0 || G.PromptsFile != "" {
+		if G.TextEncoder == "" || G.Tokenizer == "" {
+			return errors.New("--prompt and --prompts need --text-encoder (umT5 checkpoint) and --tokenizer (spiece.model or its folder)")
+		}
+		if G.TextCache == "" {
+			G.TextCache = filepath.Join(out, "text_cache")
+		}
+	}
+	for _, f := range []struct{ flag, path string }{{"--text-encoder", G.TextEncoder}, {"--tokenizer", G.Tokenizer}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return fmt.Errorf("%s: %w", f.flag, err)
+		}
+	}
+	return nil
+}
+
+// resolveVAE checks the VAE file and the latent statistics.
+func (G *GenerateSection) resolveVAE() error {
+	if G.VAE != "" {
+		if _, err := os.Stat(G.VAE); err != nil {
+			return fmt.Errorf("--vae: %w", err)
+		}
+	}
+	if (G.VAEMean == nil) != (G.VAEStd == nil) || len(G.VAEMean) != len(G.VAEStd) {
+		return fmt.Errorf("--vae-mean and --vae-std (generate.vae_mean, vae_std) give %d and %d values; give both with one value per latent channel, or neither (Wan2.1's statistics)", len(G.VAEMean), len(G.VAEStd))
+	}
+	if G.VAEMean != nil && G.VAE == "" {
+		return errors.New("--vae-mean/--vae-std without --vae")
+	}
+	for i := range G.VAEMean {
+		m, s := float64(G.VAEMean[i]), float64(G.VAEStd[i])
+		if math.IsNaN(m) || math.IsInf(m, 0) {
+			return fmt.Errorf("--vae-mean value %d is %v, want a finite number", i, m)
+		}
+		if !(s > 0) || math.IsInf(s, 0) {
+			return fmt.Errorf("--vae-std value %d is %v, want a positive finite number", i, s)
+		}
+	}
+	return nil
 }
 
 // torchEntries lists a PyTorch checkpoint's entries of tensors.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/atomicfile"
+	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/synth"
 )
@@ -61,6 +62,12 @@ type GenerateState struct {
 	Shards []string `json:"shards_sha256"`
 	// TraceMass is the attention tracer's accumulated (unnormalised) mass.
 	TraceMass []float64 `json:"trace_mass,omitempty"`
+	// TraceLayers names the per-layer attention trace saved in state/ with
+	// this checkpoint, and gives its SHA-256 ("" without per-layer
+	// tracing; a checkpoint of an older version read the run folder's
+	// attention_trace_layers.safetensors).
+	TraceLayers       string `json:"trace_layers,omitempty"`
+	TraceLayersSHA256 string `json:"trace_layers_sha256,omitempty"`
 	// RecordBytes is the size of the --record-stream file after block
 	// NextBlock−1 (−1 without a recording), RecordSHA256 the SHA-256 of
 	// those bytes (empty in checkpoints written before it was recorded:
@@ -70,60 +77,37 @@ type GenerateState struct {
 	// LineageBytes is the size of density_kv_lineage.jsonl after block
 	// NextBlock−1 (0 without one).
 	LineageBytes int64 `json:"lineage_bytes,omitempty"`
+	// Video is how the run writes its video: "mp4" (one segment per
+	// block), "png" (frames: no ffmpeg) or "" (no VAE).
+	Video string `json:"video,omitempty"`
+	// SegmentsSHA256 are the SHA-256 of the mp4 segments of blocks
+	// 0..NextBlock−1.
+	SegmentsSHA256 []string `json:"segments_sha256,omitempty"`
 }
 
 // FileFingerprint identifies an input file.
 type FileFingerprint struct {
-	Role   string `json:"role"` // checkpoint, lora or text
+	Role   string `json:"role"` // checkpoint, lora, text, embedding or vae
 	Path   string `json:"path"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
 }
 
-// Files up to fingerprintWhole bytes are hashed whole; larger ones (model
-// checkpoints of several GiB) by their size and fingerprintPieces evenly
-// spaced pieces of fingerprintPiece bytes, the first and last included, so
-// that resuming does not read the whole checkpoint a second time.
-var (
-	fingerprintWhole  int64 = 256 << 20
-	fingerprintPieces int64 = 64
-	fingerprintPiece  int64 = 1 << 20
-)
-
+// fingerprint identifies an input file (package filehash: SHA-256 of the
+// whole file, or of its size and sampled pieces for files over 256 MiB).
 func fingerprint(role, path string) (FileFingerprint, error) {
-	fp := FileFingerprint{Role: role, Path: path}
-	f, err := os.Open(path)
+	s, err := filehash.File(path)
 	if err != nil {
-		return fp, err
+		return FileFingerprint{Role: role, Path: path}, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fp, err
-	}
-	fp.Size = st.Size()
-	h := sha256.New()
-	if fp.Size <= fingerprintWhole {
-		if _, err := io.Copy(h, f); err != nil {
-			return fp, fmt.Errorf("%s: %w", path, err)
-		}
-	} else {
-		fmt.Fprintf(h, "sampled %d %d %d\n", fp.Size, fingerprintPieces, fingerprintPiece)
-		buf := make([]byte, fingerprintPiece)
-		for i := range fingerprintPieces {
-			off := i * (fp.Size - fingerprintPiece) / (fingerprintPieces - 1)
-			if _, err := f.ReadAt(buf, off); err != nil {
-				return fp, fmt.Errorf("%s: %w", path, err)
-			}
-			h.Write(buf)
-		}
-	}
-	fp.SHA256 = hex.EncodeToString(h.Sum(nil))
-	return fp, nil
+	return FileFingerprint{Role: role, Path: path, Size: s.Size, SHA256: s.SHA256}, nil
 }
 
-// generateInputs fingerprints the files a generate run reads.
-func generateInputs(g config.GenerateSection) ([]FileFingerprint, error) {
+// generateInputs fingerprints the files a generate run in dir reads: the
+// checkpoint, LoRA, text files, the prompts' embeddings saved in dir and
+// the VAE. (The text encoder and tokenizer are not read again on resume:
+// the embeddings made with them are.)
+func generateInputs(g config.GenerateSection, dir string) ([]FileFingerprint, error) {
 	type in struct{ role, path string }
 	ins := []in{{"checkpoint", g.Checkpoint}}
 	if g.LoRA != "" {
@@ -131,6 +115,12 @@ func generateInputs(g config.GenerateSection) ([]FileFingerprint, error) {
 	}
 	for _, t := range g.Texts {
 		ins = append(ins, in{"text", t.Path})
+	}
+	for i := range g.Prompts {
+		ins = append(ins, in{"embedding", embeddingPath(dir, i)})
+	}
+	if g.VAE != "" {
+		ins = append(ins, in{"vae", g.VAE})
 	}
 	var out []FileFingerprint
 	for _, i := range ins {
@@ -162,10 +152,7 @@ func checkInputs(saved, now []FileFingerprint) error {
 	return nil
 }
 
-func sha256Hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
+func sha256Hex(b []byte) string { return filehash.Bytes(b) }
 
 // writeGenCheckpoint writes state/checkpoint.json atomically.
 func writeGenCheckpoint(path string, st *GenerateState) error {
@@ -283,7 +270,7 @@ func loadSnapshotSum(path, want string, s memory.Snapshotter) error {
 // passes, written through a counter so that a checkpoint can note (and
 // resume cut back to) its size after a block.
 type streamRecord struct {
-	f    *os.File
+	f    atomicfile.File
 	cw   *hashWriter // counts the file's bytes
 	sw   *synth.Writer
 	done bool
@@ -300,7 +287,7 @@ func recordHeader(pol memory.Policy, g config.GenerateSection) synth.Header {
 // (streamRecord.sum).
 func newStreamRecord(path string, h synth.Header, resume bool, size int64, sum string, next int) (*streamRecord, error) {
 	if !resume {
-		f, err := os.Create(path)
+		f, err := atomicfile.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			return nil, err
 		}
@@ -315,7 +302,7 @@ func newStreamRecord(path string, h synth.Header, resume bool, size int64, sum s
 	if size < 0 {
 		return nil, fmt.Errorf("%s: the checkpoint has no recording position", path)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := atomicfile.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -12,45 +12,239 @@ import (
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/eval"
+	"github.com/densitykv/densitykv/internal/atomicfile"
+	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/pipeline"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/synth"
+	"github.com/densitykv/densitykv/vae"
+	"github.com/densitykv/densitykv/video"
+	"github.com/densitykv/densitykv/wan"
 )
 
-// Generate rolls out the Wan model of gc with its memory policy into the
-// run folder <out>/<name> through package rollout's generate path: latent
-// shards and manifest, the memory log, the DensityKV provenance and
-// admissions, the attention trace (eval.AttentionTracer) and the latent
-// preview frames as every block finishes, the recorded stream, then
-// summary.json, the figures and preview.mp4 (with ffmpeg). Every input is
-// checked before the folder is made (errors in the checkpoint or the texts
-// are *rollout.InputError inside a *UserError). With resume it continues
-// a stopped run from its checkpoint without computing the completed blocks
-// again, after checking that the configuration, inputs, latents and
-// snapshot are those of the checkpoint. When ctx is cancelled it stops
-// after the current block, saves a checkpoint and returns the partial
-// result with ErrInterrupted.
+// Generate makes a video with the Wan model of gc and its memory policy
+// in the run folder <out>/<name> (with generate.prompts_file, one run
+// folder per prompt: GenerateBatch). The stages, in order:
+//
+//  1. every input is checked before any work: the backbone's tensors
+//     (names, shapes, dtypes; pipeline.CheckBackbone), the text files, the
+//     VAE (loaded) and ffmpeg, the tokenizer and the text encoder's tensors;
+//  2. the prompts are encoded (package pipeline: tokenizer, umT5, the
+//     embedding cache), and the encoder is released;
+//  3. the backbone is loaded and the run folder made;
+//  4. the rollout (package rollout's generate path) streams every finished
+//     block into the folder: latent shards and manifest, the memory log, the
+//     DensityKV provenance and admissions, the attention trace
+//     (eval.AttentionTracer), the latent preview, and with a VAE the block
+//     decoded into its video segment (pipeline.VideoStream);
+//  5. summary.json, the figures, latent_preview.mp4 and video.mp4 (the
+//     segments joined) at the end.
+//
+// Errors in an input are *UserError (the backbone's or a text file's wrap
+// a *rollout.InputError). With resume it continues a stopped run from its
+// checkpoint without computing the completed blocks again, after checking
+// that the configuration, inputs, latents, video segments and snapshot are
+// those of the checkpoint; the video decoder is warmed up on the latents
+// before the block it continues at (pipeline.VideoStream.Resume). When ctx
+// is cancelled it stops after the current block, saves a checkpoint, joins
+// the finished segments into video.mp4 and returns the partial result with
+// ErrInterrupted.
 func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool, hooks Hooks) (*Result, error) {
+	if gc.Generate.PromptsFile != "" {
+		return GenerateBatch(ctx, gc, resume, force, hooks)
+	}
 	g := gc.Generate
 	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
-	stateDir := filepath.Join(dir, DirState)
-	cpPath := filepath.Join(stateDir, FileCheckpoint)
 	gs := &GenerateState{}
+	if err := CheckGenerateOutputs(gc); err != nil {
+		return nil, err
+	}
 	if resume {
-		saved, err := resumeState(dir, cpPath, gc)
+		if err := CheckOwner(dir, "generate"); err != nil {
+			return nil, err
+		}
+		if err := atomicfile.CleanTemps(dir); err != nil {
+			return nil, fmt.Errorf("--resume: %w", err)
+		}
+		saved, err := resumeState(dir, filepath.Join(dir, DirState, FileCheckpoint), gc)
 		if err != nil {
 			return nil, err
 		}
 		gs = saved
 	}
-	prompts := make([]rollout.PromptText, len(g.Texts))
-	for i, ts := range g.Texts {
-		prompts[i] = rollout.PromptText{FromBlock: ts.FromBlock, Text: rollout.TextFile{Path: ts.Path, Tensor: ts.Tensor}}
+	// A resumed run reads its prompts' embeddings from its folder: the
+	// text encoder is not needed.
+	in, err := checkGenerateInputs(g, hooks, !resume)
+	if err != nil {
+		return nil, err
 	}
+	var embeds []*pipeline.Embedding
+	if resume {
+		embeds, err = readRunEmbeddings(dir, g)
+	} else {
+		embeds, err = encodePrompts(in, g, g.Prompts, false, hooks)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := in.loadBackbone(g); err != nil {
+		return nil, err
+	}
+	return generateRun(ctx, gc, in, embeds, gs, resume, force, hooks)
+}
+
+// genInputs are a generate run's checked inputs and, once loaded, its
+// models.
+type genInputs struct {
+	text   *pipeline.TextInputs // nil without prompts
+	vae    *vae.Model           // nil without --vae
+	ffmpeg string               // "" = PNG frames (with a VAE)
+	wan    *wan.Model
+	sched  *rollout.Schedule // the denoising schedule (first: block 0's when it differs)
+	first  *rollout.Schedule
+}
+
+// checkGenerateInputs checks every input file of g without reading the
+// big ones whole: the backbone's tensors, the text files, the VAE (loaded:
+// it is small), ffmpeg, and with text the tokenizer and the encoder's
+// tensors.
+func checkGenerateInputs(g config.GenerateSection, hooks Hooks, text bool) (*genInputs, error) {
+	in := &genInputs{}
+	if err := pipeline.CheckBackbone(g.Checkpoint, g.Entry, g.Model); err != nil {
+		return nil, &UserError{&rollout.InputError{Prompt: -1, Name: g.Checkpoint, Err: err}}
+	}
+	for i, ts := range g.Texts {
+		if _, rows, dim, err := rollout.LoadText(ts.Path, ts.Tensor); err != nil {
+			return nil, &UserError{&rollout.InputError{Prompt: i, Name: ts.Path, Err: err}}
+		} else if dim != g.Model.TextDim || rows > g.Model.TextLen {
+			return nil, &UserError{&rollout.InputError{Prompt: i, Name: ts.Path,
+				Err: fmt.Errorf("text embeddings [%d, %d], the model needs at most %d rows of %d", rows, dim, g.Model.TextLen, g.Model.TextDim)}}
+		}
+	}
+	if g.VAE != "" {
+		m, err := pipeline.LoadVAE(g.VAE, g.VAEMean, g.VAEStd, g.Model.OutDim)
+		if err != nil {
+			return nil, userf("--vae %s: %w", g.VAE, err)
+		}
+		in.vae = m
+		if in.ffmpeg, err = video.LookFFmpeg(); err != nil {
+			hooks.warn("warning: ffmpeg is not on PATH: the video will be PNG frames in %s/ (%s; then `densitykv decode` writes video.mp4)", video.DirFrames, video.InstallHint)
+		}
+	}
+	if text && (len(g.Prompts) > 0 || g.PromptsFile != "") {
+		ti, err := pipeline.CheckText(pipeline.TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen})
+		if err != nil {
+			return nil, userf("--text-encoder/--tokenizer: %w", err)
+		}
+		if ti.Encoder.Dim != g.Model.TextDim {
+			return nil, userf("--text-encoder %s: its output has %d values per token, the %s DiT reads %d", g.TextEncoder, ti.Encoder.Dim, g.Arch, g.Model.TextDim)
+		}
+		in.text = ti
+	}
+	return in, nil
+}
+
+// encodePrompts encodes the prompts' texts (the cache first), warning
+// about truncated prompts and reporting progress as stage "encode"; with
+// discard the embeddings' values stay in the cache only.
+func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.PromptSpec, discard bool, hooks Hooks) ([]*pipeline.Embedding, error) {
+	if len(prompts) == 0 {
+		return nil, nil
+	}
+	texts := make([]string, len(prompts))
+	for i, p := range prompts {
+		texts[i] = p.Text
+	}
+	o := pipeline.TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen, CacheDir: g.TextCache, Discard: discard, Precision: g.Precision,
+		Warn: func(msg string) { hooks.warn("%s", msg) },
+		Progress: func(done, total int) {
+			if hooks.Progress != nil {
+				hooks.Progress("encode", done, total)
+			}
+		}}
+	began := time.Now()
+	embeds, err := pipeline.EncodePrompts(o, in.text, texts)
+	if err != nil {
+		return nil, userf("text: %w", err)
+	}
+	cached := 0
+	for _, e := range embeds {
+		if e.Cached {
+			cached++
+		}
+	}
+	hooks.info("text: %d prompts (%d from the cache %s) in %.1f s", len(prompts), cached, g.TextCache, time.Since(began).Seconds())
+	return embeds, nil
+}
+
+// embeddingPath is the run folder's copy of prompt i's embedding.
+func embeddingPath(dir string, i int) string {
+	return filepath.Join(dir, DirText, fmt.Sprintf("prompt_%02d.safetensors", i))
+}
+
+// readRunEmbeddings reads a resumed run's prompt embeddings from its
+// folder (their fingerprints are checked with the other inputs).
+func readRunEmbeddings(dir string, g config.GenerateSection) ([]*pipeline.Embedding, error) {
+	var out []*pipeline.Embedding
+	for i, p := range g.Prompts {
+		e, err := pipeline.ReadEmbedding(embeddingPath(dir, i))
+		if err != nil {
+			return nil, fmt.Errorf("--resume: %w", err)
+		}
+		if e.Prompt != p.Text {
+			return nil, fmt.Errorf("--resume: %s holds the embedding of %q, the run's prompt %d is %q", embeddingPath(dir, i), e.Prompt, i, p.Text)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// loadBackbone loads the DiT (after the text encoder is gone).
+func (in *genInputs) loadBackbone(g config.GenerateSection) error {
+	sch, first, err := g.Schedule.Options().Build()
+	if err != nil {
+		return userf("generate.schedule: %w", err)
+	}
+	m, err := wan.Load(g.Checkpoint, g.Model, wan.LoadOptions{Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Precision: g.Precision})
+	if err != nil {
+		return &UserError{&rollout.InputError{Prompt: -1, Name: g.Checkpoint, Err: err}}
+	}
+	in.wan, in.sched, in.first = m, sch, first
+	return nil
+}
+
+// schedule returns the run's prompt schedule for the rollout: the text
+// files, then the prompts (indices as in config.GenerateSection.PromptSchedule).
+func schedule(g config.GenerateSection, embeds []*pipeline.Embedding) []rollout.PromptText {
+	var out []rollout.PromptText
+	for _, ts := range g.Texts {
+		out = append(out, rollout.PromptText{FromBlock: ts.FromBlock, Text: rollout.TextFile{Path: ts.Path, Tensor: ts.Tensor}})
+	}
+	for i, p := range g.Prompts {
+		out = append(out, rollout.PromptText{FromBlock: p.FromBlock, Text: embeds[i].Text(fmt.Sprintf("prompt %d: %q", i, p.Text))})
+	}
+	return out
+}
+
+// generateRun is one run into its folder with the models in in.
+func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, embeds []*pipeline.Embedding, gs *GenerateState, resume, force bool, hooks Hooks) (*Result, error) {
+	g := gc.Generate
+	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
+	stateDir := filepath.Join(dir, DirState)
+	cpPath := filepath.Join(stateDir, FileCheckpoint)
 	F := g.BlockFrames()
-	gen, err := rollout.NewGeneratorWith(rollout.ModelOptions{Checkpoint: g.Checkpoint, Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Model: g.Model, Precision: g.Precision}, prompts, g.Schedule.Options())
+	gen, err := rollout.NewGeneratorFor(in.wan, in.sched, schedule(g, embeds))
 	if err != nil {
 		return nil, &UserError{err}
+	}
+	gen.FirstSchedule, gen.Update = in.first, g.Schedule.Update
+	texts := g.Texts // checkTextProjections names a --text file by its place among the prompts
+	if len(g.Prompts) > 0 {
+		texts = nil // prompts mixed in: the generator's labels name them
+	}
+	if err := checkTextProjections(gen, texts); err != nil {
+		return nil, err
 	}
 	if _, err := g.Model.Memory(gc.Memory, g.LatentHeight, g.LatentWidth, F); err != nil {
 		return nil, userf("%s: %w", FileConfig, err)
@@ -59,10 +253,32 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	if err != nil {
 		return nil, err
 	}
+	mode, ffmpeg := "", in.ffmpeg
+	if in.vae != nil {
+		mode = "png"
+		if ffmpeg != "" {
+			mode = "mp4"
+		}
+	}
+	var prov pipeline.Provenance
 	if !resume {
 		// Every input is checked: now the run folder.
-		if err := newGenerateFolder(dir, force, gc, gs); err != nil {
+		if prov, err = newGenerateFolder(dir, force, gc, gs, embeds, in.text); err != nil {
 			return nil, err
+		}
+		gs.Video = mode
+	} else {
+		if err := ReadJSON(filepath.Join(dir, FileGeneration), &prov); errors.Is(err, os.ErrNotExist) && len(g.Prompts) == 0 {
+			prov = provenance(gc, gs.Inputs, nil, nil) // a run folder from before generation.json
+		} else if err != nil {
+			return nil, fmt.Errorf("--resume: %w", err)
+		}
+		switch {
+		case gs.Video == "mp4" && mode != "mp4":
+			return nil, userf("--resume: %s writes its video as mp4 segments, and ffmpeg is not on PATH now; %s", dir, video.InstallHint)
+		case gs.Video == "png" && mode == "mp4":
+			hooks.info("resume: the run began without ffmpeg; it goes on writing PNG frames (densitykv decode %s makes video.mp4 afterwards)", dir)
+			ffmpeg = ""
 		}
 	}
 	st := &gs.RunState
@@ -98,7 +314,11 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 			}
 			copy(tr.Mass, gs.TraceMass)
 			if len(layers) > 0 {
-				lt, err := ReadTraceLayers(filepath.Join(dir, FileTraceLayers))
+				path, sum := filepath.Join(dir, FileTraceLayers), ""
+				if gs.TraceLayers != "" {
+					path, sum = filepath.Join(stateDir, gs.TraceLayers), gs.TraceLayersSHA256
+				}
+				lt, err := readTraceLayersSum(path, sum)
 				if err == nil {
 					err = tr.SetLayers(lt)
 				}
@@ -163,6 +383,12 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	if err != nil {
 		return nil, err
 	}
+	var vs *pipeline.VideoStream
+	if in.vae != nil {
+		if vs, err = openVideo(dir, in.vae, ffmpeg, g, gs, prov, resume, start, w.Manifest(), hooks); err != nil {
+			return nil, err
+		}
+	}
 	logw, err := OpenLog(filepath.Join(dir, FileLog), st.LogBytes)
 	if err != nil {
 		return nil, fmt.Errorf("memory log: %w", err)
@@ -198,7 +424,10 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	// checkpoint commits the run's state after block st.NextBlock−1; with
 	// withSnap it saves the policy snapshot to continue from (not needed once
 	// the run is complete).
-	checkpoint := func(withSnap bool) error {
+	// stage makes the files written as they go durable and records their
+	// state in gs (the snapshot too, with withSnap); commit then writes
+	// the checkpoint, the commit point.
+	stage := func(withSnap bool) error {
 		n, err := logw.Sync()
 		if err != nil {
 			return fmt.Errorf("memory log: %w", err)
@@ -231,9 +460,20 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 		if tr != nil {
 			gs.TraceMass = tr.Mass
 		}
-		if err := writeTraceLayers(); err != nil {
-			return err
+		// The per-layer trace is state: saved beside the snapshot under the
+		// checkpoint's block (the run folder's copy is written at the end
+		// and when stopped), so that a crash between two checkpoints
+		// cannot pair one checkpoint with another's trace.
+		gs.TraceLayers, gs.TraceLayersSHA256 = "", ""
+		if withSnap && tr != nil && len(tr.LayerIndex) > 0 {
+			gs.TraceLayers = traceLayersName(st.NextBlock)
+			if gs.TraceLayersSHA256, err = writeTraceLayersSum(filepath.Join(stateDir, gs.TraceLayers), tr.Layers(), g.TraceStep); err != nil {
+				return err
+			}
 		}
+		return nil
+	}
+	commit := func(withSnap bool) error {
 		if err := writeGenCheckpoint(cpPath, gs); err != nil {
 			return err
 		}
@@ -242,10 +482,20 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 			snapAt = st.NextBlock
 		}
 		old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
-		for _, f := range old {
-			if filepath.Base(f) != gs.Snapshot {
+		traces, _ := filepath.Glob(filepath.Join(stateDir, "trace-layers-b*.safetensors"))
+		for _, f := range append(old, traces...) {
+			if b := filepath.Base(f); b != gs.Snapshot && b != gs.TraceLayers {
 				os.Remove(f)
 			}
+		}
+		return nil
+	}
+	checkpoint := func(withSnap bool) error {
+		if err := stage(withSnap); err != nil {
+			return err
+		}
+		if err := commit(withSnap); err != nil {
+			return err
 		}
 		return writeTrace()
 	}
@@ -257,9 +507,9 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 			hooks.info("\ngenerate: stopping after block %d to save a resume checkpoint", p.Block)
 		}
 	}
+	C, H, W := g.Model.OutDim, g.LatentHeight, g.LatentWidth
 	ro.BlockDone = func(b int, latents []float32, bl rollout.BlockLog) error {
 		lines := generateLines(gc, pol, st, b, bl)
-		st.NextBlock = b + 1
 		for _, ln := range lines {
 			if err := logw.Write(ln); err != nil {
 				return err
@@ -277,10 +527,23 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 			}
 		}
 		if g.Preview {
-			if err := writePreview(dir, b, latents, g.Model.OutDim, g.LatentHeight, g.LatentWidth); err != nil {
+			if err := writePreview(dir, b, latents, C, H, W); err != nil {
 				return err
 			}
 		}
+		if vs != nil {
+			if err := vs.Block(b, latents, F, C, H, W); err != nil {
+				return err
+			}
+			if vs.Folder().MP4() {
+				sum, err := filehash.File(vs.Folder().SegmentPath(b))
+				if err != nil {
+					return err
+				}
+				gs.SegmentsSHA256 = append(gs.SegmentsSHA256[:b], sum.SHA256)
+			}
+		}
+		st.NextBlock = b + 1
 		if every := gc.Run.SnapshotEvery; every > 0 && st.NextBlock%every == 0 && st.NextBlock < g.Blocks {
 			if err := checkpoint(true); err != nil {
 				return err
@@ -300,13 +563,26 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	if err != nil && !interrupted {
 		return nil, err
 	}
-	if interrupted && snapAt == st.NextBlock {
+	switch {
+	case interrupted && snapAt == st.NextBlock:
 		// Stopped right after a checkpoint: it stands.
 		if err := writeTrace(); err != nil {
 			return nil, err
 		}
-	} else if err := checkpoint(interrupted); err != nil {
-		return nil, err
+	case interrupted:
+		if err := checkpoint(true); err != nil {
+			return nil, err
+		}
+	default:
+		// Complete: the final checkpoint is the last write (below), after
+		// every result file; a failure before it leaves the previous
+		// checkpoint to --resume from.
+		if err := stage(false); err != nil {
+			return nil, err
+		}
+		if err := writeTrace(); err != nil {
+			return nil, err
+		}
 	}
 	if err := writeTraceLayers(); err != nil {
 		return nil, err
@@ -338,11 +614,19 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 		res.Summary.Plots = pngs
 	}
 	if g.Preview && !interrupted {
-		res.Preview = "latent preview PNGs in " + filepath.Join(dir, DirPreview) + " (3 latent channels as RGB; no VAE decoder in this project)"
+		res.Preview = "latent preview PNGs in " + filepath.Join(dir, DirPreview) + " (3 latent channels as RGB, not decoded video)"
 		if mp4, err := previewVideo(dir); err == nil {
 			res.Preview += "; " + mp4
 		} else {
 			res.Preview += "; no mp4: " + err.Error()
+		}
+	}
+	if vs != nil {
+		if res.Video, err = finishVideo(vs, st.NextBlock); err != nil {
+			return nil, err
+		}
+		if vs.Folder().MP4() && st.NextBlock > 0 {
+			res.Summary.Files = append(res.Summary.Files, vs.Folder().VideoPath())
 		}
 	}
 	if err := WriteJSON(filepath.Join(dir, FileSummary), res.Summary); err != nil {
@@ -351,7 +635,68 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	if interrupted {
 		return res, ErrInterrupted
 	}
+	if err := commit(false); err != nil {
+		return nil, err
+	}
 	return res, nil
+}
+
+// openVideo opens the run's video stream: a new one, or on resume the
+// folder's, after checking the segments of the completed blocks against
+// the checkpoint and warming the decoder up on the latents before block
+// start.
+func openVideo(dir string, m *vae.Model, ffmpeg string, g config.GenerateSection, gs *GenerateState, prov pipeline.Provenance, resume bool, start int, man rollout.Manifest, hooks Hooks) (*pipeline.VideoStream, error) {
+	vs, err := pipeline.NewVideoStream(m, pipeline.VideoOptions{Dir: dir, FFmpeg: ffmpeg, Tags: prov.Tags(), Mean: g.VAEMean, Std: g.VAEStd, Precision: g.Precision})
+	if err != nil {
+		return nil, err
+	}
+	if !resume {
+		return vs, vs.Folder().Truncate(0, 0)
+	}
+	if vs.Folder().MP4() {
+		if len(gs.SegmentsSHA256) != start {
+			return nil, fmt.Errorf("--resume: the checkpoint lists %d video segments for %d completed blocks", len(gs.SegmentsSHA256), start)
+		}
+		for b, want := range gs.SegmentsSHA256 {
+			p := vs.Folder().SegmentPath(b)
+			sum, err := filehash.File(p)
+			if err != nil {
+				return nil, fmt.Errorf("--resume: video segment of completed block %d: %w (densitykv decode %s makes the video again from the latents)", b, err, dir)
+			}
+			if sum.SHA256 != want {
+				return nil, fmt.Errorf("--resume: video segment %s of completed block %d has SHA-256 %.12s…, the checkpoint records %.12s… (densitykv decode %s makes the video again from the latents)", p, b, sum.SHA256, want, dir)
+			}
+		}
+	}
+	C, H, W := g.Model.OutDim, g.LatentHeight, g.LatentWidth
+	read := func(b int) ([]float32, error) { return rollout.ReadBlock(dir, man, b) }
+	progress := func(done, total int) {
+		if hooks.Progress != nil {
+			hooks.Progress("video warm-up", done, total)
+		}
+	}
+	if err := vs.Resume(start, g.BlockFrames(), C, H, W, read, progress); err != nil {
+		return nil, fmt.Errorf("--resume: %w", err)
+	}
+	return vs, nil
+}
+
+// finishVideo joins the video's segments (blocks of them) into video.mp4
+// and says where the video is.
+func finishVideo(vs *pipeline.VideoStream, blocks int) (string, error) {
+	f := vs.Folder()
+	if blocks == 0 {
+		return "no video yet (no block finished)", nil
+	}
+	if !f.MP4() {
+		return fmt.Sprintf("video: %d PNG frames in %s (ffmpeg is not on PATH: %s, then densitykv decode %s writes video.mp4)",
+			vs.PixelFrames(), filepath.Join(f.Dir(), video.DirFrames), video.InstallHint, f.Dir()), nil
+	}
+	out, err := vs.Finish()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("video: %s (%d frames at %d fps, %d segments in %s)", out, vs.PixelFrames(), video.FPS, blocks, filepath.Join(f.Dir(), video.DirSegments)), nil
 }
 
 // resumeState reads and checks a generate run's checkpoint: the
@@ -384,7 +729,7 @@ func resumeState(dir, cpPath string, gc config.GenerateConfig) (*GenerateState, 
 	if gs.Snapshot == "" || !gs.Snapshots {
 		return nil, fmt.Errorf("--resume: %s names no policy snapshot", cpPath)
 	}
-	inputs, err := generateInputs(g)
+	inputs, err := generateInputs(g, dir)
 	if err != nil {
 		return nil, fmt.Errorf("--resume: %w", err)
 	}
@@ -395,28 +740,74 @@ func resumeState(dir, cpPath string, gc config.GenerateConfig) (*GenerateState, 
 }
 
 // newGenerateFolder prepares the run folder of a new generate run: its
-// configuration, and in gs its fingerprint, the inputs' and the empty
-// state.
-func newGenerateFolder(dir string, force bool, gc config.GenerateConfig, gs *GenerateState) error {
-	if err := Prepare(dir, force); err != nil {
-		return err
+// configuration, the prompts' embeddings, the provenance, and in gs its
+// fingerprint, the inputs' and the empty state.
+func newGenerateFolder(dir string, force bool, gc config.GenerateConfig, gs *GenerateState, embeds []*pipeline.Embedding, text *pipeline.TextInputs) (pipeline.Provenance, error) {
+	var prov pipeline.Provenance
+	if err := Claim(dir, "generate", force, false); err != nil {
+		return prov, err
 	}
-	for _, d := range []string{rollout.ManifestFile, rollout.LatentDir, DirPreview, "preview.mp4", FileTrace, FileLineage, FileTraceLayers} {
+	for _, d := range []string{rollout.ManifestFile, rollout.LatentDir, DirPreview, FilePreviewVideo, FileTrace, FileLineage, FileTraceLayers, FileGeneration, DirText} {
 		os.RemoveAll(filepath.Join(dir, d))
 	}
 	y, err := config.MarshalGenerate(gc)
 	if err != nil {
-		return err
+		return prov, err
 	}
 	if err := WriteFile(filepath.Join(dir, FileConfig), y); err != nil {
-		return err
+		return prov, err
 	}
 	gs.ConfigSHA256 = sha256Hex(y)
-	if gs.Inputs, err = generateInputs(gc.Generate); err != nil {
-		return err
+	if len(embeds) > 0 {
+		if err := os.MkdirAll(filepath.Join(dir, DirText), 0o755); err != nil {
+			return prov, err
+		}
+	}
+	for i, e := range embeds {
+		if err := e.Write(embeddingPath(dir, i)); err != nil {
+			return prov, err
+		}
+	}
+	if gs.Inputs, err = generateInputs(gc.Generate, dir); err != nil {
+		return prov, err
+	}
+	prov = provenance(gc, gs.Inputs, embeds, text)
+	if err := WriteJSON(filepath.Join(dir, FileGeneration), prov); err != nil {
+		return prov, err
 	}
 	gs.RunState = RunState{Adm: NewAdmissions(gc.Config), Totals: []*PolicyTotals{{Policy: gc.Policies[0]}}, Bytes: make([][]int64, 1)}
-	return nil
+	return prov, nil
+}
+
+// provenance describes a new run: its schedule, seed, policy, backbone and
+// the identity of every input file.
+func provenance(gc config.GenerateConfig, inputs []FileFingerprint, embeds []*pipeline.Embedding, text *pipeline.TextInputs) pipeline.Provenance {
+	g := gc.Generate
+	p := pipeline.Provenance{Seed: uint64(gc.Run.Seed), Policy: gc.Policies[0], Backbone: g.Arch, Entry: g.Entry, Precision: g.Precision.String()}
+	if g.Backbone != config.BackboneNone {
+		p.Preset = g.Backbone.String()
+	}
+	for _, ts := range g.Texts {
+		p.Prompts = append(p.Prompts, pipeline.PromptRecord{FromBlock: ts.FromBlock, File: ts.Path})
+	}
+	for i, ps := range g.Prompts {
+		e := embeds[i]
+		p.Prompts = append(p.Prompts, pipeline.PromptRecord{FromBlock: ps.FromBlock, Text: ps.Text, Cleaned: e.Cleaned, Pieces: e.Pieces,
+			Truncated: e.Truncated, File: filepath.Join(DirText, filepath.Base(embeddingPath("", i)))})
+	}
+	for _, in := range inputs {
+		if in.Role == "embedding" {
+			continue
+		}
+		sum := filehash.Sum{Size: in.Size, SHA256: in.SHA256, Sampled: in.Size > filehash.Whole}
+		p.Files = append(p.Files, pipeline.FileRecord{Role: in.Role, Path: in.Path, Size: in.Size, Sum: sum.String()})
+	}
+	if text != nil && len(g.Prompts) > 0 {
+		p.Files = append(p.Files,
+			pipeline.FileRecord{Role: "text_encoder", Path: g.TextEncoder, Size: text.EncoderSum.Size, Sum: text.EncoderSum.String()},
+			pipeline.FileRecord{Role: "tokenizer", Path: text.TokenizerPath, Size: text.TokenizerSum.Size, Sum: text.TokenizerSum.String()})
+	}
+	return p
 }
 
 // openLatents opens the latent shards' writer: a new one with man, or on
@@ -450,7 +841,7 @@ func openLatents(dir string, resume bool, start, framesPerBlock int, gs *Generat
 			os.Remove(f)
 		}
 	}
-	os.Remove(filepath.Join(dir, "preview.mp4"))
+	os.Remove(filepath.Join(dir, FilePreviewVideo))
 	return w, nil
 }
 

@@ -13,10 +13,10 @@ import (
 	"path/filepath"
 )
 
-// The latent preview of a generate run: there is no VAE decoder in this
-// project, so each finished block's latents are drawn as images (three
-// latent channels as RGB) under preview/, and assembled into preview.mp4
-// when ffmpeg is installed.
+// The latent preview of a generate run (--preview): each finished block's
+// latents drawn as images (three latent channels as RGB) under
+// latent_preview/, assembled into latent_preview.mp4 when ffmpeg is
+// installed. It is not the video: that is the VAE's (video.mp4, --vae).
 
 // writePreview writes one PNG per latent frame: channels 0..2 mapped to RGB
 // (each scaled by its ±3σ range), upscaled 4× with nearest neighbours.
@@ -55,14 +55,14 @@ func writePreview(dir string, b int, latents []float32, C, H, W int) error {
 	return nil
 }
 
-// previewVideo assembles preview/frame_*.png into preview.mp4 with ffmpeg
+// previewVideo assembles latent_preview/frame_*.png into latent_preview.mp4 with ffmpeg
 // (4 frames/s), or says why it cannot.
 func previewVideo(dir string) (string, error) {
 	ff, err := exec.LookPath("ffmpeg")
 	if err != nil {
 		return "", errors.New("ffmpeg is not installed")
 	}
-	out := filepath.Join(dir, "preview.mp4")
+	out := filepath.Join(dir, FilePreviewVideo)
 	c := exec.Command(ff, "-y", "-loglevel", "error", "-framerate", "4", "-i", filepath.Join(dir, DirPreview, "frame_%05d.png"),
 		"-c:v", "libx264", "-pix_fmt", "yuv420p", "-vf", "scale=trunc(iw/2)*2:trunc(ih/2)*2", out)
 	if msg, err := c.CombinedOutput(); err != nil {

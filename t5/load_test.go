@@ -191,6 +191,13 @@ func TestLoadBadFiles(t *testing.T) {
 			if !contains(err, append([]string{"t5: ", p}, c.want...)...) {
 				t.Fatalf("Load: %v\nwant mention of %q and the file", err, c.want)
 			}
+			// Inspect finds every defect but the values (it reads none).
+			_, err = Inspect(p, LoadOptions{})
+			if values := strings.Contains(c.name, "NaN") || strings.Contains(c.name, "Inf") || strings.Contains(c.name, "beyond"); values != (err == nil) {
+				t.Fatalf("Inspect: %v", err)
+			} else if !values && !contains(err, append([]string{"t5: ", p}, c.want...)...) {
+				t.Fatalf("Inspect: %v\nwant mention of %q and the file", err, c.want)
+			}
 		})
 	}
 }
@@ -212,6 +219,18 @@ func TestLoadTruncatedAndMissing(t *testing.T) {
 			if _, err := Load(p, LoadOptions{}); !contains(err, "t5: load", p) {
 				t.Fatalf("%s cut to %d bytes: %v", name, n, err)
 			}
+			if _, err := Inspect(p, LoadOptions{}); !contains(err, "t5: load", p) {
+				t.Fatalf("Inspect: %s cut to %d bytes: %v", name, n, err)
+			}
+		}
+	}
+	for _, name := range []string{"weights_bf16.pth", "weights.pth", "weights.safetensors"} {
+		m, err := Load(filepath.Join(dir, name), LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg, err := Inspect(filepath.Join(dir, name), LoadOptions{}); err != nil || cfg != m.Config {
+			t.Fatalf("Inspect %s: %+v %v, Load: %+v", name, cfg, err, m.Config)
 		}
 	}
 	missing := filepath.Join(t.TempDir(), "none.pth")

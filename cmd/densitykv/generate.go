@@ -3,14 +3,18 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
@@ -21,7 +25,7 @@ func init() { register(newGenerateCmd) }
 func newGenerateCmd() *cobra.Command {
 	var g config.GenerateSection
 	var rf runFlags
-	var texts []string
+	var texts, prompts []string
 	var textTensor, policy, backbone, update, sourceIDs, recache, precision string
 	var seconds float64
 	var seed uint64
@@ -31,13 +35,24 @@ func newGenerateCmd() *cobra.Command {
 	def := config.GenerateDefaults()
 	cmd := &cobra.Command{
 		Use:   "generate",
-		Short: "Roll out the Wan backbone from a checkpoint and text embeddings with any memory policy",
-		Long: `generate runs the streaming block rollout (3 latent frames per block, 4
-denoising steps at warped timesteps, then a clean t=0 pass whose K/V the
-memory policy keeps) of a Wan2.1-style causal DiT loaded from a checkpoint
-(.safetensors or PyTorch .pt: generator / generator_ema / model entries;
-LongLive LoRA adapters with --lora), conditioned on text-encoder outputs read
-from tensor files (--text; PATH@BLOCK switches the prompt at a block).
+		Short: "Make a video: prompt → umT5 → the Wan backbone's rollout with any memory policy → VAE → mp4",
+		Long: `generate runs the whole pipeline of a streaming video generator: the prompts
+through Wan2.1's umT5 text encoder (--text-encoder, --tokenizer; embeddings
+cached in --text-cache), the streaming block rollout (3 latent frames per
+block, 4 denoising steps at warped timesteps, then a clean t=0 pass whose K/V
+the memory policy keeps) of a Wan2.1-style causal DiT loaded from a
+checkpoint (.safetensors or PyTorch .pt: generator / generator_ema / model
+entries; LongLive LoRA adapters with --lora), and with --vae the streaming Wan
+VAE decoder, which turns each finished block into video as the rollout goes.
+
+--prompt TEXT[@BLOCK] (repeatable) switches to a prompt at a block; --text
+FILE[@BLOCK] gives text-encoder outputs computed elsewhere instead (both may
+be mixed in one schedule). --prompts FILE makes one video per line, each in
+<out>/<name>/NNNNN/ (run the same command again, or --resume, to continue a
+stopped batch: finished videos are skipped).
+
+--precision fp32|bf16 is the precision of the text encoder, the DiT and the
+VAE (default: bf16 for --arch 1.3b, fp32 for tiny).
 
 --backbone self-forcing|causal-forcing|longlive sets what the authors'
 configs/examples/paper_cases.yaml sets for that backbone: the checkpoint
@@ -54,28 +69,37 @@ The schedule flags are the authors' rollout options: --steps
 (warp_denoising_step), --shift (timestep_shift), --update x0_renoise|
 flow_euler (denoising_update_mode).
 
-The run folder <out>/<name>/ gets latents/block_NNNNN.safetensors and
-manifest.json (streamed per block), memory_log.jsonl, summary.json,
-admissions.json and provenance.csv (DensityKV), attention_trace.json (the
-attention mass from each query frame to each source frame on the 4th
-denoising pass), and plots/. There is no VAE decoder in this project: with
---preview it writes PNG frames of a latent preview (3 latent channels as
-RGB) under preview/, and preview.mp4 when ffmpeg is installed. These are not
-decoded video frames.
+The run folder <out>/<name>/ gets video.mp4 (16 fps, H.264 crf 18, the
+segments/ of each block joined without re-encoding; PNG frames in frames/
+when ffmpeg is not installed), generation.json (prompts, seed, policy,
+backbone and input-file hashes, also in the mp4's metadata), text/ (the
+prompts' embeddings), latents/block_NNNNN.safetensors and manifest.json
+(streamed per block), memory_log.jsonl, summary.json, admissions.json and
+provenance.csv (DensityKV), attention_trace.json (the attention mass from
+each query frame to each source frame on the 4th denoising pass; per layer and
+head in attention_trace_layers.safetensors), density_kv_lineage.jsonl
+(DensityKV), and plots/. --preview adds a latent preview (3 latent channels as RGB, not decoded video)
+in latent_preview/ and latent_preview.mp4; it is on by default without --vae.
 
-The memory flags are simulate's (budget, every bank parameter and variant,
-Deep Forcing and LongLive-RAG). --config reads a YAML file in the format of
-a generate run's config.resolved.yaml (run, policies, memory, generate);
-flags override it. The layout (memory.layout) follows the model and the
-latent size, and the stream (kind wan, 4 latent frames/s) the block count.
+Every input file is checked before any work starts and before the run folder
+is made (errors name the file and tensor). The memory flags are simulate's
+(budget, every bank parameter and variant, Deep Forcing and LongLive-RAG).
+--config reads a YAML file in the format of a generate run's
+config.resolved.yaml (run, policies, memory, generate); flags override it.
+The layout (memory.layout) follows the model and the latent size, the token
+length the DiT's text length (512 for Wan2.1), and the stream (kind wan, 4
+latent frames/s) the block count.
 
 Ctrl-C stops after the current block and saves a resume checkpoint (also
 saved every --snapshot-every blocks); --resume continues from it without
-computing the completed blocks again, with results identical to an
-uninterrupted run.`,
-		Example: `  densitykv generate --checkpoint wan_causal.pt --text prompt.safetensors --seconds 30 --policy densitykv
-  densitykv generate --arch tiny --checkpoint weights.safetensors --text ctx.safetensors --text-tensor context \
-      --latent-height 6 --latent-width 8 --blocks 8 --policy densitykv --capacity 24 --ordering max
+computing the completed blocks again, with latents and video frames
+identical to an uninterrupted run.`,
+		Example: `  densitykv generate --checkpoint self_forcing.pt --text-encoder models_t5_umt5-xxl-enc-bf16.pth \
+      --tokenizer google/umt5-xxl --vae Wan2.1_VAE.pth --prompt "a red panda walks through snow, cinematic" \
+      --seconds 30 --policy densitykv
+  densitykv generate ... --prompt "a heron stands in a pond@0" --prompt "the heron takes off@20"
+  densitykv generate ... --prompts prompts.txt
+  densitykv generate --checkpoint wan_causal.pt --text prompt.safetensors --seconds 30 --policy densitykv
   densitykv generate --config runs/generate/config.resolved.yaml --name again --tau 3`,
 		Args:        cobra.NoArgs,
 		Annotations: interruptible("stopping after the current forward call"),
@@ -94,19 +118,25 @@ uninterrupted run.`,
 				}
 				// Over the defaults: keys a run folder written before they
 				// existed keep the values that run used.
-				gc = config.GenerateDefaults()
-				if err := runfolder.LoadConfig(filepath.Join(out, name), &gc); err != nil {
-					return usagef("--resume: %w", err)
+				if err := checkRunName(name); err != nil {
+					return err
 				}
+				gc = config.GenerateDefaults()
+				if err := loadGenerateConfig(filepath.Join(out, name), &gc); err != nil {
+					return resumeLoadError(filepath.Join(out, name), err)
+				}
+				// The folder named by --out/--name, wherever the run
+				// started (a folder moved or copied since).
+				gc.Run.Out, gc.Run.Name = out, name
 			} else {
 				var err error
-				if gc, err = resolveGenerate(f, cf, g, generateFlags{texts: texts, textTensor: textTensor, policy: policy, precision: precision,
+				if gc, err = resolveGenerate(f, cf, g, generateFlags{texts: texts, textTensor: textTensor, prompts: prompts, policy: policy, precision: precision,
 					seconds: seconds, seed: seed, out: out, name: name, snapEvery: snapEvery, backbone: backbone, update: update,
 					sourceIDs: sourceIDs, recache: recache}); err != nil {
 					return err
 				}
 			}
-			return runGenerate(cmd, gc, rf)
+			return runGenerate(cmd, gc, rf, cf.file)
 		},
 	}
 	f := cmd.Flags()
@@ -120,6 +150,14 @@ uninterrupted run.`,
 	f.StringVar(&precision, "precision", "", "model precision: fp32 or bf16 (default: bf16 for --arch 1.3b, fp32 for tiny) (generate.precision)")
 	f.StringSliceVar(&texts, "text", nil, "text-encoder output tensor file; PATH@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable) (generate.texts)")
 	f.StringVar(&textTensor, "text-tensor", "", "tensor name inside the text files (default: context, or the only tensor)")
+	f.StringArrayVar(&prompts, "prompt", nil, "prompt text; TEXT@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable) (generate.prompts)")
+	f.StringVar(&g.PromptsFile, "prompts", "", "file of prompts, one video per line, each in <out>/<name>/NNNNN/ (generate.prompts_file)")
+	f.StringVar(&g.TextEncoder, "text-encoder", dg.TextEncoder, "umT5 text encoder checkpoint (models_t5_umt5-xxl-enc-bf16.pth or .safetensors) (generate.text_encoder)")
+	f.StringVar(&g.Tokenizer, "tokenizer", dg.Tokenizer, "the text encoder's spiece.model, or a folder holding it (google/umt5-xxl) (generate.tokenizer)")
+	f.StringVar(&g.TextCache, "text-cache", dg.TextCache, "folder of cached prompt embeddings (default <out>/text_cache) (generate.text_cache)")
+	f.StringVar(&g.VAE, "vae", dg.VAE, "Wan VAE checkpoint (Wan2.1_VAE.pth or .safetensors): decode each block into video.mp4 (generate.vae)")
+	f.Float32SliceVar(&g.VAEMean, "vae-mean", nil, "latent mean per channel (default: Wan2.1's 16 values) (generate.vae_mean)")
+	f.Float32SliceVar(&g.VAEStd, "vae-std", nil, "latent std per channel (default: Wan2.1's 16 values) (generate.vae_std)")
 	f.IntVar(&g.LatentHeight, "latent-height", dg.LatentHeight, "latent height (60 for 480×832 video) (generate.latent_height)")
 	f.IntVar(&g.LatentWidth, "latent-width", dg.LatentWidth, "latent width (104 for 480×832 video) (generate.latent_width)")
 	f.Float64Var(&seconds, "seconds", 5, "video length at 4 latent frames/s, rounded up to whole blocks (stream.seconds)")
@@ -138,7 +176,7 @@ uninterrupted run.`,
 	f.StringVar(&g.LineageHeads, "lineage-heads", dg.LineageHeads, "heads of those layers: all, none or a list (generate.lineage_heads)")
 	f.StringVar(&sourceIDs, "source-ids", dg.SourceIDs.String(), "provenance ids in provenance.csv and the lineage: global (frame·P + position) or authors (non-sink token count, the authors' source_index) (generate.source_ids)")
 	f.StringVar(&recache, "recache", dg.Recache.String(), "at a prompt switch: none (the DensityKV authors': cross-attention only) or longlive (re-run the most recent frames under the new prompt) (generate.recache)")
-	f.BoolVar(&g.Preview, "preview", dg.Preview, "write PNG frames of a latent preview, and preview.mp4 with ffmpeg (generate.preview)")
+	f.BoolVar(&g.Preview, "preview", dg.Preview, "write PNG frames of a latent preview (not decoded video) in latent_preview/, and latent_preview.mp4 with ffmpeg; default on without --vae (generate.preview)")
 	f.StringVar(&g.RecordStream, "record-stream", dg.RecordStream, "record the clean passes' q/k/v into this stream file, replayed with simulate/eval --stream file (generate.record_stream)")
 	f.IntVar(&snapEvery, "snapshot-every", def.Run.SnapshotEvery, "save a resume checkpoint (policy snapshot) every N blocks, 0 = only when stopped with Ctrl-C (run.snapshot_every)")
 	f.StringVar(&out, "out", def.Run.Out, "parent folder of run folders (run.out)")
@@ -155,7 +193,7 @@ uninterrupted run.`,
 
 // generateFlags are generate's flags that are not GenerateSection fields.
 type generateFlags struct {
-	texts              []string
+	texts, prompts     []string
 	textTensor, policy string
 	precision          string
 	seconds            float64
@@ -258,6 +296,26 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 	}
 	setIf(f, "preview", &G.Preview, g.Preview)
 	setIf(f, "record-stream", &G.RecordStream, g.RecordStream)
+	setIf(f, "prompts", &G.PromptsFile, g.PromptsFile)
+	setIf(f, "text-encoder", &G.TextEncoder, g.TextEncoder)
+	setIf(f, "tokenizer", &G.Tokenizer, g.Tokenizer)
+	setIf(f, "text-cache", &G.TextCache, g.TextCache)
+	setIf(f, "vae", &G.VAE, g.VAE)
+	setIf(f, "vae-mean", &G.VAEMean, g.VAEMean)
+	setIf(f, "vae-std", &G.VAEStd, g.VAEStd)
+	if G.VAE != "" && !f.Changed("preview") && !file("generate.preview") {
+		G.Preview = false // the video is the VAE's
+	}
+	if f.Changed("prompt") {
+		G.Prompts = nil
+		for _, p := range gf.prompts {
+			ps, err := config.ParsePromptSpec(p)
+			if err != nil {
+				return gc, usageError{err}
+			}
+			G.Prompts = append(G.Prompts, ps)
+		}
+	}
 	setIf(f, "out", &gc.Run.Out, gf.out)
 	setIf(f, "name", &gc.Run.Name, gf.name)
 	setIf(f, "snapshot-every", &gc.Run.SnapshotEvery, gf.snapEvery)
@@ -306,10 +364,11 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 		if !f.Changed("seconds") && file("stream.seconds") {
 			s = gc.Stream.Seconds
 		}
-		if !(s > 0) || math.IsInf(s, 0) {
-			return gc, usagef("--seconds (stream.seconds) is %v, want > 0", s)
+		b, err := config.GenerateBlocks(s, F)
+		if err != nil {
+			return gc, usageError{err}
 		}
-		G.Blocks = int(math.Ceil(s*4/float64(F) - 1e-9))
+		G.Blocks = b
 	}
 	if err := gc.Resolve(cf.keys, cf.file); err != nil {
 		return gc, usageError{err}
@@ -317,16 +376,53 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 	return gc, nil
 }
 
+// loadGenerateConfig reads the saved configuration of a generate run
+// folder, or of a batch folder (--prompts).
+func loadGenerateConfig(dir string, gc *config.GenerateConfig) error {
+	b, err := os.ReadFile(filepath.Join(dir, runfolder.FileBatch))
+	if errors.Is(err, os.ErrNotExist) {
+		return runfolder.LoadConfig(dir, gc)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := config.Decode(b, gc, false); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, runfolder.FileBatch), err)
+	}
+	return nil
+}
+
+// generateHeapLimit is the Go heap's soft limit of a real-size generate
+// run (18 GiB, 19.3 GB): the run is designed to fit in 20 GB resident (the
+// README's measured budget: the text encoder alone first, then the DiT, the
+// memory policy and the streaming VAE, well below it), and without the cap
+// the collector lets the heap grow towards twice the live data up to the
+// machine-wide limit (3/4 of the memory), past 20 GB on a large machine.
+const generateHeapLimit = 18 << 30
+
+// capGenerateHeap lowers the soft memory limit to generateHeapLimit for a
+// real-size architecture, unless GOMEMLIMIT is set or the limit is lower.
+func capGenerateHeap(arch string) {
+	if arch == "tiny" || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	if debug.SetMemoryLimit(-1) > generateHeapLimit {
+		debug.SetMemoryLimit(generateHeapLimit)
+	}
+}
+
 // runGenerate runs a rollout into its run folder or, with --resume,
 // continues a stopped one (runfolder.Generate), and reports.
-func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags) error {
+func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, configFile string) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	g := gc.Generate
+	capGenerateHeap(g.Arch)
 	updates := stdout
 	if rf.json {
 		updates = nil
 	}
 	var prog *progress
+	stages := map[string]*progress{}
 	hooks := runfolder.Hooks{
 		Start: func(first, total int) {
 			if !rf.json && !rf.quiet {
@@ -342,13 +438,31 @@ func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags) erro
 					g.Backbone, filepath.Base(g.Checkpoint), entry, g.BlockFrames(), gc.Memory.SinkFrames, gc.Memory.CacheFrames,
 					g.Schedule.Steps, g.Schedule.Warp, g.Schedule.Shift, g.Schedule.Update)
 			}
-			prog = newProgress(stderr, "generate", total, first, rf.quiet)
+			if prog != nil {
+				prog.finish()
+			}
+			label := "generate (blocks)"
+			if g.VAE != "" {
+				label = "generate (blocks, decoded)"
+			}
+			prog = newProgress(stderr, label, total, first, rf.quiet)
 		},
 		Block: func(b int, lines []runfolder.LogLine) {
 			prog.add(1)
 			printUpdates(updates, "all", gc.Config, b, lines, prog)
 			if genHook != nil {
 				genHook()
+			}
+		},
+		Progress: func(stage string, done, total int) {
+			p := stages[stage]
+			if p == nil || p.total != total {
+				p = newProgress(stderr, stage, total, 0, rf.quiet)
+				stages[stage] = p
+			}
+			p.add(done - p.done)
+			if done == total {
+				p.finish()
 			}
 		},
 		Info: func(msg string) {
@@ -361,12 +475,18 @@ func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags) erro
 	for _, w := range gc.Warnings {
 		fmt.Fprintln(stderr, w)
 	}
+	if err := runfolder.CheckGenerateOutputs(gc, atomicfile.Input{Role: "--config", Path: configFile}); err != nil {
+		return err
+	}
 	res, err := runfolder.Generate(cmd.Context(), gc, rf.resume, rf.force, hooks)
 	if prog != nil {
 		prog.finish()
 	}
 	if err != nil && !errors.Is(err, runfolder.ErrInterrupted) {
 		return inputError(err, g)
+	}
+	if res.Batch != nil {
+		return reportBatch(stdout, gc, res, rf)
 	}
 	if rf.json {
 		if err := printJSON(stdout, res.Summary); err != nil {
@@ -375,6 +495,9 @@ func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags) erro
 	} else {
 		printSummary(stdout, res.Summary)
 		fmt.Fprintf(stdout, "latents: %s (manifest.json, latents/)\n", res.Summary.RunDir)
+		if res.Video != "" {
+			fmt.Fprintln(stdout, res.Video)
+		}
 		if res.Preview != "" {
 			fmt.Fprintln(stdout, res.Preview)
 		}
@@ -382,6 +505,35 @@ func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags) erro
 	if res.Interrupted {
 		return fmt.Errorf("%w with %d of %d blocks done; continue with: densitykv generate --out %s --name %s --resume",
 			errInterrupted, res.Summary.CompletedBlocks, g.Blocks, gc.Run.Out, gc.Run.Name)
+	}
+	return nil
+}
+
+// reportBatch prints what a batch (--prompts) did.
+func reportBatch(w io.Writer, gc config.GenerateConfig, res *runfolder.Result, rf runFlags) error {
+	done := 0
+	for _, e := range res.Batch {
+		if e.State == "done" || e.State == "generated" || e.State == "resumed" {
+			done++
+		}
+	}
+	if rf.json {
+		if err := printJSON(w, res.Batch); err != nil {
+			return err
+		}
+	} else {
+		for _, e := range res.Batch {
+			video := e.Video
+			if video == "" {
+				video = "-"
+			}
+			fmt.Fprintf(w, "%5d  %-11s  %s  %q\n", e.Index, e.State, video, e.Prompt)
+		}
+		fmt.Fprintf(w, "batch %s: %d of %d videos complete (status in %s)\n", filepath.Join(gc.Run.Out, gc.Run.Name), done, len(res.Batch), runfolder.FileBatchStatus)
+	}
+	if res.Interrupted {
+		return fmt.Errorf("%w with %d of %d videos complete; continue with: densitykv generate --out %s --name %s --resume",
+			errInterrupted, done, len(res.Batch), gc.Run.Out, gc.Run.Name)
 	}
 	return nil
 }
@@ -395,6 +547,9 @@ func inputError(err error, g config.GenerateSection) error {
 	}
 	if ie.Prompt < 0 {
 		return usagef("--checkpoint %s: %w", g.Checkpoint, ie.Err)
+	}
+	if ie.Prompt >= len(g.Texts) {
+		return usagef("--prompt %q: %w", ie.Name, ie.Err)
 	}
 	path := g.Texts[ie.Prompt].Path
 	var te *rollout.TextTensorError

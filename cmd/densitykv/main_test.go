@@ -306,7 +306,7 @@ func TestErrorsNameTheFault(t *testing.T) {
 		code int
 		want string
 	}{
-		{"negative tau", tiny(dir, "x", "--tau", "-1"), exitUsage, "bank tau -1"},
+		{"negative tau", tiny(dir, "x", "--tau", "-1"), exitUsage, "memory.bank.tau (--tau) is -1, want a finite number > 1"},
 		{"unknown policy", tiny(dir, "x", "--policy", "lru"), exitUsage, `policies[3] (--policy) is "lru"`}, // --policy repeats append
 		{"duplicate policy", tiny(dir, "x", "--policy", "fifo,fifo"), exitUsage, "each policy once"},
 		{"bad ordering", tiny(dir, "x", "--ordering", "median"), exitUsage, `bank ordering "median" unknown`},
@@ -670,7 +670,7 @@ func TestGenerateTinyGolden(t *testing.T) {
 	}
 	rd := filepath.Join(dir, "full")
 	for _, f := range []string{runfolder.FileConfig, runfolder.FileLog, runfolder.FileSummary, "manifest.json", "latents/block_00005.safetensors",
-		"attention_trace.json", "plots/attention_trace.png", "preview/frame_00017.png", runfolder.FileProvenance} {
+		"attention_trace.json", "plots/attention_trace.png", "latent_preview/frame_00017.png", runfolder.FileProvenance} {
 		if _, err := os.Stat(filepath.Join(rd, f)); err != nil {
 			t.Errorf("generate run folder lacks %s", f)
 		}
@@ -810,11 +810,11 @@ func TestGeneratePreviewVideoWithFFmpeg(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "v", "preview.mp4")); err != nil {
-		t.Fatal("no preview.mp4 with ffmpeg on PATH")
+	if _, err := os.Stat(filepath.Join(dir, "v", "latent_preview.mp4")); err != nil {
+		t.Fatal("no latent_preview.mp4 with ffmpeg on PATH")
 	}
 	args, _ := os.ReadFile(filepath.Join(dir, "ffmpeg.args"))
-	if !strings.Contains(string(args), "frame_%05d.png") || !strings.Contains(out, "latent preview video") || !strings.Contains(out, "no VAE decoder") {
+	if !strings.Contains(string(args), "frame_%05d.png") || !strings.Contains(out, "latent preview video") || !strings.Contains(out, "not decoded video") {
 		t.Fatalf("ffmpeg args %q; stdout:\n%s", args, out)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "v", "attention_trace.json")); err == nil {

@@ -266,7 +266,7 @@ func TestGenerateResumeAfterCrash(t *testing.T) {
 	man, _ = rollout.ReadManifest(filepath.Join(dir, "crash"))
 	lines, _ := runfolder.ReadLog(filepath.Join(dir, "crash", runfolder.FileLog))
 	_, errShard := os.Stat(filepath.Join(dir, "crash", "latents", "block_00004.safetensors"))
-	_, errFrame := os.Stat(filepath.Join(dir, "crash", "preview", "frame_00012.png"))
+	_, errFrame := os.Stat(filepath.Join(dir, "crash", "latent_preview", "frame_00012.png"))
 	if len(man.Shards) != 4 || len(lines) != 4*2 || errShard == nil || errFrame == nil {
 		t.Fatalf("after the crash, the checkpoint is at block 4, but the folder has %d shards, %d log lines, shard 4 (%v), frame 12 (%v)",
 			len(man.Shards), len(lines), errShard, errFrame)

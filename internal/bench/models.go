@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"time"
 
@@ -75,15 +74,27 @@ type VAEOptions struct {
 
 // VAEResult is what RunVAE measured: per latent block, the decoder's time.
 type VAEResult struct {
-	Name          string    `json:"name"`
-	Params        int64     `json:"params"`
-	Height        int       `json:"latent_height"`
-	Width         int       `json:"latent_width"`
-	BlockSeconds  []float64 `json:"block_seconds"`
-	BlockCPU      []float64 `json:"block_cpu_seconds"`
-	MedianBlock   float64   `json:"block_seconds_median"`
-	PixelFrames   []int     `json:"pixel_frames"` // per block
-	PeakHeapBytes uint64    `json:"peak_heap_bytes"`
+	Name         string    `json:"name"`
+	Params       int64     `json:"params"`
+	Height       int       `json:"latent_height"`
+	Width        int       `json:"latent_width"`
+	BlockSeconds []float64 `json:"block_seconds"`
+	BlockCPU     []float64 `json:"block_cpu_seconds"`
+	MedianBlock  float64   `json:"block_seconds_median"`
+	PixelFrames  []int     `json:"pixel_frames"` // per block
+	// PerBlock and PerBlockCPU are a steady generation block's wall and
+	// CPU seconds (3 latent frames, 12 pixel frames): the median of the
+	// blocks after the first (or the only one), scaled by 3/FramesPerBlock
+	// when the blocks timed were not 3 frames long (Extrapolated).
+	PerBlock      float64 `json:"seconds_per_block"`
+	PerBlockCPU   float64 `json:"cpu_seconds_per_block"`
+	Extrapolated  bool    `json:"extrapolated"`
+	PeakHeapBytes uint64  `json:"peak_heap_bytes"`
+	// PeakRSS is the process's peak resident set while the decoder ran
+	// (sampled every 20 ms; RSS on Linux, 0 elsewhere), StateBytes the
+	// decoder's feature caches and working frames at the end.
+	PeakRSS    int64 `json:"peak_rss_bytes"`
+	StateBytes int64 `json:"decoder_state_bytes"`
 	// PackedBytes is the weights packed at the precision run; the float32
 	// weights (Params·4 bytes) are kept beside them.
 	PackedBytes int64 `json:"packed_weight_bytes"`
@@ -91,8 +102,13 @@ type VAEResult struct {
 }
 
 func (r VAEResult) String() string {
-	return fmt.Sprintf("%s %v: %d×%d latents, median block %.3g s (%v s per block, %v pixel frames), %s; peak heap %.0f MiB",
-		r.Name, r.Precision, r.Height, r.Width, r.MedianBlock, secondsString(r.BlockSeconds), r.PixelFrames, r.Rate, float64(r.PeakHeapBytes)/(1<<20))
+	ex := "measured"
+	if r.Extrapolated {
+		ex = "extrapolated from the blocks timed"
+	}
+	return fmt.Sprintf("%s %v: %d×%d latents, median block %.3g s (%v s per block, %v pixel frames); a 3-frame block %.4g s, %.4g CPU-s (%s); %s; decoder state %.2f GiB, peak heap %.0f MiB, peak RSS %.2f GiB",
+		r.Name, r.Precision, r.Height, r.Width, r.MedianBlock, secondsString(r.BlockSeconds), r.PixelFrames, r.PerBlock, r.PerBlockCPU, ex, r.Rate,
+		float64(r.StateBytes)/(1<<30), float64(r.PeakHeapBytes)/(1<<20), float64(r.PeakRSS)/(1<<30))
 }
 
 func secondsString(x []float64) string {
@@ -109,7 +125,10 @@ func secondsString(x []float64) string {
 // RunVAE decodes Blocks blocks of random latents with a random VAE of the
 // configuration at the precision, one block per Decode call on one
 // stream, and times each. The rate counts the convolutions' and the
-// attention's FLOPs (vae.Decoder.FLOPs) of the median block.
+// attention's FLOPs (vae.Decoder.FLOPs) of the median block. At 480×832 a
+// latent frame takes minutes on two cores: FramesPerBlock 1 with Blocks 2
+// times frame 0 and one steady frame, and PerBlock extrapolates the 3-frame
+// block from it.
 func RunVAE(o VAEOptions) (VAEResult, error) {
 	if o.FramesPerBlock <= 0 {
 		o.FramesPerBlock = 3
@@ -118,9 +137,11 @@ func RunVAE(o VAEOptions) (VAEResult, error) {
 		o.Blocks = 2
 	}
 	res := VAEResult{Name: o.Name, Height: o.Height, Width: o.Width, Rate: newRate(o.Precision)}
-	runtime.GC()
+	release()
 	peak := sync.OnceValue(startHeapSampler().done)
 	defer peak()
+	rs := startRSS()
+	defer rs.done()
 	m, err := vae.Random(o.Model, o.Seed)
 	if err != nil {
 		return res, err
@@ -159,12 +180,17 @@ func RunVAE(o VAEOptions) (VAEResult, error) {
 		}
 	}
 	res.PeakHeapBytes = peak()
+	res.PeakRSS = rs.done()
+	res.StateBytes = d.Bytes()
 	res.PackedBytes = m.PackedBytes()
 	res.MedianBlock = Median(res.BlockSeconds)
 	// The rate of the later blocks (full blocks of pixel frames), or of
 	// the only one.
 	last := len(flops) - 1
-	res.set(flops[last], Median(res.BlockSeconds[min(1, last):]), Median(res.BlockCPU[min(1, last):]))
+	steady, steadyCPU := Median(res.BlockSeconds[min(1, last):]), Median(res.BlockCPU[min(1, last):])
+	res.set(flops[last], steady, steadyCPU)
+	scale := 3 / float64(o.FramesPerBlock)
+	res.PerBlock, res.PerBlockCPU, res.Extrapolated = steady*scale, steadyCPU*scale, o.FramesPerBlock != 3
 	return res, nil
 }
 
@@ -198,6 +224,16 @@ type TextResult struct {
 	Extrapolated  bool    `json:"extrapolated"`
 	WeightBytes   int64   `json:"weight_bytes_run"` // bfloat16 matrices of the layers run (and the embedding)
 	PeakHeapBytes uint64  `json:"peak_heap_bytes"`
+	// Params and WeightBytesFull are the full model's (Layers layers, the
+	// whole vocabulary): what a real checkpoint holds in bfloat16.
+	Params          int64 `json:"params"`
+	WeightBytesFull int64 `json:"weight_bytes_full_model"`
+	// PeakRSS is the process's peak resident set while the encoder ran
+	// (the layers run, a 4,096-row embedding); PeakRSSFull adds the
+	// missing layers' and embedding rows' bfloat16 weights (extrapolated
+	// when LayersRun < Layers or the vocabulary was cut).
+	PeakRSS     int64 `json:"peak_rss_bytes"`
+	PeakRSSFull int64 `json:"peak_rss_bytes_full_model"`
 	Rate
 }
 
@@ -206,8 +242,9 @@ func (r TextResult) String() string {
 	if r.Extrapolated {
 		note = fmt.Sprintf(" (extrapolated from %d of %d layers)", r.LayersRun, r.Layers)
 	}
-	return fmt.Sprintf("%s %v: %d tokens, median prompt %.3g s at %d layers, %.3g s per prompt%s, %s; peak heap %.0f MiB",
-		r.Name, r.Precision, r.Tokens, r.MedianPrompt, r.LayersRun, r.PerPrompt, note, r.Rate, float64(r.PeakHeapBytes)/(1<<20))
+	return fmt.Sprintf("%s %v: %d tokens, median prompt %.3g s at %d layers, %.3g s per prompt%s, %s; peak heap %.0f MiB, peak RSS %.2f GiB; full model %.3g B params, bf16 weights %.2f GiB, peak RSS %.2f GiB (the weights not built added)",
+		r.Name, r.Precision, r.Tokens, r.MedianPrompt, r.LayersRun, r.PerPrompt, note, r.Rate, float64(r.PeakHeapBytes)/(1<<20), float64(r.PeakRSS)/(1<<30),
+		float64(r.Params)/1e9, float64(r.WeightBytesFull)/(1<<30), float64(r.PeakRSSFull)/(1<<30))
 }
 
 // RunText encodes Prompts random prompts of Tokens tokens with a random
@@ -228,15 +265,26 @@ func RunText(o TextOptions) (TextResult, error) {
 	run := full
 	run.Layers, run.Vocab = o.LayersRun, min(full.Vocab, 4096)
 	res := TextResult{Name: o.Name, Layers: full.Layers, LayersRun: o.LayersRun, Tokens: o.Tokens, Rate: newRate(o.Precision)}
-	runtime.GC()
+	if err := full.Validate(); err != nil {
+		return res, err
+	}
+	if o.Tokens > t5.MaxTokens {
+		return res, fmt.Errorf("bench: text: %d tokens, at most %d", o.Tokens, t5.MaxTokens)
+	}
+	release()
 	peak := sync.OnceValue(startHeapSampler().done)
 	defer peak()
+	rs := startRSS()
+	defer rs.done()
 	m, err := t5.NewRandom(run, o.Seed)
 	if err != nil {
 		return res, err
 	}
 	m.Precision = o.Precision
 	res.WeightBytes = m.WeightBytes()
+	perLayer := (res.WeightBytes - embedBytes(run)) / int64(run.Layers)
+	res.Params = full.Params()
+	res.WeightBytesFull = embedBytes(full) + perLayer*int64(full.Layers)
 	r := rand.New(rand.NewPCG(o.Seed, 4))
 	ids, mask := make([]int32, o.Tokens), make([]int32, o.Tokens)
 	for p := 0; p < o.Prompts; p++ {
@@ -258,6 +306,8 @@ func RunText(o TextOptions) (TextResult, error) {
 		}
 	}
 	res.PeakHeapBytes = peak()
+	res.PeakRSS = rs.done()
+	res.PeakRSSFull = res.PeakRSS + res.WeightBytesFull - res.WeightBytes
 	res.MedianPrompt = Median(res.PromptSeconds)
 	res.PerPrompt = res.MedianPrompt * float64(full.Layers) / float64(o.LayersRun)
 	res.Extrapolated = o.LayersRun < full.Layers

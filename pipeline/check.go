@@ -1,0 +1,61 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/vae"
+	"github.com/densitykv/densitykv/wan"
+)
+
+// CheckBackbone checks a DiT checkpoint against configuration cfg without
+// reading its weights: every parameter present with its shape, nothing
+// unexpected, floating-point dtypes, the file's records within its size
+// (checkpoint.OpenRaw). wan.Load reads and checks the values later; this
+// lets a run refuse a wrong file before it spends minutes on the text
+// encoder. entry selects a PyTorch checkpoint's entry ("" = automatic).
+// Errors name the file and the tensors.
+func CheckBackbone(path, entry string, cfg wan.Config) error {
+	f, err := checkpoint.OpenRaw(path, checkpoint.TorchOptions{Entry: entry})
+	if err != nil {
+		return fmt.Errorf("pipeline: backbone %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("pipeline: backbone: %w", err)
+	}
+	sd := make(checkpoint.StateDict, len(f.Tensors))
+	var bad []error
+	for _, t := range f.Tensors {
+		sd[t.Name] = &checkpoint.Tensor{Shape: t.Shape}
+		if !t.DType.IsFloat() {
+			bad = append(bad, fmt.Errorf("tensor %s has dtype %s, want a floating-point type", t.Name, t.DType))
+		}
+	}
+	shell := &wan.Model{Cfg: cfg, Blocks: make([]wan.Block, cfg.Layers)}
+	if err := sd.Check(shell.Expected()); err != nil {
+		bad = append([]error{err}, bad...)
+	}
+	if err := errors.Join(bad...); err != nil {
+		return fmt.Errorf("pipeline: backbone %s: %w", path, err)
+	}
+	return nil
+}
+
+// LoadVAE reads the VAE decoder of a checkpoint and checks that latent
+// statistics mean and std (nil: Wan2.1's) fit it, and that it decodes the
+// DiT's latent channels (channels; 0 skips the check).
+func LoadVAE(path string, mean, std []float32, channels int) (*vae.Model, error) {
+	m, err := vae.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	if channels > 0 && m.Cfg.ZDim != channels {
+		return nil, fmt.Errorf("pipeline: VAE %s decodes %d latent channels, the DiT makes %d", path, m.Cfg.ZDim, channels)
+	}
+	if _, err := m.NewDecoder(vae.Options{Mean: mean, Std: std}); err != nil {
+		return nil, fmt.Errorf("pipeline: VAE %s: %w", path, err)
+	}
+	return m, nil
+}

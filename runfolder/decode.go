@@ -1,0 +1,133 @@
+package runfolder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/pipeline"
+	"github.com/densitykv/densitykv/rollout"
+	"github.com/densitykv/densitykv/video"
+)
+
+// DecodeOptions configures Decode.
+type DecodeOptions struct {
+	// VAE is the VAE checkpoint ("" = the run's generate.vae).
+	VAE string
+	// Mean and Std are the latent statistics (nil = the run's, else
+	// Wan2.1's).
+	Mean, Std []float32
+	// Precision is the decoder's precision (nil = the run's
+	// generate.precision).
+	Precision *gemm.Precision
+}
+
+// DecodeResult is what Decode made.
+type DecodeResult struct {
+	Dir          string  `json:"run_dir"`
+	Blocks       int     `json:"blocks"`
+	LatentFrames int     `json:"latent_frames"`
+	Frames       int     `json:"frames"`
+	Width        int     `json:"width"`
+	Height       int     `json:"height"`
+	Video        string  `json:"video,omitempty"`      // video.mp4
+	FramesDir    string  `json:"frames_dir,omitempty"` // PNG frames (no ffmpeg)
+	Seconds      float64 `json:"elapsed_seconds"`
+	Interrupted  bool    `json:"interrupted,omitempty"`
+}
+
+// Decode makes a generate run folder's video again from its saved
+// latents (manifest.json, latents/): every completed block through the
+// streaming VAE decoder into its segment, then video.mp4 (or PNG frames
+// without ffmpeg), with the run's metadata (generation.json). The video
+// files the folder had are replaced. hooks.Progress reports stage
+// "decode" per block. When ctx is cancelled it stops after the current
+// block, joins what is decoded and returns ErrInterrupted.
+func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*DecodeResult, error) {
+	man, err := rollout.ReadManifest(dir)
+	if err != nil {
+		return nil, userf("decode: %s is not a generate run folder with latents: %w", dir, err)
+	}
+	gc := config.GenerateDefaults() // keys a run folder written before they existed keep the values that run used
+	if err := LoadConfig(dir, &gc); err != nil {
+		return nil, userf("decode: %w", err)
+	}
+	if o.VAE == "" {
+		o.VAE = gc.Generate.VAE
+	}
+	if o.VAE == "" {
+		return nil, userf("decode: --vae is required (the run %s was made without one)", dir)
+	}
+	if o.Mean == nil && o.Std == nil {
+		o.Mean, o.Std = gc.Generate.VAEMean, gc.Generate.VAEStd
+	}
+	prec := gc.Generate.Precision
+	if o.Precision != nil {
+		prec = *o.Precision
+	}
+	if len(man.Shards) == 0 {
+		return nil, userf("decode: %s has no finished block", dir)
+	}
+	m, err := pipeline.LoadVAE(o.VAE, o.Mean, o.Std, man.Channels)
+	if err != nil {
+		return nil, userf("--vae %s: %w", o.VAE, err)
+	}
+	var prov pipeline.Provenance
+	if err := ReadJSON(filepath.Join(dir, FileGeneration), &prov); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	ff, err := video.LookFFmpeg()
+	if err != nil {
+		hooks.warn("warning: ffmpeg is not on PATH: the video will be PNG frames in %s (%s)", filepath.Join(dir, video.DirFrames), video.InstallHint)
+	}
+	// Only the files the decode writes are replaced.
+	os.RemoveAll(filepath.Join(dir, video.DirSegments))
+	os.RemoveAll(filepath.Join(dir, video.DirFrames))
+	vs, err := pipeline.NewVideoStream(m, pipeline.VideoOptions{Dir: dir, FFmpeg: ff, Tags: prov.Tags(), Mean: o.Mean, Std: o.Std, Precision: prec})
+	if err != nil {
+		return nil, err
+	}
+	if err := vs.Folder().Truncate(0, 0); err != nil {
+		return nil, err
+	}
+	F := man.FramesPerBlock
+	sc := m.Cfg.SpatialScale()
+	res := &DecodeResult{Dir: dir, Width: sc * man.Width, Height: sc * man.Height}
+	began := time.Now()
+	for b := range man.Shards {
+		if ctx.Err() != nil {
+			res.Interrupted = true
+			break
+		}
+		z, err := rollout.ReadBlock(dir, man, b)
+		if err != nil {
+			return nil, fmt.Errorf("decode: block %d: %w", b, err)
+		}
+		if err := vs.Block(b, z, F, man.Channels, man.Height, man.Width); err != nil {
+			return nil, err
+		}
+		if hooks.Progress != nil {
+			hooks.Progress("decode", b+1, len(man.Shards))
+		}
+	}
+	res.Blocks, res.LatentFrames, res.Frames = vs.Blocks(), vs.Blocks()*F, vs.PixelFrames()
+	if vs.Blocks() > 0 {
+		if vs.Folder().MP4() {
+			if res.Video, err = vs.Finish(); err != nil {
+				return nil, err
+			}
+		} else {
+			res.FramesDir = filepath.Join(dir, video.DirFrames)
+		}
+	}
+	res.Seconds = time.Since(began).Seconds()
+	if res.Interrupted {
+		return res, ErrInterrupted
+	}
+	return res, nil
+}
