@@ -171,10 +171,13 @@ func (hd *head) ensure(n, dd int) {
 
 // head is one head's bank, in storage order.
 type head struct {
-	n     int
-	keys  vectors
-	vals  vectors
-	desc  []float32 // [cap][dd] density descriptors (decoded keys when DescDim = 0)
+	n    int
+	keys vectors
+	vals vectors
+	// desc holds the density descriptors [cap][dd] (the decoded keys when
+	// DescDim = 0), except in a bfloat16-payload bank with DescDim = 0,
+	// whose passes read the keys' bfloat16 storage itself (descBF16).
+	desc  []float32
 	norms []float32 // [cap] |desc|²
 	src   []int64
 	adm   []int32
@@ -259,12 +262,61 @@ func (b *Bank) Values(h int) []float32 {
 	return out
 }
 
+// Interleaved writes rows [r0, r1) of the bank as attention reads it: row
+// i holds every head's i-th stored key, [r1−r0][Heads][KeyDim] in dk, and
+// value, [r1−r0][Heads][ValueDim] in dv, decoded to float32; a head
+// holding i states or fewer has zeros there. It only reads the bank, so
+// calls on disjoint row ranges may run concurrently.
+func (b *Bank) Interleaved(dk, dv []float32, r0, r1 int) {
+	H, dK, dV := len(b.heads), b.cfg.KeyDim, b.cfg.ValueDim
+	if r0 < 0 || r1 < r0 || len(dk) < (r1-r0)*H*dK || len(dv) < (r1-r0)*H*dV {
+		panic(fmt.Sprintf("bank: Interleaved rows [%d, %d) of %d heads into %d keys and %d values", r0, r1, H, len(dk), len(dv)))
+	}
+	for i := r0; i < r1; i++ {
+		for h := range b.heads {
+			hd := &b.heads[h]
+			k := dk[((i-r0)*H+h)*dK : ((i-r0)*H+h+1)*dK]
+			v := dv[((i-r0)*H+h)*dV : ((i-r0)*H+h+1)*dV]
+			if i < hd.n {
+				hd.keys.get(i, k)
+				hd.vals.get(i, v)
+			} else {
+				clear(k)
+				clear(v)
+			}
+		}
+	}
+}
+
 // Descriptors returns head h's density descriptors [n][d] (the keys when
 // DescDim = 0), a fresh copy.
 func (b *Bank) Descriptors(h int) []float32 {
 	hd := &b.heads[b.checkHead(h)]
+	if b.descBF16() {
+		return b.Keys(h)
+	}
 	dd := b.cfg.descDim()
 	return append([]float32(nil), hd.desc[:hd.n*dd]...)
+}
+
+// storedDescDim is the descriptor width a head stores in desc: 0 when the
+// passes read the bfloat16 keys (descBF16).
+func (b *Bank) storedDescDim() int {
+	if b.descBF16() {
+		return 0
+	}
+	return b.cfg.descDim()
+}
+
+// descRow writes head h's stored state i's descriptor to dst.
+func (b *Bank) descRow(h, i int, dst []float32) {
+	hd := &b.heads[h]
+	if b.descBF16() {
+		hd.keys.get(i, dst)
+		return
+	}
+	dd := b.cfg.descDim()
+	copy(dst[:dd], hd.desc[i*dd:i*dd+dd])
 }
 
 // Entries returns head h's per-state bookkeeping in storage order.
@@ -316,6 +368,9 @@ func (b *Bank) roundDensity(v float64) float64 {
 func (b *Bank) set(h int) riesz.Set {
 	hd := &b.heads[h]
 	dd := b.cfg.descDim()
+	if b.descBF16() {
+		return riesz.Set{X16: hd.keys.b16[:hd.n*dd], Norms: hd.norms[:hd.n], N: hd.n, D: dd, BF16: true}
+	}
 	return riesz.Set{X: hd.desc[:hd.n*dd], Norms: hd.norms[:hd.n], N: hd.n, D: dd, BF16: b.descBF16()}
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -493,3 +494,37 @@ func TestFreeScratch(t *testing.T) {
 		t.Fatal("no scratch accounted")
 	}
 }
+
+// TestWriteToStreams: WriteTo writes a bank of many states without
+// holding its snapshot (it allocates a small fraction of its size), its
+// size is SnapshotBytes, and the snapshot reads back bit-exact.
+func TestWriteToStreams(t *testing.T) {
+	for _, pl := range []Payload{PayloadBF16, PayloadF32} {
+		cfg := smallConfig()
+		cfg.Payload, cfg.Capacity, cfg.KeyDim, cfg.ValueDim = pl, 4096, 64, 64
+		b, _ := New(cfg)
+		st := newStream(cfg, 1, true, 4096)
+		if _, err := b.Update(st.block()); err != nil {
+			t.Fatal(err)
+		}
+		var cw countingWriter
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		n, err := b.WriteTo(&cw)
+		runtime.ReadMemStats(&m1)
+		if err != nil || n != cw.n || n != b.SnapshotBytes() || n < 256<<10 {
+			t.Fatalf("%v: wrote %d (%d counted, %d expected): %v", pl, n, cw.n, b.SnapshotBytes(), err)
+		}
+		if alloc := int64(m1.TotalAlloc - m0.TotalAlloc); alloc > n/8+(256<<10) {
+			t.Fatalf("%v: a snapshot of %d bytes allocated %d", pl, n, alloc)
+		}
+		r, err := Load(bytes.NewReader(snapshotBytes(t, b)))
+		if err != nil || !bytes.Equal(snapshotBytes(t, r), snapshotBytes(t, b)) {
+			t.Fatalf("%v: round trip: %v", pl, err)
+		}
+	}
+}
+
+type countingWriter struct{ n int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }

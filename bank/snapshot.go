@@ -1,6 +1,7 @@
 package bank
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -9,8 +10,10 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 
 	"github.com/densitykv/densitykv/internal/atomicfile"
+	"github.com/densitykv/densitykv/internal/rawio"
 	"github.com/densitykv/densitykv/riesz"
 )
 
@@ -47,61 +50,99 @@ var ErrSnapshot = errors.New("bad snapshot")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// WriteTo writes a snapshot of the bank to w.
-func (b *Bank) WriteTo(w io.Writer) (int64, error) {
-	var body bytes.Buffer
-	le := binary.LittleEndian
-	put := func(v any) { _ = binary.Write(&body, le, v) }
+// SnapshotBytes returns the size of the bank's snapshot (WriteTo).
+func (b *Bank) SnapshotBytes() int64 { return snapHeader + b.bodyBytes() + 4 }
+
+// bodyBytes returns the size of the snapshot's body.
+func (b *Bank) bodyBytes() int64 {
 	c := b.cfg
+	n := int64(6*8 + 5*8 + 7 + 4 + 8)
+	perState := int64(c.KeyDim+c.ValueDim)*int64(c.Payload.DType().Size()) + 8 + 4 + 2*int64(c.Density.Size())
+	if c.DescDim > 0 {
+		perState += int64(c.DescDim) * 4
+	}
+	for h := range b.heads {
+		n += 8 + int64(b.heads[h].n)*perState
+	}
+	return n
+}
+
+// crcWriter passes writes to w and updates crc with them.
+type crcWriter struct {
+	w   io.Writer
+	crc uint32
+	n   int64
+}
+
+func (c *crcWriter) Write(p []byte) (int, error) {
+	k, err := c.w.Write(p)
+	c.crc = crc32.Update(c.crc, castagnoli, p[:k])
+	c.n += int64(k)
+	return k, err
+}
+
+// WriteTo writes a snapshot of the bank to w, streaming: nothing larger than
+// one head's density column is buffered (the body's length is known
+// before it is written, its checksum computed as it is).
+func (b *Bank) WriteTo(w io.Writer) (int64, error) {
+	le := binary.LittleEndian
+	c := b.cfg
+	var hdr [snapHeader]byte
+	copy(hdr[:8], snapMagic)
+	le.PutUint32(hdr[8:], snapVersion)
+	le.PutUint64(hdr[12:], uint64(b.bodyBytes()))
+	cw := &crcWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 1<<16)
+	bw.Write(hdr[:])
+	put := func(v any) { _ = binary.Write(bw, le, v) }
 	put([]uint64{uint64(c.Heads), uint64(c.KeyDim), uint64(c.ValueDim), uint64(c.DescDim), uint64(c.Capacity), uint64(c.Workers)})
 	put([]float64{c.Tau, c.Sigma, c.P, c.Eps, c.Delta})
 	put([]uint8{uint8(c.Ordering), uint8(c.Baselines), uint8(c.Eviction), uint8(c.Prefix), uint8(c.Admission), uint8(c.Payload.DType()), uint8(c.Density)})
 	put(b.updates)
 	put(b.offered)
+	var f32 []float32
 	for h := range b.heads {
 		hd := &b.heads[h]
 		n := hd.n
 		put(uint64(n))
 		for _, p := range []*vectors{&hd.keys, &hd.vals} {
 			if p.bf {
-				put(p.b16[:n*p.dim])
+				rawio.Write(bw, p.b16[:n*p.dim])
 			} else {
-				put(p.f32[:n*p.dim])
+				rawio.Write(bw, p.f32[:n*p.dim])
 			}
 		}
 		if c.DescDim > 0 {
-			put(hd.desc[:n*c.DescDim])
+			rawio.Write(bw, hd.desc[:n*c.DescDim])
 		}
-		put(hd.src[:n])
-		put(hd.adm[:n])
+		rawio.Write(bw, hd.src[:n])
+		rawio.Write(bw, hd.adm[:n])
 		for _, d := range [][]float64{hd.rho[:n], hd.base[:n]} {
 			if c.Density == F32 {
-				f := make([]float32, n)
+				f32 = slices.Grow(f32[:0], n)[:n]
 				for i, v := range d {
-					f[i] = float32(v)
+					f32[i] = float32(v)
 				}
-				put(f)
+				rawio.Write(bw, f32)
 			} else {
-				put(d)
+				rawio.Write(bw, d)
 			}
 		}
 	}
-	var hdr [snapHeader]byte
-	copy(hdr[:8], snapMagic)
-	le.PutUint32(hdr[8:], snapVersion)
-	le.PutUint64(hdr[12:], uint64(body.Len()))
-	crc := crc32.Update(crc32.Checksum(hdr[:], castagnoli), castagnoli, body.Bytes())
+	err := bw.Flush()
 	var tail [4]byte
-	le.PutUint32(tail[:], crc)
-	var total int64
-	for _, part := range [][]byte{hdr[:], body.Bytes(), tail[:]} {
-		k, err := w.Write(part)
-		total += int64(k)
-		if err != nil {
-			return total, fmt.Errorf("bank: write snapshot: %w", err)
-		}
+	le.PutUint32(tail[:], cw.crc)
+	if err == nil {
+		_, err = w.Write(tail[:])
+		cw.n += 4
 	}
-	return total, nil
+	if err != nil {
+		return cw.n, fmt.Errorf("bank: write snapshot: %w", err)
+	}
+	if want := b.SnapshotBytes(); cw.n != want {
+		panic(fmt.Sprintf("bank: snapshot of %d bytes, its header says %d", cw.n, want))
+	}
+	return cw.n, nil
 }
 
 // ReadFrom replaces the bank's state (configuration included) with the
@@ -221,7 +262,7 @@ func load(r io.Reader) (*Bank, int64, error) {
 		if uint64(d.left()) < uint64(n)*perState {
 			return nil, read, fail("head %d: %d states need %d bytes, %d left", h, n, uint64(n)*perState, d.left())
 		}
-		hd.ensure(n, dd)
+		hd.ensure(n, b.storedDescDim())
 		hd.n = n
 		for _, p := range []*vectors{&hd.keys, &hd.vals} {
 			if p.bf {
@@ -234,11 +275,12 @@ func load(r io.Reader) (*Bank, int64, error) {
 				}
 			}
 		}
-		if cfg.DescDim > 0 {
+		switch {
+		case cfg.DescDim > 0:
 			for i := range hd.desc[:n*dd] {
 				hd.desc[i] = math.Float32frombits(d.u32())
 			}
-		} else {
+		case !b.descBF16():
 			for i := 0; i < n; i++ {
 				hd.keys.get(i, hd.desc[i*dd:])
 			}
@@ -258,10 +300,15 @@ func load(r io.Reader) (*Bank, int64, error) {
 				}
 			}
 		}
-		for i := 0; i < n*dd; i++ {
-			if v := float64(hd.desc[i]); math.IsNaN(v) || math.IsInf(v, 0) {
-				return nil, read, fail("head %d: non-finite descriptor at state %d", h, i/dd)
+		row := make([]float32, dd)
+		for i := 0; i < n; i++ {
+			b.descRow(h, i, row)
+			for _, v := range row {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					return nil, read, fail("head %d: non-finite descriptor at state %d", h, i)
+				}
 			}
+			riesz.Norms(hd.norms[i:i+1], row, 1, dd)
 		}
 		for i := 0; i < n; i++ {
 			if !(hd.rho[i] >= 0) || math.IsInf(hd.rho[i], 0) || !(hd.base[i] > 0) || math.IsInf(hd.base[i], 0) {
@@ -271,7 +318,6 @@ func load(r io.Reader) (*Bank, int64, error) {
 				return nil, read, fail("head %d state %d: admitted at update %d of %d", h, i, hd.adm[i], updates)
 			}
 		}
-		riesz.Norms(hd.norms, hd.desc, n, dd)
 		for i := 0; i < n; i++ {
 			if !(hd.norms[i] <= MaxNorm2) {
 				return nil, read, fail("head %d state %d: descriptor norm overflows", h, i)

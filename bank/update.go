@@ -672,7 +672,7 @@ func (b *Bank) commitStates(h int, blk Block, c candidates, ext []float64, rows 
 	cm.evSorted = append(cm.evSorted[:0], ev.order...)
 	slices.Sort(cm.evSorted)
 	for j, i := range cm.evSorted {
-		copy(cm.evDesc[j*dd:j*dd+dd], hd.desc[int(i)*dd:int(i)*dd+dd])
+		b.descRow(h, int(i), cm.evDesc[j*dd:j*dd+dd])
 		cm.evNorms[j] = hd.norms[i]
 	}
 	for _, i := range ev.order {
@@ -683,7 +683,8 @@ func (b *Bank) commitStates(h int, blk Block, c candidates, ext []float64, rows 
 		}
 	}
 	final := m - ne + r
-	hd.ensure(final, dd)
+	sd := b.storedDescDim()
+	hd.ensure(final, sd)
 	cm.rho = grow(cm.rho, final)
 	// Survivors, in their previous relative order: ρ + S(r).
 	k := 0
@@ -695,7 +696,7 @@ func (b *Bank) commitStates(h int, blk Block, c candidates, ext []float64, rows 
 		if k != i {
 			hd.keys.move(k, i)
 			hd.vals.move(k, i)
-			copy(hd.desc[k*dd:k*dd+dd], hd.desc[i*dd:i*dd+dd])
+			copy(hd.desc[k*sd:k*sd+sd], hd.desc[i*sd:i*sd+sd])
 			hd.norms[k] = hd.norms[i]
 			hd.src[k] = hd.src[i]
 			hd.adm[k] = hd.adm[i]
@@ -709,7 +710,7 @@ func (b *Bank) commitStates(h int, blk Block, c candidates, ext []float64, rows 
 		x := int(x32)
 		hd.keys.set(k, c.keys[x*dk:x*dk+dk])
 		hd.vals.set(k, c.values[x*dv:x*dv+dv])
-		copy(hd.desc[k*dd:k*dd+dd], c.desc[x*dd:x*dd+dd])
+		copy(hd.desc[k*sd:k*sd+sd], c.desc[x*dd:x*dd+sd])
 		hd.norms[k] = c.norms[x]
 		if blk.Source != nil {
 			hd.src[k] = blk.Source[x]

@@ -5,6 +5,11 @@
 //
 // All readers work on io.ReaderAt, bound every size from the header against
 // the file before allocating, and name the tensor at fault in their errors.
+// The zip CRC-32 of every PyTorch record is checked when it is read (by
+// LoadTorch, and by OpenRaw's lazy reads, which read the whole record of a
+// view and return the mismatch instead of the view's last bytes): a damaged
+// file is an error naming the file, the tensor and the record, wrapping
+// ErrChecksum. (Safetensors files carry no checksum.)
 // Floating-point tensors (F16, BF16, F32, F64) are returned as float32 (or
 // float64 on request); integer tensors (I8…I64, U8, BOOL) as int64.
 //

@@ -20,6 +20,15 @@ type RawTensor struct {
 	Shape []int
 
 	open func() (io.Reader, error)
+	file string // the file's path, for errors (OpenRaw)
+}
+
+// where names the tensor and, when known, its file in errors.
+func (t RawTensor) where() string {
+	if t.file == "" {
+		return fmt.Sprintf("tensor %q", t.Name)
+	}
+	return fmt.Sprintf("tensor %q of %s", t.Name, t.file)
 }
 
 // Elems returns the number of elements (1 for a scalar).
@@ -35,18 +44,19 @@ func (t RawTensor) Bytes() int64 { return t.Elems() * int64(t.DType.Size()) }
 func (t RawTensor) Reader() (io.Reader, error) {
 	r, err := t.open()
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: tensor %q: %w", t.Name, err)
+		return nil, fmt.Errorf("checkpoint: %s: %w", t.where(), err)
 	}
-	return &exactReader{r: r, left: t.Bytes(), name: t.Name}, nil
+	return &exactReader{r: r, left: t.Bytes(), name: t.where()}, nil
 }
 
 // exactReader turns an early end of the data into an error naming the
 // tensor (a file truncated after it was opened, or a zip record shorter
-// than its directory says).
+// than its directory says), and names it in every other read error (a
+// PyTorch record whose CRC-32 does not match).
 type exactReader struct {
 	r    io.Reader
 	left int64
-	name string
+	name string // tensor "x" of file
 }
 
 func (x *exactReader) Read(p []byte) (int, error) {
@@ -59,12 +69,15 @@ func (x *exactReader) Read(p []byte) (int, error) {
 	n, err := x.r.Read(p)
 	x.left -= int64(n)
 	if err == io.EOF && x.left > 0 {
-		return n, fmt.Errorf("checkpoint: tensor %q: data ends %d bytes early: %w", x.name, x.left, io.ErrUnexpectedEOF)
+		return n, fmt.Errorf("checkpoint: %s: data ends %d bytes early: %w", x.name, x.left, io.ErrUnexpectedEOF)
 	}
 	if err == io.EOF || (err == nil && x.left == 0) {
 		return n, nil
 	}
-	return n, err
+	if err != nil {
+		return n, fmt.Errorf("checkpoint: %s: %w", x.name, err)
+	}
+	return n, nil
 }
 
 // RawFile is a checkpoint opened by OpenRaw.
@@ -103,6 +116,9 @@ func OpenRaw(p string, opt TorchOptions) (*RawFile, error) {
 		return nil, fmt.Errorf("%w (file %s)", err, p)
 	}
 	rf.closer = f
+	for i := range rf.Tensors {
+		rf.Tensors[i].file = p
+	}
 	return rf, nil
 }
 
@@ -170,7 +186,7 @@ func rawTorch(r io.ReaderAt, size int64, opt TorchOptions) (*RawFile, error) {
 		if err := checkRecord(rec, size); err != nil {
 			return nil, fmt.Errorf("checkpoint: torch: tensor %q: %w", e.k, err)
 		}
-		open := func() (io.Reader, error) { return tf.rawView(r, rec, t, contiguous) }
+		open := func() (io.Reader, error) { return tf.rawView(rec, t, contiguous) }
 		out.Tensors = append(out.Tensors, RawTensor{Name: nk, DType: t.st.dtype, Shape: append([]int(nil), t.size...), open: open})
 	}
 	return out, nil
@@ -226,35 +242,32 @@ func (t *tensorRef) checkView() (contiguous bool, err error) {
 	return true, nil
 }
 
-// rawView returns the bytes of view t of the storage in record rec.
-func (tf *torchFile) rawView(r io.ReaderAt, rec *zip.File, t *tensorRef, contiguous bool) (io.Reader, error) {
+// rawView returns the bytes of view t of the storage in record rec. The
+// record is read through the zip reader from its start to its end, so that
+// its CRC-32 is checked: a contiguous view is streamed (the bytes before it
+// are skipped, the rest of the record is read before the view's last bytes
+// are returned, and a mismatch is returned instead of them); a strided one
+// is gathered from the whole record, checked before it is returned.
+func (tf *torchFile) rawView(rec *zip.File, t *tensorRef, contiguous bool) (io.Reader, error) {
 	es := int64(t.st.dtype.Size())
 	n := numel(t.size)
 	if n == 0 {
 		return bytes.NewReader(nil), nil
 	}
-	if contiguous && rec.Method == zip.Store {
-		off, err := rec.DataOffset()
-		if err != nil {
-			return nil, fmt.Errorf("storage data/%s: %w", t.st.key, err)
-		}
-		return io.NewSectionReader(r, off+t.offset*es, n*es), nil
-	}
 	rc, err := rec.Open()
 	if err != nil {
-		return nil, fmt.Errorf("storage data/%s: %w", t.st.key, err)
+		return nil, recordError(rec, err)
 	}
 	if contiguous {
-		if _, err := io.CopyN(io.Discard, rc, t.offset*es); err != nil {
-			rc.Close()
-			return nil, fmt.Errorf("storage data/%s: %w", t.st.key, err)
-		}
-		return &readCloser{r: io.LimitReader(rc, n*es), c: rc}, nil
+		return &recordView{rec: rec, rc: rc, skip: t.offset * es, left: n * es}, nil
 	}
 	defer rc.Close()
 	raw := make([]byte, t.st.numel*es)
 	if _, err := io.ReadFull(rc, raw); err != nil {
-		return nil, fmt.Errorf("storage data/%s: %w", t.st.key, err)
+		return nil, recordError(rec, err)
+	}
+	if err := drainRecord(rec, rc); err != nil {
+		return nil, err
 	}
 	out := make([]byte, 0, n*es)
 	idx := make([]int, len(t.size))
@@ -275,18 +288,58 @@ func (tf *torchFile) rawView(r io.ReaderAt, rec *zip.File, t *tensorRef, contigu
 	return bytes.NewReader(out), nil
 }
 
-// readCloser closes c once r is exhausted or fails.
-type readCloser struct {
-	r      io.Reader
-	c      io.Closer
-	closed bool
+// recordView streams the contiguous view [skip, skip+left) of a zip record
+// opened with rec.Open. Before it returns the view's last bytes it reads
+// the record to its end, where the zip reader checks the CRC-32; on a
+// mismatch that Read returns no bytes and the error, so that io.ReadFull
+// and io.ReadAll report it.
+type recordView struct {
+	rec        *zip.File
+	rc         io.ReadCloser
+	skip, left int64
+	err        error
 }
 
-func (x *readCloser) Read(p []byte) (int, error) {
-	n, err := x.r.Read(p)
-	if err != nil && !x.closed {
-		x.closed = true
-		x.c.Close()
+func (v *recordView) fail(err error) (int, error) {
+	v.err = err
+	v.rc.Close()
+	return 0, err
+}
+
+func (v *recordView) Read(p []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
 	}
-	return n, err
+	if v.skip > 0 {
+		if _, err := io.CopyN(io.Discard, v.rc, v.skip); err != nil {
+			return v.fail(recordError(v.rec, err))
+		}
+		v.skip = 0
+	}
+	if v.left == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) < v.left {
+		n, err := v.rc.Read(p)
+		v.left -= int64(n)
+		if err == io.EOF {
+			return v.fail(recordError(v.rec, io.ErrUnexpectedEOF))
+		}
+		if err != nil {
+			return v.fail(recordError(v.rec, err))
+		}
+		return n, nil
+	}
+	// The last bytes of the view: check the record before handing them out.
+	p = p[:v.left]
+	if _, err := io.ReadFull(v.rc, p); err != nil {
+		return v.fail(recordError(v.rec, err))
+	}
+	if err := drainRecord(v.rec, v.rc); err != nil {
+		return v.fail(err)
+	}
+	v.left = 0
+	v.err = io.EOF
+	v.rc.Close()
+	return len(p), nil
 }

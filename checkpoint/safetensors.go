@@ -49,6 +49,10 @@ func (d DType) IsFloat() bool { return d == F64 || d == F32 || d == F16 || d == 
 // ErrFormat is wrapped by every error about a malformed file.
 var ErrFormat = errors.New("malformed file")
 
+// ErrChecksum is wrapped by every error about data whose checksum does not
+// match the one the file records (the CRC-32 of a PyTorch zip record).
+var ErrChecksum = errors.New("checksum mismatch")
+
 // MaxHeaderBytes bounds the JSON header of a safetensors file (100 MB, as
 // the reference implementation does).
 const MaxHeaderBytes = 100 << 20

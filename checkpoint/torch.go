@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"archive/zip"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -154,6 +155,7 @@ func torchFindClass(module, name string) (interface{}, error) {
 type torchFile struct {
 	records map[string]*zip.File // "data/<key>" suffix → record
 	cache   map[string][]byte
+	size    int64 // of the archive
 }
 
 // LoadTorch reads a PyTorch zip checkpoint (torch.save's default format
@@ -258,7 +260,7 @@ func unpickleTorch(r io.ReaderAt, size int64) (top interface{}, tf *torchFile, e
 		}
 		return nil, nil, fmt.Errorf("checkpoint: torch: not a zip archive (PyTorch checkpoints are read in torch.save's zip format, PyTorch ≥ 1.6): %v: %w", err, ErrFormat)
 	}
-	tf = &torchFile{records: map[string]*zip.File{}, cache: map[string][]byte{}}
+	tf = &torchFile{records: map[string]*zip.File{}, cache: map[string][]byte{}, size: size}
 	var pkl *zip.File
 	for _, f := range zr.File {
 		dir, base := path.Split(f.Name)
@@ -282,10 +284,10 @@ func unpickleTorch(r io.ReaderAt, size int64) (top interface{}, tf *torchFile, e
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint: torch: data.pkl: %w", err)
 	}
-	raw, err := io.ReadAll(io.LimitReader(rc, MaxHeaderBytes+1))
+	raw, err := io.ReadAll(io.LimitReader(rc, MaxHeaderBytes+1)) // to the end: the CRC-32 is checked
 	rc.Close()
 	if err != nil {
-		return nil, nil, fmt.Errorf("checkpoint: torch: data.pkl: %w", err)
+		return nil, nil, fmt.Errorf("checkpoint: torch: %w", recordError(pkl, err))
 	}
 	u := pickle.NewUnpickler(bytes.NewReader(raw))
 	u.FindClass = torchFindClass
@@ -328,18 +330,44 @@ func (tf *torchFile) bytes(s *storageRef) ([]byte, error) {
 		return b, nil
 	}
 	rec := tf.records[s.key]
+	if err := checkRecord(rec, tf.size); err != nil {
+		return nil, err
+	}
 	rc, err := rec.Open()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("storage record %s: %w", rec.Name, err)
 	}
 	defer rc.Close()
 	need := s.numel * int64(s.dtype.Size())
 	b := make([]byte, need)
 	if _, err := io.ReadFull(rc, b); err != nil {
-		return nil, fmt.Errorf("storage data/%s: %w", s.key, err)
+		return nil, recordError(rec, err)
+	}
+	// Read the record to its end: the zip reader checks its CRC-32 there.
+	if err := drainRecord(rec, rc); err != nil {
+		return nil, err
 	}
 	tf.cache[s.key] = b
 	return b, nil
+}
+
+// drainRecord reads the rest of a zip record opened with rec.Open, so that
+// the zip reader checks the record's CRC-32 (it does so at the end of the
+// data), and returns what it found, naming the record.
+func drainRecord(rec *zip.File, rc io.Reader) error {
+	if _, err := io.Copy(io.Discard, rc); err != nil {
+		return recordError(rec, err)
+	}
+	return nil
+}
+
+// recordError names the zip record of a read error; a CRC-32 mismatch says
+// that the file is damaged and wraps ErrChecksum.
+func recordError(rec *zip.File, err error) error {
+	if errors.Is(err, zip.ErrChecksum) {
+		return fmt.Errorf("storage record %s: its CRC-32 does not match the zip directory's %08x (the file is damaged): %w", rec.Name, rec.CRC32, ErrChecksum)
+	}
+	return fmt.Errorf("storage record %s: %w", rec.Name, err)
 }
 
 // materialize gathers a strided view into a contiguous float32 slice.

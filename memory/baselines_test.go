@@ -1,8 +1,12 @@
 package memory
 
 import (
+	"bytes"
+	"encoding/binary"
+	"encoding/gob"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"sort"
 	"strings"
@@ -560,7 +564,8 @@ func TestDeepForcingAuthorsKnownAnswer(t *testing.T) {
 // TestDeepForcingRefusesVersion1Snapshot checks that a snapshot from
 // before the authors' adapter (clean-pass query frames, no sink
 // bookkeeping) is refused with an error that says so, not resumed with
-// another buffer.
+// another buffer: a format-1 (gob) snapshot without a state version and a
+// format-2 one whose Deep Forcing state is version 1.
 func TestDeepForcingRefusesVersion1Snapshot(t *testing.T) {
 	cfg := tinyConfig()
 	pol, err := New(NameDeepForcing, cfg)
@@ -568,22 +573,42 @@ func TestDeepForcingRefusesVersion1Snapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := pol.(*DeepForcing)
-	var buf strings.Builder
-	w := &buf
-	if err := p.snapSave(writerFunc(func(b []byte) (int, error) { return w.WriteString(string(b)) }), dfState{QBuf: make([][]qframe, cfg.Layout.Layers)}); err != nil {
+	v1 := snapshotV1(t, p.core, dfStateV1{QBuf: make([][]qframe, cfg.Layout.Layers)})
+	var v2 bytes.Buffer
+	if err := p.snapSave(&v2, func(sw *snapWriter) { sw.int(1); sw.frames(nil); sw.bool(false) }); err != nil { // more fields follow the version
 		t.Fatal(err)
 	}
-	err = p.Load(strings.NewReader(buf.String()))
-	if !errors.Is(err, ErrSnapshot) || !strings.Contains(err.Error(), "version-1") {
-		t.Fatalf("version-1 snapshot: %v", err)
+	for name, snap := range map[string][]byte{"format 1": v1, "format 2": v2.Bytes()} {
+		err = p.Load(bytes.NewReader(snap))
+		if !errors.Is(err, ErrSnapshot) || !strings.Contains(err.Error(), "version-1") {
+			t.Fatalf("%s, version-1 state: %v", name, err)
+		}
 	}
-	var ok strings.Builder
-	if err := p.Save(writerFunc(func(b []byte) (int, error) { return ok.WriteString(string(b)) })); err != nil {
+	var ok bytes.Buffer
+	if err := p.Save(&ok); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Load(strings.NewReader(ok.String())); err != nil {
+	if err := p.Load(bytes.NewReader(ok.Bytes())); err != nil {
 		t.Fatalf("version-2 snapshot: %v", err)
 	}
+}
+
+// snapshotV1 returns a format-1 snapshot of c's header and state (magic,
+// payload length, CRC-32, gob payload).
+func snapshotV1(t *testing.T, c *core, state any) []byte {
+	t.Helper()
+	var pl bytes.Buffer
+	enc := gob.NewEncoder(&pl)
+	if err := enc.Encode(snapHeader{Policy: c.name, Config: toStored(c.cfg), Started: c.started, Committed: c.committed}); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Encode(state); err != nil {
+		t.Fatal(err)
+	}
+	out := []byte(snapMagicV1)
+	out = binary.LittleEndian.AppendUint64(out, uint64(pl.Len()))
+	out = binary.LittleEndian.AppendUint32(out, crc32.ChecksumIEEE(pl.Bytes()))
+	return append(out, pl.Bytes()...)
 }
 
 type writerFunc func([]byte) (int, error)

@@ -48,14 +48,6 @@ type StatsReporter interface {
 	LastStats() Stats
 }
 
-// frame is one latent frame's clean K/V in every layer: k[l] and v[l] are
-// [TokensPerFrame][Heads][HeadDim]. Whether k is RoPE-rotated depends on
-// the policy that owns it.
-type frame struct {
-	ID   int
-	K, V [][]float32
-}
-
 // core holds what every policy shares: the call protocol, validation, the
 // RoPE rotator, the clean-pass staging buffers and the context buffers.
 type core struct {
@@ -72,7 +64,15 @@ type core struct {
 	started   int // blocks begun (the next first call must be block started)
 	committed int // blocks whose clean pass ended
 
-	pendK, pendV, pendQ [][]float32 // clean-pass copies per layer, committed at End
+	// pend are the clean pass's frames, filled layer by layer during
+	// Attend (stage) and committed at End; pendQ its queries per layer and
+	// frame (Deep Forcing)
+	// (Deep Forcing).
+	pend  []*frame
+	pendQ [][][]float32
+	// compactFrames: stage holds frames whose values are all bfloat16 as
+	// bfloat16 (windowed policies).
+	compactFrames bool
 
 	rec recacheState // an open recache (Recacher)
 
@@ -91,14 +91,15 @@ func newCore(name string, cfg Config) (*core, error) {
 	l := cfg.Layout
 	c := &core{name: name, cfg: cfg, lay: l, rot: rt.NewRotator(l.Height, l.Width),
 		tpf: l.TokensPerFrame(), tokens: l.TokensPerBlock(), row: l.Heads * l.HeadDim}
-	c.pendK = make([][]float32, l.Layers)
-	c.pendV = make([][]float32, l.Layers)
-	c.pendQ = make([][]float32, l.Layers)
+	c.pendQ = make([][][]float32, l.Layers)
 	return c, nil
 }
 
 // Name returns the policy name.
 func (c *core) Name() string { return c.name }
+
+// blocksCommitted returns the blocks whose clean pass ended.
+func (c *core) blocksCommitted() int { return c.committed }
 
 // Layout returns the policy's layout.
 func (c *core) Layout() Layout { return c.lay }
@@ -162,6 +163,14 @@ func (c *core) openCall(call Call) {
 	if call.First {
 		c.started++
 	}
+	c.pend = nil
+	if call.Clean {
+		F := c.lay.FramesPerBlock
+		c.pend = make([]*frame, F)
+		for f := range c.pend {
+			c.pend[f] = newFrame(call.Block*F+f, c.lay.Layers)
+		}
+	}
 	L := c.lay.Layers
 	c.stats = Stats{Policy: c.name, Block: call.Block, Step: call.Step, Clean: call.Clean, First: call.First,
 		Parts: make([]Parts, L), Occupancy: make([][]int, L), Offered: make([]int, L), Admitted: make([]int, L),
@@ -210,15 +219,28 @@ func (c *core) checkAttend(layer int, q, k, v []float32) error {
 	return nil
 }
 
-// stage copies the clean pass's k, v (and q when keepQ) of one layer.
+// stage copies the clean pass's k, v (and q when keepQ) of one layer into
+// the block's pending frames (as bfloat16 where compactFrames allows it
+// without loss).
 func (c *core) stage(layer int, q, k, v []float32, keepQ bool) {
 	if !c.call.Clean {
 		return
 	}
-	c.pendK[layer] = append(c.pendK[layer][:0], k...)
-	c.pendV[layer] = append(c.pendV[layer][:0], v...)
+	n := c.tpf * c.row
+	for f, fr := range c.pend {
+		kf := append([]float32(nil), k[f*n:(f+1)*n]...)
+		vf := append([]float32(nil), v[f*n:(f+1)*n]...)
+		if c.compactFrames {
+			fr.K[layer], fr.V[layer] = compact(kf), compact(vf)
+		} else {
+			fr.K[layer], fr.V[layer] = f32Tensor(kf), f32Tensor(vf)
+		}
+	}
 	if keepQ {
-		c.pendQ[layer] = append(c.pendQ[layer][:0], q...)
+		c.pendQ[layer] = make([][]float32, len(c.pend))
+		for f := range c.pend {
+			c.pendQ[layer][f] = append([]float32(nil), q[f*n:(f+1)*n]...)
+		}
 	}
 }
 
@@ -242,20 +264,10 @@ func (c *core) closeCall(bytes int64) {
 	c.stats.Bytes = bytes
 }
 
-// blockFrames returns the current block's frames split per layer out of the
-// staged clean pass: frames[f].K[l] aliases fresh copies.
+// stagedFrames hands over the clean pass's frames (End).
 func (c *core) stagedFrames() []*frame {
-	F := c.lay.FramesPerBlock
-	out := make([]*frame, F)
-	n := c.tpf * c.row
-	for f := 0; f < F; f++ {
-		fr := &frame{ID: c.call.Block*F + f, K: make([][]float32, c.lay.Layers), V: make([][]float32, c.lay.Layers)}
-		for l := 0; l < c.lay.Layers; l++ {
-			fr.K[l] = append([]float32(nil), c.pendK[l][f*n:(f+1)*n]...)
-			fr.V[l] = append([]float32(nil), c.pendV[l][f*n:(f+1)*n]...)
-		}
-		out[f] = fr
-	}
+	out := c.pend
+	c.pend = nil
 	return out
 }
 
@@ -275,50 +287,70 @@ func (c *core) ctxReset() {
 	c.ctxLen = 0
 }
 
-// ctxFrame schedules n tokens of k/v (a whole frame when t ≥ 0, rotated at
-// temporal position t and the native spatial grid; any rows when t < 0) to
-// be appended to the context. The copies and rotations run in queries.
-func (c *core) ctxFrame(k, v []float32, t int) {
-	c.addJobs(ctxJob{off: c.ctxLen, k: k, v: v, t: t})
-	c.ctxLen += len(k)
+// ctxFrame schedules k/v (a whole frame when t ≥ 0, rotated at temporal
+// position t and the native spatial grid; any rows when t < 0) to be
+// appended to the context. The copies and rotations run in queries.
+func (c *core) ctxFrame(k, v tensor, t int) {
+	c.addJobs(ctxJob{off: c.ctxLen, n: k.len(), k: k, v: v, t: t})
+	c.ctxLen += k.len()
+}
+
+// ctxFill schedules rows memory rows to be appended to the context by fill,
+// which writes rows [r0, r1) of keys (rotated as they are to be read) and
+// values to dk and dv ([r1−r0][H][D] each), in jobs of unit rows (0:
+// chunkTokens).
+func (c *core) ctxFill(rows, unit int, fill func(dk, dv []float32, r0, r1 int) error) {
+	c.addJobs(ctxJob{off: c.ctxLen, n: rows * c.row, fill: fill, t: -1, unit: unit})
+	c.ctxLen += rows * c.row
 }
 
 // ctxJob copies k (and v) to offset off of the context (or q to the query
-// buffer) and rotates the copied keys when t ≥ 0; p0 is the in-frame index
-// of the first token.
+// buffer), or runs fill there, and rotates the copied keys when t ≥ 0; p0
+// is the in-frame index of the first token (r0 the first memory row for
+// fill). n counts the values.
 type ctxJob struct {
-	off  int
-	k, v []float32
-	t    int
-	p0   int
-	q    bool
+	off, n int
+	k, v   tensor
+	fill   func(dk, dv []float32, r0, r1 int) error
+	r0     int
+	unit   int // rows per job (0: chunkTokens)
+	t      int
+	p0     int
+	q      bool
 }
 
 // chunkTokens is the parallel work unit.
 const chunkTokens = 256
 
-// addJobs splits j into chunks of chunkTokens tokens.
+// addJobs splits j into chunks of chunkTokens tokens (j.unit for a fill).
 func (c *core) addJobs(j ctxJob) {
 	step := chunkTokens * c.row
-	for o := 0; o < len(j.k); o += step {
-		e := min(o+step, len(j.k))
+	if j.unit > 0 {
+		step = j.unit * c.row
+	}
+	for o := 0; o < j.n; o += step {
+		e := min(o+step, j.n)
 		cj := j
-		cj.off, cj.k, cj.p0 = j.off+o, j.k[o:e], j.p0+o/c.row
-		if j.v != nil {
-			cj.v = j.v[o:e]
+		cj.off, cj.n, cj.p0, cj.r0 = j.off+o, e-o, j.p0+o/c.row, j.r0+o/c.row
+		if j.fill == nil {
+			cj.k = j.k.rows(o, e, 1)
+			if j.v.len() > 0 {
+				cj.v = j.v.rows(o, e, 1)
+			}
 		}
 		c.jobs = append(c.jobs, cj)
 	}
 }
 
 // queries schedules the current block's q at per-frame temporal positions
-// ts, then runs every scheduled copy and rotation (in parallel when the work
-// is large; the result does not depend on the thread count) and returns the
-// rotated queries. The context is c.kbuf, c.vbuf afterwards.
-func (c *core) queries(q []float32, ts []int) []float32 {
+// ts, then runs every scheduled copy, fill and rotation (in parallel when
+// the work is large; the result does not depend on the thread count) and
+// returns the rotated queries. The context is c.kbuf, c.vbuf afterwards.
+// An error is a fill's (the first in context order).
+func (c *core) queries(q []float32, ts []int) ([]float32, error) {
 	n := c.tpf * c.row
 	for f, t := range ts {
-		c.addJobs(ctxJob{off: f * n, k: q[f*n : (f+1)*n], t: t, q: true})
+		c.addJobs(ctxJob{off: f * n, n: n, k: f32Tensor(q[f*n : (f+1)*n]), t: t, q: true})
 	}
 	c.kbuf = grow(c.kbuf, c.ctxLen)
 	c.vbuf = grow(c.vbuf, c.ctxLen)
@@ -332,6 +364,7 @@ func (c *core) queries(q []float32, ts []int) []float32 {
 	if c.ctxLen+len(q) >= 1<<20 {
 		workers = min(runtime.GOMAXPROCS(0), len(c.jobs))
 	}
+	errs := make([]error, len(c.jobs))
 	var next atomic.Int64
 	run := func() {
 		for {
@@ -339,7 +372,7 @@ func (c *core) queries(q []float32, ts []int) []float32 {
 			if i >= len(c.jobs) {
 				return
 			}
-			c.runJob(c.jobs[i])
+			errs[i] = c.runJob(c.jobs[i])
 		}
 	}
 	if workers <= 1 {
@@ -351,26 +384,35 @@ func (c *core) queries(q []float32, ts []int) []float32 {
 		}
 		wg.Wait()
 	}
-	return c.qbuf
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c.qbuf, nil
 }
 
-func (c *core) runJob(j ctxJob) {
+func (c *core) runJob(j ctxJob) error {
 	dst := c.kbuf
 	if j.q {
 		dst = c.qbuf
 	}
-	dst = dst[j.off : j.off+len(j.k)]
-	copy(dst, j.k)
-	if j.v != nil {
-		copy(c.vbuf[j.off:j.off+len(j.v)], j.v)
+	dst = dst[j.off : j.off+j.n]
+	if j.fill != nil {
+		return j.fill(dst, c.vbuf[j.off:j.off+j.n], j.r0, j.r0+j.n/c.row)
+	}
+	j.k.into(dst)
+	if j.v.len() > 0 {
+		j.v.into(c.vbuf[j.off : j.off+j.n])
 	}
 	if j.t < 0 {
-		return
+		return nil
 	}
-	for i := 0; i < len(j.k)/c.row; i++ {
+	for i := 0; i < j.n/c.row; i++ {
 		p := j.p0 + i
 		c.rot.Token(dst[i*c.row:(i+1)*c.row], c.lay.Heads, j.t, p/c.lay.Width, p%c.lay.Width)
 	}
+	return nil
 }
 
 func (c *core) startUpdate() { c.updStart = time.Now() }

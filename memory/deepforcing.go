@@ -154,7 +154,7 @@ func (p *DeepForcing) compressLayer(l int) {
 	}
 	for _, f := range p.hist[:p.leaving] {
 		for t := 0; t < p.tpf; t++ {
-			cs = append(cs, cand{f.K[l][t*row : (t+1)*row], f.V[l][t*row : (t+1)*row], int64(f.ID*p.tpf + t), 0})
+			cs = append(cs, cand{f.K[l].f32[t*row : (t+1)*row], f.V[l].f32[t*row : (t+1)*row], int64(f.ID*p.tpf + t), 0})
 		}
 	}
 	norm := float64(H) * math.Sqrt(float64(D))
@@ -259,7 +259,7 @@ func (p *DeepForcing) Attend(layer int, q, k, v []float32) (Context, error) {
 	if err := p.checkAttend(layer, q, k, v); err != nil {
 		return Context{}, err
 	}
-	p.stage(layer, q, k, v, true)
+	p.stage(layer, q, k, v, p.cfg.DeepForcing.Queries == DFQueriesClean)
 	F, S := p.lay.FramesPerBlock, p.cfg.SinkFrames
 	start := p.call.Block * F
 	n := p.tpf * p.row
@@ -292,12 +292,12 @@ func (p *DeepForcing) Attend(layer int, q, k, v []float32) (Context, error) {
 	}
 	for f := 0; f < F; f++ {
 		if start+f < S {
-			p.ctxFrame(k[f*n:(f+1)*n], v[f*n:(f+1)*n], start+f)
+			p.ctxFrame(f32Tensor(k[f*n:(f+1)*n]), f32Tensor(v[f*n:(f+1)*n]), start+f)
 			parts.Sink += p.tpf
 		}
 	}
 	m := &p.mid[layer]
-	p.ctxFrame(m.K, m.V, -1)
+	p.ctxFrame(f32Tensor(m.K), f32Tensor(m.V), -1)
 	parts.Memory = len(m.Src)
 	for _, f := range hist {
 		p.ctxFrame(f.K[layer], f.V[layer], -1)
@@ -305,12 +305,15 @@ func (p *DeepForcing) Attend(layer int, q, k, v []float32) (Context, error) {
 	}
 	for f := 0; f < F; f++ {
 		if start+f >= S {
-			p.ctxFrame(k[f*n:(f+1)*n], v[f*n:(f+1)*n], start+f)
+			p.ctxFrame(f32Tensor(k[f*n:(f+1)*n]), f32Tensor(v[f*n:(f+1)*n]), start+f)
 			parts.Local += p.tpf
 		}
 	}
 	p.stats.Parts[layer] = parts
-	qr := p.queries(q, qt)
+	qr, err := p.queries(q, qt)
+	if err != nil {
+		return Context{}, err
+	}
 	p.layer++
 	return Context{Q: qr, K: p.kbuf, V: p.vbuf, Parts: parts}, nil
 }
@@ -323,6 +326,7 @@ func (p *DeepForcing) End() error {
 		return err
 	}
 	if p.call.First && p.compress {
+		clear(p.hist[:p.leaving]) // compressed: not reachable through the slice's array
 		p.hist = p.hist[p.leaving:]
 		p.compress, p.leaving = false, 0
 	}
@@ -336,13 +340,17 @@ func (p *DeepForcing) End() error {
 				continue
 			}
 			for l := range f.K {
-				p.rot.Frame(f.K[l], p.lay.Heads, f.ID)
+				p.rot.Frame(f.K[l].f32, p.lay.Heads, f.ID)
 			}
 			p.hist = append(p.hist, f)
 		}
 		if p.cfg.DeepForcing.Queries == DFQueriesClean {
 			for l := range p.qtok {
-				p.qrot = append(p.qrot[:0], p.pendQ[l]...)
+				p.qrot = p.qrot[:0]
+				for _, qf := range p.pendQ[l] {
+					p.qrot = append(p.qrot, qf...)
+				}
+				p.pendQ[l] = nil
 				for f := 0; f < F; f++ {
 					p.rot.Frame(p.qrot[f*n:(f+1)*n], p.lay.Heads, p.call.Block*F+f)
 				}

@@ -29,12 +29,15 @@ type bankSelector struct {
 	cfg   BankConfig
 	banks []*bank.Bank
 	last  []bank.Decision // latest decision per layer (zero before any update)
-	// cached interleaved memory per layer [n][H][D] and per-head lengths.
-	memK, memV [][]float32
-	memN       []int
-	headN      [][]int
+	// memN is each layer's memory length (the largest head's), headN the
+	// heads' lengths.
+	memN  []int
+	headN [][]int
 	// blocks[u] is the block whose first call ran bank update u.
 	blocks []int
+	// ready: frames waiting to be offered are kept as the bank reads them
+	// (readyFrame).
+	ready bool
 }
 
 // bankConfig maps the policy configuration onto the bank package.
@@ -61,8 +64,10 @@ func newDensityKV(cfg Config) (Policy, error) {
 		return nil, err
 	}
 	L := cfg.Layout.Layers
+	c.compactFrames = true
 	s := &bankSelector{c: c, cfg: cfg.Bank, banks: make([]*bank.Bank, L), last: make([]bank.Decision, L),
-		memK: make([][]float32, L), memV: make([][]float32, L), memN: make([]int, L), headN: make([][]int, L)}
+		memN: make([]int, L), headN: make([][]int, L),
+		ready: cfg.Bank.Payload == bank.PayloadBF16 && cfg.Bank.Descriptor == bank.DescPostRoPEKey}
 	for l := range s.banks {
 		if s.banks[l], err = bank.New(bc); err != nil {
 			return nil, fmt.Errorf("memory: densitykv: layer %d: %w", l, err)
@@ -120,27 +125,43 @@ func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
 	if descDim > 0 {
 		desc = make([]float32, H*N*descDim)
 	}
-	kr := make([]float32, P*H*D)
+	kr := make([]float32, P*H*D) // one frame's keys, rotated at t = 0
+	vr := make([]float32, P*H*D) // its values
+	var raw []float32            // its raw keys, for pre-RoPE descriptors
+	if s.cfg.Descriptor == bank.DescPreRoPEKey || s.cfg.Descriptor == bank.DescPreRoPEKeyValue {
+		raw = make([]float32, P*H*D)
+	}
 	// build fills keys, vals and desc with layer l's candidates: head-major
-	// [H][N][·], candidate row n = frame index i·P + in-frame token p.
+	// [H][N][·], candidate row n = frame index i·P + in-frame token p. A
+	// Ready frame holds the rotated keys and values rounded to bfloat16,
+	// which the bank (bfloat16 payload, post-RoPE-key descriptor) rounds
+	// to themselves.
 	build := func(l int) bank.Block {
 		for i, f := range frames {
-			c.memKeysInto(kr, f, l)
+			if f.Ready {
+				f.K[l].into(kr)
+			} else {
+				c.memKeysInto(kr, f, l)
+			}
+			f.V[l].into(vr)
+			if raw != nil {
+				f.K[l].into(raw)
+			}
 			for p := 0; p < P; p++ {
 				n := i*P + p
 				for h := 0; h < H; h++ {
 					o := (p*H + h) * D
 					copy(keys[(h*N+n)*D:(h*N+n+1)*D], kr[o:o+D])
-					copy(vals[(h*N+n)*D:(h*N+n+1)*D], f.V[l][o:o+D])
+					copy(vals[(h*N+n)*D:(h*N+n+1)*D], vr[o:o+D])
 					switch s.cfg.Descriptor {
 					case bank.DescPreRoPEKey:
-						copy(desc[(h*N+n)*D:(h*N+n+1)*D], f.K[l][o:o+D])
+						copy(desc[(h*N+n)*D:(h*N+n+1)*D], raw[o:o+D])
 					case bank.DescKeyValue:
 						copy(desc[(h*N+n)*2*D:], kr[o:o+D])
-						copy(desc[(h*N+n)*2*D+D:(h*N+n+1)*2*D], f.V[l][o:o+D])
+						copy(desc[(h*N+n)*2*D+D:(h*N+n+1)*2*D], vr[o:o+D])
 					case bank.DescPreRoPEKeyValue:
-						copy(desc[(h*N+n)*2*D:], f.K[l][o:o+D])
-						copy(desc[(h*N+n)*2*D+D:(h*N+n+1)*2*D], f.V[l][o:o+D])
+						copy(desc[(h*N+n)*2*D:], raw[o:o+D])
+						copy(desc[(h*N+n)*2*D+D:(h*N+n+1)*2*D], vr[o:o+D])
 					}
 				}
 			}
@@ -176,28 +197,16 @@ func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
 	return nil
 }
 
-// refresh rebuilds layer l's interleaved memory [n][H][D] from its bank.
-// Heads with fewer entries than the largest are zero-padded.
+// refresh records layer l's occupancy per head and the memory length (the
+// largest head's; shorter heads read zero rows, see Context.HeadMemory).
 func (s *bankSelector) refresh(l int) {
 	b := s.banks[l]
-	H, D := s.c.lay.Heads, s.c.lay.HeadDim
 	n := 0
-	for h := 0; h < H; h++ {
+	for h := range s.headN[l] {
 		s.headN[l][h] = b.HeadLen(h)
 		n = max(n, s.headN[l][h])
 	}
 	s.memN[l] = n
-	s.memK[l] = grow(s.memK[l], n*H*D)
-	s.memV[l] = grow(s.memV[l], n*H*D)
-	clear(s.memK[l])
-	clear(s.memV[l])
-	for h := 0; h < H; h++ {
-		k, v := b.Keys(h), b.Values(h)
-		for i := 0; i < s.headN[l][h]; i++ {
-			copy(s.memK[l][(i*H+h)*D:(i*H+h+1)*D], k[i*D:(i+1)*D])
-			copy(s.memV[l][(i*H+h)*D:(i*H+h+1)*D], v[i*D:(i+1)*D])
-		}
-	}
 }
 
 func grow(s []float32, n int) []float32 {
@@ -207,8 +216,33 @@ func grow(s []float32, n int) []float32 {
 	return s[:n]
 }
 
-func (s *bankSelector) memory(l int) ([]float32, []float32, int) {
-	return s.memK[l], s.memV[l], s.memN[l]
+// memory schedules layer l's bank as [n][H][D] memory rows, decoded from
+// the bank's storage straight into the context (bank.Bank.Interleaved).
+func (s *bankSelector) memory(l int) int {
+	b := s.banks[l]
+	s.c.ctxFill(s.memN[l], 0, func(dk, dv []float32, r0, r1 int) error {
+		b.Interleaved(dk, dv, r0, r1)
+		return nil
+	})
+	return s.memN[l]
+}
+
+// waiting keeps a frame that has left the window as the bank will read
+// it, when the bank reads only that (a bfloat16 payload and the post-RoPE
+// key as descriptor): its keys rotated at temporal position 0 and rounded
+// to bfloat16, its values rounded, half the bytes of the float32 frame.
+// Offering it gives the bank bit-identical candidates (rounding a
+// bfloat16 value is exact).
+func (s *bankSelector) waiting(f *frame) {
+	if !s.ready || f.Ready {
+		return
+	}
+	buf := make([]float32, s.c.tpf*s.c.row)
+	for l := range f.K {
+		f.K[l] = rounded(s.c.memKeysInto(buf, f, l))
+		f.V[l] = rounded(f.V[l].into(buf))
+	}
+	f.Ready = true
 }
 
 func (s *bankSelector) occupancy(l int, dst []int) { copy(dst, s.headN[l]) }

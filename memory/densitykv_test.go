@@ -512,8 +512,12 @@ func TestDensityKVFailedUpdateIsAtomic(t *testing.T) {
 			fr = f
 		}
 	}
-	orig := fr.V[1][at]
-	fr.V[1][at] = huge
+	// The frame waits to be offered, so it may be held as the bank's
+	// bfloat16 candidates: plant the value in a float32 copy of the layer.
+	orig := fr.V[1]
+	planted := orig.into(make([]float32, orig.len()))
+	planted[at] = huge
+	fr.V[1] = f32Tensor(planted)
 	before := save(a)
 	fresh := mk()
 	if err := fresh.Load(bytes.NewReader(before)); !errors.Is(err, ErrSnapshot) || !strings.Contains(err.Error(), "frame 11 layer 1") {
@@ -530,7 +534,7 @@ func TestDensityKVFailedUpdateIsAtomic(t *testing.T) {
 		}
 		sameBanks(fmt.Sprintf("try %d", try))
 	}
-	fr.V[1][at] = orig
+	fr.V[1] = orig
 	for b := 5; b < 9; b++ {
 		for st := 0; st <= 2; st++ {
 			c := Call{Block: b, Step: st, First: st == 0, Clean: st == 2}

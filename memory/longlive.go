@@ -111,10 +111,9 @@ type ragSelector struct {
 	cfg     LongLiveRAGConfig
 	desc    Describer
 	descs   map[int][]float32 // descriptor of every committed frame
-	pool    []*frame          // evicted frames, keys rotated at t = 0
+	pool    []*frame          // evicted frames, keys rotated at t = 0 (in memory)
+	arch    *archive          // or the pool in a file (UseArchive)
 	picked  []int             // pool indices retrieved for the current block
-	memK    [][]float32
-	memV    [][]float32
 	lastSim []float64
 }
 
@@ -123,8 +122,8 @@ func newLongLiveRAG(cfg Config) (Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &ragSelector{c: c, cfg: cfg.LongLiveRAG, descs: map[int][]float32{},
-		memK: make([][]float32, cfg.Layout.Layers), memV: make([][]float32, cfg.Layout.Layers)}
+	c.compactFrames = true
+	s := &ragSelector{c: c, cfg: cfg.LongLiveRAG, descs: map[int][]float32{}}
 	if cfg.LongLiveRAG.Descriptor == RAGKeyMean {
 		s.desc = KeyMean{Heads: cfg.Layout.Heads, HeadDim: cfg.Layout.HeadDim}
 	} else {
@@ -152,7 +151,7 @@ func (p *LongLiveRAG) SetDescriber(d Describer) error {
 func (p *LongLiveRAG) Retrieved() []int {
 	out := make([]int, len(p.s.picked))
 	for i, j := range p.s.picked {
-		out[i] = p.s.pool[j].ID
+		out[i] = p.s.poolID(j)
 	}
 	return out
 }
@@ -183,7 +182,11 @@ func (s *ragSelector) describeFrames(fr []*frame, latent []float32) error {
 		if latent != nil {
 			lat = latent[i*per : (i+1)*per]
 		}
-		d, err := s.desc.Describe(f.ID, lat, f.K)
+		keys := make([][]float32, len(f.K))
+		for l := range keys {
+			keys[l] = f.keys(l)
+		}
+		d, err := s.desc.Describe(f.ID, lat, keys)
 		if err != nil {
 			return err
 		}
@@ -198,17 +201,43 @@ func (s *ragSelector) describeFrames(fr []*frame, latent []float32) error {
 	return nil
 }
 
+// poolLen returns the number of pool frames.
+func (s *ragSelector) poolLen() int {
+	if s.arch != nil {
+		return s.arch.len()
+	}
+	return len(s.pool)
+}
+
+// poolID returns pool frame i's id.
+func (s *ragSelector) poolID(i int) int {
+	if s.arch != nil {
+		return s.arch.ids[i]
+	}
+	return s.pool[i].ID
+}
+
 func (s *ragSelector) offer(block int, frames []*frame, st *Stats) error {
 	c := s.c
-	for _, f := range frames {
-		for l := range f.K {
-			c.rot.Frame(f.K[l], c.lay.Heads, 0)
+	if s.arch != nil {
+		kbuf := make([]float32, c.tpf*c.row)
+		err := s.arch.add(frames, func(f *frame, l int) []float32 { return c.memKeysInto(kbuf, f, l) }, (*frame).values)
+		if err != nil {
+			return fmt.Errorf("memory: longlive-rag: block %d: %w", block, err)
 		}
+	} else {
+		for _, f := range frames {
+			for l := range f.K {
+				k := f.K[l].float32s()
+				c.rot.Frame(k, c.lay.Heads, 0)
+				f.K[l] = f32Tensor(k)
+			}
+		}
+		s.pool = append(s.pool, frames...)
 	}
-	s.pool = append(s.pool, frames...)
 	// Retrieval for this block.
 	s.picked = s.picked[:0]
-	eligible := len(s.pool) - s.cfg.ExcludeRecent
+	eligible := s.poolLen() - s.cfg.ExcludeRecent
 	last := block*c.lay.FramesPerBlock - 1
 	q := s.descs[last]
 	if eligible > 0 && q != nil && s.cfg.TopK > 0 {
@@ -216,7 +245,7 @@ func (s *ragSelector) offer(block int, frames []*frame, st *Stats) error {
 		sim := make([]float64, eligible)
 		for i := range idx {
 			idx[i] = i
-			sim[i] = cosine(q, s.descs[s.pool[i].ID])
+			sim[i] = cosine(q, s.descs[s.poolID(i)])
 		}
 		sort.SliceStable(idx, func(a, b int) bool {
 			if sim[idx[a]] != sim[idx[b]] {
@@ -228,12 +257,7 @@ func (s *ragSelector) offer(block int, frames []*frame, st *Stats) error {
 		sort.Ints(s.picked)
 		s.lastSim = sim
 	}
-	for l := range s.memK {
-		s.memK[l], s.memV[l] = s.memK[l][:0], s.memV[l][:0]
-		for _, j := range s.picked {
-			s.memK[l] = append(s.memK[l], s.pool[j].K[l]...)
-			s.memV[l] = append(s.memV[l], s.pool[j].V[l]...)
-		}
+	for l := range st.Offered {
 		st.Offered[l] = len(frames) * c.tpf
 		st.Admitted[l] = len(s.picked) * c.tpf
 	}
@@ -253,8 +277,16 @@ func cosine(a, b []float32) float64 {
 	return ab / math.Sqrt(aa*bb)
 }
 
-func (s *ragSelector) memory(l int) ([]float32, []float32, int) {
-	return s.memK[l], s.memV[l], len(s.picked) * s.c.tpf
+// memory schedules the retrieved frames of layer l, in context order.
+func (s *ragSelector) memory(l int) int {
+	for _, j := range s.picked {
+		if s.arch != nil {
+			s.c.ctxFill(s.c.tpf, s.c.tpf, func(dk, dv []float32, _, _ int) error { return s.arch.read(j, l, dk, dv) })
+			continue
+		}
+		s.c.ctxFrame(s.pool[j].K[l], s.pool[j].V[l], -1)
+	}
+	return len(s.picked) * s.c.tpf
 }
 
 func (s *ragSelector) occupancy(_ int, dst []int) {
@@ -280,5 +312,27 @@ func (s *ragSelector) descDim() int {
 // bytes counts the pool's K/V and one BF16 descriptor of descDim values
 // per committed frame.
 func (s *ragSelector) bytes() int64 {
-	return s.c.model().KVFrames(int64(len(s.pool))) + storage.Descriptors(int64(len(s.descs)), s.descDim())
+	return s.c.model().KVFrames(int64(s.poolLen())) + storage.Descriptors(int64(len(s.descs)), s.descDim())
+}
+
+// UseArchive keeps the pool (every frame that left the window) in the file
+// at path (see Archiver).
+func (p *LongLiveRAG) UseArchive(path string) error {
+	if p.started > 0 || p.s.arch != nil {
+		return fmt.Errorf("memory: longlive-rag: archive %s: set it before the first call, once", path)
+	}
+	a, err := openArchive(path, p.lay.Layers, p.tpf*p.row)
+	if err != nil {
+		return err
+	}
+	p.s.arch = a
+	return nil
+}
+
+// CloseArchive closes the pool's file (Archiver).
+func (p *LongLiveRAG) CloseArchive(remove bool) error {
+	if p.s.arch == nil {
+		return nil
+	}
+	return p.s.arch.close(remove)
 }

@@ -28,7 +28,8 @@
 // the paper's accounting (package storage) applied to the state the policy
 // holds: what the policy keeps itself (sink, window and cache K/V, pools,
 // Deep Forcing's query buffer, LongLive-RAG's descriptors), held as float32
-// in memory, is counted as BF16, as the paper stores it; DensityKV's banks
+// in memory (or bfloat16 where that loses nothing, below), is counted as
+// BF16, as the paper stores it; DensityKV's banks
 // count what they store (bank.Config.BytesPerState: payload and density
 // dtypes, provenance, and a float32 descriptor when a separate one is kept),
 // which is the paper's BF16/FP32 bank only with the default bf16 payload,
@@ -37,9 +38,22 @@
 // frame·TokensPerFrame + h·Width + w (Layout.TokenPos).
 //
 // The clean pass (Call.Clean) is what commits a block's K/V; its k and v are
-// copied during Attend and committed at End. A returned error leaves the
-// persistent state unchanged (an Attend error leaves the call open at the
-// same layer).
+// copied during Attend, one tensor per frame and layer, and committed at
+// End. A returned error leaves the persistent state unchanged (an Attend
+// error leaves the call open at the same layer).
+//
+// Memory. The windowed policies hold a frame's K/V as bfloat16 when every
+// value is one (a bf16 stream; lossless), and DensityKV with a bfloat16
+// payload and the post-RoPE-key descriptor holds the frames that have left
+// the window and only wait to be offered as the bank's candidates (keys
+// rotated at t = 0 and both rounded: what the bank stores), half the
+// bytes; contexts, decisions and bytes are bit-identical either way. The
+// bank's memory is decoded from its storage straight into the context
+// (bank.Bank.Interleaved), never kept as a float32 copy. FullHistory and
+// LongLive-RAG, which keep every frame, can keep them in a file instead
+// (Archiver). A paper-scale layer of DensityKV holds about 150 MB (bank
+// 58 MB of BF16 K/V, sink and window frames); see config.Estimate for
+// every policy.
 package memory
 
 // Layout describes the token geometry and attention shape of a backbone.

@@ -101,7 +101,7 @@ func (p *Native) Attend(layer int, q, k, v []float32) (Context, error) {
 		if start+f < S {
 			t := tOf(start + f)
 			qt[f] = t
-			p.ctxFrame(k[f*n:(f+1)*n], v[f*n:(f+1)*n], t)
+			p.ctxFrame(f32Tensor(k[f*n:(f+1)*n]), f32Tensor(v[f*n:(f+1)*n]), t)
 			parts.Sink += p.tpf
 		}
 	}
@@ -117,12 +117,15 @@ func (p *Native) Attend(layer int, q, k, v []float32) (Context, error) {
 		if start+f >= S {
 			t := tOf(start + f)
 			qt[f] = t
-			p.ctxFrame(k[f*n:(f+1)*n], v[f*n:(f+1)*n], t)
+			p.ctxFrame(f32Tensor(k[f*n:(f+1)*n]), f32Tensor(v[f*n:(f+1)*n]), t)
 			parts.Local += p.tpf
 		}
 	}
 	p.stats.Parts[layer] = parts
-	qr := p.queries(q, qt)
+	qr, err := p.queries(q, qt)
+	if err != nil {
+		return Context{}, err
+	}
 	p.layer++
 	return Context{Q: qr, K: p.kbuf, V: p.vbuf, Parts: parts}, nil
 }
@@ -137,7 +140,7 @@ func (p *Native) End() error {
 		if !p.reindex {
 			for _, f := range fr {
 				for l := range f.K {
-					p.rot.Frame(f.K[l], p.lay.Heads, f.ID)
+					p.rot.Frame(f.K[l].f32, p.lay.Heads, f.ID)
 				}
 			}
 		}

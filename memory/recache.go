@@ -49,6 +49,9 @@ type recacheState struct {
 	block  int
 	frames []int
 	layer  int
+	// k, v are the recomputed K/V per layer ([n·P][H][D]), staged by
+	// AttendRecache and committed by EndRecache.
+	k, v [][]float32
 }
 
 // checkBeginRecache validates a recache before block: between blocks,
@@ -93,8 +96,11 @@ func (c *core) checkAttendRecache(layer int, q, k, v []float32) error {
 
 // stageRecache copies one layer's recomputed k and v.
 func (c *core) stageRecache(layer int, k, v []float32) {
-	c.pendK[layer] = append(c.pendK[layer][:0], k...)
-	c.pendV[layer] = append(c.pendV[layer][:0], v...)
+	if c.rec.k == nil {
+		c.rec.k, c.rec.v = make([][]float32, c.lay.Layers), make([][]float32, c.lay.Layers)
+	}
+	c.rec.k[layer] = append(c.rec.k[layer][:0], k...)
+	c.rec.v[layer] = append(c.rec.v[layer][:0], v...)
 }
 
 // recachedFrame returns the staged new K/V of the i-th recached frame.
@@ -102,8 +108,8 @@ func (c *core) recachedFrame(i int) (k, v [][]float32) {
 	n := c.tpf * c.row
 	k, v = make([][]float32, c.lay.Layers), make([][]float32, c.lay.Layers)
 	for l := range k {
-		k[l] = append([]float32(nil), c.pendK[l][i*n:(i+1)*n]...)
-		v[l] = append([]float32(nil), c.pendV[l][i*n:(i+1)*n]...)
+		k[l] = append([]float32(nil), c.rec.k[l][i*n:(i+1)*n]...)
+		v[l] = append([]float32(nil), c.rec.v[l][i*n:(i+1)*n]...)
 	}
 	return k, v
 }
@@ -176,14 +182,17 @@ func (p *Native) AttendRecache(layer int, q, k, v []float32) (Context, error) {
 	qt := make([]int, len(p.rec.frames))
 	for i, id := range p.rec.frames {
 		qt[i] = pos(id)
-		p.ctxFrame(k[i*n:(i+1)*n], v[i*n:(i+1)*n], qt[i])
+		p.ctxFrame(f32Tensor(k[i*n:(i+1)*n]), f32Tensor(v[i*n:(i+1)*n]), qt[i])
 		if id < p.cfg.SinkFrames {
 			parts.Sink += p.tpf
 		} else {
 			parts.Local += p.tpf
 		}
 	}
-	qr := p.queries(q, qt)
+	qr, err := p.queries(q, qt)
+	if err != nil {
+		return Context{}, err
+	}
 	p.rec.layer++
 	return Context{Q: qr, K: p.kbuf, V: p.vbuf, Parts: parts}, nil
 }
@@ -204,7 +213,9 @@ func (p *Native) EndRecache() error {
 					p.rot.Frame(k[l], p.lay.Heads, id)
 				}
 			}
-			f.K, f.V = k, v
+			for l := range k {
+				f.K[l], f.V[l] = f32Tensor(k[l]), f32Tensor(v[l])
+			}
 		}
 	}
 	p.rec = recacheState{}
@@ -272,21 +283,22 @@ func (p *windowed) AttendRecache(layer int, q, k, v []float32) (Context, error) 
 	for i, id := range p.rec.frames {
 		if id < p.cfg.SinkFrames {
 			qt[i] = p.frameSlot(id, end)
-			p.ctxFrame(k[i*n:(i+1)*n], v[i*n:(i+1)*n], qt[i])
+			p.ctxFrame(f32Tensor(k[i*n:(i+1)*n]), f32Tensor(v[i*n:(i+1)*n]), qt[i])
 			parts.Sink += p.tpf
 		}
 	}
-	mk, mv, mn := p.sel.memory(layer)
-	p.ctxFrame(mk, mv, -1)
-	parts.Memory = mn
+	parts.Memory = p.sel.memory(layer)
 	for i, id := range p.rec.frames {
 		if id >= p.cfg.SinkFrames {
 			qt[i] = p.frameSlot(id, end)
-			p.ctxFrame(k[i*n:(i+1)*n], v[i*n:(i+1)*n], qt[i])
+			p.ctxFrame(f32Tensor(k[i*n:(i+1)*n]), f32Tensor(v[i*n:(i+1)*n]), qt[i])
 			parts.Local += p.tpf
 		}
 	}
-	qr := p.queries(q, qt)
+	qr, err := p.queries(q, qt)
+	if err != nil {
+		return Context{}, err
+	}
 	p.rec.layer++
 	var hm []int
 	if hs, ok := p.sel.(interface{ ragged(layer int) []int }); ok {
@@ -295,8 +307,11 @@ func (p *windowed) AttendRecache(layer int, q, k, v []float32) (Context, error) 
 	return Context{Q: qr, K: p.kbuf, V: p.vbuf, Parts: parts, HeadMemory: hm}, nil
 }
 
-// EndRecache replaces the recomputed frames' raw K/V. Frame descriptors
-// (LongLive-RAG) keep the values computed when the frames were committed.
+// EndRecache replaces the recomputed frames' raw K/V (held as the clean
+// pass holds them: bfloat16 where that is lossless and the policy allows
+// it; frames waiting to be offered again as the bank reads them). Frame
+// descriptors (LongLive-RAG) keep the values computed when the frames were
+// committed.
 func (p *windowed) EndRecache() error {
 	if err := p.checkEndRecache(); err != nil {
 		return err
@@ -305,9 +320,25 @@ func (p *windowed) EndRecache() error {
 		k, v := p.recachedFrame(i)
 		for _, list := range [][]*frame{p.sink, p.recent} {
 			for _, f := range list {
-				if f.ID == id {
-					f.K, f.V = k, v
+				if f.ID != id {
+					continue
 				}
+				for l := range k {
+					if p.compactFrames {
+						f.K[l], f.V[l] = compact(k[l]), compact(v[l])
+					} else {
+						f.K[l], f.V[l] = f32Tensor(k[l]), f32Tensor(v[l])
+					}
+				}
+				f.Ready = false
+			}
+		}
+	}
+	if w, ok := p.sel.(interface{ waiting(f *frame) }); ok {
+		lim := p.rec.block*p.lay.FramesPerBlock + p.lay.FramesPerBlock - p.cfg.WindowFrames
+		for _, f := range p.recent {
+			if f.ID < lim {
+				w.waiting(f)
 			}
 		}
 	}

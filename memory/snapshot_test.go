@@ -113,13 +113,20 @@ func TestSnapshotOpenCall(t *testing.T) {
 }
 
 // FuzzSnapshotLoad feeds arbitrary bytes to Load: it must never panic and
-// must either fail or leave a usable policy.
+// must either fail or leave a usable policy (that runs another block). The
+// seeds are every policy's snapshot on a small layout (small inputs keep
+// the fuzzer fast), DensityKV's with bank-candidate frames.
 func FuzzSnapshotLoad(f *testing.F) {
-	cfg := snapConfig()
-	for _, name := range []string{NameNative, NameFIFO, NameDeepForcing, NameLongLiveRAG} {
+	cfg := Config{Layout: Layout{Height: 2, Width: 3, FramesPerBlock: 2, Layers: 2, Heads: 1, HeadDim: 8}, Capacity: 12,
+		LongLiveRAG: LongLiveRAGConfig{Descriptor: RAGKeyMean}}
+	cfg, err := cfg.Resolve()
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, name := range Names() {
 		p, _ := New(name, cfg)
 		s := newStream(cfg.Layout, 1)
-		for b := 0; b < 2; b++ {
+		for b := 0; b < 4; b++ {
 			runBlockNoT(s, p, b)
 		}
 		var buf bytes.Buffer
@@ -136,7 +143,30 @@ func FuzzSnapshotLoad(f *testing.F) {
 			return
 		}
 		_ = p.Bytes()
+		// The restored policy runs its next block.
+		st, ok := p.(interface{ blocksCommitted() int })
+		if !ok {
+			return
+		}
+		s := newStream(cfg.Layout, 2)
+		if err := runBlockErr(s, p, st.blocksCommitted()); err != nil {
+			t.Fatalf("%s: a loaded snapshot fails its next block: %v", name, err)
+		}
 	})
+}
+
+// runBlockErr runs one clean-only block and returns its first error.
+func runBlockErr(s *stream, p Policy, b int) error {
+	if err := p.Begin(Call{Block: b, First: true, Clean: true}); err != nil {
+		return err
+	}
+	for l := 0; l < s.lay.Layers; l++ {
+		q, k, v := s.qkv(b, 0, l)
+		if _, err := p.Attend(l, q, k, v); err != nil {
+			return err
+		}
+	}
+	return p.End()
 }
 
 // runBlockNoT runs one clean-only block without a testing.T.

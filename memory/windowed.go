@@ -13,9 +13,10 @@ type selector interface {
 	// the memory. It records its per-layer stats into st. An error leaves
 	// the selector (every layer of it) unchanged.
 	offer(block int, frames []*frame, st *Stats) error
-	// memory returns layer's memory keys (rotated at temporal position 0 and
-	// native spatial position) and values, [n][H][D], and n.
-	memory(layer int) (k, v []float32, n int)
+	// memory schedules layer's memory part of the context (core.ctxFrame,
+	// core.ctxFill): keys rotated at temporal position 0 and native spatial
+	// position, and values, [n][H][D]; it returns n.
+	memory(layer int) int
 	// occupancy returns the memory entries per head of layer.
 	occupancy(layer int, dst []int)
 	// bytes returns the persistent bytes of the memory (sink and window
@@ -84,6 +85,7 @@ func (p *windowed) Begin(c Call) error {
 			p.started--
 			return err
 		}
+		clear(p.recent[:len(leaving)]) // offered: not reachable through the slice's array
 		p.recent = p.recent[len(leaving):]
 		p.seen += len(leaving)
 	}
@@ -120,13 +122,11 @@ func (p *windowed) Attend(layer int, q, k, v []float32) (Context, error) {
 	for f := 0; f < F; f++ {
 		if start+f < S {
 			qt[f] = p.frameSlot(start+f, end)
-			p.ctxFrame(k[f*n:(f+1)*n], v[f*n:(f+1)*n], qt[f])
+			p.ctxFrame(f32Tensor(k[f*n:(f+1)*n]), f32Tensor(v[f*n:(f+1)*n]), qt[f])
 			parts.Sink += p.tpf
 		}
 	}
-	mk, mv, mn := p.sel.memory(layer)
-	p.ctxFrame(mk, mv, -1)
-	parts.Memory = mn
+	parts.Memory = p.sel.memory(layer)
 	for _, f := range p.recent {
 		if f.ID >= end-W {
 			p.ctxFrame(f.K[layer], f.V[layer], p.frameSlot(f.ID, end))
@@ -136,12 +136,15 @@ func (p *windowed) Attend(layer int, q, k, v []float32) (Context, error) {
 	for f := 0; f < F; f++ {
 		if start+f >= S {
 			qt[f] = p.frameSlot(start+f, end)
-			p.ctxFrame(k[f*n:(f+1)*n], v[f*n:(f+1)*n], qt[f])
+			p.ctxFrame(f32Tensor(k[f*n:(f+1)*n]), f32Tensor(v[f*n:(f+1)*n]), qt[f])
 			parts.Local += p.tpf
 		}
 	}
 	p.stats.Parts[layer] = parts
-	qr := p.queries(q, qt)
+	qr, err := p.queries(q, qt)
+	if err != nil {
+		return Context{}, err
+	}
 	p.layer++
 	var hm []int
 	if hs, ok := p.sel.(interface{ ragged(layer int) []int }); ok {
@@ -169,6 +172,17 @@ func (p *windowed) End() error {
 				p.recent = append(p.recent, f)
 			}
 		}
+		// The frames that leave the window at the next block only wait to
+		// be offered: a selector may keep them in the form it reads.
+		if w, ok := p.sel.(interface{ waiting(f *frame) }); ok {
+			F := p.lay.FramesPerBlock
+			lim := (p.call.Block+1)*F + F - p.cfg.WindowFrames
+			for _, f := range p.recent {
+				if f.ID < lim {
+					w.waiting(f)
+				}
+			}
+		}
 	}
 	p.closeCall(p.Bytes())
 	return nil
@@ -181,12 +195,13 @@ func (p *windowed) Bytes() int64 {
 
 // memKeys returns a frame's keys of layer rotated at temporal position 0.
 func (c *core) memKeys(f *frame, layer int) []float32 {
-	return c.memKeysInto(make([]float32, len(f.K[layer])), f, layer)
+	return c.memKeysInto(make([]float32, f.K[layer].len()), f, layer)
 }
 
-// memKeysInto is memKeys into dst (len ≥ the frame's values).
+// memKeysInto is memKeys into dst (len ≥ the frame's values). The frame
+// holds raw keys (not Ready).
 func (c *core) memKeysInto(dst []float32, f *frame, layer int) []float32 {
-	k := dst[:copy(dst, f.K[layer])]
+	k := f.K[layer].into(dst)
 	c.rot.Frame(k, c.lay.Heads, 0)
 	return k
 }
@@ -221,6 +236,16 @@ func (s *tokenStore) filter(row int, keep func(i int) bool) {
 	s.src, s.adm = s.src[:j], s.adm[:j]
 }
 
+// reserve returns x with capacity for n values (exactly n when it grows).
+func reserve(x []float32, n int) []float32 {
+	if cap(x) >= n {
+		return x
+	}
+	y := make([]float32, len(x), n)
+	copy(y, x)
+	return y
+}
+
 // selectorKind names the token-level control strategies.
 type tokenSelector struct {
 	c     *core
@@ -231,6 +256,9 @@ type tokenSelector struct {
 	ordinal int64
 	stride  int64
 	ords    []int64 // ordinal of each stored token (stride)
+	// arch keeps FullHistory's tokens (whole frames, in offer order) in a
+	// file instead of store.k and store.v (UseArchive).
+	arch *archive
 }
 
 func newSelector(cfg Config, name string) (Policy, error) {
@@ -238,6 +266,7 @@ func newSelector(cfg Config, name string) (Policy, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.compactFrames = true
 	s := &tokenSelector{c: c, kind: name, cap: cfg.Capacity, stride: 1}
 	s.store.k = make([][]float32, cfg.Layout.Layers)
 	s.store.v = make([][]float32, cfg.Layout.Layers)
@@ -266,16 +295,47 @@ func (s *tokenSelector) offer(block int, frames []*frame, st *Stats) error {
 	c := s.c
 	row := c.row
 	added := 0
+	if s.kind != NameFullHistory {
+		// FIFO and stride hold at most Capacity tokens between offers:
+		// room for this offer exactly, not append's growth.
+		need := (s.store.len() + len(frames)*c.tpf) * row
+		for l := range s.store.k {
+			s.store.k[l] = reserve(s.store.k[l], need)
+			s.store.v[l] = reserve(s.store.v[l], need)
+		}
+	}
+	var kbuf []float32
+	if s.arch != nil { // FullHistory: every token of every frame
+		kbuf = make([]float32, c.tpf*row)
+		if err := s.arch.add(frames, func(f *frame, l int) []float32 { return c.memKeysInto(kbuf, f, l) }, (*frame).values); err != nil {
+			return fmt.Errorf("memory: %s: block %d: %w", s.kind, block, err)
+		}
+		for _, f := range frames {
+			for p := 0; p < c.tpf; p++ {
+				s.store.src = append(s.store.src, int64(f.ID*c.tpf+p))
+				s.store.adm = append(s.store.adm, int32(block))
+				s.ords = append(s.ords, s.ordinal+int64(p))
+			}
+			s.ordinal += int64(c.tpf)
+		}
+		added := len(frames) * c.tpf
+		for l := range st.Offered {
+			st.Offered[l], st.Admitted[l] = added, added
+		}
+		return nil
+	}
 	for _, f := range frames {
 		for l := 0; l < c.lay.Layers; l++ {
-			k := c.memKeys(f, l)
+			kbuf = grow(kbuf, f.K[l].len())
+			k := c.memKeysInto(kbuf, f, l)
+			v := f.values(l)
 			for p := 0; p < c.tpf; p++ {
 				ord := s.ordinal + int64(p)
 				if s.kind == NameUniformStride && ord%s.stride != 0 {
 					continue
 				}
 				s.store.k[l] = append(s.store.k[l], k[p*row:(p+1)*row]...)
-				s.store.v[l] = append(s.store.v[l], f.V[l][p*row:(p+1)*row]...)
+				s.store.v[l] = append(s.store.v[l], v[p*row:(p+1)*row]...)
 				if l == 0 {
 					s.store.src = append(s.store.src, int64(f.ID*c.tpf+p))
 					s.store.adm = append(s.store.adm, int32(block))
@@ -320,8 +380,41 @@ func (s *tokenSelector) offer(block int, frames []*frame, st *Stats) error {
 	return nil
 }
 
-func (s *tokenSelector) memory(layer int) ([]float32, []float32, int) {
-	return s.store.k[layer], s.store.v[layer], s.store.len()
+func (s *tokenSelector) memory(layer int) int {
+	if s.arch != nil {
+		for i := 0; i < s.arch.len(); i++ {
+			s.c.ctxFill(s.c.tpf, s.c.tpf, func(dk, dv []float32, _, _ int) error { return s.arch.read(i, layer, dk, dv) })
+		}
+		return s.store.len()
+	}
+	s.c.ctxFrame(f32Tensor(s.store.k[layer]), f32Tensor(s.store.v[layer]), -1)
+	return s.store.len()
+}
+
+// UseArchive keeps FullHistory's tokens in the file at path (see
+// Archiver); FIFO and uniform stride hold a bounded memory and do not
+// archive.
+func (p *Controls) UseArchive(path string) error {
+	if p.s.kind != NameFullHistory {
+		return fmt.Errorf("memory: %s: archive %s: only %s and %s archive their frames", p.name, path, NameFullHistory, NameLongLiveRAG)
+	}
+	if p.started > 0 || p.s.arch != nil {
+		return fmt.Errorf("memory: %s: archive %s: set it before the first call, once", p.name, path)
+	}
+	a, err := openArchive(path, p.lay.Layers, p.tpf*p.row)
+	if err != nil {
+		return err
+	}
+	p.s.arch = a
+	return nil
+}
+
+// CloseArchive closes the archive file (Archiver).
+func (p *Controls) CloseArchive(remove bool) error {
+	if p.s.arch == nil {
+		return nil
+	}
+	return p.s.arch.close(remove)
 }
 
 func (s *tokenSelector) occupancy(_ int, dst []int) {

@@ -58,3 +58,72 @@ func TestBF16Sets(t *testing.T) {
 	a.BF16 = false
 	pass(a, b)
 }
+
+// TestBF16StorageSets: a BF16 set holding its vectors as bfloat16 bits
+// (X16) gives every pass the same results, bit for bit, as the same set
+// in X, on either side of the pass and for sizes around the tiles.
+func TestBF16StorageSets(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	d := 64
+	mk := func(n int) (Set, Set) {
+		h := make([]uint16, n*d)
+		x := make([]float32, n*d)
+		for i := range h {
+			h[i] = gemm.RoundBF16(float32(rng.NormFloat64()))
+			x[i] = gemm.BF16ToFloat32(h[i])
+		}
+		f := NewSet(x, n, d, nil)
+		f.BF16 = true
+		return f, Set{X16: h, Norms: f.Norms, N: n, D: d, BF16: true}
+	}
+	k := MustNew(5, 2, 1)
+	for _, sz := range [][2]int{{1, 1}, {130, 70}, {257, 513}, {128, 1030}} {
+		af, ah := mk(sz[0])
+		bf, bh := mk(sz[1])
+		inv := make([]float32, sz[1])
+		for i := range inv {
+			inv[i] = float32(rng.Float64() + 0.5)
+		}
+		type out struct {
+			sum, mean, maxs, rows, cols, self []float64
+			cache                             []float32
+			cross                             []int32
+			ckpt                              []float64
+		}
+		run := func(a, b Set) out {
+			var ws Workspace
+			o := out{sum: make([]float64, a.N), mean: make([]float64, a.N), maxs: make([]float64, a.N),
+				rows: make([]float64, a.N), cols: make([]float64, b.N), self: make([]float64, a.N), cache: make([]float32, a.N*b.N)}
+			k.RowStatsCached(a, b, inv, o.sum, o.mean, o.maxs, o.cache, &ws)
+			k.Sums(a, b, o.rows, o.cols, &ws)
+			k.SelfSums(a, o.self, &ws)
+			rem := make([]float64, b.N)
+			for i := range rem {
+				rem[i] = 0.5
+			}
+			o.cross = make([]int32, b.N)
+			o.ckpt = make([]float64, ((a.N+127)/128)*b.N)
+			k.PrefixScan(a, b, rem, o.cross, 128, o.ckpt, &ws)
+			return o
+		}
+		want := run(af, bf)
+		for _, c := range []struct {
+			name string
+			a, b Set
+		}{{"X16 left", ah, bf}, {"X16 right", af, bh}, {"both", ah, bh}, {"rows of X16", ah.Rows(0, ah.N), bh.Rows(0, bh.N)}} {
+			got := run(c.a, c.b)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("%v %s: results differ from the float32-held set's", sz, c.name)
+			}
+		}
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "not BF16") {
+			t.Fatalf("X16 set without BF16: panic %v", r)
+		}
+	}()
+	_, h := mk(3)
+	h.BF16 = false
+	var ws Workspace
+	k.Sums(h, h, make([]float64, 3), nil, &ws)
+}

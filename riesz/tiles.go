@@ -18,12 +18,24 @@ const (
 // norms. X has at least N·D values, Norms at least N. BF16 says that X
 // holds bfloat16 values (a bank's BF16 keys): the dot products of two BF16
 // sets are gemm's bfloat16 product, those of two float32 sets its float32
-// product; a pass over one set of each kind panics.
+// product; a pass over one set of each kind panics. A BF16 set may hold its
+// vectors as bfloat16 bits in X16 instead of X (a bank's keys as stored,
+// with no float32 copy): the passes pack them straight from there
+// (gemm.PackABF16, gemm.PackNTBF16), with the same results as from X.
 type Set struct {
 	X     []float32
+	X16   []uint16
 	Norms []float32
 	N, D  int
 	BF16  bool
+}
+
+// values returns the number of vector values the set holds.
+func (s Set) values() int {
+	if s.X16 != nil {
+		return len(s.X16)
+	}
+	return len(s.X)
 }
 
 // prec is the gemm precision of a set's dot products.
@@ -47,12 +59,18 @@ func NewSet(x []float32, n, d int, norms []float32) Set {
 
 // Rows returns the sub-set of rows [i, j).
 func (s Set) Rows(i, j int) Set {
+	if s.X16 != nil {
+		return Set{X16: s.X16[i*s.D : j*s.D], Norms: s.Norms[i:j], N: j - i, D: s.D, BF16: s.BF16}
+	}
 	return Set{X: s.X[i*s.D : j*s.D], Norms: s.Norms[i:j], N: j - i, D: s.D, BF16: s.BF16}
 }
 
 func (s Set) check(op, name string) {
-	if s.N < 0 || s.D <= 0 || len(s.X) < s.N*s.D || len(s.Norms) < s.N {
-		panic(fmt.Sprintf("riesz: %s: set %s has N=%d D=%d with %d values and %d norms", op, name, s.N, s.D, len(s.X), len(s.Norms)))
+	if s.N < 0 || s.D <= 0 || s.values() < s.N*s.D || len(s.Norms) < s.N {
+		panic(fmt.Sprintf("riesz: %s: set %s has N=%d D=%d with %d values and %d norms", op, name, s.N, s.D, s.values(), len(s.Norms)))
+	}
+	if s.X16 != nil && !s.BF16 {
+		panic(fmt.Sprintf("riesz: %s: set %s holds bfloat16 bits (X16) but is not BF16", op, name))
 	}
 }
 
@@ -68,6 +86,7 @@ type Workspace struct {
 
 	pa       gemm.PackedA // rows [paI0, paI0+paRows) of paSet, packed once per row block
 	paX      *float32
+	paX16    *uint16
 	paI0     int
 	paRows   int
 	paN, paD int
@@ -84,11 +103,30 @@ func (ws *Workspace) product(a Set, i0, rows, j0, cols int, t []float32, ldt int
 	if p := ws.pb.Precision(); prec(a) != p {
 		panic(fmt.Sprintf("riesz: a pass over a %v set and a %v set", prec(a), p))
 	}
-	if ws.paX != &a.X[0] || ws.paI0 != i0 || ws.paRows != rows || ws.paN != a.N || ws.paD != d || ws.paBF16 != a.BF16 {
-		gemm.PackAAs(&ws.pa, prec(a), rows, d, a.X[i0*d:], d)
-		ws.paX, ws.paI0, ws.paRows, ws.paN, ws.paD, ws.paBF16 = &a.X[0], i0, rows, a.N, d, a.BF16
+	notBF16(a)
+	var x *float32
+	var x16 *uint16
+	if a.X16 != nil {
+		x16 = &a.X16[0]
+	} else {
+		x = &a.X[0]
+	}
+	if ws.paX != x || ws.paX16 != x16 || ws.paI0 != i0 || ws.paRows != rows || ws.paN != a.N || ws.paD != d || ws.paBF16 != a.BF16 {
+		if x16 != nil {
+			gemm.PackABF16(&ws.pa, gemm.BF16, rows, d, a.X16[i0*d:], d)
+		} else {
+			gemm.PackAAs(&ws.pa, prec(a), rows, d, a.X[i0*d:], d)
+		}
+		ws.paX, ws.paX16, ws.paI0, ws.paRows, ws.paN, ws.paD, ws.paBF16 = x, x16, i0, rows, a.N, d, a.BF16
 	}
 	gemm.MulPacked(rows, cols, d, &ws.pa, 0, 0, &ws.pb, j0, 0, t, ldt, false)
+}
+
+// notBF16 panics on a set of bfloat16 bits that is not marked BF16.
+func notBF16(s Set) {
+	if s.X16 != nil && !s.BF16 {
+		panic("riesz: a set holds bfloat16 bits (X16) but is not BF16")
+	}
 }
 
 func grow[T any](s []T, n int) []T {
@@ -100,8 +138,13 @@ func grow[T any](s []T, n int) []T {
 
 // pack packs b as the right-hand operand of the pass (A·Bᵀ).
 func (ws *Workspace) pack(b Set) {
-	ws.paX = nil // a new pass: the packed row block is stale
+	ws.paX, ws.paX16 = nil, nil // a new pass: the packed row block is stale
+	notBF16(b)
 	if b.N == 0 {
+		return
+	}
+	if b.X16 != nil {
+		gemm.PackNTBF16(&ws.pb, gemm.BF16, b.N, b.D, b.X16, b.D)
 		return
 	}
 	gemm.PackNTAs(&ws.pb, prec(b), b.N, b.D, b.X, b.D)

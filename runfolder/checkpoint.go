@@ -69,8 +69,11 @@ type GenerateState struct {
 	TraceLayers       string `json:"trace_layers,omitempty"`
 	TraceLayersSHA256 string `json:"trace_layers_sha256,omitempty"`
 	// RecordBytes is the size of the --record-stream file after block
-	// NextBlock−1 (−1 without a recording).
-	RecordBytes int64 `json:"record_bytes"`
+	// NextBlock−1 (−1 without a recording), RecordSHA256 the SHA-256 of
+	// those bytes (empty in checkpoints written before it was recorded:
+	// resume then checks every record's CRC-32).
+	RecordBytes  int64  `json:"record_bytes"`
+	RecordSHA256 string `json:"record_sha256,omitempty"`
 	// LineageBytes is the size of density_kv_lineage.jsonl after block
 	// NextBlock−1 (0 without one).
 	LineageBytes int64 `json:"lineage_bytes,omitempty"`
@@ -278,14 +281,17 @@ func recordHeader(pol memory.Policy, g config.GenerateSection) synth.Header {
 }
 
 // newStreamRecord creates the recording, or with resume reopens it cut
-// back to size bytes, which must hold the header and blocks 0..next−1.
-func newStreamRecord(path string, h synth.Header, resume bool, size int64, next int) (*streamRecord, error) {
+// back to size bytes, which must hold the header and blocks 0..next−1 and,
+// when sum is not empty, have that SHA-256 (hex); without one every
+// record's CRC-32 is checked instead. The recording hashes what it writes
+// (streamRecord.sum).
+func newStreamRecord(path string, h synth.Header, resume bool, size int64, sum string, next int) (*streamRecord, error) {
 	if !resume {
 		f, err := atomicfile.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			return nil, err
 		}
-		cw := &hashWriter{w: f}
+		cw := &hashWriter{w: f, h: sha256.New()}
 		sw, err := synth.NewWriter(cw, h)
 		if err != nil {
 			f.Close()
@@ -318,19 +324,55 @@ func newStreamRecord(path string, h synth.Header, resume bool, size int64, next 
 	if !reflect.DeepEqual(r.Header(), h) {
 		return fail(fmt.Errorf("header %+v, want %+v", r.Header(), h))
 	}
+	// The content: its SHA-256 (also the running hash the recording
+	// continues), or without one every record's CRC-32.
+	hw := sha256.New()
+	if _, err := io.Copy(hw, io.NewSectionReader(f, 0, size)); err != nil {
+		return fail(err)
+	}
+	if sum != "" {
+		if got := hex.EncodeToString(hw.Sum(nil)); got != sum {
+			return fail(fmt.Errorf("its first %d bytes (blocks 0..%d) have SHA-256 %s, the checkpoint records %s: the recording was changed or damaged since the checkpoint", size, next-1, got, sum))
+		}
+	} else if err := checkRecords(r, next); err != nil {
+		return fail(fmt.Errorf("the recording of blocks 0..%d is damaged: %w", next-1, err))
+	}
 	if err := f.Truncate(size); err != nil {
 		return fail(err)
 	}
 	if _, err := f.Seek(size, io.SeekStart); err != nil {
 		return fail(err)
 	}
-	cw := &hashWriter{w: f, n: size}
+	cw := &hashWriter{w: f, h: hw, n: size}
 	sw, err := synth.ResumeWriter(cw, h, 0, next)
 	if err != nil {
 		return fail(err)
 	}
 	return &streamRecord{f: f, cw: cw, sw: sw}, nil
 }
+
+// checkRecords reads blocks 0..next−1 of r, every layer, which checks each
+// record's CRC-32 and order.
+func checkRecords(r *synth.FileReader, next int) error {
+	for b := 0; b < next; b++ {
+		info, err := r.NextBlock()
+		if err != nil {
+			return err
+		}
+		if info.Index != b {
+			return fmt.Errorf("block %d where block %d was expected", info.Index, b)
+		}
+		for l := 0; l < r.Layout().Layers; l++ {
+			if _, _, _, err := r.Layer(l); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sum returns the SHA-256 (hex) of the recording's bytes so far.
+func (r *streamRecord) sum() string { return hex.EncodeToString(r.cw.h.Sum(nil)) }
 
 // sync flushes the recording to the file and returns its size.
 func (r *streamRecord) sync() (int64, error) {

@@ -331,7 +331,7 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	}
 	var rec *streamRecord
 	if g.RecordStream != "" {
-		rec, err = newStreamRecord(g.RecordStream, recordHeader(pol, g), resume, gs.RecordBytes, start)
+		rec, err = newStreamRecord(g.RecordStream, recordHeader(pol, g), resume, gs.RecordBytes, gs.RecordSHA256, start)
 		if err != nil {
 			return nil, fmt.Errorf("--record-stream: %w", err)
 		}
@@ -438,11 +438,12 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 				return fmt.Errorf("lineage: %w", err)
 			}
 		}
-		gs.RecordBytes = -1
+		gs.RecordBytes, gs.RecordSHA256 = -1, ""
 		if rec != nil {
 			if gs.RecordBytes, err = rec.sync(); err != nil {
 				return fmt.Errorf("--record-stream: %w", err)
 			}
+			gs.RecordSHA256 = rec.sum()
 		}
 		gs.Snapshot, gs.SnapshotSHA256, st.Snapshots = "", "", withSnap
 		if withSnap {

@@ -157,6 +157,28 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 	st.Bytes = make([][]int64, len(pols))
 
 	stateDir := filepath.Join(dir, DirState)
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		return nil, false, 0, err
+	}
+	// The unbounded policies keep their frames in state/ (memory.Archiver),
+	// removed once the run is complete.
+	var archived []memory.Archiver
+	for i, p := range pols {
+		if a, ok := p.(memory.Archiver); ok && (cfg.Policies[i] == memory.NameFullHistory || cfg.Policies[i] == memory.NameLongLiveRAG) {
+			if err := a.UseArchive(filepath.Join(stateDir, ArchiveName(i, cfg.Policies[i]))); err != nil {
+				return nil, false, 0, fmt.Errorf("policy %s: %w", cfg.Policies[i], err)
+			}
+			archived = append(archived, a)
+		}
+	}
+	complete := false
+	defer func() {
+		for _, a := range archived {
+			if cerr := a.CloseArchive(complete); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	}()
 	replayTo := 0
 	if resume {
 		// Temporary files of writes a crash interrupted.
@@ -259,10 +281,6 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 		}
 		return nil
 	}
-	if err := os.MkdirAll(stateDir, 0o755); err != nil {
-		return nil, false, 0, err
-	}
-
 	attend := make([][]float64, len(pols)) // [policy][layer] of the block
 	for i := range attend {
 		attend[i] = make([]float64, L)
@@ -332,7 +350,15 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 	if err := writeArtifacts(dir, cfg, pols, st); err != nil {
 		return nil, false, 0, err
 	}
+	complete = true
 	return st, false, replayTo, nil
+}
+
+// ArchiveName names policy i's archive in DirState (memory.Archiver: the
+// frames of full-history and longlive-rag, removed once the run is
+// complete).
+func ArchiveName(i int, policy string) string {
+	return fmt.Sprintf("archive-%02d-%s.f32", i, policy)
 }
 
 // blockLines records block b of every policy in st (totals, bytes by

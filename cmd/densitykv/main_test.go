@@ -182,7 +182,10 @@ func stripTimings(t *testing.T, path string) []runfolder.LogLine {
 
 func TestResumeIsIdentical(t *testing.T) {
 	dir := t.TempDir()
-	if code, _, errs := run(t, context.Background(), tiny(dir, "full", "--plots=false")...); code != 0 {
+	// Every kind of state: a bank, a bounded store, a cache and the two
+	// archived policies (their frames in state/ files).
+	pols := []string{"--policy", "longlive-rag,full-history"} // after tiny's densitykv,fifo,native
+	if code, _, errs := run(t, context.Background(), tiny(dir, "full", append(pols, "--plots=false")...)...); code != 0 {
 		t.Fatalf("full run: %s", errs)
 	}
 	for _, every := range []string{"0", "4"} {
@@ -194,7 +197,7 @@ func TestResumeIsIdentical(t *testing.T) {
 					cancel() // Ctrl-C during block 6: stop after it
 				}
 			}
-			code, _, errs := run(t, ctx, tiny(dir, name, "--plots=false", "--snapshot-every", every)...)
+			code, _, errs := run(t, ctx, tiny(dir, name, append(pols, "--plots=false", "--snapshot-every", every)...)...)
 			afterBlockHook = nil
 			if code != exitInterrupted || !strings.Contains(errs, "--resume") {
 				t.Fatalf("interrupted run: exit %d, stderr %q", code, errs)
@@ -250,8 +253,18 @@ func TestResumeIsIdentical(t *testing.T) {
 			lf.WriteString(`{"policy":"densitykv","block":7,"layer":0}` + "\n")
 			lf.Close()
 			snaps, _ := filepath.Glob(filepath.Join(dir, name, runfolder.DirState, "policy-*-b000007.snap"))
-			if len(snaps) != 3 {
-				t.Fatalf("state holds %v, want the 3 policies' snapshots at block 7", snaps)
+			if len(snaps) != 5 {
+				t.Fatalf("state holds %v, want the 5 policies' snapshots at block 7", snaps)
+			}
+			// ... and frames its archives hold beyond the checkpoint: resume
+			// must cut them back.
+			for i, p := range []string{"longlive-rag", "full-history"} {
+				af, err := os.OpenFile(filepath.Join(dir, name, runfolder.DirState, runfolder.ArchiveName(3+i, p)), os.O_APPEND|os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatalf("archive of %s: %v", p, err)
+				}
+				af.Write(bytes.Repeat([]byte{0x5a}, 4096))
+				af.Close()
 			}
 			// Flags that change the run are refused with --resume.
 			code, _, errs = run(t, context.Background(), "simulate", "--out", dir, "--name", name, "--resume", "--tau", "3")
@@ -273,6 +286,9 @@ func TestResumeIsIdentical(t *testing.T) {
 				if !bytes.Equal(x, y) {
 					t.Errorf("%s differs after resume", f)
 				}
+			}
+			if left, _ := filepath.Glob(filepath.Join(dir, name, runfolder.DirState, "archive-*")); len(left) > 0 {
+				t.Errorf("the complete run left its archives: %v", left)
 			}
 		})
 	}

@@ -336,6 +336,7 @@ func TestGenerateResumeRefusesMismatch(t *testing.T) {
 		{"latents", func() { flip(filepath.Join(rd, "latents", "block_00001.safetensors"), -1) }, []string{"completed block 1", "SHA-256"}},
 		{"latents missing", func() { os.Remove(filepath.Join(rd, "latents", "block_00000.safetensors")) }, []string{"completed block 0"}},
 		{"record stream", func() { os.WriteFile(filepath.Join(dir, "r.dkvs"), rec[:100], 0o644) }, []string{"--record-stream", "fewer than"}},
+		{"record stream content", func() { flip(filepath.Join(dir, "r.dkvs"), len(rec)/2) }, []string{"--record-stream", "r.dkvs", "SHA-256", "changed or damaged"}},
 	} {
 		restore()
 		c.damage()

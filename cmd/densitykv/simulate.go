@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/atomicfile"
+	"github.com/densitykv/densitykv/internal/sysmem"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/runfolder"
 )
@@ -33,7 +36,7 @@ func (rf *runFlags) bind(cmd *cobra.Command, updatesDefault string) {
 	f := cmd.Flags()
 	f.BoolVar(&rf.json, "json", false, "print the summary as JSON on stdout (progress still goes to stderr)")
 	f.BoolVar(&rf.resume, "resume", false, "continue the stopped run in --out/--name from its last checkpoint, with its saved config")
-	f.BoolVar(&rf.force, "force", false, "overwrite an existing run folder of the same name")
+	f.BoolVar(&rf.force, "force", false, "overwrite an existing run folder of the same name, and run even when the estimate says the run does not fit this machine's memory or disk")
 	f.BoolVar(&rf.quiet, "quiet", false, "no progress bar or progress lines")
 	f.StringVar(&rf.updates, "updates", updatesDefault, "per-update lines to print: all (every policy), densitykv (the bank updates), none")
 }
@@ -101,7 +104,7 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 		}
 		var bad []string
 		cf.fs.Visit(func(f *pflag.Flag) {
-			if f.Name != "out" && f.Name != "name" && f.Name != "resume" && f.Name != "json" && f.Name != "quiet" && f.Name != "updates" && f.Name != "plots" {
+			if f.Name != "out" && f.Name != "name" && f.Name != "resume" && f.Name != "json" && f.Name != "quiet" && f.Name != "updates" && f.Name != "plots" && f.Name != "force" {
 				bad = append(bad, "--"+f.Name)
 			}
 		})
@@ -126,6 +129,9 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 		if cf.fs.Changed("plots") {
 			cfg.Run.Plots, _ = cf.fs.GetBool("plots")
 		}
+		if err := checkFit(cmd, command, cfg, dir, true); err != nil {
+			return err
+		}
 	} else {
 		var err error
 		if cfg, err = cf.resolve(base); err != nil {
@@ -136,6 +142,9 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 		}
 		dir = filepath.Join(cfg.Run.Out, cfg.Run.Name)
 		if err := runfolder.CheckSimulateOutputs(cfg, atomicfile.Input{Role: "--config", Path: cf.file}); err != nil {
+			return err
+		}
+		if err := checkFit(cmd, command, cfg, dir, false); err != nil {
 			return err
 		}
 		if err := runfolder.Claim(dir, command, rf.force, command == "demo"); err != nil {
@@ -158,7 +167,6 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 			command, cfg.Blocks(), cfg.Frames(), float64(cfg.Frames())/cfg.Stream.FPS, cfg.Stream.FPS, l.Height, l.Width, l.Layers, l.Heads, l.HeadDim, cfg.Memory.Capacity)
 		fmt.Fprintf(stdout, "policies: %v; run folder: %s\n", cfg.Policies, dir)
 	}
-	warnMemory(stderr, cfg)
 	updates := stdout
 	if rf.json {
 		updates = nil
@@ -261,25 +269,61 @@ func printSummary(w io.Writer, s *runfolder.Summary) {
 	}
 }
 
-// warnMemory warns when policies that keep every frame (FullHistory,
-// LongLive-RAG) will hold more float32 K/V in memory than the machine has.
-func warnMemory(w io.Writer, cfg config.Config) {
-	total := totalMemory()
-	if total <= 0 {
-		return
+// checkFit estimates the run's peak memory, disk and time (config.Estimate)
+// and refuses, before the run folder is made, a run that does not fit the
+// memory available or the free disk of its folder's filesystem, unless
+// --force is given; it prints the estimate (not with --json or --quiet)
+// and sets the garbage collector's target for the run. A resumed run needs
+// only the disk its folder does not hold yet.
+func checkFit(cmd *cobra.Command, command string, cfg config.Config, dir string, resume bool) error {
+	est := cfg.Estimate(runtime.GOMAXPROCS(0))
+	avail, free := machine(dir)
+	if resume && free >= 0 {
+		free += folderBytes(dir)
 	}
-	l := cfg.Memory.Layout
-	perFrame := int64(l.TokensPerFrame()) * int64(l.Layers) * int64(l.Heads) * int64(l.HeadDim) * 2 * 4
-	var need int64
-	for _, p := range cfg.Policies {
-		if p == memory.NameFullHistory || p == memory.NameLongLiveRAG {
-			need += int64(cfg.Frames()) * perFrame
+	forced, _ := cmd.Flags().GetBool("force")
+	forced = forced && cmd.Flags().Changed("force")
+	quiet, _ := cmd.Flags().GetBool("quiet")
+	js, _ := cmd.Flags().GetBool("json")
+	stderr := cmd.ErrOrStderr()
+	if err := est.Check(cfg, avail, free); err != nil {
+		if !forced {
+			return usagef("%s: %v", command, err)
 		}
+		fmt.Fprintf(stderr, "warning: %v (going on: --force)\n", err)
 	}
-	if need > total/2 {
-		fmt.Fprintf(w, "warning: full-history / longlive-rag keep every frame: about %s of float32 K/V by the end, this machine has %s of memory\n",
-			humanBytes(need), humanBytes(total))
+	if !quiet && !js {
+		mem, disk := "unknown", "unknown"
+		if avail >= 0 {
+			mem = config.Bytes(avail)
+		}
+		if free >= 0 {
+			disk = config.Bytes(free)
+		}
+		fmt.Fprintf(stderr, "estimate: %s; this machine has %s of memory available and %s of disk free\n", est.Summary(), mem, disk)
 	}
+	tuneGC(est.GCPercent, est.PeakBytes)
+	return nil
+}
+
+// machine returns the memory available to a run and the free disk of
+// dir's filesystem (−1 where unknown); tests replace it.
+var machine = func(dir string) (availMem, freeDisk int64) {
+	return sysmem.Read().Available, sysmem.FreeDisk(dir)
+}
+
+// folderBytes returns the size of the files under dir (0 if unreadable).
+func folderBytes(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // printUpdates prints block b's per-update lines to w (nil: nothing):

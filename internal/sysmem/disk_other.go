@@ -1,0 +1,5 @@
+//go:build !unix
+
+package sysmem
+
+func freeDisk(string) int64 { return -1 }
