@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -68,7 +69,7 @@ func TestConfigErrorsNameFields(t *testing.T) {
 // stored configuration.
 func TestSetVariant(t *testing.T) {
 	paths := VariantPaths()
-	if len(paths) != 9 || paths[0] != "bank.ordering" || paths[len(paths)-1] != "longlive_rag.descriptor" {
+	if len(paths) != 10 || paths[0] != "bank.ordering" || !slices.Contains(paths, "longlive_rag.descriptor") || !slices.Contains(paths, "longlive_rag.pool") {
 		t.Fatalf("variant paths %q", paths)
 	}
 	for _, path := range paths {
