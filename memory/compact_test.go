@@ -3,6 +3,7 @@ package memory
 import (
 	"bytes"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/densitykv/densitykv/bank"
@@ -46,7 +47,13 @@ func windowedOf(p Policy) *windowed {
 // bytes agree.
 func runSame(t *testing.T, s *stream, a, b Policy, blocks int, bf bool) {
 	t.Helper()
-	for blk := 0; blk < blocks; blk++ {
+	runSameFrom(t, s, a, b, 0, blocks, bf)
+}
+
+// runSameFrom is runSame over blocks [from, to).
+func runSameFrom(t *testing.T, s *stream, a, b Policy, from, to int, bf bool) {
+	t.Helper()
+	for blk := from; blk < to; blk++ {
 		for st := 0; st <= 1; st++ {
 			c := Call{Block: blk, Step: st, First: st == 0, Clean: st == 1}
 			for _, p := range []Policy{a, b} {
@@ -168,6 +175,83 @@ func TestReadyFramesAreExact(t *testing.T) {
 		p, _ := New(NameDensityKV, c)
 		if p.(*DensityKV).s.ready {
 			t.Fatalf("%+v: ready frames with a bank that does not read them rounded", c.Bank)
+		}
+	}
+}
+
+// TestRecacheKeepsFramesCompactAndReady: after a recache (LongLive's,
+// before block 6, which recomputes window frames and frames waiting to be
+// offered) a DensityKV bank that reads bfloat16 candidates holds the
+// recomputed frames compact and the waiting ones as its candidates again,
+// with recache contexts, later contexts, bytes and banks identical to a
+// policy holding every frame as float32.
+func TestRecacheKeepsFramesCompactAndReady(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Capacity = 30
+	a, _ := New(NameDensityKV, cfg)
+	b, _ := New(NameDensityKV, cfg)
+	b.(*DensityKV).s.ready = false
+	windowedOf(b).compactFrames = false
+	s := newStream(cfg.Layout, 9)
+	runSameFrom(t, s, a, b, 0, 6, true)
+	fr := a.(Recacher).RecacheFrames(6)
+	if !slices.Equal(fr, b.(Recacher).RecacheFrames(6)) || len(fr) == 0 {
+		t.Fatalf("recache frames %v and %v", fr, b.(Recacher).RecacheFrames(6))
+	}
+	for _, p := range []Policy{a, b} {
+		if err := p.(Recacher).BeginRecache(6); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for l := 0; l < cfg.Layout.Layers; l++ {
+		q, k, v := recacheQKV(cfg.Layout, len(fr), uint64(l+1))
+		roundAll(q, k, v)
+		q2, k2, v2 := append([]float32(nil), q...), append([]float32(nil), k...), append([]float32(nil), v...)
+		ca, err := a.(Recacher).AttendRecache(l, q, k, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca = Context{Q: append([]float32(nil), ca.Q...), K: append([]float32(nil), ca.K...), V: append([]float32(nil), ca.V...), Parts: ca.Parts}
+		cb, err := b.(Recacher).AttendRecache(l, q2, k2, v2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ca.Parts != cb.Parts || !equal(ca.K, cb.K) || !equal(ca.V, cb.V) || !equal(ca.Q, cb.Q) {
+			t.Fatalf("recache layer %d: contexts differ", l)
+		}
+	}
+	for _, p := range []Policy{a, b} {
+		if err := p.(Recacher).EndRecache(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ready, lim := 0, 6*cfg.Layout.FramesPerBlock+cfg.Layout.FramesPerBlock-cfg.WindowFrames
+	for _, f := range windowedOf(a).recent {
+		if f.Ready != (f.ID < lim) {
+			t.Fatalf("after the recache frame %d (window from %d) ready %v", f.ID, lim, f.Ready)
+		}
+		for l := range f.K {
+			if f.K[l].b16 == nil || f.V[l].b16 == nil {
+				t.Fatalf("after the recache frame %d layer %d is not held as bfloat16", f.ID, l)
+			}
+		}
+		if f.Ready {
+			ready++
+		}
+	}
+	if ready == 0 || !slices.Contains(fr, lim-1) {
+		t.Fatalf("the recache (frames %v) did not cover a waiting frame (window from %d)", fr, lim)
+	}
+	if ha, hb := heldBytes(windowedOf(a)), heldBytes(windowedOf(b)); 2*ha != hb {
+		t.Fatalf("after the recache frames of %d bytes, float32 frames %d", ha, hb)
+	}
+	runSameFrom(t, s, a, b, 6, 9, true)
+	for l, bk := range a.(*DensityKV).Banks() {
+		var x, y bytes.Buffer
+		bk.WriteTo(&x)
+		b.(*DensityKV).Banks()[l].WriteTo(&y)
+		if !bytes.Equal(x.Bytes(), y.Bytes()) {
+			t.Fatalf("layer %d banks differ", l)
 		}
 	}
 }

@@ -125,6 +125,9 @@ func (s storedConfig) config() (Config, error) {
 // snapSave writes a format-2 snapshot: the header, then body's fields,
 // then the seal.
 func (c *core) snapSave(w io.Writer, body func(*snapWriter)) error {
+	if c.rec.open {
+		return fmt.Errorf("memory: %s: save: a recache before block %d is open", c.name, c.rec.block)
+	}
 	if c.open {
 		return fmt.Errorf("memory: %s: save: call for block %d is open", c.name, c.call.Block)
 	}
@@ -150,6 +153,9 @@ func (c *core) snapLoad(r io.Reader, v2 func(h snapHeader, sr *snapReader), v1 f
 	var h snapHeader
 	if c.open {
 		return h, fmt.Errorf("memory: %s: load: call for block %d is open", c.name, c.call.Block)
+	}
+	if c.rec.open {
+		return h, fmt.Errorf("memory: %s: load: a recache before block %d is open", c.name, c.rec.block)
 	}
 	var magic [8]byte
 	if _, err := io.ReadFull(r, magic[:]); err != nil {
@@ -757,16 +763,27 @@ func (p *LongLiveRAG) Load(r io.Reader) error { return p.load(r) }
 
 // ---- Deep Forcing
 
+// dfState is Deep Forcing's state. Version 2 buffers query tokens (QTok)
+// and keeps the authors' sink bookkeeping; a version-1 state (query frames
+// of the clean passes) predates the authors' adapter and is refused.
 type dfState struct {
+	Version    int
 	Sink, Hist []*frame
 	Mid        []dfStore
-	QBuf       [][]qframe
+	QTok       [][]float32
 	Compressed bool
+	SinkBase   []int
+	SinkSet    []bool
+	SinkShift  []int
 }
+
+// dfVersion is the version of the Deep Forcing state Save writes.
+const dfVersion = 2
 
 // Save writes the policy state (between calls).
 func (p *DeepForcing) Save(w io.Writer) error {
 	return p.snapSave(w, func(sw *snapWriter) {
+		sw.int(dfVersion)
 		sw.frames(p.sink)
 		sw.frames(p.hist)
 		for _, m := range p.mid {
@@ -775,23 +792,29 @@ func (p *DeepForcing) Save(w io.Writer) error {
 			snapSlice(sw, m.K)
 			snapSlice(sw, m.V)
 		}
-		for _, qs := range p.qbuf {
-			sw.int(len(qs))
-			for _, q := range qs {
-				sw.int(q.ID)
-				snapSlice(sw, q.Q)
-			}
+		for _, q := range p.qtok {
+			snapSlice(sw, q)
 		}
 		sw.bool(p.compressed)
+		sw.ints(p.sinkBase)
+		for _, b := range p.sinkSet {
+			sw.bool(b)
+		}
+		sw.ints(p.sinkShift)
 	})
 }
 
 // Load replaces the policy state with a snapshot from Save.
 func (p *DeepForcing) Load(r io.Reader) error {
 	var st dfState
-	L, n := p.lay.Layers, p.frameValues()
+	L := p.lay.Layers
+	keep := p.cfg.DeepForcing.RecentFrames * p.tpf * p.row
 	h, err := p.snapLoad(r, func(h snapHeader, sr *snapReader) {
 		frames := h.Committed * p.lay.FramesPerBlock
+		st.Version = sr.int("deep forcing state version", 1, dfVersion)
+		if sr.err != nil || st.Version != dfVersion {
+			return
+		}
 		st.Sink = p.readFrames(sr, "sink", h)
 		st.Hist = p.readFrames(sr, "history", h)
 		st.Mid = make([]dfStore, L)
@@ -802,23 +825,31 @@ func (p *DeepForcing) Load(r io.Reader) error {
 			m.K = snapRead[float32](sr, fmt.Sprintf("middle layer %d keys", l), len(m.Src)*p.row, 0)
 			m.V = snapRead[float32](sr, fmt.Sprintf("middle layer %d values", l), len(m.Src)*p.row, 0)
 		}
-		st.QBuf = make([][]qframe, L)
+		st.QTok = make([][]float32, L)
 		for l := 0; l < L && sr.err == nil; l++ {
-			k := sr.int(fmt.Sprintf("query buffer layer %d frames", l), 0, int64(frames))
-			for i := 0; i < k && sr.err == nil; i++ {
-				id := sr.int("query frame", 0, int64(max(frames-1, 0)))
-				st.QBuf[l] = append(st.QBuf[l], qframe{ID: id, Q: snapRead[float32](sr, fmt.Sprintf("query buffer layer %d frame %d", l, id), n, 0)})
-			}
+			st.QTok[l] = snapRead[float32](sr, fmt.Sprintf("query buffer layer %d", l), -1, keep)
 		}
 		st.Compressed = sr.bool("compressed")
+		// Sink positions lie within the run's frames, shifted by at most
+		// the cache.
+		lim := int64(frames + p.cfg.CacheFrames + p.cfg.SinkFrames + p.cfg.DeepForcing.RecentFrames + 1)
+		st.SinkBase = sr.ints("sink base frames", L, -lim, lim)
+		for l := 0; l < L && sr.err == nil; l++ {
+			st.SinkSet = append(st.SinkSet, sr.bool(fmt.Sprintf("layer %d sink base set", l)))
+		}
+		st.SinkShift = sr.ints("sink shifts", L, -2*lim, 2*lim)
 	}, func(h snapHeader, dec *gob.Decoder) error {
 		var v1 dfStateV1
 		err := dec.Decode(&v1)
-		st = dfState{Sink: framesV1(v1.Sink), Hist: framesV1(v1.Hist), Mid: v1.Mid, QBuf: v1.QBuf, Compressed: v1.Compressed}
+		st = dfState{Version: v1.Version, Sink: framesV1(v1.Sink), Hist: framesV1(v1.Hist), Mid: v1.Mid, QTok: v1.QTok,
+			Compressed: v1.Compressed, SinkBase: v1.SinkBase, SinkSet: v1.SinkSet, SinkShift: v1.SinkShift}
 		return err
 	})
 	if err != nil {
 		return err
+	}
+	if st.Version != dfVersion {
+		return fmt.Errorf("%w: %s: a version-%d snapshot from before the authors' Deep Forcing adapter (query tokens of every call, their sink position); start the run again", ErrSnapshot, p.name, max(st.Version, 1))
 	}
 	frames := h.Committed * p.lay.FramesPerBlock
 	if err := p.checkFrames("sink", st.Sink, frames); err != nil {
@@ -836,24 +867,33 @@ func (p *DeepForcing) Load(r io.Reader) error {
 	if st.Mid == nil {
 		st.Mid = make([]dfStore, L)
 	}
-	if st.QBuf == nil {
-		st.QBuf = make([][]qframe, L)
+	if st.QTok == nil {
+		st.QTok = make([][]float32, L)
 	}
-	if len(st.Mid) != L || len(st.QBuf) != L {
-		return fmt.Errorf("%w: %s: %d middle stores and %d query buffers, want %d", ErrSnapshot, p.name, len(st.Mid), len(st.QBuf), L)
+	for _, x := range []*[]int{&st.SinkBase, &st.SinkShift} {
+		if *x == nil {
+			*x = make([]int, L)
+		}
+	}
+	if st.SinkSet == nil {
+		st.SinkSet = make([]bool, L)
+	}
+	if len(st.Mid) != L || len(st.QTok) != L || len(st.SinkBase) != L || len(st.SinkSet) != L || len(st.SinkShift) != L {
+		return fmt.Errorf("%w: %s: %d middle stores, %d query buffers and %d/%d/%d sink records, want %d", ErrSnapshot, p.name,
+			len(st.Mid), len(st.QTok), len(st.SinkBase), len(st.SinkSet), len(st.SinkShift), L)
 	}
 	for l, m := range st.Mid {
 		n := len(m.Src)
 		if len(m.K) != n*p.row || len(m.V) != n*p.row || len(m.Reuse) != n {
 			return fmt.Errorf("%w: %s: middle store of layer %d has inconsistent lengths", ErrSnapshot, p.name, l)
 		}
-		for _, q := range st.QBuf[l] {
-			if len(q.Q) != p.tpf*p.row {
-				return fmt.Errorf("%w: %s: query buffer of layer %d has %d values per frame", ErrSnapshot, p.name, l, len(q.Q))
-			}
+		if q := len(st.QTok[l]); q%p.row != 0 || q > keep {
+			return fmt.Errorf("%w: %s: query buffer of layer %d has %d values, want whole tokens of %d and at most %d", ErrSnapshot, p.name, l, q, p.row, keep)
 		}
 	}
 	p.restore(h)
-	p.sink, p.hist, p.mid, p.qbuf, p.compressed = st.Sink, st.Hist, st.Mid, st.QBuf, st.Compressed
+	p.sink, p.hist, p.mid, p.qtok, p.compressed = st.Sink, st.Hist, st.Mid, st.QTok, st.Compressed
+	p.sinkBase, p.sinkSet, p.sinkShift = st.SinkBase, st.SinkSet, st.SinkShift
+	p.compress, p.leaving = false, 0
 	return nil
 }

@@ -54,11 +54,25 @@ type ragStateV1 struct {
 	Picked []int
 }
 
+// dfStateV1 is Deep Forcing's state in a format-1 snapshot: Version 2
+// (the authors' adapter) or, without Version, the earlier reading, whose
+// query frames (QBuf) Load refuses.
 type dfStateV1 struct {
+	Version    int
 	Sink, Hist []*frameV1
 	Mid        []dfStore
 	QBuf       [][]qframe
+	QTok       [][]float32
 	Compressed bool
+	SinkBase   []int
+	SinkSet    []bool
+	SinkShift  []int
+}
+
+// qframe is a buffered query frame of the earlier reading.
+type qframe struct {
+	ID int
+	Q  []float32
 }
 
 // convert fills st from a legacy state (banks decoded from their bytes).

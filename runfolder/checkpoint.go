@@ -67,6 +67,9 @@ type GenerateState struct {
 	// resume then checks every record's CRC-32).
 	RecordBytes  int64  `json:"record_bytes"`
 	RecordSHA256 string `json:"record_sha256,omitempty"`
+	// LineageBytes is the size of density_kv_lineage.jsonl after block
+	// NextBlock−1 (0 without one).
+	LineageBytes int64 `json:"lineage_bytes,omitempty"`
 }
 
 // FileFingerprint identifies an input file.

@@ -47,11 +47,12 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	for i, ts := range g.Texts {
 		prompts[i] = rollout.PromptText{FromBlock: ts.FromBlock, Text: rollout.TextFile{Path: ts.Path, Tensor: ts.Tensor}}
 	}
-	gen, err := rollout.NewGenerator(rollout.ModelOptions{Checkpoint: g.Checkpoint, Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Model: g.Model}, prompts, nil, 0)
+	F := g.BlockFrames()
+	gen, err := rollout.NewGeneratorWith(rollout.ModelOptions{Checkpoint: g.Checkpoint, Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Model: g.Model, Precision: g.Precision}, prompts, g.Schedule.Options())
 	if err != nil {
 		return nil, &UserError{err}
 	}
-	if _, err := g.Model.Memory(gc.Memory, g.LatentHeight, g.LatentWidth, config.FramesPerBlock); err != nil {
+	if _, err := g.Model.Memory(gc.Memory, g.LatentHeight, g.LatentWidth, F); err != nil {
 		return nil, userf("%s: %w", FileConfig, err)
 	}
 	pol, err := memory.New(gc.Policies[0], gc.Memory)
@@ -79,16 +80,32 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 		}
 	}
 	// The policy the rollout calls: pol, traced, recorded.
-	frames := g.Blocks * config.FramesPerBlock
+	frames := g.Blocks * F
 	var tr *eval.AttentionTracer
 	var run memory.Policy = pol
 	if g.TraceStep >= 0 {
 		tr = eval.NewAttentionTracer(pol, g.TraceStep, frames)
+		layers, err := config.ParseIndexList(g.TraceLayers, "generate.trace_layers", gc.Memory.Layout.Layers)
+		if err != nil {
+			return nil, userf("%w", err)
+		}
+		if len(layers) > 0 {
+			tr.TraceLayers(layers)
+		}
 		if resume {
 			if len(gs.TraceMass) != len(tr.Mass) {
 				return nil, fmt.Errorf("--resume: %s: attention trace of %d values, want %d", cpPath, len(gs.TraceMass), len(tr.Mass))
 			}
 			copy(tr.Mass, gs.TraceMass)
+			if len(layers) > 0 {
+				lt, err := ReadTraceLayers(filepath.Join(dir, FileTraceLayers))
+				if err == nil {
+					err = tr.SetLayers(lt)
+				}
+				if err != nil {
+					return nil, fmt.Errorf("--resume: per-layer attention trace: %w", err)
+				}
+			}
 		}
 		run = tr
 	}
@@ -105,9 +122,44 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 		}
 		run = recorded{sr, pol}
 	}
-	ro := rollout.RunOptions{Blocks: g.Blocks, FramesPerBlock: config.FramesPerBlock, Height: g.LatentHeight, Width: g.LatentWidth,
+	ro := rollout.RunOptions{Blocks: g.Blocks, FramesPerBlock: F, Height: g.LatentHeight, Width: g.LatentWidth,
 		Seed: uint64(gc.Run.Seed), Start: start, Stop: ctx}
-	w, err := openLatents(dir, resume, start, gs, gen.Manifest(pol, ro, map[string]string{"checkpoint": g.Checkpoint, "lora": g.LoRA}))
+	if g.Recache == config.RecacheLongLive {
+		rc, ok := pol.(memory.Recacher)
+		if !ok {
+			return nil, userf("--recache longlive: policy %s has no recache", gc.Policies[0])
+		}
+		ro.Recacher = rc
+	}
+	var idOffset int64 // provenance ids less this (the authors' ids)
+	if g.SourceIDs == config.SourceAuthors {
+		idOffset = int64(gc.Memory.SinkFrames * gc.Memory.Layout.TokensPerFrame())
+	}
+	var lg *lineage
+	var lgw *LogWriter
+	if dk, ok := pol.(*memory.DensityKV); ok {
+		layers, err := config.ParseIndexList(g.LineageLayers, "generate.lineage_layers", gc.Memory.Layout.Layers)
+		if err != nil {
+			return nil, userf("%w", err)
+		}
+		heads, err := config.ParseIndexList(g.LineageHeads, "generate.lineage_heads", gc.Memory.Layout.Heads)
+		if err != nil {
+			return nil, userf("%w", err)
+		}
+		if len(layers) > 0 && len(heads) > 0 {
+			lg = newLineage(dk, layers, heads, idOffset)
+			if lgw, err = OpenLog(filepath.Join(dir, FileLineage), gs.LineageBytes); err != nil {
+				return nil, fmt.Errorf("lineage: %w", err)
+			}
+			defer lgw.Close()
+			if gs.LineageBytes == 0 {
+				if err := lgw.Write(lg.header(gc.Memory.Bank.Tau)); err != nil {
+					return nil, fmt.Errorf("lineage: %w", err)
+				}
+			}
+		}
+	}
+	w, err := openLatents(dir, resume, start, F, gs, gen.Manifest(pol, ro, map[string]string{"checkpoint": g.Checkpoint, "lora": g.LoRA}))
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +181,14 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 		}
 		return WriteJSON(filepath.Join(dir, FileTrace), tr.File(gc.Policies[0]))
 	}
+	// The per-layer trace (large: 8·H·F² bytes a layer) is written with
+	// each checkpoint and at the end.
+	writeTraceLayers := func() error {
+		if tr == nil || len(tr.LayerIndex) == 0 {
+			return nil
+		}
+		return writeTraceLayers(filepath.Join(dir, FileTraceLayers), tr.Layers(), g.TraceStep)
+	}
 	// snapAt is the block of the checkpoint with a snapshot on disk (−1:
 	// none yet), so that a stop right after one does not save it again.
 	snapAt := -1
@@ -144,6 +204,11 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 			return fmt.Errorf("memory log: %w", err)
 		}
 		st.LogBytes = n
+		if lgw != nil {
+			if gs.LineageBytes, err = lgw.Sync(); err != nil {
+				return fmt.Errorf("lineage: %w", err)
+			}
+		}
 		gs.RecordBytes, gs.RecordSHA256 = -1, ""
 		if rec != nil {
 			if gs.RecordBytes, err = rec.sync(); err != nil {
@@ -165,6 +230,9 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 		gs.TraceMass = nil
 		if tr != nil {
 			gs.TraceMass = tr.Mass
+		}
+		if err := writeTraceLayers(); err != nil {
+			return err
 		}
 		if err := writeGenCheckpoint(cpPath, gs); err != nil {
 			return err
@@ -195,6 +263,17 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 		for _, ln := range lines {
 			if err := logw.Write(ln); err != nil {
 				return err
+			}
+		}
+		if lg != nil {
+			evs, err := lg.events(b, lg.pol.LastDecisions(), bl.Offered)
+			if err != nil {
+				return err
+			}
+			for _, ev := range evs {
+				if err := lgw.Write(ev); err != nil {
+					return fmt.Errorf("lineage: %w", err)
+				}
 			}
 		}
 		if g.Preview {
@@ -229,12 +308,25 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	} else if err := checkpoint(interrupted); err != nil {
 		return nil, err
 	}
+	if err := writeTraceLayers(); err != nil {
+		return nil, err
+	}
 	if rec != nil {
 		if err := rec.finish(); err != nil {
 			return nil, fmt.Errorf("--record-stream: %w", err)
 		}
 	}
-	if err := writeArtifacts(dir, gc.Config, []memory.Policy{pol}, st); err != nil {
+	if lg != nil && !interrupted {
+		for _, f := range lg.finals() {
+			if err := lgw.Write(f); err != nil {
+				return nil, fmt.Errorf("lineage: %w", err)
+			}
+		}
+		if _, err := lgw.Sync(); err != nil {
+			return nil, fmt.Errorf("lineage: %w", err)
+		}
+	}
+	if err := writeArtifactsIDs(dir, gc.Config, []memory.Policy{pol}, st, idOffset); err != nil {
 		return nil, err
 	}
 	res := &Result{Summary: newSummary("generate", dir, gc.Config, st, interrupted, time.Since(began), 0), Interrupted: interrupted}
@@ -309,7 +401,7 @@ func newGenerateFolder(dir string, force bool, gc config.GenerateConfig, gs *Gen
 	if err := Prepare(dir, force); err != nil {
 		return err
 	}
-	for _, d := range []string{rollout.ManifestFile, rollout.LatentDir, DirPreview, "preview.mp4", FileTrace} {
+	for _, d := range []string{rollout.ManifestFile, rollout.LatentDir, DirPreview, "preview.mp4", FileTrace, FileLineage, FileTraceLayers} {
 		os.RemoveAll(filepath.Join(dir, d))
 	}
 	y, err := config.MarshalGenerate(gc)
@@ -331,7 +423,7 @@ func newGenerateFolder(dir string, force bool, gc config.GenerateConfig, gs *Gen
 // resume the folder's, after the cheap check of the completed blocks
 // (their shards exist with the checksums of the manifest and of the
 // checkpoint, and the manifest describes this rollout).
-func openLatents(dir string, resume bool, start int, gs *GenerateState, man rollout.Manifest) (*rollout.Writer, error) {
+func openLatents(dir string, resume bool, start, framesPerBlock int, gs *GenerateState, man rollout.Manifest) (*rollout.Writer, error) {
 	if !resume {
 		return rollout.NewWriter(dir, man)
 	}
@@ -354,7 +446,7 @@ func openLatents(dir string, resume bool, start int, gs *GenerateState, man roll
 	old, _ := filepath.Glob(filepath.Join(dir, DirPreview, "frame_*.png"))
 	for _, f := range old {
 		var fr int
-		if _, err := fmt.Sscanf(filepath.Base(f), "frame_%d.png", &fr); err == nil && fr >= start*config.FramesPerBlock {
+		if _, err := fmt.Sscanf(filepath.Base(f), "frame_%d.png", &fr); err == nil && fr >= start*framesPerBlock {
 			os.Remove(f)
 		}
 	}
@@ -379,12 +471,16 @@ func generateLines(gc config.GenerateConfig, pol memory.Policy, st *RunState, b 
 	tot.PeakBytes = max(tot.PeakBytes, tot.Bytes)
 	tot.UpdateSeconds += s.UpdateSeconds
 	st.Bytes[0] = append(st.Bytes[0], tot.Bytes)
-	sec := float64((b+1)*config.FramesPerBlock) / 4
+	sec := float64((b+1)*gc.Generate.BlockFrames()) / 4
 	var lines []LogLine
 	tot.OccMin, tot.OccMax = 1<<62, 0
 	banks := bankBytes(pol)
 	for l := 0; l < gc.Memory.Layout.Layers; l++ {
 		ln := LineFor(gc.Policies[0], b, l, sec, s, decs, tot.Bytes, 0)
+		ln.Diag = DiagFor(pol, l, decs, ln.Offered)
+		if l == 0 {
+			ln.Recached = bl.Recached
+		}
 		if banks != nil {
 			ln.BankBytes = banks[l]
 		}
