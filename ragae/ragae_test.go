@@ -14,59 +14,19 @@ import (
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/torchtest"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/ragae/aetest"
 )
 
 var _ memory.Describer = (*Describer)(nil)
 
 // tinyAE is a random autoencoder state dict with the authors' key names
-// (LatentAE.state_dict() of ae/model.py) for cfg, plus a decoder tensor
-// that the encoder ignores.
-func tinyAE(cfg Config, seed uint64) torchtest.Dict {
-	r := rand.New(rand.NewPCG(seed, 1))
-	t := func(shape ...int) *torchtest.Tensor {
-		n := 1
-		for _, s := range shape {
-			n *= s
-		}
-		d := make([]float32, n)
-		for i := range d {
-			d[i] = float32(r.NormFloat64() * 0.5)
-		}
-		return &torchtest.Tensor{Shape: shape, Data: d}
-	}
-	var sd torchtest.Dict
-	add := func(name string, shape ...int) { sd = append(sd, torchtest.KV{Key: name, Value: t(shape...)}) }
-	ch := cfg.InChannels
-	for i, hd := range cfg.HiddenDims {
-		add(fmt.Sprintf("encoder.conv_stack.%d.weight", 4*i), hd, ch, 3, 3)
-		add(fmt.Sprintf("encoder.conv_stack.%d.bias", 4*i), hd)
-		add(fmt.Sprintf("encoder.conv_stack.%d.weight", 4*i+1), hd)
-		add(fmt.Sprintf("encoder.conv_stack.%d.bias", 4*i+1), hd)
-		for _, j := range []int{0, 3} {
-			add(fmt.Sprintf("encoder.conv_stack.%d.block.%d.weight", 4*i+3, j), hd)
-			add(fmt.Sprintf("encoder.conv_stack.%d.block.%d.bias", 4*i+3, j), hd)
-		}
-		for _, j := range []int{2, 5} {
-			add(fmt.Sprintf("encoder.conv_stack.%d.block.%d.weight", 4*i+3, j), hd, hd, 3, 3)
-			add(fmt.Sprintf("encoder.conv_stack.%d.block.%d.bias", 4*i+3, j), hd)
-		}
-		ch = hd
-	}
-	add("encoder.final_norm.0.weight", ch)
-	add("encoder.final_norm.0.bias", ch)
-	add("encoder.fc.weight", cfg.LatentDim, ch)
-	add("encoder.fc.bias", cfg.LatentDim)
-	add("decoder.fc.weight", 7, cfg.LatentDim)
-	return sd
-}
+// (aetest.StateDict).
+func tinyAE(cfg Config, seed uint64) torchtest.Dict { return aetest.StateDict(testCfg(cfg), seed) }
 
-func configDict(c Config) torchtest.Dict {
-	hd := make(torchtest.List, len(c.HiddenDims))
-	for i, h := range c.HiddenDims {
-		hd[i] = h
-	}
-	return torchtest.Dict{{Key: "in_channels", Value: c.InChannels}, {Key: "spatial_h", Value: c.SpatialH}, {Key: "spatial_w", Value: c.SpatialW},
-		{Key: "latent_dim", Value: c.LatentDim}, {Key: "hidden_dims", Value: hd}, {Key: "batch_size", Value: 128}, {Key: "lr", Value: 3e-4}}
+func configDict(c Config) torchtest.Dict { return aetest.ConfigDict(testCfg(c)) }
+
+func testCfg(c Config) aetest.Config {
+	return aetest.Config{InChannels: c.InChannels, SpatialH: c.SpatialH, SpatialW: c.SpatialW, LatentDim: c.LatentDim, HiddenDims: c.HiddenDims}
 }
 
 func writeAE(t *testing.T, name string, top torchtest.Dict) string {

@@ -13,6 +13,7 @@ import (
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/eval"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/ragae"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/synth"
 )
@@ -58,6 +59,9 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	pol, err := memory.New(gc.Policies[0], gc.Memory)
 	if err != nil {
 		return nil, err
+	}
+	if err := setRAGAE(pol, gc); err != nil {
+		return nil, &UserError{err}
 	}
 	if !resume {
 		// Every input is checked: now the run folder.
@@ -505,3 +509,25 @@ type recorded struct {
 
 // LastStats reports the wrapped policy's statistics.
 func (r recorded) LastStats() memory.Stats { return statsOf(r.stats) }
+
+// setRAGAE gives LongLive-RAG the authors' autoencoder (generate.rag_ae)
+// when its descriptor is ae.
+func setRAGAE(pol memory.Policy, gc config.GenerateConfig) error {
+	rag, ok := pol.(*memory.LongLiveRAG)
+	if !ok || gc.Memory.LongLiveRAG.Descriptor != memory.RAGAE {
+		return nil
+	}
+	g := gc.Generate
+	if g.RAGAE == "" {
+		return fmt.Errorf("memory.longlive_rag.descriptor ae needs generate.rag_ae (--rag-ae FILE)")
+	}
+	ae, err := ragae.Load(g.RAGAE)
+	if err != nil {
+		return fmt.Errorf("--rag-ae: %w", err)
+	}
+	d, err := ae.ForLatent(gc.Memory.LongLiveRAG.LatentChannels, g.LatentHeight, g.LatentWidth)
+	if err != nil {
+		return fmt.Errorf("--rag-ae: %w", err)
+	}
+	return rag.SetDescriber(d)
+}
