@@ -1,6 +1,7 @@
 package ragae
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -421,4 +422,49 @@ func FuzzLoad(f *testing.F) {
 			t.Fatalf("descriptor norm² %v", n)
 		}
 	})
+}
+
+// TestTorchSavedAE reads testdata/ae_tiny.pt, written by torch.save
+// (PyTorch 1.13) from nn modules built as ae/model.py describes them, and
+// encodes the two frames of ae_tiny.json to PyTorch's own encode()
+// output (see testdata/README.md).
+func TestTorchSavedAE(t *testing.T) {
+	var ref struct {
+		Shape      []int       `json:"shape"`
+		Latent     []float32   `json:"latent"`
+		Descriptor [][]float64 `json:"descriptor"`
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "ae_tiny.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &ref); err != nil {
+		t.Fatal(err)
+	}
+	ae, err := Load(filepath.Join("testdata", "ae_tiny.pt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := ae.Config; c.InChannels != 4 || c.LatentDim != 6 || !slices.Equal(c.HiddenDims, []int{8, 16}) || c.SpatialH != 60 || c.SpatialW != 104 {
+		t.Fatalf("config %+v", c)
+	}
+	if !slices.Equal(ae.Ignored, []string{"decoder.0.bias", "decoder.0.weight"}) {
+		t.Fatalf("ignored %v", ae.Ignored)
+	}
+	d, err := ae.ForLatent(ref.Shape[1], ref.Shape[2], ref.Shape[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := ref.Shape[1] * ref.Shape[2] * ref.Shape[3]
+	for f := range ref.Shape[0] {
+		got, err := d.Encode(ref.Latent[f*n : (f+1)*n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range ref.Descriptor[f] {
+			if math.Abs(float64(got[i])-w) > 1e-6 { // measured: within 6e-8
+				t.Fatalf("frame %d: descriptor %v, PyTorch %v", f, got, ref.Descriptor[f])
+			}
+		}
+	}
 }
