@@ -184,6 +184,11 @@ func (p *LongLiveRAG) Retrieved() []int {
 	return out
 }
 
+// PoolFrames returns the number of frames in the retrieval pool (the
+// authors' num_evicted): after a block's first call, the pool that
+// block retrieved from, its ExcludeRecent newest frames included.
+func (p *LongLiveRAG) PoolFrames() int { return p.s.poolLen() }
+
 // Begin checks that clean passes carry the latent the descriptor needs.
 func (p *LongLiveRAG) Begin(c Call) error {
 	if _, ok := p.s.desc.(noAE); ok {

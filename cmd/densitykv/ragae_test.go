@@ -119,6 +119,9 @@ func TestGenerateRAGAutoencoder(t *testing.T) {
 				t.Fatalf("block %d: similarity of frame %d %v, want %v", b, f, s, cos(q, desc[f]))
 			}
 		}
+		if ln.NumEvicted == nil || *ln.NumEvicted != max(0, 3*b-12) {
+			t.Fatalf("block %d: num_evicted %v, want %d (frames 1…3b−12)", b, ln.NumEvicted, max(0, 3*b-12))
+		}
 		if ln.Tokens.Memory != len(want)*12 {
 			t.Fatalf("block %d: %d memory tokens attended, want %d", b, ln.Tokens.Memory, len(want)*12)
 		}
