@@ -177,3 +177,29 @@ func writeFile(t *testing.T, path string, b []byte) string {
 	}
 	return path
 }
+
+// --resume refuses a LongLive-RAG run whose autoencoder file changed since
+// the checkpoint (its descriptors would no longer be those of the run),
+// and continues with the same file.
+func TestGenerateRAGAEResumeChecksFile(t *testing.T) {
+	dir := t.TempDir()
+	text := tinyText(t, dir)
+	cfg := aetest.Config{InChannels: 16, SpatialH: 60, SpatialW: 104, LatentDim: 8, HiddenDims: []int{8}}
+	aePath := filepath.Join(dir, "ae.pt")
+	if err := aetest.Write(aePath, cfg, 1); err != nil {
+		t.Fatal(err)
+	}
+	orig, _ := os.ReadFile(aePath)
+	stopAfterBlocks(t, 2, genResumeArgs(t, dir, "r", text, 4, "--policy", "longlive-rag", "--rag-ae", aePath, "--preview=false"))
+	if err := aetest.Write(aePath, cfg, 2); err != nil { // same shapes, other weights
+		t.Fatal(err)
+	}
+	code, _, errs := run(t, context.Background(), "generate", "--out", dir, "--name", "r", "--resume")
+	if code == 0 || !strings.Contains(errs, "rag-ae "+aePath) || !strings.Contains(errs, "changed since the checkpoint") {
+		t.Fatalf("resume with a changed autoencoder: exit %d: %s", code, errs)
+	}
+	writeFile(t, aePath, orig)
+	if code, _, errs := run(t, context.Background(), "generate", "--out", dir, "--name", "r", "--resume", "--quiet"); code != 0 {
+		t.Fatalf("resume with the same autoencoder: exit %d: %s", code, errs)
+	}
+}
