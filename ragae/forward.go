@@ -7,6 +7,7 @@ import (
 
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/finite"
+	"github.com/densitykv/densitykv/internal/vmath"
 )
 
 // maxPixels bounds a latent frame's H·W.
@@ -169,11 +170,24 @@ func (g *GroupNorm) apply(x []float32, P int, silu bool) {
 			for p, v := range part[k*P : (k+1)*P] {
 				y := (float64(v)-mean)*a + b
 				if silu {
-					y = y / (1 + math.Exp(-y))
+					y = siLU(y)
 				}
 				part[k*P+p] = float32(y)
 			}
 		}
+	}
+}
+
+// siLU returns y·sigmoid(y) = y / (1 + e^−y) with vmath.Exp, whose bits
+// are defined (math.Exp's depend on the CPU's FMA support).
+func siLU(y float64) float64 {
+	switch z := -y; {
+	case z > 709:
+		return y / math.Inf(1) // e^z overflows: −0
+	case z < -708:
+		return y // e^z underflows
+	default:
+		return y / (1 + vmath.Exp(z))
 	}
 }
 
