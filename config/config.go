@@ -99,7 +99,7 @@ var yamlFlags = map[string]string{
 	"memory.deep_forcing.recent_frames": "deep-forcing-recent", "memory.deep_forcing.max_reuse": "deep-forcing-max-reuse",
 	"memory.longlive_rag.top_k": "rag-top-k", "memory.longlive_rag.descriptor": "rag-descriptor",
 	"memory.deep_forcing.queries": "deep-forcing-queries", "memory.deep_forcing.sink": "deep-forcing-sink",
-	"memory.deep_forcing.fusion": "deep-forcing-fusion",
+	"memory.deep_forcing.fusion": "deep-forcing-fusion", "memory.longlive_rag.pool": "rag-pool",
 }
 
 // Flags returns the YAML keys that a flag of the same meaning sets, mapped
@@ -126,7 +126,7 @@ func VariantName(c Config, path string) string {
 		"memory.bank.densities": c.Memory.Bank.Densities, "memory.bank.descriptor": c.Memory.Bank.Descriptor,
 		"memory.longlive_rag.descriptor": c.Memory.LongLiveRAG.Descriptor,
 		"memory.deep_forcing.queries":    c.Memory.DeepForcing.Queries, "memory.deep_forcing.sink": c.Memory.DeepForcing.Sink,
-		"memory.deep_forcing.fusion": c.Memory.DeepForcing.Fusion,
+		"memory.deep_forcing.fusion": c.Memory.DeepForcing.Fusion, "memory.longlive_rag.pool": c.Memory.LongLiveRAG.Pool,
 	}
 	return vars[path].String()
 }
@@ -366,6 +366,9 @@ func (c Config) Resolve() (Config, error) {
 	if c.Stream.Kind == "synthetic" {
 		// LongLive-RAG reads the generator's latents [F][C][2H][2W].
 		c.Memory.LongLiveRAG.LatentChannels = c.Stream.Synth.Channels
+	}
+	if c.Memory.LongLiveRAG.Descriptor == memory.RAGAE {
+		bad("memory.longlive_rag.descriptor", "ae", "latent-mean or key-mean (the autoencoder describes a model's latents: generate --rag-ae)")
 	}
 	if c.Run.Seed < 0 {
 		bad("run.seed", c.Run.Seed, ">= 0")

@@ -164,9 +164,18 @@ func (c Config) Estimate(cores int) Estimate {
 		case memory.NameLongLiveRAG:
 			ctxTokens = (S+W)*P + int64(m.LongLiveRAG.TopK)*P
 			pe.ArchiveBytes = frames * int64(L) * f32
+			if m.LongLiveRAG.Pool == memory.RAGPoolPhysical {
+				// The physical cache's frames stay in memory until it
+				// evicts them into the pool.
+				perLayer = (C + F) * f32
+				snap = C * f32
+			}
 			dim := int64(m.LongLiveRAG.LatentChannels)
-			if m.LongLiveRAG.Descriptor == memory.RAGKeyMean {
+			switch m.LongLiveRAG.Descriptor {
+			case memory.RAGKeyMean:
 				dim = R
+			case memory.RAGAE:
+				dim = int64(m.LongLiveRAG.DescriptorStorageDim)
 			}
 			pe.SharedBytes += frames * dim * 4
 			pe.Growing = true

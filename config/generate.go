@@ -16,6 +16,7 @@ import (
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/ragae"
 	"github.com/densitykv/densitykv/wan"
 )
 
@@ -109,6 +110,12 @@ type GenerateSection struct {
 	// into a stream file (package synth's format) that simulate and eval
 	// replay with --stream file.
 	RecordStream string `yaml:"record_stream"`
+	// RAGAE is the DensityKV authors' LongLive-RAG retrieval autoencoder
+	// (ae_latent_mem.pt, package ragae). Set, LongLive-RAG describes
+	// frames with it (memory.longlive_rag.descriptor ae, the paper's
+	// 1,024-d descriptors); unset, with the latent mean (their avg_pool
+	// fallback).
+	RAGAE string `yaml:"rag_ae"`
 }
 
 // TextSpec is one prompt: a text-encoder output file used from FromBlock on.
@@ -344,6 +351,9 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 	if err := checkLimits(Config{Run: gc.Run, Stream: gc.Stream, Memory: m}, int64(G.Blocks)*int64(G.FramesPerBlock)); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	if err := gc.resolveRAGAE(&m); err != nil {
+		return err
+	}
 	rm, err := resolveMemory(m, gc.Policies)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -476,4 +486,39 @@ func torchEntries(path string) ([]string, error) {
 		return nil, err
 	}
 	return checkpoint.TorchEntries(f, st.Size())
+}
+
+// resolveRAGAE checks LongLive-RAG's autoencoder against the descriptor
+// choice: --rag-ae selects descriptor ae (the latent-mean default gives
+// way; key-mean conflicts), and descriptor ae needs --rag-ae. The file is
+// loaded here, so that a bad one stops the run before its folder is made
+// (errors name the file and tensor), and the descriptor size it yields is
+// recorded (memory.longlive_rag.descriptor_storage_dim).
+func (gc *GenerateConfig) resolveRAGAE(m *memory.Config) error {
+	G := &gc.Generate
+	r := &m.LongLiveRAG
+	if G.RAGAE == "" {
+		if r.Descriptor == memory.RAGAE {
+			return fmt.Errorf("memory.longlive_rag.descriptor (--rag-descriptor) is ae: give the authors' autoencoder with --rag-ae FILE (generate.rag_ae, ae_latent_mem.pt), or use latent-mean (their avg_pool fallback)")
+		}
+		return nil
+	}
+	if r.Descriptor == memory.RAGKeyMean {
+		return fmt.Errorf("--rag-ae %s (generate.rag_ae) with --rag-descriptor key-mean: the autoencoder is a descriptor; drop one of them", G.RAGAE)
+	}
+	ae, err := ragae.Load(G.RAGAE)
+	if err != nil {
+		return fmt.Errorf("--rag-ae: %w", err)
+	}
+	if _, err := ae.ForLatent(r.LatentChannels, G.LatentHeight, G.LatentWidth); err != nil {
+		return fmt.Errorf("--rag-ae: %w", err)
+	}
+	r.Descriptor = memory.RAGAE
+	if r.DescriptorStorageDim == 0 {
+		r.DescriptorStorageDim = ae.Config.LatentDim
+	}
+	if len(gc.Policies) == 1 && gc.Policies[0] != memory.NameLongLiveRAG {
+		gc.Warnings = append(gc.Warnings, fmt.Sprintf("generate: --rag-ae %s is read by policy longlive-rag only, not %s", G.RAGAE, gc.Policies[0]))
+	}
+	return nil
 }

@@ -39,12 +39,23 @@ func sameCalls(t *testing.T, sa, sb *stream, a, b Policy, from, to int) {
 // refuses an archive.
 func TestArchiveIsIdentical(t *testing.T) {
 	dir := t.TempDir()
-	for _, name := range []string{NameFullHistory, NameLongLiveRAG} {
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name, label string
+		mod         func(*Config)
+	}{
+		{NameFullHistory, NameFullHistory, func(*Config) {}},
+		{NameLongLiveRAG, "longlive-rag-window", func(c *Config) { c.LongLiveRAG.Pool = RAGPoolWindow }},
+		// The physical pool with a 6-frame cache: frames 1–6 are pooled at
+		// the snapshot (block 5), the window pool would hold 1–9.
+		{NameLongLiveRAG, "longlive-rag-physical", func(c *Config) { c.CacheFrames = 6 }},
+	} {
+		name := c.name
+		t.Run(c.label, func(t *testing.T) {
 			cfg := snapConfig()
+			c.mod(&cfg)
 			mem, _ := New(name, cfg)
 			arc, _ := New(name, cfg)
-			path := filepath.Join(dir, name+".archive")
+			path := filepath.Join(dir, c.label+".archive")
 			if err := arc.(Archiver).UseArchive(path); err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +101,7 @@ func TestArchiveIsIdentical(t *testing.T) {
 
 			// An in-memory snapshot moves into a fresh archive.
 			imp, _ := New(name, cfg)
-			if err := imp.(Archiver).UseArchive(filepath.Join(dir, name+".import")); err != nil {
+			if err := imp.(Archiver).UseArchive(filepath.Join(dir, c.label+".import")); err != nil {
 				t.Fatal(err)
 			}
 			defer imp.(Archiver).CloseArchive(true)

@@ -271,10 +271,21 @@ func testDeepForcingSelection(t *testing.T, maxReuse int, queries DFQueries, sin
 	}
 }
 
+// TestLongLiveRAGRetrieval checks retrieval, context and bytes against an
+// oracle for both pools on the tiny layout (cache 12, sink 1, window 5,
+// 3-frame blocks): the physical pool holds frames [1, 3b−11) at block b,
+// the window pool frames [1, 3b−2).
 func TestLongLiveRAGRetrieval(t *testing.T) {
+	for _, pool := range []RAGPool{RAGPoolPhysical, RAGPoolWindow} {
+		t.Run(pool.String(), func(t *testing.T) { testLongLiveRAGRetrieval(t, pool) })
+	}
+}
+
+func testLongLiveRAGRetrieval(t *testing.T, poolKind RAGPool) {
 	cfg := tinyConfig()
 	cfg.LongLiveRAG.TopK = 2
 	cfg.LongLiveRAG.ExcludeRecent = 2
+	cfg.LongLiveRAG.Pool = poolKind
 	pol, err := New(NameLongLiveRAG, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -287,11 +298,12 @@ func TestLongLiveRAGRetrieval(t *testing.T) {
 	}
 	s := newStream(cfg.Layout, 9)
 	P := cfg.Layout.TokensPerFrame()
-	for b := 0; b < 10; b++ {
-		// Oracle: pool = frames [1, 3b−2), minus the 2 most recent, top 2 by
-		// cosine to frame 3b−1 (ties: newer), chronological.
+	end := map[RAGPool]func(b int) int{RAGPoolPhysical: func(b int) int { return 3*b - 11 }, RAGPoolWindow: func(b int) int { return 3*b - 2 }}[poolKind]
+	for b := 0; b < 12; b++ {
+		// Oracle: pool = frames [1, end(b)), minus the 2 most recent, top 2
+		// by cosine to frame 3b−1 (ties: newer), chronological.
 		var pool []int
-		for f := 1; f < 3*b-2; f++ {
+		for f := 1; f < end(b); f++ {
 			pool = append(pool, f)
 		}
 		var picked []int
@@ -356,6 +368,7 @@ func TestLongLiveRAGDescriptors(t *testing.T) {
 	}
 	// Clean passes without latents are rejected by the default descriptor.
 	cfg := tinyConfig()
+	cfg.LongLiveRAG.Pool = RAGPoolWindow // frames 1..9 pooled by block 5
 	p, _ := New(NameLongLiveRAG, cfg)
 	if err := p.Begin(Call{Block: 0, First: true, Clean: true}); err == nil || !strings.Contains(err.Error(), "no latent") {
 		t.Fatalf("missing latent: %v", err)

@@ -200,10 +200,21 @@ type LongLiveRAGConfig struct {
 	// ExcludeRecent most recent evictions excluded from retrieval (5).
 	ExcludeRecent int `yaml:"exclude_recent"`
 	// Descriptor: latent-mean (spatial mean of the frame's latent,
-	// L2-normalised; needs Call.Latent on clean passes; the default) or
-	// key-mean (mean of the frame's layer-0 keys over tokens,
-	// L2-normalised; works for synthetic streams).
+	// L2-normalised; needs Call.Latent on clean passes; the default and
+	// the authors' avg_pool fallback), key-mean (mean of the frame's
+	// layer-0 keys over tokens, L2-normalised; works for synthetic
+	// streams) or ae (the authors' trained autoencoder, ae_latent_mem.pt:
+	// the policy cannot build it, the caller loads it, package ragae, and
+	// sets it with SetDescriber before the first call).
 	Descriptor RAGDescriptor `yaml:"descriptor"`
+	// Pool is where the retrievable frames come from: physical (the
+	// authors' code: frames evicted from the CacheFrames physical cache,
+	// sink kept, so with the paper's cache of 12, sink 1 and 3-frame
+	// blocks frames 1 … 3b−12 are in the pool at block b and, after
+	// ExcludeRecent = 5, frames ≤ 3b−17 retrievable; the default) or
+	// window (frames as they leave the WindowFrames local window: ≤ 3b−8
+	// retrievable at block b; this project's earlier reading).
+	Pool RAGPool `yaml:"pool"`
 	// LatentChannels C of Call.Latent [F][C][H'][W'] (16).
 	LatentChannels int `yaml:"latent_channels"`
 	// DescriptorStorageDim overrides the descriptor size Bytes counts per
@@ -227,9 +238,12 @@ const (
 	RAGLatentMean RAGDescriptor = iota
 	// RAGKeyMean is KeyMean, the frame's layer-0 keys averaged over tokens.
 	RAGKeyMean
+	// RAGAE is the authors' retrieval autoencoder (package ragae), set by
+	// the caller with SetDescriber.
+	RAGAE
 )
 
-var ragDescriptorNames = vocab.List{Pkg: "memory", Kind: "longlive-rag descriptor", Names: []string{"latent-mean", "key-mean"}}
+var ragDescriptorNames = vocab.List{Pkg: "memory", Kind: "longlive-rag descriptor", Names: []string{"latent-mean", "key-mean", "ae"}}
 
 func (d RAGDescriptor) String() string               { return ragDescriptorNames.String(uint8(d), "RAGDescriptor") }
 func (d RAGDescriptor) MarshalText() ([]byte, error) { return ragDescriptorNames.Marshal(uint8(d)) }
@@ -241,8 +255,35 @@ func (d *RAGDescriptor) UnmarshalText(b []byte) error {
 	return err
 }
 
-// Names lists the descriptors' names: latent-mean, key-mean.
+// Names lists the descriptors' names: latent-mean, key-mean, ae.
 func (RAGDescriptor) Names() []string { return ragDescriptorNames.All() }
+
+// RAGPool selects the frames LongLive-RAG retrieves from (see
+// LongLiveRAGConfig.Pool). Its names are physical and window.
+type RAGPool uint8
+
+const (
+	// RAGPoolPhysical pools the frames evicted from the physical cache
+	// (the authors' code; the default).
+	RAGPoolPhysical RAGPool = iota
+	// RAGPoolWindow pools the frames that leave the local window.
+	RAGPoolWindow
+)
+
+var ragPoolNames = vocab.List{Pkg: "memory", Kind: "longlive-rag pool", Names: []string{"physical", "window"}}
+
+func (v RAGPool) String() string               { return ragPoolNames.String(uint8(v), "RAGPool") }
+func (v RAGPool) MarshalText() ([]byte, error) { return ragPoolNames.Marshal(uint8(v)) }
+func (v *RAGPool) UnmarshalText(b []byte) error {
+	x, err := ragPoolNames.Parse(b)
+	if err == nil {
+		*v = RAGPool(x)
+	}
+	return err
+}
+
+// Names lists the pools' names: physical, window.
+func (RAGPool) Names() []string { return ragPoolNames.All() }
 
 // DefaultConfig returns the paper's configuration for layout l.
 func DefaultConfig(l Layout) Config {
@@ -404,6 +445,7 @@ func (c *Config) variants() []variant {
 		{"bank.densities", "bank densities", &b.Densities, []string{bank.F32.String(), bank.F64.String()}},
 		{"bank.descriptor", "bank descriptor", &b.Descriptor, b.Descriptor.Names()},
 		{"longlive_rag.descriptor", "longlive-rag descriptor", &c.LongLiveRAG.Descriptor, c.LongLiveRAG.Descriptor.Names()},
+		{"longlive_rag.pool", "longlive-rag pool", &c.LongLiveRAG.Pool, c.LongLiveRAG.Pool.Names()},
 		{"deep_forcing.queries", "deep forcing queries", &c.DeepForcing.Queries, c.DeepForcing.Queries.Names()},
 		{"deep_forcing.sink", "deep forcing sink", &c.DeepForcing.Sink, c.DeepForcing.Sink.Names()},
 		{"deep_forcing.fusion", "deep forcing fusion", &c.DeepForcing.Fusion, c.DeepForcing.Fusion.Names()},

@@ -68,7 +68,7 @@ func TestConfigErrorsNameFields(t *testing.T) {
 // stored configuration.
 func TestSetVariant(t *testing.T) {
 	paths := VariantPaths()
-	if len(paths) != 12 || paths[0] != "bank.ordering" || paths[8] != "longlive_rag.descriptor" || paths[len(paths)-1] != "deep_forcing.fusion" {
+	if len(paths) != 13 || paths[0] != "bank.ordering" || paths[8] != "longlive_rag.descriptor" || paths[9] != "longlive_rag.pool" || paths[len(paths)-1] != "deep_forcing.fusion" {
 		t.Fatalf("variant paths %q", paths)
 	}
 	for _, path := range paths {

@@ -94,13 +94,27 @@ func normalise(x []float32) {
 	}
 }
 
-// LongLiveRAG keeps every frame that leaves the local window in an unbounded
-// pool with one descriptor per frame; at the first call of every block it
+// LongLiveRAG keeps every evicted frame in an unbounded pool with one
+// descriptor per committed frame; at the first call of every block it
 // retrieves the TopK pool frames most cosine-similar to the last generated
 // frame's descriptor, excluding the ExcludeRecent most recent evictions, and
 // attends [sink | retrieved frames (t = 0, chronological order) | window].
-// Similarity ties go to the more recent frame. Bytes counts every committed
-// frame's K/V and its descriptor as actually kept (see DescriptorDim).
+// Similarity ties go to the more recent frame.
+//
+// The pool (LongLiveRAGConfig.Pool) is, by default, the authors' (their
+// causal_model_latentmem.py and pipeline/causal_inference.py): the frames
+// evicted from the physical cache of CacheFrames frames (sink included),
+// which evicts at the first call of a block b the non-sink frames below
+// (b+1)·F − (CacheFrames − SinkFrames); retrieval for block b, before that
+// eviction, sees the non-sink frames below b·F − (CacheFrames −
+// SinkFrames) (frames 1 … 3b−12 for the paper's 12-frame cache, sink 1
+// and 3-frame blocks, so frames ≤ 3b−17 after excluding the 5 most
+// recent). Frames between the window and the pool are held (the physical
+// cache) but neither attended nor retrievable. With pool window, frames
+// join the pool as they leave the local window (≤ 3b−8 retrievable).
+//
+// Bytes counts every committed frame's K/V and its descriptor as actually
+// kept (see DescriptorDim).
 type LongLiveRAG struct {
 	windowed
 	s *ragSelector
@@ -124,9 +138,12 @@ func newLongLiveRAG(cfg Config) (Policy, error) {
 	}
 	c.compactFrames = true
 	s := &ragSelector{c: c, cfg: cfg.LongLiveRAG, descs: map[int][]float32{}}
-	if cfg.LongLiveRAG.Descriptor == RAGKeyMean {
+	switch cfg.LongLiveRAG.Descriptor {
+	case RAGKeyMean:
 		s.desc = KeyMean{Heads: cfg.Layout.Heads, HeadDim: cfg.Layout.HeadDim}
-	} else {
+	case RAGAE:
+		s.desc = noAE{}
+	default:
 		s.desc = LatentMean{Channels: cfg.LongLiveRAG.LatentChannels}
 	}
 	p := &LongLiveRAG{windowed{core: c, sel: s}, s}
@@ -134,7 +151,18 @@ func newLongLiveRAG(cfg Config) (Policy, error) {
 	return p, nil
 }
 
-// SetDescriber replaces the frame descriptor (before the first call).
+// noAE stands for the autoencoder descriptor (RAGAE) until SetDescriber
+// sets it; Begin refuses to run without it.
+type noAE struct{}
+
+func (noAE) Dim() int          { return 0 }
+func (noAE) NeedsLatent() bool { return true }
+func (noAE) Describe(frame int, _ []float32, _ [][]float32) ([]float32, error) {
+	return nil, fmt.Errorf("memory: longlive-rag: frame %d: descriptor ae has no autoencoder (SetDescriber)", frame)
+}
+
+// SetDescriber replaces the frame descriptor (before the first call). With
+// descriptor ae (RAGAE) it must be called: it sets the autoencoder.
 func (p *LongLiveRAG) SetDescriber(d Describer) error {
 	if p.started > 0 {
 		return fmt.Errorf("memory: longlive-rag: descriptor changed after block %d began", p.started-1)
@@ -156,8 +184,16 @@ func (p *LongLiveRAG) Retrieved() []int {
 	return out
 }
 
+// PoolFrames returns the number of frames in the retrieval pool (the
+// authors' num_evicted): after a block's first call, the pool that
+// block retrieved from, its ExcludeRecent newest frames included.
+func (p *LongLiveRAG) PoolFrames() int { return p.s.poolLen() }
+
 // Begin checks that clean passes carry the latent the descriptor needs.
 func (p *LongLiveRAG) Begin(c Call) error {
+	if _, ok := p.s.desc.(noAE); ok {
+		return fmt.Errorf("memory: longlive-rag: block %d: descriptor ae needs the autoencoder (load ae_latent_mem.pt with package ragae and SetDescriber before the first call)", c.Block)
+	}
 	if c.Clean && p.s.desc.NeedsLatent() {
 		F := p.lay.FramesPerBlock
 		if c.Latent == nil {
@@ -199,6 +235,19 @@ func (s *ragSelector) describeFrames(fr []*frame, latent []float32) error {
 		s.descs[f.ID] = out[i]
 	}
 	return nil
+}
+
+// offerBefore returns the first frame that is not offered to the pool at
+// block's first call: with the physical pool, frames join once the
+// physical cache evicts them, at the first call of the block before
+// (b·F − (CacheFrames − SinkFrames)); with the window pool, as they leave
+// the window (b·F + F − WindowFrames, windowed's rule).
+func (s *ragSelector) offerBefore(block int) int {
+	c, F := s.c.cfg, s.c.lay.FramesPerBlock
+	if s.cfg.Pool == RAGPoolWindow {
+		return block*F + F - c.WindowFrames
+	}
+	return block*F - (c.CacheFrames - c.SinkFrames)
 }
 
 // poolLen returns the number of pool frames.

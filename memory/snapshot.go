@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/gob"
 	"errors"
@@ -84,6 +85,9 @@ type storedRAGConfig struct {
 	Descriptor           string
 	LatentChannels       int
 	DescriptorStorageDim int
+	// Pool is empty in snapshots written before the option existed,
+	// which pooled the frames leaving the window.
+	Pool string
 }
 
 func toStored(c Config) storedConfig {
@@ -95,7 +99,7 @@ func toStored(c Config) storedConfig {
 			Admission: b.Admission.String(), Payload: b.Payload.String(), Densities: b.Densities.String(), Descriptor: b.Descriptor.String(),
 			Workers: b.Workers},
 		LongLiveRAG: storedRAGConfig{TopK: r.TopK, ExcludeRecent: r.ExcludeRecent, Descriptor: r.Descriptor.String(),
-			LatentChannels: r.LatentChannels, DescriptorStorageDim: r.DescriptorStorageDim},
+			LatentChannels: r.LatentChannels, DescriptorStorageDim: r.DescriptorStorageDim, Pool: r.Pool.String()},
 	}
 }
 
@@ -110,7 +114,7 @@ func (s storedConfig) config() (Config, error) {
 			LatentChannels: r.LatentChannels, DescriptorStorageDim: r.DescriptorStorageDim}}
 	for path, name := range map[string]string{"bank.ordering": b.Ordering, "bank.baselines": b.Baselines, "bank.eviction": b.Eviction,
 		"bank.prefix": b.Prefix, "bank.admission": b.Admission, "bank.payload": b.Payload, "bank.densities": b.Densities,
-		"bank.descriptor": b.Descriptor, "longlive_rag.descriptor": r.Descriptor} {
+		"bank.descriptor": b.Descriptor, "longlive_rag.descriptor": r.Descriptor, "longlive_rag.pool": cmp.Or(r.Pool, RAGPoolWindow.String())} { // no pool: written before the option, pooled from the window
 		if err := c.SetVariant(path, name); err != nil {
 			return c, err
 		}
@@ -186,6 +190,9 @@ func (c *core) snapLoad(r io.Reader, v2 func(h snapHeader, sr *snapReader), v1 f
 func (c *core) checkHeader(h snapHeader) error {
 	if h.Policy != c.name {
 		return fmt.Errorf("memory: %s: load: snapshot is of policy %q", c.name, h.Policy)
+	}
+	if h.Config.LongLiveRAG.Pool == "" && h.Policy != NameLongLiveRAG {
+		h.Config.LongLiveRAG.Pool = c.cfg.LongLiveRAG.Pool.String() // written before the option; only LongLive-RAG reads it
 	}
 	cfg, err := h.Config.config()
 	if err != nil {

@@ -28,7 +28,8 @@ func TestSnapshotV1Files(t *testing.T) {
 		{"densitykv-sequential", NameDensityKV, func(c *Config) {
 			c.Bank.Ordering, c.Bank.Eviction, c.Bank.Admission, c.Bank.Descriptor = bank.OrderSource, bank.EvictMandatorySource, bank.AdmitSequential, bank.DescKeyValue
 		}},
-		{"longlive-rag-keymean", NameLongLiveRAG, func(c *Config) { c.LongLiveRAG.Descriptor = RAGKeyMean }},
+		// Written before the pool option: pooled from the window, and read so.
+		{"longlive-rag-keymean", NameLongLiveRAG, func(c *Config) { c.LongLiveRAG.Descriptor, c.LongLiveRAG.Pool = RAGKeyMean, RAGPoolWindow }},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			cfg := Config{Layout: lay, Capacity: 12}

@@ -30,7 +30,10 @@ type selector interface {
 // DensityKV, LongLive-RAG, FullHistory, FIFO and uniform stride. Frames that
 // leave the window are offered to the selector at the first call of the
 // next block ("logical precommit"): block b offers frames
-// [SinkFrames + seen, b·F + F − WindowFrames).
+// [SinkFrames + seen, b·F + F − WindowFrames). A selector may offer later
+// (offerBefore: LongLive-RAG's physical pool takes frames once they leave
+// the CacheFrames cache); the frames between the window and that limit
+// stay in recent, held but not attended.
 //
 // Positions follow the golden rollout's latent-memory cache: keys are stored
 // raw (after qk-norm, before RoPE); window frames and queries sit at their
@@ -65,6 +68,9 @@ func (p *windowed) Begin(c Call) error {
 	if c.First {
 		F, W := p.lay.FramesPerBlock, p.cfg.WindowFrames
 		lim := c.Block*F + F - W // first frame of the window
+		if o, ok := p.sel.(interface{ offerBefore(block int) int }); ok {
+			lim = o.offerBefore(c.Block) // the selector holds frames longer (LongLive-RAG's physical pool)
+		}
 		for _, f := range p.recent {
 			if f.ID < lim {
 				leaving = append(leaving, f)

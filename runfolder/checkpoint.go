@@ -52,7 +52,8 @@ type GenerateState struct {
 	RunState
 	// ConfigSHA256 is the SHA-256 of config.resolved.yaml.
 	ConfigSHA256 string `json:"config_sha256"`
-	// Inputs fingerprints the checkpoint, LoRA and text files.
+	// Inputs fingerprints the checkpoint, LoRA and text files (and
+	// LongLive-RAG's autoencoder).
 	Inputs []FileFingerprint `json:"inputs"`
 	// Snapshot names the policy snapshot in state/ and gives its SHA-256
 	// ("" once the run is complete).
@@ -121,6 +122,9 @@ func generateInputs(g config.GenerateSection, dir string) ([]FileFingerprint, er
 	}
 	if g.VAE != "" {
 		ins = append(ins, in{"vae", g.VAE})
+	}
+	if g.RAGAE != "" {
+		ins = append(ins, in{"rag-ae", g.RAGAE})
 	}
 	var out []FileFingerprint
 	for _, i := range ins {

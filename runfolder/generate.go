@@ -16,6 +16,7 @@ import (
 	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/pipeline"
+	"github.com/densitykv/densitykv/ragae"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/synth"
 	"github.com/densitykv/densitykv/vae"
@@ -261,6 +262,9 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 		}
 	}
 	var prov pipeline.Provenance
+	if err := setRAGAE(pol, gc); err != nil {
+		return nil, &UserError{err}
+	}
 	if !resume {
 		// Every input is checked: now the run folder.
 		if prov, err = newGenerateFolder(dir, force, gc, gs, embeds, in.text); err != nil {
@@ -896,3 +900,25 @@ type recorded struct {
 
 // LastStats reports the wrapped policy's statistics.
 func (r recorded) LastStats() memory.Stats { return statsOf(r.stats) }
+
+// setRAGAE gives LongLive-RAG the authors' autoencoder (generate.rag_ae)
+// when its descriptor is ae.
+func setRAGAE(pol memory.Policy, gc config.GenerateConfig) error {
+	rag, ok := pol.(*memory.LongLiveRAG)
+	if !ok || gc.Memory.LongLiveRAG.Descriptor != memory.RAGAE {
+		return nil
+	}
+	g := gc.Generate
+	if g.RAGAE == "" {
+		return fmt.Errorf("memory.longlive_rag.descriptor ae needs generate.rag_ae (--rag-ae FILE)")
+	}
+	ae, err := ragae.Load(g.RAGAE)
+	if err != nil {
+		return fmt.Errorf("--rag-ae: %w", err)
+	}
+	d, err := ae.ForLatent(gc.Memory.LongLiveRAG.LatentChannels, g.LatentHeight, g.LatentWidth)
+	if err != nil {
+		return fmt.Errorf("--rag-ae: %w", err)
+	}
+	return rag.SetDescriber(d)
+}

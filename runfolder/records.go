@@ -72,7 +72,11 @@ type Diag struct {
 	// score minus τ (energy_delta: the authors' max-normalised score with
 	// --ordering max, the configured ordering's score otherwise; −τ for an
 	// empty bank).
-	AdmissionScoreMean   *float64  `json:"admission_score_mean,omitempty"`
+	AdmissionScoreMean *float64 `json:"admission_score_mean,omitempty"`
+	// NumEvicted is LongLive-RAG's pool size when the block retrieved
+	// (the authors' num_evicted: the frames evicted from the physical
+	// cache so far, or that left the window with --rag-pool window).
+	NumEvicted           *int      `json:"num_evicted,omitempty"`
 	SelectedGlobalFrames []int     `json:"selected_global_frames,omitempty"`
 	SelectedSimilarities []float64 `json:"selected_similarities,omitempty"`
 	Recached             []int     `json:"recached,omitempty"`
@@ -104,6 +108,8 @@ func DiagFor(p memory.Policy, l int, decs []bank.Decision, offered int) Diag {
 		d.CandidateDensityMean, d.AdmissionScoreMean = &cd, &sc
 	}
 	if r, ok := p.(*memory.LongLiveRAG); ok {
+		n := r.PoolFrames()
+		d.NumEvicted = &n
 		d.SelectedGlobalFrames, d.SelectedSimilarities = r.Retrieved(), r.RetrievedSimilarities()
 	}
 	return d

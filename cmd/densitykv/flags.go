@@ -125,7 +125,8 @@ func (cf *configFlags) bindMemoryFlags(def config.Config) {
 	cf.variant("deep-forcing-sink", "Deep Forcing sink RoPE position after a compression: authors (start − cache frames), before-tail (just before the recent tail)", def, "memory.deep_forcing.sink")
 	cf.variant("deep-forcing-fusion", "Deep Forcing query fusion: sum (summed query), max (largest single query)", def, "memory.deep_forcing.fusion")
 	cf.integer("rag-top-k", "LongLive-RAG frames retrieved per block, 0 = capacity / tokens per frame", def, func(c *config.Config) *int { return &c.Memory.LongLiveRAG.TopK })
-	cf.variant("rag-descriptor", "LongLive-RAG frame descriptor: latent-mean, key-mean", def, "memory.longlive_rag.descriptor")
+	cf.variant("rag-descriptor", "LongLive-RAG frame descriptor: latent-mean (the authors' avg_pool fallback), key-mean, ae (the authors' autoencoder; generate --rag-ae FILE)", def, "memory.longlive_rag.descriptor")
+	cf.variant("rag-pool", "LongLive-RAG retrieval pool: physical (the authors' code: frames evicted from the cache-frames cache), window (frames leaving the local window)", def, "memory.longlive_rag.pool")
 }
 
 // load returns base overlaid with the --config file (recording its keys in

@@ -178,6 +178,7 @@ identical to an uninterrupted run.`,
 	f.StringVar(&recache, "recache", dg.Recache.String(), "at a prompt switch: none (the DensityKV authors': cross-attention only) or longlive (re-run the most recent frames under the new prompt) (generate.recache)")
 	f.BoolVar(&g.Preview, "preview", dg.Preview, "write PNG frames of a latent preview (not decoded video) in latent_preview/, and latent_preview.mp4 with ffmpeg; default on without --vae (generate.preview)")
 	f.StringVar(&g.RecordStream, "record-stream", dg.RecordStream, "record the clean passes' q/k/v into this stream file, replayed with simulate/eval --stream file (generate.record_stream)")
+	f.StringVar(&g.RAGAE, "rag-ae", dg.RAGAE, "LongLive-RAG: the authors' retrieval autoencoder ae_latent_mem.pt; describes frames with it (descriptor ae) instead of the latent mean (generate.rag_ae)")
 	f.IntVar(&snapEvery, "snapshot-every", def.Run.SnapshotEvery, "save a resume checkpoint (policy snapshot) every N blocks, 0 = only when stopped with Ctrl-C (run.snapshot_every)")
 	f.StringVar(&out, "out", def.Run.Out, "parent folder of run folders (run.out)")
 	f.StringVar(&name, "name", def.Run.Name, "run folder name (run.name)")
@@ -214,7 +215,7 @@ var generateKeys = map[string]string{
 	"first-chunk-steps": "generate.schedule.first_chunk_steps", "warp": "generate.schedule.warp", "shift": "generate.schedule.shift",
 	"update": "generate.schedule.update", "trace-step": "generate.trace_step", "preview": "generate.preview", "record-stream": "generate.record_stream",
 	"trace-layers": "generate.trace_layers", "lineage-layers": "generate.lineage_layers", "lineage-heads": "generate.lineage_heads",
-	"source-ids": "generate.source_ids", "recache": "generate.recache",
+	"source-ids": "generate.source_ids", "recache": "generate.recache", "rag-ae": "generate.rag_ae",
 }
 
 // explicitKey reports whether YAML key was given by the --config file or by
@@ -316,6 +317,7 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 			G.Prompts = append(G.Prompts, ps)
 		}
 	}
+	setIf(f, "rag-ae", &G.RAGAE, g.RAGAE)
 	setIf(f, "out", &gc.Run.Out, gf.out)
 	setIf(f, "name", &gc.Run.Name, gf.name)
 	setIf(f, "snapshot-every", &gc.Run.SnapshotEvery, gf.snapEvery)

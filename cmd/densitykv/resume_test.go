@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io/fs"
@@ -17,6 +18,7 @@ import (
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/ragae/aetest"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
 )
@@ -174,21 +176,31 @@ func sameRunFiles(t *testing.T, dir, want, got string) {
 func TestGenerateResumeIsIdentical(t *testing.T) {
 	dir := t.TempDir()
 	text := tinyText(t, dir)
+	// LongLive-RAG with the authors' autoencoder: its descriptors of the
+	// frames before the stop come from the snapshot (block 6 retrieves
+	// frame 1).
+	aePath := filepath.Join(dir, "ae_latent_mem.pt")
+	if err := aetest.Write(aePath, aetest.Config{InChannels: 16, SpatialH: 60, SpatialW: 104, LatentDim: 24, HiddenDims: []int{8, 16}}, 5); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		policy string
 		extra  []string
+		name   string
 	}{
-		{"native", nil},
-		{"densitykv", []string{"--capacity", "24", "--sigma", "4", "--ordering", "max", "--snapshot-every", "2"}},
-		{"deep-forcing", nil},
-		{"longlive-rag", []string{"--snapshot-every", "5"}}, // the stop falls on a periodic checkpoint
+		{"native", nil, ""},
+		{"densitykv", []string{"--capacity", "24", "--sigma", "4", "--ordering", "max", "--snapshot-every", "2"}, ""},
+		{"deep-forcing", nil, ""},
+		{"longlive-rag", []string{"--snapshot-every", "5"}, ""}, // the stop falls on a periodic checkpoint
+		{"longlive-rag", []string{"--rag-ae", aePath}, "longlive-rag-ae"},
 	} {
-		t.Run(c.policy, func(t *testing.T) {
+		name := cmp.Or(c.name, c.policy)
+		t.Run(name, func(t *testing.T) {
 			extra := append([]string{"--policy", c.policy}, c.extra...)
-			if code, _, errs := run(t, context.Background(), genResumeArgs(t, dir, c.policy+"-full", text, 7, extra...)...); code != 0 {
+			if code, _, errs := run(t, context.Background(), genResumeArgs(t, dir, name+"-full", text, 7, extra...)...); code != 0 {
 				t.Fatalf("full run: %s", errs)
 			}
-			stop := c.policy + "-stop"
+			stop := name + "-stop"
 			stopAfterBlocks(t, 5, genResumeArgs(t, dir, stop, text, 7, extra...))
 			cp, err := runfolder.ReadGenerateCheckpoint(filepath.Join(dir, stop))
 			if err != nil {
@@ -209,7 +221,7 @@ func TestGenerateResumeIsIdentical(t *testing.T) {
 			if blocks != 2 || !strings.Contains(errs, "continuing at block 5 of 7") {
 				t.Fatalf("resume computed %d blocks, want 2; stderr %q", blocks, errs)
 			}
-			sameRunFiles(t, dir, c.policy+"-full", stop)
+			sameRunFiles(t, dir, name+"-full", stop)
 			snaps, _ = filepath.Glob(filepath.Join(dir, stop, runfolder.DirState, "policy-*.snap"))
 			if len(snaps) != 0 {
 				t.Errorf("complete run keeps snapshots %v", snaps)

@@ -19,7 +19,8 @@ type Tensor struct {
 	Data  []float32
 }
 
-// KV is one dictionary entry: Value is a *Tensor or a Dict.
+// KV is one dictionary entry: Value is a *Tensor, a Dict, or plain data:
+// int, float64, string, bool, nil or a List of these.
 type KV struct {
 	Key   string
 	Value any
@@ -27,6 +28,9 @@ type KV struct {
 
 // Dict is an ordered dictionary.
 type Dict []KV
+
+// List is a Python list of values as a KV's Value may hold.
+type List []any
 
 // Options varies the archive for tests of malformed files.
 type Options struct {
@@ -123,20 +127,51 @@ func (p *pickler) dict(d Dict, storages *[][]byte) error {
 	p.Op('}', '(')
 	for _, e := range d {
 		p.Str(e.Key)
-		switch v := e.Value.(type) {
-		case *Tensor:
-			if err := p.tensor(v, storages); err != nil {
-				return fmt.Errorf("torchtest: %s: %w", e.Key, err)
-			}
-		case Dict:
-			if err := p.dict(v, storages); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("torchtest: %s: value %T is neither *Tensor nor Dict", e.Key, e.Value)
+		if err := p.value(e.Key, e.Value, storages); err != nil {
+			return err
 		}
 	}
 	p.Op('u')
+	return nil
+}
+
+func (p *pickler) value(key string, value any, storages *[][]byte) error {
+	switch v := value.(type) {
+	case *Tensor:
+		if err := p.tensor(v, storages); err != nil {
+			return fmt.Errorf("torchtest: %s: %w", key, err)
+		}
+	case Dict:
+		return p.dict(v, storages)
+	case List:
+		p.Op(']', '(')
+		for i, x := range v {
+			if err := p.value(fmt.Sprintf("%s[%d]", key, i), x, storages); err != nil {
+				return err
+			}
+		}
+		p.Op('e')
+	case int:
+		if int64(v) != int64(int32(v)) {
+			return fmt.Errorf("torchtest: %s: int %d beyond 32 bits", key, v)
+		}
+		p.Int(v)
+	case float64:
+		p.Op('G')
+		p.B = binary.BigEndian.AppendUint64(p.B, math.Float64bits(v))
+	case string:
+		p.Str(v)
+	case bool:
+		if v {
+			p.Op(0x88)
+		} else {
+			p.Op(0x89)
+		}
+	case nil:
+		p.Op('N')
+	default:
+		return fmt.Errorf("torchtest: %s: value %T is not a *Tensor, Dict, List, int, float64, string, bool or nil", key, value)
+	}
 	return nil
 }
 
