@@ -309,9 +309,16 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 		return nil, err
 	}
 	var vs *pipeline.VideoStream
+	var hv *horizonVideos
 	if in.vae != nil {
 		if vs, err = openVideo(dir, in.vae, ffmpeg, g, gs, prov, resume, start, w.Manifest(), hooks); err != nil {
 			return nil, err
+		}
+		if hv = newHorizonVideos(vs.Folder(), g); len(g.Horizons) > 0 {
+			if err := hv.start(start); err != nil {
+				return nil, err
+			}
+			hooks.info("horizons: %s", hv.describe())
 		}
 	}
 	logw, err := OpenLog(filepath.Join(dir, FileLog), st.LogBytes)
@@ -415,6 +422,9 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 				}
 				gs.SegmentsSHA256 = append(gs.SegmentsSHA256[:b], sum.SHA256)
 			}
+			if err := hv.block(b); err != nil {
+				return err
+			}
 		}
 		st.NextBlock = b + 1
 		if every := gc.Run.SnapshotEvery; every > 0 && st.NextBlock%every == 0 && st.NextBlock < g.Blocks {
@@ -475,6 +485,7 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 		if vs.Folder().MP4() && st.NextBlock > 0 {
 			res.Summary.Files = append(res.Summary.Files, vs.Folder().VideoPath())
 		}
+		res.Summary.Files = append(res.Summary.Files, hv.files(st.NextBlock)...)
 	}
 	if err := WriteJSON(filepath.Join(dir, FileSummary), res.Summary); err != nil {
 		return nil, err
