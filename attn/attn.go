@@ -8,6 +8,13 @@
 // every query attends to every key (the causal structure of the Wan model is
 // expressed by what the caller puts in k and v).
 //
+// Precision: Attention computes the products in float32; AttentionAs with
+// gemm.BF16 rounds q, k and v to bfloat16, computes QKᵀ and PV with gemm's
+// bfloat16 product (float32 accumulation) and rounds the probabilities to
+// bfloat16 for PV, as flash attention does on a GPU; the online softmax
+// (and the row sums, from the unrounded probabilities) is float32 either
+// way (flash.go).
+//
 // Work is split over heads and query tiles on gemm.Threads() goroutines;
 // every output row is computed by one goroutine with an order of operations
 // that does not depend on the thread count, so results are bit-identical for
@@ -23,7 +30,11 @@
 // every CPU and in every build.
 package attn
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/densitykv/densitykv/gemm"
+)
 
 // Tile sizes: BlockT query rows against BlockS keys per step (BlockS is a
 // multiple of gemm.NR).
@@ -41,8 +52,18 @@ const (
 // never stored. S must be ≥ 1 when T ≥ 1. It panics with an "attn:" message
 // on bad sizes or short slices; out must not overlap the inputs.
 func Attention(out, q, k, v []float32, T, S, H, D int, scale float32) {
+	AttentionAs(gemm.F32, out, q, k, v, T, S, H, D, scale)
+}
+
+// AttentionAs is Attention with the products at precision prec: with
+// gemm.BF16, q, k and v are rounded to bfloat16 for QKᵀ and the
+// probabilities for PV, both products are gemm's bfloat16 product
+// (float32 accumulation), and the softmax stays float32 (see flash.go).
+// With gemm.F32 it is Attention.
+func AttentionAs(prec gemm.Precision, out, q, k, v []float32, T, S, H, D int, scale float32) {
 	checkShapes("Attention", out, q, k, v, T, S, H, D)
-	run(out, q, k, v, T, S, H, D, scale, nil, nil, nil)
+	checkPrec("Attention", prec)
+	run(prec, out, q, k, v, T, S, H, D, scale, nil, nil, nil)
 }
 
 // AttentionMass is Attention that also measures where the attention goes.
@@ -56,13 +77,26 @@ func Attention(out, q, k, v []float32, T, S, H, D int, scale float32) {
 // query segment's row sums to H times its number of queries). Clear mass
 // first for a fresh measure. The output equals Attention's bit for bit.
 func AttentionMass(out, q, k, v []float32, T, S, H, D int, scale float32, qb, kb []int, mass []float64) {
+	AttentionMassAs(gemm.F32, out, q, k, v, T, S, H, D, scale, qb, kb, mass)
+}
+
+// AttentionMassAs is AttentionMass at precision prec (see AttentionAs);
+// the mass is measured on the float32 probabilities.
+func AttentionMassAs(prec gemm.Precision, out, q, k, v []float32, T, S, H, D int, scale float32, qb, kb []int, mass []float64) {
 	checkShapes("AttentionMass", out, q, k, v, T, S, H, D)
+	checkPrec("AttentionMass", prec)
 	checkBounds("query", qb, T)
 	checkBounds("key", kb, S)
 	if want := (len(qb) - 1) * (len(kb) - 1); len(mass) < want {
 		panic(fmt.Sprintf("attn: AttentionMass: mass has %d values, need %d", len(mass), want))
 	}
-	run(out, q, k, v, T, S, H, D, scale, qb, kb, mass)
+	run(prec, out, q, k, v, T, S, H, D, scale, qb, kb, mass)
+}
+
+func checkPrec(op string, prec gemm.Precision) {
+	if prec != gemm.F32 && prec != gemm.BF16 {
+		panic(fmt.Sprintf("attn: %s: unknown precision %v", op, prec))
+	}
 }
 
 func checkShapes(op string, out, q, k, v []float32, T, S, H, D int) {

@@ -7,32 +7,36 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/densitykv/densitykv/gemm"
 )
 
 // BenchmarkAttention runs the Wan2.1-1.3B self-attention of one 3-frame
 // block (4680 queries against 18720 cached keys, 12 heads of 128) and the
 // golden tiny model's (36 against 180, 2 heads of 32), plus one head of the
-// former and the Wan cross-attention (512 text tokens). GFLOP/s counts the
-// two products, 4·T·S·H·D.
+// former and the Wan cross-attention (512 text tokens), at each precision.
+// GFLOP/s counts the two products, 4·T·S·H·D.
 func BenchmarkAttention(b *testing.B) {
 	for _, s := range []shape{{4680, 18720, 12, 128}, {4680, 18720, 1, 128}, {4680, 512, 12, 128}, {36, 180, 2, 32}} {
-		b.Run(fmt.Sprintf("T%d_S%d_H%d_D%d", s.T, s.S, s.H, s.D), func(b *testing.B) {
-			rng := rand.New(rand.NewPCG(1, 2))
-			q := randVec(rng, s.T*s.H*s.D, 1)
-			k := randVec(rng, s.S*s.H*s.D, 1)
-			v := randVec(rng, s.S*s.H*s.D, 1)
-			out := make([]float32, s.T*s.H*s.D)
-			scale := float32(1 / math.Sqrt(float64(s.D)))
-			start := cpuTime()
-			for b.Loop() {
-				Attention(out, q, k, v, s.T, s.S, s.H, s.D, scale)
-			}
-			flops := 4 * float64(s.T) * float64(s.S) * float64(s.H) * float64(s.D)
-			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			if cpu := cpuTime() - start; cpu > 0 {
-				b.ReportMetric(flops*float64(b.N)/cpu.Seconds()/1e9, "cpuGFLOP/s")
-			}
-		})
+		for _, prec := range []gemm.Precision{gemm.F32, gemm.BF16} {
+			b.Run(fmt.Sprintf("T%d_S%d_H%d_D%d/%v", s.T, s.S, s.H, s.D, prec), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(1, 2))
+				q := randVec(rng, s.T*s.H*s.D, 1)
+				k := randVec(rng, s.S*s.H*s.D, 1)
+				v := randVec(rng, s.S*s.H*s.D, 1)
+				out := make([]float32, s.T*s.H*s.D)
+				scale := float32(1 / math.Sqrt(float64(s.D)))
+				start := cpuTime()
+				for b.Loop() {
+					AttentionAs(prec, out, q, k, v, s.T, s.S, s.H, s.D, scale)
+				}
+				flops := 4 * float64(s.T) * float64(s.S) * float64(s.H) * float64(s.D)
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				if cpu := cpuTime() - start; cpu > 0 {
+					b.ReportMetric(flops*float64(b.N)/cpu.Seconds()/1e9, "cpuGFLOP/s")
+				}
+			})
+		}
 	}
 }
 

@@ -17,7 +17,16 @@ import (
 //	Pᵀ = exp(scale·Sᵀ − m)  in place, per query lane (online softmax).
 //	Oᵀ += Vᵀ·Pᵀ  (A = Vᵀ packed per head, B = Pᵀ as it lies).
 //
-// Finally out[t] = Oᵀ[:, t] / l[t]. Nothing is packed per key tile.
+// Finally out[t] = Oᵀ[:, t] / l[t]. Nothing is packed per key tile at
+// float32.
+//
+// At bfloat16 (AttentionAs with gemm.BF16) the operands are packed as
+// bfloat16 — K, Vᵀ and Qᵀ rounded to nearest even — and both products are
+// gemm's bfloat16 product (float32 accumulation). Sᵀ goes to a float32
+// panel buffer, the online softmax runs on it in float32 as above (row
+// sums from the unrounded probabilities), and the probabilities are then
+// rounded to bfloat16 as they are packed for Oᵀ += Vᵀ·Pᵀ
+// (gemm.PackPanelsAs), as flash attention does on a GPU in bf16.
 
 // packBudget bounds the packed K and Vᵀ held at once (floats): heads are
 // processed in groups whose packed operands fit.
@@ -29,6 +38,7 @@ const lanes = gemm.NR // queries per panel
 type scratch struct {
 	qp  gemm.PackedB // Qᵀ panels of the query tile
 	pt  gemm.PackedB // Pᵀ panels of the current key tile
+	sp  []float32    // bfloat16 runs: Sᵀ, then Pᵀ, in float32 panels
 	ot  []float32    // D×BlockT unnormalised output, transposed
 	st  []panelState // per panel of the query tile
 	seg []float32    // per panel: nk×lanes unnormalised mass per key segment
@@ -55,6 +65,7 @@ func growF(s []float32, n int) []float32 {
 }
 
 type problem struct {
+	prec       gemm.Precision
 	out, q     []float32
 	T, S, H, D int
 	scale      float32
@@ -66,7 +77,7 @@ type problem struct {
 	qtiles     int
 }
 
-func run(out, q, k, v []float32, T, S, H, D int, scale float32, qb, kb []int, mass []float64) {
+func run(prec gemm.Precision, out, q, k, v []float32, T, S, H, D int, scale float32, qb, kb []int, mass []float64) {
 	if T == 0 || H == 0 {
 		return
 	}
@@ -76,7 +87,7 @@ func run(out, q, k, v []float32, T, S, H, D int, scale float32, qb, kb []int, ma
 			return
 		}
 	}
-	p := &problem{out: out, q: q, T: T, S: S, H: H, D: D, scale: scale, qb: qb, kb: kb}
+	p := &problem{prec: prec, out: out, q: q, T: T, S: S, H: H, D: D, scale: scale, qb: qb, kb: kb}
 	p.qtiles = (T + BlockT - 1) / BlockT
 	if mass != nil {
 		p.nq, p.nk = len(qb)-1, len(kb)-1
@@ -94,8 +105,8 @@ func run(out, q, k, v []float32, T, S, H, D int, scale float32, qb, kb []int, ma
 		g := min(group, H-h0)
 		p.h0 = h0
 		for i := 0; i < g; i++ {
-			gemm.PackA(&p.kp[i], S, D, k[(h0+i)*D:], H*D)
-			gemm.PackAT(&p.vt[i], D, S, v[(h0+i)*D:], H*D)
+			gemm.PackAAs(&p.kp[i], prec, S, D, k[(h0+i)*D:], H*D)
+			gemm.PackATAs(&p.vt[i], prec, D, S, v[(h0+i)*D:], H*D)
 		}
 		units := g * p.qtiles
 		if mass != nil {
@@ -146,7 +157,7 @@ func (p *problem) unit(u int) {
 
 	ws := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(ws)
-	gemm.PackNT(&ws.qp, rows, D, p.q[t0*ld+h*D:], ld)
+	gemm.PackNTAs(&ws.qp, p.prec, rows, D, p.q[t0*ld+h*D:], ld)
 	ws.ot = growF(ws.ot, D*BlockT)
 	if cap(ws.st) < npan {
 		ws.st = make([]panelState, npan)
@@ -162,7 +173,13 @@ func (p *problem) unit(u int) {
 	for s0 := 0; s0 < S; s0 += BlockS {
 		cols := min(BlockS, S-s0)
 		first := s0 == 0
-		pt := ws.pt.Resize(rows, cols)
+		var pt []float32
+		if p.prec == gemm.F32 {
+			pt = ws.pt.Resize(rows, cols)
+		} else {
+			ws.sp = growF(ws.sp, npan*cols*lanes)
+			pt = ws.sp
+		}
 		for jp := 0; jp < npan; jp++ {
 			panel := pt[jp*cols*lanes : (jp+1)*cols*lanes]
 			nq := min(lanes, rows-jp*lanes)
@@ -192,6 +209,9 @@ func (p *problem) unit(u int) {
 					}
 				}
 			}
+		}
+		if p.prec != gemm.F32 {
+			gemm.PackPanelsAs(&ws.pt, p.prec, rows, cols, pt)
 		}
 		gemm.MulPacked(D, rows, cols, vt, 0, s0, &ws.pt, 0, 0, ot, BlockT, !first)
 	}

@@ -36,9 +36,13 @@ type HeadDecision struct {
 	// Evicted lists the source ids removed by this update: mandatory
 	// evictions first (storage order), then capacity evictions in the order
 	// chosen.
-	Evicted   []int64
-	Mandatory int // evictions of projected violators (g_i(r*) ≥ τ)
-	Capacity  int // additional evictions to free e_{r*} slots
+	Evicted []int64
+	// EvictedDensity is each evicted state's projected density ρ̃_i(r*) =
+	// ρ_i + S_i(r*), in the order of Evicted (the authors' lineage field
+	// evicted_density).
+	EvictedDensity []float64
+	Mandatory      int // evictions of projected violators (g_i(r*) ≥ τ)
+	Capacity       int // additional evictions to free e_{r*} slots
 	// Violators is the number of previously stored states with g_i(r*) ≥ τ
 	// (equal to Mandatory except under EvictDensest or an infeasible update).
 	// With AdmitSequential it is summed over the single-candidate steps.

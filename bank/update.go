@@ -677,6 +677,7 @@ func (b *Bank) commitStates(h int, blk Block, c candidates, ext []float64, rows 
 	}
 	for _, i := range ev.order {
 		w.dec.Evicted = append(w.dec.Evicted, hd.src[i])
+		w.dec.EvictedDensity = append(w.dec.EvictedDensity, ev.proj[i])
 		if hd.adm[i] != b.updates {
 			w.evOld++
 		}

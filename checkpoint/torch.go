@@ -205,7 +205,7 @@ func selectEntry(top interface{}, opt TorchOptions) (sd []kv, want string, err e
 	}
 	want = opt.Entry
 	if want == "" {
-		for _, k := range []string{"generator", "generator_ema", "model", "state_dict"} {
+		for _, k := range AutoEntries {
 			if v, ok := lookup(entries, k); ok {
 				if d, err := dictEntries(v); err == nil {
 					if d == nil {
@@ -215,7 +215,7 @@ func selectEntry(top interface{}, opt TorchOptions) (sd []kv, want string, err e
 				}
 			}
 		}
-		return entries, "(top level)", nil
+		return entries, TopLevel, nil
 	}
 	v, ok := lookup(entries, want)
 	if !ok {

@@ -97,6 +97,8 @@ var yamlFlags = map[string]string{
 	"memory.bank.densities": "densities", "memory.bank.workers": "workers",
 	"memory.deep_forcing.recent_frames": "deep-forcing-recent", "memory.deep_forcing.max_reuse": "deep-forcing-max-reuse",
 	"memory.longlive_rag.top_k": "rag-top-k", "memory.longlive_rag.descriptor": "rag-descriptor",
+	"memory.deep_forcing.queries": "deep-forcing-queries", "memory.deep_forcing.sink": "deep-forcing-sink",
+	"memory.deep_forcing.fusion": "deep-forcing-fusion",
 }
 
 // Flags returns the YAML keys that a flag of the same meaning sets, mapped
@@ -122,6 +124,8 @@ func VariantName(c Config, path string) string {
 		"memory.bank.admission": c.Memory.Bank.Admission, "memory.bank.payload": c.Memory.Bank.Payload,
 		"memory.bank.densities": c.Memory.Bank.Densities, "memory.bank.descriptor": c.Memory.Bank.Descriptor,
 		"memory.longlive_rag.descriptor": c.Memory.LongLiveRAG.Descriptor,
+		"memory.deep_forcing.queries":    c.Memory.DeepForcing.Queries, "memory.deep_forcing.sink": c.Memory.DeepForcing.Sink,
+		"memory.deep_forcing.fusion": c.Memory.DeepForcing.Fusion,
 	}
 	return vars[path].String()
 }

@@ -217,8 +217,8 @@ func TestResolveSchedule(t *testing.T) {
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: %v, want mention of %q", c.name, err, c.want)
 		}
-		if c.want == "" && (len(gc.Generate.Schedule()) != 3 || gc.Generate.TextCache != dir+"/text_cache") {
-			t.Errorf("%s: schedule %+v, cache %q", c.name, gc.Generate.Schedule(), gc.Generate.TextCache)
+		if c.want == "" && (len(gc.Generate.PromptSchedule()) != 3 || gc.Generate.TextCache != dir+"/text_cache") {
+			t.Errorf("%s: schedule %+v, cache %q", c.name, gc.Generate.PromptSchedule(), gc.Generate.TextCache)
 		}
 	}
 }

@@ -13,8 +13,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/memory"
-	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/wan"
 )
 
@@ -24,18 +25,35 @@ import (
 type GenerateConfig struct {
 	Config   `yaml:",inline"`
 	Generate GenerateSection `yaml:"generate"`
+	// Warnings are choices Resolve made that a user may not expect (not
+	// part of the file).
+	Warnings []string `yaml:"-"`
 }
 
 // GenerateSection is the generate-specific part of a generate run's
 // configuration.
 type GenerateSection struct {
-	Checkpoint string     `yaml:"checkpoint"`
-	Entry      string     `yaml:"entry"`
-	LoRA       string     `yaml:"lora"`
-	LoRAAlpha  float64    `yaml:"lora_alpha"`
-	Arch       string     `yaml:"arch"` // 1.3b or tiny
-	Model      wan.Config `yaml:"model"`
-	Texts      []TextSpec `yaml:"texts"`
+	// Backbone applies the preset of a released backbone (Self-Forcing,
+	// Causal-Forcing, LongLive): entry, frames per block, sink, cache size
+	// and schedule as the authors run it (see Backbone.Preset); explicit
+	// keys and flags override it.
+	Backbone   Backbone `yaml:"backbone"`
+	Checkpoint string   `yaml:"checkpoint"`
+	// Entry is the PyTorch checkpoint entry of the generator weights
+	// (generator, generator_ema, …). Empty asks for the automatic choice
+	// (checkpoint.AutoEntries); the resolved configuration records the
+	// entry actually loaded ("" for a safetensors file).
+	Entry     string  `yaml:"entry"`
+	LoRA      string  `yaml:"lora"`
+	LoRAAlpha float64 `yaml:"lora_alpha"`
+	Arch      string  `yaml:"arch"` // 1.3b or tiny
+	// Precision is the models' precision (DiT, text encoder and VAE), fp32
+	// or bf16. Left out, it follows the architecture: bf16 for the real
+	// model (1.3b: half the weight memory, the authors' GPU arithmetic),
+	// fp32 for tiny (the golden test model, whose references are float64).
+	Precision gemm.Precision `yaml:"precision"`
+	Model     wan.Config     `yaml:"model"`
+	Texts     []TextSpec     `yaml:"texts"`
 	// Prompts are prompt texts (--prompt TEXT[@BLOCK]), encoded by
 	// TextEncoder with Tokenizer; together with Texts they form the
 	// prompt schedule.
@@ -73,11 +91,34 @@ type GenerateSection struct {
 	// 480×832 video); tokens are 2×2 patches of it.
 	LatentHeight int `yaml:"latent_height"`
 	LatentWidth  int `yaml:"latent_width"`
-	Blocks       int `yaml:"blocks"`
+	// FramesPerBlock is the block length in latent frames (3; LongLive's
+	// own release uses 6). The memory layout follows it.
+	FramesPerBlock int `yaml:"frames_per_block"`
+	Blocks         int `yaml:"blocks"`
+	// Schedule is the denoising schedule (steps, first-chunk steps, warp,
+	// shift, update).
+	Schedule ScheduleConfig `yaml:"schedule"`
 	// TraceStep is the denoising step whose attention is traced (3 = the
-	// 4th pass); -1 disables the trace.
-	TraceStep int  `yaml:"trace_step"`
-	Preview   bool `yaml:"preview"`
+	// 4th pass, the authors' denoise call 3); -1 disables the trace.
+	TraceStep int `yaml:"trace_step"`
+	// TraceLayers are the layers traced per head ([1, H, F, F] per layer,
+	// the authors' temporal_attention_trace shape, in
+	// attention_trace_layers.safetensors): all, none or a list such as
+	// 0,15,29. They cost 8·H·F² bytes each (F latent frames).
+	TraceLayers string `yaml:"trace_layers"`
+	// LineageLayers and LineageHeads are the DensityKV banks whose every
+	// admission and eviction density_kv_lineage.jsonl records (the
+	// authors' lineage_trace: layers (0,) and heads (0,) by default): all,
+	// none or lists.
+	LineageLayers string `yaml:"lineage_layers"`
+	LineageHeads  string `yaml:"lineage_heads"`
+	// SourceIDs is the provenance id convention of provenance.csv and the
+	// lineage: global or authors.
+	SourceIDs SourceIDs `yaml:"source_ids"`
+	// Recache is what a prompt switch does to the cached K/V: none (the
+	// DensityKV authors') or longlive (re-run the most recent frames).
+	Recache Recache `yaml:"recache"`
+	Preview bool    `yaml:"preview"`
 	// RecordStream, when set, records the clean passes' q/k/v of every layer
 	// into a stream file (package synth's format) that simulate and eval
 	// replay with --stream file.
@@ -97,8 +138,27 @@ type PromptSpec struct {
 	FromBlock int    `yaml:"from_block"`
 }
 
-// FramesPerBlock is the generate run's block length in latent frames.
+// FramesPerBlock is the default block length of a generate run in latent
+// frames (generate.frames_per_block).
 const FramesPerBlock = 3
+
+// BlockFrames returns the block length in latent frames (FramesPerBlock
+// when unset).
+func (g GenerateSection) BlockFrames() int {
+	if g.FramesPerBlock <= 0 {
+		return FramesPerBlock
+	}
+	return g.FramesPerBlock
+}
+
+// DefaultPrecision is the precision of an architecture when none is
+// given: fp32 for tiny (the golden test model), bf16 otherwise.
+func DefaultPrecision(arch string) gemm.Precision {
+	if arch == "tiny" {
+		return gemm.F32
+	}
+	return gemm.BF16
+}
 
 // Archs are the model architectures generate knows.
 var Archs = map[string]func() wan.Config{"1.3b": wan.DefaultConfig, "tiny": wan.TinyConfig}
@@ -110,7 +170,8 @@ func GenerateDefaults() GenerateConfig {
 	return GenerateConfig{
 		Config: Config{Run: RunConfig{Out: "runs", Name: "generate", Plots: true, SnapshotEvery: 10}, Stream: StreamConfig{Kind: "wan", FPS: 4},
 			Policies: []string{memory.NameDensityKV}, Memory: LayoutFreeDefaults(memory.DefaultLayout())},
-		Generate: GenerateSection{Arch: "1.3b", LatentHeight: 60, LatentWidth: 104, TraceStep: 3, Preview: true, SkipExisting: true},
+		Generate: GenerateSection{Arch: "1.3b", LatentHeight: 60, LatentWidth: 104, FramesPerBlock: FramesPerBlock,
+			Schedule: DefaultScheduleConfig(), TraceStep: 3, TraceLayers: "all", LineageLayers: "0", LineageHeads: "0", Preview: true, SkipExisting: true},
 	}
 }
 
@@ -160,10 +221,10 @@ type ScheduleEntry struct {
 	Prompt    *PromptSpec
 }
 
-// Schedule returns the prompt schedule: the text files, then the
+// PromptSchedule returns the prompt schedule: the text files, then the
 // prompts, each in the order given (the order Resolve checks; rollout
 // sorts by block).
-func (g *GenerateSection) Schedule() []ScheduleEntry {
+func (g *GenerateSection) PromptSchedule() []ScheduleEntry {
 	var out []ScheduleEntry
 	for i := range g.Texts {
 		out = append(out, ScheduleEntry{FromBlock: g.Texts[i].FromBlock, Text: &g.Texts[i]})
@@ -198,11 +259,36 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 		return fmt.Errorf("%s: generate.model differs from the %s architecture (generate.arch); the model follows the architecture, leave generate.model out", file, G.Arch)
 	}
 	G.Model = model
+	if !has("generate.precision") {
+		G.Precision = DefaultPrecision(G.Arch)
+	}
 	if G.Checkpoint == "" {
 		return fmt.Errorf("--checkpoint is required (a .safetensors or .pt file of the causal Wan generator)")
 	}
 	if _, err := os.Stat(G.Checkpoint); err != nil {
 		return fmt.Errorf("--checkpoint: %w", err)
+	}
+	// Record the entry that will be loaded (the automatic choice resolved).
+	entry, err := checkpoint.TorchEntry(G.Checkpoint, checkpoint.TorchOptions{Entry: G.Entry})
+	if err != nil {
+		from := fmt.Sprintf("--entry %q", G.Entry)
+		if p, ok := G.Backbone.Preset(); ok && p.Entry == G.Entry {
+			from += fmt.Sprintf(", the %s preset's; name another with --entry", G.Backbone)
+		}
+		return fmt.Errorf("--checkpoint %s (%s): %w", G.Checkpoint, from, err)
+	}
+	if G.Entry == "" && G.Backbone == BackboneNone && entry == "generator" {
+		if ents, err := torchEntries(G.Checkpoint); err == nil && slices.Contains(ents, "generator_ema") {
+			gc.Warnings = append(gc.Warnings, fmt.Sprintf("generate: %s holds generator and generator_ema; loading generator (name the entry with --entry, or use --backbone: self-forcing runs generator_ema)", G.Checkpoint))
+		}
+	}
+	G.Entry = entry
+	if G.FramesPerBlock <= 0 {
+		return fmt.Errorf("--frames-per-block (generate.frames_per_block) is %d, want >= 1", G.FramesPerBlock)
+	}
+	so := G.Schedule.Options()
+	if _, _, err := so.Build(); err != nil {
+		return fmt.Errorf("generate.schedule (--steps, --first-chunk-steps, --warp, --shift, --update): %w", err)
 	}
 	if err := G.resolveText(model, gc.Run.Out); err != nil {
 		return err
@@ -216,11 +302,33 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 	if G.Blocks <= 0 {
 		return fmt.Errorf("--blocks (generate.blocks) is %d, want > 0", G.Blocks)
 	}
-	if err := G.resolveList(FramesPerBlock); err != nil {
+	if err := G.resolveList(G.BlockFrames()); err != nil {
 		return err
 	}
-	if steps := len(rollout.DefaultSchedule().Timesteps); G.TraceStep < -1 || G.TraceStep >= steps {
+	if steps := so.MaxSteps(); G.TraceStep < -1 || G.TraceStep >= steps {
 		return fmt.Errorf("--trace-step (generate.trace_step) is %d, want -1 (off) or 0..%d", G.TraceStep, steps-1)
+	}
+	if _, err := ParseIndexList(G.TraceLayers, "--trace-layers (generate.trace_layers)", model.Layers); err != nil {
+		return err
+	}
+	if _, err := ParseIndexList(G.LineageLayers, "--lineage-layers (generate.lineage_layers)", model.Layers); err != nil {
+		return err
+	}
+	if _, err := ParseIndexList(G.LineageHeads, "--lineage-heads (generate.lineage_heads)", model.Heads); err != nil {
+		return err
+	}
+	for _, v := range []interface{ MarshalText() ([]byte, error) }{G.SourceIDs, G.Recache} {
+		if _, err := v.MarshalText(); err != nil {
+			return fmt.Errorf("generate: %w", err)
+		}
+	}
+	if G.Recache == RecacheLongLive {
+		if len(gc.Policies) == 1 && gc.Policies[0] == memory.NameDeepForcing {
+			return fmt.Errorf("--recache longlive (generate.recache): policy deep-forcing keeps compressed tokens, not frames, and has no recache; use --recache none")
+		}
+		if G.RecordStream != "" {
+			return fmt.Errorf("--recache longlive with --record-stream: the recorded stream holds the clean passes only, so a replay would miss the recomputed K/V; drop one of them")
+		}
 	}
 	if gc.Run.Name == "" || strings.ContainsAny(gc.Run.Name, `/\`) || gc.Run.Name == "." || gc.Run.Name == ".." {
 		return fmt.Errorf("--name (run.name) %q must be a plain folder name", gc.Run.Name)
@@ -233,12 +341,12 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 	}
 	// The stream and the layout follow the model and the block count; a
 	// file may carry them (a config.resolved.yaml does) only unchanged.
-	stream := StreamConfig{Kind: "wan", Seconds: float64(G.Blocks*FramesPerBlock) / 4, FPS: 4}
+	stream := StreamConfig{Kind: "wan", Seconds: float64(G.Blocks*G.FramesPerBlock) / 4, FPS: 4}
 	if has("stream.kind") && gc.Stream.Kind != stream.Kind || has("stream.fps") && gc.Stream.FPS != stream.FPS {
 		return fmt.Errorf("%s: stream.kind %q at %g frames/s: generate rolls out the Wan model (kind wan, 4 latent frames/s); leave stream out", file, gc.Stream.Kind, gc.Stream.FPS)
 	}
 	gc.Stream = stream
-	m, err := model.Memory(gc.Memory, G.LatentHeight, G.LatentWidth, FramesPerBlock) // layout and RoPE base follow the model
+	m, err := model.Memory(gc.Memory, G.LatentHeight, G.LatentWidth, G.FramesPerBlock) // layout and RoPE base follow the model
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
@@ -301,7 +409,7 @@ func (G *GenerateSection) resolveText(model wan.Config, out string) error {
 	if G.PromptsFile == "" {
 		blocks := map[int]string{}
 		first := -1
-		for _, e := range G.Schedule() {
+		for _, e := range G.PromptSchedule() {
 			what := ""
 			if e.Text != nil {
 				what = "--text " + e.Text.Path
@@ -362,4 +470,18 @@ func (G *GenerateSection) resolveVAE() error {
 		}
 	}
 	return nil
+}
+
+// torchEntries lists a PyTorch checkpoint's entries of tensors.
+func torchEntries(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return checkpoint.TorchEntries(f, st.Size())
 }

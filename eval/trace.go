@@ -3,6 +3,7 @@ package eval
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"gonum.org/v1/plot/vg"
@@ -32,6 +33,16 @@ type AttentionTracer struct {
 	// Mass[qf·(frames+1) + sf]: attention mass of query frame qf on source
 	// frame sf (sf = frames: unknown), summed over layers, heads, queries.
 	Mass []float64
+	// Per layer and head (TraceLayers): the DensityKV authors'
+	// temporal_attention_trace accumulators of each traced layer
+	// (LayerIndex[i]): LayerMass[i][h·F² + qf·F + sf] is the attention of
+	// query frame qf's tokens, averaged over them, on source frame sf
+	// (keys of unknown provenance dropped); LayerTokens[i] the visible key
+	// count per source frame; LayerCount[i][qf] the traced calls.
+	LayerIndex  []int
+	LayerMass   [][]float32
+	LayerTokens [][]float32
+	LayerCount  [][]float32
 
 	qh, kh, vh, oh []float32
 	rowsByFrame    [][]int
@@ -41,6 +52,19 @@ type AttentionTracer struct {
 // frames latent frames.
 func NewAttentionTracer(p memory.Policy, step, frames int) *AttentionTracer {
 	return &AttentionTracer{Policy: p, step: step, frames: frames, Mass: make([]float64, frames*(frames+1))}
+}
+
+// TraceLayers also keeps the per-head trace of layers (the authors' [B, H,
+// F, F] per layer; 8·H·F² bytes each).
+func (t *AttentionTracer) TraceLayers(layers []int) {
+	H, F := t.Policy.Layout().Heads, t.frames
+	t.LayerIndex = append([]int(nil), layers...)
+	t.LayerMass, t.LayerTokens, t.LayerCount = make([][]float32, len(layers)), make([][]float32, len(layers)), make([][]float32, len(layers))
+	for i := range layers {
+		t.LayerMass[i] = make([]float32, H*F*F)
+		t.LayerTokens[i] = make([]float32, H*F*F)
+		t.LayerCount[i] = make([]float32, F)
+	}
 }
 
 // LastStats forwards to the wrapped policy (zero when it reports none).
@@ -81,6 +105,16 @@ func (t *AttentionTracer) measure(layer int, ctx memory.Context) {
 	end := (t.call.Block + 1) * F
 	unknown := t.frames
 	var entries [][]int64 // per head, DensityKV memory sources
+	var memSrc []int64    // every head: memory row → global token (FIFO, stride, full history, Deep Forcing)
+	var ragFrames []int   // every head: LongLive-RAG's retrieved frames, P rows each
+	switch p := t.Policy.(type) {
+	case *memory.Controls:
+		memSrc = p.Sources()
+	case *memory.DeepForcing:
+		memSrc = p.MiddleSources(layer)
+	case *memory.LongLiveRAG:
+		ragFrames = p.Retrieved()
+	}
 	if d, ok := t.Policy.(*memory.DensityKV); ok && layer < len(d.Banks()) {
 		bk := d.Banks()[layer]
 		for h := 0; h < H; h++ {
@@ -98,11 +132,16 @@ func (t *AttentionTracer) measure(layer int, ctx memory.Context) {
 			return s / P
 		case s < ctx.Parts.Sink+ctx.Parts.Memory:
 			r := s - ctx.Parts.Sink
-			if entries != nil {
+			switch {
+			case entries != nil:
 				if r >= len(entries[h]) {
 					return -1 // padding row of a shorter head: masked
 				}
 				return int(entries[h][r] / int64(P))
+			case memSrc != nil && r < len(memSrc):
+				return int(memSrc[r] / int64(P))
+			case ragFrames != nil && r/P < len(ragFrames):
+				return ragFrames[r/P]
 			}
 			return unknown
 		default:
@@ -162,6 +201,7 @@ func (t *AttentionTracer) measure(layer int, ctx memory.Context) {
 		}
 		mass := make([]float64, F*len(keysF))
 		attn.AttentionMass(t.oh[:T*D], t.qh[:T*D], t.kh[:n*D], t.vh[:n*D], T, n, 1, D, scale, qb, kb, mass)
+		li := slices.Index(t.LayerIndex, layer)
 		for qf := 0; qf < F; qf++ {
 			gq := t.call.Block*F + qf
 			if gq >= t.frames {
@@ -169,9 +209,85 @@ func (t *AttentionTracer) measure(layer int, ctx memory.Context) {
 			}
 			for j, f := range keysF {
 				t.Mass[gq*(t.frames+1)+min(f, unknown)] += mass[qf*len(keysF)+j]
+				if li >= 0 && f < unknown {
+					// The authors' histogram: known sources only, the mass
+					// averaged over the frame's query tokens.
+					o := (h*t.frames+gq)*t.frames + f
+					t.LayerMass[li][o] += float32(mass[qf*len(keysF)+j] / float64(P))
+					t.LayerTokens[li][o] += float32(len(byFrame[f]))
+				}
 			}
 		}
 	}
+	if li := slices.Index(t.LayerIndex, layer); li >= 0 {
+		for qf := 0; qf < F; qf++ {
+			if gq := t.call.Block*F + qf; gq < t.frames {
+				t.LayerCount[li][gq]++
+			}
+		}
+	}
+}
+
+// LayerTrace is the per-layer, per-head trace in the shape of the authors'
+// export_temporal_attention_trace (format temporal_attention_trace_v2):
+// per traced layer, mass and source_token_count [1, H, F, F] averaged over
+// the traced calls of each query frame, and count [1, F].
+type LayerTrace struct {
+	Layers      []int
+	Heads       int
+	Frames      int
+	TokensFrame int
+	Mass        [][]float32 // per layer [H][F][F]
+	Tokens      [][]float32 // per layer [H][F][F]
+	Count       [][]float32 // per layer [F]
+}
+
+// Layers returns the per-layer trace so far, averaged over each query
+// frame's traced calls (one per block with a single traced step, so the
+// averages equal the sums).
+func (t *AttentionTracer) Layers() LayerTrace {
+	l := t.Policy.Layout()
+	H, F := l.Heads, t.frames
+	lt := LayerTrace{Layers: t.LayerIndex, Heads: H, Frames: F, TokensFrame: l.TokensPerFrame()}
+	for i := range t.LayerIndex {
+		m, k := make([]float32, H*F*F), make([]float32, H*F*F)
+		for h := 0; h < H; h++ {
+			for q := 0; q < F; q++ {
+				c := max(t.LayerCount[i][q], 1)
+				for s := 0; s < F; s++ {
+					o := (h*F+q)*F + s
+					m[o], k[o] = t.LayerMass[i][o]/c, t.LayerTokens[i][o]/c
+				}
+			}
+		}
+		lt.Mass, lt.Tokens = append(lt.Mass, m), append(lt.Tokens, k)
+		lt.Count = append(lt.Count, append([]float32(nil), t.LayerCount[i]...))
+	}
+	return lt
+}
+
+// SetLayers restores the per-layer accumulators from a trace written by
+// Layers (a resumed rollout): every count must be 0 or 1, so that the
+// averages are the sums.
+func (t *AttentionTracer) SetLayers(lt LayerTrace) error {
+	H, F := t.Policy.Layout().Heads, t.frames
+	if !slices.Equal(lt.Layers, t.LayerIndex) || lt.Heads != H || lt.Frames != F || len(lt.Mass) != len(lt.Layers) || len(lt.Tokens) != len(lt.Layers) || len(lt.Count) != len(lt.Layers) {
+		return fmt.Errorf("eval: per-layer trace of layers %v, %d heads, %d frames; want layers %v, %d heads, %d frames", lt.Layers, lt.Heads, lt.Frames, t.LayerIndex, H, F)
+	}
+	for i := range lt.Layers {
+		if len(lt.Mass[i]) != H*F*F || len(lt.Tokens[i]) != H*F*F || len(lt.Count[i]) != F {
+			return fmt.Errorf("eval: per-layer trace of layer %d has the wrong sizes", lt.Layers[i])
+		}
+		for q, c := range lt.Count[i] {
+			if c != 0 && c != 1 {
+				return fmt.Errorf("eval: per-layer trace of layer %d: query frame %d traced %v times, want 0 or 1", lt.Layers[i], q, c)
+			}
+		}
+		copy(t.LayerMass[i], lt.Mass[i])
+		copy(t.LayerTokens[i], lt.Tokens[i])
+		copy(t.LayerCount[i], lt.Count[i])
+	}
+	return nil
 }
 
 func grow32(s []float32, n int) []float32 {

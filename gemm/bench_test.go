@@ -151,3 +151,31 @@ func BenchmarkFusedNT(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPackAttention packs one head of the Wan-scale attention's keys
+// (K, 18,720×128 from rows of 1,536) and values (Vᵀ, 128×18,720 read
+// down the columns) at each precision, one goroutine, as attn does per
+// call and head.
+func BenchmarkPackAttention(b *testing.B) {
+	defer SetThreads(SetThreads(1))
+	S, D, ld := 18720, 128, 1536
+	x := benchData(S * ld)
+	for _, prec := range []Precision{F32, BF16} {
+		b.Run("K/"+prec.String(), func(b *testing.B) {
+			var p PackedA
+			start := cpuTime()
+			for b.Loop() {
+				PackAAs(&p, prec, S, D, x, ld)
+			}
+			b.ReportMetric(float64(S*D)*float64(b.N)/(cpuTime()-start).Seconds()/1e9, "cpuGvalues/s")
+		})
+		b.Run("VT/"+prec.String(), func(b *testing.B) {
+			var p PackedA
+			start := cpuTime()
+			for b.Loop() {
+				PackATAs(&p, prec, D, S, x, ld)
+			}
+			b.ReportMetric(float64(S*D)*float64(b.N)/(cpuTime()-start).Seconds()/1e9, "cpuGvalues/s")
+		})
+	}
+}

@@ -1,8 +1,9 @@
 package gemm
 
 import (
-	"fmt"
 	"math"
+
+	"github.com/densitykv/densitykv/internal/vocab"
 )
 
 // This file is the definition of every product the package computes (see
@@ -14,26 +15,45 @@ import (
 // F32 operands give the float32 product, two BF16 operands the bfloat16
 // product (see the package documentation for both definitions). Operands
 // of a product must have the same precision.
+//
+// It is also the precision mode of the models built on the engine (wan,
+// vae, t5: their matrix and attention inputs at this precision), so it
+// has one spelling everywhere — flags, YAML keys, logs: "fp32" and "bf16"
+// (String, MarshalText, UnmarshalText; Names lists them).
 type Precision uint8
 
 const (
-	// F32: float32 values.
+	// F32 ("fp32"): float32 values.
 	F32 Precision = iota
-	// BF16: bfloat16 values (rounded from float32 to nearest even, or read
-	// from bfloat16 storage); denormal bfloat16 values are read as zero.
+	// BF16 ("bf16"): bfloat16 values (rounded from float32 to nearest
+	// even, or read from bfloat16 storage); denormal bfloat16 values are
+	// read as zero.
 	BF16
 )
 
-// String returns "f32" or "bf16".
-func (p Precision) String() string {
-	switch p {
-	case F32:
-		return "f32"
-	case BF16:
-		return "bf16"
+var precisionNames = vocab.List{Pkg: "gemm", Kind: "precision", Names: []string{"fp32", "bf16"}}
+
+// String returns "fp32" or "bf16".
+func (p Precision) String() string { return precisionNames.String(uint8(p), "Precision") }
+
+// MarshalText returns the precision's name, or an error for a value
+// without one.
+func (p Precision) MarshalText() ([]byte, error) { return precisionNames.Marshal(uint8(p)) }
+
+// UnmarshalText sets p to the precision named b ("fp32" or "bf16",
+// exactly); any other text is an error naming it and the names allowed,
+// and leaves p unchanged.
+func (p *Precision) UnmarshalText(b []byte) error {
+	v, err := precisionNames.Parse(b)
+	if err != nil {
+		return err
 	}
-	return fmt.Sprintf("Precision(%d)", int(p))
+	*p = Precision(v)
+	return nil
 }
+
+// Names lists the precisions' names in value order: fp32, bf16.
+func (Precision) Names() []string { return precisionNames.All() }
 
 // Depth of one block of the bfloat16 product: 16 pairs, the depth of one
 // AMX TDPBF16PS instruction.

@@ -14,7 +14,20 @@
 // ...BF16 variants read bfloat16 storage ([]uint16, e.g. weights kept in
 // bfloat16) as BF16 operands or widened exactly to F32. A product needs
 // two operands of the same precision; PackedB.Product, TileFunc and
-// ProductSub pack their float32 A at B's precision.
+// ProductSub pack their float32 A at B's precision. Precision is spelled
+// "fp32" and "bf16" (MarshalText, UnmarshalText): it is also the precision
+// mode of the models built on the engine (wan, vae, t5).
+//
+// Operands can also be packed from float32 panels (PackPanelsAs: a result
+// written panel by panel, such as attention probabilities or a
+// convolution's shifted inputs, becomes a bfloat16 operand without a
+// row-major copy), read back (Unpack), and re-packed for the kernel
+// selected now (Repack, after Force changed the bfloat16 layout). Rounding
+// float32 to bfloat16 operands (nearest even, NaN kept quiet, a denormal
+// result read as zero) has one definition in Go; on amd64 with AVX-512
+// generated assembly loops compute it for the packing paths
+// (bf16PanelsQuad, bf16PanelsAMX, bf16Floats, bf16Row), equal bit for bit
+// (TestRoundKernelsExact).
 //
 // # The float32 product
 //

@@ -253,7 +253,7 @@ func TestPanics(t *testing.T) {
 		{"product", "gemm.PackedB.Product: A has", func() {
 			PackNT(nil, 2, 2, make([]float32, 4), 2).Product(2, make([]float32, 3), 2, make([]float32, 4), 2)
 		}},
-		{"mixed precision", "A is f32 and B is bf16", func() {
+		{"mixed precision", "A is fp32 and B is bf16", func() {
 			_, pb := bf()
 			MulPacked(4, 32, 64, PackA(nil, 4, 64, make([]float32, 256), 64), 0, 0, pb, 0, 0, make([]float32, 128), 32, false)
 		}},

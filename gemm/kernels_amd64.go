@@ -85,3 +85,54 @@ func archKernels() []*kernel {
 //
 //go:noescape
 func vdpProbe(acc, a, b, out *[16]uint32)
+
+// The bfloat16 rounding loops (see repack.go), in assembly. Each wrapper
+// checks the extents, then runs whole vectors in assembly and the rest in
+// Go.
+
+//go:noescape
+func bf16PanelsQuad(dst *uint32, src *float32, groups int)
+
+//go:noescape
+func bf16PanelsAMX(dst *uint32, src *float32, groups int)
+
+//go:noescape
+func bf16Floats(dst *float32, src *float32, n int)
+
+//go:noescape
+func bf16Row(dst *uint16, src *float32, n int)
+
+func roundInit() {
+	if !cpu.X86.HasAVX512F {
+		return
+	}
+	roundAsm = true
+	panelsQuad = func(dst []uint32, src []float32, groups int) {
+		if groups > 0 {
+			_, _ = dst[2*groups*NR-1], src[4*groups*NR-1]
+			bf16PanelsQuad(&dst[0], &src[0], groups)
+		}
+	}
+	panelsAMX = func(dst []uint32, src []float32, groups int) {
+		if groups > 0 {
+			_, _ = dst[2*groups*NR-1], src[4*groups*NR-1]
+			bf16PanelsAMX(&dst[0], &src[0], groups)
+		}
+	}
+	floatsBF16 = func(dst, src []float32) {
+		n := len(src) &^ 15
+		if n > 0 {
+			_ = dst[n-1]
+			bf16Floats(&dst[0], &src[0], n)
+		}
+		floatsBF16Go(dst[n:len(src)], src[n:])
+	}
+	rowBF16 = func(dst []uint16, src []float32) {
+		n := len(src) &^ 15
+		if n > 0 {
+			_ = dst[n-1]
+			bf16Row(&dst[0], &src[0], n)
+		}
+		rowBF16Go(dst[n:len(src)], src[n:])
+	}
+}

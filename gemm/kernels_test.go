@@ -214,8 +214,13 @@ func TestAPIPathsExact(t *testing.T) {
 // products as packing the float32 values it holds: as BF16 operands, and
 // widened to F32.
 func TestBF16Storage(t *testing.T) {
-	rng := rand.New(rand.NewPCG(25, 26))
-	m, n, k := 37, 70, 100
+	for _, k := range []int{100, 103, 5} {
+		testBF16Storage(t, 37, 70, k)
+	}
+}
+
+func testBF16Storage(t *testing.T, m, n, k int) {
+	rng := rand.New(rand.NewPCG(25, uint64(26+k)))
 	af, bf := testValues(rng, m*k, true), testValues(rng, n*k, true)
 	ah, bh := make([]uint16, m*k), make([]uint16, n*k)
 	for i, v := range af {
@@ -241,7 +246,7 @@ func TestBF16Storage(t *testing.T) {
 				} {
 					got := make([]float32, m*n)
 					MulPacked(m, n, k, v.pa, 0, 0, v.pb, 0, 0, got, n, false)
-					compareC(t, fmt.Sprintf("%v %s %s from bfloat16 storage", prec, name, v.name), got, want)
+					compareC(t, fmt.Sprintf("%v %s %s from bfloat16 storage, k=%d", prec, name, v.name, k), got, want)
 				}
 			})
 		}

@@ -97,7 +97,7 @@ func (p *PackedA) Resize(m, k int) []float32 {
 		panic(fmt.Sprintf("gemm.PackedA.Resize: negative size m=%d k=%d", m, k))
 	}
 	checkSize("PackedA.Resize", m, k)
-	p.o = packedOp{rows: m, k: k, kp: k, prec: F32, lay: layoutF32, data: grow(p.o.data, (m+MR-1)/MR*MR*k), u32: p.o.u32}
+	p.o = packedOp{rows: m, k: k, kp: k, prec: F32, lay: layoutF32, isA: true, data: grow(p.o.data, (m+MR-1)/MR*MR*k), u32: p.o.u32}
 	return p.o.data
 }
 
@@ -150,11 +150,16 @@ func (p *PackedB) Resize(n, k int) []float32 {
 // f[r*ld+q] (or h[...] for bfloat16 storage), or f[q*ld+r] when kMajor.
 // For A, R = A; for B, R = op(B)ᵀ (the n×k matrix whose rows are B's
 // columns of C).
+//
+// With panels, f is instead in the float32 panel layout of PackedB.Panels
+// for R's k columns: element (r, q) at f[(r/NR)*k*NR + q*NR + r%NR] (ld
+// unused).
 type source struct {
 	f      []float32
 	h      []uint16
 	ld     int
 	kMajor bool
+	panels bool
 }
 
 // packedOp is the common part of PackedA and PackedB that packing fills.
@@ -162,6 +167,7 @@ type packedOp struct {
 	rows, k int
 	prec    Precision
 	lay     layout
+	isA     bool // the A side (panels of MR rows, or AMX rows)
 	kp      int
 	data    []float32
 	u32     []uint32
@@ -184,7 +190,7 @@ func (o *packedOp) pack(isA bool, prec Precision, lay layout, rows, k int, src s
 	if prec == F32 && lay != layoutF32 {
 		panic("gemm: float32 operand in a bfloat16 layout")
 	}
-	o.rows, o.k, o.prec, o.lay = rows, k, prec, lay
+	o.rows, o.k, o.prec, o.lay, o.isA = rows, k, prec, lay, isA
 	o.kp = k
 	if prec == BF16 {
 		o.kp = roundUp(k, BF16Block)
@@ -236,6 +242,14 @@ func (o *packedOp) fill(isA bool, w, lo, hi int, src *source, t []uint16) {
 		return
 	}
 	t = t[:kp]
+	if src.panels && !isA {
+		o.fillFromPanels(lo, hi, src.f)
+		return
+	}
+	if o.lay == layoutQuad && !isA && src.h != nil && !src.kMajor {
+		o.fillQuadBF16(lo, hi, src)
+		return
+	}
 	if o.lay == layoutAMX && isA {
 		h := kp / 2
 		for r := lo; r < hi; r++ {
@@ -295,12 +309,21 @@ func (o *packedOp) fill(isA bool, w, lo, hi int, src *source, t []uint16) {
 // as operands read them) and zeros the rest of t.
 func (s *source) rowBits(t []uint16, r, k int, bf16 bool) {
 	switch {
+	case s.panels:
+		p := s.f[(r/NR)*k*NR+r%NR:]
+		for q := range k {
+			t[q] = RoundBF16(p[q*NR])
+		}
 	case s.h != nil && !s.kMajor:
 		copy(t, s.h[r*s.ld:r*s.ld+k])
 	case s.h != nil:
 		for q := range k {
 			t[q] = s.h[q*s.ld+r]
 		}
+	case !s.kMajor && bf16:
+		rowBF16(t[:k], s.f[r*s.ld:r*s.ld+k])
+		clear(t[k:])
+		return
 	case !s.kMajor:
 		for q, v := range s.f[r*s.ld : r*s.ld+k] {
 			t[q] = RoundBF16(v)
@@ -324,6 +347,18 @@ func (s *source) rowBits(t []uint16, r, k int, bf16 bool) {
 // float32 panel dst ([k][w]), zero padding columns cols..w-1.
 func packF32Panel(dst []float32, w, cols, k int, src *source, r0 int) {
 	b, ldb := src.f, src.ld
+	if src.panels {
+		if cols < w {
+			clear(dst)
+		}
+		for s := 0; s < cols; s++ {
+			p := b[((r0+s)/NR)*k*NR+(r0+s)%NR:]
+			for q := range k {
+				dst[q*w+s] = p[q*NR]
+			}
+		}
+		return
+	}
 	if src.kMajor {
 		for q := 0; q < k; q++ {
 			d := dst[q*w : q*w+w]

@@ -1,18 +1,28 @@
 package memory
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/densitykv/densitykv/gemm"
 )
 
-// dfOracle is a literal model of Deep Forcing's cache for one layer.
+// dfOracle is a literal model of Deep Forcing's cache for one layer,
+// after the authors' utils/deep_forcing.py (prepare_deep_forcing_cache)
+// and, for the clean / before-tail variants, this project's earlier
+// reading.
 type dfOracle struct {
 	mid        []dfTok
-	hist       []int // committed non-sink frames in the tail or awaiting compression
+	hist       []int       // committed non-sink frames in the tail or awaiting compression
+	qbuf       [][]float32 // buffered post-RoPE query tokens [H·D], oldest first
 	compressed bool
+	// sink_base_abs_start_frame and the sink's shift (the authors').
+	sinkBase, sinkShift int
+	sinkSet             bool
 }
 
 type dfTok struct {
@@ -20,157 +30,240 @@ type dfTok struct {
 	reuse    int
 }
 
-// TestDeepForcingSelection runs Deep Forcing on a random stream against a
-// literal oracle of its cache (scores, top-budget selection, reuse cap,
-// chronological order, positions) for the default cap of 7 and for 1, long
-// enough that each cap excludes tokens the scores would have kept.
+// dfModes are the Deep Forcing variants the oracle covers: the authors'
+// adapter with each fusion, and the earlier clean-query, before-tail one.
+var dfModes = []struct {
+	name    string
+	queries DFQueries
+	sink    DFSink
+	fusion  DFFusion
+}{
+	{"authors", DFQueriesEveryCall, DFSinkAuthors, DFFusionSum},
+	{"authors-max", DFQueriesEveryCall, DFSinkAuthors, DFFusionMax},
+	{"clean-before-tail", DFQueriesClean, DFSinkBeforeTail, DFFusionSum},
+}
+
+// TestDeepForcingSelection runs Deep Forcing on a random stream (two calls
+// per block: a noisy first call and the clean pass) against a literal
+// oracle of its cache: the query buffer (every call's query tokens, or the
+// clean passes'), the scores (summed query, or the largest single query),
+// the top-budget selection, the reuse cap, chronological order and the
+// positions, with the authors' sink bookkeeping (start − tail − sink,
+// moved by the change after the first compression) or the sink before the
+// tail; for the default cap of 7 and for 1, long enough that each cap
+// excludes tokens the scores would have kept.
 func TestDeepForcingSelection(t *testing.T) {
-	for _, maxReuse := range []int{7, 1} {
-		t.Run(fmt.Sprintf("reuse%d", maxReuse), func(t *testing.T) {
-			cfg := tinyConfig()
-			cfg.DeepForcing.MaxReuse = maxReuse
-			pol, err := New(NameDeepForcing, cfg)
-			if err != nil {
-				t.Fatal(err)
+	for _, mode := range dfModes {
+		for _, maxReuse := range []int{7, 1} {
+			t.Run(fmt.Sprintf("%s/reuse%d", mode.name, maxReuse), func(t *testing.T) {
+				testDeepForcingSelection(t, maxReuse, mode.queries, mode.sink, mode.fusion)
+			})
+		}
+	}
+}
+
+func testDeepForcingSelection(t *testing.T, maxReuse int, queries DFQueries, sinkMode DFSink, fusion DFFusion) {
+	cfg := tinyConfig()
+	cfg.DeepForcing.MaxReuse = maxReuse
+	cfg.DeepForcing.Queries, cfg.DeepForcing.Sink, cfg.DeepForcing.Fusion = queries, sinkMode, fusion
+	pol, err := New(NameDeepForcing, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.Layout
+	P, F, H, D := l.TokensPerFrame(), l.FramesPerBlock, l.Heads, l.HeadDim
+	row := H * D
+	n := P * row
+	R, C := cfg.DeepForcing.RecentFrames, cfg.CacheFrames
+	budget := (C - 1 - R) * P
+	blocks := 14
+	s := newStream(l, 21)
+	or := make([]dfOracle, l.Layers)
+	capped, maxSeen := 0, 0 // kept-quality candidates excluded by the cap; most compressions survived
+	buffer := func(o *dfOracle, q []float32, first int) {
+		for f := 0; f < F; f++ {
+			qr := rotated(l, q[f*n:(f+1)*n], first+f)
+			for p := 0; p < P; p++ {
+				o.qbuf = append(o.qbuf, qr[p*row:(p+1)*row])
 			}
-			l := cfg.Layout
-			P, F, H, D := l.TokensPerFrame(), l.FramesPerBlock, l.Heads, l.HeadDim
-			row := H * D
-			R, C := cfg.DeepForcing.RecentFrames, cfg.CacheFrames
-			budget := (C - 1 - R) * P
-			blocks := 14
-			s := newStream(l, 21)
-			or := make([]dfOracle, l.Layers)
-			capped, maxSeen := 0, 0 // kept-quality candidates excluded by the cap; most compressions survived
-			for b := 0; b < blocks; b++ {
-				// Oracle update at the block's first call.
+		}
+		if len(o.qbuf) > R*P {
+			o.qbuf = o.qbuf[len(o.qbuf)-R*P:]
+		}
+	}
+	for b := 0; b < blocks; b++ {
+		start := b * F
+		for st := 0; st <= 1; st++ {
+			for layer := range or {
+				o := &or[layer]
+				if queries == DFQueriesEveryCall {
+					q, _, _ := s.qkv(b, st, layer)
+					buffer(o, q, start)
+				}
+				if st != 0 || 1*P+len(o.mid)+len(o.hist)*P+F*P <= C*P || b == 0 {
+					continue
+				}
+				// Compression at the block's first call.
+				keep := R - F
+				leaving := o.hist[:len(o.hist)-keep]
+				var cands []dfTok
+				cands = append(cands, o.mid...)
+				for _, f := range leaving {
+					for p := 0; p < P; p++ {
+						cands = append(cands, dfTok{f, p, 0})
+					}
+				}
+				keys := make([]float32, len(cands)*row)
+				for i, c := range cands {
+					copy(keys[i*row:], rotated(l, s.cleanK[[2]int{c.frame, layer}], c.frame)[c.p*row:(c.p+1)*row])
+				}
+				score := make([]float64, len(cands))
+				scale := float64(H) * math.Sqrt(float64(D))
+				if fusion == DFFusionMax {
+					// persistent_context_scores(fusion="max"): the largest q·k
+					// over the buffered tokens, the products as gemm's float32.
+					qm := make([]float32, 0, len(o.qbuf)*row)
+					for _, q := range o.qbuf {
+						qm = append(qm, q...)
+					}
+					prod := make([]float32, len(cands)*len(o.qbuf))
+					gemm.NT(len(cands), len(o.qbuf), row, keys, row, qm, row, prod, len(o.qbuf))
+					for i := range cands {
+						best := float32(math.Inf(-1))
+						for _, v := range prod[i*len(o.qbuf) : (i+1)*len(o.qbuf)] {
+							best = max(best, v)
+						}
+						score[i] = float64(best) / scale
+					}
+				} else {
+					qs := make([]float64, row)
+					for _, q := range o.qbuf {
+						for i, v := range q {
+							qs[i] += float64(v)
+						}
+					}
+					for i := range cands {
+						for j := 0; j < row; j++ {
+							score[i] += qs[j] * float64(keys[i*row+j])
+						}
+						score[i] /= scale
+					}
+				}
+				var idx []int
+				for i, c := range cands {
+					maxSeen = max(maxSeen, c.reuse)
+					if c.reuse < maxReuse {
+						idx = append(idx, i)
+					}
+				}
+				sort.SliceStable(idx, func(a, b int) bool { return score[idx[a]] > score[idx[b]] })
+				idx = idx[:min(budget, len(idx))]
+				// Capped tokens that outscore a kept one (or would fill a
+				// free slot): the cap changed the selection.
+				for i, c := range cands {
+					if c.reuse >= maxReuse && (len(idx) < budget || score[i] > score[idx[len(idx)-1]]) {
+						capped++
+					}
+				}
+				sort.Ints(idx)
+				o.mid = o.mid[:0:0]
+				for _, i := range idx {
+					c := cands[i]
+					c.reuse++
+					o.mid = append(o.mid, c)
+				}
+				o.hist = o.hist[len(leaving):]
+				o.compressed = true
+				// The official relocation: desired sink start = start − tail
+				// frames − sink frames, the tail being the selected tokens and
+				// the R-frame recent window; the first compression records it.
+				desired := start - (len(o.mid)+R*P)/P - 1
+				if o.sinkSet {
+					o.sinkShift += desired - o.sinkBase
+				}
+				o.sinkBase, o.sinkSet = desired, true
+			}
+			ctx, _ := s.call(t, pol, Call{Block: b, Step: st, First: st == 0, Clean: st == 1})
+			for layer, cx := range ctx {
+				o := or[layer]
+				q, k, v := s.qkv(b, st, layer)
+				tail := start
+				if len(o.hist) > 0 {
+					tail = o.hist[0]
+				}
+				sinkT := o.sinkShift
+				if sinkMode == DFSinkBeforeTail {
+					sinkT = 0
+					if o.compressed {
+						sinkT = tail - 1
+					}
+				}
+				if sinkMode == DFSinkAuthors && maxReuse == 7 && b >= 5 && sinkT != start-12 {
+					t.Fatalf("block %d: the authors' sink at %d, want start − 12 = %d", b, sinkT, start-12)
+				}
+				var sink, win []seg
+				if b == 0 {
+					sink = []seg{{0, 0, 0}}
+				} else {
+					sink = []seg{{0, sinkT, -1}}
+					for _, f := range o.hist {
+						win = append(win, seg{f, f, -1})
+					}
+				}
+				for f := start; f < start+F; f++ {
+					if f > 0 {
+						win = append(win, seg{f, f, f - start})
+					}
+				}
+				if cx.Parts != (Parts{Sink: P, Memory: len(o.mid), Local: len(win) * P}) {
+					t.Fatalf("block %d layer %d: parts %+v, oracle middle %d tail %d frames", b, layer, cx.Parts, len(o.mid), len(win))
+				}
+				s.expectFrames(t, Context{K: cx.K[:P*row], V: cx.V[:P*row]}, layer, k, v, sink)
+				for i, tk := range o.mid {
+					want := rotated(l, s.cleanK[[2]int{tk.frame, layer}], tk.frame)[tk.p*row : (tk.p+1)*row]
+					got := cx.K[(P+i)*row : (P+i+1)*row]
+					if !equal(got, want) {
+						t.Fatalf("block %d layer %d: middle token %d (frame %d token %d) differs", b, layer, i, tk.frame, tk.p)
+					}
+				}
+				me := (P + len(o.mid)) * row
+				s.expectFrames(t, Context{K: cx.K[me:], V: cx.V[me:]}, layer, k, v, win)
+				for f := 0; f < F; f++ {
+					if !equal(cx.Q[f*n:(f+1)*n], rotated(l, q[f*n:(f+1)*n], start+f)) {
+						t.Fatalf("block %d: query %d not absolute", b, f)
+					}
+				}
+				if b >= 4 && maxReuse == 7 && cx.Parts.Total() != C*P {
+					t.Fatalf("block %d: %d keys, want the full %d-token cache", b, cx.Parts.Total(), C*P)
+				}
+			}
+			if st == 1 {
 				for layer := range or {
 					o := &or[layer]
-					if 1*P+len(o.mid)+len(o.hist)*P+F*P <= C*P || b == 0 {
-						continue
-					}
-					keep := R - F
-					leaving := o.hist[:len(o.hist)-keep]
-					var cands []dfTok
-					cands = append(cands, o.mid...)
-					for _, f := range leaving {
-						for p := 0; p < P; p++ {
-							cands = append(cands, dfTok{f, p, 0})
-						}
-					}
-					qs := make([]float64, row)
-					for f := b*F - R; f < b*F; f++ {
-						qr := rotated(l, s.cleanQ[[2]int{f, layer}], f)
-						for i, v := range qr {
-							qs[i%row] += float64(v)
-						}
-					}
-					score := make([]float64, len(cands))
-					var idx []int
-					for i, c := range cands {
-						kr := rotated(l, s.cleanK[[2]int{c.frame, layer}], c.frame)[c.p*row : (c.p+1)*row]
-						for h := 0; h < H; h++ {
-							for d := 0; d < D; d++ {
-								score[i] += qs[h*D+d] * float64(kr[h*D+d])
-							}
-						}
-						score[i] /= float64(H) * math.Sqrt(float64(D))
-						maxSeen = max(maxSeen, c.reuse)
-						if c.reuse < maxReuse {
-							idx = append(idx, i)
-						}
-					}
-					sort.SliceStable(idx, func(a, b int) bool { return score[idx[a]] > score[idx[b]] })
-					idx = idx[:min(budget, len(idx))]
-					// Capped tokens that outscore a kept one (or would fill a
-					// free slot): the cap changed the selection.
-					for i, c := range cands {
-						if c.reuse >= maxReuse && (len(idx) < budget || score[i] > score[idx[len(idx)-1]]) {
-							capped++
-						}
-					}
-					sort.Ints(idx)
-					o.mid = o.mid[:0:0]
-					for _, i := range idx {
-						c := cands[i]
-						c.reuse++
-						o.mid = append(o.mid, c)
-					}
-					o.hist = o.hist[len(leaving):]
-					o.compressed = true
-				}
-				for st := 0; st <= 1; st++ {
-					ctx, _ := s.call(t, pol, Call{Block: b, Step: st, First: st == 0, Clean: st == 1})
-					for layer, cx := range ctx {
-						o := or[layer]
-						q, k, v := s.qkv(b, st, layer)
-						tail := b * F
-						if len(o.hist) > 0 {
-							tail = o.hist[0]
-						}
-						sinkT := 0
-						if o.compressed {
-							sinkT = tail - 1
-						}
-						var sink, win []seg
-						if b == 0 {
-							sink = []seg{{0, 0, 0}}
-						} else {
-							sink = []seg{{0, sinkT, -1}}
-							for _, f := range o.hist {
-								win = append(win, seg{f, f, -1})
-							}
-						}
-						for f := b * F; f < b*F+F; f++ {
-							if f > 0 {
-								win = append(win, seg{f, f, f - b*F})
-							}
-						}
-						if cx.Parts != (Parts{Sink: P, Memory: len(o.mid), Local: len(win) * P}) {
-							t.Fatalf("block %d layer %d: parts %+v, oracle middle %d tail %d frames", b, layer, cx.Parts, len(o.mid), len(win))
-						}
-						s.expectFrames(t, Context{K: cx.K[:P*row], V: cx.V[:P*row]}, layer, k, v, sink)
-						for i, tk := range o.mid {
-							want := rotated(l, s.cleanK[[2]int{tk.frame, layer}], tk.frame)[tk.p*row : (tk.p+1)*row]
-							got := cx.K[(P+i)*row : (P+i+1)*row]
-							if !equal(got, want) {
-								t.Fatalf("block %d layer %d: middle token %d (frame %d token %d) differs", b, layer, i, tk.frame, tk.p)
-							}
-						}
-						me := (P + len(o.mid)) * row
-						s.expectFrames(t, Context{K: cx.K[me:], V: cx.V[me:]}, layer, k, v, win)
-						n := P * row
-						for f := 0; f < F; f++ {
-							if !equal(cx.Q[f*n:(f+1)*n], rotated(l, q[f*n:(f+1)*n], b*F+f)) {
-								t.Fatalf("block %d: query %d not absolute", b, f)
-							}
-						}
-						if b >= 4 && maxReuse == 7 && cx.Parts.Total() != C*P {
-							t.Fatalf("block %d: %d keys, want the full %d-token cache", b, cx.Parts.Total(), C*P)
-						}
-					}
-				}
-				for layer := range or {
-					for f := b * F; f < b*F+F; f++ {
+					for f := start; f < start+F; f++ {
 						if f > 0 {
-							or[layer].hist = append(or[layer].hist, f)
+							o.hist = append(o.hist, f)
 						}
+					}
+					if queries == DFQueriesClean {
+						q, _, _ := s.qkv(b, st, layer)
+						buffer(o, q, start)
 					}
 				}
 			}
-			// Long enough for the cap to bind: 14 blocks are 10 compressions,
-			// and the 8th (block 11) is the first a token can be capped at 7.
-			if maxSeen != maxReuse || capped == 0 {
-				t.Fatalf("the reuse cap %d never changed the selection (most compressions survived %d, %d capped candidates would have been kept)", maxReuse, maxSeen, capped)
-			}
-			// Steady state: the storage formula of a full cache.
-			if maxReuse == 7 {
-				sc := storageConfig(cfg)
-				if got, want := pol.Bytes(), sc.DeepForcing(); got != want {
-					t.Fatalf("bytes %d, want storage formula %d", got, want)
-				}
-			}
-		})
+		}
+	}
+	// Long enough for the cap to bind: 14 blocks are 10 compressions,
+	// and the 8th (block 11) is the first a token can be capped at 7.
+	if maxSeen != maxReuse || capped == 0 {
+		t.Fatalf("the reuse cap %d never changed the selection (most compressions survived %d, %d capped candidates would have been kept)", maxReuse, maxSeen, capped)
+	}
+	// Steady state: the storage formula of a full cache.
+	if maxReuse == 7 {
+		sc := storageConfig(cfg)
+		if got, want := pol.Bytes(), sc.DeepForcing(); got != want {
+			t.Fatalf("bytes %d, want storage formula %d", got, want)
+		}
 	}
 }
 
@@ -378,3 +471,121 @@ func TestDeepForcingReuseCap(t *testing.T) {
 		})
 	}
 }
+
+// TestDeepForcingAuthorsKnownAnswer is a hand-built known answer for the
+// three differences between the DensityKV authors' Deep Forcing adapter
+// (utils/deep_forcing.py) and the earlier reading. One token per frame,
+// one head of dimension 6 on a 1×1 grid (only dims 0–1 rotate, by t
+// radians at temporal position t), 3 frames per block, sink 1, cache 12,
+// recent 4: the first compression is at block 4 (frames 12–14), whose
+// candidates are frames 1–10 for 7 middle slots. Frame f's key is (1, 0,
+// s_f, 0, 0, 0) with s = −10, −9, 1, 2, …, 8 for frames 1–10, so q·k =
+// q₂·s_f. Every noisy call's queries have q₂ = +1, every clean pass's −1.
+//
+//   - every-call queries (the authors'): at block 4's first call the buffer
+//     holds frame 11's clean query and the block's three noisy ones, Σq₂ =
+//     +2, so the top 7 by s: frames 4–10;
+//   - clean queries: the last four clean frames, Σq₂ = −4: frames 1–7;
+//   - max fusion: max(+s, −s) = |s|: frames 1, 2 and 6–10.
+//
+// The sink (key (1, 0, …) of frame 0) stays at 0 after the first
+// compression and then sits at start − 12 with the authors' relocation
+// (block 5: position 3, key (cos 3, sin 3)), or at start − 2 before the
+// tail (block 5: 13).
+func TestDeepForcingAuthorsKnownAnswer(t *testing.T) {
+	s := map[int]float32{1: -10, 2: -9, 3: 1, 4: 2, 5: 3, 6: 4, 7: 5, 8: 6, 9: 7, 10: 8}
+	for _, c := range []struct {
+		name    string
+		queries DFQueries
+		sink    DFSink
+		fusion  DFFusion
+		mid     []int // block 4's middle frames
+		sinkPos [3]int
+	}{
+		{"authors", DFQueriesEveryCall, DFSinkAuthors, DFFusionSum, []int{4, 5, 6, 7, 8, 9, 10}, [3]int{0, 3, 6}},
+		{"authors-max", DFQueriesEveryCall, DFSinkAuthors, DFFusionMax, []int{1, 2, 6, 7, 8, 9, 10}, [3]int{0, 3, 6}},
+		{"clean-before-tail", DFQueriesClean, DFSinkBeforeTail, DFFusionSum, []int{1, 2, 3, 4, 5, 6, 7}, [3]int{10, 13, 16}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Config{Layout: Layout{Height: 1, Width: 1, FramesPerBlock: 3, Layers: 1, Heads: 1, HeadDim: 6},
+				SinkFrames: 1, CacheFrames: 12, WindowFrames: 5,
+				DeepForcing: DeepForcingConfig{RecentFrames: 4, Queries: c.queries, Sink: c.sink, Fusion: c.fusion}}
+			pol, err := New(NameDeepForcing, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for b := 0; b < 7; b++ {
+				for step := 0; step <= 1; step++ {
+					clean := step == 1
+					q, k, v := make([]float32, 18), make([]float32, 18), make([]float32, 18)
+					for f := 0; f < 3; f++ {
+						id := 3*b + f
+						q[f*6+2] = 1
+						if clean {
+							q[f*6+2] = -1
+						}
+						k[f*6], k[f*6+2], v[f*6] = 1, s[id], float32(id)
+					}
+					if err := pol.Begin(Call{Block: b, Step: step, First: step == 0, Clean: clean}); err != nil {
+						t.Fatal(err)
+					}
+					ctx, err := pol.Attend(0, q, k, v)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if b == 4 && !clean {
+						var mid []int
+						for i := 0; i < ctx.Parts.Memory; i++ {
+							mid = append(mid, int(ctx.V[(ctx.Parts.Sink+i)*6]))
+						}
+						if fmt.Sprint(mid) != fmt.Sprint(c.mid) || ctx.Parts.Total() != 12 {
+							t.Fatalf("block 4: middle frames %v, want %v (parts %+v)", mid, c.mid, ctx.Parts)
+						}
+					}
+					if b >= 4 && !clean {
+						pos := float64(c.sinkPos[b-4])
+						if math.Abs(float64(ctx.K[0])-math.Cos(pos)) > 1e-6 || math.Abs(float64(ctx.K[1])-math.Sin(pos)) > 1e-6 {
+							t.Fatalf("block %d: sink key (%v, %v), want it at position %v: (%v, %v)", b, ctx.K[0], ctx.K[1], pos, math.Cos(pos), math.Sin(pos))
+						}
+					}
+					if err := pol.End(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestDeepForcingRefusesVersion1Snapshot checks that a snapshot from
+// before the authors' adapter (clean-pass query frames, no sink
+// bookkeeping) is refused with an error that says so, not resumed with
+// another buffer.
+func TestDeepForcingRefusesVersion1Snapshot(t *testing.T) {
+	cfg := tinyConfig()
+	pol, err := New(NameDeepForcing, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pol.(*DeepForcing)
+	var buf strings.Builder
+	w := &buf
+	if err := p.snapSave(writerFunc(func(b []byte) (int, error) { return w.WriteString(string(b)) }), dfState{QBuf: make([][]qframe, cfg.Layout.Layers)}); err != nil {
+		t.Fatal(err)
+	}
+	err = p.Load(strings.NewReader(buf.String()))
+	if !errors.Is(err, ErrSnapshot) || !strings.Contains(err.Error(), "version-1") {
+		t.Fatalf("version-1 snapshot: %v", err)
+	}
+	var ok strings.Builder
+	if err := p.Save(writerFunc(func(b []byte) (int, error) { return ok.WriteString(string(b)) })); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Load(strings.NewReader(ok.String())); err != nil {
+		t.Fatalf("version-2 snapshot: %v", err)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

@@ -94,14 +94,104 @@ type BankConfig struct {
 	Workers int `yaml:"workers"`
 }
 
-// DeepForcingConfig configures the Deep Forcing baseline.
+// DeepForcingConfig configures the Deep Forcing baseline. The zero value
+// of every variant is the DensityKV authors' adapter (their
+// utils/deep_forcing.py, a port of cvlab-kaist/DeepForcing's persistent
+// context); the other names keep this project's earlier reading.
 type DeepForcingConfig struct {
 	// RecentFrames kept verbatim at the end of the cache, including the
-	// current block; their queries are buffered for scoring (4).
+	// current block; as many frames' worth of query tokens are buffered
+	// for scoring (4).
 	RecentFrames int `yaml:"recent_frames"`
 	// MaxReuse is how many compressions a token may survive (7).
 	MaxReuse int `yaml:"max_reuse"`
+	// Queries is what the query buffer keeps: every-call (the authors':
+	// the last RecentFrames·P post-RoPE query tokens of every forward
+	// call, noisy ones included, so a compression at a block's first call
+	// scores with 1 clean frame and the block's 3 frames at t = 1000) or
+	// clean (the clean passes' queries of the last RecentFrames frames).
+	Queries DFQueries `yaml:"queries"`
+	// Sink is where the sink's RoPE position goes after a compression:
+	// authors (the official code's relocation: start − (CacheFrames −
+	// SinkFrames) − SinkFrames, start − 12 for the paper's cache) or
+	// before-tail (just before the recent tail: start − 2).
+	Sink DFSink `yaml:"sink"`
+	// Fusion combines the buffered queries' scores of a key: sum (the
+	// summed query dotted with the key) or max (the largest single
+	// query's dot product).
+	Fusion DFFusion `yaml:"fusion"`
 }
+
+// DFQueries selects Deep Forcing's query buffer (every-call, clean).
+type DFQueries uint8
+
+// DFSink selects Deep Forcing's sink position after a compression
+// (authors, before-tail).
+type DFSink uint8
+
+// DFFusion selects how Deep Forcing fuses its buffered queries' scores
+// (sum, max).
+type DFFusion uint8
+
+const (
+	DFQueriesEveryCall DFQueries = iota // the authors' adapter
+	DFQueriesClean
+)
+
+const (
+	DFSinkAuthors DFSink = iota // the authors' adapter
+	DFSinkBeforeTail
+)
+
+const (
+	DFFusionSum DFFusion = iota // the authors' default
+	DFFusionMax
+)
+
+var (
+	dfQueriesNames = vocab.List{Pkg: "memory", Kind: "deep forcing queries", Names: []string{"every-call", "clean"}}
+	dfSinkNames    = vocab.List{Pkg: "memory", Kind: "deep forcing sink", Names: []string{"authors", "before-tail"}}
+	dfFusionNames  = vocab.List{Pkg: "memory", Kind: "deep forcing fusion", Names: []string{"sum", "max"}}
+)
+
+func (v DFQueries) String() string               { return dfQueriesNames.String(uint8(v), "DFQueries") }
+func (v DFQueries) MarshalText() ([]byte, error) { return dfQueriesNames.Marshal(uint8(v)) }
+func (v *DFQueries) UnmarshalText(b []byte) error {
+	x, err := dfQueriesNames.Parse(b)
+	if err == nil {
+		*v = DFQueries(x)
+	}
+	return err
+}
+
+// Names lists the query buffers' names.
+func (DFQueries) Names() []string { return dfQueriesNames.All() }
+
+func (v DFSink) String() string               { return dfSinkNames.String(uint8(v), "DFSink") }
+func (v DFSink) MarshalText() ([]byte, error) { return dfSinkNames.Marshal(uint8(v)) }
+func (v *DFSink) UnmarshalText(b []byte) error {
+	x, err := dfSinkNames.Parse(b)
+	if err == nil {
+		*v = DFSink(x)
+	}
+	return err
+}
+
+// Names lists the sink positions' names.
+func (DFSink) Names() []string { return dfSinkNames.All() }
+
+func (v DFFusion) String() string               { return dfFusionNames.String(uint8(v), "DFFusion") }
+func (v DFFusion) MarshalText() ([]byte, error) { return dfFusionNames.Marshal(uint8(v)) }
+func (v *DFFusion) UnmarshalText(b []byte) error {
+	x, err := dfFusionNames.Parse(b)
+	if err == nil {
+		*v = DFFusion(x)
+	}
+	return err
+}
+
+// Names lists the fusions' names.
+func (DFFusion) Names() []string { return dfFusionNames.All() }
 
 // LongLiveRAGConfig configures the LongLive-RAG baseline.
 type LongLiveRAGConfig struct {
@@ -314,6 +404,9 @@ func (c *Config) variants() []variant {
 		{"bank.densities", "bank densities", &b.Densities, []string{bank.F32.String(), bank.F64.String()}},
 		{"bank.descriptor", "bank descriptor", &b.Descriptor, b.Descriptor.Names()},
 		{"longlive_rag.descriptor", "longlive-rag descriptor", &c.LongLiveRAG.Descriptor, c.LongLiveRAG.Descriptor.Names()},
+		{"deep_forcing.queries", "deep forcing queries", &c.DeepForcing.Queries, c.DeepForcing.Queries.Names()},
+		{"deep_forcing.sink", "deep forcing sink", &c.DeepForcing.Sink, c.DeepForcing.Sink.Names()},
+		{"deep_forcing.fusion", "deep forcing fusion", &c.DeepForcing.Fusion, c.DeepForcing.Fusion.Names()},
 	}
 }
 

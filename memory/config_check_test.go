@@ -68,7 +68,7 @@ func TestConfigErrorsNameFields(t *testing.T) {
 // stored configuration.
 func TestSetVariant(t *testing.T) {
 	paths := VariantPaths()
-	if len(paths) != 9 || paths[0] != "bank.ordering" || paths[len(paths)-1] != "longlive_rag.descriptor" {
+	if len(paths) != 12 || paths[0] != "bank.ordering" || paths[8] != "longlive_rag.descriptor" || paths[len(paths)-1] != "deep_forcing.fusion" {
 		t.Fatalf("variant paths %q", paths)
 	}
 	for _, path := range paths {

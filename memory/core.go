@@ -74,6 +74,8 @@ type core struct {
 
 	pendK, pendV, pendQ [][]float32 // clean-pass copies per layer, committed at End
 
+	rec recacheState // an open recache (Recacher)
+
 	kbuf, vbuf, qbuf []float32
 	jobs             []ctxJob
 	ctxLen           int
@@ -123,6 +125,9 @@ func (c *core) LastStats() Stats {
 func (c *core) checkBegin(call Call) error {
 	if c.open {
 		return fmt.Errorf("memory: %s: begin block %d: call for block %d is still open (%d of %d layers attended)", c.name, call.Block, c.call.Block, c.layer, c.lay.Layers)
+	}
+	if c.rec.open {
+		return fmt.Errorf("memory: %s: begin block %d: a recache is open (%d of %d layers attended)", c.name, call.Block, c.rec.layer, c.lay.Layers)
 	}
 	if call.Block < 0 || call.Step < 0 {
 		return fmt.Errorf("memory: %s: begin: block %d step %d must be non-negative", c.name, call.Block, call.Step)

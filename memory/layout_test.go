@@ -200,9 +200,12 @@ func checkDeepForcingRows(t *testing.T, s *stream, cfg Config, p *DeepForcing, c
 		tailStart = p.hist[0].ID
 	}
 	for f := 0; f < min(S, start); f++ {
-		t0 := f
-		if p.compressed {
-			t0 = tailStart - S + f
+		t0 := f + p.sinkShift[layer] // the authors' relocation (TestDeepForcingSelection derives it)
+		if cfg.DeepForcing.Sink == DFSinkBeforeTail {
+			t0 = f
+			if p.compressed {
+				t0 = tailStart - S + f
+			}
 		}
 		sink = append(sink, seg{f, t0, -1})
 	}

@@ -104,6 +104,9 @@ func (s storedConfig) config() (Config, error) {
 }
 
 func (c *core) snapSave(w io.Writer, state any) error {
+	if c.rec.open {
+		return fmt.Errorf("memory: %s: save: a recache before block %d is open", c.name, c.rec.block)
+	}
 	if c.open {
 		return fmt.Errorf("memory: %s: save: call for block %d is open", c.name, c.call.Block)
 	}
@@ -393,16 +396,32 @@ func (p *LongLiveRAG) Load(r io.Reader) error { return p.load(r) }
 
 // ---- Deep Forcing
 
+// dfState is Deep Forcing's state. Version 2 buffers query tokens (QTok)
+// and keeps the authors' sink bookkeeping; a version-1 snapshot (query
+// frames of the clean passes, QBuf) predates the authors' adapter and is
+// refused.
 type dfState struct {
+	Version    int
 	Sink, Hist []*frame
 	Mid        []dfStore
-	QBuf       [][]qframe
+	QBuf       [][]qframe // version 1 only
+	QTok       [][]float32
 	Compressed bool
+	SinkBase   []int
+	SinkSet    []bool
+	SinkShift  []int
+}
+
+// qframe is a version-1 buffered query frame.
+type qframe struct {
+	ID int
+	Q  []float32
 }
 
 // Save writes the policy state (between calls).
 func (p *DeepForcing) Save(w io.Writer) error {
-	return p.snapSave(w, dfState{Sink: p.sink, Hist: p.hist, Mid: p.mid, QBuf: p.qbuf, Compressed: p.compressed})
+	return p.snapSave(w, dfState{Version: 2, Sink: p.sink, Hist: p.hist, Mid: p.mid, QTok: p.qtok, Compressed: p.compressed,
+		SinkBase: p.sinkBase, SinkSet: p.sinkSet, SinkShift: p.sinkShift})
 }
 
 // Load replaces the policy state with a snapshot from Save.
@@ -411,6 +430,9 @@ func (p *DeepForcing) Load(r io.Reader) error {
 	h, err := p.snapLoad(r, &st)
 	if err != nil {
 		return err
+	}
+	if st.Version != 2 {
+		return fmt.Errorf("%w: %s: a version-%d snapshot from before the authors' Deep Forcing adapter (query tokens of every call, their sink position); start the run again", ErrSnapshot, p.name, max(st.Version, 1))
 	}
 	frames := h.Committed * p.lay.FramesPerBlock
 	if err := p.checkFrames("sink", st.Sink, frames); err != nil {
@@ -423,24 +445,34 @@ func (p *DeepForcing) Load(r io.Reader) error {
 	if st.Mid == nil {
 		st.Mid = make([]dfStore, L)
 	}
-	if st.QBuf == nil {
-		st.QBuf = make([][]qframe, L)
+	if st.QTok == nil {
+		st.QTok = make([][]float32, L)
 	}
-	if len(st.Mid) != L || len(st.QBuf) != L {
-		return fmt.Errorf("%w: %s: %d middle stores and %d query buffers, want %d", ErrSnapshot, p.name, len(st.Mid), len(st.QBuf), L)
+	for _, x := range []*[]int{&st.SinkBase, &st.SinkShift} {
+		if *x == nil {
+			*x = make([]int, L)
+		}
 	}
+	if st.SinkSet == nil {
+		st.SinkSet = make([]bool, L)
+	}
+	if len(st.Mid) != L || len(st.QTok) != L || len(st.SinkBase) != L || len(st.SinkSet) != L || len(st.SinkShift) != L {
+		return fmt.Errorf("%w: %s: %d middle stores, %d query buffers and %d/%d/%d sink records, want %d", ErrSnapshot, p.name,
+			len(st.Mid), len(st.QTok), len(st.SinkBase), len(st.SinkSet), len(st.SinkShift), L)
+	}
+	keep := p.cfg.DeepForcing.RecentFrames * p.tpf * p.row
 	for l, m := range st.Mid {
 		n := len(m.Src)
 		if len(m.K) != n*p.row || len(m.V) != n*p.row || len(m.Reuse) != n {
 			return fmt.Errorf("%w: %s: middle store of layer %d has inconsistent lengths", ErrSnapshot, p.name, l)
 		}
-		for _, q := range st.QBuf[l] {
-			if len(q.Q) != p.tpf*p.row {
-				return fmt.Errorf("%w: %s: query buffer of layer %d has %d values per frame", ErrSnapshot, p.name, l, len(q.Q))
-			}
+		if q := len(st.QTok[l]); q%p.row != 0 || q > keep {
+			return fmt.Errorf("%w: %s: query buffer of layer %d has %d values, want whole tokens of %d and at most %d", ErrSnapshot, p.name, l, q, p.row, keep)
 		}
 	}
 	p.restore(h)
-	p.sink, p.hist, p.mid, p.qbuf, p.compressed = st.Sink, st.Hist, st.Mid, st.QBuf, st.Compressed
+	p.sink, p.hist, p.mid, p.qtok, p.compressed = st.Sink, st.Hist, st.Mid, st.QTok, st.Compressed
+	p.sinkBase, p.sinkSet, p.sinkShift = st.SinkBase, st.SinkSet, st.SinkShift
+	p.compress, p.leaving = false, 0
 	return nil
 }

@@ -17,7 +17,13 @@ type Provenance struct {
 	Seed     uint64         `json:"seed"`
 	Policy   string         `json:"policy"`
 	Backbone string         `json:"backbone"` // architecture (1.3b, tiny)
-	Files    []FileRecord   `json:"files"`
+	// Preset is the backbone preset (self-forcing, causal-forcing,
+	// longlive; "" for none), Entry the checkpoint entry loaded ("" for a
+	// safetensors file), Precision the models' precision (fp32, bf16).
+	Preset    string       `json:"backbone_preset,omitempty"`
+	Entry     string       `json:"entry,omitempty"`
+	Precision string       `json:"precision,omitempty"`
+	Files     []FileRecord `json:"files"`
 }
 
 // PromptRecord is one entry of the prompt schedule: a prompt (Text, as
@@ -68,13 +74,22 @@ func (p Provenance) Tags() []video.Tag {
 		sched = append(sched, e)
 	}
 	js, _ := json.Marshal(sched)
+	preset := ""
+	if p.Preset != "" {
+		preset = " (" + p.Preset + " preset)"
+	}
 	tags := []video.Tag{
 		{Key: "title", Value: title},
-		{Key: "comment", Value: fmt.Sprintf("densitykv generate: seed %d, policy %s, backbone %s", p.Seed, p.Policy, p.Backbone)},
+		{Key: "comment", Value: fmt.Sprintf("densitykv generate: seed %d, policy %s, backbone %s%s, precision %s", p.Seed, p.Policy, p.Backbone, preset, p.Precision)},
 		{Key: "densitykv_prompts", Value: string(js)},
 		{Key: "densitykv_seed", Value: strconv.FormatUint(p.Seed, 10)},
 		{Key: "densitykv_policy", Value: p.Policy},
 		{Key: "densitykv_backbone", Value: p.Backbone},
+	}
+	for _, kv := range [][2]string{{"densitykv_backbone_preset", p.Preset}, {"densitykv_entry", p.Entry}, {"densitykv_precision", p.Precision}} {
+		if kv[1] != "" {
+			tags = append(tags, video.Tag{Key: kv[0], Value: kv[1]})
+		}
 	}
 	n := map[string]int{}
 	for _, f := range p.Files {

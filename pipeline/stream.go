@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/vae"
 	"github.com/densitykv/densitykv/video"
 )
@@ -17,6 +18,9 @@ type VideoOptions struct {
 	Tags   []video.Tag
 	// Mean and Std de-normalise the latents (nil = Wan2.1's statistics).
 	Mean, Std []float32
+	// Precision is the decoder's (vae.Options.Precision): generate's
+	// --precision.
+	Precision gemm.Precision
 }
 
 // VideoStream decodes a rollout's blocks as they finish (the streaming
@@ -35,7 +39,7 @@ type VideoStream struct {
 
 // NewVideoStream starts a video decoded by m into o.Dir.
 func NewVideoStream(m *vae.Model, o VideoOptions) (*VideoStream, error) {
-	dec, err := m.NewDecoder(vae.Options{Mean: o.Mean, Std: o.Std})
+	dec, err := m.NewDecoder(vae.Options{Mean: o.Mean, Std: o.Std, Precision: o.Precision})
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/internal/finite"
@@ -42,6 +43,11 @@ type TextOptions struct {
 	// they are in the cache (read them with ReadEmbedding(CachePath(…))),
 	// so that a long list of prompts is not held in memory.
 	Discard bool
+	// Precision is the encoder's compute precision (t5.Model.Precision;
+	// the weights are bfloat16 either way): generate's --precision, bf16
+	// for the real umT5-XXL, fp32 for the tiny golden encoder. It is part
+	// of the cache key.
+	Precision gemm.Precision
 }
 
 // TextInputs describes the text stage's inputs once checked (CheckText).
@@ -89,11 +95,11 @@ func CheckText(o TextOptions) (*TextInputs, error) {
 }
 
 // CacheKey is the cache key of a prompt's embedding: the SHA-256 of the
-// prompt, the encoder's and the tokenizer's content (filehash) and the
-// text length.
-func (in *TextInputs) CacheKey(prompt string, textLen int) string {
+// prompt, the encoder's and the tokenizer's content (filehash), the text
+// length and the encoder's precision.
+func (in *TextInputs) CacheKey(prompt string, textLen int, prec gemm.Precision) string {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "densitykv text embedding v1\x00%s\x00%s\x00%d\x00", in.EncoderSum, in.TokenizerSum, textLen)
+	fmt.Fprintf(&b, "densitykv text embedding v2\x00%s\x00%s\x00%d\x00%s\x00", in.EncoderSum, in.TokenizerSum, textLen, prec)
 	b.WriteString(prompt)
 	return filehash.Bytes(b.Bytes())
 }
@@ -108,6 +114,9 @@ type Embedding struct {
 	SeqLen    int    // rows: min(Pieces, TextLen−1) + 1
 	TextLen   int
 	Truncated bool // the prompt lost pieces at TextLen
+	// Precision is the encoder's compute precision ("" in files written
+	// before it was recorded).
+	Precision string
 	Dim       int
 	Values    []float32 // [SeqLen][Dim]
 	// Encoder and Tokenizer identify the files that made it.
@@ -152,7 +161,7 @@ func EncodePrompts(o TextOptions, in *TextInputs, prompts []string) ([]*Embeddin
 	var jobs []job
 	byKey := map[string]int{} // first prompt of each key
 	for i, p := range prompts {
-		key := in.CacheKey(p, o.TextLen)
+		key := in.CacheKey(p, o.TextLen, o.Precision)
 		if j, ok := byKey[key]; ok {
 			out[i] = out[j] // filled below when it is a job
 			continue
@@ -181,7 +190,7 @@ func EncodePrompts(o TextOptions, in *TextInputs, prompts []string) ([]*Embeddin
 		jobs = append(jobs, job{i, tok})
 	}
 	if len(jobs) > 0 {
-		m, err := t5.Load(o.Encoder, t5.LoadOptions{})
+		m, err := t5.Load(o.Encoder, t5.LoadOptions{Precision: o.Precision})
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: text encoder: %w", err)
 		}
@@ -201,8 +210,8 @@ func EncodePrompts(o TextOptions, in *TextInputs, prompts []string) ([]*Embeddin
 			}
 			p := prompts[j.i]
 			e := &Embedding{Prompt: p, Cleaned: j.tok.Cleaned, Pieces: j.tok.Pieces, SeqLen: j.tok.SeqLen, TextLen: o.TextLen,
-				Truncated: j.tok.Truncated, Dim: m.Config.Dim, Values: v, Encoder: in.EncoderSum.String(), Tokenizer: in.TokenizerSum.String(),
-				Key: in.CacheKey(p, o.TextLen)}
+				Truncated: j.tok.Truncated, Precision: o.Precision.String(), Dim: m.Config.Dim, Values: v, Encoder: in.EncoderSum.String(), Tokenizer: in.TokenizerSum.String(),
+				Key: in.CacheKey(p, o.TextLen, o.Precision)}
 			if err := e.check(); err != nil {
 				return nil, fmt.Errorf("pipeline: prompt %d: %w", j.i, err)
 			}
@@ -229,9 +238,9 @@ func EncodePrompts(o TextOptions, in *TextInputs, prompts []string) ([]*Embeddin
 	}
 	for i, p := range prompts {
 		if out[i] == nil { // a repeat of a computed prompt
-			out[i] = out[byKey[in.CacheKey(p, o.TextLen)]]
+			out[i] = out[byKey[in.CacheKey(p, o.TextLen, o.Precision)]]
 		}
-		if out[i].Truncated && byKey[in.CacheKey(p, o.TextLen)] == i {
+		if out[i].Truncated && byKey[in.CacheKey(p, o.TextLen, o.Precision)] == i {
 			o.warn(out[i].TruncationWarning())
 		}
 	}
@@ -277,6 +286,9 @@ func (e *Embedding) Write(path string) error {
 		"pieces": strconv.Itoa(e.Pieces), "seq_len": strconv.Itoa(e.SeqLen), "text_len": strconv.Itoa(e.TextLen),
 		"truncated": strconv.FormatBool(e.Truncated), "text_encoder": e.Encoder, "tokenizer": e.Tokenizer, "key": e.Key,
 	}
+	if e.Precision != "" {
+		meta["precision"] = e.Precision
+	}
 	err := atomicfile.Write(path, func(w io.Writer) error {
 		return checkpoint.WriteSafetensors(w, []checkpoint.WriteTensor{{Name: embeddingTensor, Shape: []int{e.SeqLen, e.Dim}, Data: e.Values}}, meta)
 	})
@@ -298,7 +310,7 @@ func ReadEmbedding(path string) (*Embedding, error) {
 	if md["format"] != embeddingFormat {
 		return nil, fmt.Errorf("embedding %s: format %q, want %q", path, md["format"], embeddingFormat)
 	}
-	e := &Embedding{Prompt: md["prompt"], Cleaned: md["cleaned"], Encoder: md["text_encoder"], Tokenizer: md["tokenizer"], Key: md["key"]}
+	e := &Embedding{Prompt: md["prompt"], Cleaned: md["cleaned"], Encoder: md["text_encoder"], Tokenizer: md["tokenizer"], Key: md["key"], Precision: md["precision"]}
 	var perr error
 	atoi := func(k string) int {
 		n, err := strconv.Atoi(md[k])

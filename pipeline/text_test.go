@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/goldendir"
 )
 
@@ -160,7 +161,7 @@ func TestEncodePromptsCache(t *testing.T) {
 	// Another text length is another key.
 	o8 := o
 	o8.TextLen = 8
-	if in.CacheKey(prompts[0], 8) == in.CacheKey(prompts[0], 16) || in.CacheKey(prompts[0], 8) == in.CacheKey(prompts[1], 8) {
+	if in.CacheKey(prompts[0], 8, gemm.F32) == in.CacheKey(prompts[0], 16, gemm.F32) || in.CacheKey(prompts[0], 8, gemm.F32) == in.CacheKey(prompts[1], 8, gemm.F32) || in.CacheKey(prompts[0], 8, gemm.F32) == in.CacheKey(prompts[0], 8, gemm.BF16) {
 		t.Fatal("cache keys collide")
 	}
 	short, err := EncodePrompts(o8, mustCheck(t, o8), prompts[:1])

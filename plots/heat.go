@@ -61,6 +61,10 @@ type HeatPanel struct {
 	// Log colours by log10 of the value; cells ≤ 0 are drawn white and the
 	// colour bar is labelled in the original units.
 	Log bool
+	// ZMax, when > 0, is the top of the colour scale in the values' units
+	// (e.g. the number of banks a count cannot exceed); otherwise the
+	// largest value.
+	ZMax float64
 	// Palette names one of Palettes ("oranges" when empty).
 	Palette string
 	// ImageY puts row 0 at the top, as in an image of the frame.
@@ -101,7 +105,11 @@ func Heat(name string, width, height vg.Length, hp HeatPanel) (*Figure, error) {
 }
 
 // heatRange returns the colour-scale range of the panel's values (log10
-// units for Log), and whether any value is drawable.
+// units for Log): the data's own extent, up to ZMax when set, so that the
+// colours span what the data holds. On a log scale the range reaches a
+// little below the smallest positive value, which is then tinted, not
+// white like the cells ≤ 0; a linear scale with non-negative values starts
+// at 0.
 func heatRange(hp HeatPanel) (lo, hi float64) {
 	lo, hi = math.Inf(1), math.Inf(-1)
 	for _, v := range hp.Grid.Z {
@@ -116,14 +124,32 @@ func heatRange(hp HeatPanel) (lo, hi float64) {
 		}
 		lo, hi = min(lo, v), max(hi, v)
 	}
+	if hp.ZMax > 0 {
+		top := hp.ZMax
+		if hp.Log {
+			top = math.Log10(top)
+		}
+		hi = max(hi, top)
+		if lo > hi {
+			lo = hi
+		}
+	}
 	if lo > hi { // nothing to colour (all zero on a log scale)
 		lo, hi = 0, 1
 	}
 	if hp.Log {
-		lo = math.Floor(lo)
-		hi = math.Max(math.Ceil(hi), lo+1)
-	} else if hi == lo {
-		hi = lo + 1
+		// A tenth of the span (at least 0.1 decade) below the smallest value.
+		lo -= max(0.1, (hi-lo)/10)
+		if hi <= lo {
+			hi = lo + 1
+		}
+	} else {
+		if lo >= 0 {
+			lo = 0
+		}
+		if hi == lo {
+			hi = lo + 1
+		}
 	}
 	return lo, hi
 }
@@ -255,22 +281,30 @@ func (h *heatLayer) DataRange() (xmin, xmax, ymin, ymax float64) {
 	return min(xa, xb), max(xa, xb), min(ya, yb), max(ya, yb)
 }
 
-// pow10Ticks labels a log10 colour bar in original units: 1, 10, 100, 1e3…
+// pow10Ticks labels a log10 colour bar in original units: 1, 10, 100, 1e3…,
+// and 2 and 5 between them when the bar spans less than two decades.
 type pow10Ticks struct{}
 
 func (pow10Ticks) Ticks(lo, hi float64) []plot.Tick {
 	var ts []plot.Tick
-	for e := math.Ceil(lo); e <= hi+1e-9; e++ {
-		ts = append(ts, plot.Tick{Value: e, Label: pow10Label(int(e))})
+	mults := []float64{1}
+	if hi-lo < 2 {
+		mults = []float64{1, 2, 5}
+	}
+	for e := math.Floor(lo); e <= hi+1e-9; e++ {
+		for _, m := range mults {
+			v := e + math.Log10(m)
+			if v < lo-1e-9 || v > hi+1e-9 {
+				continue
+			}
+			label := pow10Label(int(e))
+			if m != 1 {
+				label = strconv.FormatFloat(m*math.Pow(10, e), 'g', 4, 64)
+			}
+			ts = append(ts, plot.Tick{Value: v, Label: label})
+		}
 	}
 	return ts
-}
-
-func pow10Label(e int) string {
-	if e >= 0 && e <= 4 {
-		return strconv.FormatFloat(math.Pow(10, float64(e)), 'f', 0, 64)
-	}
-	return "1e" + strconv.Itoa(e)
 }
 
 // intTicks labels integer cell indices, at most about ten of them.
@@ -294,4 +328,59 @@ func (intTicks) Ticks(lo, hi float64) []plot.Tick {
 		out = append(out, plot.Tick{Value: v, Label: strconv.Itoa(int(v))})
 	}
 	return out
+}
+
+func pow10Label(e int) string {
+	switch {
+	case e >= 0 && e <= 4:
+		return strconv.FormatFloat(math.Pow(10, float64(e)), 'f', 0, 64)
+	case e < 0 && e >= -4:
+		return strconv.FormatFloat(math.Pow(10, float64(e)), 'g', 1, 64) // 0.1 … 0.0001, as the 2s and 5s between
+	}
+	return "1e" + strconv.Itoa(e)
+}
+
+// HeatGrid draws heat panels in a grid of cols columns (row-major), under
+// a shared title; each panel keeps its own colour bar. Zero sizes pick
+// 9 × 7.5 cm a panel.
+func HeatGrid(name, title string, cols int, panelW, panelH vg.Length, panels ...HeatPanel) (*Figure, error) {
+	if len(panels) == 0 || cols <= 0 {
+		return nil, fmt.Errorf("plots: %s: %d panels in %d columns", name, len(panels), cols)
+	}
+	for _, hp := range panels {
+		if err := hp.validate(); err != nil {
+			return nil, fmt.Errorf("plots: %s: %w", name, err)
+		}
+	}
+	if panelW == 0 {
+		panelW = 9 * vg.Centimeter
+	}
+	if panelH == 0 {
+		panelH = 7.5 * vg.Centimeter
+	}
+	cols = min(cols, len(panels))
+	rows := (len(panels) + cols - 1) / cols
+	titleH := vg.Length(0)
+	if title != "" {
+		titleH = 1 * vg.Centimeter
+	}
+	f := &Figure{Name: name, Width: panelW * vg.Length(cols), Height: panelH*vg.Length(rows) + titleH}
+	f.draw = func(dc draw.Canvas) {
+		fillWhite(dc)
+		if title != "" {
+			drawTitle(dc, title, titleH)
+		}
+		top := dc.Max.Y - titleH
+		pad := 2 * vg.Millimeter
+		for i, hp := range panels {
+			r, c := i/cols, i%cols
+			sub := dc
+			sub.Min.X = dc.Min.X + panelW*vg.Length(c) + pad
+			sub.Max.X = dc.Min.X + panelW*vg.Length(c+1) - pad
+			sub.Max.Y = top - panelH*vg.Length(r) - pad
+			sub.Min.Y = top - panelH*vg.Length(r+1) + pad
+			drawHeat(sub, hp)
+		}
+	}
+	return f, nil
 }

@@ -73,8 +73,12 @@ type LinePanel struct {
 	// starts the x axis at 0.
 	YFromZero, XFromZero bool
 	// YMax, when > 0, fixes the top of the y axis (e.g. room for a legend).
-	YMax  float64
-	Shade *Shade
+	YMax float64
+	// YMargin widens the y axis by 3% of its range at both ends, so that
+	// lines at the extremes (a policy at 0, fractions at 1) do not lie on
+	// the axes' frame.
+	YMargin bool
+	Shade   *Shade
 	// Legend places the legend: "" or "top-left", "top-right",
 	// "bottom-right", "bottom-left" (inside the axes), "right" (outside
 	// the axes, to their right, so it never hides data), or "none".
@@ -295,6 +299,10 @@ func linePlot(lp LinePanel) *plot.Plot {
 	}
 	if !lp.LogY && p.Y.Min == p.Y.Max {
 		p.Y.Max = p.Y.Min + 1
+	}
+	if lp.YMargin && !lp.LogY {
+		d := 0.03 * (p.Y.Max - p.Y.Min)
+		p.Y.Min, p.Y.Max = p.Y.Min-d, p.Y.Max+d
 	}
 	if p.X.Min == p.X.Max {
 		p.X.Max = p.X.Min + 1

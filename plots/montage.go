@@ -20,8 +20,12 @@ type Montage struct {
 	Height, Width int
 	// TokenBanks[(f·Height+h)·Width+w] is the number of layer–head banks
 	// that admitted spatial token (h, w) of source frame f: panel (a), one
-	// tile per source frame, log colour scale.
+	// tile per source frame, coloured from 0 to Banks (linearly up to 64
+	// banks, on a log scale beyond).
 	TokenBanks []float64
+	// Banks is the number of layer–head banks (layers × heads), the most a
+	// token can be admitted by.
+	Banks int
 	// Layers is the number of layers; LayerFrame[l·Frames+f] counts the
 	// admissions of layer l (summed over heads) of source frame f: panel (b).
 	Layers, Frames int
@@ -41,6 +45,9 @@ type Montage struct {
 }
 
 func (m Montage) validate() error {
+	if m.Banks <= 0 {
+		return fmt.Errorf("montage of %d banks, want at least 1", m.Banks)
+	}
 	if m.Height <= 0 || m.Width <= 0 || m.Layers <= 0 || m.Frames <= 0 {
 		return fmt.Errorf("sizes must be positive: height %d width %d layers %d frames %d", m.Height, m.Width, m.Layers, m.Frames)
 	}
@@ -69,32 +76,8 @@ func AdmissionMontage(name string, m Montage) (*Figure, error) {
 	if m.InitFrames > 0 {
 		sh = &Shade{From: -dt / 2, To: (float64(m.InitFrames) - 0.5) * dt, Label: "initial bank"}
 	}
-	tiles, tileCols, tileRows := m.tiles()
-	a := HeatPanel{
-		Title:  fmt.Sprintf("(a) layer–head banks admitting each token (one tile per source frame, %d per row)", tileCols),
-		XLabel: "each tile is one source frame (token rows × columns), time runs left to right, then down", YLabel: "source time of the row's first tile (s)", ZLabel: "layer–head banks (log)",
-		Grid: tiles, Log: true, Palette: "oranges", ImageY: true,
-		yTicks: m.tileRowTicks(tileRows, tileCols), noX: true,
-	}
-	b := HeatPanel{
-		Title:  "(b) admissions by layer and source time",
-		XLabel: "source time (s)", YLabel: "layer", ZLabel: "admissions (log)",
-		Grid: Grid{Cols: m.Frames, Rows: m.Layers, Z: m.LayerFrame, DX: dt, Y0: float64(m.FirstLayer)},
-		Log:  true, Palette: "oranges", Shade: sh,
-	}
-	xs := make([]float64, m.Frames)
-	for f := range xs {
-		xs[f] = float64(f) * dt
-	}
-	c := LinePanel{
-		Title:  "(c) fraction admitted per source frame",
-		XLabel: "source time (s)", YLabel: "fraction",
-		Series: []Series{
-			{Name: "layer–head entries", X: xs, Y: m.EntryFraction, Points: m.Frames <= 40},
-			{Name: "unique spatial positions", X: xs, Y: m.PositionFraction, Points: m.Frames <= 40},
-		},
-		YFromZero: true, YMax: 1.2, Shade: sh, Legend: "top-right",
-	}
+	a, b, c := m.panels(sh)
+	tiles := a.Grid
 	if err := a.validate(); err != nil {
 		return nil, fmt.Errorf("plots: %s: %w", name, err)
 	}
@@ -132,10 +115,59 @@ func AdmissionMontage(name string, m Montage) (*Figure, error) {
 		drawHeat(region(top, aH, 0), a)
 		drawHeat(region(top-aH, bH, 0), b)
 		cp := linePlot(c)
-		// Align (c)'s data area with (b)'s, which leaves room for a colour bar.
-		cp.Draw(region(top-aH-bH, cH, 2.2*vg.Centimeter))
+		// Align (c)'s data area with (b)'s, which leaves room for a colour
+		// bar: (c)'s legend goes there, right of its axes.
+		l := cp.Legend
+		cp.Legend = plot.NewLegend()
+		rc := region(top-aH-bH, cH, 2.2*vg.Centimeter)
+		cp.Draw(rc)
+		data := cp.DataCanvas(rc)
+		lc := data
+		lc.Min.X = data.Max.X + legendGap
+		lc.Max.X = dc.Max.X - pad
+		l.Top, l.Left = true, true
+		l.Draw(lc)
 	}
 	return f, nil
+}
+
+// panels returns the montage's three panels: (a) the token tiles coloured
+// 0…Banks (linear up to 64 banks, log beyond), (b) admissions by layer on
+// a log scale spanning the data, (c) fractions on a 0–1 axis.
+func (m Montage) panels(sh *Shade) (a, b HeatPanel, c LinePanel) {
+	dt := 1 / m.FPS
+	tiles, tileCols, tileRows := m.tiles()
+	zl := fmt.Sprintf("banks admitting the token (of %d)", m.Banks)
+	logA := m.Banks > 64
+	if logA {
+		zl = fmt.Sprintf("banks admitting the token (log, of %d)", m.Banks)
+	}
+	a = HeatPanel{
+		Title:  fmt.Sprintf("(a) layer–head banks admitting each token (one tile per source frame, %d per row)", tileCols),
+		XLabel: "each tile is one source frame (token rows × columns), time runs left to right, then down", YLabel: "source time of the row's first tile (s)", ZLabel: zl,
+		Grid: tiles, Log: logA, ZMax: float64(m.Banks), Palette: "oranges", ImageY: true,
+		yTicks: m.tileRowTicks(tileRows, tileCols), noX: true,
+	}
+	b = HeatPanel{
+		Title:  "(b) admissions by layer and source time (summed over heads and tokens)",
+		XLabel: "source time (s)", YLabel: "layer", ZLabel: "admissions (log)",
+		Grid: Grid{Cols: m.Frames, Rows: m.Layers, Z: m.LayerFrame, DX: dt, Y0: float64(m.FirstLayer)},
+		Log:  true, Palette: "oranges", Shade: sh,
+	}
+	xs := make([]float64, m.Frames)
+	for f := range xs {
+		xs[f] = float64(f) * dt
+	}
+	c = LinePanel{
+		Title:  "(c) fraction admitted per source frame: of its layer–head entries, of its spatial positions",
+		XLabel: "source time (s)", YLabel: "fraction",
+		Series: []Series{
+			{Name: "entries", X: xs, Y: m.EntryFraction, Points: m.Frames <= 40, Width: vg.Points(3)},
+			{Name: "positions", X: xs, Y: m.PositionFraction, Points: m.Frames <= 40, Dashes: SeriesDashes(1)},
+		},
+		YFromZero: true, YMax: 1, YMargin: true, Shade: sh, Legend: "right",
+	}
+	return a, b, c
 }
 
 // tiles lays the per-frame token maps out as a grid of tiles (row-major in

@@ -15,7 +15,7 @@ import (
 )
 
 func sampleMontage(h, w, layers, frames int) Montage {
-	m := Montage{Title: "test montage", Height: h, Width: w, Layers: layers, Frames: frames, FPS: 4, InitFrames: 6}
+	m := Montage{Title: "test montage", Height: h, Width: w, Layers: layers, Frames: frames, FPS: 4, InitFrames: 6, Banks: 4 * layers}
 	m.TokenBanks = make([]float64, frames*h*w)
 	for i := range m.TokenBanks {
 		m.TokenBanks[i] = float64((i * 7919) % 97)
@@ -168,21 +168,82 @@ func TestValidationErrors(t *testing.T) {
 	}
 }
 
+// The colour scale spans the data: a log scale from a little below the
+// smallest positive value (so that it is tinted, not white like zero) to
+// the largest, a linear one from 0, both up to ZMax when it is set; a
+// short log bar is labelled at 1, 2 and 5 times the powers of ten.
 func TestHeatRangeLog(t *testing.T) {
 	lo, hi := heatRange(HeatPanel{Log: true, Grid: Grid{Cols: 3, Rows: 1, Z: []float64{0, 3, 250}}})
-	if lo != 0 || hi != 3 {
-		t.Fatalf("log range = [%v, %v], want [0, 3] (decades around 3..250)", lo, hi)
+	span := math.Log10(250) - math.Log10(3)
+	if math.Abs(lo-(math.Log10(3)-span/10)) > 1e-12 || math.Abs(hi-math.Log10(250)) > 1e-12 {
+		t.Fatalf("log range = [%v, %v], want [log 3 − span/10, log 250]", lo, hi)
+	}
+	// The montage's bank counts: 1…16 of 16 banks on a log scale, or 0…16.
+	lo, hi = heatRange(HeatPanel{Log: true, ZMax: 16, Grid: Grid{Cols: 3, Rows: 1, Z: []float64{0, 1, 9}}})
+	if math.Abs(hi-math.Log10(16)) > 1e-12 || math.Abs(lo-(-0.12041199826559248)) > 1e-12 {
+		t.Fatalf("log range with ZMax = [%v, %v], want [−0.12, log 16]", lo, hi)
+	}
+	lo, hi = heatRange(HeatPanel{ZMax: 4, Grid: Grid{Cols: 3, Rows: 1, Z: []float64{1, 2, 3}}})
+	if lo != 0 || hi != 4 {
+		t.Fatalf("linear range with ZMax = [%v, %v], want [0, 4]", lo, hi)
 	}
 	lo, hi = heatRange(HeatPanel{Grid: Grid{Cols: 2, Rows: 1, Z: []float64{5, 5}}})
-	if lo != 5 || hi != 6 {
-		t.Fatalf("constant range = [%v, %v], want [5, 6]", lo, hi)
+	if lo != 0 || hi != 5 {
+		t.Fatalf("constant range = [%v, %v], want [0, 5]", lo, hi)
 	}
-	var ts []string
-	for _, tk := range (pow10Ticks{}).Ticks(0, 5) {
-		ts = append(ts, tk.Label)
+	lo, hi = heatRange(HeatPanel{Grid: Grid{Cols: 2, Rows: 1, Z: []float64{-2, 3}}})
+	if lo != -2 || hi != 3 {
+		t.Fatalf("signed range = [%v, %v], want [-2, 3]", lo, hi)
 	}
-	if got := strings.Join(ts, ","); got != "1,10,100,1000,10000,1e5" {
+	label := func(lo, hi float64) string {
+		var ts []string
+		for _, tk := range (pow10Ticks{}).Ticks(lo, hi) {
+			ts = append(ts, tk.Label)
+		}
+		return strings.Join(ts, ",")
+	}
+	if got := label(0, 5); got != "1,10,100,1000,10000,1e5" {
 		t.Fatalf("ticks %s", got)
+	}
+	if got := label(-0.12, math.Log10(16)); got != "1,2,5,10" {
+		t.Fatalf("short-bar ticks %s", got)
+	}
+	if got := label(-1.5, -0.6); got != "0.05,0.1,0.2" {
+		t.Fatalf("sub-unit ticks %s", got)
+	}
+}
+
+// The admission montage's scales follow the data: panel (a) runs from 0
+// to the number of banks (linear up to 64 banks, log beyond), panel (b)
+// spans its own counts, panel (c)'s fraction axis ends at 1 with its
+// legend outside the axes.
+func TestMontageScales(t *testing.T) {
+	for _, banks := range []int{4, 16, 360} {
+		m := Montage{Height: 2, Width: 2, Layers: 2, Frames: 3, FPS: 4, Banks: banks,
+			TokenBanks: []float64{0, 1, 2, 3, 4, 0, 1, 1, 2, 2, 0, 0}, LayerFrame: []float64{0, 5, 9, 1, 3, 20},
+			EntryFraction: []float64{0, 0.5, 1}, PositionFraction: []float64{0, 1, 1}}
+		a, b, c := m.panels(nil)
+		lo, hi := heatRange(a)
+		want := float64(banks)
+		if a.Log {
+			want = math.Log10(want)
+		}
+		if a.Log != (banks > 64) || hi != want || (!a.Log && lo != 0) || !strings.Contains(a.ZLabel, fmt.Sprint(banks)) {
+			t.Fatalf("%d banks: panel (a) log %v range [%v, %v], label %q", banks, a.Log, lo, hi, a.ZLabel)
+		}
+		if lo, hi := heatRange(b); !b.Log || math.Abs(hi-math.Log10(20)) > 1e-12 || lo > 0 || lo < -0.2 {
+			t.Fatalf("panel (b) range [%v, %v], want the data's 1…20", lo, hi)
+		}
+		if c.YMax != 1 || !c.YMargin || c.Legend != "right" {
+			t.Fatalf("panel (c): YMax %v, margin %v, legend %q", c.YMax, c.YMargin, c.Legend)
+		}
+		if _, err := AdmissionMontage("m", m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := AdmissionMontage("m", Montage{Height: 1, Width: 1, Layers: 1, Frames: 1, FPS: 4, TokenBanks: []float64{0}, LayerFrame: []float64{0},
+		EntryFraction: []float64{0}, PositionFraction: []float64{0}}); err == nil {
+		t.Fatal("a montage without its bank count was accepted")
 	}
 }
 

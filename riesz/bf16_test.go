@@ -51,7 +51,7 @@ func TestBF16Sets(t *testing.T) {
 		t.Fatal("BF16 sets give the float32 product's interactions everywhere: the bfloat16 product is not in use")
 	}
 	defer func() {
-		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "riesz: a pass over a f32 set and a bf16 set") {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "riesz: a pass over a fp32 set and a bf16 set") {
 			t.Fatalf("mixed precisions: panic %v", r)
 		}
 	}()

@@ -13,6 +13,16 @@
 //	    latents[block] = x0
 //	    model(x0, t = 0)                      (clean pass: the policy commits the block's K/V)
 //
+// That is the released models' schedule (the default). The authors' other
+// options (ScheduleOptions): block 0 may have its own step list
+// (FirstSchedule), the steps may be used unwarped (BuildSchedule with warp
+// off: raw timesteps, σ at the table's nearest entry), and the update may
+// be a float32 Euler step of the flow instead of the x0 re-noise
+// (UpdateFlowEuler: x = x + v·(σ_{s+1} − σ_s), latents x + v·(0 − σ), no
+// fresh noise). With Options.Recacher a prompt switch first recomputes the
+// cached K/V of the most recent frames under the new prompt (LongLive's
+// recache, memory.Recacher).
+//
 // Results stream out per block (Writer: safetensors latent shards + a JSON
 // manifest; a JSON-lines memory log), so long rollouts never hold all
 // latents. A rollout stopped between blocks (Options.Stop) continues at

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/wan"
 )
@@ -138,6 +139,10 @@ type Generator struct {
 	Model    *wan.Model
 	Prompts  []Prompt // sorted by FromBlock; the first starts at block 0
 	Schedule *Schedule
+	// FirstSchedule is block 0's schedule when it differs (nil otherwise);
+	// Update is the denoising update.
+	FirstSchedule *Schedule
+	Update        Update
 }
 
 // ModelOptions names a generator's weights.
@@ -147,34 +152,42 @@ type ModelOptions struct {
 	LoRA       string     // optional LongLive LoRA checkpoint (generator_lora)
 	LoRAAlpha  float64    // 0 = the rank
 	Model      wan.Config // zero value = wan.DefaultConfig()
+	// Precision is the model's precision (wan.LoadOptions.Precision; the
+	// zero value is gemm.F32, "fp32").
+	Precision gemm.Precision
 }
 
 // NewGenerator loads the model and embeds the prompts (each text's width
 // must be the model's TextDim). steps and shift give the schedule (nil and
 // 0: DefaultSteps, shift 5). Errors in an input are *InputError.
 func NewGenerator(mo ModelOptions, prompts []PromptText, steps []int, shift float64) (*Generator, error) {
+	return NewGeneratorWith(mo, prompts, ScheduleOptions{Steps: steps, Shift: shift})
+}
+
+// NewGeneratorWith is NewGenerator with every schedule option of the
+// authors' rollout (first-chunk steps, warp, shift, update).
+func NewGeneratorWith(mo ModelOptions, prompts []PromptText, so ScheduleOptions) (*Generator, error) {
 	cfg := mo.Model
 	if cfg == (wan.Config{}) {
 		cfg = wan.DefaultConfig()
 	}
-	if steps == nil {
-		steps = DefaultSteps
-	}
-	if shift == 0 {
-		shift = 5
-	}
 	if len(prompts) == 0 {
 		return nil, fmt.Errorf("rollout: generate: no prompt")
 	}
-	sch, err := NewSchedule(steps, shift, 1000)
+	sch, first, err := so.Build()
 	if err != nil {
 		return nil, err
 	}
-	m, err := wan.Load(mo.Checkpoint, cfg, wan.LoadOptions{Entry: mo.Entry, LoRA: mo.LoRA, LoRAAlpha: mo.LoRAAlpha})
+	m, err := wan.Load(mo.Checkpoint, cfg, wan.LoadOptions{Entry: mo.Entry, LoRA: mo.LoRA, LoRAAlpha: mo.LoRAAlpha, Precision: mo.Precision})
 	if err != nil {
 		return nil, &InputError{Prompt: -1, Name: mo.Checkpoint, Err: err}
 	}
-	return NewGeneratorFor(m, sch, prompts)
+	g, err := NewGeneratorFor(m, sch, prompts)
+	if err != nil {
+		return nil, err
+	}
+	g.FirstSchedule, g.Update = first, so.Update
+	return g, nil
 }
 
 // NewGeneratorFor embeds the prompts for model m with schedule sch (an
@@ -219,13 +232,20 @@ type RunOptions struct {
 	Context        context.Context
 	Stop           context.Context
 	Start          int
+	// Recacher, when set, recaches at prompt switches (Options.Recacher).
+	Recacher memory.Recacher
 }
 
 // options returns the rollout options of o.
 func (g *Generator) options(o RunOptions) Options {
+	draws := len(g.Schedule.Timesteps) - 1 // re-noise draws of the longest block
+	if g.FirstSchedule != nil {
+		draws = max(draws, len(g.FirstSchedule.Timesteps)-1)
+	}
 	return Options{Blocks: o.Blocks, FramesPerBlock: o.FramesPerBlock, Height: o.Height, Width: o.Width,
-		Schedule: g.Schedule, Noise: Seeded{Seed: o.Seed, StepsPerBlock: len(g.Schedule.Timesteps) - 1}, Prompts: g.Prompts,
-		Writer: o.Writer, MemLog: o.MemLog, Progress: o.Progress, BlockDone: o.BlockDone, Context: o.Context, Stop: o.Stop, Start: o.Start}
+		Schedule: g.Schedule, FirstSchedule: g.FirstSchedule, Update: g.Update, Noise: Seeded{Seed: o.Seed, StepsPerBlock: draws}, Prompts: g.Prompts,
+		Writer: o.Writer, MemLog: o.MemLog, Progress: o.Progress, BlockDone: o.BlockDone, Context: o.Context, Stop: o.Stop, Start: o.Start,
+		Recacher: o.Recacher}
 }
 
 // Run rolls the generator out with pol (see Run).
@@ -241,8 +261,15 @@ func (g *Generator) Manifest(pol memory.Policy, o RunOptions, extra map[string]s
 		F = 3
 	}
 	seed := o.Seed
-	return Manifest{Policy: pol.Name(), Channels: g.Model.Cfg.OutDim, Height: o.Height, Width: o.Width,
+	man := Manifest{Policy: pol.Name(), Channels: g.Model.Cfg.OutDim, Height: o.Height, Width: o.Width,
 		FramesPerBlock: F, BlocksPlanned: o.Blocks, Timesteps: g.Schedule.Timesteps, Sigmas: g.Schedule.Sigmas, Seed: &seed, Extra: extra}
+	if g.FirstSchedule != nil {
+		man.FirstTimesteps, man.FirstSigmas = g.FirstSchedule.Timesteps, g.FirstSchedule.Sigmas
+	}
+	if g.Update != UpdateX0Renoise {
+		man.Update = g.Update.String()
+	}
+	return man
 }
 
 // GenerateOptions is a generation into a folder (Generate).

@@ -43,8 +43,21 @@ type Options struct {
 	FramesPerBlock int // latent frames per block (default 3)
 	Height, Width  int // latent size (e.g. 60×104 for 480×832 video)
 	Schedule       *Schedule
-	Noise          Noise
-	Prompts        []Prompt // the first must start at block 0
+	// FirstSchedule, when set, is the schedule of block 0 (the authors'
+	// denoising_step_list_first_chunk); Schedule serves every other block.
+	FirstSchedule *Schedule
+	// Update is how a denoising step reaches the next timestep (x0
+	// re-noise by default, or a flow Euler step).
+	Update Update
+	// Recacher, when set, recomputes the cached K/V of the most recent
+	// frames under the new prompt at every prompt switch, before the
+	// switching block (LongLive's recache, see memory.Recacher): one
+	// forward call of those frames' latents at t = 0. Nil (the DensityKV
+	// authors' pipeline) switches the cross-attention only. It must be the
+	// policy the rollout runs (or the one a wrapper of it forwards to).
+	Recacher memory.Recacher
+	Noise    Noise
+	Prompts  []Prompt // the first must start at block 0
 	// Writer, when set, receives each block's latents as it finishes.
 	Writer *Writer
 	// MemLog, when set, receives one JSON line per block (BlockLog).
@@ -100,6 +113,9 @@ type BlockLog struct {
 	Attention     []memory.Parts `json:"attention,omitempty"`
 	UpdateSeconds float64        `json:"update_seconds"`
 	Bytes         int64          `json:"bytes"`
+	// Recached lists the frames whose K/V a recache recomputed under this
+	// block's new prompt before the block (Options.Recacher).
+	Recached []int `json:"recached,omitempty"`
 }
 
 // Run generates blocks opt.Start..opt.Blocks−1 with model m reading its
@@ -119,8 +135,11 @@ func Run(m *wan.Model, pol memory.Policy, opt Options) error {
 	if opt.Writer != nil && opt.Writer.Next() != opt.Start {
 		return fmt.Errorf("rollout: the writer expects block %d, the rollout starts at block %d", opt.Writer.Next(), opt.Start)
 	}
-	if opt.Schedule == nil || len(opt.Schedule.Timesteps) == 0 {
+	if opt.Schedule == nil || len(opt.Schedule.Timesteps) == 0 || opt.FirstSchedule != nil && len(opt.FirstSchedule.Timesteps) == 0 {
 		return fmt.Errorf("rollout: no schedule")
+	}
+	if _, err := opt.Update.MarshalText(); err != nil {
+		return fmt.Errorf("rollout: %w", err)
 	}
 	if opt.Noise == nil {
 		return fmt.Errorf("rollout: no noise source")
@@ -148,6 +167,11 @@ func Run(m *wan.Model, pol memory.Policy, opt Options) error {
 		ctx = context.Background()
 	}
 	r := newBlockRunner(m, pol, opt, F)
+	if opt.Recacher != nil && opt.Start > 0 {
+		if err := r.reloadLatents(opt.Start); err != nil {
+			return err
+		}
+	}
 	for b := opt.Start; b < opt.Blocks; b++ {
 		if opt.Stop != nil {
 			if err := opt.Stop.Err(); err != nil {
@@ -194,6 +218,10 @@ type blockRunner struct {
 	eps         []float32
 	ts          []float32 // [F] timesteps of a call
 	start       time.Time
+	// lat holds the finished latents [C][H][W] of the frames a recache may
+	// recompute (with Options.Recacher): the last CacheFrames frames and
+	// the sink frames.
+	lat map[int][]float32
 }
 
 func newBlockRunner(m *wan.Model, pol memory.Policy, opt Options, F int) *blockRunner {
@@ -208,6 +236,7 @@ func newBlockRunner(m *wan.Model, pol memory.Policy, opt Options, F int) *blockR
 		x: make([]float32, blockSize), x0: make([]float32, blockSize), flow: make([]float32, blockSize),
 		eps: make([]float32, blockSize), ts: make([]float32, F), start: time.Now()}
 	r.sr, _ = pol.(memory.StatsReporter)
+	r.lat = map[int][]float32{}
 	return r
 }
 
@@ -216,12 +245,23 @@ func newBlockRunner(m *wan.Model, pol memory.Policy, opt Options, F int) *blockR
 // policy. It returns the block's memory record.
 func (r *blockRunner) runBlock(ctx context.Context, b int) (BlockLog, error) {
 	opt, F, sch := r.opt, r.F, r.opt.Schedule
+	if b == 0 && opt.FirstSchedule != nil {
+		sch = opt.FirstSchedule
+	}
 	S := len(sch.Timesteps)
 	bt := time.Now()
 	prompt := opt.Prompts[0]
+	switched := false
 	for _, p := range opt.Prompts {
 		if p.FromBlock <= b {
-			prompt = p
+			prompt, switched = p, p.FromBlock == b && b > 0
+		}
+	}
+	var recached []int
+	if switched && opt.Recacher != nil {
+		var err error
+		if recached, err = r.recache(b, prompt); err != nil {
+			return BlockLog{}, err
 		}
 	}
 	for f := 0; f < F; f++ {
@@ -229,7 +269,7 @@ func (r *blockRunner) runBlock(ctx context.Context, b int) (BlockLog, error) {
 			return BlockLog{}, err
 		}
 	}
-	log := BlockLog{Block: b, Frames: [2]int{b * F, (b + 1) * F}, Policy: r.pol.Name(), Prompt: prompt.Name}
+	log := BlockLog{Block: b, Frames: [2]int{b * F, (b + 1) * F}, Policy: r.pol.Name(), Prompt: prompt.Name, Recached: recached}
 	for s := 0; s <= S; s++ {
 		if err := ctx.Err(); err != nil {
 			return log, fmt.Errorf("rollout: block %d step %d: %w", b, s, err)
@@ -266,6 +306,12 @@ func (r *blockRunner) runBlock(ctx context.Context, b int) (BlockLog, error) {
 		}
 		if !clean {
 			ToX0(r.x0, r.x, r.flow, sch.Sigmas[s])
+			if opt.Update == UpdateFlowEuler && s == S-1 {
+				// The block's latents: the Euler step from the last
+				// timestep to σ = 0 (step_to(…, 0)), not x − σ·v in float64.
+				copy(r.x0, r.x)
+				EulerStep(r.x0, r.flow, sch.Sigmas[s], 0)
+			}
 		}
 		if opt.Observe != nil {
 			rec := StepRecord{Block: b, Step: s, Clean: clean, Timestep: t, Input: in, Flow: r.flow}
@@ -275,10 +321,15 @@ func (r *blockRunner) runBlock(ctx context.Context, b int) (BlockLog, error) {
 			opt.Observe(rec)
 		}
 		if !clean && s < S-1 {
-			if err := opt.Noise.Renoise(b, s, r.eps); err != nil {
-				return log, err
+			switch opt.Update {
+			case UpdateFlowEuler:
+				EulerStep(r.x, r.flow, sch.Sigmas[s], nextSigma(sch, s, opt.Update))
+			default:
+				if err := opt.Noise.Renoise(b, s, r.eps); err != nil {
+					return log, err
+				}
+				Renoise(r.x, r.x0, r.eps, nextSigma(sch, s, opt.Update))
 			}
-			Renoise(r.x, r.x0, r.eps, sch.Sigmas[s+1])
 		}
 		if opt.Progress != nil {
 			opt.Progress(Progress{Block: b, Blocks: opt.Blocks, Step: s, Steps: S, Elapsed: time.Since(r.start)})
@@ -286,6 +337,9 @@ func (r *blockRunner) runBlock(ctx context.Context, b int) (BlockLog, error) {
 	}
 	if r.sr == nil {
 		log.Bytes = r.pol.Bytes()
+	}
+	if opt.Recacher != nil {
+		r.keepLatents(b, r.x0)
 	}
 	log.Seconds = time.Since(bt).Seconds()
 	return log, nil

@@ -22,7 +22,7 @@ func TestScheduleErrorsAndShapes(t *testing.T) {
 		steps []int
 		shift float64
 		n     int
-	}{{nil, 5, 1000}, {[]int{1000, 1000}, 5, 1000}, {[]int{1001}, 5, 1000}, {[]int{500}, 0, 1000}, {[]int{0}, 5, 1000}} {
+	}{{nil, 5, 1000}, {[]int{1000, 1000}, 5, 1000}, {[]int{1001}, 5, 1000}, {[]int{500}, 0, 1000}, {[]int{-1}, 5, 1000}} {
 		if _, err := NewSchedule(c.steps, c.shift, c.n); err == nil {
 			t.Errorf("NewSchedule(%v, %v, %d) accepted", c.steps, c.shift, c.n)
 		}

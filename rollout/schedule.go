@@ -20,10 +20,24 @@ type Schedule struct {
 // DefaultSteps is the 4-step list of the released models.
 var DefaultSteps = []int{1000, 750, 500, 250}
 
-// NewSchedule warps steps (values in (0, numTrain]) with σ' = shift·σ/(1 +
-// (shift−1)·σ) on a numTrain-entry table. DefaultSchedule gives
-// timesteps [1000, 937.5, 833.3333, 625] and σ [1, 0.9375, 0.8333333, 0.625].
+// NewSchedule warps steps (values in [0, numTrain]) with σ' = shift·σ/(1 +
+// (shift−1)·σ) on a numTrain-entry table (BuildSchedule with warp on).
+// DefaultSchedule gives timesteps [1000, 937.5, 833.3333, 625] and σ [1,
+// 0.9375, 0.8333333, 0.625].
 func NewSchedule(steps []int, shift float64, numTrain int) (*Schedule, error) {
+	return BuildSchedule(steps, shift, numTrain, true)
+}
+
+// BuildSchedule is the authors' denoising schedule (pipeline
+// CausalInferencePipeline): the scheduler table of FlowMatchScheduler(shift,
+// sigma_min = 0, extra_one_step = true) with numTrain entries, and the step
+// list steps (values in [0, numTrain], strictly decreasing). With warp
+// (warp_denoising_step: true) step s becomes the table's timestep
+// numTrain − s (step 0 the extra terminal value 0); without it the raw step
+// is the timestep. Either way σ_s is the table's σ at the entry nearest to
+// the timestep (Sigma), as the authors' flow-to-x0 conversion and re-noise
+// look it up, so an unwarped step 500 with shift 5 has σ ≈ 0.5006.
+func BuildSchedule(steps []int, shift float64, numTrain int, warp bool) (*Schedule, error) {
 	if numTrain < 2 || !(shift > 0) || math.IsInf(shift, 0) {
 		return nil, fmt.Errorf("rollout: schedule: num_train %d must be ≥ 2 and shift %v positive", numTrain, shift)
 	}
@@ -48,14 +62,21 @@ func NewSchedule(steps []int, shift float64, numTrain int) (*Schedule, error) {
 		s.tableT[i] = sig * float32(numTrain)
 	}
 	for i, st := range steps {
-		if st <= 0 || st > numTrain {
-			return nil, fmt.Errorf("rollout: schedule: step %d is %d, want 1..%d", i, st, numTrain)
+		if st < 0 || st > numTrain {
+			return nil, fmt.Errorf("rollout: schedule: step %d is %d, want 0..%d", i, st, numTrain)
 		}
 		if i > 0 && st >= steps[i-1] {
 			return nil, fmt.Errorf("rollout: schedule: steps %v must decrease", steps)
 		}
-		s.Timesteps = append(s.Timesteps, s.tableT[numTrain-st])
-		s.Sigmas = append(s.Sigmas, s.tableS[numTrain-st])
+		t := float32(st)
+		if warp {
+			t = 0 // the terminal value appended by extra_one_step
+			if st > 0 {
+				t = s.tableT[numTrain-st]
+			}
+		}
+		s.Timesteps = append(s.Timesteps, t)
+		s.Sigmas = append(s.Sigmas, s.Sigma(t))
 	}
 	return s, nil
 }
@@ -89,7 +110,8 @@ func ToX0(x0, x, flow []float32, sigma float32) {
 	}
 }
 
-// Renoise writes x = (1 − σ)·x0 + σ·noise in float32.
+// Renoise writes x = (1 − σ)·x0 + σ·noise in float32 (the authors'
+// x0_renoise update, scheduler.add_noise).
 func Renoise(x, x0, noise []float32, sigma float32) {
 	for i := range x {
 		x[i] = (1-sigma)*x0[i] + sigma*noise[i]

@@ -24,16 +24,22 @@ const (
 // Manifest describes a rollout's output folder. It is rewritten (atomically)
 // after every block, so a partial rollout is always readable.
 type Manifest struct {
-	Version        int               `json:"version"`
-	Created        string            `json:"created"`
-	Policy         string            `json:"policy"`
-	Channels       int               `json:"channels"`
-	Height         int               `json:"height"`
-	Width          int               `json:"width"`
-	FramesPerBlock int               `json:"frames_per_block"`
-	BlocksPlanned  int               `json:"blocks_planned"`
-	Timesteps      []float32         `json:"timesteps"`
-	Sigmas         []float32         `json:"sigmas"`
+	Version        int       `json:"version"`
+	Created        string    `json:"created"`
+	Policy         string    `json:"policy"`
+	Channels       int       `json:"channels"`
+	Height         int       `json:"height"`
+	Width          int       `json:"width"`
+	FramesPerBlock int       `json:"frames_per_block"`
+	BlocksPlanned  int       `json:"blocks_planned"`
+	Timesteps      []float32 `json:"timesteps"`
+	Sigmas         []float32 `json:"sigmas"`
+	// FirstTimesteps and FirstSigmas are block 0's when it has its own
+	// step list; Update names the denoising update when it is not
+	// x0_renoise.
+	FirstTimesteps []float32         `json:"first_timesteps,omitempty"`
+	FirstSigmas    []float32         `json:"first_sigmas,omitempty"`
+	Update         string            `json:"update,omitempty"`
 	Seed           *uint64           `json:"seed,omitempty"`
 	Extra          map[string]string `json:"extra,omitempty"`
 	Shards         []Shard           `json:"shards"`

@@ -15,7 +15,13 @@ import (
 // writeArtifacts writes the provenance of the banks, the admission counts
 // and the storage by block as they stand (at the end, or when stopped).
 func writeArtifacts(dir string, cfg config.Config, pols []memory.Policy, st *RunState) error {
-	if err := writeProvenance(filepath.Join(dir, FileProvenance), cfg, pols, st.Adm); err != nil {
+	return writeArtifactsIDs(dir, cfg, pols, st, 0)
+}
+
+// writeArtifactsIDs is writeArtifacts with provenance ids less offset (the
+// authors' ids: offset = sink frames × tokens per frame).
+func writeArtifactsIDs(dir string, cfg config.Config, pols []memory.Policy, st *RunState, offset int64) error {
+	if err := writeProvenance(filepath.Join(dir, FileProvenance), cfg, pols, st.Adm, offset); err != nil {
 		return err
 	}
 	if err := WriteJSON(filepath.Join(dir, FileAdmissions), st.Adm); err != nil {
@@ -24,8 +30,9 @@ func writeArtifacts(dir string, cfg config.Config, pols []memory.Policy, st *Run
 	return writeStorageRun(filepath.Join(dir, FileStorage), cfg, st)
 }
 
-// writeProvenance writes one CSV row per state of every final DensityKV bank.
-func writeProvenance(path string, cfg config.Config, pols []memory.Policy, adm *Admissions) error {
+// writeProvenance writes one CSV row per state of every final DensityKV
+// bank, with source ids (and their frames) less offset.
+func writeProvenance(path string, cfg config.Config, pols []memory.Policy, adm *Admissions, offset int64) error {
 	var sb strings.Builder
 	sb.WriteString(ProvenanceHeader + "\n")
 	P := cfg.Memory.Layout.TokensPerFrame()
@@ -42,8 +49,9 @@ func writeProvenance(path string, cfg config.Config, pols []memory.Policy, adm *
 					if int(e.Admitted) < len(adm.UpdateBlock) {
 						blk = adm.UpdateBlock[e.Admitted]
 					}
-					f, pos := e.Source/int64(P), int(e.Source%int64(P))
-					fmt.Fprintf(&sb, "%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s\n", cfg.Policies[i], cfg.Stream.FirstLayer+l, h, slot, e.Source, f, pos/W, pos%W,
+					src := e.Source - offset
+					f, pos := src/int64(P), int(src%int64(P))
+					fmt.Fprintf(&sb, "%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s\n", cfg.Policies[i], cfg.Stream.FirstLayer+l, h, slot, src, f, pos/W, pos%W,
 						e.Admitted, blk, strconv.FormatFloat(e.Density, 'g', -1, 64), strconv.FormatFloat(e.Baseline, 'g', -1, 64))
 				}
 			}

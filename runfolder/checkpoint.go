@@ -65,6 +65,9 @@ type GenerateState struct {
 	// RecordBytes is the size of the --record-stream file after block
 	// NextBlock−1 (−1 without a recording).
 	RecordBytes int64 `json:"record_bytes"`
+	// LineageBytes is the size of density_kv_lineage.jsonl after block
+	// NextBlock−1 (0 without one).
+	LineageBytes int64 `json:"lineage_bytes,omitempty"`
 	// Video is how the run writes its video: "mp4" (one segment per
 	// block), "png" (frames: no ffmpeg) or "" (no VAE).
 	Video string `json:"video,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/pipeline"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/video"
@@ -21,6 +22,9 @@ type DecodeOptions struct {
 	// Mean and Std are the latent statistics (nil = the run's, else
 	// Wan2.1's).
 	Mean, Std []float32
+	// Precision is the decoder's precision (nil = the run's
+	// generate.precision).
+	Precision *gemm.Precision
 }
 
 // DecodeResult is what Decode made.
@@ -49,7 +53,7 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*Dec
 	if err != nil {
 		return nil, userf("decode: %s is not a generate run folder with latents: %w", dir, err)
 	}
-	var gc config.GenerateConfig
+	gc := config.GenerateDefaults() // keys a run folder written before they existed keep the values that run used
 	if err := LoadConfig(dir, &gc); err != nil {
 		return nil, userf("decode: %w", err)
 	}
@@ -61,6 +65,10 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*Dec
 	}
 	if o.Mean == nil && o.Std == nil {
 		o.Mean, o.Std = gc.Generate.VAEMean, gc.Generate.VAEStd
+	}
+	prec := gc.Generate.Precision
+	if o.Precision != nil {
+		prec = *o.Precision
 	}
 	if len(man.Shards) == 0 {
 		return nil, userf("decode: %s has no finished block", dir)
@@ -80,7 +88,7 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*Dec
 	// Only the files the decode writes are replaced.
 	os.RemoveAll(filepath.Join(dir, video.DirSegments))
 	os.RemoveAll(filepath.Join(dir, video.DirFrames))
-	vs, err := pipeline.NewVideoStream(m, pipeline.VideoOptions{Dir: dir, FFmpeg: ff, Tags: prov.Tags(), Mean: o.Mean, Std: o.Std})
+	vs, err := pipeline.NewVideoStream(m, pipeline.VideoOptions{Dir: dir, FFmpeg: ff, Tags: prov.Tags(), Mean: o.Mean, Std: o.Std, Precision: prec})
 	if err != nil {
 		return nil, err
 	}

@@ -15,20 +15,21 @@ import (
 
 // Files of a run folder <out>/<name>/.
 const (
-	FileConfig       = "config.resolved.yaml" // every default filled in
-	FileLog          = "memory_log.jsonl"     // one line per block, policy and layer
-	FileSummary      = "summary.json"         // totals per policy
-	FileProvenance   = "provenance.csv"       // the final DensityKV banks, one row per state
-	FileAdmissions   = "admissions.json"      // admission aggregates behind the montage
-	FileStorage      = "storage.json"         // live bytes per policy after every block
-	FileTrace        = "attention_trace.json" // generate: attention mass by query and source frame
-	DirPlots         = "plots"                // PNG and SVG figures
-	DirState         = "state"                // resume checkpoint
-	DirPreview       = "latent_preview"       // generate: latent preview frames (latent_preview.mp4 beside)
-	FilePreviewVideo = "latent_preview.mp4"   // generate: the latent preview frames as a video (ffmpeg)
-	FileGeneration   = "generation.json"      // generate: prompts, seed, policy, backbone, input files (pipeline.Provenance)
-	DirText          = "text"                 // generate: the prompts' text embeddings
-	FileCheckpoint   = "checkpoint.json"      // inside DirState
+	FileConfig       = "config.resolved.yaml"               // every default filled in
+	FileLog          = "memory_log.jsonl"                   // one line per block, policy and layer
+	FileSummary      = "summary.json"                       // totals per policy
+	FileProvenance   = "provenance.csv"                     // the final DensityKV banks, one row per state
+	FileAdmissions   = "admissions.json"                    // admission aggregates behind the montage
+	FileStorage      = "storage.json"                       // live bytes per policy after every block
+	FileTrace        = "attention_trace.json"               // generate: attention mass by query and source frame
+	FileTraceLayers  = "attention_trace_layers.safetensors" // generate: the same per layer and head
+	DirPlots         = "plots"                              // PNG and SVG figures
+	DirState         = "state"                              // resume checkpoint
+	DirPreview       = "latent_preview"                     // generate: latent preview frames (latent_preview.mp4 beside)
+	FilePreviewVideo = "latent_preview.mp4"                 // generate: the latent preview frames as a video (ffmpeg)
+	FileGeneration   = "generation.json"                    // generate: prompts, seed, policy, backbone, input files (pipeline.Provenance)
+	DirText          = "text"                               // generate: the prompts' text embeddings
+	FileCheckpoint   = "checkpoint.json"                    // inside DirState
 	ProvenanceHeader = "policy,layer,head,slot,source,source_frame,token_row,token_col,admitted_update,admitted_block,density,baseline"
 )
 

@@ -91,7 +91,8 @@ type genInputs struct {
 	vae    *vae.Model           // nil without --vae
 	ffmpeg string               // "" = PNG frames (with a VAE)
 	wan    *wan.Model
-	sched  *rollout.Schedule
+	sched  *rollout.Schedule // the denoising schedule (first: block 0's when it differs)
+	first  *rollout.Schedule
 }
 
 // checkGenerateInputs checks every input file of g without reading the
@@ -145,7 +146,7 @@ func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.Pro
 	for i, p := range prompts {
 		texts[i] = p.Text
 	}
-	o := pipeline.TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen, CacheDir: g.TextCache, Discard: discard,
+	o := pipeline.TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen, CacheDir: g.TextCache, Discard: discard, Precision: g.Precision,
 		Warn: func(msg string) { hooks.warn("%s", msg) },
 		Progress: func(done, total int) {
 			if hooks.Progress != nil {
@@ -191,20 +192,20 @@ func readRunEmbeddings(dir string, g config.GenerateSection) ([]*pipeline.Embedd
 
 // loadBackbone loads the DiT (after the text encoder is gone).
 func (in *genInputs) loadBackbone(g config.GenerateSection) error {
-	sch, err := rollout.NewSchedule(rollout.DefaultSteps, 5, 1000)
+	sch, first, err := g.Schedule.Options().Build()
 	if err != nil {
-		return err
+		return userf("generate.schedule: %w", err)
 	}
-	m, err := wan.Load(g.Checkpoint, g.Model, wan.LoadOptions{Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha})
+	m, err := wan.Load(g.Checkpoint, g.Model, wan.LoadOptions{Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Precision: g.Precision})
 	if err != nil {
 		return &UserError{&rollout.InputError{Prompt: -1, Name: g.Checkpoint, Err: err}}
 	}
-	in.wan, in.sched = m, sch
+	in.wan, in.sched, in.first = m, sch, first
 	return nil
 }
 
 // schedule returns the run's prompt schedule for the rollout: the text
-// files, then the prompts (indices as in config.GenerateSection.Schedule).
+// files, then the prompts (indices as in config.GenerateSection.PromptSchedule).
 func schedule(g config.GenerateSection, embeds []*pipeline.Embedding) []rollout.PromptText {
 	var out []rollout.PromptText
 	for _, ts := range g.Texts {
@@ -222,11 +223,13 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
 	stateDir := filepath.Join(dir, DirState)
 	cpPath := filepath.Join(stateDir, FileCheckpoint)
+	F := g.BlockFrames()
 	gen, err := rollout.NewGeneratorFor(in.wan, in.sched, schedule(g, embeds))
 	if err != nil {
 		return nil, &UserError{err}
 	}
-	if _, err := g.Model.Memory(gc.Memory, g.LatentHeight, g.LatentWidth, config.FramesPerBlock); err != nil {
+	gen.FirstSchedule, gen.Update = in.first, g.Schedule.Update
+	if _, err := g.Model.Memory(gc.Memory, g.LatentHeight, g.LatentWidth, F); err != nil {
 		return nil, userf("%s: %w", FileConfig, err)
 	}
 	pol, err := memory.New(gc.Policies[0], gc.Memory)
@@ -276,16 +279,32 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 		}
 	}
 	// The policy the rollout calls: pol, traced, recorded.
-	frames := g.Blocks * config.FramesPerBlock
+	frames := g.Blocks * F
 	var tr *eval.AttentionTracer
 	var run memory.Policy = pol
 	if g.TraceStep >= 0 {
 		tr = eval.NewAttentionTracer(pol, g.TraceStep, frames)
+		layers, err := config.ParseIndexList(g.TraceLayers, "generate.trace_layers", gc.Memory.Layout.Layers)
+		if err != nil {
+			return nil, userf("%w", err)
+		}
+		if len(layers) > 0 {
+			tr.TraceLayers(layers)
+		}
 		if resume {
 			if len(gs.TraceMass) != len(tr.Mass) {
 				return nil, fmt.Errorf("--resume: %s: attention trace of %d values, want %d", cpPath, len(gs.TraceMass), len(tr.Mass))
 			}
 			copy(tr.Mass, gs.TraceMass)
+			if len(layers) > 0 {
+				lt, err := ReadTraceLayers(filepath.Join(dir, FileTraceLayers))
+				if err == nil {
+					err = tr.SetLayers(lt)
+				}
+				if err != nil {
+					return nil, fmt.Errorf("--resume: per-layer attention trace: %w", err)
+				}
+			}
 		}
 		run = tr
 	}
@@ -302,9 +321,44 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 		}
 		run = recorded{sr, pol}
 	}
-	ro := rollout.RunOptions{Blocks: g.Blocks, FramesPerBlock: config.FramesPerBlock, Height: g.LatentHeight, Width: g.LatentWidth,
+	ro := rollout.RunOptions{Blocks: g.Blocks, FramesPerBlock: F, Height: g.LatentHeight, Width: g.LatentWidth,
 		Seed: uint64(gc.Run.Seed), Start: start, Stop: ctx}
-	w, err := openLatents(dir, resume, start, gs, gen.Manifest(pol, ro, map[string]string{"checkpoint": g.Checkpoint, "lora": g.LoRA}))
+	if g.Recache == config.RecacheLongLive {
+		rc, ok := pol.(memory.Recacher)
+		if !ok {
+			return nil, userf("--recache longlive: policy %s has no recache", gc.Policies[0])
+		}
+		ro.Recacher = rc
+	}
+	var idOffset int64 // provenance ids less this (the authors' ids)
+	if g.SourceIDs == config.SourceAuthors {
+		idOffset = int64(gc.Memory.SinkFrames * gc.Memory.Layout.TokensPerFrame())
+	}
+	var lg *lineage
+	var lgw *LogWriter
+	if dk, ok := pol.(*memory.DensityKV); ok {
+		layers, err := config.ParseIndexList(g.LineageLayers, "generate.lineage_layers", gc.Memory.Layout.Layers)
+		if err != nil {
+			return nil, userf("%w", err)
+		}
+		heads, err := config.ParseIndexList(g.LineageHeads, "generate.lineage_heads", gc.Memory.Layout.Heads)
+		if err != nil {
+			return nil, userf("%w", err)
+		}
+		if len(layers) > 0 && len(heads) > 0 {
+			lg = newLineage(dk, layers, heads, idOffset)
+			if lgw, err = OpenLog(filepath.Join(dir, FileLineage), gs.LineageBytes); err != nil {
+				return nil, fmt.Errorf("lineage: %w", err)
+			}
+			defer lgw.Close()
+			if gs.LineageBytes == 0 {
+				if err := lgw.Write(lg.header(gc.Memory.Bank.Tau)); err != nil {
+					return nil, fmt.Errorf("lineage: %w", err)
+				}
+			}
+		}
+	}
+	w, err := openLatents(dir, resume, start, F, gs, gen.Manifest(pol, ro, map[string]string{"checkpoint": g.Checkpoint, "lora": g.LoRA}))
 	if err != nil {
 		return nil, err
 	}
@@ -339,6 +393,14 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 		}
 		return WriteJSON(filepath.Join(dir, FileTrace), tr.File(gc.Policies[0]))
 	}
+	// The per-layer trace (large: 8·H·F² bytes a layer) is written with
+	// each checkpoint and at the end.
+	writeTraceLayers := func() error {
+		if tr == nil || len(tr.LayerIndex) == 0 {
+			return nil
+		}
+		return writeTraceLayers(filepath.Join(dir, FileTraceLayers), tr.Layers(), g.TraceStep)
+	}
 	// snapAt is the block of the checkpoint with a snapshot on disk (−1:
 	// none yet), so that a stop right after one does not save it again.
 	snapAt := -1
@@ -354,6 +416,11 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 			return fmt.Errorf("memory log: %w", err)
 		}
 		st.LogBytes = n
+		if lgw != nil {
+			if gs.LineageBytes, err = lgw.Sync(); err != nil {
+				return fmt.Errorf("lineage: %w", err)
+			}
+		}
 		gs.RecordBytes = -1
 		if rec != nil {
 			if gs.RecordBytes, err = rec.sync(); err != nil {
@@ -374,6 +441,9 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 		gs.TraceMass = nil
 		if tr != nil {
 			gs.TraceMass = tr.Mass
+		}
+		if err := writeTraceLayers(); err != nil {
+			return err
 		}
 		if err := writeGenCheckpoint(cpPath, gs); err != nil {
 			return err
@@ -406,13 +476,24 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 				return err
 			}
 		}
+		if lg != nil {
+			evs, err := lg.events(b, lg.pol.LastDecisions(), bl.Offered)
+			if err != nil {
+				return err
+			}
+			for _, ev := range evs {
+				if err := lgw.Write(ev); err != nil {
+					return fmt.Errorf("lineage: %w", err)
+				}
+			}
+		}
 		if g.Preview {
 			if err := writePreview(dir, b, latents, C, H, W); err != nil {
 				return err
 			}
 		}
 		if vs != nil {
-			if err := vs.Block(b, latents, config.FramesPerBlock, C, H, W); err != nil {
+			if err := vs.Block(b, latents, F, C, H, W); err != nil {
 				return err
 			}
 			if vs.Folder().MP4() {
@@ -454,12 +535,25 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	} else if err := checkpoint(interrupted); err != nil {
 		return nil, err
 	}
+	if err := writeTraceLayers(); err != nil {
+		return nil, err
+	}
 	if rec != nil {
 		if err := rec.finish(); err != nil {
 			return nil, fmt.Errorf("--record-stream: %w", err)
 		}
 	}
-	if err := writeArtifacts(dir, gc.Config, []memory.Policy{pol}, st); err != nil {
+	if lg != nil && !interrupted {
+		for _, f := range lg.finals() {
+			if err := lgw.Write(f); err != nil {
+				return nil, fmt.Errorf("lineage: %w", err)
+			}
+		}
+		if _, err := lgw.Sync(); err != nil {
+			return nil, fmt.Errorf("lineage: %w", err)
+		}
+	}
+	if err := writeArtifactsIDs(dir, gc.Config, []memory.Policy{pol}, st, idOffset); err != nil {
 		return nil, err
 	}
 	res := &Result{Summary: newSummary("generate", dir, gc.Config, st, interrupted, time.Since(began), 0), Interrupted: interrupted}
@@ -501,7 +595,7 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 // the checkpoint and warming the decoder up on the latents before block
 // start.
 func openVideo(dir string, m *vae.Model, ffmpeg string, g config.GenerateSection, gs *GenerateState, prov pipeline.Provenance, resume bool, start int, man rollout.Manifest, hooks Hooks) (*pipeline.VideoStream, error) {
-	vs, err := pipeline.NewVideoStream(m, pipeline.VideoOptions{Dir: dir, FFmpeg: ffmpeg, Tags: prov.Tags(), Mean: g.VAEMean, Std: g.VAEStd})
+	vs, err := pipeline.NewVideoStream(m, pipeline.VideoOptions{Dir: dir, FFmpeg: ffmpeg, Tags: prov.Tags(), Mean: g.VAEMean, Std: g.VAEStd, Precision: g.Precision})
 	if err != nil {
 		return nil, err
 	}
@@ -530,7 +624,7 @@ func openVideo(dir string, m *vae.Model, ffmpeg string, g config.GenerateSection
 			hooks.Progress("video warm-up", done, total)
 		}
 	}
-	if err := vs.Resume(start, config.FramesPerBlock, C, H, W, read, progress); err != nil {
+	if err := vs.Resume(start, g.BlockFrames(), C, H, W, read, progress); err != nil {
 		return nil, fmt.Errorf("--resume: %w", err)
 	}
 	return vs, nil
@@ -602,7 +696,7 @@ func newGenerateFolder(dir string, force bool, gc config.GenerateConfig, gs *Gen
 	if err := Prepare(dir, force); err != nil {
 		return prov, err
 	}
-	for _, d := range []string{rollout.ManifestFile, rollout.LatentDir, DirPreview, FilePreviewVideo, FileTrace, FileGeneration, DirText} {
+	for _, d := range []string{rollout.ManifestFile, rollout.LatentDir, DirPreview, FilePreviewVideo, FileTrace, FileLineage, FileTraceLayers, FileGeneration, DirText} {
 		os.RemoveAll(filepath.Join(dir, d))
 	}
 	y, err := config.MarshalGenerate(gc)
@@ -638,7 +732,10 @@ func newGenerateFolder(dir string, force bool, gc config.GenerateConfig, gs *Gen
 // the identity of every input file.
 func provenance(gc config.GenerateConfig, inputs []FileFingerprint, embeds []*pipeline.Embedding, text *pipeline.TextInputs) pipeline.Provenance {
 	g := gc.Generate
-	p := pipeline.Provenance{Seed: uint64(gc.Run.Seed), Policy: gc.Policies[0], Backbone: g.Arch}
+	p := pipeline.Provenance{Seed: uint64(gc.Run.Seed), Policy: gc.Policies[0], Backbone: g.Arch, Entry: g.Entry, Precision: g.Precision.String()}
+	if g.Backbone != config.BackboneNone {
+		p.Preset = g.Backbone.String()
+	}
 	for _, ts := range g.Texts {
 		p.Prompts = append(p.Prompts, pipeline.PromptRecord{FromBlock: ts.FromBlock, File: ts.Path})
 	}
@@ -666,7 +763,7 @@ func provenance(gc config.GenerateConfig, inputs []FileFingerprint, embeds []*pi
 // resume the folder's, after the cheap check of the completed blocks
 // (their shards exist with the checksums of the manifest and of the
 // checkpoint, and the manifest describes this rollout).
-func openLatents(dir string, resume bool, start int, gs *GenerateState, man rollout.Manifest) (*rollout.Writer, error) {
+func openLatents(dir string, resume bool, start, framesPerBlock int, gs *GenerateState, man rollout.Manifest) (*rollout.Writer, error) {
 	if !resume {
 		return rollout.NewWriter(dir, man)
 	}
@@ -689,7 +786,7 @@ func openLatents(dir string, resume bool, start int, gs *GenerateState, man roll
 	old, _ := filepath.Glob(filepath.Join(dir, DirPreview, "frame_*.png"))
 	for _, f := range old {
 		var fr int
-		if _, err := fmt.Sscanf(filepath.Base(f), "frame_%d.png", &fr); err == nil && fr >= start*config.FramesPerBlock {
+		if _, err := fmt.Sscanf(filepath.Base(f), "frame_%d.png", &fr); err == nil && fr >= start*framesPerBlock {
 			os.Remove(f)
 		}
 	}
@@ -714,12 +811,16 @@ func generateLines(gc config.GenerateConfig, pol memory.Policy, st *RunState, b 
 	tot.PeakBytes = max(tot.PeakBytes, tot.Bytes)
 	tot.UpdateSeconds += s.UpdateSeconds
 	st.Bytes[0] = append(st.Bytes[0], tot.Bytes)
-	sec := float64((b+1)*config.FramesPerBlock) / 4
+	sec := float64((b+1)*gc.Generate.BlockFrames()) / 4
 	var lines []LogLine
 	tot.OccMin, tot.OccMax = 1<<62, 0
 	banks := bankBytes(pol)
 	for l := 0; l < gc.Memory.Layout.Layers; l++ {
 		ln := LineFor(gc.Policies[0], b, l, sec, s, decs, tot.Bytes, 0)
+		ln.Diag = DiagFor(pol, l, decs, ln.Offered)
+		if l == 0 {
+			ln.Recached = bl.Recached
+		}
 		if banks != nil {
 			ln.BankBytes = banks[l]
 		}

@@ -17,14 +17,15 @@ import (
 // frames, 477 video frames at 16 fps (1 + 4·(120 − 1)).
 type horizonVideos struct {
 	folder  *video.Folder
+	fpb     int // latent frames per block
 	seconds []float64
 	blocks  []int
 }
 
 func newHorizonVideos(f *video.Folder, g config.GenerateSection) *horizonVideos {
-	h := &horizonVideos{folder: f, seconds: g.Horizons}
+	h := &horizonVideos{folder: f, seconds: g.Horizons, fpb: g.BlockFrames()}
 	for _, s := range g.Horizons {
-		h.blocks = append(h.blocks, config.HorizonBlocks(s, config.FramesPerBlock))
+		h.blocks = append(h.blocks, config.HorizonBlocks(s, h.fpb))
 	}
 	return h
 }
@@ -91,7 +92,7 @@ func (h *horizonVideos) files(done int) []string {
 func (h *horizonVideos) describe() string {
 	s := ""
 	for k, b := range h.blocks {
-		latent := b * config.FramesPerBlock
+		latent := b * h.fpb
 		if k > 0 {
 			s += ", "
 		}

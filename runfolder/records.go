@@ -53,6 +53,60 @@ type LogLine struct {
 	// update of this block, and this layer's Attend call.
 	UpdateSeconds float64 `json:"update_seconds"`
 	AttendSeconds float64 `json:"attend_seconds"`
+	// Diag holds the fields of the DensityKV authors' memory log.
+	Diag
+}
+
+// Diag are the fields of the DensityKV authors' memory log
+// (pipeline/causal_inference.py, memory_indices_log) that a line carries
+// when they apply: the bank update's candidate-density and admission-score
+// means (DensityKV; head 0 of the layer, the authors' group 0), the frames
+// LongLive-RAG retrieved for the block with their cosine similarities, and
+// the frames a LongLive recache recomputed before the block (layer 0's
+// line).
+type Diag struct {
+	// CandidateDensityMean is the mean over the block's N candidates of
+	// their density over the bank before the update (candidate_density).
+	CandidateDensityMean *float64 `json:"candidate_density_mean,omitempty"`
+	// AdmissionScoreMean is the mean over the candidates of their ordering
+	// score minus τ (energy_delta: the authors' max-normalised score with
+	// --ordering max, the configured ordering's score otherwise; −τ for an
+	// empty bank).
+	AdmissionScoreMean   *float64  `json:"admission_score_mean,omitempty"`
+	SelectedGlobalFrames []int     `json:"selected_global_frames,omitempty"`
+	SelectedSimilarities []float64 `json:"selected_similarities,omitempty"`
+	Recached             []int     `json:"recached,omitempty"`
+}
+
+// DiagFor returns layer l's Diag of policy p after a block whose bank
+// decisions are decs (DensityKV; nil otherwise) and whose layer offered
+// offered candidates.
+func DiagFor(p memory.Policy, l int, decs []bank.Decision, offered int) Diag {
+	var d Diag
+	if dk, ok := p.(*memory.DensityKV); ok && l < len(decs) && offered > 0 && len(decs[l].Heads) > 0 {
+		h := decs[l].Heads[0]
+		tau := dk.Config().Bank.Tau
+		var cd, sc float64
+		for i := range h.External {
+			cd += h.External[i]
+		}
+		for i := range h.Score {
+			sc += h.Score[i] - tau
+		}
+		if n := float64(len(h.External)); n > 0 {
+			cd /= n
+		}
+		if len(h.Score) > 0 {
+			sc /= float64(len(h.Score))
+		} else {
+			sc = -tau
+		}
+		d.CandidateDensityMean, d.AdmissionScoreMean = &cd, &sc
+	}
+	if r, ok := p.(*memory.LongLiveRAG); ok {
+		d.SelectedGlobalFrames, d.SelectedSimilarities = r.Retrieved(), r.RetrievedSimilarities()
+	}
+	return d
 }
 
 // PolicyTotals accumulates one policy over a run.

@@ -86,6 +86,16 @@ func Render(dir string) ([]string, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
+	if f, err := traceLayersFigure(dir); err != nil {
+		return nil, err
+	} else if f != nil {
+		figs = append(figs, f)
+	}
+	lfs, err := lineageFigures(dir, cfg.Frames(), cfg.Stream.FPS)
+	if err != nil {
+		return nil, err
+	}
+	figs = append(figs, lfs...)
 	var pngs []string
 	for _, f := range figs {
 		paths, err := f.Save(filepath.Join(out, f.Name))
@@ -156,11 +166,13 @@ func occupancyFigure(cfg config.Config, policy string, lines []LogLine) (*plots.
 		a.capv = append(a.capv, float64(ln.EvictedCapacity))
 	}
 	var occ, adm, ev []plots.Series
-	for _, l := range layers {
+	for i, l := range layers {
 		a := per[l]
 		name := fmt.Sprintf("layer %d", cfg.Stream.FirstLayer+l)
-		occ = append(occ, plots.Series{Name: name, X: a.x, Y: a.occ, Lo: a.lo, Hi: a.hi})
-		adm = append(adm, plots.Series{Name: name, X: a.x, Y: a.adm, Lo: a.alo, Hi: a.ahi})
+		// Layers often coincide: a dash pattern each, the first drawn widest.
+		w := vg.Points(1.2 + 0.7*float64(len(layers)-1-i))
+		occ = append(occ, plots.Series{Name: name, X: a.x, Y: a.occ, Lo: a.lo, Hi: a.hi, Dashes: plots.SeriesDashes(i), Width: w})
+		adm = append(adm, plots.Series{Name: name, X: a.x, Y: a.adm, Lo: a.alo, Hi: a.ahi, Dashes: plots.SeriesDashes(i), Width: w})
 	}
 	// Evictions summed over the shown layers' heads, split by cause.
 	if len(layers) > 0 {
@@ -199,7 +211,7 @@ func occupancyFigure(cfg config.Config, policy string, lines []LogLine) (*plots.
 		policy, cfg.Memory.Capacity, L, cfg.Memory.Layout.Heads)
 	return plots.Lines("occupancy_admissions_"+policy, title, 18*vg.Centimeter, 6.5*vg.Centimeter,
 		plots.LinePanel{Title: "occupancy per head (line: mean over heads, band: min–max over heads)",
-			XLabel: "block (3 latent frames each)", YLabel: "stored states", Series: occ, YFromZero: true, YMax: headroom(occ), Legend: "top-left"},
+			XLabel: fmt.Sprintf("block (%d latent frames each)", cfg.Memory.Layout.FramesPerBlock), YLabel: "stored states", Series: occ, YFromZero: true, YMax: headroom(occ), Legend: "top-left"},
 		plots.LinePanel{Title: "admitted per head in each update (band: min–max over heads)",
 			XLabel: "block", YLabel: "admitted states", Series: adm, YFromZero: true, Legend: "none"},
 		plots.LinePanel{Title: fmt.Sprintf("evictions per update, summed over all %d layers and heads", L),
@@ -207,8 +219,19 @@ func occupancyFigure(cfg config.Config, policy string, lines []LogLine) (*plots.
 	)
 }
 
-// policiesFigure: every policy's memory occupancy and live bytes over time.
+// policiesFigure: every policy's memory occupancy and attention keys over
+// time (policiesPanels).
 func policiesFigure(cfg config.Config, byPolicy map[string][]LogLine) (*plots.Figure, error) {
+	title, panels := policiesPanels(cfg, byPolicy)
+	return plots.Lines("policies", title, 20*vg.Centimeter, 7*vg.Centimeter, panels...)
+}
+
+// policiesPanels returns the title and panels of policies.png. Policies
+// often coincide (several fill the same budget, Native holds no memory),
+// so each has its own dash pattern, the earlier ones drawn wider beneath
+// the later ones, the y axis has a margin (a line at 0 is not the axis),
+// and the legend sits right of the axes.
+func policiesPanels(cfg config.Config, byPolicy map[string][]LogLine) (string, []plots.LinePanel) {
 	var occ, att []plots.Series
 	for _, name := range cfg.Policies {
 		ls := byPolicy[name]
@@ -256,12 +279,24 @@ func policiesFigure(cfg config.Config, byPolicy map[string][]LogLine) (*plots.Fi
 		occ = append(occ, s)
 		att = append(att, t)
 	}
-	return plots.Lines("policies", "Memory policies side by side on the same stream", 18*vg.Centimeter, 7*vg.Centimeter,
-		plots.LinePanel{Title: "historical memory per head (line: mean over layers and heads, band: min–max)",
-			XLabel: "video time (s)", YLabel: "memory tokens", Series: occ, YFromZero: true, XFromZero: true, Legend: "bottom-right"},
-		plots.LinePanel{Title: "attention keys per query (sink + memory + local window, layer 0)",
-			XLabel: "video time (s)", YLabel: "keys", Series: att, YFromZero: true, XFromZero: true, Legend: "bottom-right"},
-	)
+	for _, ss := range [][]plots.Series{occ, att} {
+		n := len(ss)
+		for i := range ss {
+			ss[i].Color = plots.SeriesColor(i)
+			ss[i].Dashes = plots.SeriesDashes(i)
+			ss[i].Width = vg.Points(1.2 + 0.7*float64(n-1-i))
+		}
+	}
+	title := "Memory policies side by side on the same stream"
+	if len(occ) == 1 {
+		title = "Memory policy " + occ[0].Name + " on the stream"
+	}
+	return title, []plots.LinePanel{
+		{Title: "historical memory per head (line: mean over layers and heads, band: min–max)",
+			XLabel: "video time (s)", YLabel: "memory tokens", Series: occ, YFromZero: true, XFromZero: true, YMargin: true, Legend: "right"},
+		{Title: "attention keys per query (sink + memory + local window, layer 0)",
+			XLabel: "video time (s)", YLabel: "keys", Series: att, YFromZero: true, XFromZero: true, YMargin: true, Legend: "right"},
+	}
 }
 
 // montageFigure: the supplementary admission figure from admissions.json.
@@ -272,7 +307,7 @@ func montageFigure(cfg config.Config, a *Admissions) (*plots.Figure, error) {
 	}
 	m := plots.Montage{
 		Title:  fmt.Sprintf("DensityKV admissions (%d layers × %d heads, M = %d, %g latent frames/s)", a.Layers, a.Heads, cfg.Memory.Capacity, a.FPS),
-		Height: a.Height, Width: a.Width, Layers: a.Layers, FirstLayer: a.FirstLayer, Frames: a.Frames, FPS: a.FPS, InitFrames: a.InitFrames,
+		Height: a.Height, Width: a.Width, Layers: a.Layers, FirstLayer: a.FirstLayer, Frames: a.Frames, FPS: a.FPS, InitFrames: a.InitFrames, Banks: a.Layers * a.Heads,
 		TokenBanks: make([]float64, len(a.TokenBanks)), LayerFrame: make([]float64, len(a.LayerFrame)),
 		EntryFraction: make([]float64, a.Frames), PositionFraction: make([]float64, a.Frames),
 	}
@@ -315,9 +350,13 @@ func storageRunFigure(cfg config.Config, sr StorageRun) (*plots.Figure, error) {
 		}
 		ss = append(ss, s)
 	}
+	for i := range ss {
+		ss[i].Color, ss[i].Dashes = plots.SeriesColor(i), plots.SeriesDashes(i)
+		ss[i].Width = vg.Points(1.2 + 0.7*float64(len(ss)-1-i))
+	}
 	l := cfg.Memory.Layout
-	return plots.Lines("storage_vs_horizon", "Persistent temporal state measured in this run", 18*vg.Centimeter, 9*vg.Centimeter,
+	return plots.Lines("storage_vs_horizon", "Persistent temporal state measured in this run", 20*vg.Centimeter, 9*vg.Centimeter,
 		plots.LinePanel{Title: fmt.Sprintf("live bytes after each block (%d×%d tokens/frame, %d layers × %d heads, d = %d)",
 			l.Height, l.Width, l.Layers, l.Heads, l.HeadDim), XLabel: "generated video (s)", YLabel: "MiB",
-			Series: ss, YFromZero: true, XFromZero: true, Legend: "top-left"})
+			Series: ss, YFromZero: true, XFromZero: true, YMargin: true, Legend: "right"})
 }

@@ -330,6 +330,7 @@ func blockLines(cfg config.Config, pols []memory.Policy, st *RunState, b int, at
 		banks := bankBytes(p)
 		for l := 0; l < L; l++ {
 			ln := LineFor(cfg.Policies[i], b, l, sec, s, decs, tot.Bytes, attend[i][l])
+			ln.Diag = DiagFor(p, l, decs, ln.Offered)
 			ln.Layer += cfg.Stream.FirstLayer
 			if banks != nil {
 				ln.BankBytes = banks[l]

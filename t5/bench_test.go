@@ -68,10 +68,16 @@ func benchEncode(b *testing.B, m *Model, n int) {
 }
 
 func BenchmarkLayerUMT5XXL512(b *testing.B) {
-	m := realLayer(b)
-	benchEncode(b, m, 512)
-	sec := b.Elapsed().Seconds() / float64(b.N)
-	b.ReportMetric(sec*float64(UMT5XXL().Layers), "s/prompt-24-layers")
+	for _, prec := range []gemm.Precision{gemm.F32, gemm.BF16} {
+		b.Run(prec.String(), func(b *testing.B) {
+			m := realLayer(b)
+			m.Precision = prec
+			defer func() { m.Precision = gemm.F32 }()
+			benchEncode(b, m, 512)
+			sec := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(sec*float64(UMT5XXL().Layers), "s/prompt-24-layers")
+		})
+	}
 }
 
 func BenchmarkLayerUMT5XXL64(b *testing.B) {
@@ -95,7 +101,8 @@ func BenchmarkTiny512(b *testing.B) {
 }
 
 // BenchmarkLinearFFN times the largest product, 512 tokens through a
-// 4096 → 10240 Linear with bf16 weights widened on the fly, against
+// 4096 → 10240 Linear with bf16 weights packed on the fly, at each
+// precision (fp32: widened to float32; bf16: packed natively), against
 // gemm on the same weights held in float32: BenchmarkNTFloat32FFN with
 // the weights packed once outside the loop (the kernel alone), and
 // BenchmarkNTFloat32FFNPerCall, gemm.NT packing them on every call.
@@ -108,14 +115,18 @@ func BenchmarkLinearFFN(b *testing.B) {
 		x[i] = float32(r.NormFloat64())
 	}
 	y := make([]float32, rows*out)
-	var ws linearWS
-	l.forward(y, x, rows, &ws)
-	b.ResetTimer()
-	c0 := cpuSeconds()
-	for b.Loop() {
-		l.forward(y, x, rows, &ws)
+	for _, prec := range []gemm.Precision{gemm.F32, gemm.BF16} {
+		b.Run(prec.String(), func(b *testing.B) {
+			var ws linearWS
+			l.forward(prec, y, x, rows, &ws)
+			b.ResetTimer()
+			c0 := cpuSeconds()
+			for b.Loop() {
+				l.forward(prec, y, x, rows, &ws)
+			}
+			reportFLOPs(b, 2*rows*in*out, c0)
+		})
 	}
-	reportFLOPs(b, 2*rows*in*out, c0)
 }
 
 func BenchmarkNTFloat32FFN(b *testing.B) {

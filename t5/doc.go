@@ -21,19 +21,23 @@
 // mask), as T5EncoderModel returns u[:v]; the DiT pads them back to
 // text_len rows with zeros.
 //
-// The weights stay in bfloat16 (umT5-XXL: 11.4 GB); the compute is
-// float32. Every matrix product goes through package gemm: a Linear
-// widens its bfloat16 weights to float32 one block of 128 output columns
-// at a time, directly into gemm's packed panels (widenPanels, the one
-// place to swap for a native bfloat16 kernel), and multiplies with
-// gemm.MulPacked; attention runs per head (scores q·kᵀ, softmax with bias
-// and mask, then p·v) on gemm's packed products. The RMS statistics and
-// the softmax sums are accumulated in float64. Results are deterministic
-// and do not depend on gemm.Threads(): every output element is computed
-// by one goroutine in a fixed order. They follow gemm's micro-kernel, so
-// the GOEXPERIMENT=simd build (fused multiply-adds) and the pure-Go build
-// differ in the last bits; against Wan's float64 reference both stay
-// within 3e-6 relative L2 on the golden prompts.
+// The weights stay in bfloat16 (umT5-XXL: 11.4 GB). Every matrix product
+// goes through package gemm at the model's Precision: a Linear packs its
+// weights one block of 128 output columns at a time, so a packed copy never
+// exists whole — at fp32 widened to float32 panels (widenPanels) with
+// float32 activations, at bf16 natively in the kernel's bfloat16 layout
+// (gemm.PackNTBF16) with the activations rounded to bfloat16 — and
+// multiplies with gemm.MulPacked; attention runs per head (scores q·kᵀ,
+// softmax with bias and mask, then p·v) on gemm's packed products, at bf16
+// with q, k, v and the probabilities rounded to bfloat16. The RMS
+// statistics and the softmax sums are accumulated in float64, the GELU and
+// the exponential are float32 without fused multiply-adds. Results are
+// deterministic and the same bits on every CPU, gemm kernel, build and
+// thread count: every output element is computed by one goroutine in a
+// fixed order with one definition per product. Against Wan's float64
+// reference fp32 stays within 3e-6 relative L2 on the golden prompts, bf16
+// within 4·2^-8 (about half the error of Wan's own bf16 code, which also
+// rounds the activations between the products).
 //
 // Load reads Wan's models_t5_umt5-xxl-enc-bf16.pth (PyTorch zip) or a
 // safetensors file with the same key names, inferring the configuration

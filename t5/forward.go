@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -48,7 +49,18 @@ func (m *Model) Forward(ids, mask []int32, tr *Trace) ([]float32, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.checkPrecision(); err != nil {
+		return nil, err
+	}
 	return m.forward(ids, keep, tr), nil
+}
+
+// checkPrecision rejects a Precision that is neither fp32 nor bf16.
+func (m *Model) checkPrecision() error {
+	if p := m.Precision; p != gemm.F32 && p != gemm.BF16 {
+		return fmt.Errorf("t5: precision %v, want %s", p, strings.Join(p.Names(), " or "))
+	}
+	return nil
 }
 
 // Encode returns what Wan's T5EncoderModel returns for one prompt: rows
@@ -86,6 +98,9 @@ func (m *Model) Encode(ids, mask []int32) ([]float32, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.checkPrecision(); err != nil {
+		return nil, err
+	}
 	if prefix {
 		return m.forward(ids[:seqLen], keep[:seqLen], nil), nil
 	}
@@ -180,13 +195,13 @@ func (m *Model) forward(ids []int32, keep []bool, tr *Trace) []float32 {
 			probs = make([]float32, c.Heads*n*n)
 			tr.Probs = append(tr.Probs, probs)
 		}
-		b.Attn.forward(y, h, n, c, b.PosEmbedding, bk, keep, ws, probs)
+		b.Attn.forward(m.Precision, y, h, n, c, b.PosEmbedding, bk, keep, ws, probs)
 		addInto(x, y)
 		if tr != nil {
 			tr.AfterAttn = append(tr.AfterAttn, clone(x))
 		}
 		rmsNorm(h, x, n, d, c.Eps, b.Norm2)
-		b.FFN.forward(y, h, n, ws)
+		b.FFN.forward(m.Precision, y, h, n, ws)
 		addInto(x, y)
 		if tr != nil {
 			tr.Blocks = append(tr.Blocks, clone(x))
@@ -222,7 +237,7 @@ func rmsNorm(y, x []float32, n, d int, eps float64, w []float32) {
 			xr, yr := x[r*d:(r+1)*d], y[r*d:(r+1)*d]
 			var q float64
 			for _, v := range xr {
-				q += float64(v) * float64(v)
+				q += float64(float64(v) * float64(v)) // rounded before the sum: no fused multiply-add
 			}
 			inv := 1 / math.Sqrt(q/float64(d)+eps)
 			for j, v := range xr {
@@ -246,11 +261,13 @@ func addInto(x, y []float32) {
 // of q, k, v = h·Wq,k,vᵀ), with logits q·k + bias (no 1/√head_dim) and
 // masked keys set to −MaxFloat32. tab is the block's position table
 // [Buckets][Heads], bk the buckets by relative position; probs, when
-// non-nil, receives the probabilities [Heads][n][n].
-func (a *Attention) forward(y, h []float32, n int, c Config, tab []float32, bk []int32, keep []bool, ws *workspace, probs []float32) {
+// non-nil, receives the probabilities [Heads][n][n]. The products run at
+// prec: at bf16, q, k, v and the probabilities are rounded to bfloat16 as
+// they are packed (the softmax itself stays float32).
+func (a *Attention) forward(prec gemm.Precision, y, h []float32, n int, c Config, tab []float32, bk []int32, keep []bool, ws *workspace, probs []float32) {
 	da, hd := c.DimAttn, c.HeadDim()
 	q, k, v, att := ws.q[:n*da], ws.k[:n*da], ws.v[:n*da], ws.a[:n*da]
-	a.Q.forward(q, h, n, &ws.lin)
+	a.Q.forward(prec, q, h, n, &ws.lin)
 	a.K.product(k, n, &ws.lin) // h is still packed
 	a.V.product(v, n, &ws.lin)
 	workers := min(gemm.Threads(), c.Heads)
@@ -273,7 +290,7 @@ func (a *Attention) forward(y, h []float32, n int, c Config, tab []float32, bk [
 				bias[i] = tab[int(b)*c.Heads+hh]
 			}
 			// s = q_h·k_hᵀ [n][n]
-			gemm.PackNT(&hw.pk, n, hd, k[hh*hd:], da)
+			gemm.PackNTAs(&hw.pk, prec, n, hd, k[hh*hd:], da)
 			hw.pk.ProductSub(n, q[hh*hd:], da, 0, n, 0, hd, s, n, false)
 			for i := 0; i < n; i++ {
 				softmaxRow(s[i*n:(i+1)*n], bias[n-1-i:2*n-1-i], keep)
@@ -282,7 +299,7 @@ func (a *Attention) forward(y, h []float32, n int, c Config, tab []float32, bk [
 				copy(probs[hh*n*n:(hh+1)*n*n], s)
 			}
 			// att_h = p·v_h [n][head_dim]
-			gemm.PackNN(&hw.pv, hd, n, v[hh*hd:], da)
+			gemm.PackNNAs(&hw.pv, prec, hd, n, v[hh*hd:], da)
 			hw.pv.ProductSub(n, s, n, 0, hd, 0, n, att[hh*hd:], da, false)
 		}
 	}
@@ -296,7 +313,7 @@ func (a *Attention) forward(y, h []float32, n int, c Config, tab []float32, bk [
 		}
 		wg.Wait()
 	}
-	a.O.forward(y, att, n, &ws.lin)
+	a.O.forward(prec, y, att, n, &ws.lin)
 }
 
 // softmaxRow turns one row of logits s (q·k) into probabilities: with
@@ -325,11 +342,12 @@ func softmaxRow(s, bias []float32, keep []bool) {
 	}
 }
 
-// forward computes y [n][Dim] = fc2(fc1(h) ⊙ gelu_tanh(gate(h))).
-func (f *FFN) forward(y, h []float32, n int, ws *workspace) {
+// forward computes y [n][Dim] = fc2(fc1(h) ⊙ gelu_tanh(gate(h))) with
+// the products at prec.
+func (f *FFN) forward(prec gemm.Precision, y, h []float32, n int, ws *workspace) {
 	df := f.Gate.Out
 	g, u := ws.g[:n*df], ws.f[:n*df]
-	f.Gate.forward(g, h, n, &ws.lin)
+	f.Gate.forward(prec, g, h, n, &ws.lin)
 	f.FC1.product(u, n, &ws.lin) // h is still packed
 	parallelFor(len(u), 1<<14, func(lo, hi int) {
 		us, gs := u[lo:hi], g[lo:hi]
@@ -337,5 +355,5 @@ func (f *FFN) forward(y, h []float32, n int, ws *workspace) {
 			us[i] *= geluTanh(gv)
 		}
 	})
-	f.FC2.forward(y, u, n, &ws.lin)
+	f.FC2.forward(prec, y, u, n, &ws.lin)
 }

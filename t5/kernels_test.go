@@ -50,9 +50,10 @@ func TestWidenPanelsLayout(t *testing.T) {
 	}
 }
 
-// TestLinearMatchesNT: Linear.forward equals gemm.NT on the widened
-// weights bit for bit, for shapes around gemm's blocking (MR 4, NR 32,
-// KC 128, 128-column blocks) and any thread count.
+// TestLinearMatchesNT: Linear.forward equals gemm.NTAs on the widened
+// weights bit for bit at both precisions, for shapes around gemm's
+// blocking (MR 4, NR 32, KC 128, 128-column blocks, 32-depth bfloat16
+// blocks) and any thread count.
 func TestLinearMatchesNT(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	prev := gemm.SetThreads(0)
@@ -66,17 +67,19 @@ func TestLinearMatchesNT(t *testing.T) {
 				for i := range x {
 					x[i] = float32(r.NormFloat64())
 				}
-				want := make([]float32, rows*out)
-				gemm.NT(rows, out, in, x, in, widenAll(l.W), in, want, out)
-				for _, th := range []int{1, 2, 3} {
-					gemm.SetThreads(th)
-					got := make([]float32, rows*out)
-					for i := range got {
-						got[i] = float32(math.NaN())
-					}
-					l.forward(got, x, rows, &ws)
-					if i := firstDiff(got, want); i >= 0 {
-						t.Fatalf("rows %d in %d out %d threads %d: y[%d] = %v, want %v", rows, in, out, th, i, got[i], want[i])
+				for _, prec := range []gemm.Precision{gemm.F32, gemm.BF16} {
+					want := make([]float32, rows*out)
+					gemm.NTAs(prec, rows, out, in, x, in, widenAll(l.W), in, want, out)
+					for _, th := range []int{1, 2, 3} {
+						gemm.SetThreads(th)
+						got := make([]float32, rows*out)
+						for i := range got {
+							got[i] = float32(math.NaN())
+						}
+						l.forward(prec, got, x, rows, &ws)
+						if i := firstDiff(got, want); i >= 0 {
+							t.Fatalf("%v rows %d in %d out %d threads %d: y[%d] = %v, want %v", prec, rows, in, out, th, i, got[i], want[i])
+						}
 					}
 				}
 			}

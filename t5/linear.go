@@ -9,10 +9,13 @@ import (
 )
 
 // Linear is y = x·Wᵀ with no bias and W [Out][In] held as bfloat16 bits
-// (checkpoint "<name>.weight"). Products run in float32 through package
-// gemm: W is widened to float32 one block of output columns at a time,
-// straight into the packed panels the micro-kernel reads (widenPanels), so
-// a float32 copy of the weights never exists whole.
+// (checkpoint "<name>.weight"). Products run through package gemm one
+// block of output columns at a time, so a packed copy of the weights
+// never exists whole: at fp32 W is widened to float32 straight into the
+// packed panels the micro-kernel reads (widenPanels) and x stays float32;
+// at bf16 W is packed as it is (gemm.PackNTBF16, the kernel's native
+// bfloat16 layout), x is rounded to bfloat16, and the product is gemm's
+// bfloat16 product.
 type Linear struct {
 	In, Out int
 	W       []uint16 // [Out][In] bfloat16 bits
@@ -40,19 +43,19 @@ func (ws *linearWS) bytes() int64 {
 	return n
 }
 
-// forward computes y[rows][Out] = x[rows][In]·Wᵀ, overwriting y. The
-// result equals gemm.NT(rows, Out, In, x, In, W′, In, y, Out) bit for bit,
-// where W′ is W widened to float32, whatever gemm.Threads() is: every
-// block of columns is computed whole by one worker with gemm's summation
-// order.
-func (l *Linear) forward(y, x []float32, rows int, ws *linearWS) {
-	gemm.PackA(&ws.pa, rows, l.In, x, l.In)
+// forward computes y[rows][Out] = x[rows][In]·Wᵀ at precision prec,
+// overwriting y. The result equals gemm.NTAs(prec, rows, Out, In, x, In,
+// W′, In, y, Out) bit for bit, where W′ is W widened to float32, whatever
+// gemm.Threads() is: every block of columns is computed whole by one
+// worker with gemm's summation order.
+func (l *Linear) forward(prec gemm.Precision, y, x []float32, rows int, ws *linearWS) {
+	gemm.PackAAs(&ws.pa, prec, rows, l.In, x, l.In)
 	l.product(y, rows, ws)
 }
 
 // product is forward on the rows×In activations already packed in ws.pa
 // (by a previous forward of a Linear with the same input, e.g. q before
-// k and v).
+// k and v), at their precision.
 func (l *Linear) product(y []float32, rows int, ws *linearWS) {
 	in, out := l.In, l.Out
 	if rows == 0 || out == 0 {
@@ -69,6 +72,7 @@ func (l *Linear) product(y []float32, rows int, ws *linearWS) {
 	for len(ws.panels) < workers {
 		ws.panels = append(ws.panels, new(gemm.PackedB))
 	}
+	prec := ws.pa.Precision()
 	var next atomic.Int64
 	run := func(pb *gemm.PackedB) {
 		for {
@@ -78,7 +82,11 @@ func (l *Linear) product(y []float32, rows int, ws *linearWS) {
 			}
 			j0 := b * colBlock
 			cols := min(colBlock, out-j0)
-			widenPanels(pb.Resize(cols, in), l.W[j0*in:(j0+cols)*in], in, cols)
+			if prec == gemm.F32 {
+				widenPanels(pb.Resize(cols, in), l.W[j0*in:(j0+cols)*in], in, cols)
+			} else {
+				gemm.PackNTBF16(pb, prec, cols, in, l.W[j0*in:(j0+cols)*in], in)
+			}
 			// Row tiles of gemm.TileM keep the packed activations of one
 			// depth chunk in L2 while the widened panels stream past.
 			for i0 := 0; i0 < rows; i0 += gemm.TileM {
@@ -101,9 +109,9 @@ func (l *Linear) product(y []float32, rows int, ws *linearWS) {
 // widenPanels writes the bfloat16 rows w [cols][k] (the weights of cols
 // output columns) as float32 into dst in gemm's packed-B panel layout for
 // op(B) = wᵀ (k×cols): element (q, j) at dst[(j/NR)·k·NR + q·NR + j%NR],
-// zero in the padding columns. It is the only place where weights are
-// widened, so a native bfloat16 packing can replace it. Eight rows go
-// together: eight sequential reads, one contiguous 32-byte write per depth.
+// zero in the padding columns: the fp32 products' operand (bf16 ones pack
+// the bits natively). Eight rows go together: eight sequential reads, one
+// contiguous 32-byte write per depth.
 func widenPanels(dst []float32, w []uint16, k, cols int) {
 	const nr = gemm.NR
 	for p := 0; p*nr < cols; p++ {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/gemm"
 )
 
 // LoadOptions configures Load.
@@ -22,6 +23,9 @@ type LoadOptions struct {
 	// carry; 0 means Wan's values, 128 and 1e-6.
 	MaxDist int
 	Eps     float64
+	// Precision is the model's Precision (the zero value is gemm.F32,
+	// "fp32"). The weights are bfloat16 either way.
+	Precision gemm.Precision
 }
 
 // Load reads a umT5 encoder from a PyTorch zip checkpoint (Wan2.1's
@@ -48,6 +52,10 @@ func Load(path string, opt LoadOptions) (*Model, error) {
 	m, err := fromRaw(f.Tensors, opt)
 	if err != nil {
 		return nil, fmt.Errorf("%w (file %s)", err, path)
+	}
+	m.Precision = opt.Precision
+	if err := m.checkPrecision(); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -25,22 +25,25 @@ func expf(x float32) float32 {
 		return 0
 	}
 	var ki int32 // x·log2(e) rounded half away from zero
-	if t := x * log2e; t < 0 {
+	if t := float32(x * log2e); t < 0 {
 		ki = int32(t - 0.5)
 	} else {
 		ki = int32(t + 0.5)
 	}
+	// Every product is rounded before it is added (explicit conversions:
+	// no fused multiply-add at any GOAMD64 level, the same bits as the
+	// plain float32 steps).
 	k := float32(ki)
-	r := x - k*ln2Hi
-	r -= k * ln2Lo
+	r := x - float32(k*ln2Hi)
+	r -= float32(k * ln2Lo)
 	r2 := r * r
 	p := float32(1.9875691500e-4)
-	p = p*r + 1.3981999507e-3
-	p = p*r + 8.3334519073e-3
-	p = p*r + 4.1665795894e-2
-	p = p*r + 1.6666665459e-1
-	p = p*r + 5.0000001201e-1
-	y := p*r2 + r + 1
+	p = float32(p*r) + 1.3981999507e-3
+	p = float32(p*r) + 8.3334519073e-3
+	p = float32(p*r) + 4.1665795894e-2
+	p = float32(p*r) + 1.6666665459e-1
+	p = float32(p*r) + 5.0000001201e-1
+	y := float32(p*r2) + r + 1
 	// Scale by 2^k in two steps so that k = 128 (x just below maxArg) and
 	// k = −126 stay representable.
 	h := ki / 2
@@ -52,6 +55,6 @@ func expf(x float32) float32 {
 // u / (1 + e^(−2z)), which is the same function.
 func geluTanh(u float32) float32 {
 	const c = 0.7978845608028654 // √(2/π)
-	z := c * (u + 0.044715*u*u*u)
+	z := c * (u + float32(0.044715*u*u*u))
 	return u / (1 + expf(-2*z))
 }

@@ -38,10 +38,19 @@ type Block struct {
 // Model is Wan2.1's umT5 text encoder (T5Encoder, encoder only). The
 // matrices (the embedding and every Linear) are held as bfloat16 bits; the
 // norm weights and position tables, a few MB, as float32. Forward and
-// Encode compute in float32. A Model may be used from several goroutines;
-// calls run one at a time (they share the model's work buffers).
+// Encode compute at Precision. A Model may be used from several
+// goroutines; calls run one at a time (they share the model's work
+// buffers).
 type Model struct {
 	Config Config
+	// Precision is the precision of the matrix products: gemm.F32
+	// ("fp32", the zero value: the weights widened, activations and
+	// probabilities float32) or gemm.BF16 ("bf16": activations and
+	// attention probabilities rounded to bfloat16, gemm's bfloat16
+	// product with float32 accumulation). Norms, softmax and GELU are
+	// float32 either way. Set it before the first call (Load does, from
+	// LoadOptions.Precision), not during one.
+	Precision gemm.Precision
 	// TokenEmbedding is "token_embedding.weight" [Vocab][Dim] as bfloat16
 	// bits.
 	TokenEmbedding []uint16

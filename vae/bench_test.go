@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/densitykv/densitykv/gemm"
 )
 
 // randConv returns a random convolution (weights packed).
@@ -36,7 +38,7 @@ func randFrame(n int, seed uint64) []float32 {
 }
 
 // BenchmarkConv times one output frame of the real decoder's convolution
-// shapes (all taps reading a frame) and reports GFLOP/s.
+// shapes (all taps reading a frame) at each precision and reports GFLOP/s.
 func BenchmarkConv(b *testing.B) {
 	for _, c := range []struct {
 		name             string
@@ -52,27 +54,32 @@ func BenchmarkConv(b *testing.B) {
 		{"time_conv384-120x208", 384, 768, 3, 1, 120, 208, false},
 		{"resample192to96-240x416up", 192, 96, 1, 3, 240, 416, true},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			cv := randConv(c.cin, c.cout, c.kt, c.k, c.k, 1)
-			in := make([][]float32, c.kt)
-			for i := range in {
-				in[i] = randFrame(c.cin*c.h*c.w, uint64(i))
-			}
-			ho, wo := c.h, c.w
-			if c.up {
-				ho, wo = 2*ho, 2*wo
-			}
-			out := make([]float32, c.cout*ho*wo)
-			var e engine
-			cv.apply(&e, out, in, c.h, c.w, c.up, nil) // warm the scratch
-			e.flops = 0
-			cpu0 := cpuSeconds()
-			for b.Loop() {
-				cv.apply(&e, out, in, c.h, c.w, c.up, nil)
-			}
-			b.ReportMetric(float64(e.flops)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			b.ReportMetric(float64(e.flops)/(cpuSeconds()-cpu0)/1e9, "GFLOP/cpu-s")
-		})
+		for _, prec := range []gemm.Precision{gemm.F32, gemm.BF16} {
+			b.Run(c.name+"/"+prec.String(), func(b *testing.B) {
+				cv := randConv(c.cin, c.cout, c.kt, c.k, c.k, 1)
+				if prec == gemm.BF16 {
+					cv.packBF16()
+				}
+				in := make([][]float32, c.kt)
+				for i := range in {
+					in[i] = randFrame(c.cin*c.h*c.w, uint64(i))
+				}
+				ho, wo := c.h, c.w
+				if c.up {
+					ho, wo = 2*ho, 2*wo
+				}
+				out := make([]float32, c.cout*ho*wo)
+				e := engine{prec: prec}
+				cv.apply(&e, out, in, c.h, c.w, c.up, nil) // warm the scratch
+				e.flops = 0
+				cpu0 := cpuSeconds()
+				for b.Loop() {
+					cv.apply(&e, out, in, c.h, c.w, c.up, nil)
+				}
+				b.ReportMetric(float64(e.flops)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				b.ReportMetric(float64(e.flops)/(cpuSeconds()-cpu0)/1e9, "GFLOP/cpu-s")
+			})
+		}
 	}
 }
 

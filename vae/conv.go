@@ -51,6 +51,49 @@ func (c *Conv) pack() {
 	}
 }
 
+// groupTaps is the number of spatial taps per MulPacked call (a group):
+// as many as keep a group's depth within convGroupDepth, at least one.
+func (c *Conv) groupTaps() int { return max(1, min(c.KH*c.KW, convGroupDepth/c.Cin)) }
+
+// bf16Offsets returns, for the bfloat16 operand, the depth offset of each
+// tap group (frame dt, group j: index dt·groups + j) and the padded total
+// depth: each group's taps·Cin rounded up to a multiple of BF16Block.
+func (c *Conv) bf16Offsets() (off []int, total int) {
+	spatial, g := c.KH*c.KW, c.groupTaps()
+	for dt := 0; dt < c.KT; dt++ {
+		for s0 := 0; s0 < spatial; s0 += g {
+			off = append(off, total)
+			total += roundUp(min(g, spatial-s0)*c.Cin, gemm.BF16Block)
+		}
+	}
+	return off, total
+}
+
+func roundUp(x, m int) int { return (x + m - 1) / m * m }
+
+// packBF16 packs the weights as a bfloat16 left operand with the padded
+// tap groups of bf16Offsets: A[co][off(dt, group) + (t−s0)·Cin + ci] =
+// Weight[co][ci][dt][t] rounded to nearest even, zero in the padding.
+func (c *Conv) packBF16() {
+	spatial, g := c.KH*c.KW, c.groupTaps()
+	off, k := c.bf16Offsets()
+	a := make([]float32, c.Cout*k)
+	taps := c.KT * spatial
+	for co := 0; co < c.Cout; co++ {
+		for ci := 0; ci < c.Cin; ci++ {
+			src := c.Weight[(co*c.Cin+ci)*taps : (co*c.Cin+ci+1)*taps]
+			for dt := 0; dt < c.KT; dt++ {
+				for t := 0; t < spatial; t++ {
+					j := t / g
+					a[co*k+off[dt*((spatial+g-1)/g)+j]+(t-j*g)*c.Cin+ci] = src[dt*spatial+t]
+				}
+			}
+		}
+	}
+	gemm.PackAAs(&c.packedBF16, gemm.BF16, c.Cout, k, a, k)
+	c.offBF16 = off
+}
+
 // flops returns the floating-point operations (2 per multiply-add) of one
 // output frame of the given pixels when taps of its taps read a frame.
 func (c *Conv) flops(taps, pixels int) int64 {
@@ -58,15 +101,17 @@ func (c *Conv) flops(taps, pixels int) int64 {
 }
 
 // convWorker is one worker's scratch: the packed input panels of a tap
-// group and the C tile.
+// group (at bf16 first written as float32 panels in sp) and the C tile.
 type convWorker struct {
 	pb gemm.PackedB
+	sp []float32
 	c  []float32
 }
 
-// engine runs the convolutions: worker scratch reused across calls and a
-// count of the floating-point operations done.
+// engine runs the convolutions at one precision: worker scratch reused
+// across calls and a count of the floating-point operations done.
 type engine struct {
+	prec    gemm.Precision
 	workers []*convWorker
 	flops   int64
 }
@@ -115,7 +160,9 @@ func (c *Conv) apply(e *engine, out []float32, in [][]float32, hs, ws int, up bo
 		panic("vae: conv: no input frame")
 	}
 	e.flops += c.flops(used, P)
-	g := max(1, min(spatial, convGroupDepth/c.Cin)) // taps per MulPacked
+	g := c.groupTaps()
+	groups := (spatial + g - 1) / g
+	bf := e.prec == gemm.BF16
 	tiles := (P + convTile - 1) / convTile
 	nw := min(gemm.Threads(), tiles)
 	var next atomic.Int64
@@ -136,9 +183,23 @@ func (c *Conv) apply(e *engine, out []float32, in [][]float32, hs, ws int, up bo
 				for s0 := 0; s0 < spatial; s0 += g {
 					gs := min(g, spatial-s0)
 					k := gs * c.Cin
-					panels := w.pb.Resize(n, k)
-					c.fill(panels, k, n, p0, f, hs, ws, wo, up, s0, gs)
-					gemm.MulPacked(c.Cout, n, k, &c.packed, 0, (dt*spatial+s0)*c.Cin, &w.pb, 0, 0, w.c, n, !first)
+					if !bf {
+						panels := w.pb.Resize(n, k)
+						c.fill(panels, k, n, p0, f, hs, ws, wo, up, s0, gs)
+						gemm.MulPacked(c.Cout, n, k, &c.packed, 0, (dt*spatial+s0)*c.Cin, &w.pb, 0, 0, w.c, n, !first)
+						first = false
+						continue
+					}
+					// bf16: the group's depth padded with zero rows.
+					kp := roundUp(k, gemm.BF16Block)
+					np := (n + gemm.NR - 1) / gemm.NR
+					w.sp = grow(w.sp, np*kp*gemm.NR)
+					c.fill(w.sp, kp, n, p0, f, hs, ws, wo, up, s0, gs)
+					for jp := 0; jp < np; jp++ {
+						clear(w.sp[(jp*kp+k)*gemm.NR : (jp+1)*kp*gemm.NR])
+					}
+					gemm.PackPanelsAs(&w.pb, gemm.BF16, n, kp, w.sp)
+					gemm.MulPacked(c.Cout, n, kp, &c.packedBF16, 0, c.offBF16[dt*groups+s0/g], &w.pb, 0, 0, w.c, n, !first)
 					first = false
 				}
 			}
@@ -176,7 +237,8 @@ func (c *Conv) apply(e *engine, out []float32, in [][]float32, hs, ws int, up bo
 // (element (q, j) at panels[(j/NR)·k·NR + q·NR + j%NR], padding columns
 // zero): for the spatial taps s0 ≤ s < s0+gs and output pixels
 // p0 ≤ p < p0+n, row q = (s−s0)·Cin + ci and column j = p − p0 hold the
-// input pixel the tap reads for p (zero outside the frame).
+// input pixel the tap reads for p (zero outside the frame). Rows from
+// gs·Cin to k (a bf16 group's padding) are left as they are.
 func (c *Conv) fill(panels []float32, k, n, p0 int, in []float32, hs, ws, wo int, up bool, s0, gs int) {
 	const nr = gemm.NR
 	ho := hs

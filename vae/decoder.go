@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/densitykv/densitykv/attn"
+	"github.com/densitykv/densitykv/gemm"
 )
 
 // wanMean and wanStd are Wan2.1's latent statistics (wan/modules/vae.py,
@@ -44,6 +46,12 @@ type Options struct {
 	Mean, Std []float32
 	// Trace, when set, sees every module's output (see TraceFunc).
 	Trace TraceFunc
+	// Precision is the precision of the convolutions and the attention
+	// (the zero value is gemm.F32, "fp32"; gemm.BF16, "bf16", rounds
+	// weights, activations and attention inputs to bfloat16 for the
+	// products, with float32 accumulation; norms, SiLU and softmax stay
+	// float32). The model packs its weights once per precision.
+	Precision gemm.Precision
 }
 
 // frame is one frame of activations, [c][h][w].
@@ -98,7 +106,11 @@ func (m *Model) NewDecoder(opt Options) (*Decoder, error) {
 	if len(mean) != z || len(std) != z {
 		return nil, fmt.Errorf("vae: latent mean has %d values and std %d, want z_dim = %d each", len(mean), len(std), z)
 	}
+	if p := opt.Precision; p != gemm.F32 && p != gemm.BF16 {
+		return nil, fmt.Errorf("vae: precision %v, want %s", p, strings.Join(p.Names(), " or "))
+	}
 	d := &Decoder{m: m, mean: append([]float32(nil), mean...), invStd: make([]float32, z), trace: opt.Trace}
+	d.eng.prec = opt.Precision
 	for i := range z {
 		if f := float64(mean[i]); math.IsNaN(f) || math.IsInf(f, 0) {
 			return nil, fmt.Errorf("vae: latent mean[%d] = %v is not finite", i, mean[i])
@@ -123,6 +135,9 @@ func (d *Decoder) Reset() {
 	d.bytes = 0
 	d.eng.release()
 }
+
+// Precision returns the decoder's precision (Options.Precision).
+func (d *Decoder) Precision() gemm.Precision { return d.eng.prec }
 
 // LatentFrames returns the number of latent frames decoded since the
 // stream began.
@@ -232,6 +247,7 @@ func (d *Decoder) DecodeFunc(z []float32, t, c, h, w int, emit func(index int, r
 		return err
 	}
 	d.h, d.w = h, w
+	d.m.prepare(d.eng.prec)
 	n := c * h * w
 	for k := 0; k < t; k++ {
 		d.latentFrame(z[k*n : (k+1)*n])
@@ -380,7 +396,7 @@ func (d *Decoder) attention(a *AttentionBlock, x *frame) {
 	transpose(q.data, qkv.data[:C*P], C, P)
 	transpose(k.data, qkv.data[C*P:2*C*P], C, P)
 	transpose(v.data, qkv.data[2*C*P:], C, P)
-	attn.Attention(o.data, q.data, k.data, v.data, P, P, 1, C, float32(1/math.Sqrt(float64(C))))
+	attn.AttentionAs(d.eng.prec, o.data, q.data, k.data, v.data, P, P, 1, C, float32(1/math.Sqrt(float64(C))))
 	d.eng.flops += 4 * int64(P) * int64(P) * int64(C)
 	transpose(n.data, o.data, P, C)
 	a.Proj.apply(&d.eng, x.data, [][]float32{n.data}, x.h, x.w, false, x.data) // proj, plus the block input

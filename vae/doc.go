@@ -1,5 +1,5 @@
 // Package vae is the decoding half of the Wan2.1 VAE (Wan-Video/Wan2.1
-// wan/modules/vae.py) in float32, streaming: latent frames go in as the
+// wan/modules/vae.py), streaming: latent frames go in as the
 // generator finishes them and pixel frames come out, with the feature
 // caches carried across chunks (as the DensityKV release drives Wan's
 // cached_decode), so memory stays bounded however long the video.
@@ -50,7 +50,17 @@
 // caches (two frames per causal conv: 3.5 GiB in float32 at 480×832)
 // plus a few working frames per resolution (0.97 GiB at 480×832): a
 // real-size decode peaked at 5.1 GiB resident, weights included
-// (BenchmarkDecodeReal). Results are identical for every thread count.
+// (BenchmarkDecodeReal).
+//
+// Precision (Options.Precision, per decoder): fp32 (float32 products, the
+// golden tests' mode, within 1e-4 of the float64 reference) or bf16 (the
+// weights, the shifted input panels and the attention's q, k, v and
+// probabilities rounded to bfloat16, gemm's bfloat16 product with float32
+// accumulation, each convolution's tap groups padded to 32 depths; norms,
+// SiLU and softmax in float32; within 8·2^-8 relative L2 of the float64
+// reference). The model keeps its float32 weights and packs them once per
+// precision used. Results are the same bits for every thread count, gemm
+// kernel, build and CPU (the tests force each kernel and pin a hash).
 //
 // Parameters mirror the checkpoint names ("decoder.upsamples.3.time_conv.weight",
 // see Model.Params); Load reads Wan2.1_VAE.pth (the encoder's keys are

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/goldendir"
 )
 
@@ -42,6 +43,13 @@ type cmp struct {
 // compared), a shape mismatch, a relative L2 error above goldenTol, a byte
 // off by more than 1.
 func compareFile(path string, got map[string]tensor) (res []cmp, fails []string) {
+	return compareFileTol(path, got, goldenTol, goldenTol, 1)
+}
+
+// compareFileTol is compareFile with relative L2 tolerance tol, every
+// value within elemTol of its tensor's largest magnitude, and bytes
+// allowed to be off by byteTol.
+func compareFileTol(path string, got map[string]tensor, tol, elemTol float64, byteTol int64) (res []cmp, fails []string) {
 	s, err := checkpoint.OpenSafetensors(path)
 	if err != nil {
 		return nil, []string{err.Error()}
@@ -69,7 +77,7 @@ func compareFile(path string, got map[string]tensor) (res []cmp, fails []string)
 			for i, w := range want {
 				switch d := int64(g.u8[i]) - w; {
 				case d == 0:
-				case d == 1 || d == -1:
+				case d >= -byteTol && d <= byteTol:
 					c.off++
 				default:
 					fails = append(fails, fmt.Sprintf("%s: %s[%d] = %d, computed %d", file, name, i, w, g.u8[i]))
@@ -99,12 +107,12 @@ func compareFile(path string, got map[string]tensor) (res []cmp, fails []string)
 		if den == 0 {
 			c.rel = math.Sqrt(num)
 		}
-		if !(c.rel <= goldenTol) {
-			fails = append(fails, fmt.Sprintf("%s: %s relative L2 error %.3g > %g (max abs %.3g)", file, name, c.rel, goldenTol, c.maxAbs))
-		} else if !(c.maxAbs <= goldenTol*big) {
+		if !(c.rel <= tol) {
+			fails = append(fails, fmt.Sprintf("%s: %s relative L2 error %.3g > %g (max abs %.3g)", file, name, c.rel, tol, c.maxAbs))
+		} else if !(c.maxAbs <= elemTol*big) {
 			// A second guard against one corrupted value in a large
-			// tensor: every value within goldenTol of the largest.
-			fails = append(fails, fmt.Sprintf("%s: %s[%d] = %v, computed %v (error above %g × max |value| %.3g)", file, name, worst, want[worst], g.f[worst], goldenTol, big))
+			// tensor: every value within elemTol of the largest.
+			fails = append(fails, fmt.Sprintf("%s: %s[%d] = %v, computed %v (error above %g × max |value| %.3g)", file, name, worst, want[worst], g.f[worst], elemTol, big))
 		}
 		res = append(res, c)
 	}
@@ -385,6 +393,11 @@ func loadGolden(dir, weights string) (*Model, []string) {
 // decode_full.json and returns every tensor the file holds, computed
 // (intermediates from the decoder's trace), the video, and the sidecar.
 func fullDecode(m *Model, dir string) (got map[string]tensor, video []float32, side *sidecar, err error) {
+	return fullDecodeAs(m, dir, gemm.F32)
+}
+
+// fullDecodeAs is fullDecode at precision prec.
+func fullDecodeAs(m *Model, dir string, prec gemm.Precision) (got map[string]tensor, video []float32, side *sidecar, err error) {
 	full := filepath.Join(dir, "decode_full.safetensors")
 	if side, err = readSidecar(filepath.Join(dir, "decode_full.json")); err != nil {
 		return nil, nil, nil, err
@@ -398,7 +411,7 @@ func fullDecode(m *Model, dir string) (got map[string]tensor, video []float32, s
 		return nil, nil, nil, err
 	}
 	tr := newTraces()
-	if video, err = m.Decode(z, t, c, h, w, Options{Mean: mean, Std: std, Trace: tr.fn}); err != nil {
+	if video, err = m.Decode(z, t, c, h, w, Options{Mean: mean, Std: std, Trace: tr.fn, Precision: prec}); err != nil {
 		return nil, nil, nil, err
 	}
 	s := m.Cfg.SpatialScale()

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/gemm"
@@ -22,7 +23,11 @@ type Conv struct {
 
 	is2D   bool         // the checkpoint weight is 4-D
 	slot   int          // feature-cache slot (KT = 3), −1 otherwise
-	packed gemm.PackedA // Cout × K, column tap·Cin + ci with tap = (dt·KH + dy)·KW + dx
+	packed gemm.PackedA // fp32: Cout × K, column tap·Cin + ci with tap = (dt·KH + dy)·KW + dx
+	// packedBF16 is the bf16 operand: Cout × (padded K), the tap groups
+	// of one frame each at its offset in offBF16 (see packBF16).
+	packedBF16 gemm.PackedA
+	offBF16    []int
 }
 
 // RMSNorm is Wan's RMS_norm: x / max(‖x‖₂, 1e-12) · √C · γ over the
@@ -80,8 +85,11 @@ type Decoder3d struct {
 }
 
 // Model is the decoding half of a Wan2.1 VAE: the latent conv2 and the
-// decoder. It is immutable once built, so any number of Decoders (one per
-// video stream) may share it.
+// decoder. Its parameters are immutable once built, so any number of
+// Decoders (one per video stream) may share it. It keeps the float32
+// weights as loaded and packs them for the matrix engine once per
+// precision a decoder asks for (Options.Precision): 4 bytes per weight at
+// fp32, 2 at bf16 on the AVX512_BF16 and AMX kernels.
 type Model struct {
 	Cfg     Config
 	Conv2   Conv // conv2, 1×1×1, z_dim → z_dim, applied to the de-normalised latents
@@ -90,6 +98,9 @@ type Model struct {
 	slots     int      // causal convolutions (feature-cache slots): 32 for Wan2.1
 	upsample3 int      // upsample3d modules
 	upNames   []string // "upsamples.<i>"
+
+	packMu sync.Mutex
+	packed [2]bool // per gemm.Precision: the convolutions are packed
 }
 
 // Param is one named parameter: its checkpoint name, shape and slice.
@@ -279,7 +290,6 @@ func FromStateDict(sd checkpoint.StateDict) (*Model, error) {
 		}
 		*p.Data = t.Data
 	}
-	m.prepare()
 	return m, nil
 }
 
@@ -329,14 +339,38 @@ func Random(cfg Config, seed uint64) (*Model, error) {
 		}
 		*p.Data = d
 	}
-	m.prepare()
 	return m, nil
 }
 
-// prepare packs every convolution's weights for the GEMMs.
-func (m *Model) prepare() {
-	conv := func(c *Conv) { c.pack() }
-	m.eachConv(conv)
+// prepare packs every convolution's weights for products at precision
+// prec, the first time that precision is asked for, and re-packs bf16
+// operands whose layout is not the selected kernel's (after gemm.Force).
+// Decoders call it before each chunk; it must not run while another
+// decoder of the model is decoding at a precision not packed yet or
+// during a gemm.Force.
+func (m *Model) prepare(prec gemm.Precision) {
+	m.packMu.Lock()
+	defer m.packMu.Unlock()
+	if !m.packed[prec] {
+		if prec == gemm.BF16 {
+			m.eachConv(func(c *Conv) { c.packBF16() })
+		} else {
+			m.eachConv(func(c *Conv) { c.pack() })
+		}
+		m.packed[prec] = true
+		return
+	}
+	if prec == gemm.BF16 {
+		m.eachConv(func(c *Conv) { c.packedBF16.Repack() })
+	}
+}
+
+// PackedBytes returns the memory of the packed weights (per precision
+// packed so far), beside the float32 weights (NumParams·4 bytes).
+func (m *Model) PackedBytes() int64 {
+	var n int64
+	m.eachConv(func(c *Conv) { n += c.packed.Bytes() + c.packedBF16.Bytes() })
+	return n
 }
 
 // eachConv calls f on every convolution in module order.

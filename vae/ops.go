@@ -53,7 +53,7 @@ func rmsNorm(dst, src []float32, ch, P int, gamma []float32, act bool) {
 			clear(s)
 			for c := 0; c < ch; c++ {
 				for j, v := range src[c*P+b : c*P+b+n] {
-					s[j] += v * v
+					s[j] += float32(v * v) // rounded before the sum: no fused multiply-add at any GOAMD64 level
 				}
 			}
 			for j, v := range s {

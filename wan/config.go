@@ -95,3 +95,19 @@ func (c Config) Layout(height, width, framesPerBlock int) memory.Layout {
 	return memory.Layout{Height: height / c.Patch[1], Width: width / c.Patch[2], FramesPerBlock: framesPerBlock,
 		Layers: c.Layers, Heads: c.Heads, HeadDim: c.HeadDim()}
 }
+
+// FLOPs returns the floating-point operations (2 per multiply-add) of the
+// matrix products of one Forward call on frames frames of tokens tokens in
+// all whose self-attention attends keys keys per layer: the patch
+// embedding, the time embedding, per layer the self-attention
+// projections (4·2·T·dim²), QKᵀ and PV (4·T·keys·dim), the cross-attention
+// projections (2·2·T·dim²) and its products over text_len keys, the FFN
+// (2·2·T·dim·ffn_dim), and the head. The text embedding (once per prompt)
+// and the element-wise steps are not counted.
+func (c Config) FLOPs(tokens, keys, frames int) float64 {
+	T, S, F := float64(tokens), float64(keys), float64(frames)
+	d, ffn, L := float64(c.Dim), float64(c.FFNDim), float64(c.TextLen)
+	perLayer := 8*T*d*d + 4*T*S*d + 4*T*d*d + 4*T*L*d + 4*T*d*ffn
+	return 2*T*float64(c.PatchLen())*d + 2*F*(float64(c.FreqDim)*d+d*d+6*d*d) +
+		float64(c.Layers)*perLayer + 2*T*d*float64(c.OutLen())
+}

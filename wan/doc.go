@@ -1,6 +1,6 @@
 // Package wan is the causal Wan2.1 text-to-video DiT (the autoregressive
-// backbone of Self-Forcing, Causal-Forcing and LongLive) in float32, shaped
-// by a Config (Wan2.1-T2V-1.3B by default, TinyConfig for the golden data).
+// backbone of Self-Forcing, Causal-Forcing and LongLive), shaped by a Config
+// (Wan2.1-T2V-1.3B by default, TinyConfig for the golden data).
 //
 // One Forward call denoises one block of latent frames [F][C][H][W]:
 //
@@ -21,7 +21,40 @@
 // Cross-attention reads per-layer text keys/values computed once per prompt
 // (EmbedText); zero-padded text rows are attended, not masked.
 //
+// The code reads like the equations: Model.Forward is patchify, the time
+// embedding, Block.Forward per layer (self-attention, cross-attention,
+// FFN, each a few lines) and the head.
+//
+// # Precision
+//
+// A model has one precision (Model.Precision, chosen when it is built:
+// LoadOptions.Precision, FromStateDict, Random), a gemm.Precision spelled
+// "fp32" or "bf16":
+//
+//   - fp32: every matrix product is gemm's float32 product; the golden
+//     tests' mode (within 1e-4 of the float64 reference).
+//   - bf16: what the authors run on GPUs in bfloat16. The Linear weights
+//     are rounded to bfloat16 once and kept packed in bfloat16 (half the
+//     weight memory on the AVX512_BF16 and AMX kernels); each Linear's
+//     input and the attention's q, k, v are rounded to bfloat16 and the
+//     products are gemm's bfloat16 product with float32 accumulation; the
+//     attention probabilities are rounded to bfloat16 for PV, as flash
+//     attention does (package attn), while the softmax and its row sums,
+//     the norms, modulations, GELU and SiLU, the biases and the residual
+//     stream stay float32. Within 4·2^-8 of the float64 reference on the
+//     golden forwards (the tests derive that bound).
+//
+// Either way the results are the same bits on every CPU, every gemm
+// kernel and every build (the tests force each kernel and pin a hash of
+// the outputs): the products have one definition per precision, the
+// element-wise steps are written so that no multiply-add can be fused
+// (explicit conversions), and the exponentials are pure Go (expGo). The
+// time embedding's sinusoid uses math.Pow and math.Sincos from the
+// standard library: on amd64, math.Exp (under Pow) is assembly that uses
+// FMA on CPUs with AVX and FMA, so a CPU without them could differ in the
+// last bit of a float64 sinusoid value before its rounding to float32.
+//
 // Parameters mirror the checkpoint names ("blocks.3.self_attn.q.weight",
 // see Model.Params); Load reads safetensors and PyTorch checkpoints and
-// merges LongLive LoRA.
+// merges LongLive LoRA (in float32, before the weights are packed).
 package wan

@@ -32,6 +32,7 @@ func (m *Model) EmbedText(ctx []float32, rows int) (*Text, error) {
 	if i := finite.First(ctx); i >= 0 {
 		return nil, fmt.Errorf("wan: embed text: value %v at row %d column %d", ctx[i], i/c.TextDim, i%c.TextDim)
 	}
+	m.repack()
 	L, d := c.TextLen, c.Dim
 	pad := make([]float32, L*c.TextDim)
 	copy(pad, ctx)
@@ -70,11 +71,15 @@ type Call struct {
 	Trace func(name string, data []float32)
 }
 
+// workspace holds the buffers of Forward, reused while the block's shape
+// does not change.
 type workspace struct {
-	T                        int
-	x, y, q, k, v, att, o    []float32
-	h, patches, out, mods, e []float32
-	e0, sin, tmp             []float32
+	T                     int
+	x, y, q, k, v, att, o []float32 // [T][dim]
+	h                     []float32 // [T][ffn_dim]
+	patches, out          []float32 // [T][patch_len], [T][out_len]
+	mods, e0              []float32 // [F][6][dim]
+	e, sin, tmp, headMods []float32 // [F][dim], [F][freq], scratch, [F][2][dim]
 }
 
 func (m *Model) workspace(T, F int) *workspace {
@@ -95,6 +100,7 @@ func (m *Model) workspace(T, F int) *workspace {
 	w.e0 = make([]float32, F*6*d)
 	w.sin = make([]float32, F*c.FreqDim)
 	w.tmp = make([]float32, F*max(d, c.FreqDim))
+	w.headMods = make([]float32, F*2*d)
 	m.ws = w
 	return w
 }
@@ -111,195 +117,270 @@ func Sinusoid(dst []float32, t float64) {
 	}
 }
 
+// pass is the state of one Forward call that the steps share: the block's
+// geometry, the buffers, the text, the memory policy and the trace.
+type pass struct {
+	m       *Model
+	ws      *workspace
+	c       *Call
+	pol     memory.Policy
+	F, H, W int // frames, latent height and width
+	gh, gw  int // token grid of a frame
+	tpf, T  int // tokens per frame, tokens
+	scale   float32
+}
+
+func (p *pass) trace(name string, x []float32) {
+	if p.c.Trace != nil {
+		p.c.Trace(name, x)
+	}
+}
+
 // Forward runs the model on one block and writes the flow prediction
-// [F][OutDim][Height][Width] into flow. It calls pol.Begin(c.Mem), then
-// pol.Attend for every layer in order, then pol.End(). Inputs are validated
-// before Begin, so an input error leaves the policy untouched; an error
-// returned by the policy itself leaves the call open, and that policy
-// should then be discarded.
+// [F][OutDim][Height][Width] into flow:
+//
+//	x = patchify(latent)                      PatchEmbedding
+//	e, e0 = timeEmbedding(timesteps)
+//	x = Block.Forward(x) for every layer      (memory policy per layer)
+//	flow = unpatchify(head(x, e))
+//
+// It calls pol.Begin(c.Mem), then pol.Attend for every layer in order,
+// then pol.End(). Inputs are validated before Begin, so an input error
+// leaves the policy untouched; an error returned by the policy itself
+// leaves the call open, and that policy should then be discarded.
 func (m *Model) Forward(flow []float32, c Call, pol memory.Policy) error {
+	p, err := m.newPass(flow, &c, pol)
+	if err != nil {
+		return err
+	}
+	m.repack()
+	x := p.patchify()
+	p.timeEmbedding()
+	if err := pol.Begin(c.Mem); err != nil {
+		return fmt.Errorf("wan: forward block %d step %d: %w", c.Mem.Block, c.Mem.Step, err)
+	}
+	for l := range m.Blocks {
+		if err := m.Blocks[l].Forward(p, l, x); err != nil {
+			return fmt.Errorf("wan: forward block %d step %d layer %d: %w", c.Mem.Block, c.Mem.Step, l, err)
+		}
+		p.trace(fmt.Sprintf("block_out.%d", l), x)
+	}
+	if err := pol.End(); err != nil {
+		return fmt.Errorf("wan: forward block %d step %d: %w", c.Mem.Block, c.Mem.Step, err)
+	}
+	p.head(x)
+	p.unpatchify(flow)
+	return nil
+}
+
+// newPass validates a call (shapes, finite inputs, text, the policy's
+// layout and RoPE base) and sets up its state.
+func (m *Model) newPass(flow []float32, c *Call, pol memory.Policy) (*pass, error) {
 	cfg := m.Cfg
 	F := len(c.Timesteps)
 	ph, pw := cfg.Patch[1], cfg.Patch[2]
 	if F == 0 || c.Height <= 0 || c.Width <= 0 || c.Height%ph != 0 || c.Width%pw != 0 {
-		return fmt.Errorf("wan: forward block %d: %d frames of %d×%d latents (must be positive multiples of the patch %d×%d)", c.Mem.Block, F, c.Height, c.Width, ph, pw)
+		return nil, fmt.Errorf("wan: forward block %d: %d frames of %d×%d latents (must be positive multiples of the patch %d×%d)", c.Mem.Block, F, c.Height, c.Width, ph, pw)
 	}
 	H, W, C := c.Height, c.Width, cfg.InDim
 	if len(c.Latent) != F*C*H*W {
-		return fmt.Errorf("wan: forward block %d: latent has %d values, want %d frames × %d × %d × %d", c.Mem.Block, len(c.Latent), F, C, H, W)
+		return nil, fmt.Errorf("wan: forward block %d: latent has %d values, want %d frames × %d × %d × %d", c.Mem.Block, len(c.Latent), F, C, H, W)
 	}
 	if len(flow) != F*cfg.OutDim*H*W {
-		return fmt.Errorf("wan: forward block %d: output has %d values, want %d", c.Mem.Block, len(flow), F*cfg.OutDim*H*W)
+		return nil, fmt.Errorf("wan: forward block %d: output has %d values, want %d", c.Mem.Block, len(flow), F*cfg.OutDim*H*W)
 	}
 	if i := finite.First(c.Latent); i >= 0 {
-		return fmt.Errorf("wan: forward block %d: latent has %v at index %d", c.Mem.Block, c.Latent[i], i)
+		return nil, fmt.Errorf("wan: forward block %d: latent has %v at index %d", c.Mem.Block, c.Latent[i], i)
 	}
 	if i := finite.First(c.Timesteps); i >= 0 {
-		return fmt.Errorf("wan: forward block %d: timestep %d is %v", c.Mem.Block, i, c.Timesteps[i])
+		return nil, fmt.Errorf("wan: forward block %d: timestep %d is %v", c.Mem.Block, i, c.Timesteps[i])
 	}
 	if c.Text == nil || len(c.Text.K) != cfg.Layers || len(c.Text.Embed) != cfg.TextLen*cfg.Dim {
-		return fmt.Errorf("wan: forward block %d: text is missing or was embedded by another model", c.Mem.Block)
+		return nil, fmt.Errorf("wan: forward block %d: text is missing or was embedded by another model", c.Mem.Block)
 	}
 	if want := cfg.Layout(H, W, F); pol.Layout() != want {
-		return fmt.Errorf("wan: forward block %d: memory policy %s has layout %+v, the model needs %+v", c.Mem.Block, pol.Name(), pol.Layout(), want)
+		return nil, fmt.Errorf("wan: forward block %d: memory policy %s has layout %+v, the model needs %+v", c.Mem.Block, pol.Name(), pol.Layout(), want)
 	}
 	// A policy that reports its configuration (every memory package policy)
 	// must rotate with the model's RoPE base.
 	if pc, ok := pol.(interface{ Config() memory.Config }); ok {
 		if th := pc.Config().RoPETheta; th != cfg.RoPEBase {
-			return fmt.Errorf("wan: forward block %d: memory policy %s applies RoPE with base %v, the model's rope_theta is %v", c.Mem.Block, pol.Name(), th, cfg.RoPEBase)
+			return nil, fmt.Errorf("wan: forward block %d: memory policy %s applies RoPE with base %v, the model's rope_theta is %v", c.Mem.Block, pol.Name(), th, cfg.RoPEBase)
 		}
 	}
-	gh, gw := H/ph, W/pw
-	tpf := gh * gw
-	T := F * tpf
-	d, nh, hd := cfg.Dim, cfg.Heads, cfg.HeadDim()
-	ws := m.workspace(T, F)
-	trace := func(name string, x []float32) {
-		if c.Trace != nil {
-			c.Trace(name, x)
-		}
-	}
+	p := &pass{m: m, c: c, pol: pol, F: F, H: H, W: W, gh: H / ph, gw: W / pw}
+	p.tpf = p.gh * p.gw
+	p.T = F * p.tpf
+	p.scale = float32(1 / math.Sqrt(float64(cfg.HeadDim())))
+	p.ws = m.workspace(p.T, F)
+	return p, nil
+}
 
-	// Patch embedding: patch vector (c, q, r) of token (f, h, w).
+// patchify embeds the latent's patches (PatchEmbedding, a Conv3d with
+// stride = kernel = the patch, as a Linear over patch vectors (c, q, r))
+// and returns the tokens x [T][dim], token (f, h, w) at (f·gh + h)·gw + w.
+func (p *pass) patchify() []float32 {
+	cfg, ws, lat := p.m.Cfg, p.ws, p.c.Latent
+	ph, pw, C := cfg.Patch[1], cfg.Patch[2], cfg.InDim
 	pl := cfg.PatchLen()
-	for f := 0; f < F; f++ {
-		for hh := 0; hh < gh; hh++ {
-			for ww := 0; ww < gw; ww++ {
-				p := ws.patches[((f*gh+hh)*gw+ww)*pl:]
+	for f := 0; f < p.F; f++ {
+		for hh := 0; hh < p.gh; hh++ {
+			for ww := 0; ww < p.gw; ww++ {
+				v := ws.patches[((f*p.gh+hh)*p.gw+ww)*pl:]
 				for ch := 0; ch < C; ch++ {
 					for q := 0; q < ph; q++ {
-						row := c.Latent[((f*C+ch)*H+hh*ph+q)*W+ww*pw:]
+						row := lat[((f*C+ch)*p.H+hh*ph+q)*p.W+ww*pw:]
 						for r := 0; r < pw; r++ {
-							p[(ch*ph+q)*pw+r] = row[r]
+							v[(ch*ph+q)*pw+r] = row[r]
 						}
 					}
 				}
 			}
 		}
 	}
-	x := ws.x
-	m.PatchEmbedding.apply(x, ws.patches, T)
-	trace("patch_embed_tokens", x)
+	p.m.PatchEmbedding.apply(ws.x, ws.patches, p.T)
+	p.trace("patch_embed_tokens", ws.x)
+	return ws.x
+}
 
-	// Time embedding e and per-frame modulation offsets e0.
-	for f, t := range c.Timesteps {
-		Sinusoid(ws.sin[f*cfg.FreqDim:(f+1)*cfg.FreqDim], float64(t))
+// timeEmbedding computes, per frame f with timestep t_f,
+//
+//	e[f]  = TimeEmbedding2(SiLU(TimeEmbedding0(sinusoid(t_f))))   [dim]
+//	e0[f] = TimeProjection(SiLU(e[f]))                            [6][dim]
+func (p *pass) timeEmbedding() {
+	m, ws, F := p.m, p.ws, p.F
+	fd, d := m.Cfg.FreqDim, m.Cfg.Dim
+	for f, t := range p.c.Timesteps {
+		Sinusoid(ws.sin[f*fd:(f+1)*fd], float64(t))
 	}
-	trace("time_sinusoid", ws.sin)
+	p.trace("time_sinusoid", ws.sin)
 	m.TimeEmbedding0.apply(ws.tmp[:F*d], ws.sin, F)
 	silu(ws.tmp[:F*d], ws.tmp[:F*d])
 	m.TimeEmbedding2.apply(ws.e, ws.tmp[:F*d], F)
-	trace("e", ws.e)
+	p.trace("e", ws.e)
 	silu(ws.tmp[:F*d], ws.e)
 	m.TimeProjection.apply(ws.e0, ws.tmp[:F*d], F)
-	trace("e0", ws.e0)
+	p.trace("e0", ws.e0)
+}
 
-	if err := pol.Begin(c.Mem); err != nil {
-		return fmt.Errorf("wan: forward block %d step %d: %w", c.Mem.Block, c.Mem.Step, err)
-	}
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	mod := func(i int) func(f int) []float32 {
-		return func(f int) []float32 { return ws.mods[(f*6+i)*d : (f*6+i+1)*d] }
-	}
-	for l := range m.Blocks {
-		b := &m.Blocks[l]
-		for f := 0; f < F; f++ {
-			for i := 0; i < 6*d; i++ {
-				ws.mods[f*6*d+i] = b.Modulation[i] + ws.e0[f*6*d+i]
-			}
-		}
-		// Self-attention.
-		layerNorm(ws.y, x, T, d, cfg.Eps, nil, nil)
-		modulate(ws.y, T, d, tpf, mod(0), mod(1))
-		sa := &b.SelfAttn
-		sa.Q.apply(ws.q, ws.y, T)
-		sa.K.apply(ws.k, ws.y, T)
-		sa.V.apply(ws.v, ws.y, T)
-		rmsNorm(ws.q, T, d, cfg.Eps, sa.NormQ)
-		rmsNorm(ws.k, T, d, cfg.Eps, sa.NormK)
-		ctx, err := pol.Attend(l, ws.q, ws.k, ws.v)
-		if err != nil {
-			return fmt.Errorf("wan: forward block %d step %d layer %d: %w", c.Mem.Block, c.Mem.Step, l, err)
-		}
-		S := ctx.Parts.Total()
-		if len(ctx.Q) != T*d || len(ctx.K) != S*d || len(ctx.V) != S*d || S < T {
-			return fmt.Errorf("wan: forward block %d layer %d: policy %s returned q %d, k %d, v %d values for %d keys (want q %d, k = v = keys × %d)", c.Mem.Block, l, pol.Name(), len(ctx.Q), len(ctx.K), len(ctx.V), S, T*d, d)
-		}
-		if c.Trace != nil {
-			trace(fmt.Sprintf("block%d_selfattn_q_roped", l), ctx.Q)
-			trace(fmt.Sprintf("block%d_selfattn_k_roped", l), ctx.K[(S-T)*d:])
-			trace(fmt.Sprintf("block%d_selfattn_v", l), ws.v)
-		}
-		attn.Attention(ws.att, ctx.Q, ctx.K, ctx.V, T, S, nh, hd, scale)
-		sa.O.apply(ws.o, ws.att, T)
-		for t := 0; t < T; t++ {
-			g := mod(2)(t / tpf)
-			xr, or := x[t*d:(t+1)*d], ws.o[t*d:(t+1)*d]
-			for j := range xr {
-				xr[j] += or[j] * g[j]
-			}
-		}
-		// Cross-attention over the text.
-		layerNorm(ws.y, x, T, d, cfg.Eps, b.Norm3W, b.Norm3B)
-		ca := &b.CrossAttn
-		ca.Q.apply(ws.q, ws.y, T)
-		rmsNorm(ws.q, T, d, cfg.Eps, ca.NormQ)
-		attn.Attention(ws.att, ws.q, c.Text.K[l], c.Text.V[l], T, cfg.TextLen, nh, hd, scale)
-		ca.O.apply(ws.o, ws.att, T)
-		for i, v := range ws.o {
-			x[i] += v
-		}
-		// Feed-forward.
-		layerNorm(ws.y, x, T, d, cfg.Eps, nil, nil)
-		modulate(ws.y, T, d, tpf, mod(3), mod(4))
-		b.FFN0.apply(ws.h, ws.y, T)
-		geluTanh(ws.h)
-		b.FFN2.apply(ws.o, ws.h, T)
-		for t := 0; t < T; t++ {
-			g := mod(5)(t / tpf)
-			xr, or := x[t*d:(t+1)*d], ws.o[t*d:(t+1)*d]
-			for j := range xr {
-				xr[j] += or[j] * g[j]
-			}
-		}
-		trace(fmt.Sprintf("block_out.%d", l), x)
-	}
-	if err := pol.End(); err != nil {
-		return fmt.Errorf("wan: forward block %d step %d: %w", c.Mem.Block, c.Mem.Step, err)
-	}
+// mod returns modulation row i (0…5) of frame f: m_i = modulation + e0[f].
+func (p *pass) mod(i int) func(f int) []float32 {
+	d := p.m.Cfg.Dim
+	return func(f int) []float32 { return p.ws.mods[(f*6+i)*d : (f*6+i+1)*d] }
+}
 
-	// Head: modulation from e (not e0).
+// Forward runs layer l on the tokens x [T][dim] in place, with
+// (m0…m5) = modulation + e0[frame]:
+//
+//	x += SelfAttn(LN(x)·(1+m1) + m0) · m2     (keys and values from the memory policy)
+//	x += CrossAttn(LN_affine(x), text)
+//	x += FFN(LN(x)·(1+m4) + m3) · m5
+func (b *Block) Forward(p *pass, l int, x []float32) error {
+	cfg, ws := p.m.Cfg, p.ws
+	T, d := p.T, cfg.Dim
+	for f := 0; f < p.F; f++ {
+		for i := 0; i < 6*d; i++ {
+			ws.mods[f*6*d+i] = b.Modulation[i] + ws.e0[f*6*d+i]
+		}
+	}
 	layerNorm(ws.y, x, T, d, cfg.Eps, nil, nil)
-	hm := m.HeadModulation
-	sh := make([]float32, F*2*d)
-	for f := 0; f < F; f++ {
+	modulate(ws.y, T, d, p.tpf, p.mod(0), p.mod(1))
+	if err := b.SelfAttn.self(p, l, ws.y, ws.o); err != nil {
+		return err
+	}
+	gatedAdd(x, ws.o, T, d, p.tpf, p.mod(2))
+
+	layerNorm(ws.y, x, T, d, cfg.Eps, b.Norm3W, b.Norm3B)
+	b.CrossAttn.cross(p, l, ws.y, ws.o)
+	addInto(x, ws.o)
+
+	layerNorm(ws.y, x, T, d, cfg.Eps, nil, nil)
+	modulate(ws.y, T, d, p.tpf, p.mod(3), p.mod(4))
+	b.FFN0.apply(ws.h, ws.y, T)
+	geluTanh(ws.h)
+	b.FFN2.apply(ws.o, ws.h, T)
+	gatedAdd(x, ws.o, T, d, p.tpf, p.mod(5))
+	return nil
+}
+
+// self is the self-attention of layer l: out [T][dim] = O(attention of
+// the RMS-normed q and k of y [T][dim] and v, against the keys and values
+// the memory policy returns for this layer (which rotates them with RoPE).
+func (a *Attention) self(p *pass, l int, y, out []float32) error {
+	cfg, ws, T := p.m.Cfg, p.ws, p.T
+	d := cfg.Dim
+	a.Q.apply(ws.q, y, T)
+	a.K.apply(ws.k, y, T)
+	a.V.apply(ws.v, y, T)
+	rmsNorm(ws.q, T, d, cfg.Eps, a.NormQ)
+	rmsNorm(ws.k, T, d, cfg.Eps, a.NormK)
+	ctx, err := p.pol.Attend(l, ws.q, ws.k, ws.v)
+	if err != nil {
+		return err
+	}
+	S := ctx.Parts.Total()
+	if len(ctx.Q) != T*d || len(ctx.K) != S*d || len(ctx.V) != S*d || S < T {
+		return fmt.Errorf("policy %s returned q %d, k %d, v %d values for %d keys (want q %d, k = v = keys × %d)", p.pol.Name(), len(ctx.Q), len(ctx.K), len(ctx.V), S, T*d, d)
+	}
+	if p.c.Trace != nil {
+		p.trace(fmt.Sprintf("block%d_selfattn_q_roped", l), ctx.Q)
+		p.trace(fmt.Sprintf("block%d_selfattn_k_roped", l), ctx.K[(S-T)*d:])
+		p.trace(fmt.Sprintf("block%d_selfattn_v", l), ws.v)
+	}
+	attn.AttentionAs(p.m.Precision, ws.att, ctx.Q, ctx.K, ctx.V, T, S, cfg.Heads, cfg.HeadDim(), p.scale)
+	a.O.apply(out, ws.att, T)
+	return nil
+}
+
+// cross is the cross-attention of layer l over the text: out [T][dim] =
+// O(attention of the RMS-normed q of y to the text's keys and values).
+func (a *Attention) cross(p *pass, l int, y, out []float32) {
+	cfg, ws, T := p.m.Cfg, p.ws, p.T
+	a.Q.apply(ws.q, y, T)
+	rmsNorm(ws.q, T, cfg.Dim, cfg.Eps, a.NormQ)
+	attn.AttentionAs(p.m.Precision, ws.att, ws.q, p.c.Text.K[l], p.c.Text.V[l], T, cfg.TextLen, cfg.Heads, cfg.HeadDim(), p.scale)
+	a.O.apply(out, ws.att, T)
+}
+
+// head computes the output projection of the tokens x into ws.out
+// [T][out_len]: Head(LN(x)·(1+s1) + s0) with (s0, s1) = head.modulation +
+// e[frame] (e, not e0).
+func (p *pass) head(x []float32) {
+	m, ws := p.m, p.ws
+	cfg := m.Cfg
+	d := cfg.Dim
+	layerNorm(ws.y, x, p.T, d, cfg.Eps, nil, nil)
+	hm, sh := m.HeadModulation, ws.headMods
+	for f := 0; f < p.F; f++ {
 		for i := 0; i < 2*d; i++ {
 			sh[f*2*d+i] = hm[i] + ws.e[f*d+i%d]
 		}
 	}
-	modulate(ws.y, T, d, tpf,
+	modulate(ws.y, p.T, d, p.tpf,
 		func(f int) []float32 { return sh[f*2*d : f*2*d+d] },
 		func(f int) []float32 { return sh[f*2*d+d : (f+1)*2*d] })
-	ol := cfg.OutLen()
-	m.Head.apply(ws.out, ws.y, T)
-	trace("head_out", ws.out)
+	m.Head.apply(ws.out, ws.y, p.T)
+	p.trace("head_out", ws.out)
+}
 
-	// Unpatchify: output index (q·pw + r)·C + c of token (f, h, w).
-	Co := cfg.OutDim
-	for f := 0; f < F; f++ {
-		for hh := 0; hh < gh; hh++ {
-			for ww := 0; ww < gw; ww++ {
-				o := ws.out[((f*gh+hh)*gw+ww)*ol:]
+// unpatchify writes the head's outputs as latents flow [F][OutDim][H][W]:
+// output index (q·pw + r)·OutDim + c of token (f, h, w) is channel c at
+// pixel (h·ph + q, w·pw + r) of frame f.
+func (p *pass) unpatchify(flow []float32) {
+	cfg := p.m.Cfg
+	ph, pw, Co, ol := cfg.Patch[1], cfg.Patch[2], cfg.OutDim, cfg.OutLen()
+	for f := 0; f < p.F; f++ {
+		for hh := 0; hh < p.gh; hh++ {
+			for ww := 0; ww < p.gw; ww++ {
+				o := p.ws.out[((f*p.gh+hh)*p.gw+ww)*ol:]
 				for q := 0; q < ph; q++ {
 					for r := 0; r < pw; r++ {
 						for ch := 0; ch < Co; ch++ {
-							flow[((f*Co+ch)*H+hh*ph+q)*W+ww*pw+r] = o[(q*pw+r)*Co+ch]
+							flow[((f*Co+ch)*p.H+hh*ph+q)*p.W+ww*pw+r] = o[(q*pw+r)*Co+ch]
 						}
 					}
 				}
 			}
 		}
 	}
-	return nil
 }

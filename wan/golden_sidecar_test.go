@@ -59,7 +59,7 @@ func TestGoldenWeightFiles(t *testing.T) {
 		}
 		want := ref.Params()
 		for i, p := range m.Params() {
-			a, b := *p.Data, *want[i].Data
+			a, b := p.Values(), want[i].Values()
 			for j := range a {
 				if math.Float32bits(a[j]) != math.Float32bits(b[j]) {
 					t.Fatalf("entry %s: %s[%d] = %v, weights.safetensors has %v", e, p.Name, j, a[j], b[j])

@@ -115,7 +115,7 @@ func TestLoadLoRAFromTorchGeneratorLoRA(t *testing.T) {
 			want := base.Params()
 			merged := 0
 			for i, p := range m.Params() {
-				got, w0 := *p.Data, *want[i].Data
+				got, w0 := p.Values(), want[i].Values()
 				fa, adapted := f[strings.TrimSuffix(p.Name, ".weight")]
 				if !adapted {
 					for j := range got {

@@ -34,15 +34,22 @@ func expGo(x float64) float64 {
 	}
 	var k int
 	if x < 0 {
-		k = int(log2e*x - 0.5)
+		k = int(float64(log2e*x) - 0.5)
 	} else {
-		k = int(log2e*x + 0.5)
+		k = int(float64(log2e*x) + 0.5)
 	}
-	hi := x - float64(k)*ln2Hi
+	// Every product is rounded before it is added (explicit conversions:
+	// no fused multiply-add at any GOAMD64 level).
+	hi := x - float64(float64(k)*ln2Hi)
 	lo := float64(k) * ln2Lo
 	r := hi - lo
 	t := r * r
-	c := r - t*(p1+t*(p2+t*(p3+t*(p4+t*p5))))
+	c := r - float64(t*(p1+float64(t*(p2+float64(t*(p3+float64(t*(p4+float64(t*p5)))))))))
 	y := 1 - ((lo - (r*c)/(2-c)) - hi)
+	if k >= -1021 && k <= 1023 {
+		// y·2^k is a normal number: scaling by the power of two is exact,
+		// the same value as math.Ldexp's, without its call.
+		return y * math.Float64frombits(uint64(k+1023)<<52)
+	}
 	return math.Ldexp(y, k)
 }

@@ -7,15 +7,38 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/internal/finite"
 )
 
 // Linear is y = x·Wᵀ + b with W [Out][In] (checkpoint "<name>.weight") and
-// b [Out] ("<name>.bias").
+// b [Out] ("<name>.bias"). Once the model is built, W lives packed for
+// the matrix engine at the model's precision (4 bytes per weight at fp32,
+// 2 at bf16 on the AVX512_BF16 and AMX kernels), the field W is nil, and
+// Weight returns the values; b stays float32.
 type Linear struct {
 	In, Out int
 	W, B    []float32
+
+	w gemm.PackedB // W at the model's precision, for y = x·Wᵀ
+}
+
+// Weight returns W [Out][In] as the products use it: the float32 values,
+// or their bfloat16 roundings (as float32) in a bf16 model.
+func (l *Linear) Weight() []float32 {
+	if l.W != nil {
+		return l.W
+	}
+	return l.w.Unpack()
+}
+
+// pack packs W at precision prec and releases it.
+func (l *Linear) pack(prec gemm.Precision) {
+	gemm.PackNTAs(&l.w, prec, l.Out, l.In, l.W, l.In)
+	l.W = nil
 }
 
 // Attention holds one attention module's parameters ("self_attn",
@@ -39,7 +62,11 @@ type Block struct {
 // Model is a Wan2.1 causal DiT. Forward reuses buffers held by the model, so
 // one Model must not run two Forward calls at once.
 type Model struct {
-	Cfg            Config
+	Cfg Config
+	// Precision is the precision of every matrix product and attention
+	// (gemm.F32, "fp32", or gemm.BF16, "bf16"; see Precision in the
+	// package documentation), fixed when the model is built.
+	Precision      gemm.Precision
 	PatchEmbedding Linear // "patch_embedding": Conv3d [dim][C][pt][ph][pw] as a Linear over (c, p, q, r)
 	TextEmbedding0 Linear // "text_embedding.0" [dim][text_dim]
 	TextEmbedding2 Linear // "text_embedding.2" [dim][dim]
@@ -63,18 +90,122 @@ type Param struct {
 	// "bias" (0.01·N), "norm" (1+0.1·N), "modulation" (0.1·N).
 	Kind  string
 	FanIn int
+
+	lin *Linear // the Linear whose weight or bias this is
 }
 
-// New allocates a model of configuration cfg with zero parameters.
-func New(cfg Config) (*Model, error) {
+// Values returns the parameter's values: *Data, or for a Linear weight of
+// a built model (packed, Data nil) the values the products use
+// (Linear.Weight).
+func (p Param) Values() []float32 {
+	if p.isWeight() && *p.Data == nil {
+		return p.lin.Weight()
+	}
+	return *p.Data
+}
+
+// isWeight reports whether p is a Linear's weight.
+func (p Param) isWeight() bool { return p.lin != nil && p.Data == &p.lin.W }
+
+// New returns a model of configuration cfg and precision prec with zero
+// parameters.
+func New(cfg Config, prec gemm.Precision) (*Model, error) {
+	m, err := newRaw(cfg, prec, true)
+	if err != nil {
+		return nil, err
+	}
+	m.pack()
+	return m, nil
+}
+
+// newRaw returns a model whose parameters are not packed: zero with
+// alloc, else nil.
+func newRaw(cfg Config, prec gemm.Precision, alloc bool) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Model{Cfg: cfg, Blocks: make([]Block, cfg.Layers)}
+	if err := checkPrecision(prec); err != nil {
+		return nil, err
+	}
+	m := &Model{Cfg: cfg, Precision: prec, Blocks: make([]Block, cfg.Layers)}
 	for _, p := range m.Params() {
-		*p.Data = make([]float32, prod(p.Shape))
+		if alloc {
+			*p.Data = make([]float32, prod(p.Shape))
+		}
 	}
 	return m, nil
+}
+
+func checkPrecision(prec gemm.Precision) error {
+	if prec != gemm.F32 && prec != gemm.BF16 {
+		return fmt.Errorf("wan: precision %v, want %s", prec, strings.Join(prec.Names(), " or "))
+	}
+	return nil
+}
+
+// linears returns every Linear of the model.
+func (m *Model) linears() []*Linear {
+	ls := []*Linear{&m.PatchEmbedding, &m.TextEmbedding0, &m.TextEmbedding2, &m.TimeEmbedding0, &m.TimeEmbedding2, &m.TimeProjection}
+	for i := range m.Blocks {
+		b := &m.Blocks[i]
+		ls = append(ls, &b.SelfAttn.Q, &b.SelfAttn.K, &b.SelfAttn.V, &b.SelfAttn.O,
+			&b.CrossAttn.Q, &b.CrossAttn.K, &b.CrossAttn.V, &b.CrossAttn.O, &b.FFN0, &b.FFN2)
+	}
+	return append(ls, &m.Head)
+}
+
+// pack packs every Linear's weights at the model's precision.
+func (m *Model) pack() {
+	for _, l := range m.linears() {
+		l.pack(m.Precision)
+	}
+}
+
+// repack re-packs bfloat16 weights for the kernel selected now (after
+// gemm.Force switched to one with another layout; a no-op otherwise).
+func (m *Model) repack() {
+	for _, l := range m.linears() {
+		l.w.Repack()
+	}
+}
+
+// WeightBytes returns the memory held by the layer's parameters (see
+// Model.WeightBytes).
+func (b *Block) WeightBytes() int64 {
+	var n int64
+	for _, l := range []*Linear{&b.SelfAttn.Q, &b.SelfAttn.K, &b.SelfAttn.V, &b.SelfAttn.O,
+		&b.CrossAttn.Q, &b.CrossAttn.K, &b.CrossAttn.V, &b.CrossAttn.O, &b.FFN0, &b.FFN2} {
+		n += l.bytes()
+	}
+	for _, v := range [][]float32{b.SelfAttn.NormQ, b.SelfAttn.NormK, b.CrossAttn.NormQ, b.CrossAttn.NormK, b.Norm3W, b.Norm3B, b.Modulation} {
+		n += 4 * int64(len(v))
+	}
+	return n
+}
+
+// bytes returns the memory of the Linear's weights (packed, or float32
+// before packing) and bias.
+func (l *Linear) bytes() int64 {
+	if l.W != nil {
+		return 4 * int64(len(l.W)+len(l.B))
+	}
+	return l.w.Bytes() + 4*int64(len(l.B))
+}
+
+// WeightBytes returns the memory held by the parameters: the packed
+// Linear weights (gemm.PackedB.Bytes) and the float32 biases, norms and
+// modulations.
+func (m *Model) WeightBytes() int64 {
+	var n int64
+	for _, l := range m.linears() {
+		n += l.bytes()
+	}
+	for _, p := range m.Params() {
+		if p.lin == nil {
+			n += 4 * int64(len(*p.Data))
+		}
+	}
+	return n
 }
 
 func prod(s []int) int {
@@ -95,7 +226,7 @@ func (m *Model) Params() []Param {
 		if wshape == nil {
 			wshape = []int{out, in}
 		}
-		ps = append(ps, Param{name + ".weight", wshape, &l.W, "weight", in}, Param{name + ".bias", []int{out}, &l.B, "bias", in})
+		ps = append(ps, Param{name + ".weight", wshape, &l.W, "weight", in, l}, Param{name + ".bias", []int{out}, &l.B, "bias", in, l})
 	}
 	d := c.Dim
 	lin("patch_embedding", &m.PatchEmbedding, c.PatchLen(), d, []int{d, c.InDim, c.Patch[0], c.Patch[1], c.Patch[2]})
@@ -115,16 +246,16 @@ func (m *Model) Params() []Param {
 			lin(p+a.n+".k", &a.a.K, d, d, nil)
 			lin(p+a.n+".v", &a.a.V, d, d, nil)
 			lin(p+a.n+".o", &a.a.O, d, d, nil)
-			ps = append(ps, Param{p + a.n + ".norm_q.weight", []int{d}, &a.a.NormQ, "norm", 0},
-				Param{p + a.n + ".norm_k.weight", []int{d}, &a.a.NormK, "norm", 0})
+			ps = append(ps, Param{p + a.n + ".norm_q.weight", []int{d}, &a.a.NormQ, "norm", 0, nil},
+				Param{p + a.n + ".norm_k.weight", []int{d}, &a.a.NormK, "norm", 0, nil})
 		}
-		ps = append(ps, Param{p + "norm3.weight", []int{d}, &b.Norm3W, "norm", 0}, Param{p + "norm3.bias", []int{d}, &b.Norm3B, "bias", 0})
+		ps = append(ps, Param{p + "norm3.weight", []int{d}, &b.Norm3W, "norm", 0, nil}, Param{p + "norm3.bias", []int{d}, &b.Norm3B, "bias", 0, nil})
 		lin(p+"ffn.0", &b.FFN0, d, c.FFNDim, nil)
 		lin(p+"ffn.2", &b.FFN2, c.FFNDim, d, nil)
-		ps = append(ps, Param{p + "modulation", []int{1, 6, d}, &b.Modulation, "modulation", 0})
+		ps = append(ps, Param{p + "modulation", []int{1, 6, d}, &b.Modulation, "modulation", 0, nil})
 	}
 	lin("head.head", &m.Head, d, c.OutLen(), nil)
-	ps = append(ps, Param{"head.modulation", []int{1, 2, d}, &m.HeadModulation, "modulation", 0})
+	ps = append(ps, Param{"head.modulation", []int{1, 2, d}, &m.HeadModulation, "modulation", 0, nil})
 	return ps
 }
 
@@ -138,25 +269,48 @@ func (m *Model) Expected() []checkpoint.Expect {
 	return out
 }
 
-// FromStateDict builds a model of configuration cfg from sd (keys normalised
-// by checkpoint.NormalizeKey). Missing, unexpected and mis-shaped tensors
-// are all named in one error. The model takes ownership of sd's slices.
-func FromStateDict(cfg Config, sd checkpoint.StateDict) (*Model, error) {
+// FromStateDict builds a model of configuration cfg and precision prec
+// from sd (keys normalised by checkpoint.NormalizeKey). Missing,
+// unexpected and mis-shaped tensors are all named in one error, and so is
+// a NaN or infinite value. The model takes ownership of sd's slices; the
+// Linear weights are packed at prec (bf16 rounds them to nearest even).
+func FromStateDict(cfg Config, sd checkpoint.StateDict, prec gemm.Precision) (*Model, error) {
+	return fromStateDict(cfg, sd, prec, false)
+}
+
+// fromStateDict is FromStateDict; with release, each Linear weight's
+// tensor in sd is dropped once packed (Load: peak memory of one copy of
+// the float32 weights plus the packed ones made so far).
+func fromStateDict(cfg Config, sd checkpoint.StateDict, prec gemm.Precision, release bool) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Model{Cfg: cfg, Blocks: make([]Block, cfg.Layers)}
+	if err := checkPrecision(prec); err != nil {
+		return nil, err
+	}
+	m := &Model{Cfg: cfg, Precision: prec, Blocks: make([]Block, cfg.Layers)}
 	if err := sd.Check(m.Expected()); err != nil {
 		return nil, fmt.Errorf("wan: %w", err)
 	}
-	for _, p := range m.Params() {
+	ps := m.Params()
+	for _, p := range ps {
 		t := sd[p.Name]
-		for i, v := range t.Data {
-			if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
-				return nil, fmt.Errorf("wan: parameter %s has %v at index %d", p.Name, v, i)
+		if len(t.Data) != prod(p.Shape) {
+			return nil, fmt.Errorf("wan: parameter %s has %d values for shape %v", p.Name, len(t.Data), p.Shape)
+		}
+		if i := finite.First(t.Data); i >= 0 {
+			return nil, fmt.Errorf("wan: parameter %s has %v at index %d", p.Name, t.Data[i], i)
+		}
+	}
+	for _, p := range ps {
+		t := sd[p.Name]
+		*p.Data = t.Data
+		if p.isWeight() {
+			p.lin.pack(prec)
+			if release {
+				t.Data = nil
 			}
 		}
-		*p.Data = t.Data
 	}
 	return m, nil
 }
@@ -174,6 +328,10 @@ type LoadOptions struct {
 	// which needs every adapter to have the same rank. LongLive uses rank
 	// 256, alpha 256.
 	LoRAAlpha float64
+	// Precision is the model's precision (the zero value is gemm.F32,
+	// "fp32"); the adapters are merged in float32 before the weights are
+	// packed (and, at bf16, rounded once).
+	Precision gemm.Precision
 }
 
 // Load reads a checkpoint (.safetensors or PyTorch zip) into a model of
@@ -214,7 +372,7 @@ func Load(path string, cfg Config, opt LoadOptions) (*Model, error) {
 			return nil, fmt.Errorf("wan: load lora: %d block Linear layers have no adapter: %v", len(miss), miss)
 		}
 	}
-	return FromStateDict(cfg, sd)
+	return fromStateDict(cfg, sd, opt.Precision, true)
 }
 
 // loadLoRA reads LoRA factors: the "generator_lora" entry of a PyTorch
@@ -244,11 +402,13 @@ func mustModel(cfg Config) *Model {
 	return &Model{Cfg: cfg, Blocks: make([]Block, cfg.Layers)}
 }
 
-// Random returns a model with seeded random parameters (the golden data's
-// scheme: weights N(0,1)/√fan_in, biases 0.01·N, norm weights 1+0.1·N,
-// modulations 0.1·N), for benchmarks and tests.
-func Random(cfg Config, seed uint64) (*Model, error) {
-	m, err := New(cfg)
+// Random returns a model of precision prec with seeded random parameters
+// (the golden data's scheme: weights N(0,1)/√fan_in, biases 0.01·N, norm
+// weights 1+0.1·N, modulations 0.1·N; at bf16 the Linear weights are
+// those values rounded), for benchmarks and tests. The float32 values
+// depend only on cfg and seed.
+func Random(cfg Config, seed uint64, prec gemm.Precision) (*Model, error) {
+	m, err := newRaw(cfg, prec, false)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +422,7 @@ func Random(cfg Config, seed uint64) (*Model, error) {
 		}
 		for {
 			u, v := 2*r.Float64()-1, 2*r.Float64()-1
-			s := u*u + v*v
+			s := float64(u*u) + float64(v*v) // no fused multiply-add: the same bits at every GOAMD64 level
 			if s > 0 && s < 1 {
 				f := math.Sqrt(-2 * math.Log(s) / s)
 				spare, haveSpare = v*f, true
@@ -271,6 +431,7 @@ func Random(cfg Config, seed uint64) (*Model, error) {
 		}
 	}
 	for _, p := range m.Params() {
+		*p.Data = make([]float32, prod(p.Shape))
 		d := *p.Data
 		for i := range d {
 			z := normal()
@@ -284,6 +445,9 @@ func Random(cfg Config, seed uint64) (*Model, error) {
 			default:
 				d[i] = float32(0.1 * z)
 			}
+		}
+		if p.isWeight() {
+			p.lin.pack(prec) // one weight's float32 copy at a time
 		}
 	}
 	return m, nil

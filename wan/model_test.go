@@ -26,13 +26,13 @@ func goldenStateDict(t *testing.T) checkpoint.StateDict {
 
 func TestFromStateDictNamesEveryProblem(t *testing.T) {
 	sd := goldenStateDict(t)
-	if _, err := FromStateDict(TinyConfig(), sd); err != nil {
+	if _, err := FromStateDict(TinyConfig(), sd, gemm.F32); err != nil {
 		t.Fatal(err)
 	}
 	delete(sd, "blocks.1.ffn.2.bias")
 	sd["blocks.0.extra.weight"] = &checkpoint.Tensor{Shape: []int{1}, Data: []float32{0}}
 	sd["head.head.weight"] = &checkpoint.Tensor{Shape: []int{64, 63}, Data: make([]float32, 64*63)}
-	_, err := FromStateDict(TinyConfig(), sd)
+	_, err := FromStateDict(TinyConfig(), sd, gemm.F32)
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -44,12 +44,12 @@ func TestFromStateDictNamesEveryProblem(t *testing.T) {
 	// A config with three layers reports the missing layer's tensors.
 	cfg := TinyConfig()
 	cfg.Layers = 3
-	if _, err := FromStateDict(cfg, goldenStateDict(t)); err == nil || !strings.Contains(err.Error(), "blocks.2.self_attn.q.weight") {
+	if _, err := FromStateDict(cfg, goldenStateDict(t), gemm.F32); err == nil || !strings.Contains(err.Error(), "blocks.2.self_attn.q.weight") {
 		t.Fatalf("3-layer config: %v", err)
 	}
 	bad := goldenStateDict(t)
 	bad["blocks.0.norm3.weight"].Data[5] = float32(math.NaN())
-	if _, err := FromStateDict(TinyConfig(), bad); err == nil || !strings.Contains(err.Error(), "blocks.0.norm3.weight") {
+	if _, err := FromStateDict(TinyConfig(), bad, gemm.F32); err == nil || !strings.Contains(err.Error(), "blocks.0.norm3.weight") {
 		t.Fatalf("NaN parameter: %v", err)
 	}
 }
@@ -89,7 +89,7 @@ func TestRoPEBaseReachesThePolicy(t *testing.T) {
 	flow := func(base, policyBase float64) ([]float32, error) {
 		cfg := TinyConfig()
 		cfg.RoPEBase = base
-		m, err := Random(cfg, 3)
+		m, err := Random(cfg, 3, gemm.F32)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +237,7 @@ func TestLoadLoRA(t *testing.T) {
 		}
 	}
 	want := w0.Data[3*in+5] + 2*(b[3*2]*a[5]+b[3*2+1]*a[in+5])
-	if got := m.Blocks[1].FFN2.W[3*in+5]; math.Abs(float64(got-want)) > 1e-6 {
+	if got := m.Blocks[1].FFN2.Weight()[3*in+5]; math.Abs(float64(got-want)) > 1e-6 {
 		t.Fatalf("merged weight %v, want %v", got, want)
 	}
 	// Drop one adapter: Load names the layer left without one.

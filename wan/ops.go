@@ -4,8 +4,6 @@ import (
 	"math"
 	"runtime"
 	"sync"
-
-	"github.com/densitykv/densitykv/gemm"
 )
 
 // parallel runs f over [0, n) split into contiguous chunks, one per worker.
@@ -35,18 +33,27 @@ func parallel(n, minChunk int, f func(lo, hi int)) {
 	wg.Wait()
 }
 
-// apply computes y[rows][Out] = x[rows][In]·Wᵀ + b.
+// The element-wise steps below write every product that meets an addition
+// through an explicit float32 (or float64) conversion, which Go's
+// specification forbids fusing into a multiply-add: the results are the
+// same bits whatever GOAMD64 level the binary is built for.
+
+// apply computes y[rows][Out] = x[rows][In]·Wᵀ + b: the product at the
+// packed weights' precision (x rounded to bfloat16 in a bf16 model), the
+// bias added in float32.
 func (l *Linear) apply(y, x []float32, rows int) {
 	in, out := l.In, l.Out
 	y = y[:rows*out]
-	gemm.NT(rows, out, in, x, in, l.W, in, y, out) // threaded by gemm
+	l.w.Product(rows, x[:rows*in], in, y, out) // threaded by gemm
 	if l.B != nil {
-		for r := 0; r < rows; r++ {
-			yr := y[r*out : (r+1)*out]
-			for j, b := range l.B {
-				yr[j] += b
+		parallel(rows, 64, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				yr := y[r*out : (r+1)*out]
+				for j, b := range l.B {
+					yr[j] += b
+				}
 			}
-		}
+		})
 	}
 }
 
@@ -64,7 +71,7 @@ func layerNorm(y, x []float32, rows, d int, eps float64, w, b []float32) {
 			var q float64
 			for _, v := range xr {
 				t := float64(v) - mean
-				q += t * t
+				q += float64(t * t)
 			}
 			inv := 1 / math.Sqrt(q/float64(d)+eps)
 			for j, v := range xr {
@@ -72,7 +79,7 @@ func layerNorm(y, x []float32, rows, d int, eps float64, w, b []float32) {
 			}
 			if w != nil {
 				for j := range yr {
-					yr[j] = yr[j]*w[j] + b[j]
+					yr[j] = float32(yr[j]*w[j]) + b[j]
 				}
 			}
 		}
@@ -87,8 +94,26 @@ func modulate(y []float32, rows, d, rowsPerFrame int, shift, scale func(f int) [
 		sh, sc := shift(f), scale(f)
 		yr := y[r*d : (r+1)*d]
 		for j := range yr {
-			yr[j] = yr[j]*(1+sc[j]) + sh[j]
+			yr[j] = float32(yr[j]*(1+sc[j])) + sh[j]
 		}
+	}
+}
+
+// gatedAdd sets x += o·g row by row, g = gate(frame of the row) [d].
+func gatedAdd(x, o []float32, rows, d, rowsPerFrame int, gate func(f int) []float32) {
+	for r := 0; r < rows; r++ {
+		g := gate(r / rowsPerFrame)
+		xr, or := x[r*d:(r+1)*d], o[r*d:(r+1)*d]
+		for j := range xr {
+			xr[j] += float32(or[j] * g[j])
+		}
+	}
+}
+
+// addInto sets x += y.
+func addInto(x, y []float32) {
+	for i, v := range y[:len(x)] {
+		x[i] += v
 	}
 }
 
@@ -99,7 +124,7 @@ func rmsNorm(x []float32, rows, d int, eps float64, w []float32) {
 			xr := x[r*d : (r+1)*d]
 			var q float64
 			for _, v := range xr {
-				q += float64(v) * float64(v)
+				q += float64(float64(v) * float64(v))
 			}
 			inv := 1 / math.Sqrt(q/float64(d)+eps)
 			for j, v := range xr {
@@ -116,7 +141,7 @@ func geluTanh(x []float32) {
 		for i := lo; i < hi; i++ {
 			// 0.5·v·(1 + tanh(z)) = v / (1 + exp(−2z)).
 			v := float64(x[i])
-			x[i] = float32(v / (1 + expGo(-2*c*(v+0.044715*v*v*v))))
+			x[i] = float32(v / (1 + expGo(-2*c*(v+float64(0.044715*v*v*v)))))
 		}
 	})
 }

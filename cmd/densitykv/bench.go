@@ -18,9 +18,10 @@ func init() { register(newBenchCmd) }
 // package's result (snake_case fields, update_seconds_median among them)
 // plus the run's settings.
 type bankBenchJSON struct {
-	Benchmark  string `json:"benchmark"`
-	Ordering   string `json:"ordering"`
-	GOMAXPROCS int    `json:"gomaxprocs"`
+	Benchmark  string               `json:"benchmark"`
+	Ordering   string               `json:"ordering"`
+	GOMAXPROCS int                  `json:"gomaxprocs"`
+	Kernels    []bench.KernelChoice `json:"kernels"`
 	bench.BankResult
 }
 
@@ -29,9 +30,18 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Benchmarks: the DensityKV bank update (default) and the Wan backbone",
 		Long: `bench measures steady-state performance. With no subcommand it runs
-"bench bank". Timings are wall-clock on this machine; other load skews them.`,
+"bench bank". Timings are wall-clock on this machine; other load skews them,
+so the reports also give CPU time.
+
+Every benchmark says which matrix kernel ran for each precision (fp32 and
+bf16) and why the start-up selection chose it; --kernel NAME forces one
+(gemm's names: amx, avx512bf16, avx512, avx2, go, and the Go emulations
+emu-avx512bf16, emu-amx; "fp32:NAME" or "bf16:NAME" for one precision
+only). The results are the same bits whichever kernel runs.`,
 		Args: cobra.NoArgs,
 	}
+	var kernel string
+	cmd.PersistentFlags().StringVar(&kernel, "kernel", "", "force this matrix kernel (NAME, fp32:NAME or bf16:NAME; the error lists the kernels this machine runs)")
 	bankCmd := newBenchBankCmd()
 	cmd.Annotations = bankCmd.Annotations
 	cmd.AddCommand(bankCmd)
@@ -41,6 +51,19 @@ func newBenchCmd() *cobra.Command {
 	// `densitykv bench` alone runs the bank benchmark with its flags.
 	cmd.Flags().AddFlagSet(bankCmd.Flags())
 	cmd.RunE = bankCmd.RunE
+	// Every benchmark, also those other files add, runs with --kernel.
+	for _, c := range append(cmd.Commands(), cmd) {
+		if run := c.RunE; run != nil {
+			c.RunE = func(c *cobra.Command, args []string) error {
+				restore, err := bench.ForceKernel(kernel)
+				if err != nil {
+					return usagef("--kernel: %v", err)
+				}
+				defer restore()
+				return run(c, args)
+			}
+		}
+	}
 	return cmd
 }
 
@@ -61,11 +84,12 @@ the default variants), and --repeats standalone fused interaction passes.
 It prints the median update time, interaction pairs/s, effective GFLOP/s
 (counting 2·N·M·d per pass) and the peak extra memory.
 
-The bank's keys are bfloat16 (the paper's payload), so on CPUs with
-AVX512_BF16 (GOEXPERIMENT=simd builds) their dot products run on a VDPBF16PS
-kernel whose results equal the float32 kernel's bit for bit; the pass is then
-also timed on the float32 kernel and the speed-up printed. --float32-kernel
-turns the bfloat16 kernel off for the whole run.`,
+The bank's keys are bfloat16 (the paper's payload), so their dot products
+are gemm's bfloat16 product: on CPUs with AVX512_BF16 or AMX a kernel with
+bfloat16 instructions runs it, whose results equal the float32-instruction
+kernels' bit for bit; the pass is then also timed on the fastest of those
+and the speed-up printed. --float32-kernel turns the bfloat16-instruction
+kernel off for the whole run.`,
 		Example: `  densitykv bench
   densitykv bench bank --heads 2 --candidates 1024 --capacity 2048 --dim 64 --json`,
 		Args:        cobra.NoArgs,
@@ -93,6 +117,7 @@ turns the bfloat16 kernel off for the whole run.`,
 			if !jsonOut {
 				fmt.Fprintf(w, "bank update benchmark: H=%d N=%d M=%d d=%d ordering=%s, %d repeats, GOMAXPROCS=%d\n",
 					bc.Heads, bc.Candidates, bc.Capacity, bc.Dim, ordering, bc.Repeats, runtime.GOMAXPROCS(0))
+				fmt.Fprint(w, bench.KernelLines(bench.Kernels()))
 			}
 			steps := bc.Steps() // fill, warm-up, timed updates, timed passes (and float32 passes)
 			prog := newProgress(cmd.ErrOrStderr(), "bench bank", steps, 0, quiet)
@@ -112,7 +137,7 @@ turns the bfloat16 kernel off for the whole run.`,
 			if err != nil {
 				return err
 			}
-			out := bankBenchJSON{Benchmark: "bank-update", Ordering: ordering, GOMAXPROCS: runtime.GOMAXPROCS(0), BankResult: r}
+			out := bankBenchJSON{Benchmark: "bank-update", Ordering: ordering, GOMAXPROCS: runtime.GOMAXPROCS(0), Kernels: bench.Kernels(), BankResult: r}
 			if jsonOut {
 				return printJSON(w, out)
 			}

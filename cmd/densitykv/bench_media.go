@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/bench"
 	"github.com/densitykv/densitykv/t5"
 	"github.com/densitykv/densitykv/vae"
@@ -22,83 +24,137 @@ func tinyT5() t5.Config {
 	return t5.Config{Vocab: 4000, Dim: 32, DimAttn: 32, DimFFN: 64, Heads: 4, Layers: 2, Buckets: 32, MaxDist: 128, Eps: 1e-6}
 }
 
+// parsePrecisions reads a --precision list (fp32, bf16 or both).
+func parsePrecisions(list []string) ([]gemm.Precision, error) {
+	var precs []gemm.Precision
+	for _, s := range list {
+		var p gemm.Precision
+		if err := p.UnmarshalText([]byte(strings.TrimSpace(s))); err != nil {
+			return nil, usagef("--precision: %v", err)
+		}
+		precs = append(precs, p)
+	}
+	if len(precs) == 0 {
+		return nil, usagef("--precision is empty, want fp32, bf16 or both")
+	}
+	return precs, nil
+}
+
+// vaeBenchJSON is `densitykv bench vae --json`: the kernels, then one
+// result per precision.
+type vaeBenchJSON struct {
+	Kernels []bench.KernelChoice `json:"kernels"`
+	Results []bench.VAEResult    `json:"results"`
+}
+
 func newBenchVAECmd() *cobra.Command {
 	var o bench.VAEOptions
+	var precisions []string
 	var jsonOut, tiny, quiet bool
 	cmd := &cobra.Command{
 		Use:   "vae",
-		Short: "Time the streaming Wan VAE decoder at 480×832 (random weights): per latent frame and per block",
+		Short: "Time the streaming Wan VAE decoder at 480×832 (random weights), per block, at fp32 and bf16",
 		Long: `bench vae builds the Wan2.1 VAE decoder with random weights (73 M
 parameters) and decodes a stream of random latents at --latent-height ×
---latent-width (60×104: 480×832 video): latent frame 0 (1 pixel frame), then
---frames steady-state latent frames (4 pixel frames each), one at a time as
-generate does. It prints the seconds per latent frame and per block of 3
-(extrapolated from the frames timed, and labelled so, when fewer than 3),
-GFLOP/s of the convolutions and attention (wall, and per CPU-second, steadier
-on a shared machine), the decoder's state (feature caches and working
-frames) and the process's peak resident memory. A real-size latent frame
-takes minutes on two cores.`,
+--latent-width (60×104: 480×832 video) as generate does, --blocks blocks of
+--frames-per-block latent frames on one stream (the first block holds the
+stream's first frame: 1 + 4·(F−1) pixel frames, the others 4·F), at each
+precision of --precision (the harness internal/bench.RunVAE, as bench wan's).
+It prints the kernel each precision ran on and why, then per precision the
+seconds of each block, a steady 3-frame generation block's wall and CPU
+seconds (scaled from the blocks timed, and labelled extrapolated, when
+--frames-per-block is not 3), GFLOP/s of the convolutions and attention
+(wall and per CPU-second) against the kernel's own peak, the decoder's state
+(feature caches and working frames) and the peak heap and resident memory.
+A real-size latent frame takes one to two minutes on two cores, so the
+defaults time frame 0 and one steady frame at bf16.`,
 		Example: `  densitykv bench vae
-  densitykv bench vae --frames 3 --json
+  densitykv bench vae --precision fp32,bf16 --frames-per-block 3 --json
   densitykv bench vae --tiny`,
 		Args:        cobra.NoArgs,
-		Annotations: interruptible("stopping after the current latent frame"),
+		Annotations: interruptible("stopping after the current block"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Height < 1 || o.Width < 1 || o.Frames < 1 {
-				return usagef("--latent-height, --latent-width and --frames must be >= 1")
+			if o.Height < 1 || o.Width < 1 || o.FramesPerBlock < 1 || o.Blocks < 1 {
+				return usagef("--latent-height, --latent-width, --frames-per-block and --blocks must be >= 1")
 			}
-			o.Name, o.Config = "wan2.1-vae", vae.DefaultConfig()
+			precs, err := parsePrecisions(precisions)
+			if err != nil {
+				return err
+			}
+			o.Name, o.Model = "wan2.1-vae", vae.DefaultConfig()
 			if tiny {
-				o.Name, o.Config = "tiny (pipeline golden config)", vae.TinyConfig(16)
+				o.Name, o.Model = "tiny (pipeline golden config)", vae.TinyConfig(16)
 				if !cmd.Flags().Changed("latent-height") {
 					o.Height, o.Width = 6, 8
 				}
 			}
-			prog := newProgress(cmd.ErrOrStderr(), "bench vae (latent frames)", 1+o.Frames, 0, quiet)
-			o.Progress = func(d, _ int) { prog.add(d - prog.done) }
-			o.Context = cmd.Context()
-			r, err := bench.RunVAE(o)
-			prog.finish()
-			if err != nil && cmd.Context().Err() != nil {
-				return fmt.Errorf("%w: %v; nothing measured", errInterrupted, err)
+			w := cmd.OutOrStdout()
+			out := vaeBenchJSON{Kernels: bench.Kernels()}
+			if !jsonOut {
+				fmt.Fprint(w, bench.KernelLines(out.Kernels))
 			}
-			if err != nil {
-				return err
+			for _, p := range precs {
+				o.Precision = p
+				prog := newProgress(cmd.ErrOrStderr(), "bench vae "+p.String()+" (blocks)", o.Blocks, 0, quiet)
+				o.Progress = func(d, _ int) { prog.add(d - prog.done) }
+				o.Context = cmd.Context()
+				r, err := bench.RunVAE(o)
+				prog.finish()
+				if err != nil && cmd.Context().Err() != nil {
+					return fmt.Errorf("%w: %v; the %v result is not printed", errInterrupted, err, p)
+				}
+				if err != nil {
+					return err
+				}
+				out.Results = append(out.Results, r)
+				if !jsonOut {
+					fmt.Fprintln(w, r.String())
+				}
 			}
 			if jsonOut {
-				return printJSON(cmd.OutOrStdout(), r)
+				return printJSON(w, out)
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), r.String())
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.Height, "latent-height", 60, "latent height (60 for 480×832 video)")
 	f.IntVar(&o.Width, "latent-width", 104, "latent width (104 for 480×832 video)")
-	f.IntVar(&o.Frames, "frames", 1, "steady-state latent frames timed after frame 0")
+	f.IntVar(&o.FramesPerBlock, "frames-per-block", 1, "latent frames per timed block (3 = a generation block; fewer are scaled to 3)")
+	f.IntVar(&o.Blocks, "blocks", 2, "blocks timed on one stream (the first holds the stream's first frame)")
+	f.StringSliceVar(&precisions, "precision", []string{"bf16"}, "model precisions to run, each in turn: fp32, bf16")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the random weights and latents")
 	f.BoolVar(&tiny, "tiny", false, "the tiny golden configuration on 6×8 latents (seconds)")
-	f.BoolVar(&jsonOut, "json", false, "print a JSON object")
+	f.BoolVar(&jsonOut, "json", false, "print a JSON object (kernels, one result per precision)")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
 	return cmd
 }
 
+// textBenchJSON is `densitykv bench text --json`.
+type textBenchJSON struct {
+	Kernels []bench.KernelChoice `json:"kernels"`
+	Results []bench.TextResult   `json:"results"`
+}
+
 func newBenchTextCmd() *cobra.Command {
 	var o bench.TextOptions
+	var precisions []string
 	var jsonOut, tiny, quiet bool
 	cmd := &cobra.Command{
 		Use:   "text",
-		Short: "Time the umT5-XXL text encoder per prompt (random bf16 weights)",
+		Short: "Time the umT5-XXL text encoder per prompt (random bf16 weights), at fp32 and bf16 compute",
 		Long: `bench text builds Wan2.1's umT5-XXL text encoder with random bfloat16
-weights (5.7 B parameters, 11.4 GB: check the free memory first, or use
---layers) and times --prompts prompts of --tokens tokens (EOS included; the
-pads up to 512 are not computed, as Wan's output keeps only the prompt's
-rows). It prints seconds per prompt, GFLOP/s (wall, and per CPU-second), and
-the peak resident memory. With --layers N < 24 only N layers are built and
-run, and the time per prompt and the memory are extrapolated to 24 layers
-(labelled so).`,
+weights and times --prompts prompts of --tokens tokens (EOS included) at each
+precision of --precision (the harness internal/bench.RunText, as bench
+wan's). --layers N builds and runs N of the 24 layers (default 1: the full
+model's 11.4 GB would crowd a shared 24 GB machine) with a 4,096-row
+embedding, and the time per prompt and the memory are extrapolated to the
+full model (labelled so). It prints the kernel each precision ran on and
+why, the seconds per prompt, GFLOP/s (wall and per CPU-second) against the
+kernel's own peak, and the peak heap and resident memory, measured and with
+the weights not built added.`,
 		Example: `  densitykv bench text
-  densitykv bench text --layers 2 --tokens 512 --json
+  densitykv bench text --layers 24 --precision fp32,bf16 --json
   densitykv bench text --tiny`,
 		Args:        cobra.NoArgs,
 		Annotations: interruptible("stopping after the current prompt"),
@@ -106,42 +162,59 @@ run, and the time per prompt and the memory are extrapolated to 24 layers
 			if o.Tokens < 1 || o.Prompts < 1 || o.LayersRun < 0 {
 				return usagef("--tokens and --prompts must be >= 1, --layers >= 0")
 			}
-			o.Name, o.Config = "umt5-xxl encoder", t5.UMT5XXL()
-			if tiny {
-				o.Name, o.Config = "tiny (golden config)", tinyT5()
-			}
-			prog := newProgress(cmd.ErrOrStderr(), "bench text (prompts)", o.Prompts, 0, quiet)
-			o.Progress = func(d, _ int) { prog.add(d - prog.done) }
-			o.Context = cmd.Context()
-			r, err := bench.RunText(o)
-			prog.finish()
-			if err != nil && cmd.Context().Err() != nil {
-				return fmt.Errorf("%w: %v; nothing measured", errInterrupted, err)
-			}
+			precs, err := parsePrecisions(precisions)
 			if err != nil {
 				return err
 			}
-			if jsonOut {
-				return printJSON(cmd.OutOrStdout(), r)
+			o.Name, o.Model = "umt5-xxl encoder", t5.UMT5XXL()
+			if tiny {
+				o.Name, o.Model = "tiny (golden config)", tinyT5()
+				o.Tokens = min(o.Tokens, 8)
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), r.String())
+			w := cmd.OutOrStdout()
+			out := textBenchJSON{Kernels: bench.Kernels()}
+			if !jsonOut {
+				fmt.Fprint(w, bench.KernelLines(out.Kernels))
+			}
+			for _, p := range precs {
+				o.Precision = p
+				prog := newProgress(cmd.ErrOrStderr(), "bench text "+p.String()+" (prompts)", o.Prompts, 0, quiet)
+				o.Progress = func(d, _ int) { prog.add(d - prog.done) }
+				o.Context = cmd.Context()
+				r, err := bench.RunText(o)
+				prog.finish()
+				if err != nil && cmd.Context().Err() != nil {
+					return fmt.Errorf("%w: %v; the %v result is not printed", errInterrupted, err, p)
+				}
+				if err != nil {
+					return err
+				}
+				out.Results = append(out.Results, r)
+				if !jsonOut {
+					fmt.Fprintln(w, r.String())
+				}
+			}
+			if jsonOut {
+				return printJSON(w, out)
+			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&o.Tokens, "tokens", 128, "tokens per prompt, EOS included (at most 512 in Wan)")
+	f.IntVar(&o.Tokens, "tokens", 512, "tokens per prompt, EOS included (Wan's text_len is 512)")
 	f.IntVar(&o.Prompts, "prompts", 3, "prompts timed")
-	f.IntVar(&o.LayersRun, "layers", 0, "layers built and run, 0 = all 24 (fewer: extrapolated)")
+	f.IntVar(&o.LayersRun, "layers", 1, "layers built and run, 0 = all 24 (fewer: extrapolated)")
+	f.StringSliceVar(&precisions, "precision", []string{"bf16"}, "model precisions to run, each in turn: fp32, bf16")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the random weights and tokens")
 	f.BoolVar(&tiny, "tiny", false, "the tiny golden configuration (milliseconds)")
-	f.BoolVar(&jsonOut, "json", false, "print a JSON object")
+	f.BoolVar(&jsonOut, "json", false, "print a JSON object (kernels, one result per precision)")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
 	return cmd
 }
 
 func newBenchPipelineCmd() *cobra.Command {
 	var o bench.PipelineOptions
-	var layers string
+	var layers, precision string
 	var jsonOut, tiny bool
 	cmd := &cobra.Command{
 		Use:   "pipeline",
@@ -180,6 +253,16 @@ for the text stage. It takes 20–30 minutes on two cores.`,
 				o.Text, o.Model, o.VAE = tinyT5(), wan.TinyConfig(), vae.TinyConfig(16)
 				o.TextTokens = min(o.TextTokens, o.Model.TextLen)
 			}
+			arch := "1.3b"
+			if tiny {
+				arch = "tiny"
+			}
+			o.Precision = config.DefaultPrecision(arch)
+			if cmd.Flags().Changed("precision") {
+				if err := o.Precision.UnmarshalText([]byte(strings.TrimSpace(precision))); err != nil {
+					return usagef("--precision: %v", err)
+				}
+			}
 			w := cmd.ErrOrStderr()
 			o.Stage = func(name string) { fmt.Fprintf(w, "bench pipeline: %s ...\n", name) }
 			o.Context = cmd.Context()
@@ -217,6 +300,7 @@ for the text stage. It takes 20–30 minutes on two cores.`,
 	f.IntVar(&o.Height, "latent-height", 60, "latent height")
 	f.IntVar(&o.Width, "latent-width", 104, "latent width")
 	f.IntVar(&o.VAEFrames, "vae-frames", 2, "latent frames the VAE decodes in the last block")
+	f.StringVar(&precision, "precision", "", "the models' precision, fp32 or bf16 (default as generate: bf16 at real size, fp32 with --tiny)")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the random weights")
 	f.BoolVar(&tiny, "tiny", false, "the tiny golden models (seconds)")
 	f.BoolVar(&jsonOut, "json", false, "print a JSON object")

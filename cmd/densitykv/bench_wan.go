@@ -5,15 +5,26 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/bench"
 	"github.com/densitykv/densitykv/rollout"
 )
 
 func init() { benchSubcommands = append(benchSubcommands, newBenchWanCmd) }
 
-// wanBenchJSON is one entry of `densitykv bench wan --json`.
+// wanBenchJSON is one entry of `densitykv bench wan --json`: one model at
+// one precision.
 type wanBenchJSON struct {
 	Name            string    `json:"name"`
+	Precision       string    `json:"precision"`
+	Kernel          string    `json:"kernel"`
+	FLOPsPerCall    float64   `json:"flops_per_call"`
+	GFLOPS          float64   `json:"gflops"`
+	CPUGFLOPS       float64   `json:"gflops_per_cpu_second"`
+	PeakGFLOPS      float64   `json:"kernel_peak_gflops_per_core"`
+	PeakFraction    float64   `json:"peak_fraction"`
+	CPUPeakFraction float64   `json:"cpu_peak_fraction"`
+	CallCPU         float64   `json:"call_cpu_seconds"`
 	Params          int64     `json:"params"`
 	Layers          int       `json:"layers"`
 	LayersRun       int       `json:"layers_run"`
@@ -40,6 +51,7 @@ type wanBenchJSON struct {
 func newBenchWanCmd() *cobra.Command {
 	var jsonOut, tinyOnly, quiet bool
 	var calls int
+	var precisions []string
 	cmd := &cobra.Command{
 		Use:   "wan",
 		Short: "Time the Wan backbone: the tiny golden model and Wan2.1-1.3B at 480×832 (random weights)",
@@ -52,42 +64,65 @@ cache) and extrapolated to 30 layers and 5 calls per block, because a full
 1.3B block takes a long time on a 2-core machine. The peak heap is measured
 with the layers run; the full-model figure adds each missing layer's
 parameters, 12-frame K/V cache and text K/V. The output states what is
-measured and what is extrapolated.`,
+measured and what is extrapolated.
+
+Each model runs at every precision of --precision (fp32 and bf16 by
+default): bf16 keeps the weights packed as bfloat16 (half the memory on
+AVX512_BF16 and AMX kernels) and rounds the matrix and attention inputs to
+bfloat16. Each result gives the matrix products' GFLOP/s per wall second
+and per CPU-second, the kernel they ran on, and the fraction of that
+kernel's own peak, measured in process just before the run.`,
 		Example: `  densitykv bench wan --tiny
-  densitykv bench wan --calls 1 --json`,
+  densitykv bench wan --calls 1 --precision bf16 --json
+  densitykv bench wan --kernel bf16:avx512`,
 		Args:        cobra.NoArgs,
 		Annotations: interruptible("stopping after the current forward call"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if calls < 1 {
 				return usagef("--calls is %d, want >= 1", calls)
 			}
-			benches := bench.StandardWan(calls)
+			var precs []gemm.Precision
+			for _, s := range precisions {
+				var p gemm.Precision
+				if err := p.UnmarshalText([]byte(s)); err != nil {
+					return usagef("--precision: %v", err)
+				}
+				precs = append(precs, p)
+			}
+			if len(precs) == 0 {
+				return usagef("--precision is empty, want fp32, bf16 or both")
+			}
+			benches := bench.StandardWan(calls, precs...)
 			if tinyOnly {
-				benches = benches[:1]
+				benches = benches[:len(precs)]
 			}
 			w := cmd.OutOrStdout()
+			if !jsonOut {
+				fmt.Fprint(w, bench.KernelLines(bench.Kernels()))
+			}
 			var out []wanBenchJSON
 			for _, b := range benches {
 				if !jsonOut {
-					fmt.Fprintf(w, "running %s ...\n", b.Name)
+					fmt.Fprintf(w, "running %s at %v ...\n", b.Name, b.Precision)
 				}
 				total := b.Calls
 				if b.Blocks > 0 {
 					total = b.Blocks * (len(rollout.DefaultSchedule().Timesteps) + 1)
 				}
-				prog := newProgress(cmd.ErrOrStderr(), "bench wan "+b.Name+" (forward calls)", total, 0, quiet)
+				prog := newProgress(cmd.ErrOrStderr(), "bench wan "+b.Name+" "+b.Precision.String()+" (forward calls)", total, 0, quiet)
 				done := 0
 				b.Progress = func(d, _ int) { done = d; prog.add(1) }
 				b.Context = cmd.Context()
 				r, err := bench.RunWan(b)
 				prog.finish()
 				if err != nil && cmd.Context().Err() != nil {
-					return fmt.Errorf("%w: bench wan stopped in %s after %d of %d forward calls; its result is not printed", errInterrupted, b.Name, done, total)
+					return fmt.Errorf("%w: bench wan stopped in %s at %v after %d of %d forward calls; its result is not printed", errInterrupted, b.Name, b.Precision, done, total)
 				}
 				if err != nil {
 					return fmt.Errorf("bench wan: %s: %w", b.Name, err)
 				}
-				j := wanBenchJSON{Name: r.Name, Params: r.Params, Layers: r.Layers, LayersRun: r.LayersRun, Tokens: r.Tokens, Keys: r.Keys,
+				j := wanBenchJSON{Name: r.Name, Precision: r.Precision.String(), Kernel: r.Kernel, FLOPsPerCall: r.FLOPsPerCall, GFLOPS: r.GFLOPS,
+					CPUGFLOPS: r.CPUGFLOPS, PeakGFLOPS: r.PeakGFLOPS, PeakFraction: r.PeakFraction, CPUPeakFraction: r.CPUPeakFraction, CallCPU: r.CallCPU, Params: r.Params, Layers: r.Layers, LayersRun: r.LayersRun, Tokens: r.Tokens, Keys: r.Keys,
 					CallsPerBlock: r.CallsPerBlock, CallSeconds: r.CallSeconds, BlockSeconds: r.BlockSeconds, CallMedian: r.MedianCall,
 					BlockMedian: r.MedianBlock, PerBlock: r.PerBlock, Extrapolated: r.Extrapolated, ParamBytes: r.ParamBytes,
 					PeakHeapBytes: r.PeakHeapBytes, PeakHeapFull: r.PeakHeapFull, ParamPerLayer: r.ParamBytesPerLayer,
@@ -110,6 +145,7 @@ measured and what is extrapolated.`,
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print a JSON array, one object per model")
 	cmd.Flags().BoolVar(&tinyOnly, "tiny", false, "only the tiny golden model (seconds)")
 	cmd.Flags().IntVar(&calls, "calls", 2, "forward calls timed for the 1.3B model")
+	cmd.Flags().StringSliceVar(&precisions, "precision", []string{"fp32", "bf16"}, "model precisions to run, each in turn: fp32, bf16")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "no progress bar or progress lines (on stderr)")
 	return cmd
 }

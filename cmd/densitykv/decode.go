@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/runfolder"
 )
 
@@ -15,6 +17,7 @@ func init() { register(newDecodeCmd) }
 func newDecodeCmd() *cobra.Command {
 	var o runfolder.DecodeOptions
 	var jsonOut, quiet bool
+	var precision string
 	cmd := &cobra.Command{
 		Use:   "decode RUN_FOLDER",
 		Short: "Make a generate run's video again from its latents (Wan VAE → mp4)",
@@ -27,7 +30,8 @@ replaces the video files the folder had. Use it for a run made without a VAE
 or without ffmpeg, or with other latent statistics.
 
 --vae defaults to the run's generate.vae, and --vae-mean/--vae-std to the
-run's values (else Wan2.1's 16). Ctrl-C stops after the current block and
+run's values (else Wan2.1's 16), --precision to the run's
+generate.precision. Ctrl-C stops after the current block and
 joins what is decoded.`,
 		Example: `  densitykv decode --vae Wan2.1_VAE.pth runs/generate
   densitykv decode runs/e2e --json`,
@@ -37,6 +41,13 @@ joins what is decoded.`,
 			dir := args[0]
 			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 				return usagef("decode: run folder %q does not exist", dir)
+			}
+			if cmd.Flags().Changed("precision") {
+				var p gemm.Precision
+				if err := p.UnmarshalText([]byte(strings.TrimSpace(precision))); err != nil {
+					return usagef("--precision: %v", err)
+				}
+				o.Precision = &p
 			}
 			stderr := cmd.ErrOrStderr()
 			var prog *progress
@@ -79,6 +90,7 @@ joins what is decoded.`,
 	f.StringVar(&o.VAE, "vae", "", "Wan VAE checkpoint (Wan2.1_VAE.pth or .safetensors; default: the run's)")
 	f.Float32SliceVar(&o.Mean, "vae-mean", nil, "latent mean per channel (default: the run's, else Wan2.1's)")
 	f.Float32SliceVar(&o.Std, "vae-std", nil, "latent std per channel (default: the run's, else Wan2.1's)")
+	f.StringVar(&precision, "precision", "", "the decoder's precision, fp32 or bf16 (default: the run's)")
 	f.BoolVar(&jsonOut, "json", false, "print the result as JSON")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
 	return cmd

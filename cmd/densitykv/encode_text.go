@@ -4,18 +4,21 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/pipeline"
+	"github.com/densitykv/densitykv/t5"
 )
 
 func init() { register(newEncodeTextCmd) }
 
 func newEncodeTextCmd() *cobra.Command {
 	var o pipeline.TextOptions
-	var prompt, outPath string
+	var prompt, outPath, precision string
 	var jsonOut, quiet bool
 	cmd := &cobra.Command{
 		Use:   "encode-text",
@@ -23,7 +26,9 @@ func newEncodeTextCmd() *cobra.Command {
 		Long: `encode-text runs a prompt through Wan2.1's text stage: the prompt clean
 (ftfy, HTML unescape, whitespace), the SentencePiece tokenizer with T5's
 EOS, truncation and padding to --text-len tokens, and the umT5 encoder
-(bfloat16 weights). It writes the encoder output [seq_len, dim] as tensor
+(bfloat16 weights; --precision fp32|bf16 is its compute precision, as
+generate's: bf16 by default for umT5-XXL, fp32 for a smaller test
+encoder). It writes the encoder output [seq_len, dim] as tensor
 "context" of a safetensors file, with the prompt, its tokens and the
 hashes of the encoder and tokenizer as metadata: what generate --text reads.
 A prompt longer than --text-len tokens is truncated, with a warning.`,
@@ -44,6 +49,15 @@ A prompt longer than --text-len tokens is truncated, with a warning.`,
 			if err != nil {
 				return usagef("--text-encoder/--tokenizer: %w", err)
 			}
+			o.Precision = config.DefaultPrecision("1.3b")
+			if in.Encoder.Dim < t5.UMT5XXL().Dim {
+				o.Precision = config.DefaultPrecision("tiny")
+			}
+			if cmd.Flags().Changed("precision") {
+				if err := o.Precision.UnmarshalText([]byte(strings.TrimSpace(precision))); err != nil {
+					return usagef("--precision: %v", err)
+				}
+			}
 			stderr := cmd.ErrOrStderr()
 			o.Warn = func(msg string) { fmt.Fprintln(stderr, msg) }
 			prog := newProgress(stderr, "encode (prompts)", 1, 0, quiet)
@@ -61,7 +75,7 @@ A prompt longer than --text-len tokens is truncated, with a warning.`,
 			w := cmd.OutOrStdout()
 			if jsonOut {
 				return printJSON(w, map[string]any{"output": outPath, "prompt": e.Prompt, "cleaned": e.Cleaned, "pieces": e.Pieces,
-					"seq_len": e.SeqLen, "text_len": e.TextLen, "truncated": e.Truncated, "dim": e.Dim, "cached": e.Cached,
+					"seq_len": e.SeqLen, "text_len": e.TextLen, "truncated": e.Truncated, "precision": e.Precision, "dim": e.Dim, "cached": e.Cached,
 					"text_encoder": e.Encoder, "tokenizer": e.Tokenizer, "elapsed_seconds": time.Since(began).Seconds()})
 			}
 			fmt.Fprintf(w, "%s: context [%d, %d] (%d tokens + EOS%s) in %.1f s\n", outPath, e.SeqLen, e.Dim, min(e.Pieces, e.TextLen-1),
@@ -75,6 +89,7 @@ A prompt longer than --text-len tokens is truncated, with a warning.`,
 	f.IntVar(&o.TextLen, "text-len", 512, "tokens per prompt, EOS included: the DiT's text length (512 for Wan2.1, 8 for the tiny golden DiT)")
 	f.StringVar(&o.CacheDir, "text-cache", "", "folder of cached embeddings to read and add to (default: none)")
 	f.StringVar(&prompt, "prompt", "", "the prompt")
+	f.StringVar(&precision, "precision", "", "the encoder's compute precision, fp32 or bf16 (default: bf16 for umT5-XXL, fp32 for smaller encoders)")
 	f.StringVarP(&outPath, "output", "o", "", "output .safetensors file")
 	f.BoolVar(&jsonOut, "json", false, "print the result as JSON")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")

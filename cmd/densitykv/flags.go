@@ -121,6 +121,9 @@ func (cf *configFlags) bindMemoryFlags(def config.Config) {
 	cf.integer("workers", "bank worker threads, 0 = one per head up to the cores (recorded resolved)", def, func(c *config.Config) *int { return &c.Memory.Bank.Workers })
 	cf.integer("deep-forcing-recent", "Deep Forcing recent frames incl. the current block", def, func(c *config.Config) *int { return &c.Memory.DeepForcing.RecentFrames })
 	cf.integer("deep-forcing-max-reuse", "Deep Forcing compressions a token may survive", def, func(c *config.Config) *int { return &c.Memory.DeepForcing.MaxReuse })
+	cf.variant("deep-forcing-queries", "Deep Forcing query buffer: every-call (the authors' adapter: the last recent-frames' worth of query tokens of every call), clean (clean-pass queries only)", def, "memory.deep_forcing.queries")
+	cf.variant("deep-forcing-sink", "Deep Forcing sink RoPE position after a compression: authors (start − cache frames), before-tail (just before the recent tail)", def, "memory.deep_forcing.sink")
+	cf.variant("deep-forcing-fusion", "Deep Forcing query fusion: sum (summed query), max (largest single query)", def, "memory.deep_forcing.fusion")
 	cf.integer("rag-top-k", "LongLive-RAG frames retrieved per block, 0 = capacity / tokens per frame", def, func(c *config.Config) *int { return &c.Memory.LongLiveRAG.TopK })
 	cf.variant("rag-descriptor", "LongLive-RAG frame descriptor: latent-mean, key-mean", def, "memory.longlive_rag.descriptor")
 }

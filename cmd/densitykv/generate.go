@@ -25,7 +25,7 @@ func newGenerateCmd() *cobra.Command {
 	var g config.GenerateSection
 	var rf runFlags
 	var texts, prompts []string
-	var textTensor, policy string
+	var textTensor, policy, backbone, update, sourceIDs, recache, precision string
 	var seconds float64
 	var seed uint64
 	var snapEvery int
@@ -51,6 +51,24 @@ be mixed in one schedule). --prompts FILE makes one video per line, each in
 <out>/<name>/NNNNN/ (run the same command again, or --resume, to continue a
 stopped batch: finished videos are skipped).
 
+--precision fp32|bf16 is the precision of the text encoder, the DiT and the
+VAE (default: bf16 for --arch 1.3b, fp32 for tiny).
+
+--backbone self-forcing|causal-forcing|longlive sets what the authors'
+configs/examples/paper_cases.yaml sets for that backbone: the checkpoint
+entry (Self-Forcing generator_ema, Causal-Forcing generator, LongLive
+generator + the generator_lora of --lora), 3 frames per block, sink 1,
+cache 12 and the schedule (steps 1000,750,500,250 warped, shift 5,
+x0_renoise). Flags and --config keys given explicitly override the preset
+(LongLive's own release setting: --backbone longlive --frames-per-block 6
+--sink-frames 3 --window-frames 6 --deep-forcing-recent 6). Without
+--backbone the entry is automatic (generator, then generator_ema, model);
+config.resolved.yaml records the entry loaded.
+The schedule flags are the authors' rollout options: --steps
+(denoising_step_list), --first-chunk-steps (block 0's list), --warp
+(warp_denoising_step), --shift (timestep_shift), --update x0_renoise|
+flow_euler (denoising_update_mode).
+
 The run folder <out>/<name>/ gets video.mp4 (16 fps, H.264 crf 18, the
 segments/ of each block joined without re-encoding; PNG frames in frames/
 when ffmpeg is not installed), generation.json (prompts, seed, policy,
@@ -58,8 +76,9 @@ backbone and input-file hashes, also in the mp4's metadata), text/ (the
 prompts' embeddings), latents/block_NNNNN.safetensors and manifest.json
 (streamed per block), memory_log.jsonl, summary.json, admissions.json and
 provenance.csv (DensityKV), attention_trace.json (the attention mass from
-each query frame to each source frame on the 4th denoising pass), and plots/.
---preview adds a latent preview (3 latent channels as RGB, not decoded video)
+each query frame to each source frame on the 4th denoising pass; per layer and
+head in attention_trace_layers.safetensors), density_kv_lineage.jsonl
+(DensityKV), and plots/. --preview adds a latent preview (3 latent channels as RGB, not decoded video)
 in latent_preview/ and latent_preview.mp4; it is on by default without --vae.
 
 Every input file is checked before any work starts and before the run folder
@@ -97,14 +116,18 @@ identical to an uninterrupted run.`,
 				if len(bad) > 0 {
 					return usagef("--resume continues a run with its saved %s; drop %v", runfolder.FileConfig, bad)
 				}
+				// Over the defaults: keys a run folder written before they
+				// existed keep the values that run used.
+				gc = config.GenerateDefaults()
 				if err := loadGenerateConfig(filepath.Join(out, name), &gc); err != nil {
 					return usagef("--resume: %w", err)
 				}
 				resumeList(f, &gc, out, name, g.SkipExisting)
 			} else {
 				var err error
-				if gc, err = resolveGenerate(f, cf, g, generateFlags{texts: texts, textTensor: textTensor, prompts: prompts, policy: policy,
-					seconds: seconds, seed: seed, out: out, name: name, snapEvery: snapEvery}); err != nil {
+				if gc, err = resolveGenerate(f, cf, g, generateFlags{texts: texts, textTensor: textTensor, prompts: prompts, policy: policy, precision: precision,
+					seconds: seconds, seed: seed, out: out, name: name, snapEvery: snapEvery, backbone: backbone, update: update,
+					sourceIDs: sourceIDs, recache: recache}); err != nil {
 					return err
 				}
 			}
@@ -117,10 +140,12 @@ identical to an uninterrupted run.`,
 	f := cmd.Flags()
 	dg := def.Generate
 	f.StringVar(&g.Checkpoint, "checkpoint", dg.Checkpoint, "generator checkpoint (.safetensors or PyTorch .pt) (generate.checkpoint)")
-	f.StringVar(&g.Entry, "entry", dg.Entry, "PyTorch checkpoint entry (default: generator, generator_ema, model) (generate.entry)")
+	f.StringVar(&backbone, "backbone", dg.Backbone.String(), "backbone preset: "+strings.Join(dg.Backbone.Names(), ", ")+" (generate.backbone)")
+	f.StringVar(&g.Entry, "entry", dg.Entry, "PyTorch checkpoint entry (default: the backbone's, else generator, generator_ema, model) (generate.entry)")
 	f.StringVar(&g.LoRA, "lora", dg.LoRA, "LongLive LoRA checkpoint (generator_lora entry), merged into the weights (generate.lora)")
 	f.Float64Var(&g.LoRAAlpha, "lora-alpha", dg.LoRAAlpha, "LoRA alpha (0 = the rank) (generate.lora_alpha)")
 	f.StringVar(&g.Arch, "arch", dg.Arch, "model architecture: 1.3b (Wan2.1-T2V-1.3B) or tiny (the golden test model) (generate.arch)")
+	f.StringVar(&precision, "precision", "", "model precision: fp32 or bf16 (default: bf16 for --arch 1.3b, fp32 for tiny) (generate.precision)")
 	f.StringSliceVar(&texts, "text", nil, "text-encoder output tensor file; PATH@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable) (generate.texts)")
 	f.StringVar(&textTensor, "text-tensor", "", "tensor name inside the text files (default: context, or the only tensor)")
 	f.StringArrayVar(&prompts, "prompt", nil, "prompt text; TEXT@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable) (generate.prompts)")
@@ -139,11 +164,22 @@ identical to an uninterrupted run.`,
 	f.Float32SliceVar(&g.VAEStd, "vae-std", nil, "latent std per channel (default: Wan2.1's 16 values) (generate.vae_std)")
 	f.IntVar(&g.LatentHeight, "latent-height", dg.LatentHeight, "latent height (60 for 480×832 video) (generate.latent_height)")
 	f.IntVar(&g.LatentWidth, "latent-width", dg.LatentWidth, "latent width (104 for 480×832 video) (generate.latent_width)")
-	f.Float64Var(&seconds, "seconds", 5, "video length at 4 latent frames/s, rounded up to 3-frame blocks (stream.seconds)")
-	f.IntVar(&g.Blocks, "blocks", 0, "number of 3-frame blocks, instead of --seconds (generate.blocks)")
+	f.Float64Var(&seconds, "seconds", 5, "video length at 4 latent frames/s, rounded up to whole blocks (stream.seconds)")
+	f.IntVar(&g.Blocks, "blocks", 0, "number of blocks, instead of --seconds (generate.blocks)")
+	f.IntVar(&g.FramesPerBlock, "frames-per-block", dg.FramesPerBlock, "latent frames per block (generate.frames_per_block)")
+	f.IntSliceVar(&g.Schedule.Steps, "steps", dg.Schedule.Steps, "denoising step list, decreasing values in 0..1000 (generate.schedule.steps)")
+	f.IntSliceVar(&g.Schedule.FirstChunkSteps, "first-chunk-steps", nil, "step list of block 0 only (default: --steps) (generate.schedule.first_chunk_steps)")
+	f.BoolVar(&g.Schedule.Warp, "warp", dg.Schedule.Warp, "warp the steps onto the shifted scheduler table (false: the steps are the timesteps) (generate.schedule.warp)")
+	f.Float64Var(&g.Schedule.Shift, "shift", dg.Schedule.Shift, "timestep shift of the scheduler (generate.schedule.shift)")
+	f.StringVar(&update, "update", dg.Schedule.Update.String(), "denoising update: "+strings.Join(dg.Schedule.Update.Names(), ", ")+" (generate.schedule.update)")
 	f.Uint64Var(&seed, "seed", 0, "noise seed (run.seed)")
 	f.StringVar(&policy, "policy", def.Policies[0], "memory policy: "+strings.Join(memory.Names(), ", ")+" (policies)")
 	f.IntVar(&g.TraceStep, "trace-step", dg.TraceStep, "denoising step whose attention is traced (3 = 4th pass), -1 = off (generate.trace_step)")
+	f.StringVar(&g.TraceLayers, "trace-layers", dg.TraceLayers, "layers whose attention trace is kept per head (attention_trace_layers.safetensors, [1,H,F,F] per layer): all, none or a list (generate.trace_layers)")
+	f.StringVar(&g.LineageLayers, "lineage-layers", dg.LineageLayers, "DensityKV layers whose admissions and evictions density_kv_lineage.jsonl records: all, none or a list (generate.lineage_layers)")
+	f.StringVar(&g.LineageHeads, "lineage-heads", dg.LineageHeads, "heads of those layers: all, none or a list (generate.lineage_heads)")
+	f.StringVar(&sourceIDs, "source-ids", dg.SourceIDs.String(), "provenance ids in provenance.csv and the lineage: global (frame·P + position) or authors (non-sink token count, the authors' source_index) (generate.source_ids)")
+	f.StringVar(&recache, "recache", dg.Recache.String(), "at a prompt switch: none (the DensityKV authors': cross-attention only) or longlive (re-run the most recent frames under the new prompt) (generate.recache)")
 	f.BoolVar(&g.Preview, "preview", dg.Preview, "write PNG frames of a latent preview (not decoded video) in latent_preview/, and latent_preview.mp4 with ffmpeg; default on without --vae (generate.preview)")
 	f.StringVar(&g.RecordStream, "record-stream", dg.RecordStream, "record the clean passes' q/k/v into this stream file, replayed with simulate/eval --stream file (generate.record_stream)")
 	f.IntVar(&snapEvery, "snapshot-every", def.Run.SnapshotEvery, "save a resume checkpoint (policy snapshot) every N blocks, 0 = only when stopped with Ctrl-C (run.snapshot_every)")
@@ -163,10 +199,43 @@ identical to an uninterrupted run.`,
 type generateFlags struct {
 	texts, prompts     []string
 	textTensor, policy string
+	precision          string
 	seconds            float64
 	seed               uint64
 	out, name          string
 	snapEvery          int
+	backbone, update   string
+	sourceIDs, recache string
+}
+
+// generateKeys maps generate's own flags to the YAML keys they set (the
+// memory flags are config.Flags'), for the backbone preset: a key given
+// by its flag is not the preset's to fill.
+var generateKeys = map[string]string{
+	"backbone": "generate.backbone", "checkpoint": "generate.checkpoint", "entry": "generate.entry", "lora": "generate.lora",
+	"lora-alpha": "generate.lora_alpha", "arch": "generate.arch", "latent-height": "generate.latent_height", "latent-width": "generate.latent_width",
+	"frames-per-block": "generate.frames_per_block", "blocks": "generate.blocks", "steps": "generate.schedule.steps",
+	"first-chunk-steps": "generate.schedule.first_chunk_steps", "warp": "generate.schedule.warp", "shift": "generate.schedule.shift",
+	"update": "generate.schedule.update", "trace-step": "generate.trace_step", "preview": "generate.preview", "record-stream": "generate.record_stream",
+	"trace-layers": "generate.trace_layers", "lineage-layers": "generate.lineage_layers", "lineage-heads": "generate.lineage_heads",
+	"source-ids": "generate.source_ids", "recache": "generate.recache",
+}
+
+// explicitKey reports whether YAML key was given by the --config file or by
+// the flag that sets it.
+func explicitKey(f *pflag.FlagSet, cf *configFlags, key string) bool {
+	if cf.keys.Set[key] {
+		return true
+	}
+	for flag, k := range generateKeys {
+		if k == key && f.Changed(flag) {
+			return true
+		}
+	}
+	if flag, ok := config.Flags()[key]; ok && f.Changed(flag) {
+		return true
+	}
+	return false
 }
 
 // setIf sets *dst to v when flag was given on the command line.
@@ -192,9 +261,43 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 	setIf(f, "lora", &G.LoRA, g.LoRA)
 	setIf(f, "lora-alpha", &G.LoRAAlpha, g.LoRAAlpha)
 	setIf(f, "arch", &G.Arch, g.Arch)
+	if f.Changed("precision") {
+		if err := G.Precision.UnmarshalText([]byte(gf.precision)); err != nil {
+			return gc, usagef("--precision: %v", err)
+		}
+		cf.keys.Set["generate.precision"] = true // given: Resolve keeps it
+	}
 	setIf(f, "latent-height", &G.LatentHeight, g.LatentHeight)
 	setIf(f, "latent-width", &G.LatentWidth, g.LatentWidth)
+	setIf(f, "frames-per-block", &G.FramesPerBlock, g.FramesPerBlock)
+	setIf(f, "steps", &G.Schedule.Steps, g.Schedule.Steps)
+	setIf(f, "first-chunk-steps", &G.Schedule.FirstChunkSteps, g.Schedule.FirstChunkSteps)
+	setIf(f, "warp", &G.Schedule.Warp, g.Schedule.Warp)
+	setIf(f, "shift", &G.Schedule.Shift, g.Schedule.Shift)
+	if f.Changed("update") {
+		if err := G.Schedule.Update.UnmarshalText([]byte(strings.ToLower(strings.TrimSpace(gf.update)))); err != nil {
+			return gc, usagef("--update: %w", err)
+		}
+	}
+	if f.Changed("backbone") {
+		if err := G.Backbone.UnmarshalText([]byte(strings.ToLower(strings.TrimSpace(gf.backbone)))); err != nil {
+			return gc, usagef("--backbone: %w", err)
+		}
+	}
 	setIf(f, "trace-step", &G.TraceStep, g.TraceStep)
+	setIf(f, "trace-layers", &G.TraceLayers, g.TraceLayers)
+	setIf(f, "lineage-layers", &G.LineageLayers, g.LineageLayers)
+	setIf(f, "lineage-heads", &G.LineageHeads, g.LineageHeads)
+	for _, tv := range []struct {
+		flag, v string
+		dst     interface{ UnmarshalText([]byte) error }
+	}{{"source-ids", gf.sourceIDs, &G.SourceIDs}, {"recache", gf.recache, &G.Recache}} {
+		if f.Changed(tv.flag) {
+			if err := tv.dst.UnmarshalText([]byte(strings.ToLower(strings.TrimSpace(tv.v)))); err != nil {
+				return gc, usagef("--%s: %w", tv.flag, err)
+			}
+		}
+	}
 	setIf(f, "preview", &G.Preview, g.Preview)
 	setIf(f, "record-stream", &G.RecordStream, g.RecordStream)
 	setIf(f, "prompts", &G.PromptsFile, g.PromptsFile)
@@ -250,6 +353,13 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 			G.Texts = append(G.Texts, ts)
 		}
 	}
+	if err := gc.ApplyPreset(func(key string) bool { return explicitKey(f, cf, key) }); err != nil {
+		return gc, usageError{err}
+	}
+	F := G.FramesPerBlock
+	if F <= 0 {
+		return gc, usagef("--frames-per-block (generate.frames_per_block) is %d, want >= 1", F)
+	}
 	// The length: --blocks or --seconds, else the file's generate.blocks or
 	// stream.seconds, else the longest horizon, else --seconds' default.
 	switch {
@@ -258,7 +368,7 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 	case f.Changed("blocks"):
 		G.Blocks = g.Blocks
 	case len(G.Horizons) > 0 && !f.Changed("seconds") && !file("generate.blocks") && !file("stream.seconds"):
-		G.Blocks = config.HorizonBlocks(slices.Max(G.Horizons), config.FramesPerBlock)
+		G.Blocks = config.HorizonBlocks(slices.Max(G.Horizons), F)
 	case f.Changed("seconds") || !file("generate.blocks"):
 		s := gf.seconds
 		if !f.Changed("seconds") && file("stream.seconds") {
@@ -267,7 +377,7 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 		if !(s > 0) || math.IsInf(s, 0) {
 			return gc, usagef("--seconds (stream.seconds) is %v, want > 0", s)
 		}
-		G.Blocks = int(math.Ceil(s*4/3 - 1e-9))
+		G.Blocks = int(math.Ceil(s*4/float64(F) - 1e-9))
 	}
 	if err := gc.Resolve(cf.keys, cf.file); err != nil {
 		return gc, usageError{err}
@@ -340,9 +450,16 @@ func generateHooks(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, up
 		Start: func(first, total int) {
 			if !rf.json && !rf.quiet {
 				l := gc.Memory.Layout
-				frames := g.Blocks * config.FramesPerBlock
+				frames := g.Blocks * g.BlockFrames()
 				fmt.Fprintf(stdout, "generate: %s model, %d blocks (%d latent frames, %.4g s), latent %d×%d (%d×%d tokens), policy %s, M=%d\n",
 					g.Arch, g.Blocks, frames, float64(frames)/4, g.LatentHeight, g.LatentWidth, l.Height, l.Width, gc.Policies[0], gc.Memory.Capacity)
+				entry := g.Entry
+				if entry == "" {
+					entry = "safetensors"
+				}
+				fmt.Fprintf(stdout, "  backbone %s, weights %s (%s), %d frames per block, sink %d, cache %d, steps %v (warp %v, shift %g, %s)\n",
+					g.Backbone, filepath.Base(g.Checkpoint), entry, g.BlockFrames(), gc.Memory.SinkFrames, gc.Memory.CacheFrames,
+					g.Schedule.Steps, g.Schedule.Warp, g.Schedule.Shift, g.Schedule.Update)
 			}
 			if prog != nil {
 				prog.finish()
@@ -377,6 +494,9 @@ func generateHooks(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, up
 			}
 		},
 		Warn: func(msg string) { fmt.Fprintln(stderr, msg) },
+	}
+	for _, w := range gc.Warnings {
+		fmt.Fprintln(stderr, w)
 	}
 	return hooks, func() {
 		if prog != nil {

@@ -28,7 +28,7 @@ func TestCtrlCStopsEvalAndBench(t *testing.T) {
 			"stopping after the current update or pass", benchStop},
 		{"bench", []string{"bench", "--heads", "2", "--candidates", "64", "--capacity", "128", "--dim", "16", "--repeats", "2", "--quiet"},
 			"stopping after the current update or pass", benchStop},
-		{"bench wan", []string{"bench", "wan", "--tiny", "--quiet"}, "stopping after the current forward call", "bench wan stopped in tiny (golden config) after 0 of 40 forward calls"},
+		{"bench wan", []string{"bench", "wan", "--tiny", "--quiet"}, "stopping after the current forward call", "bench wan stopped in tiny (golden config) at fp32 after 0 of 40 forward calls"},
 		{"simulate", tiny(dir, "s"), "stopping after the current block", "interrupted with 0 of 12 blocks done"},
 	}
 	for _, c := range cases {
@@ -75,7 +75,7 @@ func TestBenchProgress(t *testing.T) {
 		want string
 	}{
 		{bankArgs, fmt.Sprintf("bench bank: %[1]d/%[1]d (100%%)", bench.BankOptions{Repeats: 2}.Steps())},
-		{[]string{"bench", "wan", "--tiny", "--json"}, "bench wan tiny (golden config) (forward calls): 40/40 (100%)"},
+		{[]string{"bench", "wan", "--tiny", "--json"}, "bench wan tiny (golden config) bf16 (forward calls): 40/40 (100%)"},
 	} {
 		code, _, errs := run(t, context.Background(), c.args...)
 		if code != 0 || !strings.Contains(errs, c.want) {

@@ -572,11 +572,43 @@ func TestBenchWanTinyJSON(t *testing.T) {
 		t.Fatal(errs)
 	}
 	var rs []wanBenchJSON
-	if err := json.Unmarshal([]byte(out), &rs); err != nil || len(rs) != 1 {
+	if err := json.Unmarshal([]byte(out), &rs); err != nil || len(rs) != 2 {
 		t.Fatalf("bench wan --json: %v %q", err, out)
 	}
-	if r := rs[0]; !(r.CallMedian > 0) || !(r.PerBlock > 0) || r.Params != 161536 || r.Extrapolated {
-		t.Fatalf("tiny bench: %+v", r)
+	for i, p := range []gemm.Precision{gemm.F32, gemm.BF16} {
+		if r := rs[i]; !(r.CallMedian > 0) || !(r.PerBlock > 0) || r.Params != 161536 || r.Extrapolated || r.Precision != p.String() ||
+			r.Kernel != gemm.KernelName(p) || !(r.GFLOPS > 0) || !(r.PeakGFLOPS > 0) || !(r.PeakFraction > 0) {
+			t.Fatalf("tiny bench at %v: %+v", p, r)
+		}
+	}
+	// --precision picks one; --kernel forces a kernel and is restored.
+	before := gemm.KernelName(gemm.BF16)
+	code, out, errs = run(t, context.Background(), "bench", "wan", "--tiny", "--json", "--precision", "bf16", "--kernel", "bf16:go")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	if err := json.Unmarshal([]byte(out), &rs); err != nil || len(rs) != 1 || rs[0].Precision != "bf16" || rs[0].Kernel != "go" {
+		t.Fatalf("bench wan --precision bf16 --kernel bf16:go: %v %q", err, out)
+	}
+	if gemm.KernelName(gemm.BF16) != before {
+		t.Fatalf("--kernel not restored: %s, was %s", gemm.KernelName(gemm.BF16), before)
+	}
+	for _, c := range []struct{ args, want []string }{
+		{[]string{"bench", "wan", "--tiny", "--kernel", "nope"}, []string{"--kernel", `"nope"`, "fp32: ", "bf16: ", "go"}},
+		{[]string{"bench", "bank", "--kernel", "f32:go"}, []string{"--kernel", "fp32 or bf16"}},
+		{[]string{"bench", "wan", "--tiny", "--precision", "half"}, []string{"--precision", `"half"`, "fp32 or bf16"}},
+	} {
+		code, _, errs := run(t, context.Background(), c.args...)
+		for _, w := range c.want {
+			if code != exitUsage || !strings.Contains(errs, w) {
+				t.Errorf("%v: exit %d, stderr %q lacks %q", c.args, code, errs, w)
+			}
+		}
+	}
+	// The text reports name the kernels.
+	code, out, _ = run(t, context.Background(), "bench", "wan", "--tiny", "--quiet", "--precision", "fp32")
+	if code != 0 || !strings.Contains(out, "kernel fp32: "+gemm.KernelName(gemm.F32)) || !strings.Contains(out, "kernel bf16: ") || !strings.Contains(out, "% of its peak") {
+		t.Fatalf("bench wan text: exit %d:\n%s", code, out)
 	}
 }
 
@@ -849,5 +881,25 @@ func TestFirstLayerMatchesFullRun(t *testing.T) {
 	code, _, errs := run(t, context.Background(), tiny(dir, "bad", "--first-layer", "-1")...)
 	if code != exitUsage || !strings.Contains(errs, "stream.first_layer (--first-layer) is -1") {
 		t.Fatalf("--first-layer -1: exit %d %q", code, errs)
+	}
+}
+
+// The storage figure's legends sit right of the axes on both panels, where
+// they hide no curve (the LongLive-RAG line crossed the old inside legend),
+// and every policy of the table has its line.
+func TestStorageFigureLegends(t *testing.T) {
+	title, panels := storagePanels(storage.Paper(), []float64{30, 60, 120})
+	if !strings.Contains(title, "M = 9360") || len(panels) != 2 {
+		t.Fatalf("title %q, %d panels", title, len(panels))
+	}
+	for _, p := range panels {
+		if p.Legend != "right" || len(p.Series) != 7 {
+			t.Fatalf("panel %q: legend %q, %d series", p.Title, p.Legend, len(p.Series))
+		}
+		for _, s := range p.Series {
+			if s.Name == "" {
+				t.Fatalf("panel %q has an unnamed series", p.Title)
+			}
+		}
 	}
 }

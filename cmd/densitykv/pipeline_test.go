@@ -401,29 +401,67 @@ func TestGeneratePromptsFile(t *testing.T) {
 	}
 }
 
-// TestBenchMediaTiny: bench vae, text and pipeline run on the tiny models
-// and print their figures as JSON.
+// TestBenchMediaTiny: bench vae and text run on the tiny models through
+// internal/bench's harness at each precision asked for, and print the
+// kernels and one result per precision as JSON; bench pipeline prints its
+// stages.
 func TestBenchMediaTiny(t *testing.T) {
 	for _, c := range []struct {
-		args []string
-		keys []string
+		args  []string
+		precs []string
+		keys  []string
 	}{
-		{[]string{"bench", "vae", "--tiny", "--frames", "2", "--json", "--quiet"}, []string{"frame_seconds_median", "gflops", "peak_rss_bytes", "block_seconds"}},
-		{[]string{"bench", "text", "--tiny", "--json", "--quiet"}, []string{"prompt_seconds_median", "gflops", "peak_rss_bytes"}},
-		{[]string{"bench", "pipeline", "--tiny", "--json"}, []string{"stages", "generation_peak_rss_bytes_full_model", "peak_rss_bytes_full_run"}},
+		{[]string{"bench", "vae", "--tiny", "--frames-per-block", "3", "--blocks", "2", "--precision", "fp32,bf16", "--json", "--quiet"}, []string{"fp32", "bf16"},
+			[]string{"block_seconds", "seconds_per_block", "gflops", "kernel", "precision", "peak_rss_bytes", "decoder_state_bytes"}},
+		{[]string{"bench", "vae", "--tiny", "--json", "--quiet"}, []string{"bf16"}, []string{"seconds_per_block", "extrapolated"}},
+		{[]string{"bench", "text", "--tiny", "--precision", "bf16,fp32", "--json", "--quiet"}, []string{"bf16", "fp32"},
+			[]string{"prompt_seconds_median", "seconds_per_prompt_full_model", "gflops", "kernel", "precision", "peak_rss_bytes", "peak_rss_bytes_full_model"}},
 	} {
 		code, out, errs := run(t, context.Background(), c.args...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", c.args, code, errs)
 		}
-		var m map[string]any
+		var m struct {
+			Kernels []map[string]any `json:"kernels"`
+			Results []map[string]any `json:"results"`
+		}
 		if err := json.Unmarshal([]byte(out), &m); err != nil {
 			t.Fatalf("%v: %v\n%s", c.args, err, out)
 		}
-		for _, k := range c.keys {
-			if v, ok := m[k]; !ok || v == nil {
-				t.Errorf("%v: no %s in %s", c.args, k, out)
+		if len(m.Kernels) != 2 || len(m.Results) != len(c.precs) {
+			t.Fatalf("%v: %d kernels, %d results, want 2 and %d:\n%s", c.args, len(m.Kernels), len(m.Results), len(c.precs), out)
+		}
+		for i, r := range m.Results {
+			if r["precision"] != c.precs[i] || r["kernel"] == "" {
+				t.Errorf("%v: result %d at %v on kernel %v, want %s", c.args, i, r["precision"], r["kernel"], c.precs[i])
+			}
+			for _, k := range c.keys {
+				if v, ok := r[k]; !ok || v == nil {
+					t.Errorf("%v: no %s in result %d: %s", c.args, k, i, out)
+				}
 			}
 		}
+	}
+	// The default vae run times 1-frame blocks: the 3-frame block is
+	// extrapolated and says so.
+	code, out, errs := run(t, context.Background(), "bench", "vae", "--tiny", "--quiet")
+	if code != 0 || !strings.Contains(out, "kernel bf16: ") || !strings.Contains(out, "extrapolated") || !strings.Contains(out, " bf16: ") {
+		t.Fatalf("bench vae --tiny: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = run(t, context.Background(), "bench", "pipeline", "--tiny", "--json")
+	if code != 0 {
+		t.Fatalf("bench pipeline: exit %d: %s", code, errs)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("bench pipeline: %v\n%s", err, out)
+	}
+	for _, k := range []string{"stages", "generation_peak_rss_bytes_full_model", "peak_rss_bytes_full_run"} {
+		if v, ok := m[k]; !ok || v == nil {
+			t.Errorf("bench pipeline: no %s in %s", k, out)
+		}
+	}
+	if code, _, errs := run(t, context.Background(), "bench", "text", "--tiny", "--precision", "fp16"); code != 2 || !strings.Contains(errs, "--precision") {
+		t.Errorf("bench text --precision fp16: exit %d: %s", code, errs)
 	}
 }

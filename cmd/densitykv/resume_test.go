@@ -156,8 +156,10 @@ func sameRunFiles(t *testing.T, dir, want, got string) {
 			t.Errorf("%s differs after resume (%d vs %d bytes)", f, len(a[f]), len(y))
 		}
 	}
-	for _, f := range []string{runfolder.FileLog, rollout.ManifestFile, "latents/block_00000.safetensors", "attention_trace.json", "(record stream)", runfolder.FileProvenance} {
-		if _, ok := a[f]; !ok && (f != runfolder.FileProvenance || strings.Contains(want, "densitykv")) {
+	for _, f := range []string{runfolder.FileLog, rollout.ManifestFile, "latents/block_00000.safetensors", "attention_trace.json", "(record stream)",
+		runfolder.FileTraceLayers, runfolder.FileProvenance, runfolder.FileLineage} {
+		dkv := f == runfolder.FileProvenance || f == runfolder.FileLineage
+		if _, ok := a[f]; !ok && (!dkv || strings.Contains(want, "densitykv")) {
 			t.Errorf("compared folders lack %s", f)
 		}
 	}

@@ -159,6 +159,14 @@ func paperGiB(g float64) string {
 // storageFigure draws storage vs generation length for every policy, with
 // points at the table's horizons (the paper's storage figure).
 func storageFigure(c storage.Config, horizons []float64) (*plots.Figure, error) {
+	title, panels := storagePanels(c, horizons)
+	return plots.Lines("storage_vs_horizon", title, 24*vg.Centimeter, 8*vg.Centimeter, panels...)
+}
+
+// storagePanels returns the storage figure's title and panels: linear and
+// log axes, each with its legend right of the axes, where it hides no
+// curve.
+func storagePanels(c storage.Config, horizons []float64) (string, []plots.LinePanel) {
 	hmax := 0.0
 	for _, h := range horizons {
 		hmax = math.Max(hmax, h)
@@ -191,11 +199,10 @@ func storageFigure(c storage.Config, horizons []float64) (*plots.Figure, error) 
 		}
 		ss = append(ss, s)
 	}
-	return plots.Lines("storage_vs_horizon",
-		fmt.Sprintf("Persistent temporal-state storage (L = %d, H = %d, d = %d, M = %d)", c.Layers, c.Heads, c.KeyDim, c.Capacity),
-		18*vg.Centimeter, 8*vg.Centimeter,
-		plots.LinePanel{Title: "LongLive-RAG grows linearly; Deep Forcing and DensityKV stay bounded",
-			XLabel: "generated video (s)", YLabel: "GiB", Series: ss, YFromZero: true, XFromZero: true, Legend: "none"},
-		plots.LinePanel{Title: "the same on a logarithmic axis",
-			XLabel: "generated video (s)", YLabel: "GiB (log)", Series: ss, LogY: true, XFromZero: true, Legend: "top-left"})
+	return fmt.Sprintf("Persistent temporal-state storage (L = %d, H = %d, d = %d, M = %d)", c.Layers, c.Heads, c.KeyDim, c.Capacity),
+		[]plots.LinePanel{
+			{Title: "LongLive-RAG grows linearly; Deep Forcing and DensityKV stay bounded",
+				XLabel: "generated video (s)", YLabel: "GiB", Series: ss, YFromZero: true, XFromZero: true, YMargin: true, Legend: "right"},
+			{Title: "the same on a logarithmic axis",
+				XLabel: "generated video (s)", YLabel: "GiB (log)", Series: ss, LogY: true, XFromZero: true, Legend: "right"}}
 }

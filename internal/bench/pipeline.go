@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/t5"
@@ -36,6 +37,10 @@ type PipelineOptions struct {
 	// last block (0 = 2: frame 0, then one steady frame, after which every
 	// feature cache has its full size).
 	VAEFrames int
+	// Precision is the models' precision (the text encoder's compute, the
+	// DiT's weights and products, the VAE's products), as generate's
+	// --precision: bf16 for the real-size models.
+	Precision gemm.Precision
 	Seed      uint64
 	Context   context.Context
 	// Stage reports each stage as it starts.
@@ -139,6 +144,7 @@ func RunPipeline(o PipelineOptions) (PipelineResult, error) {
 			if err != nil {
 				return err
 			}
+			m.Precision = o.Precision
 			r := rand.New(rand.NewPCG(o.Seed, 4))
 			ids, mask := make([]int32, o.TextTokens), make([]int32, o.TextTokens)
 			for i := range ids {
@@ -194,7 +200,7 @@ func liveHeap() int64 {
 func (o PipelineOptions) generate(L int, live *int64) error {
 	cfg := o.Model
 	cfg.Layers = L
-	m, err := wan.Random(cfg, o.Seed)
+	m, err := wan.Random(cfg, o.Seed, o.Precision)
 	if err != nil {
 		return err
 	}
@@ -210,7 +216,7 @@ func (o PipelineOptions) generate(L int, live *int64) error {
 	if err != nil {
 		return err
 	}
-	dec, err := vm.NewDecoder(vae.Options{})
+	dec, err := vm.NewDecoder(vae.Options{Precision: o.Precision})
 	if err != nil {
 		return err
 	}

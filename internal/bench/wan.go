@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/cputime"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/rollout"
@@ -40,6 +41,9 @@ type WanOptions struct {
 	Calls         int // forward calls timed with Blocks == 0 (0 = 5, one block)
 	ContextFrames int // 0 = 12 (Wan's native cache)
 	Seed          uint64
+	// Precision is the model's precision (fp32 or bf16; the random
+	// weights are the same float32 values, rounded at bf16).
+	Precision gemm.Precision
 	// Context stops the benchmark between forward calls when cancelled
 	// (nil = never); RunWan then returns an error wrapping ctx.Err().
 	Context context.Context
@@ -50,16 +54,30 @@ type WanOptions struct {
 
 // WanResult is what RunWan measured.
 type WanResult struct {
-	Name          string
-	Params        int64 // parameters of the full model
-	Layers        int   // full depth
-	LayersRun     int
-	Tokens        int // query tokens per call
-	Keys          int // self-attention keys per call (steady state)
-	CallsPerBlock int
-	CallSeconds   []float64 // each timed forward call (LayersRun layers)
-	BlockSeconds  []float64 // each timed block (LayersRun layers; real rollouts only)
-	MedianCall    float64
+	Name      string
+	Precision gemm.Precision
+	// Kernel is the gemm kernel the products ran on (gemm.KernelName).
+	Kernel string
+	// FLOPsPerCall counts the matrix products of one forward call at
+	// LayersRun layers with Keys keys (wan.Config.FLOPs); GFLOPS is it
+	// over the median call, CPUGFLOPS over the CPU time per call.
+	FLOPsPerCall      float64
+	GFLOPS, CPUGFLOPS float64
+	// PeakGFLOPS is the kernel's own peak on one core, measured in
+	// process just before the run (gemm.PeakGFLOPS); PeakFraction is
+	// GFLOPS / (PeakGFLOPS · Threads) and CPUPeakFraction CPUGFLOPS /
+	// PeakGFLOPS (per busy core: less sensitive to other load).
+	PeakGFLOPS                    float64
+	PeakFraction, CPUPeakFraction float64
+	Params                        int64 // parameters of the full model
+	Layers                        int   // full depth
+	LayersRun                     int
+	Tokens                        int // query tokens per call
+	Keys                          int // self-attention keys per call (steady state)
+	CallsPerBlock                 int
+	CallSeconds                   []float64 // each timed forward call (LayersRun layers)
+	BlockSeconds                  []float64 // each timed block (LayersRun layers; real rollouts only)
+	MedianCall                    float64
 	// CallCPU is the process CPU seconds per timed call (user + system,
 	// all threads): less sensitive than wall time to other load on a
 	// shared machine.
@@ -67,7 +85,7 @@ type WanResult struct {
 	MedianBlock   float64 // seconds per block at LayersRun layers
 	PerBlock      float64 // seconds per block of the full model (extrapolated when LayersRun < Layers)
 	Extrapolated  bool
-	ParamBytes    int64  // float32 parameters of the full model
+	ParamBytes    int64  // parameter memory of the full model (packed weights at Precision; float32 norms, biases)
 	PeakHeapBytes uint64 // peak live heap observed during the run (LayersRun layers)
 	// PeakHeapFull is PeakHeapBytes when every layer ran; otherwise the
 	// estimate PeakHeapBytes + (Layers − LayersRun)·(ParamBytesPerLayer +
@@ -76,7 +94,8 @@ type WanResult struct {
 	// are measured once and not scaled.
 	PeakHeapFull uint64
 	// The per-layer memory components, in bytes, as held by the run
-	// (…Run, for LayersRun layers) and per layer: float32 parameters, the
+	// (…Run, for LayersRun layers) and per layer: parameters (packed
+	// weights at Precision, float32 norms and biases), the
 	// memory policy's per-layer K/V state (the fixed-context run holds
 	// ContextFrames frames of K and V per layer, as Native does; 0 for a
 	// real policy, whose layers all run), and the prompt's cross-attention
@@ -99,8 +118,10 @@ func (r WanResult) String() string {
 			float64(r.PeakHeapBytes)/(1<<20), r.LayersRun, r.Layers, float64(r.PeakHeapFull)/(1<<20), r.Layers-r.LayersRun,
 			mib(r.ParamBytesPerLayer+r.PolicyBytesPerLayer+r.TextBytesPerLayer), mib(r.ParamBytesPerLayer), mib(r.PolicyBytesPerLayer), mib(r.TextBytesPerLayer))
 	}
-	return fmt.Sprintf("%s: %.3g M params, %d tokens × %d keys per call, %d calls per block: median call %.4g s (%.4g CPU s) measured at %d layers, %.4g s per block%s; %s; %d threads",
-		r.Name, float64(r.Params)/1e6, r.Tokens, r.Keys, r.CallsPerBlock, r.MedianCall, r.CallCPU, r.LayersRun, r.PerBlock, timeNote, memNote, r.Threads)
+	return fmt.Sprintf("%s %v: %.3g M params (%.1f MiB), %d tokens × %d keys per call, %d calls per block: median call %.4g s (%.4g CPU s) measured at %d layers, %.4g s per block%s; "+
+		"%.1f GFLOP/s (%.1f per CPU-second) on the %s kernel, %.0f%% of its peak %.1f GFLOP/s per core × %d threads (%.0f%% per busy core); %s",
+		r.Name, r.Precision, float64(r.Params)/1e6, mib(r.ParamBytes), r.Tokens, r.Keys, r.CallsPerBlock, r.MedianCall, r.CallCPU, r.LayersRun, r.PerBlock, timeNote,
+		r.GFLOPS, r.CPUGFLOPS, r.Kernel, 100*r.PeakFraction, r.PeakGFLOPS, r.Threads, 100*r.CPUPeakFraction, memNote)
 }
 
 // heapSampler records the peak live heap while running.
@@ -168,18 +189,19 @@ func RunWan(o WanOptions) (WanResult, error) {
 	run := full
 	run.Layers = o.LayersRun
 	start := time.Now()
+	res := WanResult{Name: o.Name, Precision: o.Precision, Kernel: gemm.KernelName(o.Precision), Layers: full.Layers, LayersRun: o.LayersRun, Threads: gemm.Threads()}
+	res.PeakGFLOPS = gemm.PeakGFLOPS(o.Precision)
 	runtime.GC()
 	hs := startHeapSampler()
-	m, err := wan.Random(run, o.Seed)
+	m, err := wan.Random(run, o.Seed, o.Precision)
 	if err != nil {
 		hs.done()
 		return WanResult{}, err
 	}
-	res := WanResult{Name: o.Name, Layers: full.Layers, LayersRun: o.LayersRun, Threads: runtime.GOMAXPROCS(0)}
 	perLayer := blockParams(full)
 	res.Params = m.NumParams() + int64(full.Layers-o.LayersRun)*perLayer
-	res.ParamBytes = 4 * res.Params
-	res.ParamBytesRun, res.ParamBytesPerLayer = 4*m.NumParams(), 4*perLayer
+	res.ParamBytesRun, res.ParamBytesPerLayer = m.WeightBytes(), m.Blocks[0].WeightBytes()
+	res.ParamBytes = res.ParamBytesRun + int64(full.Layers-o.LayersRun)*res.ParamBytesPerLayer
 	lay := run.Layout(o.Height, o.Width, o.FramesPerBlock)
 	tpf := lay.TokensPerFrame()
 	res.Tokens = lay.TokensPerBlock()
@@ -285,6 +307,17 @@ func RunWan(o WanOptions) (WanResult, error) {
 	}
 	res.PeakHeapBytes = hs.done()
 	res.MedianCall = Median(res.CallSeconds)
+	res.FLOPsPerCall = run.FLOPs(res.Tokens, res.Keys, o.FramesPerBlock)
+	if res.MedianCall > 0 {
+		res.GFLOPS = res.FLOPsPerCall / res.MedianCall / 1e9
+	}
+	if res.CallCPU > 0 {
+		res.CPUGFLOPS = res.FLOPsPerCall / res.CallCPU / 1e9
+	}
+	if res.PeakGFLOPS > 0 {
+		res.PeakFraction = res.GFLOPS / (res.PeakGFLOPS * float64(res.Threads))
+		res.CPUPeakFraction = res.CPUGFLOPS / res.PeakGFLOPS
+	}
 	scale := float64(full.Layers) / float64(o.LayersRun)
 	res.PerBlock = res.MedianBlock * scale
 	res.Extrapolated = o.LayersRun < full.Layers
@@ -347,18 +380,29 @@ func (p *fixedPolicy) Attend(layer int, q, k, v []float32) (memory.Context, erro
 	return memory.Context{Q: q, K: p.k[layer], V: p.v[layer], Parts: memory.Parts{Local: p.S}}, nil
 }
 
-// StandardWan returns the benchmarks `densitykv bench wan` reports: the
-// tiny golden configuration (a real 8-block Native rollout, median of the
-// blocks after the 12-frame cache is full) and Wan2.1-T2V-1.3B at 480×832
-// (60×104 latents, 4,680 tokens per block) with random weights: one layer
-// run against the steady-state 12-frame context (18,720 keys), timed over
-// calls forward calls and extrapolated to 30 layers and 5 calls per block
-// (a full 1.3B block takes hours on a 2-core machine); its peak heap is
-// extrapolated with each missing layer's parameters, 12-frame float32 K/V
-// cache (≈219 MiB) and text K/V.
-func StandardWan(calls int) []WanOptions {
-	return []WanOptions{
+// StandardWan returns the benchmarks `densitykv bench wan` reports, each
+// at every precision of precs in turn: the tiny golden configuration (a
+// real 8-block Native rollout, median of the blocks after the 12-frame
+// cache is full) and Wan2.1-T2V-1.3B at 480×832 (60×104 latents, 4,680
+// tokens per block) with random weights: one layer run against the
+// steady-state 12-frame context (18,720 keys), timed over calls forward
+// calls and extrapolated to 30 layers and 5 calls per block (a full 1.3B
+// block takes hours on a 2-core machine); its peak heap is extrapolated
+// with each missing layer's parameters, 12-frame float32 K/V cache (≈219
+// MiB) and text K/V.
+func StandardWan(calls int, precs ...gemm.Precision) []WanOptions {
+	if len(precs) == 0 {
+		precs = []gemm.Precision{gemm.F32, gemm.BF16}
+	}
+	var os []WanOptions
+	for _, o := range []WanOptions{
 		{Name: "tiny (golden config)", Model: wan.TinyConfig(), Height: 6, Width: 8, Blocks: 8},
 		{Name: "wan2.1-t2v-1.3b", Model: wan.DefaultConfig(), LayersRun: 1, Height: 60, Width: 104, Calls: calls},
+	} {
+		for _, p := range precs {
+			o.Precision = p
+			os = append(os, o)
+		}
 	}
+	return os
 }

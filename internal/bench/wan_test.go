@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/wan"
 )
 
@@ -21,7 +22,7 @@ func TestBenchTinyAndExtrapolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, _ := wan.Random(cfg, 0)
+	full, _ := wan.Random(cfg, 0, gemm.F32)
 	if !e.Extrapolated || e.Params != full.NumParams() || e.Keys != 144 || len(e.CallSeconds) != 2 ||
 		e.PerBlock != e.MedianBlock*4 || e.PeakHeapFull <= e.PeakHeapBytes {
 		t.Fatalf("extrapolated bench: %+v (want params %d)", e, full.NumParams())

@@ -37,6 +37,9 @@ var Mutations = map[string]string{
 	"bf16-fma256-mxcsr":  "bf16FMA256: MXCSR is not restored on return",
 	"bf16-fma512-loadc":  "bf16FMA512: the accumulated C of row 2 is read from row 1",
 	"f32-avx512-tailrow": "f32AVX512: the fourth row's second vector is not stored",
+	"round-nan":          "bf16 rounding: NaN lanes are rounded like numbers (not kept quiet)",
+	"round-flush":        "bf16 rounding: denormal results are not flushed to zero",
+	"round-quad-pair":    "bf16PanelsQuad: dword 2g takes depth 4g+1 as its low half",
 }
 
 // Instr is one hand-encoded instruction of the generated file.
@@ -96,6 +99,7 @@ func (g *gen) file() {
 	g.bf16FMA256()
 	g.bf16VDP()
 	g.bf16AMX()
+	g.bf16Round()
 	g.mxcsrProbe()
 }
 
@@ -761,6 +765,172 @@ TEXT ·bf16AMX(SB), NOSPLIT, $48-73`)
 }
 
 // mxcsrProbe: helpers for the tests: MXCSR, and one VDPBF16PS.
+// Registers of the bfloat16 rounding kernels: constants Z16…Z22,
+// scratch Z23, Z24.
+const (
+	zOne    = 16 // 1
+	z7fff   = 17 // 0x7fff
+	zAbs    = 18 // 0x7fffffff
+	zExp    = 19 // 0x7f800000 (+Inf: larger magnitudes are NaN)
+	zQuiet  = 20 // 0x00400000
+	zSign   = 21 // 0x80000000
+	zHigh   = 22 // 0xffff0000
+	zRoundT = 23
+	zRoundN = 24
+)
+
+// roundConsts loads the constants of round.
+func (g *gen) roundConsts() {
+	for _, c := range []struct {
+		reg int
+		v   uint32
+	}{{zOne, 1}, {z7fff, 0x7fff}, {zAbs, 0x7fffffff}, {zExp, 0x7f800000}, {zQuiet, 0x00400000}, {zSign, 0x80000000}, {zHigh, 0xffff0000}} {
+		g.p("\tMOVL $0x%08x, AX", c.v)
+		g.p("\tVPBROADCASTD AX, Z%d", c.reg)
+	}
+}
+
+// round turns the 16 float32 lanes of Zx into their bfloat16 operand bits
+// in the high halves (gemm's bf16Bits): nearest even (x + 0x7fff + bit 16
+// of x), a NaN made quiet (x | 0x00400000) and kept, and a result whose
+// exponent is zero (a denormal or zero bfloat16) flushed to a zero of its
+// sign. The low halves are garbage.
+func (g *gen) round(x int) {
+	t, n := zRoundT, zRoundN
+	g.p("\tVPSRLD $16, Z%d, Z%d", x, t)
+	g.p("\tVPANDD Z%d, Z%d, Z%d", zOne, t, t)
+	g.p("\tVPADDD Z%d, Z%d, Z%d", z7fff, t, t)
+	g.p("\tVPANDD Z%d, Z%d, Z%d", zAbs, x, n)
+	g.p("\tVPCMPUD $6, Z%d, Z%d, K1 // K1: |x| > +Inf, a NaN", zExp, n)
+	g.p("\tVPORD Z%d, Z%d, Z%d", zQuiet, x, n)
+	g.p("\tVPADDD Z%d, Z%d, Z%d", t, x, x)
+	if g.mut != "round-nan" {
+		g.p("\tVMOVDQA32 Z%d, K1, Z%d", n, x)
+	}
+	if g.mut != "round-flush" {
+		g.p("\tVPTESTNMD Z%d, Z%d, K2 // K2: exponent 0", zExp, x)
+		g.p("\tVPANDD Z%d, Z%d, K2, Z%d", zSign, x, x)
+	}
+}
+
+// bf16Round writes the kernels that round float32 panels (PackPanelsAs)
+// and rows (packing from float32) to bfloat16 operands.
+func (g *gen) bf16Round() {
+	g.p(`
+// func bf16PanelsQuad(dst *uint32, src *float32, groups int)
+//
+// For each of groups groups of four rows of 32 float32 (depths 4g … 4g+3
+// of a B panel), two rows of 32 quad-pair dwords: row 2g holds depth 4g's
+// bfloat16 bits in the high half and 4g+2's in the low half, row 2g+1
+// depths 4g+1 and 4g+3 (gemm's layoutQuad).
+TEXT ·bf16PanelsQuad(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ groups+16(FP), CX`)
+	g.roundConsts()
+	g.p("bfpq:")
+	for r := 0; r < 8; r++ {
+		g.p("\tVMOVUPS %d(SI), Z%d", 64*r, r)
+		g.round(r)
+	}
+	// Rows 4g … 4g+3 are Z0/Z1, Z2/Z3, Z4/Z5, Z6/Z7 (two halves each).
+	for d := 0; d < 2; d++ { // dword row 2g+d: depths 4g+d (high), 4g+d+2 (low)
+		lo := d + 2
+		if g.mut == "round-quad-pair" && d == 0 {
+			lo = 1
+		}
+		for h := 0; h < 2; h++ {
+			g.p("\tVPANDD Z%d, Z%d, Z8", zHigh, 2*d+h)
+			g.p("\tVPSRLD $16, Z%d, Z9", 2*lo+h)
+			g.p("\tVPORD Z9, Z8, Z8")
+			g.p("\tVMOVUPS Z8, %d(DI)", 128*d+64*h)
+		}
+	}
+	g.p("\tADDQ $512, SI")
+	g.p("\tADDQ $256, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ bfpq")
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+
+	g.p(`
+// func bf16PanelsAMX(dst *uint32, src *float32, groups int)
+//
+// As bf16PanelsQuad, for the AMX pair layout: dword row t holds depth
+// 2t's bfloat16 bits in the low half and 2t+1's in the high half (two dword
+// rows per group of four source rows).
+TEXT ·bf16PanelsAMX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ groups+16(FP), CX`)
+	g.roundConsts()
+	g.p("bfpa:")
+	for r := 0; r < 8; r++ {
+		g.p("\tVMOVUPS %d(SI), Z%d", 64*r, r)
+		g.round(r)
+	}
+	for d := 0; d < 2; d++ { // dword row 2g+d: depths 4g+2d (low), 4g+2d+1 (high)
+		for h := 0; h < 2; h++ {
+			g.p("\tVPSRLD $16, Z%d, Z8", 4*d+h)
+			g.p("\tVPANDD Z%d, Z%d, Z9", zHigh, 4*d+2+h)
+			g.p("\tVPORD Z9, Z8, Z8")
+			g.p("\tVMOVUPS Z8, %d(DI)", 128*d+64*h)
+		}
+	}
+	g.p("\tADDQ $512, SI")
+	g.p("\tADDQ $256, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ bfpa")
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+
+	g.p(`
+// func bf16Floats(dst *float32, src *float32, n int)
+//
+// dst[i] = the bfloat16 operand value of src[i] as float32 (its rounded
+// bits, low half zero), for n a multiple of 16; dst may be src.
+TEXT ·bf16Floats(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX`)
+	g.roundConsts()
+	g.p("bff:")
+	g.p("\tVMOVUPS (SI), Z0")
+	g.round(0)
+	g.p("\tVPANDD Z%d, Z0, Z0", zHigh)
+	g.p("\tVMOVUPS Z0, (DI)")
+	g.p("\tADDQ $64, SI")
+	g.p("\tADDQ $64, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ bff")
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+
+	g.p(`
+// func bf16Row(dst *uint16, src *float32, n int)
+//
+// dst[i] = the bfloat16 operand bits of src[i], for n a multiple of 16.
+TEXT ·bf16Row(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX`)
+	g.roundConsts()
+	g.p("bfr:")
+	g.p("\tVMOVUPS (SI), Z0")
+	g.round(0)
+	g.p("\tVPSRLD $16, Z0, Z0")
+	g.p("\tVPMOVDW Z0, Y0")
+	g.p("\tVMOVDQU Y0, (DI)")
+	g.p("\tADDQ $64, SI")
+	g.p("\tADDQ $32, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ bfr")
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
 func (g *gen) mxcsrProbe() {
 	g.p(`
 // func vdpProbe(acc, a, b, out *[16]uint32)

@@ -1,0 +1,85 @@
+package runfolder
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/eval"
+)
+
+// The per-layer attention trace file (attention_trace_layers.safetensors):
+// the authors' export_temporal_attention_trace (temporal_attention_trace_v2)
+// as safetensors, batch 1: per traced layer l, layers.l.mass and
+// layers.l.source_token_count [1, H, F, F] (query frame, source frame),
+// averaged over the query frame's traced calls, and layers.l.count [1, F];
+// the metadata gives the format, the definition, frame_seq_length,
+// max_frames, the layers, the heads and the traced denoising step.
+const traceDefinition = "Full-softmax attention mass from current query tokens to K tokens, grouped by query latent frame and K provenance latent frame, with the corresponding visible K-token count per provenance frame."
+
+// writeTraceLayers writes lt to path.
+func writeTraceLayers(path string, lt eval.LayerTrace, step int) error {
+	H, F := lt.Heads, lt.Frames
+	var ts []checkpoint.WriteTensor
+	for i, l := range lt.Layers {
+		p := "layers." + strconv.Itoa(l) + "."
+		ts = append(ts, checkpoint.WriteTensor{Name: p + "mass", Shape: []int{1, H, F, F}, Data: lt.Mass[i]},
+			checkpoint.WriteTensor{Name: p + "source_token_count", Shape: []int{1, H, F, F}, Data: lt.Tokens[i]},
+			checkpoint.WriteTensor{Name: p + "count", Shape: []int{1, F}, Data: lt.Count[i]})
+	}
+	layers, _ := json.Marshal(lt.Layers)
+	meta := map[string]string{"format": "temporal_attention_trace_v2", "definition": traceDefinition,
+		"frame_seq_length": strconv.Itoa(lt.TokensFrame), "max_frames": strconv.Itoa(F), "heads": strconv.Itoa(H),
+		"layers": string(layers), "denoise_call": strconv.Itoa(step)}
+	if err := checkpoint.WriteSafetensorsFile(path, ts, meta); err != nil {
+		return fmt.Errorf("%s: %w", FileTraceLayers, err)
+	}
+	return nil
+}
+
+// ReadTraceLayers reads a per-layer attention trace file.
+func ReadTraceLayers(path string) (eval.LayerTrace, error) {
+	var lt eval.LayerTrace
+	s, err := checkpoint.OpenSafetensors(path)
+	if err != nil {
+		return lt, err
+	}
+	defer s.Close()
+	md := s.Metadata
+	if md["format"] != "temporal_attention_trace_v2" {
+		return lt, fmt.Errorf("%s: format %q, want temporal_attention_trace_v2", path, md["format"])
+	}
+	if err := json.Unmarshal([]byte(md["layers"]), &lt.Layers); err != nil {
+		return lt, fmt.Errorf("%s: layers %q: %v", path, md["layers"], err)
+	}
+	if lt.Heads, err = strconv.Atoi(md["heads"]); err != nil {
+		return lt, fmt.Errorf("%s: heads %q", path, md["heads"])
+	}
+	if lt.Frames, err = strconv.Atoi(md["max_frames"]); err != nil {
+		return lt, fmt.Errorf("%s: max_frames %q", path, md["max_frames"])
+	}
+	if lt.TokensFrame, err = strconv.Atoi(md["frame_seq_length"]); err != nil {
+		return lt, fmt.Errorf("%s: frame_seq_length %q", path, md["frame_seq_length"])
+	}
+	for _, l := range lt.Layers {
+		p := "layers." + strconv.Itoa(l) + "."
+		var x [3][]float32
+		for k, name := range []string{"mass", "source_token_count", "count"} {
+			d, shape, err := s.Float32(p + name)
+			if err != nil {
+				return lt, fmt.Errorf("%s: %w", path, err)
+			}
+			want := []int{1, lt.Heads, lt.Frames, lt.Frames}
+			if name == "count" {
+				want = []int{1, lt.Frames}
+			}
+			if fmt.Sprint(shape) != fmt.Sprint(want) {
+				return lt, fmt.Errorf("%s: %s%s has shape %v, want %v", path, p, name, shape, want)
+			}
+			x[k] = d
+		}
+		lt.Mass, lt.Tokens, lt.Count = append(lt.Mass, x[0]), append(lt.Tokens, x[1]), append(lt.Count, x[2])
+	}
+	return lt, nil
+}
