@@ -91,6 +91,15 @@ func reportList(w io.Writer, gc config.GenerateConfig, shard runfolder.Shard, re
 			what = "shard " + shard.String() + " of list"
 		}
 		if dry {
+			g := gc.Generate
+			latent := g.Blocks * g.BlockFrames()
+			fmt.Fprintf(w, "each video: %s backbone, policy %s, seed %d, %d blocks of %d latent frames (%d latent frames, %g s, %d frames at 16 fps)",
+				g.Backbone, gc.Policies[0], gc.Run.Seed, g.Blocks, g.BlockFrames(), latent, float64(latent)/config.LatentFPS, config.VideoFrames(latent))
+			for _, h := range g.Horizons {
+				hl := config.HorizonBlocks(h, g.BlockFrames()) * g.BlockFrames()
+				fmt.Fprintf(w, "; %s: %d frames", config.HorizonName(h), config.VideoFrames(hl))
+			}
+			fmt.Fprintln(w)
 			fmt.Fprintf(w, "dry run: %s %s takes %d prompts; nothing was written\n", what, dir, len(res.Batch))
 		} else {
 			fmt.Fprintf(w, "%s %s: %d of %d videos complete (status in %s)\n", what, dir, done, len(res.Batch),
