@@ -91,7 +91,9 @@ type ListOptions struct {
 func batchRunConfig(gc config.GenerateConfig, dir string, i int, text string) config.GenerateConfig {
 	sub := gc
 	g := &sub.Generate
-	g.PromptsFile, g.ExtendedPromptsFile, g.PromptIndices = "", "", nil
+	// What may differ between the list's workers stays out of the prompt's
+	// run (its embedding comes from the list's text cache).
+	g.PromptsFile, g.ExtendedPromptsFile, g.PromptIndices, g.TextCache = "", "", nil, ""
 	g.SkipExisting = true
 	g.Prompts = []config.PromptSpec{{Text: text}}
 	sub.Run.Out, sub.Run.Name = dir, filepath.Base(BatchDir(dir, i))
