@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -164,6 +165,65 @@ func TestShardsEqualUnsharded(t *testing.T) {
 		if len(a) == 0 || !bytes.Equal(a, b) {
 			t.Errorf("%s differs between the unsharded and the sharded list", f)
 		}
+	}
+	// collect: the shared folder, and the shards' folders as if copied from
+	// two machines (each with its own prompts and status), report what the
+	// unsharded list reports.
+	split := []string{filepath.Join(dir, "node0"), filepath.Join(dir, "node1")}
+	for k, d := range split {
+		if err := os.CopyFS(d, os.DirFS(sharded)); err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range []int{0, 2, 3} {
+			if (i == 3) != (k == 1) {
+				os.RemoveAll(runfolder.BatchDir(d, i))
+			}
+		}
+		os.Remove(filepath.Join(d, runfolder.DirShards, fmt.Sprintf("shard-%d-of-2.json", 1-k)))
+	}
+	reports := map[string]*runfolder.Report{}
+	for name, dirs := range map[string][]string{"whole": {whole}, "shared": {sharded}, "split": split} {
+		code, out, errs := run(t, context.Background(), append([]string{"collect", "--json", "--out", filepath.Join(dir, "report-"+name)}, dirs...)...)
+		var r runfolder.Report
+		if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+			t.Fatalf("collect %s: exit %d\n%s\n%s", name, code, out, errs)
+		}
+		if r.Complete != 3 || r.Blank != 1 || len(r.Missing) != 0 || len(r.Duplicates) != 0 || len(r.MemoryLog) != 1 || len(r.Storage) != 2 {
+			t.Fatalf("collect %s: %+v", name, r)
+		}
+		r.MemoryLog[0].UpdateSeconds = 0
+		r.Folders, r.Shards = nil, nil
+		for k := range r.Prompts {
+			r.Prompts[k].Dir, r.Prompts[k].Video = "", ""
+			if p := r.Prompts[k].Policy; p != nil {
+				p.UpdateSeconds, p.AttendSeconds = 0, 0
+			}
+		}
+		reports[name] = &r
+		if _, err := os.Stat(filepath.Join(dir, "report-"+name, runfolder.FileReportMD)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"shared", "split"} {
+		a, _ := json.Marshal(reports["whole"])
+		b, _ := json.Marshal(reports[name])
+		if !bytes.Equal(a, b) {
+			t.Errorf("collect %s differs from the unsharded list's:\n%s\n%s", name, a, b)
+		}
+	}
+	st := reports["whole"].Storage
+	if st[1].Seconds != 1.5 || st[0].Seconds != 0.75 || st[1].Formula < st[1].Max || st[0].Max >= st[1].Max {
+		t.Errorf("storage table %+v", st)
+	}
+	// Half a list is reported with its missing prompts; another list refused.
+	code, out, _ := run(t, context.Background(), "collect", "--json", "--out", filepath.Join(dir, "r0"), split[0])
+	var half runfolder.Report
+	if code != 0 || json.Unmarshal([]byte(out), &half) != nil || !slices.Equal(half.Missing, []int{3}) || half.Complete != 2 {
+		t.Fatalf("collect of shard 0's folder: exit %d %+v", code, half)
+	}
+	os.WriteFile(filepath.Join(split[1], runfolder.FileList), []byte(`{"version":1,"prompts_sha256":"x","prompts":4,"selected":[0,1,2,3],"config_sha256":"y"}`), 0o644)
+	if code, _, errs := run(t, context.Background(), "collect", split[0], split[1]); code != 2 || !strings.Contains(errs, "holds another list") {
+		t.Fatalf("collect of two lists: exit %d: %s", code, errs)
 	}
 }
 
