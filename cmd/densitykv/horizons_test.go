@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,19 +25,27 @@ func TestHorizonsArePrefixes(t *testing.T) {
 	if code, _, errs := run(t, context.Background(), "generate", "--out", dir, "--name", "h", "--resume", "--quiet"); code != 0 {
 		t.Fatalf("resume: exit %d: %s", code, errs)
 	}
-	full, n, err := video.ReadFrames(ff, filepath.Join(dir, "h", video.FileVideo), 64, 48)
-	if err != nil || n != config.VideoFrames(9) {
-		t.Fatalf("video.mp4: %d frames, %v", n, err)
-	}
-	for _, c := range []struct {
-		name   string
-		frames int
-	}{{"video_0.75s.mp4", 9}, {"video_1.5s.mp4", 21}} {
-		got, n, err := video.ReadFrames(ff, filepath.Join(dir, "h", c.name), 64, 48)
-		if err != nil || n != c.frames || !bytes.Equal(got, full[:len(got)]) {
-			t.Fatalf("%s: %d frames (want %d), a prefix of video.mp4: %v (%v)", c.name, n, c.frames, err == nil && bytes.Equal(got, full[:len(got)]), err)
+	check := func(when string) {
+		full, n, err := video.ReadFrames(ff, filepath.Join(dir, "h", video.FileVideo), 64, 48)
+		if err != nil || n != config.VideoFrames(9) {
+			t.Fatalf("%s: video.mp4: %d frames, %v", when, n, err)
+		}
+		for _, c := range []struct {
+			name   string
+			frames int
+		}{{"video_0.75s.mp4", 9}, {"video_1.5s.mp4", 21}} {
+			got, n, err := video.ReadFrames(ff, filepath.Join(dir, "h", c.name), 64, 48)
+			if err != nil || n != c.frames || !bytes.Equal(got, full[:len(got)]) {
+				t.Fatalf("%s: %s: %d frames (want %d), a prefix of video.mp4: %v (%v)", when, c.name, n, c.frames, err == nil && bytes.Equal(got, full[:len(got)]), err)
+			}
 		}
 	}
+	check("resumed run")
+	os.Remove(filepath.Join(dir, "h", "video_0.75s.mp4"))
+	if code, _, errs := run(t, context.Background(), "decode", "--quiet", filepath.Join(dir, "h")); code != 0 {
+		t.Fatalf("decode: exit %d: %s", code, errs)
+	}
+	check("decode")
 	if config.VideoFrames(config.HorizonBlocks(30, 3)*3) != 477 || config.VideoFrames(config.HorizonBlocks(120, 3)*3) != 1917 || config.HorizonName(1.5) != "video_1.5s.mp4" {
 		t.Fatal("30 s is 40 blocks, 120 latent frames, 477 frames; 120 s 1,917")
 	}
