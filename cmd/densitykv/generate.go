@@ -48,8 +48,16 @@ VAE decoder, which turns each finished block into video as the rollout goes.
 --prompt TEXT[@BLOCK] (repeatable) switches to a prompt at a block; --text
 FILE[@BLOCK] gives text-encoder outputs computed elsewhere instead (both may
 be mixed in one schedule). --prompts FILE makes one video per line, each in
-<out>/<name>/NNNNN/ (run the same command again, or --resume, to continue a
-stopped batch: finished videos are skipped).
+<out>/<name>/NNNNN/ (NNNNN: the line's index from 0, blank lines counted and
+skipped, as the authors' TextDataset reads the file), every prompt with
+--seed; run the same command again, or --resume, to continue a stopped list:
+finished videos are skipped (--skip-existing=false makes them again).
+--prompt-indices selects lines; --shard I/N (or env: JOB_COMPLETION_INDEX or
+SLURM_ARRAY_TASK_ID) makes one worker's share, and shards may share the list
+folder; --dry-run lists what a worker would make; densitykv collect merges the
+list's folders into one report. --horizons 30,60,120 also writes
+video_30s.mp4 … as exact prefixes of the one rollout (30 s = 40 blocks, 477
+frames).
 
 --precision fp32|bf16 is the precision of the text encoder, the DiT and the
 VAE (default: bf16 for --arch 1.3b, fp32 for tiny).
