@@ -202,3 +202,64 @@ func TestParseShard(t *testing.T) {
 		t.Fatal(n)
 	}
 }
+
+// FuzzParseShard: any --shard value and environment gives a shard within
+// its count, or an error; never a panic.
+func FuzzParseShard(f *testing.F) {
+	for _, s := range []string{"0/1", "3/8", "env", "env/4", "9/3", "/", "env/x", "-0/-0"} {
+		f.Add(s, "2", "5", "0", "1", "8")
+	}
+	f.Fuzz(func(t *testing.T, v, job, id, lo, step, count string) {
+		env := map[string]string{EnvJobIndex: job, EnvSlurmID: id, EnvSlurmMin: lo, EnvSlurmStep: step, EnvSlurmCount: count}
+		s, err := ParseShard(v, func(k string) string { return env[k] })
+		if err != nil {
+			return
+		}
+		if v != "" && (s.Count < 1 || s.Count > MaxShards || s.Index < 0 || s.Index >= s.Count) {
+			t.Fatalf("%q: %+v", v, s)
+		}
+	})
+}
+
+// TestLockPrompt: a prompt's lock is exclusive (a second holder, here
+// another open file of this process, is told the prompt is busy) until
+// released.
+func TestLockPrompt(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := lockPrompt(dir, 7)
+	if err != nil || unlock == nil {
+		t.Fatal(err)
+	}
+	if again, err := lockPrompt(dir, 7); err != nil || again != nil {
+		t.Fatalf("a held lock was taken again (%v)", err)
+	}
+	if other, err := lockPrompt(dir, 8); err != nil || other == nil {
+		t.Fatalf("another prompt's lock: %v", err)
+	} else {
+		other()
+	}
+	unlock()
+	if again, err := lockPrompt(dir, 7); err != nil || again == nil {
+		t.Fatalf("a released lock: %v", err)
+	} else {
+		again()
+	}
+}
+
+// TestCreateOnce: the first writer's bytes stay; a second writer leaves
+// them (checkList compares them).
+func TestCreateOnce(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "list.json")
+	if err := createOnce(p, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := createOnce(p, []byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "first" {
+		t.Fatalf("%q", b)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(p)); len(ents) != 1 {
+		t.Fatalf("temporary files left: %v", ents)
+	}
+}
