@@ -551,6 +551,17 @@ func lockPrompt(dir string, i int) (func(), error) {
 	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
+// removeStaleTemps removes the temporary files of atomic writes
+// (.NAME.tmpNNN, internal/atomicfile) that a killed run left in its folder.
+func removeStaleTemps(dir string) {
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), ".") && strings.Contains(d.Name(), ".tmp") {
+			os.Remove(p)
+		}
+		return nil
+	})
+}
+
 // dedupe drops repeated prompt texts (one encoding each).
 func dedupe(ps []config.PromptSpec) []config.PromptSpec {
 	seen := map[string]bool{}

@@ -266,6 +266,11 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	}
 	st := &gs.RunState
 	start := st.NextBlock
+	if resume {
+		// A run killed while it wrote a file leaves the file's temporary
+		// copy (atomicfile): the checkpoint decides what stands.
+		removeStaleTemps(dir)
+	}
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		return nil, err
 	}

@@ -14,20 +14,21 @@ import (
 
 // TestHorizonsArePrefixes: --horizons writes video_<S>s.mp4 whose decoded
 // frames are exactly the first 1 + 4·(latent frames − 1) frames of
-// video.mp4 (0.75 s: 1 block, 3 latent frames, 9 frames; 1.5 s: 21), also
+// video.mp4 (0.75 s: 1 block, 3 latent frames, 9 frames; 1.5 s: 21, the
+// whole 2-block video), also
 // for a run stopped before a horizon and resumed; a horizon past the run,
 // or without --vae, is refused.
 func TestHorizonsArePrefixes(t *testing.T) {
 	ff, _ := ffTools(t)
 	dir := t.TempDir()
-	args := pipelineArgs(t, dir, "h", "--blocks", "3", "--horizons", "0.75,1.5", "--quiet", "--snapshot-every", "1")
+	args := pipelineArgs(t, dir, "h", "--blocks", "2", "--horizons", "0.75,1.5", "--quiet", "--snapshot-every", "1")
 	stopAfterBlocks(t, 1, args)
 	if code, _, errs := run(t, context.Background(), "generate", "--out", dir, "--name", "h", "--resume", "--quiet"); code != 0 {
 		t.Fatalf("resume: exit %d: %s", code, errs)
 	}
 	check := func(when string) {
 		full, n, err := video.ReadFrames(ff, filepath.Join(dir, "h", video.FileVideo), 64, 48)
-		if err != nil || n != config.VideoFrames(9) {
+		if err != nil || n != config.VideoFrames(6) {
 			t.Fatalf("%s: video.mp4: %d frames, %v", when, n, err)
 		}
 		for _, c := range []struct {

@@ -118,12 +118,15 @@ func childGenerate(t *testing.T, env []string, args ...string) (*exec.Cmd, *sync
 	return c, &out
 }
 
-// TestShardsEqualUnsharded: two shard processes running at once over one
-// prompt list in one folder (indices from JOB_COMPLETION_INDEX and a
-// Slurm array's SLURM_ARRAY_TASK_ID) make exactly the files, logs and
-// decoded frames (video.mp4 and the horizons' prefixes) of one unsharded
-// run; the shards' status files together list every prompt once.
-func TestShardsEqualUnsharded(t *testing.T) {
+// TestShardContract: two shard processes running at once over one prompt
+// list in one folder (indices from JOB_COMPLETION_INDEX and a Slurm
+// array's SLURM_ARRAY_TASK_ID) make exactly the files, logs and decoded
+// frames (video.mp4 and the horizons' prefixes) of one unsharded run; the
+// shards' status files together list every prompt once; collect reports
+// the same of the shared folder, of per-shard folders and of the
+// unsharded list. Then shardsDisjointKilled: shards write disjoint files,
+// a killed shard resumes, other lists are refused.
+func TestShardContract(t *testing.T) {
 	ff, _ := ffTools(t)
 	dir := t.TempDir()
 	pf := filepath.Join(dir, "prompts.txt")
@@ -225,6 +228,7 @@ func TestShardsEqualUnsharded(t *testing.T) {
 	if code, _, errs := run(t, context.Background(), "collect", split[0], split[1]); code != 2 || !strings.Contains(errs, "holds another list") {
 		t.Fatalf("collect of two lists: exit %d: %s", code, errs)
 	}
+	shardsDisjointKilled(t, ff, dir, pf, whole)
 }
 
 // fileState identifies a file's content and inode (a rewrite, atomic or
@@ -254,33 +258,51 @@ func snapshotFiles(t *testing.T, roots ...string) map[string]fileState {
 	return out
 }
 
-// TestShardsWriteDisjointFiles: shard 1 of 2, run after shard 0 in the
-// same list folder and text cache, neither creates nor rewrites nor
-// removes any file shard 0 wrote (the list's shared files included); the
-// folders of its prompts are the only prompt folders it makes. A shard of
-// another list, or of another configuration, is refused before it writes
-// anything.
-func TestShardsWriteDisjointFiles(t *testing.T) {
-	ffTools(t)
-	dir := t.TempDir()
-	pf := filepath.Join(dir, "prompts.txt")
-	os.WriteFile(pf, []byte(shardPrompts), 0o644)
-	list, cache := filepath.Join(dir, "list"), filepath.Join(dir, "cache")
+// shardsDisjointKilled: in the list folder seq, shard 1 of 2 runs first;
+// then shard 0 runs as a process that is killed (SIGKILL) during its first
+// video and is run again with the same command: the stopped video resumes
+// from its checkpoint, the others are made, and the videos and logs equal
+// the unsharded list's (whole). Shard 0 creates, rewrites or removes none of
+// the files shard 1 wrote (the list's shared files included) and writes
+// only its prompts' folders, locks, status and text-cache entries. A
+// shard of another list, of another configuration, or with --force is
+// refused before it writes anything; run again, a shard skips its finished
+// prompts, and with --skip-existing=false makes them again.
+func shardsDisjointKilled(t *testing.T, ff, dir, pf, whole string) {
+	list, cache := filepath.Join(dir, "seq"), filepath.Join(dir, "cache-seq")
 	args := func(shard string, extra ...string) []string {
-		return listArgs(t, dir, "list", pf, append([]string{"--text-cache", cache, "--shard", shard}, extra...)...)
+		return listArgs(t, dir, "seq", pf, append([]string{"--text-cache", cache, "--shard", shard}, extra...)...)
 	}
-	if code, _, errs := run(t, context.Background(), args("0/2")...); code != 0 {
-		t.Fatalf("shard 0: exit %d: %s", code, errs)
-	}
-	time.Sleep(20 * time.Millisecond) // mtimes of shard 1's writes are later
-	before := snapshotFiles(t, list, cache)
 	if code, _, errs := run(t, context.Background(), args("1/2")...); code != 0 {
 		t.Fatalf("shard 1: exit %d: %s", code, errs)
+	}
+	time.Sleep(20 * time.Millisecond) // later writes get later mtimes
+	before := snapshotFiles(t, list, cache)
+	c, out := childGenerate(t, nil, args("0/2")...)
+	cp := filepath.Join(runfolder.BatchDir(list, 0), runfolder.DirState, runfolder.FileCheckpoint)
+	for deadline := time.Now().Add(120 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if _, err := os.Stat(cp); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint of prompt 0: %s", out.String())
+		}
+	}
+	c.Process.Signal(syscall.SIGKILL)
+	if ws := waitExitWithin(t, c, 30*time.Second); !ws.Signaled() {
+		t.Fatalf("shard 0 ended before it was killed (%v): make its videos longer", c.ProcessState)
+	}
+	code, o, errs := run(t, context.Background(), args("0/2")...)
+	if code != 0 || !strings.Contains(o, "    0  resumed") || !strings.Contains(o, "    2  generated") {
+		t.Fatalf("shard 0 again: exit %d\n%s\n%s", code, o, errs)
+	}
+	for _, i := range []int{0, 2, 3} {
+		sameRun(t, ff, whole, list, i)
 	}
 	after := snapshotFiles(t, list, cache)
 	for p, s := range before {
 		if a, ok := after[p]; !ok || a != s {
-			t.Errorf("shard 1 changed %s, written by shard 0", p)
+			t.Errorf("shard 0 changed %s, written by shard 1", p)
 		}
 	}
 	var mine []string
@@ -291,22 +313,28 @@ func TestShardsWriteDisjointFiles(t *testing.T) {
 		}
 	}
 	for _, rel := range mine {
-		ok := strings.HasPrefix(rel, "00003/") || strings.HasPrefix(rel, "locks/00003.lock") || rel == "shards/shard-1-of-2.json" || strings.HasPrefix(rel, "../cache/")
+		ok := strings.HasPrefix(rel, "00000/") || strings.HasPrefix(rel, "00002/") || rel == "locks/00000.lock" || rel == "locks/00002.lock" ||
+			rel == "shards/shard-0-of-2.json" || strings.HasPrefix(rel, "../cache-seq/")
 		if !ok {
-			t.Errorf("shard 1 wrote %s, outside its prompts (3; 1 is blank)", rel)
+			t.Errorf("shard 0 wrote %s, outside its prompts (0 and 2)", rel)
 		}
 	}
-	if len(mine) < 10 {
-		t.Fatalf("shard 1 wrote only %v", mine)
+	if len(mine) < 20 {
+		t.Fatalf("shard 0 wrote only %v", mine)
 	}
-	// Another prompts file, another configuration: refused, nothing written.
+	var st runfolder.ShardStatus
+	if err := runfolder.ReadJSON(filepath.Join(list, runfolder.DirShards, "shard-0-of-2.json"), &st); err != nil || !st.Complete || len(st.Entries) != 2 {
+		t.Fatalf("status: %+v %v", st, err)
+	}
+	// Another prompts file, another configuration, --force: refused,
+	// nothing written.
 	other := filepath.Join(dir, "other.txt")
 	os.WriteFile(other, []byte("something else\n"), 0o644)
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{listArgs(t, dir, "list", other, "--text-cache", cache, "--shard", "1/2"), "another prompts file"},
+		{listArgs(t, dir, "seq", other, "--text-cache", cache, "--shard", "1/2"), "another prompts file"},
 		{args("1/2", "--tau", "3"), "another configuration (batch.yaml, line"},
 		{args("1/2", "--prompt-indices", "0,1"), "another configuration"},
 		{args("1/2", "--force"), "--force starts the whole list"},
@@ -319,57 +347,17 @@ func TestShardsWriteDisjointFiles(t *testing.T) {
 	if now := snapshotFiles(t, list, cache); len(now) != len(after) {
 		t.Errorf("a refused shard wrote files: %d, was %d", len(now), len(after))
 	}
-	// Run again: everything is skipped (complete), nothing rewritten; with
-	// --skip-existing=false the shard's prompts are made again.
-	code, out, errs := run(t, context.Background(), args("0/2")...)
-	if code != 0 || strings.Count(out, " done ") != 2 || !strings.Contains(out, "    2  done") {
-		t.Fatalf("again: exit %d\n%s\n%s", code, out, errs)
+	// Run again: the finished prompts are skipped; with
+	// --skip-existing=false they are made again.
+	code, o, errs = run(t, context.Background(), args("0/2")...)
+	if code != 0 || strings.Count(o, " done ") != 2 || !strings.Contains(o, "    2  done") {
+		t.Fatalf("again: exit %d\n%s\n%s", code, o, errs)
 	}
-	code, out, errs = run(t, context.Background(), args("0/2", "--skip-existing=false")...)
-	if code != 0 || strings.Count(out, " generated ") != 2 {
-		t.Fatalf("--skip-existing=false: exit %d\n%s\n%s", code, out, errs)
+	code, o, errs = run(t, context.Background(), args("1/2", "--skip-existing=false")...)
+	if code != 0 || !strings.Contains(o, "    3  generated") || !strings.Contains(o, "    1  blank") {
+		t.Fatalf("--skip-existing=false: exit %d\n%s\n%s", code, o, errs)
 	}
-}
-
-// TestKilledShardResumes: a shard process killed (SIGKILL) during its
-// first video is run again with the same command: the stopped video
-// resumes from its last checkpoint, the others are made, and the videos
-// and logs equal an uninterrupted shard's.
-func TestKilledShardResumes(t *testing.T) {
-	ff, _ := ffTools(t)
-	dir := t.TempDir()
-	pf := filepath.Join(dir, "prompts.txt")
-	os.WriteFile(pf, []byte(shardPrompts), 0o644)
-	if code, _, errs := run(t, context.Background(), listArgs(t, dir, "ref", pf, "--shard", "0/2", "--blocks", "3")...); code != 0 {
-		t.Fatalf("reference: exit %d: %s", code, errs)
-	}
-	args := listArgs(t, dir, "killed", pf, "--shard", "0/2", "--blocks", "3")
-	c, out := childGenerate(t, nil, args...)
-	cp := filepath.Join(runfolder.BatchDir(filepath.Join(dir, "killed"), 0), runfolder.DirState, runfolder.FileCheckpoint)
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		if _, err := os.Stat(cp); err == nil {
-			break
-		}
-		if time.Now().After(deadline) || c.ProcessState != nil {
-			t.Fatalf("no checkpoint of prompt 0: %s", out.String())
-		}
-	}
-	c.Process.Signal(syscall.SIGKILL)
-	if ws := waitExitWithin(t, c, 10*time.Second); !ws.Signaled() {
-		t.Fatalf("the shard ended before it was killed (%v): make its videos longer", c.ProcessState)
-	}
-	code, o, errs := run(t, context.Background(), args...)
-	if code != 0 || !strings.Contains(o, "    0  resumed") || !strings.Contains(o, "    2  generated") {
-		t.Fatalf("run again: exit %d\n%s\n%s", code, o, errs)
-	}
-	for _, i := range []int{0, 2} {
-		sameRun(t, ff, filepath.Join(dir, "ref"), filepath.Join(dir, "killed"), i)
-	}
-	var st runfolder.ShardStatus
-	b, _ := os.ReadFile(filepath.Join(dir, "killed", runfolder.DirShards, "shard-0-of-2.json"))
-	if err := json.Unmarshal(b, &st); err != nil || !st.Complete || len(st.Entries) != 2 {
-		t.Fatalf("status %s: %v", b, err)
-	}
+	sameRun(t, ff, whole, list, 3)
 }
 
 // waitExitWithin waits for c to end (failing after d).
