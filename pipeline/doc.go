@@ -5,21 +5,26 @@
 //	prompt ──Clean, SentencePiece, T5 layout (tokenizer)──▶ ids, mask [TextLen]
 //	       ──umT5 encoder (t5)──▶ Embedding [SeqLen][4096]       EncodePrompts (cached)
 //	       ──zero-padded to the DiT's TextLen (wan.Model.EmbedText)──▶ rollout
-//	block b's latents [3][16][h][w] ──streaming VAE decoder (vae)──▶ frames
+//	block b's latents [F][16][h][w] ──streaming VAE decoder (vae)──▶ frames
 //	       ──rgb24 (vae.Uint8, truncating)──▶ segment b (video)     VideoStream.Block
 //	segments ──concat, no re-encode──▶ video.mp4                     VideoStream.Finish
 //
 // Text: CheckText checks the tokenizer and the encoder's tensors without
 // reading its weights and identifies both files (internal/filehash);
 // EncodePrompts encodes the prompts of a run at once, reading and writing
-// the embedding cache (keyed by prompt, encoder, tokenizer and text
-// length: CacheKey), loading the encoder only when a prompt misses the
+// the embedding cache (keyed by prompt, encoder, tokenizer, text length
+// and the encoder's precision: CacheKey), loading the encoder only when a prompt misses the
 // cache and releasing it (memory handed back to the OS) before it
 // returns, so that the DiT loads into the room the 11.4 GB encoder left.
 // A prompt longer than TextLen−1 pieces is cut, as Wan does, with a
 // warning. Embedding files are safetensors with tensor "context" (what
 // rollout.LoadText and generate --text read) and the prompt and file
 // hashes as metadata.
+//
+// Precision: TextOptions.Precision and VideoOptions.Precision are the
+// encoder's and the decoder's (gemm.Precision, fp32 or bf16), generate's
+// --precision like the DiT's: bf16 for the real models, fp32 for the tiny
+// golden ones.
 //
 // Video: a VideoStream decodes each block as the rollout finishes it,
 // carrying the decoder's feature caches from block to block, and pipes
@@ -39,4 +44,6 @@
 // path (the densitykv command's generate calls it): all inputs checked,
 // prompts encoded and the encoder released, the DiT loaded, then the
 // rollout with each block decoded into the video as it finishes.
+// runfolder.GenerateBatch runs a list of prompts (generate --prompts), one
+// run folder each.
 package pipeline

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/goldendir"
 	"github.com/densitykv/densitykv/pipeline"
 	"github.com/densitykv/densitykv/rollout"
@@ -128,7 +130,7 @@ func TestGenerateEndToEnd(t *testing.T) {
 	}
 	// The frames are the VAE's decode of the saved latents.
 	// (lossy: each mp4 frame is nearest to its own decoded frame).
-	want := decodeRun(t, rd, gc.Generate.VAE)
+	want := decodeRun(t, rd, gc.Generate.VAE, gemm.F32)
 	for i := 0; i < n; i++ {
 		own := meanAbs(got[i*fb:(i+1)*fb], want[i*fb:(i+1)*fb])
 		for j := 0; j < n; j++ {
@@ -170,11 +172,102 @@ func TestGenerateEndToEnd(t *testing.T) {
 	}
 }
 
+// TestGeneratePrecision: generate.precision bf16 runs all three models at
+// bf16. The text encoder: the run's embedding is the bf16 encode (it
+// records its precision, and differs from the fp32 one). The DiT: an fp32
+// run fed that same embedding makes other latents. The VAE: the frames
+// (PNG, exact) are the bf16 decode of the run's latents, not the fp32 one;
+// decode reproduces them at the run's precision and --precision fp32 gives
+// the fp32 decode. generation.json and the configuration record it. (Two
+// blocks: bf16 products are slow in the pure-Go build.)
+func TestGeneratePrecision(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PATH", t.TempDir()) // PNG frames: the decoder's exact output
+	const prompt = "a heron lands on a lake"
+	gc := tinyPipeline(t, dir, "bf16", config.PromptSpec{Text: prompt})
+	gc.Generate.Precision, gc.Generate.Blocks = gemm.BF16, 2 // 21 frames (bf16 is slow in the pure-Go build)
+	if _, err := Generate(context.Background(), gc, false, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	rd := filepath.Join(dir, "bf16")
+	var prov pipeline.Provenance
+	if err := ReadJSON(filepath.Join(rd, FileGeneration), &prov); err != nil || prov.Precision != "bf16" {
+		t.Fatalf("generation.json precision %q (%v)", prov.Precision, err)
+	}
+	var saved config.GenerateConfig
+	if err := LoadConfig(rd, &saved); err != nil || saved.Generate.Precision != gemm.BF16 {
+		t.Fatalf("%s precision %v (%v)", FileConfig, saved.Generate.Precision, err)
+	}
+	// The text encoder.
+	emb, err := pipeline.ReadEmbedding(embeddingPath(rd, 0))
+	if err != nil || emb.Precision != "bf16" {
+		t.Fatalf("the run's embedding: precision %q (%v)", emb.Precision, err)
+	}
+	encode := func(p gemm.Precision) []float32 {
+		o := pipeline.TextOptions{Encoder: gc.Generate.TextEncoder, Tokenizer: gc.Generate.Tokenizer, TextLen: gc.Generate.Model.TextLen, Precision: p}
+		in, err := pipeline.CheckText(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		es, err := pipeline.EncodePrompts(o, in, []string{prompt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return es[0].Values
+	}
+	if e16, e32 := encode(gemm.BF16), encode(gemm.F32); !slices.Equal(emb.Values, e16) || slices.Equal(e16, e32) {
+		t.Fatalf("the run's embedding equals the bf16 encode %v; bf16 and fp32 encodes equal %v", slices.Equal(emb.Values, e16), slices.Equal(e16, e32))
+	}
+	// The DiT: the same embedding at fp32 gives other latents.
+	gf := tinyPipeline(t, dir, "fp32", config.PromptSpec{Text: prompt})
+	gf.Generate.Prompts, gf.Generate.Blocks, gf.Generate.VAE = nil, 2, "" // latents only
+	gf.Generate.Texts = []config.TextSpec{{Path: embeddingPath(rd, 0)}}
+	if _, err := Generate(context.Background(), gf, false, false, Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	man16, err1 := rollout.ReadManifest(rd)
+	man32, err2 := rollout.ReadManifest(filepath.Join(dir, "fp32"))
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	z16, err1 := rollout.ReadBlock(rd, man16, 1)
+	z32, err2 := rollout.ReadBlock(filepath.Join(dir, "fp32"), man32, 1)
+	if err1 != nil || err2 != nil || slices.Equal(z16, z32) {
+		t.Fatalf("block 1's latents at bf16 and fp32 from one embedding: equal %v (%v %v)", slices.Equal(z16, z32), err1, err2)
+	}
+	// The VAE.
+	frames := func(run string) []byte {
+		var out []byte
+		for i := 0; i < 21; i++ {
+			b, _, _, err := video.ReadPNG(filepath.Join(dir, run, video.DirFrames, frameName(i)))
+			if err != nil {
+				t.Fatalf("%s frame %d: %v", run, i, err)
+			}
+			out = append(out, b...)
+		}
+		return out
+	}
+	// (The precision is fp32 or bf16: frames that are not the fp32
+	// decode, and that decode at the run's precision reproduces, are the
+	// bf16 one.)
+	got, want32 := frames("bf16"), decodeRun(t, rd, gc.Generate.VAE, gemm.F32)
+	if bytes.Equal(got, want32) {
+		t.Fatal("the bf16 run's frames are the fp32 decode of its latents")
+	}
+	if _, err := Decode(context.Background(), rd, DecodeOptions{}, Hooks{}); err != nil || !bytes.Equal(frames("bf16"), got) {
+		t.Fatalf("decode at the run's precision: %v, frames equal the run's %v", err, bytes.Equal(frames("bf16"), got))
+	}
+	f32 := gemm.F32
+	if _, err := Decode(context.Background(), rd, DecodeOptions{Precision: &f32}, Hooks{}); err != nil || !bytes.Equal(frames("bf16"), want32) {
+		t.Fatalf("decode --precision fp32: %v, frames equal the fp32 decode %v", err, bytes.Equal(frames("bf16"), want32))
+	}
+}
+
 func frameName(i int) string { return filepath.Base((&video.Folder{}).FramePath(i)) }
 
-// decodeRun decodes a run folder's latents with the VAE in one stream and
-// returns the rgb24 frames.
-func decodeRun(t *testing.T, dir, vaePath string) []byte {
+// decodeRun decodes a run folder's latents with the VAE in one stream at
+// precision prec and returns the rgb24 frames.
+func decodeRun(t *testing.T, dir, vaePath string, prec gemm.Precision) []byte {
 	t.Helper()
 	man, err := rollout.ReadManifest(dir)
 	if err != nil {
@@ -184,7 +277,7 @@ func decodeRun(t *testing.T, dir, vaePath string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec, err := m.NewDecoder(vae.Options{})
+	dec, err := m.NewDecoder(vae.Options{Precision: prec})
 	if err != nil {
 		t.Fatal(err)
 	}

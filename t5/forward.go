@@ -6,7 +6,6 @@ import (
 	"math"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/densitykv/densitykv/gemm"
 )
@@ -274,18 +273,18 @@ func (a *Attention) forward(prec gemm.Precision, y, h []float32, n int, c Config
 	for len(ws.heads) < workers {
 		ws.heads = append(ws.heads, &headWS{})
 	}
-	var next atomic.Int64
-	run := func(hw *headWS) {
+	// Worker w takes heads w, w + workers, …: every worker runs at least
+	// one head of every call, so its scratch (and WorkspaceBytes) depends
+	// on the calls' lengths only, not on how the scheduler shared the heads
+	// out (the heads are independent: the results do not depend on it).
+	run := func(w int) {
+		hw := ws.heads[w]
 		if len(hw.s) < n*n {
 			hw.s = make([]float32, n*n)
 			hw.bias = make([]float32, 2*n-1)
 		}
 		s, bias := hw.s[:n*n], hw.bias[:2*n-1]
-		for {
-			hh := int(next.Add(1) - 1)
-			if hh >= c.Heads {
-				return
-			}
+		for hh := w; hh < c.Heads; hh += workers {
 			for i, b := range bk {
 				bias[i] = tab[int(b)*c.Heads+hh]
 			}
@@ -304,12 +303,12 @@ func (a *Attention) forward(prec gemm.Precision, y, h []float32, n int, c Config
 		}
 	}
 	if workers <= 1 {
-		run(ws.heads[0])
+		run(0)
 	} else {
 		var wg sync.WaitGroup
 		for w := 0; w < workers; w++ {
 			wg.Add(1)
-			go func() { defer wg.Done(); run(ws.heads[w]) }()
+			go func() { defer wg.Done(); run(w) }()
 		}
 		wg.Wait()
 	}

@@ -50,7 +50,10 @@
 // caches (two frames per causal conv: 3.5 GiB in float32 at 480×832)
 // plus a few working frames per resolution (0.97 GiB at 480×832): a
 // real-size decode peaked at 5.1 GiB resident, weights included
-// (BenchmarkDecodeReal).
+// (BenchmarkDecodeReal). At bf16 the caches are held as bfloat16 (1.75
+// GiB at 480×832): the convolutions round every input frame to bfloat16
+// at that precision, so a cached frame rounded once when it joins the
+// cache gives the same bits (Decoder.causalBF16).
 //
 // Precision (Options.Precision, per decoder): fp32 (float32 products, the
 // golden tests' mode, within 1e-4 of the float64 reference) or bf16 (the

@@ -210,3 +210,38 @@ func TestBitsAcrossKernels(t *testing.T) {
 		t.Fatal("precision 3 accepted")
 	}
 }
+
+// TestBF16CacheBytes: at bf16 the feature caches are held as bfloat16, so
+// a stream's decoder holds about half the cache bytes of the fp32 one
+// (the working frames are the same), and its frames are those of a decoder
+// that keeps float32 caches (TestBitsAcrossKernels pins them).
+func TestBF16CacheBytes(t *testing.T) {
+	m, err := Random(TinyConfig(4), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, h, w := m.Cfg.ZDim, 4, 6
+	z := randFrame(4*c*h*w, 7)
+	mean, std := make([]float32, c), make([]float32, c)
+	for i := range std {
+		std[i] = 1
+	}
+	var bytes [2]int64
+	for _, prec := range []gemm.Precision{gemm.F32, gemm.BF16} {
+		d, err := m.NewDecoder(Options{Mean: mean, Std: std, Precision: prec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := 0; k < 4; k++ {
+			if err := d.DecodeFunc(z[k*c*h*w:(k+1)*c*h*w], 1, c, h, w, func(int, []float32) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bytes[prec] = d.Bytes()
+	}
+	cache := m.CacheBytes(h, w)
+	t.Logf("decoder bytes: fp32 %d, bf16 %d; float32 caches %d", bytes[gemm.F32], bytes[gemm.BF16], cache)
+	if saved := bytes[gemm.F32] - bytes[gemm.BF16]; saved < cache/4 {
+		t.Fatalf("bf16 decoder holds %d bytes, fp32 %d: saved %d, want at least a quarter of the %d cache bytes", bytes[gemm.BF16], bytes[gemm.F32], saved, cache)
+	}
+}

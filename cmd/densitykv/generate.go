@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -409,11 +410,31 @@ func loadGenerateConfig(dir string, gc *config.GenerateConfig) error {
 	return nil
 }
 
+// generateHeapLimit is the Go heap's soft limit of a real-size generate
+// run (18 GiB, 19.3 GB): the run is designed to fit in 20 GB resident (the
+// README's measured budget: the text encoder alone first, then the DiT, the
+// memory policy and the streaming VAE, well below it), and without the cap
+// the collector lets the heap grow towards twice the live data up to the
+// machine-wide limit (3/4 of the memory), past 20 GB on a large machine.
+const generateHeapLimit = 18 << 30
+
+// capGenerateHeap lowers the soft memory limit to generateHeapLimit for a
+// real-size architecture, unless GOMEMLIMIT is set or the limit is lower.
+func capGenerateHeap(arch string) {
+	if arch == "tiny" || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	if debug.SetMemoryLimit(-1) > generateHeapLimit {
+		debug.SetMemoryLimit(generateHeapLimit)
+	}
+}
+
 // runGenerate runs a rollout into its run folder or, with --resume,
 // continues a stopped one (runfolder.Generate), and reports.
 func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags) error {
 	stdout := cmd.OutOrStdout()
 	g := gc.Generate
+	capGenerateHeap(g.Arch)
 	updates := stdout
 	if rf.json {
 		updates = nil

@@ -50,6 +50,9 @@ func runList(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, lf listF
 		return usageError{err}
 	}
 	stdout := cmd.OutOrStdout()
+	if !lf.dryRun {
+		capGenerateHeap(gc.Generate.Arch)
+	}
 	var updates io.Writer = stdout
 	if rf.json || lf.dryRun {
 		updates = nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -302,11 +303,14 @@ func TestEncodeTextAndSchedules(t *testing.T) {
 		t.Fatal(errs)
 	}
 	var r struct {
-		SeqLen    int  `json:"seq_len"`
-		Dim       int  `json:"dim"`
-		Truncated bool `json:"truncated"`
+		SeqLen    int    `json:"seq_len"`
+		Dim       int    `json:"dim"`
+		Truncated bool   `json:"truncated"`
+		Precision string `json:"precision"`
 	}
-	if err := json.Unmarshal([]byte(out), &r); err != nil || r.SeqLen != 8 || r.Dim != 32 || !r.Truncated || !strings.Contains(errs, "warning") {
+	// A test-size encoder computes at fp32 by default (as generate --arch
+	// tiny does: the frames below match).
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.SeqLen != 8 || r.Dim != 32 || !r.Truncated || r.Precision != "fp32" || !strings.Contains(errs, "warning") {
 		t.Fatalf("encode-text: %s %s (%v)", out, errs, err)
 	}
 	if code, _, errs := run(t, context.Background(), pipelineArgs(t, dir, "prompt", "--quiet", "--blocks", "2")...); code != 0 {
@@ -463,5 +467,34 @@ func TestBenchMediaTiny(t *testing.T) {
 	}
 	if code, _, errs := run(t, context.Background(), "bench", "text", "--tiny", "--precision", "fp16"); code != 2 || !strings.Contains(errs, "--precision") {
 		t.Errorf("bench text --precision fp16: exit %d: %s", code, errs)
+	}
+}
+
+// TestCapGenerateHeap: a real-size generate caps the heap's soft limit at
+// 18 GiB (the 20 GB design budget); tiny runs and a GOMEMLIMIT leave it.
+func TestCapGenerateHeap(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(old)
+	t.Setenv("GOMEMLIMIT", "")
+	os.Unsetenv("GOMEMLIMIT")
+	debug.SetMemoryLimit(64 << 30)
+	capGenerateHeap("tiny")
+	if got := debug.SetMemoryLimit(-1); got != 64<<30 {
+		t.Fatalf("tiny: limit %d", got)
+	}
+	capGenerateHeap("1.3b")
+	if got := debug.SetMemoryLimit(-1); got != generateHeapLimit || generateHeapLimit >= 20e9 {
+		t.Fatalf("1.3b: limit %d, want %d (< 20 GB)", got, generateHeapLimit)
+	}
+	debug.SetMemoryLimit(8 << 30)
+	capGenerateHeap("1.3b")
+	if got := debug.SetMemoryLimit(-1); got != 8<<30 {
+		t.Fatalf("a lower limit raised to %d", got)
+	}
+	debug.SetMemoryLimit(64 << 30)
+	t.Setenv("GOMEMLIMIT", "60GiB")
+	capGenerateHeap("1.3b")
+	if got := debug.SetMemoryLimit(-1); got != 64<<30 {
+		t.Fatalf("GOMEMLIMIT set: limit changed to %d", got)
 	}
 }
