@@ -1,12 +1,16 @@
 package runfolder
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/pipeline"
 )
 
 // pyTextDataset is a literal reading of TextDataset's
@@ -261,5 +265,44 @@ func TestCreateOnce(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Dir(p)); len(ents) != 1 {
 		t.Fatalf("temporary files left: %v", ents)
+	}
+}
+
+// TestGenerateListExtended: with extended prompts a list encodes line i of
+// the extended file for prompt i (generation.json records that text),
+// reports the prompt itself, and keeps a copy of both files; a dry run of
+// another selection in the same folder is refused, one of the same shard
+// plan lists the prompt as done.
+func TestGenerateListExtended(t *testing.T) {
+	mustFF(t)
+	dir := t.TempDir()
+	p, e := filepath.Join(dir, "p.txt"), filepath.Join(dir, "e.txt")
+	os.WriteFile(p, []byte("a cat\n"), 0o644)
+	os.WriteFile(e, []byte("a grey cat sleeps on a sofa\n"), 0o644)
+	gc := tinyPipeline(t, dir, "x", config.PromptSpec{Text: "x"})
+	gc.Generate.Prompts, gc.Generate.PromptsFile, gc.Generate.ExtendedPromptsFile, gc.Generate.Blocks = nil, p, e, 1
+	if err := gc.Resolve(config.NewKeys(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := GenerateList(context.Background(), gc, ListOptions{}, Hooks{})
+	if err != nil || len(res.Batch) != 1 || res.Batch[0].Prompt != "a cat" || res.Batch[0].State != "generated" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	var prov pipeline.Provenance
+	if err := ReadJSON(filepath.Join(BatchDir(filepath.Join(dir, "x"), 0), FileGeneration), &prov); err != nil || prov.Prompts[0].Text != "a grey cat sleeps on a sofa" {
+		t.Fatalf("generation.json %+v %v", prov, err)
+	}
+	for _, f := range []string{FileBatchPrompts, FileBatchExtended, FileList, FileBatch} {
+		if _, err := os.Stat(filepath.Join(dir, "x", f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err = GenerateList(context.Background(), gc, ListOptions{DryRun: true}, Hooks{})
+	if err != nil || res.Batch[0].State != "done" {
+		t.Fatalf("dry run: %+v %v", res, err)
+	}
+	gc.Generate.PromptIndices = []int{0}
+	if _, err := GenerateList(context.Background(), gc, ListOptions{DryRun: true}, Hooks{}); err == nil || !strings.Contains(err.Error(), "another configuration") {
+		t.Fatalf("another selection: %v", err)
 	}
 }
