@@ -1,6 +1,10 @@
 package attn
 
-import "math"
+import (
+	"math"
+
+	"github.com/densitykv/densitykv/internal/vmath"
+)
 
 // The row kernels of the online softmax. Each has one numerical
 // definition, written in pure Go below (always built, the oracle of the
@@ -60,61 +64,25 @@ func forceGeneric() (restore func()) {
 // score so far is −Inf, so that exp(−Inf − m) = 0 rather than NaN.
 const minMax = -math.MaxFloat32
 
-// The constants of expDef.
+// The clamps of expDef.
 const (
 	expLo = -104.0 // below: e^y < 2^−150, which rounds to 0 in float32
 	expHi = 89.0   // above: e^y > 2^128, which rounds to +Inf in float32
-	log2e = 1.4426950408889634073599246810018921374266459541529859
-	ln2   = 0.6931471805599453094172321214581765680755001343602552
-	// Taylor coefficients 1/k! of e^u, k = 0 … 8.
-	exc0 = 1.0
-	exc1 = 1.0
-	exc2 = 1.0 / 2
-	exc3 = 1.0 / 6
-	exc4 = 1.0 / 24
-	exc5 = 1.0 / 120
-	exc6 = 1.0 / 720
-	exc7 = 1.0 / 5040
-	exc8 = 1.0 / 40320
 )
 
 // expDef is the exponential of the softmax: e^y rounded to float32, for y
-// in float64, computed as
-//
-//	x = y clamped to [expLo, expHi]       (NaN: the result is NaN)
-//	n = RoundToEven(x·log2e)              (float64 product, rounded)
-//	u = FMA(n, −ln2, x)                   (|u| ≤ 0.3466 + rounding)
-//	q = Horner of Σ_{k≤8} u^k/k! by FMA:  q = FMA(…FMA(FMA(c8, u, c7), u, c6)…, u, c0)
-//	e = float32(q · 2^n)                  (q·2^n is exact in float64; one rounding)
-//
-// every step an IEEE float64 operation (math.FMA is fused, exactly
-// rounded). The polynomial's relative error is below 5e-10 (|u|^9/9! ·
-// e^|u|), so the result is within 0.51 ulp of e^y and correctly rounded
-// but for about 2 cases in 10^4 (TestExpDef measures both), with gradual
-// underflow to 0 below about −103.97 and +Inf above 88.72. expDef(0) = 1
-// exactly.
+// in float64: y clamped to [expLo, expHi] (NaN: the result is NaN), then
+// vmath.Exp (a Cody–Waite reduction, a degree-8 Taylor polynomial by FMA
+// and an exact scaling, every step an IEEE float64 operation), rounded
+// once to float32. The result is within 0.51 ulp of e^y and correctly
+// rounded but for about 2 cases in 10^4 (TestExpDef measures both), with
+// gradual underflow to 0 below about −103.97 and +Inf above 88.72.
+// expDef(0) = 1 exactly.
 func expDef(y float64) float32 {
 	if y != y {
 		return float32(y)
 	}
-	x := y
-	if x < expLo {
-		x = expLo
-	}
-	if x > expHi {
-		x = expHi
-	}
-	n := math.RoundToEven(float64(x * log2e))
-	u := math.FMA(n, -ln2, x)
-	q := math.FMA(exc8, u, exc7)
-	q = math.FMA(q, u, exc6)
-	q = math.FMA(q, u, exc5)
-	q = math.FMA(q, u, exc4)
-	q = math.FMA(q, u, exc3)
-	q = math.FMA(q, u, exc2)
-	q = math.FMA(q, u, exc1)
-	q = math.FMA(q, u, exc0)
-	return float32(q * math.Float64frombits(uint64(int64(n)+1023)<<52))
+	return float32(vmath.Exp(min(max(y, expLo), expHi)))
 }
 
 func softmaxPanelGo(p []float32, cols int, scale float32, st *panelState, first bool) {

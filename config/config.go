@@ -16,6 +16,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -234,7 +235,7 @@ func ExplicitZeros(c *Config, changed Changed, keys Keys, file string) error {
 // DefaultConfig is the paper-scale setting (Wan2.1-1.3B layout, 60 s).
 func DefaultConfig() Config {
 	return Config{
-		Run:      RunConfig{Out: "runs", Seed: 0, SnapshotEvery: 10, Plots: true},
+		Run:      RunConfig{Out: "runs", Name: "simulate", Seed: 0, SnapshotEvery: 10, Plots: true},
 		Stream:   StreamConfig{Kind: "synthetic", Seconds: 60, FPS: 4, Synth: SynthParamsOf(synth.PaperConfig(1))},
 		Policies: []string{memory.NameDensityKV},
 		Memory:   LayoutFreeDefaults(memory.DefaultLayout()),
@@ -308,14 +309,14 @@ func (c Config) Blocks() int {
 // Resolve fills every default (memory.Config.Resolve) and validates c,
 // naming the first field at fault by its YAML path and flag.
 func (c Config) Resolve() (Config, error) {
-	var errs []error
+	var errs errList
 	bad := func(field string, v any, want string) {
 		errs = append(errs, fmt.Errorf("%s is %v, want %s", Named(field), v, want))
 	}
 	if c.Run.Out == "" {
 		bad("run.out", `""`, "a folder")
 	}
-	if strings.ContainsAny(c.Run.Name, `/\`) || c.Run.Name == "." || c.Run.Name == ".." {
+	if blank(c.Run.Name) || strings.ContainsAny(c.Run.Name, `/\`) || c.Run.Name == "." || c.Run.Name == ".." {
 		bad("run.name", fmt.Sprintf("%q", c.Run.Name), "a plain folder name")
 	}
 	if c.Run.SnapshotEvery < 0 {
@@ -332,11 +333,16 @@ func (c Config) Resolve() (Config, error) {
 			bad(f.name, f.v, "a finite number > 0")
 		}
 	}
-	if len(c.Policies) == 0 {
+	policies := c.Policies
+	switch {
+	case len(policies) == 0:
 		bad("policies", "[]", "at least one of "+strings.Join(memory.Names(), ", "))
+	case len(policies) > len(memory.Names()):
+		bad("policies", fmt.Sprintf("a list of %d", len(policies)), fmt.Sprintf("each of the %d policies at most once (%s)", len(memory.Names()), strings.Join(memory.Names(), ", ")))
+		policies = nil
 	}
 	seen := map[string]bool{}
-	for i, p := range c.Policies {
+	for i, p := range policies {
 		if !slices.Contains(memory.Names(), p) {
 			bad(fmt.Sprintf("policies[%d] (--policy)", i), fmt.Sprintf("%q", p), "one of "+strings.Join(memory.Names(), ", "))
 		}
@@ -344,6 +350,9 @@ func (c Config) Resolve() (Config, error) {
 			bad(fmt.Sprintf("policies[%d] (--policy)", i), fmt.Sprintf("%q", p), "each policy once")
 		}
 		seen[p] = true
+	}
+	if c.Stream.Kind != "file" && c.Stream.Path != "" {
+		bad("stream.path", fmt.Sprintf("%q", c.Stream.Path), fmt.Sprintf(`"" for stream.kind (--stream) %q; a stream file is read only with --stream file`, c.Stream.Kind))
 	}
 	if c.Stream.Kind == "file" {
 		if c.Stream.Path == "" {
@@ -367,16 +376,28 @@ func (c Config) Resolve() (Config, error) {
 		bad("stream.first_layer", c.Stream.FirstLayer, "0 for stream.kind "+c.Stream.Kind+" (only synthetic streams start at a later layer)")
 	}
 	var valid []string
-	for _, p := range c.Policies {
+	for _, p := range policies {
 		if slices.Contains(memory.Names(), p) {
 			valid = append(valid, p)
 		}
 	}
-	m, err := resolveMemory(c.Memory, valid)
+	frames, ferr := streamFrames(c.Stream.Seconds, c.Stream.FPS, c.Memory.Layout.FramesPerBlock)
+	if ferr != nil {
+		errs = append(errs, ferr)
+	}
+	// Sizes are bounded before memory derives anything from them, and the
+	// derived ones (capacity, top-k) after.
+	m := c.Memory
+	err := checkLimits(Config{Run: c.Run, Stream: c.Stream, Memory: c.Memory}, frames)
+	if err == nil {
+		if m, err = resolveMemory(c.Memory, valid); err == nil {
+			err = checkLimits(Config{Run: c.Run, Stream: c.Stream, Memory: m}, frames)
+		}
+	}
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if err == nil && c.Stream.Kind == "synthetic" {
+	if err == nil && ferr == nil && c.Stream.Kind == "synthetic" {
 		sc := Config{Run: c.Run, Stream: c.Stream, Memory: m}.Synth()
 		sc.Blocks = max(sc.Blocks, 1)
 		if err := sc.Validate(); err != nil {
@@ -384,7 +405,7 @@ func (c Config) Resolve() (Config, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return c, fmt.Errorf("config: %w", errors.Join(errs...))
+		return c, fmt.Errorf("config: %w", errs.err())
 	}
 	c.Memory = m
 	return c, nil
@@ -396,6 +417,9 @@ func (c Config) Resolve() (Config, error) {
 // actually used and the LongLive-RAG descriptor size counted. Errors name
 // the YAML keys and flags at fault.
 func resolveMemory(m memory.Config, policies []string) (memory.Config, error) {
+	if err := checkTau(m.Bank.Tau); err != nil {
+		return m, err
+	}
 	r, err := m.Resolve()
 	if err != nil {
 		return m, memoryError(err)
@@ -548,6 +572,9 @@ func Decode(b []byte, v any, strict bool) (Keys, error) {
 	walk(doc.Content[0], "")
 	if bad != nil {
 		return keys, bad
+	}
+	if err := checkIntegers(doc.Content[0], reflect.TypeOf(v), ""); err != nil {
+		return keys, err
 	}
 	if renamed {
 		var err error

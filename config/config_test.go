@@ -34,6 +34,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("policies: [densitykv, fifo]\nstream: {seconds: 1e309}\n"))
 	f.Add([]byte("run: {name: ../x}\n"))
 	f.Add([]byte("memory: {layout: {height: 2, width: 2, framesperblock: 1, layers: 1, heads: 1, headdim: 6}}\n"))
+	f.Add([]byte("memory: {layout: {heads: 3.9}}\nstream: {seconds: 1e12}\n"))
+	f.Add([]byte("policies: [fifo, fifo, fifo]\nstream: {kind: synthetic, path: x.dkvs}\nrun: {name: ''}\n"))
+	f.Add([]byte("memory: {layout: {heads: 16777217, head_dim: 1e300}, bank: {tau: -.inf, workers: 99999}}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c := DemoConfig()
 		if _, err := Decode(b, &c, true); err != nil {

@@ -302,6 +302,9 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 	if G.Blocks <= 0 {
 		return fmt.Errorf("--blocks (generate.blocks) is %d, want > 0", G.Blocks)
 	}
+	if err := checkGenerateSizes(G); err != nil {
+		return err
+	}
 	if err := G.resolveList(G.BlockFrames()); err != nil {
 		return err
 	}
@@ -355,8 +358,14 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 			file, gc.Memory.Layout, m.Layout, G.LatentHeight, G.LatentWidth)
 	}
 	m.LongLiveRAG.LatentChannels = model.OutDim // the descriptor reads the model's latents
+	if err := checkLimits(Config{Run: gc.Run, Stream: gc.Stream, Memory: m}, int64(G.Blocks)*int64(G.FramesPerBlock)); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	rm, err := resolveMemory(m, gc.Policies)
 	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := checkLimits(Config{Run: gc.Run, Stream: gc.Stream, Memory: rm}, int64(G.Blocks)*int64(G.FramesPerBlock)); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	gc.Memory = rm

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/memory"
 )
 
@@ -395,15 +396,7 @@ func (r *Result) WriteTables(dir string) ([]string, error) {
 	var files []string
 	write := func(name string, fn func(io.Writer) error) error {
 		p := filepath.Join(dir, name)
-		f, err := os.Create(p)
-		if err != nil {
-			return fmt.Errorf("eval: report: %w", err)
-		}
-		if err := fn(f); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
+		if err := atomicfile.Write(p, fn); err != nil {
 			return fmt.Errorf("eval: report: %w", err)
 		}
 		files = append(files, p)

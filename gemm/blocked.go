@@ -191,8 +191,12 @@ func driveAMX(f amxFunc, pa *packedOp, ai0, ak0, rows int, pb *packedOp, bj0, bk
 	}
 	a := pa.u32[ai0*lda+ak0/2:]
 	b := pb.u32[(bj0/NR)*bStride+bk0/2*NR:]
-	if kb > 0 {
-		amxBlock(f, a, lda, b, bStride, kb, rows, cols, c, ldc, acc, ws)
+	// Depth chunks of amxChunk blocks: C is stored and reloaded between
+	// chunks, which leaves every result unchanged (the blocks are added to
+	// C in the same order).
+	for c0 := 0; c0 < kb; c0 += amxChunk {
+		n := min(amxChunk, kb-c0)
+		amxBlock(f, a[c0*BF16Block/2:], lda, b[c0*BF16Block/2*NR:], bStride, n, rows, cols, c, ldc, acc || c0 > 0, ws)
 	}
 	if t := k - kb*BF16Block; t > 0 {
 		// Zero-padded copies of the last block: A rows [mp][16], B panels.
@@ -223,6 +227,13 @@ func driveAMX(f amxFunc, pa *packedOp, ai0, ak0, rows int, pb *packedOp, bj0, bk
 		amxBlock(f, ta, h, tb, h*NR, 1, rows, cols, c, ldc, acc || kb > 0, ws)
 	}
 }
+
+// amxChunk is the depth chunk of the AMX kernel in blocks of BF16Block
+// (a variable for BenchmarkAMXChunk, which tunes it). Chunks of 8 blocks
+// would keep a row group's and a B panel's part in L1; that is not measured
+// on AMX hardware yet, so the default is no chunking, the configuration
+// measured (README).
+var amxChunk = 1 << 20
 
 // amxBlock computes C[0:rows][0:cols] over kb blocks from A rows a (lda
 // dwords per row, at least roundUp(rows, 32) rows readable or padded by

@@ -115,11 +115,13 @@
 // (LDTILECFG), computes many tiles and releases them (TILERELEASE), so no
 // tile state lives across a Go call boundary and the scheduler (which only
 // switches goroutines at safe points of Go code) cannot interleave anything
-// with it. The AMX kernel was not executed on hardware during development
-// (the development machine has no AMX): its encodings are checked with
-// objdump (TestEncodingsObjdump), its layout and driver through the Go
-// emulation emu-amx, and on an AMX machine it is used only after passing the
-// self-test.
+// with it. The AMX kernel ran on hardware once (an Intel Xeon with amx_bf16,
+// through the test binaries): the kernel tests, the DiT's pinned bits and
+// the bank tests passed on it, and a mutated AMX kernel (asmgen's
+// bf16-amx-tile) was rejected by the self-test and failed the kernel tests.
+// Its encodings are also checked with objdump (TestEncodingsObjdump) and its
+// layout and driver through the Go emulation emu-amx on every machine; on an
+// AMX machine it is used only after passing the self-test.
 //
 // # Selection
 //

@@ -45,7 +45,7 @@ func (c mulCase) String() string {
 }
 
 // mulCases straddle the register block (MR, NR), AMX row groups (32), the
-// 32-depth blocks, the depth chunks (KC), TileN, with offsets, depth ranges
+// 32-depth blocks, the depth chunks (KC, amxChunk), TileN, with offsets, depth ranges
 // that stop inside a block or run to the operand's end (zero padding), and
 // empty depth.
 var mulCases = []mulCase{
@@ -58,6 +58,7 @@ var mulCases = []mulCase{
 	{33, 545, 129, 32, 0, 0, 0, 65, 129, 545, 129}, // crosses TileN, partial AMX group, padded tail
 	{32, 64, 95, 0, 0, 0, 0, 32, 95, 64, 95},       // whole AMX tiles, padded tail
 	{8, 40, 0, 0, 0, 0, 0, 8, 10, 40, 10},          // k = 0
+	{40, 64, 600, 0, 0, 0, 0, 40, 600, 64, 600},    // two AMX depth chunks and a part, partial group
 }
 
 // testValues fills n values: plain random ones, or the self-test's mix of
@@ -447,22 +448,29 @@ func TestForce(t *testing.T) {
 	if KernelName(F32) != f32 || KernelName(BF16) != bf {
 		t.Fatalf("restore: %s, %s, want %s, %s", KernelName(F32), KernelName(BF16), f32, bf)
 	}
-	// A BF16 operand packed for another layout is refused, not misread.
-	restore, err = Force("bf16:emu-amx")
+	// A BF16 operand packed for another layout is refused, not misread:
+	// pack under an emulation whose layout differs from the selected
+	// kernel's (the AMX layout, or on an AMX machine the VDPBF16PS one).
+	other := "emu-amx"
+	if selectedKernel(BF16).lay == layoutAMX {
+		other = "emu-avx512bf16"
+	}
+	restore, err = Force("bf16:" + other)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pa := PackAAs(nil, BF16, 4, 32, make([]float32, 128), 32)
 	pb := PackNTAs(nil, BF16, 32, 32, make([]float32, 1024), 32)
 	restore()
-	if KernelName(BF16) != "emu-amx" {
-		defer func() {
-			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "re-pack") {
-				t.Fatalf("MulPacked on operands of another layout: panic %v", r)
-			}
-		}()
-		MulPacked(4, 32, 32, pa, 0, 0, pb, 0, 0, make([]float32, 128), 32, false)
+	if selectedKernel(BF16).lay == pb.o.lay {
+		t.Fatalf("%s and the selected %s share a layout: the test needs another", other, KernelName(BF16))
 	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "re-pack") {
+			t.Fatalf("MulPacked on operands of another layout: panic %v", r)
+		}
+	}()
+	MulPacked(4, 32, 32, pa, 0, 0, pb, 0, 0, make([]float32, 128), 32, false)
 }
 
 func TestKernelInfo(t *testing.T) {

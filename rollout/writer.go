@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 )
 
 // ManifestFile and LatentDir name the outputs of a Writer inside its folder.
@@ -173,22 +173,13 @@ func (w *Writer) WriteBlock(b int, latents []float32, seconds float64) error {
 	return w.flush()
 }
 
-// writeShard writes a safetensors file atomically (temporary file + rename)
-// and returns its SHA-256.
+// writeShard writes a safetensors file atomically (package atomicfile:
+// synced temporary file, rename, folder sync) and returns its SHA-256.
 func writeShard(path string, tensors []checkpoint.WriteTensor, metadata map[string]string) (string, error) {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return "", err
-	}
 	h := sha256.New()
-	werr := checkpoint.WriteSafetensors(io.MultiWriter(f, h), tensors, metadata)
-	if err := errors.Join(werr, f.Close()); err != nil {
-		os.Remove(tmp)
-		return "", err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Write(path, func(w io.Writer) error {
+		return checkpoint.WriteSafetensors(io.MultiWriter(w, h), tensors, metadata)
+	}); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
@@ -199,11 +190,7 @@ func (w *Writer) flush() error {
 	if err != nil {
 		return fmt.Errorf("rollout: writer: manifest: %w", err)
 	}
-	p := filepath.Join(w.dir, ManifestFile)
-	if err := os.WriteFile(p+".tmp", append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("rollout: writer: manifest: %w", err)
-	}
-	if err := os.Rename(p+".tmp", p); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(w.dir, ManifestFile), append(b, '\n')); err != nil {
 		return fmt.Errorf("rollout: writer: manifest: %w", err)
 	}
 	return nil

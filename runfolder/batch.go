@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/pipeline"
 	"github.com/densitykv/densitykv/video"
 )
@@ -34,6 +35,11 @@ const (
 	// MaxPromptsFile bounds a prompts file.
 	MaxPromptsFile = 64 << 20
 )
+
+// ListCommand is the command a list folder's marker (FileOwner) names: the
+// folder belongs to a prompt list, whose shards all join it; each prompt's
+// folder NNNNN/ is a run folder of its own, claimed as a "generate" run.
+const ListCommand = "generate --prompts"
 
 // ListManifest is list.json: what makes two shards parts of one list.
 type ListManifest struct {
@@ -84,6 +90,10 @@ type ListOptions struct {
 	Force bool
 	// DryRun reports what the shard would do, writing nothing.
 	DryRun bool
+	// Inputs are further files the list reads (the --config file), checked
+	// against its outputs as GenerateInputs are (CheckListOutputs, and per
+	// prompt CheckGenerateOutputs).
+	Inputs []atomicfile.Input
 }
 
 // batchRunConfig is the configuration of prompt i's run: the list's, with
@@ -119,15 +129,19 @@ func GenerateBatch(ctx context.Context, gc config.GenerateConfig, resume, force 
 //
 // The list folder is shared by the list's shards: the first to arrive
 // writes the list's files, the others check that they run the same list
-// (prompts and configuration) and are refused otherwise.
+// (prompts and configuration) and are refused otherwise. The folder is
+// marked as the list's (ListCommand; checkListFolder: another command's
+// folder or a folder that is no run folder is refused unless o.Force),
+// its outputs are checked against its inputs first (CheckListOutputs), and
+// each prompt's folder is a generate run folder (runListPrompt).
 func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, hooks Hooks) (*Result, error) {
 	g := gc.Generate
 	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
 	if o.Force && !o.Shard.Whole() {
 		return nil, userf("--force starts the whole list %s over and would remove other shards' videos; remove the prompts' folders by hand, or run without --shard", dir)
 	}
-	if _, err := os.Stat(filepath.Join(dir, FileConfig)); err == nil {
-		return nil, userf("%s is the run folder of a single generate run, not a prompt list (--prompts); pick another --name", dir)
+	if err := CheckListOutputs(gc, o.Force, o.Inputs...); err != nil {
+		return nil, err
 	}
 	list, err := readList(dir, gc, o.Resume)
 	if err != nil {
@@ -146,7 +160,7 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 		if err := openList(dir, gc, list, ident, man, o.Force); err != nil {
 			return nil, err
 		}
-	} else if err := checkList(dir, list, ident, man); err != nil {
+	} else if err := checkListFolder(dir, list, ident, man, o.Force); err != nil {
 		return nil, err
 	}
 	// What each prompt needs: nothing (complete or blank), resume, a new
@@ -246,7 +260,7 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 			continue
 		}
 		e.Started = now()
-		r, state, err := runListPrompt(ctx, gc, dir, i, list.Text(i), in, embeds[k], redo[k], hooks, len(mine), k)
+		r, state, err := runListPrompt(ctx, gc, dir, i, list.Text(i), in, embeds[k], redo[k], o.Inputs, hooks, len(mine), k)
 		unlock()
 		e.Finished = now()
 		if r != nil {
@@ -278,16 +292,31 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 }
 
 // runListPrompt makes prompt i of a list (resuming its checkpoint unless
-// redo) and returns its result and state.
-func runListPrompt(ctx context.Context, gc config.GenerateConfig, dir string, i int, text string, in *genInputs, emb *pipeline.Embedding, redo bool, hooks Hooks, n, k int) (*Result, string, error) {
+// redo) and returns its result and state. Its folder is a generate run
+// folder under the prompt's lock: its outputs are checked against the
+// inputs (extra: the --config file) as a single run's are; resumed, it
+// must be a generate run's and loses the temporary files of writes a
+// killed worker left; made anew, it is claimed as a generate run, its own
+// earlier files replaced (a list's prompt is made again from the start
+// when nothing in its folder can be continued).
+func runListPrompt(ctx context.Context, gc config.GenerateConfig, dir string, i int, text string, in *genInputs, emb *pipeline.Embedding, redo bool, extra []atomicfile.Input, hooks Hooks, n, k int) (*Result, string, error) {
 	sd := BatchDir(dir, i)
 	sub := batchRunConfig(gc, dir, i, text)
+	if err := CheckGenerateOutputs(sub, extra...); err != nil {
+		return nil, "", err
+	}
 	checkpointed, _ := Status(sd)
 	resume := checkpointed && !redo
 	hooks.info("prompt %d (%d of %d in this shard, %s): %q", i, k+1, n, sd, short(text))
 	gs := &GenerateState{}
 	var subEmbeds []*pipeline.Embedding
 	if resume {
+		if err := CheckOwner(sd, "generate"); err != nil {
+			return nil, "", err
+		}
+		if err := atomicfile.CleanTemps(sd); err != nil {
+			return nil, "", fmt.Errorf("--resume: %w", err)
+		}
 		saved, err := resumeState(sd, filepath.Join(sd, DirState, FileCheckpoint), sub)
 		if err != nil {
 			return nil, "", err
@@ -304,8 +333,10 @@ func runListPrompt(ctx context.Context, gc config.GenerateConfig, dir string, i 
 		subEmbeds = []*pipeline.Embedding{e}
 	}
 	// A folder without a checkpoint holds nothing to continue from: it is
-	// started over (force), as is one made again.
-	r, err := generateRun(ctx, sub, in, subEmbeds, gs, resume, true, hooks)
+	// started over (Claim with overwriteOwn), as is one made again; a
+	// folder of another command is refused (--force starts the whole list
+	// over).
+	r, err := generateRun(ctx, sub, in, subEmbeds, gs, resume, false, true, hooks)
 	switch {
 	case errors.Is(err, ErrInterrupted):
 		return r, "interrupted", err
@@ -318,12 +349,12 @@ func runListPrompt(ctx context.Context, gc config.GenerateConfig, dir string, i 
 }
 
 // completeRun reports whether the run folder sd holds a complete video of
-// g: its summary says complete, and with a VAE the video (video.mp4, or
-// the PNG frames) and every horizon's video are there. It returns the
-// video's path.
+// g: a generate run whose final checkpoint, written after every result
+// file, agrees with its summary (Inspect), and with a VAE the video
+// (video.mp4, or the PNG frames) and every horizon's video are there. It
+// returns the video's path.
 func completeRun(sd string, g config.GenerateSection) (string, bool) {
-	var s Summary
-	if ReadJSON(filepath.Join(sd, FileSummary), &s) != nil || !s.Complete {
+	if s := Inspect(sd); !s.Complete || s.Command != "generate" {
 		return "", false
 	}
 	if g.VAE == "" {
@@ -377,30 +408,15 @@ func listIdentity(gc config.GenerateConfig, l *PromptList, selected []int) ([]by
 	return y, man, nil
 }
 
-// openList makes or joins a list folder: each shared file is created if
-// absent (atomically, so that shards starting together agree on one) and
-// else compared with this worker's. force (a whole run) starts the list
-// over.
+// openList makes or joins a list folder, after checking it
+// (checkListFolder): the folder's marker names the list (ListCommand),
+// and each shared file is created if absent (atomically, so that shards
+// starting together agree on one) and else compared with this worker's.
+// force (a whole run) starts the list over: the list's files and its
+// prompts' folders are removed, and a folder of another command taken
+// over (its run files removed, as Claim does).
 func openList(dir string, gc config.GenerateConfig, l *PromptList, ident []byte, man ListManifest, force bool) error {
-	if force {
-		ents, _ := os.ReadDir(dir)
-		for _, e := range ents {
-			_, ok := batchIndex(e.Name())
-			switch e.Name() {
-			case FileBatch, FileBatchPrompts, FileBatchExtended, FileList, DirShards, DirLocks, "batch.json":
-				ok = true
-			}
-			if ok {
-				if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("list folder: %w", err)
-	}
-	if err := checkLegacyBatch(dir); err != nil {
+	if err := checkListFolder(dir, l, ident, man, force); err != nil {
 		return err
 	}
 	prompts, err := os.ReadFile(l.Path)
@@ -425,6 +441,7 @@ func openList(dir string, gc config.GenerateConfig, l *PromptList, ident []byte,
 	if err != nil {
 		return err
 	}
+	owner, _ := json.Marshal(Owner{Format: ownerFormat, Command: ListCommand})
 	files = append(files, struct {
 		name string
 		data []byte
@@ -432,10 +449,113 @@ func openList(dir string, gc config.GenerateConfig, l *PromptList, ident []byte,
 		name string
 		data []byte
 	}{FileList, mj})
+	if force {
+		if err := atomicfile.CleanTemps(dir); err != nil {
+			return fmt.Errorf("list folder: %w", err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, FileConfig)); err == nil {
+			for _, f := range runFiles {
+				if err := os.RemoveAll(filepath.Join(dir, f)); err != nil {
+					return err
+				}
+			}
+		}
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			_, ok := batchIndex(e.Name())
+			switch e.Name() {
+			case FileOwner, FileBatch, FileBatchPrompts, FileBatchExtended, FileList, DirShards, DirLocks, "batch.json":
+				ok = true
+			}
+			if ok {
+				if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("list folder: %w", err)
+	}
+	// The marker first: a shard arriving meanwhile sees the list's folder.
+	if err := createOnce(filepath.Join(dir, FileOwner), append(owner, '\n')); err != nil {
+		return err
+	}
 	for _, f := range files {
 		if err := createOnce(filepath.Join(dir, f.name), f.data); err != nil {
 			return err
 		}
+	}
+	return checkList(dir, l, ident, man)
+}
+
+// checkListFolder checks, writing nothing, that dir may hold this list:
+// a missing folder, the list's own folder (marked ListCommand, or made
+// before markers: its list.json) holding the same list (checkList), or
+// with force any folder but a file. Refused without force: another
+// command's run folder (its marker, or before markers its summary.json
+// or config), a damaged marker, a batch folder of the first --prompts
+// layout, and a non-empty folder that is no run folder. Shards of one
+// list are never refused by one another's files: a shard that finds the
+// marker but not yet list.json (another shard is creating the list's
+// files) passes, and openList compares once its own are in place.
+func checkListFolder(dir string, l *PromptList, ident []byte, man ListManifest, force bool) error {
+	owner, err := ReadOwner(dir)
+	if err != nil && !force {
+		return userf("list folder %s: %v; start the list over with --force (without --shard) or pick another --name", dir, err)
+	}
+	st, serr := os.Stat(dir)
+	switch {
+	case errors.Is(serr, os.ErrNotExist):
+		return nil
+	case serr != nil:
+		return fmt.Errorf("list folder: %w", serr)
+	case !st.IsDir():
+		return userf("list folder %s exists and is not a folder; pick another --name or --out", dir)
+	case force:
+		return nil
+	}
+	if owner == "" {
+		owner = legacyOwner(dir)
+	}
+	_, lerr := os.Stat(filepath.Join(dir, FileList))
+	hasList := lerr == nil
+	switch {
+	case owner == ListCommand:
+		if !hasList {
+			return nil
+		}
+	case owner != "":
+		return userf("%s is the run folder of a %s run, not a prompt list (--prompts); pick another --name, or overwrite it with --force", dir, owner)
+	case hasList:
+		// A list made before markers: joined (openList marks it).
+	default:
+		if err := checkLegacyBatch(dir); err != nil {
+			return err
+		}
+		if _, err := os.Stat(filepath.Join(dir, FileBatch)); err == nil {
+			return checkList(dir, l, ident, man) // a list from before list.json: refused there
+		}
+		if _, err := os.Stat(filepath.Join(dir, FileConfig)); err == nil {
+			return userf("%s is the run folder of an earlier run (made before run folders recorded their command), not a prompt list (--prompts); pick another --name, or overwrite it with --force", dir)
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("list folder: %w", err)
+		}
+		n := 0
+		for _, e := range ents {
+			if !atomicfile.IsTemp(e.Name()) { // a shard's marker being created
+				n++
+			}
+		}
+		if n > 0 {
+			return userf("%s exists and is not a densitykv prompt list (%d entries); pick another --name or --out, or write the list's files into it with --force", dir, n)
+		}
+		return nil
+	}
+	if err := checkLegacyBatch(dir); err != nil {
+		return err
 	}
 	return checkList(dir, l, ident, man)
 }
@@ -549,17 +669,6 @@ func lockPrompt(dir string, i int) (func(), error) {
 		return nil, fmt.Errorf("lock %s: %w", p, err)
 	}
 	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
-}
-
-// removeStaleTemps removes the temporary files of atomic writes
-// (.NAME.tmpNNN, internal/atomicfile) that a killed run left in its folder.
-func removeStaleTemps(dir string) {
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), ".") && strings.Contains(d.Name(), ".tmp") {
-			os.Remove(p)
-		}
-		return nil
-	})
 }
 
 // dedupe drops repeated prompt texts (one encoding each).

@@ -62,6 +62,12 @@ type GenerateState struct {
 	Shards []string `json:"shards_sha256"`
 	// TraceMass is the attention tracer's accumulated (unnormalised) mass.
 	TraceMass []float64 `json:"trace_mass,omitempty"`
+	// TraceLayers names the per-layer attention trace saved in state/ with
+	// this checkpoint, and gives its SHA-256 ("" without per-layer
+	// tracing; a checkpoint of an older version read the run folder's
+	// attention_trace_layers.safetensors).
+	TraceLayers       string `json:"trace_layers,omitempty"`
+	TraceLayersSHA256 string `json:"trace_layers_sha256,omitempty"`
 	// RecordBytes is the size of the --record-stream file after block
 	// NextBlock−1 (−1 without a recording).
 	RecordBytes int64 `json:"record_bytes"`
@@ -261,7 +267,7 @@ func loadSnapshotSum(path, want string, s memory.Snapshotter) error {
 // passes, written through a counter so that a checkpoint can note (and
 // resume cut back to) its size after a block.
 type streamRecord struct {
-	f    *os.File
+	f    atomicfile.File
 	cw   *hashWriter // counts the file's bytes
 	sw   *synth.Writer
 	done bool
@@ -275,7 +281,7 @@ func recordHeader(pol memory.Policy, g config.GenerateSection) synth.Header {
 // back to size bytes, which must hold the header and blocks 0..next−1.
 func newStreamRecord(path string, h synth.Header, resume bool, size int64, next int) (*streamRecord, error) {
 	if !resume {
-		f, err := os.Create(path)
+		f, err := atomicfile.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			return nil, err
 		}
@@ -290,7 +296,7 @@ func newStreamRecord(path string, h synth.Header, resume bool, size int64, next 
 	if size < 0 {
 		return nil, fmt.Errorf("%s: the checkpoint has no recording position", path)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := atomicfile.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
 	}

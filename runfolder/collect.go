@@ -178,7 +178,9 @@ func Collect(dirs []string) (*Report, error) {
 			if ReadJSON(filepath.Join(sd, FileSummary), &s) != nil {
 				continue
 			}
-			if !s.Complete {
+			// Complete: the summary and the final checkpoint, written after
+			// every result file, agree (Inspect).
+			if !s.Complete || !Inspect(sd).Complete {
 				if p.State == "missing" {
 					p.State, p.Dir, p.Blocks = "stopped", sd, s.CompletedBlocks
 				}

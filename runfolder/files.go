@@ -98,7 +98,15 @@ func Status(dir string) (checkpointed, logged bool) {
 // (a UserError) unless force is set (then the run's own files are removed
 // first), or unless it holds nothing: no checkpoint and no logged block (a
 // run that failed or stopped before its first block), which is reused.
-func Prepare(dir string, force bool) error {
+//
+// Commands call Claim, which also checks which command the folder belongs
+// to.
+func Prepare(dir string, force bool) error { return prepare(dir, force) }
+
+func prepare(dir string, force bool) error {
+	if err := atomicfile.CleanTemps(dir); err != nil {
+		return fmt.Errorf("run folder: %w", err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, FileConfig)); err == nil {
 		checkpointed, logged := Status(dir)
 		switch {
@@ -108,7 +116,7 @@ func Prepare(dir string, force bool) error {
 		case logged:
 			return userf("run folder %s already exists with logged blocks but no checkpoint to continue from; overwrite it with --force or pick another --name", dir)
 		}
-		for _, f := range []string{FileConfig, FileLog, FileSummary, FileProvenance, FileAdmissions, FileStorage, DirPlots, DirState} {
+		for _, f := range runFiles {
 			if err := os.RemoveAll(filepath.Join(dir, f)); err != nil {
 				return err
 			}
@@ -124,15 +132,16 @@ func Prepare(dir string, force bool) error {
 // durably written (for resume: the log is cut back to the size recorded
 // with the last checkpoint).
 type LogWriter struct {
-	f   *os.File
-	w   *bufio.Writer
-	off int64
+	f      atomicfile.File
+	w      *bufio.Writer
+	off    int64
+	synced int64 // the size at the last Sync
 }
 
 // OpenLog opens path for appending after cutting it to size bytes (size <
 // 0: to empty); a file shorter than size is an error.
 func OpenLog(path string, size int64) (*LogWriter, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := atomicfile.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +165,7 @@ func OpenLog(path string, size int64) (*LogWriter, error) {
 		f.Close()
 		return nil, err
 	}
-	return &LogWriter{f: f, w: bufio.NewWriterSize(f, 1<<16), off: size}, nil
+	return &LogWriter{f: f, w: bufio.NewWriterSize(f, 1<<16), off: size, synced: -1}, nil
 }
 
 // Write appends v as one JSON line.
@@ -176,31 +185,79 @@ func (j *LogWriter) Sync() (int64, error) {
 	if err := j.w.Flush(); err != nil {
 		return 0, err
 	}
-	return j.off, j.f.Sync()
+	if err := j.f.Sync(); err != nil {
+		return 0, err
+	}
+	j.synced = j.off
+	return j.off, nil
 }
 
-// Close syncs and closes the file.
+// Close syncs (unless nothing was written since the last Sync) and closes
+// the file.
 func (j *LogWriter) Close() error {
-	_, err := j.Sync()
+	var err error
+	if j.synced != j.off {
+		_, err = j.Sync()
+	}
 	return errors.Join(err, j.f.Close())
 }
 
-// ReadLog reads memory_log.jsonl, naming the line of a decoding error.
+// ErrTornLine is wrapped by the error of a log (memory_log.jsonl, the
+// lineage) whose last line has no end: the write of a run that failed or
+// was killed. The lines before it are complete.
+var ErrTornLine = errors.New("the last line is torn (a write that did not finish: the run failed or was killed while logging)")
+
+// ReadLog reads memory_log.jsonl, naming the line of a decoding error. A
+// torn last line (no newline: a write that did not finish) is not
+// decoded: ReadLog returns the complete lines before it with an error
+// wrapping ErrTornLine.
 func ReadLog(path string) ([]LogLine, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<28)
 	var out []LogLine
-	for n := 1; sc.Scan(); n++ {
+	err := readLines(path, func(n int, b []byte) error {
 		var ln LogLine
-		if err := json.Unmarshal(sc.Bytes(), &ln); err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", path, n, err)
+		if err := json.Unmarshal(b, &ln); err != nil {
+			return fmt.Errorf("%s line %d: %w", path, n, err)
 		}
 		out = append(out, ln)
+		return nil
+	})
+	return out, err
+}
+
+// readLines calls fn with every complete line of the file at path
+// (numbered from 1); a last line without a newline is reported as
+// ErrTornLine after the others.
+func readLines(path string, fn func(n int, line []byte) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
 	}
-	return out, sc.Err()
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	for n := 1; ; n++ {
+		b, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// A long line: collect it.
+			buf := append([]byte(nil), b...)
+			for err == bufio.ErrBufferFull {
+				if len(buf) > 1<<28 {
+					return fmt.Errorf("%s line %d: longer than %d bytes", path, n, 1<<28)
+				}
+				b, err = r.ReadSlice('\n')
+				buf = append(buf, b...)
+			}
+			b = buf
+		}
+		switch {
+		case err == io.EOF && len(b) == 0:
+			return nil
+		case err == io.EOF:
+			return fmt.Errorf("%s line %d: %w", path, n, ErrTornLine)
+		case err != nil:
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := fn(n, b[:len(b)-1]); err != nil {
+			return err
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/eval"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/pipeline"
@@ -56,7 +57,16 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	g := gc.Generate
 	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
 	gs := &GenerateState{}
+	if err := CheckGenerateOutputs(gc); err != nil {
+		return nil, err
+	}
 	if resume {
+		if err := CheckOwner(dir, "generate"); err != nil {
+			return nil, err
+		}
+		if err := atomicfile.CleanTemps(dir); err != nil {
+			return nil, fmt.Errorf("--resume: %w", err)
+		}
 		saved, err := resumeState(dir, filepath.Join(dir, DirState, FileCheckpoint), gc)
 		if err != nil {
 			return nil, err
@@ -81,7 +91,7 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	if err := in.loadBackbone(g); err != nil {
 		return nil, err
 	}
-	return generateRun(ctx, gc, in, embeds, gs, resume, force, hooks)
+	return generateRun(ctx, gc, in, embeds, gs, resume, force, false, hooks)
 }
 
 // genInputs are a generate run's checked inputs and, once loaded, its
@@ -217,8 +227,9 @@ func schedule(g config.GenerateSection, embeds []*pipeline.Embedding) []rollout.
 	return out
 }
 
-// generateRun is one run into its folder with the models in in.
-func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, embeds []*pipeline.Embedding, gs *GenerateState, resume, force bool, hooks Hooks) (*Result, error) {
+// generateRun is one run into its folder with the models in in; a new run
+// claims its folder as a generate run (Claim with force and overwriteOwn).
+func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, embeds []*pipeline.Embedding, gs *GenerateState, resume, force, overwriteOwn bool, hooks Hooks) (*Result, error) {
 	g := gc.Generate
 	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
 	stateDir := filepath.Join(dir, DirState)
@@ -229,6 +240,13 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 		return nil, &UserError{err}
 	}
 	gen.FirstSchedule, gen.Update = in.first, g.Schedule.Update
+	texts := g.Texts // checkTextProjections names a --text file by its place among the prompts
+	if len(g.Prompts) > 0 {
+		texts = nil // prompts mixed in: the generator's labels name them
+	}
+	if err := checkTextProjections(gen, texts); err != nil {
+		return nil, err
+	}
 	if _, err := g.Model.Memory(gc.Memory, g.LatentHeight, g.LatentWidth, F); err != nil {
 		return nil, userf("%s: %w", FileConfig, err)
 	}
@@ -246,7 +264,7 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	var prov pipeline.Provenance
 	if !resume {
 		// Every input is checked: now the run folder.
-		if prov, err = newGenerateFolder(dir, force, gc, gs, embeds, in.text); err != nil {
+		if prov, err = newGenerateFolder(dir, force, overwriteOwn, gc, gs, embeds, in.text); err != nil {
 			return nil, err
 		}
 		gs.Video = mode
@@ -266,11 +284,6 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	}
 	st := &gs.RunState
 	start := st.NextBlock
-	if resume {
-		// A run killed while it wrote a file leaves the file's temporary
-		// copy (atomicfile): the checkpoint decides what stands.
-		removeStaleTemps(dir)
-	}
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -302,7 +315,11 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 			}
 			copy(tr.Mass, gs.TraceMass)
 			if len(layers) > 0 {
-				lt, err := ReadTraceLayers(filepath.Join(dir, FileTraceLayers))
+				path, sum := filepath.Join(dir, FileTraceLayers), ""
+				if gs.TraceLayers != "" {
+					path, sum = filepath.Join(stateDir, gs.TraceLayers), gs.TraceLayersSHA256
+				}
+				lt, err := readTraceLayersSum(path, sum)
 				if err == nil {
 					err = tr.SetLayers(lt)
 				}
@@ -415,7 +432,10 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	// checkpoint commits the run's state after block st.NextBlock−1; with
 	// withSnap it saves the policy snapshot to continue from (not needed once
 	// the run is complete).
-	checkpoint := func(withSnap bool) error {
+	// stage makes the files written as they go durable and records their
+	// state in gs (the snapshot too, with withSnap); commit then writes
+	// the checkpoint, the commit point.
+	stage := func(withSnap bool) error {
 		n, err := logw.Sync()
 		if err != nil {
 			return fmt.Errorf("memory log: %w", err)
@@ -447,9 +467,20 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 		if tr != nil {
 			gs.TraceMass = tr.Mass
 		}
-		if err := writeTraceLayers(); err != nil {
-			return err
+		// The per-layer trace is state: saved beside the snapshot under the
+		// checkpoint's block (the run folder's copy is written at the end
+		// and when stopped), so that a crash between two checkpoints
+		// cannot pair one checkpoint with another's trace.
+		gs.TraceLayers, gs.TraceLayersSHA256 = "", ""
+		if withSnap && tr != nil && len(tr.LayerIndex) > 0 {
+			gs.TraceLayers = traceLayersName(st.NextBlock)
+			if gs.TraceLayersSHA256, err = writeTraceLayersSum(filepath.Join(stateDir, gs.TraceLayers), tr.Layers(), g.TraceStep); err != nil {
+				return err
+			}
 		}
+		return nil
+	}
+	commit := func(withSnap bool) error {
 		if err := writeGenCheckpoint(cpPath, gs); err != nil {
 			return err
 		}
@@ -458,10 +489,20 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 			snapAt = st.NextBlock
 		}
 		old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
-		for _, f := range old {
-			if filepath.Base(f) != gs.Snapshot {
+		traces, _ := filepath.Glob(filepath.Join(stateDir, "trace-layers-b*.safetensors"))
+		for _, f := range append(old, traces...) {
+			if b := filepath.Base(f); b != gs.Snapshot && b != gs.TraceLayers {
 				os.Remove(f)
 			}
+		}
+		return nil
+	}
+	checkpoint := func(withSnap bool) error {
+		if err := stage(withSnap); err != nil {
+			return err
+		}
+		if err := commit(withSnap); err != nil {
+			return err
 		}
 		return writeTrace()
 	}
@@ -532,13 +573,26 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	if err != nil && !interrupted {
 		return nil, err
 	}
-	if interrupted && snapAt == st.NextBlock {
+	switch {
+	case interrupted && snapAt == st.NextBlock:
 		// Stopped right after a checkpoint: it stands.
 		if err := writeTrace(); err != nil {
 			return nil, err
 		}
-	} else if err := checkpoint(interrupted); err != nil {
-		return nil, err
+	case interrupted:
+		if err := checkpoint(true); err != nil {
+			return nil, err
+		}
+	default:
+		// Complete: the final checkpoint is the last write (below), after
+		// every result file; a failure before it leaves the previous
+		// checkpoint to --resume from.
+		if err := stage(false); err != nil {
+			return nil, err
+		}
+		if err := writeTrace(); err != nil {
+			return nil, err
+		}
 	}
 	if err := writeTraceLayers(); err != nil {
 		return nil, err
@@ -591,6 +645,9 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	}
 	if interrupted {
 		return res, ErrInterrupted
+	}
+	if err := commit(false); err != nil {
+		return nil, err
 	}
 	return res, nil
 }
@@ -696,9 +753,9 @@ func resumeState(dir, cpPath string, gc config.GenerateConfig) (*GenerateState, 
 // newGenerateFolder prepares the run folder of a new generate run: its
 // configuration, the prompts' embeddings, the provenance, and in gs its
 // fingerprint, the inputs' and the empty state.
-func newGenerateFolder(dir string, force bool, gc config.GenerateConfig, gs *GenerateState, embeds []*pipeline.Embedding, text *pipeline.TextInputs) (pipeline.Provenance, error) {
+func newGenerateFolder(dir string, force, overwriteOwn bool, gc config.GenerateConfig, gs *GenerateState, embeds []*pipeline.Embedding, text *pipeline.TextInputs) (pipeline.Provenance, error) {
 	var prov pipeline.Provenance
-	if err := Prepare(dir, force); err != nil {
+	if err := Claim(dir, "generate", force, overwriteOwn); err != nil {
 		return prov, err
 	}
 	for _, d := range []string{rollout.ManifestFile, rollout.LatentDir, DirPreview, FilePreviewVideo, FileTrace, FileLineage, FileTraceLayers, FileGeneration, DirText} {

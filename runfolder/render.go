@@ -25,9 +25,12 @@ func Render(dir string) ([]string, error) {
 		return nil, err
 	}
 	lines, err := ReadLog(filepath.Join(dir, FileLog))
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrTornLine) {
 		return nil, fmt.Errorf("trace: %w", err)
 	}
+	// A torn last line (a run that failed or was killed while logging):
+	// the figures show the complete lines; Inspect tells the caller the
+	// run is not complete.
 	if len(lines) == 0 {
 		return nil, fmt.Errorf("trace: %s is empty: the run completed no block", filepath.Join(dir, FileLog))
 	}

@@ -1,7 +1,6 @@
 package runfolder
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,46 +18,41 @@ func ReadLineage(path string) (LineageHeader, []LineageEvent, []LineageFinal, er
 	var hdr LineageHeader
 	var evs []LineageEvent
 	var fin []LineageFinal
-	f, err := os.Open(path)
-	if err != nil {
-		return hdr, nil, nil, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<28)
-	for n := 1; sc.Scan(); n++ {
+	rerr := readLines(path, func(n int, b []byte) error {
 		var k struct{ Kind string }
-		if err := json.Unmarshal(sc.Bytes(), &k); err != nil {
-			return hdr, nil, nil, fmt.Errorf("%s line %d: %w", path, n, err)
+		if err := json.Unmarshal(b, &k); err != nil {
+			return fmt.Errorf("%s line %d: %w", path, n, err)
 		}
 		var err error
 		switch k.Kind {
 		case "header":
-			err = json.Unmarshal(sc.Bytes(), &hdr)
+			err = json.Unmarshal(b, &hdr)
 		case "event":
 			var e LineageEvent
-			if err = json.Unmarshal(sc.Bytes(), &e); err == nil {
+			if err = json.Unmarshal(b, &e); err == nil {
 				evs = append(evs, e)
 			}
 		case "final":
 			var e LineageFinal
-			if err = json.Unmarshal(sc.Bytes(), &e); err == nil {
+			if err = json.Unmarshal(b, &e); err == nil {
 				fin = append(fin, e)
 			}
 		default:
 			err = fmt.Errorf("kind %q (want header, event or final)", k.Kind)
 		}
 		if err != nil {
-			return hdr, nil, nil, fmt.Errorf("%s line %d: %w", path, n, err)
+			return fmt.Errorf("%s line %d: %w", path, n, err)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return hdr, nil, nil, fmt.Errorf("%s: %w", path, err)
+		return nil
+	})
+	if rerr != nil && !errors.Is(rerr, ErrTornLine) {
+		return hdr, nil, nil, rerr
 	}
 	if hdr.Format == "" {
 		return hdr, nil, nil, fmt.Errorf("%s: no header line", path)
 	}
-	return hdr, evs, fin, nil
+	// A torn last line: the complete lines, and the error saying so.
+	return hdr, evs, fin, rerr
 }
 
 // lineageFigures draws, for each traced bank (at most 4), the bank's
@@ -66,6 +60,9 @@ func ReadLineage(path string) (LineageHeader, []LineageEvent, []LineageFinal, er
 // events) and its admissions by source frame.
 func lineageFigures(dir string, frames int, fps float64) ([]*plots.Figure, error) {
 	hdr, evs, _, err := ReadLineage(filepath.Join(dir, FileLineage))
+	if errors.Is(err, ErrTornLine) {
+		err = nil // an incomplete run: its complete lines
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

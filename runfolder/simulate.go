@@ -11,6 +11,7 @@ import (
 
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/sim"
 )
@@ -96,6 +97,10 @@ func Simulate(ctx context.Context, command string, cfg config.Config, dir string
 	if err != nil && !interrupted {
 		return nil, err
 	}
+	// "Complete" is recorded last: the final checkpoint follows the
+	// result files, the figures and summary.json, each written atomically
+	// and synced. A failure before it leaves the previous checkpoint, which
+	// --resume continues from.
 	res := &Result{Summary: newSummary(command, dir, cfg, st, interrupted, time.Since(start), replayed), Interrupted: interrupted}
 	if !interrupted && cfg.Run.Plots {
 		pngs, err := Render(dir)
@@ -110,7 +115,26 @@ func Simulate(ctx context.Context, command string, cfg config.Config, dir string
 	if interrupted {
 		return res, ErrInterrupted
 	}
+	if err := commitComplete(dir, st); err != nil {
+		return nil, err
+	}
 	return res, nil
+}
+
+// commitComplete writes the final checkpoint of a simulate run (st at its
+// last block, no snapshots) once every result file is durable, and then
+// removes the snapshots of the earlier checkpoints.
+func commitComplete(dir string, st *RunState) error {
+	stateDir := filepath.Join(dir, DirState)
+	st.Snapshots = false
+	if err := writeSealed(filepath.Join(stateDir, FileCheckpoint), SimulateCheckpoint, simCheckpointVersion, st); err != nil {
+		return err
+	}
+	old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
+	for _, f := range old {
+		os.Remove(f)
+	}
+	return nil
 }
 
 // simulate is Simulate's run; st is nil when it stopped before restoring a
@@ -135,6 +159,10 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 	stateDir := filepath.Join(dir, DirState)
 	replayTo := 0
 	if resume {
+		// Temporary files of writes a crash interrupted.
+		if err := atomicfile.CleanTemps(dir); err != nil {
+			return nil, false, 0, fmt.Errorf("--resume: %w", err)
+		}
 		var saved RunState
 		if err := readSealed(filepath.Join(stateDir, FileCheckpoint), SimulateCheckpoint, simCheckpointVersion, &saved); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
@@ -294,9 +322,13 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 	if done := first + sum.Blocks; done < blocks {
 		hooks.warn("stream ended after %d blocks (config asked for %d)", done, blocks)
 	}
-	if err := checkpoint(false); err != nil {
-		return nil, false, 0, err
+	// The log is durable and its size noted; the final checkpoint is
+	// Simulate's last write (commitComplete).
+	n, err := logw.Sync()
+	if err != nil {
+		return nil, false, 0, fmt.Errorf("memory log: %w", err)
 	}
+	st.LogBytes = n
 	if err := writeArtifacts(dir, cfg, pols, st); err != nil {
 		return nil, false, 0, err
 	}

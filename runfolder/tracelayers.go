@@ -1,12 +1,18 @@
 package runfolder
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"os"
+
 	"encoding/json"
 	"fmt"
 	"strconv"
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/eval"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 )
 
 // The per-layer attention trace file (attention_trace_layers.safetensors):
@@ -18,8 +24,15 @@ import (
 // max_frames, the layers, the heads and the traced denoising step.
 const traceDefinition = "Full-softmax attention mass from current query tokens to K tokens, grouped by query latent frame and K provenance latent frame, with the corresponding visible K-token count per provenance frame."
 
-// writeTraceLayers writes lt to path.
+// writeTraceLayers writes lt to path atomically.
 func writeTraceLayers(path string, lt eval.LayerTrace, step int) error {
+	_, err := writeTraceLayersSum(path, lt, step)
+	return err
+}
+
+// writeTraceLayersSum writes lt to path atomically and returns the file's
+// SHA-256.
+func writeTraceLayersSum(path string, lt eval.LayerTrace, step int) (string, error) {
 	H, F := lt.Heads, lt.Frames
 	var ts []checkpoint.WriteTensor
 	for i, l := range lt.Layers {
@@ -32,10 +45,30 @@ func writeTraceLayers(path string, lt eval.LayerTrace, step int) error {
 	meta := map[string]string{"format": "temporal_attention_trace_v2", "definition": traceDefinition,
 		"frame_seq_length": strconv.Itoa(lt.TokensFrame), "max_frames": strconv.Itoa(F), "heads": strconv.Itoa(H),
 		"layers": string(layers), "denoise_call": strconv.Itoa(step)}
-	if err := checkpoint.WriteSafetensorsFile(path, ts, meta); err != nil {
-		return fmt.Errorf("%s: %w", FileTraceLayers, err)
+	h := sha256.New()
+	if err := atomicfile.Write(path, func(w io.Writer) error { return checkpoint.WriteSafetensors(io.MultiWriter(w, h), ts, meta) }); err != nil {
+		return "", fmt.Errorf("%s: %w", FileTraceLayers, err)
 	}
-	return nil
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// traceLayersName names the per-layer trace saved in DirState with the
+// checkpoint before block (the number of completed blocks).
+func traceLayersName(block int) string { return fmt.Sprintf("trace-layers-b%06d.safetensors", block) }
+
+// readTraceLayersSum reads a per-layer trace saved with a checkpoint,
+// checking its SHA-256 (want; "" skips the check).
+func readTraceLayersSum(path, want string) (eval.LayerTrace, error) {
+	if want != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return eval.LayerTrace{}, err
+		}
+		if sum := sha256Hex(b); sum != want {
+			return eval.LayerTrace{}, fmt.Errorf("%s has SHA-256 %s, the checkpoint records %s (damaged, or of another block)", path, sum, want)
+		}
+	}
+	return ReadTraceLayers(path)
 }
 
 // ReadTraceLayers reads a per-layer attention trace file.

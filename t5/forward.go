@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/internal/parallel"
 )
 
 // MaxTokens bounds the sequence length of one call (Wan's text_len is
@@ -216,7 +217,7 @@ func clone(x []float32) []float32 { return append([]float32(nil), x...) }
 // embed writes the embedding rows of ids into x [n][Dim].
 func (m *Model) embed(x []float32, ids []int32) {
 	d := m.Config.Dim
-	parallelFor(len(ids), 16, func(lo, hi int) {
+	parallel.For(len(ids), 16, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			row := m.TokenEmbedding[int(ids[i])*d : (int(ids[i])+1)*d]
 			dst := x[i*d : (i+1)*d]
@@ -231,7 +232,7 @@ func (m *Model) embed(x []float32, ids []int32) {
 // y = x / √(mean(x²) + eps) · w (no centring, no bias; the statistic in
 // float64).
 func rmsNorm(y, x []float32, n, d int, eps float64, w []float32) {
-	parallelFor(n, 8, func(lo, hi int) {
+	parallel.For(n, 8, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr, yr := x[r*d:(r+1)*d], y[r*d:(r+1)*d]
 			var q float64
@@ -248,7 +249,7 @@ func rmsNorm(y, x []float32, n, d int, eps float64, w []float32) {
 
 // addInto sets x += y.
 func addInto(x, y []float32) {
-	parallelFor(len(x), 1<<14, func(lo, hi int) {
+	parallel.For(len(x), 1<<14, func(lo, hi int) {
 		xs, ys := x[lo:hi], y[lo:hi]
 		for i, v := range ys {
 			xs[i] += v
@@ -348,7 +349,7 @@ func (f *FFN) forward(prec gemm.Precision, y, h []float32, n int, ws *workspace)
 	g, u := ws.g[:n*df], ws.f[:n*df]
 	f.Gate.forward(prec, g, h, n, &ws.lin)
 	f.FC1.product(u, n, &ws.lin) // h is still packed
-	parallelFor(len(u), 1<<14, func(lo, hi int) {
+	parallel.For(len(u), 1<<14, func(lo, hi int) {
 		us, gs := u[lo:hi], g[lo:hi]
 		for i, gv := range gs {
 			us[i] *= geluTanh(gv)

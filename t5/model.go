@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/internal/parallel"
 )
 
 // Attention is one block's self-attention ("blocks.<i>.attn"): q, k, v
@@ -160,7 +161,7 @@ func NewRandom(cfg Config, seed uint64) (*Model, error) {
 			jobs = append(jobs, job{p, uint64(i)<<32 | uint64(lo/randChunk), lo, min(n, lo+randChunk)})
 		}
 	}
-	parallelFor(len(jobs), 1, func(a, b int) {
+	parallel.For(len(jobs), 1, func(a, b int) {
 		for _, j := range jobs[a:b] {
 			r := rand.New(rand.NewPCG(seed, j.stream))
 			for k := j.lo; k < j.hi; k++ {
@@ -211,33 +212,6 @@ func (m *Model) ReleaseWorkspace() {
 	m.mu.Lock()
 	m.ws = nil
 	m.mu.Unlock()
-}
-
-// parallelFor runs f over [0, n) split into contiguous chunks of at least
-// minChunk, one per worker, on up to gemm.Threads() goroutines. Callers
-// only use it for work whose results do not depend on the split.
-func parallelFor(n, minChunk int, f func(lo, hi int)) {
-	w := gemm.Threads()
-	if minChunk < 1 {
-		minChunk = 1
-	}
-	w = min(w, (n+minChunk-1)/minChunk)
-	if w <= 1 {
-		if n > 0 {
-			f(0, n)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	for i := 0; i < w; i++ {
-		lo, hi := i*n/w, (i+1)*n/w
-		if lo == hi {
-			continue
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); f(lo, hi) }()
-	}
-	wg.Wait()
 }
 
 // Check validates the weights against the configuration: every tensor

@@ -2,36 +2,9 @@ package vae
 
 import (
 	"math"
-	"sync"
 
-	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/internal/parallel"
 )
-
-// parallel runs f over [0, n) split into contiguous chunks of at least
-// minChunk, one per worker (gemm.Threads() of them). Callers compute every
-// element independently, so the split does not change the results.
-func parallel(n, minChunk int, f func(lo, hi int)) {
-	w := gemm.Threads()
-	if c := (n + minChunk - 1) / max(minChunk, 1); c < w {
-		w = c
-	}
-	if w <= 1 {
-		if n > 0 {
-			f(0, n)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	for i := 0; i < w; i++ {
-		lo, hi := i*n/w, (i+1)*n/w
-		if lo == hi {
-			continue
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); f(lo, hi) }()
-	}
-	wg.Wait()
-}
 
 // normBlock is the number of pixels normalised together (their sums of
 // squares stay in registers/L1 while the channels stream by).
@@ -45,7 +18,7 @@ const normBlock = 256
 // The sum of squares of each pixel runs over the channels in order.
 func rmsNorm(dst, src []float32, ch, P int, gamma []float32, act bool) {
 	scale := float32(math.Sqrt(float64(ch)))
-	parallel(P, 4*normBlock, func(lo, hi int) {
+	parallel.For(P, 4*normBlock, func(lo, hi int) {
 		var nrm [normBlock]float32
 		for b := lo; b < hi; b += normBlock {
 			n := min(normBlock, hi-b)
@@ -124,7 +97,7 @@ func expf(x float32) float32 {
 // transpose writes dst[c][r] = src[r][c] for src [rows][cols], in blocks.
 func transpose(dst, src []float32, rows, cols int) {
 	const b = 32
-	parallel(rows, b*4, func(lo, hi int) {
+	parallel.For(rows, b*4, func(lo, hi int) {
 		for r0 := lo; r0 < hi; r0 += b {
 			r1 := min(r0+b, hi)
 			for c0 := 0; c0 < cols; c0 += b {

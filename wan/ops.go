@@ -2,36 +2,9 @@ package wan
 
 import (
 	"math"
-	"runtime"
-	"sync"
-)
 
-// parallel runs f over [0, n) split into contiguous chunks, one per worker.
-func parallel(n, minChunk int, f func(lo, hi int)) {
-	w := runtime.GOMAXPROCS(0)
-	if minChunk < 1 {
-		minChunk = 1
-	}
-	if c := (n + minChunk - 1) / minChunk; c < w {
-		w = c
-	}
-	if w <= 1 {
-		if n > 0 {
-			f(0, n)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	for i := 0; i < w; i++ {
-		lo, hi := i*n/w, (i+1)*n/w
-		if lo == hi {
-			continue
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); f(lo, hi) }()
-	}
-	wg.Wait()
-}
+	"github.com/densitykv/densitykv/internal/parallel"
+)
 
 // The element-wise steps below write every product that meets an addition
 // through an explicit float32 (or float64) conversion, which Go's
@@ -46,7 +19,7 @@ func (l *Linear) apply(y, x []float32, rows int) {
 	y = y[:rows*out]
 	l.w.Product(rows, x[:rows*in], in, y, out) // threaded by gemm
 	if l.B != nil {
-		parallel(rows, 64, func(lo, hi int) {
+		parallel.For(rows, 64, func(lo, hi int) {
 			for r := lo; r < hi; r++ {
 				yr := y[r*out : (r+1)*out]
 				for j, b := range l.B {
@@ -60,7 +33,7 @@ func (l *Linear) apply(y, x []float32, rows int) {
 // layerNorm writes (x − mean)/√(var + eps) of each row of x [rows][d] into y,
 // then, when w != nil, y·w + b.
 func layerNorm(y, x []float32, rows, d int, eps float64, w, b []float32) {
-	parallel(rows, 16, func(lo, hi int) {
+	parallel.For(rows, 16, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr, yr := x[r*d:(r+1)*d], y[r*d:(r+1)*d]
 			var s float64
@@ -119,7 +92,7 @@ func addInto(x, y []float32) {
 
 // rmsNorm normalises each row of x [rows][d] in place: x·w/√(mean(x²)+eps).
 func rmsNorm(x []float32, rows, d int, eps float64, w []float32) {
-	parallel(rows, 16, func(lo, hi int) {
+	parallel.For(rows, 16, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr := x[r*d : (r+1)*d]
 			var q float64
@@ -130,18 +103,6 @@ func rmsNorm(x []float32, rows, d int, eps float64, w []float32) {
 			for j, v := range xr {
 				xr[j] = float32(float64(v)*inv) * w[j]
 			}
-		}
-	})
-}
-
-// geluTanh applies GELU with the tanh approximation in place.
-func geluTanh(x []float32) {
-	const c = 0.7978845608028654 // √(2/π)
-	parallel(len(x), 4096, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			// 0.5·v·(1 + tanh(z)) = v / (1 + exp(−2z)).
-			v := float64(x[i])
-			x[i] = float32(v / (1 + expGo(-2*c*(v+float64(0.044715*v*v*v)))))
 		}
 	})
 }

@@ -26,7 +26,8 @@ dimension 64, for 30 s of video.
 
 It prints every DensityKV bank update (admitted, evicted mandatory/capacity,
 occupancy, bank bytes), a comparison table, and where the run folder and plots
-are (runs/demo by default; an existing demo folder is overwritten). Every
+are (runs/demo by default; an existing demo folder is overwritten, a folder
+of another command only with --force). Every
 simulate flag works here too, with the demo's defaults.`,
 		Example: `  densitykv demo
   densitykv demo --seconds 60 --seed 3
@@ -34,9 +35,8 @@ simulate flag works here too, with the demo's defaults.`,
 		Args:        cobra.NoArgs,
 		Annotations: interruptible("stopping after the current block"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("force") && !rf.resume {
-				rf.force = true
-			}
+			// An existing demo folder is overwritten (runfolder.Claim's
+			// overwriteOwn); any other folder only with --force.
 			return runSimulateCommand(cmd, "demo", cf, rf, config.DemoConfig())
 		},
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/eval"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/runfolder"
 )
 
@@ -107,6 +108,12 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if ef.queries <= 0 || ef.topK <= 0 || ef.coverageSample < 0 {
 		return usagef("--queries %d and --top-k %d must be positive, --coverage-sample %d not negative", ef.queries, ef.topK, ef.coverageSample)
 	}
+	if ef.queries > maxEvalCount || ef.topK > maxEvalCount || ef.coverageSample > maxEvalCount {
+		return usagef("--queries %d, --top-k %d and --coverage-sample %d must each be at most %d", ef.queries, ef.topK, ef.coverageSample, maxEvalCount)
+	}
+	if len(ef.horizons) > maxEvalHorizons || len(ef.evalLayers) > config.MaxDim {
+		return usagef("--horizons lists %d values and --eval-layers %d, want at most %d horizons", len(ef.horizons), len(ef.evalLayers), maxEvalHorizons)
+	}
 	base := config.EvalConfig()
 	if kind, _ := cf.fs.GetString("stream"); cf.fs.Changed("stream") && kind == "file" {
 		path, _ := cf.fs.GetString("stream-file")
@@ -133,7 +140,13 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	}
 	dir := filepath.Join(cfg.Run.Out, cfg.Run.Name)
 	if _, err := os.Stat(filepath.Join(dir, "tables.md")); err == nil && !ef.force {
-		return usagef("eval folder %s already exists; overwrite it with --force or pick another --name", dir)
+		// A complete eval (its summary.json, written last) or one from
+		// before run folders recorded their command; an eval stopped or
+		// killed before its summary is run again in place.
+		owner, _ := runfolder.ReadOwner(dir)
+		if _, err := os.Stat(filepath.Join(dir, runfolder.FileSummary)); err == nil || owner == "" {
+			return usagef("eval folder %s already exists; overwrite it with --force or pick another --name", dir)
+		}
 	}
 	src, err := config.OpenStream(cfg)
 	if err != nil {
@@ -153,16 +166,21 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	}
 	var horizons []int
 	for _, s := range ef.horizons {
-		b := int(math.Ceil(s*cfg.Stream.FPS/float64(cfg.Memory.Layout.FramesPerBlock) - 1e-9))
-		if b < 1 || b > blocks {
-			return usagef("--horizons %g s is block %d, outside 1…%d", s, b, blocks)
+		fb := math.Ceil(s*cfg.Stream.FPS/float64(cfg.Memory.Layout.FramesPerBlock) - 1e-9)
+		if !(fb >= 1 && fb <= float64(blocks)) {
+			span := float64(blocks*cfg.Memory.Layout.FramesPerBlock) / cfg.Stream.FPS
+			return usagef("--horizons %g s is not within the stream: want a number of seconds in (0, %g] (blocks 1…%d)", s, span, blocks)
 		}
-		horizons = append(horizons, b)
+		horizons = append(horizons, int(fb))
 	}
 	// Everything is checked: now the folder.
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("eval folder: %w", err)
+	if err := runfolder.CheckSimulateOutputs(cfg, atomicfile.Input{Role: "--config", Path: cf.file}); err != nil {
+		return err
 	}
+	if err := runfolder.Claim(dir, "eval", ef.force, true); err != nil {
+		return err
+	}
+	os.Remove(filepath.Join(dir, runfolder.FileSummary))
 	y, err := config.Marshal(cfg)
 	if err != nil {
 		return err
@@ -203,6 +221,10 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 		files = append(files, pf...)
 	}
 	files = append([]string{filepath.Join(dir, runfolder.FileConfig)}, files...)
+	// The commit point: every table and figure is durable.
+	if err := runfolder.WriteJSON(filepath.Join(dir, runfolder.FileSummary), evalSummary{Command: "eval", Complete: true, Blocks: res.Blocks, Files: files}); err != nil {
+		return err
+	}
 	if ef.json {
 		return printJSON(stdout, struct {
 			Dir      string   `json:"dir"`
@@ -220,6 +242,22 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	}
 	return nil
 }
+
+// evalSummary is an eval folder's summary.json, written after every other
+// file: the eval is complete.
+type evalSummary struct {
+	Command  string   `json:"command"`
+	Complete bool     `json:"complete"`
+	Blocks   int      `json:"blocks"`
+	Files    []string `json:"files"`
+}
+
+// Bounds of eval's own size-like flags (the configuration's are
+// config's).
+const (
+	maxEvalCount    = 1 << 20
+	maxEvalHorizons = 1024
+)
 
 // evalIgnoredFlags are run flags shared with simulate that eval does not
 // use: hidden from its help and rejected when given.

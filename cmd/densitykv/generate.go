@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
@@ -127,11 +128,17 @@ identical to an uninterrupted run.`,
 				}
 				// Over the defaults: keys a run folder written before they
 				// existed keep the values that run used.
+				if err := checkRunName(name); err != nil {
+					return err
+				}
 				gc = config.GenerateDefaults()
 				if err := loadGenerateConfig(filepath.Join(out, name), &gc); err != nil {
-					return usagef("--resume: %w", err)
+					return resumeLoadError(filepath.Join(out, name), err)
 				}
 				resumeList(f, &gc, out, name, g.SkipExisting)
+				// The folder named by --out/--name, wherever the run
+				// started (a folder moved or copied since).
+				gc.Run.Out, gc.Run.Name = out, name
 			} else {
 				var err error
 				if gc, err = resolveGenerate(f, cf, g, generateFlags{texts: texts, textTensor: textTensor, prompts: prompts, policy: policy, precision: precision,
@@ -141,9 +148,9 @@ identical to an uninterrupted run.`,
 				}
 			}
 			if gc.Generate.PromptsFile != "" || lf.shard != "" || lf.dryRun {
-				return runList(cmd, gc, rf, lf)
+				return runList(cmd, gc, rf, lf, cf.file)
 			}
-			return runGenerate(cmd, gc, rf)
+			return runGenerate(cmd, gc, rf, cf.file)
 		},
 	}
 	f := cmd.Flags()
@@ -383,10 +390,11 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 		if !f.Changed("seconds") && file("stream.seconds") {
 			s = gc.Stream.Seconds
 		}
-		if !(s > 0) || math.IsInf(s, 0) {
-			return gc, usagef("--seconds (stream.seconds) is %v, want > 0", s)
+		b, err := config.GenerateBlocks(s, F)
+		if err != nil {
+			return gc, usageError{err}
 		}
-		G.Blocks = int(math.Ceil(s*4/float64(F) - 1e-9))
+		G.Blocks = b
 	}
 	if err := gc.Resolve(cf.keys, cf.file); err != nil {
 		return gc, usageError{err}
@@ -431,7 +439,7 @@ func capGenerateHeap(arch string) {
 
 // runGenerate runs a rollout into its run folder or, with --resume,
 // continues a stopped one (runfolder.Generate), and reports.
-func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags) error {
+func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, configFile string) error {
 	stdout := cmd.OutOrStdout()
 	g := gc.Generate
 	capGenerateHeap(g.Arch)
@@ -440,6 +448,10 @@ func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags) erro
 		updates = nil
 	}
 	hooks, finish := generateHooks(cmd, gc, rf, updates)
+	if err := runfolder.CheckGenerateOutputs(gc, atomicfile.Input{Role: "--config", Path: configFile}); err != nil {
+		finish()
+		return err
+	}
 	res, err := runfolder.Generate(cmd.Context(), gc, rf.resume, rf.force, hooks)
 	finish()
 	if err != nil && !errors.Is(err, runfolder.ErrInterrupted) {

@@ -110,7 +110,11 @@ the plots are.`,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError{fmt.Errorf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath())}
+		// execute prefixes "densitykv: "; name the subcommand only.
+		if c.HasParent() {
+			return usageError{fmt.Errorf("%s: %w (see %s --help)", strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" "), err, c.CommandPath())}
+		}
+		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
 	for _, newCmd := range constructors {
 		root.AddCommand(newCmd())

@@ -290,7 +290,7 @@ func TestErrorsNameTheFault(t *testing.T) {
 		code int
 		want string
 	}{
-		{"negative tau", tiny(dir, "x", "--tau", "-1"), exitUsage, "bank tau -1"},
+		{"negative tau", tiny(dir, "x", "--tau", "-1"), exitUsage, "memory.bank.tau (--tau) is -1, want a finite number > 1"},
 		{"unknown policy", tiny(dir, "x", "--policy", "lru"), exitUsage, `policies[3] (--policy) is "lru"`}, // --policy repeats append
 		{"duplicate policy", tiny(dir, "x", "--policy", "fifo,fifo"), exitUsage, "each policy once"},
 		{"bad ordering", tiny(dir, "x", "--ordering", "median"), exitUsage, `bank ordering "median" unknown`},

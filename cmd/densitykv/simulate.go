@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/runfolder"
 )
@@ -106,10 +108,16 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 		if len(bad) > 0 {
 			return usagef("--resume continues a run with its saved %s; drop %v (start a new run with --name to change it)", runfolder.FileConfig, bad)
 		}
+		if err := checkRunName(name); err != nil {
+			return err
+		}
 		dir = filepath.Join(out, name)
+		if err := runfolder.CheckOwner(dir, command); err != nil {
+			return err
+		}
 		var c config.Config
 		if err := runfolder.LoadConfig(dir, &c); err != nil {
-			return usagef("--resume: %w", err)
+			return resumeLoadError(dir, err)
 		}
 		var err error
 		if cfg, err = c.Resolve(); err != nil {
@@ -127,7 +135,10 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 			return usagef("stream.seconds (--seconds) %g gives no block at %g frames/s", cfg.Stream.Seconds, cfg.Stream.FPS)
 		}
 		dir = filepath.Join(cfg.Run.Out, cfg.Run.Name)
-		if err := runfolder.Prepare(dir, rf.force); err != nil {
+		if err := runfolder.CheckSimulateOutputs(cfg, atomicfile.Input{Role: "--config", Path: cf.file}); err != nil {
+			return err
+		}
+		if err := runfolder.Claim(dir, command, rf.force, command == "demo"); err != nil {
 			return err
 		}
 		y, err := config.Marshal(cfg)
@@ -188,6 +199,25 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 	if res.Interrupted {
 		return fmt.Errorf("%w with %d of %d blocks done; continue with: densitykv %s --out %s --name %s --resume",
 			errInterrupted, res.Summary.CompletedBlocks, cfg.Blocks(), command, cfg.Run.Out, cfg.Run.Name)
+	}
+	return nil
+}
+
+// resumeLoadError is the usage error of --resume on a folder whose
+// configuration cannot be read: a missing one (the run stopped or was
+// killed before it wrote it) says to start again.
+func resumeLoadError(dir string, err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return usagef("--resume: %s has no %s: the run stopped before it wrote one; start it again without --resume", dir, runfolder.FileConfig)
+	}
+	return usagef("--resume: %w", err)
+}
+
+// checkRunName refuses a --name that is not a plain folder name (an empty
+// one would make --out itself the run folder).
+func checkRunName(name string) error {
+	if strings.TrimSpace(name) == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
+		return usagef("--name (run.name) %q must be a plain folder name", name)
 	}
 	return nil
 }

@@ -46,6 +46,22 @@ Use it on a run stopped with Ctrl-C, or after changing the plotting code.`,
 			if err != nil {
 				return err
 			}
+			// Never present a partial run as complete.
+			if st := runfolder.Inspect(dir); !st.Complete && !isEval(dir) {
+				note := fmt.Sprintf("trace: %s is not complete", dir)
+				if st.NextBlock > 0 {
+					note += fmt.Sprintf(" (its checkpoint is at block %d)", st.NextBlock)
+				}
+				if st.TornLog {
+					note += "; its memory log ends in a torn line (a write that failed), left out of the figures"
+				}
+				command := st.Command
+				if command == "" {
+					command = "simulate"
+				}
+				note += fmt.Sprintf("; continue it with: densitykv %s --out %s --name %s --resume", command, filepath.Dir(filepath.Clean(dir)), filepath.Base(filepath.Clean(dir)))
+				fmt.Fprintln(cmd.ErrOrStderr(), note)
+			}
 			w := cmd.OutOrStdout()
 			if jsonOut {
 				return printJSON(w, map[string]any{"run_dir": dir, "plots": pngs})
@@ -59,6 +75,12 @@ Use it on a run stopped with Ctrl-C, or after changing the plotting code.`,
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the plot paths as JSON")
 	return cmd
+}
+
+// isEval reports an eval folder (trace draws nothing of its own there).
+func isEval(dir string) bool {
+	o, _ := runfolder.ReadOwner(dir)
+	return o == "eval"
 }
 
 // renderAny renders a simulate/demo run folder, or a generate run folder.

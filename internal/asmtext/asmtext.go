@@ -1,0 +1,118 @@
+// Package asmtext writes Go assembly text for the generators of the
+// project's AVX-512 kernels (attn/gen_softmax.go, riesz/gen_epilogue.go,
+// wan/gen_gelu.go): an instruction buffer, register names, constant
+// broadcasts, and the check that keeps a checked-in generated file in sync
+// with its generator. (Package gemm's generator, gemm/internal/asmgen,
+// also encodes instructions the assembler lacks and keeps its own writer.)
+package asmtext
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Writer accumulates assembly text.
+type Writer struct{ b strings.Builder }
+
+// I writes one instruction, indented by a tab.
+func (w *Writer) I(format string, args ...any) { fmt.Fprintf(&w.b, "\t"+format+"\n", args...) }
+
+// Label writes a label line.
+func (w *Writer) Label(l string) { fmt.Fprintf(&w.b, "%s:\n", l) }
+
+// Text writes s as it is (headers, comments, TEXT lines).
+func (w *Writer) Text(s string) { w.b.WriteString(s) }
+
+// String returns the text written so far.
+func (w *Writer) String() string { return w.b.String() }
+
+// Broadcast64 sets every float64 lane of ZMM reg to v (through AX).
+func (w *Writer) Broadcast64(v float64, reg int) {
+	w.I("MOVQ $0x%016x, AX", math.Float64bits(v))
+	w.I("VPBROADCASTQ AX, %s", Z(reg))
+}
+
+// Broadcast32 sets every 32-bit lane of ZMM reg to bits (through AX).
+func (w *Writer) Broadcast32(bits uint32, reg int) {
+	w.I("MOVL $0x%08x, AX", bits)
+	w.I("VPBROADCASTD AX, %s", Z(reg))
+}
+
+// Z, Y and X name vector register n at 512, 256 and 128 bits.
+func Z(n int) string { return fmt.Sprintf("Z%d", n) }
+
+// Y names YMM register n.
+func Y(n int) string { return fmt.Sprintf("Y%d", n) }
+
+// X names XMM register n.
+func X(n int) string { return fmt.Sprintf("X%d", n) }
+
+// TB is the part of testing.TB that CheckGenerated uses.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	TempDir() string
+}
+
+// CheckGenerated runs `go run generator -o TMP` in the current directory
+// (a package's, as in its tests) and fails unless the output equals the
+// checked-in file: edit the generator, then run go generate on the package.
+func CheckGenerated(t TB, generator, file string) {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to run %s: %v", generator, err)
+	}
+	out := filepath.Join(t.TempDir(), strings.TrimSuffix(file, ".s")+".gen.s")
+	cmd := exec.Command(goTool, "run", generator, "-o", out)
+	cmd.Env = append(os.Environ(), "GOEXPERIMENT=", "GOFLAGS=")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go run %s: %v\n%s", generator, err, b)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s is stale: run go generate (go run %s)", file, generator)
+	}
+}
+
+// ExpPD emits vmath.Exp on the float64 lanes of the registers x[k]
+// (clamped by the caller), interleaved over k: VMULPD by log2e, VRNDSCALEPD
+// $0 (round to nearest even), u = FMA(n, −ln2, x) by VFMADD231PD, the
+// Horner polynomial by VFMADD213PD from the coefficient registers
+// c … c+8 (vmath.ExpTaylor), and VSCALEFPD. The results land in q[k]; n[k]
+// and u[k] are scratch; log2e and nln2 hold vmath.Log2e and −vmath.Ln2.
+func (w *Writer) ExpPD(x, n, u, q []int, log2e, nln2, c int) {
+	for k := range x {
+		w.I("VMULPD %s, %s, %s", Z(log2e), Z(x[k]), Z(n[k])) // x·log2e
+	}
+	for k := range x {
+		w.I("VRNDSCALEPD $0, %s, %s", Z(n[k]), Z(n[k])) // RoundToEven
+	}
+	for k := range x {
+		w.I("VMOVAPD %s, %s", Z(x[k]), Z(u[k]))
+		w.I("VFMADD231PD %s, %s, %s", Z(nln2), Z(n[k]), Z(u[k])) // u = FMA(n, −ln2, x)
+	}
+	for k := range x {
+		w.I("VMOVAPD %s, %s", Z(c+8), Z(q[k])) // q = c8
+	}
+	for j := 7; j >= 0; j-- {
+		for k := range x {
+			w.I("VFMADD213PD %s, %s, %s", Z(c+j), Z(u[k]), Z(q[k])) // q = FMA(q, u, c)
+		}
+	}
+	for k := range x {
+		w.I("VSCALEFPD %s, %s, %s", Z(n[k]), Z(q[k]), Z(q[k])) // q·2^n, exact
+	}
+}

@@ -1,0 +1,111 @@
+package wan
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/densitykv/densitykv/internal/asmtext"
+)
+
+// geluInputs are values that exercise every branch of geluDef: zeros,
+// denormals, the clamps of expGELU (|v| ≳ 10 and far beyond), ±Inf, NaNs
+// of both signs and payloads, the largest finite values, and random values
+// over several scales.
+func geluInputs() []float32 {
+	xs := []float32{0, float32(math.Copysign(0, -1)), 1e-45, -1e-45, 1e-39, -1e-39, 1e-20, -1e-20,
+		0.5, -0.5, 1, -1, 3, -3, 5.4, -5.4, 10, -10, 10.1, -10.1, 30, -30, 1e3, -1e3, 1e13, -1e13,
+		math.MaxFloat32, -math.MaxFloat32, float32(math.Inf(1)), float32(math.Inf(-1)),
+		float32(math.NaN()), math.Float32frombits(0xffc00001), math.Float32frombits(0x7f800001)}
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, s := range []float64{1e-3, 0.3, 1, 3, 8, 12, 100} {
+		for i := 0; i < 4000; i++ {
+			xs = append(xs, float32(r.NormFloat64()*s))
+		}
+	}
+	for i := 0; i < 4000; i++ {
+		xs = append(xs, math.Float32frombits(r.Uint32()))
+	}
+	return xs
+}
+
+// TestGELUKernelBitIdentical: the assembly kernel (where this CPU runs it)
+// gives geluDef's bits for every input, at every slice length and offset
+// (tails of 0–15 values run geluGo).
+func TestGELUKernelBitIdentical(t *testing.T) {
+	if !geluAsm() {
+		t.Logf("no assembly GELU in this build or on this CPU: geluSlice is geluGo")
+	}
+	xs := geluInputs()
+	want := make([]float32, len(xs))
+	for i, v := range xs {
+		want[i] = geluDef(v)
+	}
+	for _, n := range []int{0, 1, 15, 16, 17, 31, 33, 100, len(xs)} {
+		for _, off := range []int{0, 3} {
+			if off+n > len(xs) {
+				continue
+			}
+			got := append([]float32(nil), xs[off:off+n]...)
+			geluSlice(got)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[off+i]) {
+					t.Fatalf("n %d off %d: gelu(%v [%#08x]) = %v [%#08x], definition %v [%#08x]", n, off, xs[off+i],
+						math.Float32bits(xs[off+i]), got[i], math.Float32bits(got[i]), want[off+i], math.Float32bits(want[off+i]))
+				}
+			}
+		}
+	}
+	// geluTanh (parallel chunks) gives the same bits.
+	got := append([]float32(nil), xs...)
+	geluTanh(got)
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("geluTanh(%v) = %v, definition %v", xs[i], got[i], want[i])
+		}
+	}
+}
+
+// TestGELUAccuracy: geluDef is GELU-tanh rounded to float32 within one ulp
+// (measured against v/(1 + e^(−2z)) with float64 math.Exp), with the stated limits: ±Inf map
+// to ±Inf and NaN stays NaN.
+func TestGELUAccuracy(t *testing.T) {
+	worst := 0.0
+	for _, v := range geluInputs() {
+		got := geluDef(v)
+		f := float64(v)
+		if math.IsNaN(f) {
+			if !math.IsNaN(float64(got)) {
+				t.Fatalf("gelu(NaN) = %v", got)
+			}
+			continue
+		}
+		if math.IsInf(f, 0) {
+			if float64(got) != f {
+				t.Fatalf("gelu(%v) = %v", v, got)
+			}
+			continue
+		}
+		// The same function in a form without cancellation, math.Exp in
+		// float64 (0.5·v·(1 + tanh z) loses everything below v ≈ −9).
+		want := f / (1 + math.Exp(-2*math.Sqrt(2/math.Pi)*(f+0.044715*f*f*f)))
+		ulp := math.Abs(float64(math.Nextafter32(float32(want), float32(math.Inf(1)))) - float64(float32(want)))
+		if ulp == 0 || math.IsInf(ulp, 0) {
+			ulp = math.SmallestNonzeroFloat32
+		}
+		e := math.Abs(float64(got)-want) / ulp
+		if e > worst {
+			worst = e
+		}
+		if e > 1 {
+			t.Fatalf("gelu(%v) = %v, want %v (%.2f ulp)", v, got, want, e)
+		}
+	}
+	t.Logf("worst error %.3f ulp", worst)
+}
+
+// TestGELUGeneratedAssemblyUpToDate regenerates gelu_amd64.s with
+// gen_gelu.go and requires the checked-in file to match it.
+func TestGELUGeneratedAssemblyUpToDate(t *testing.T) {
+	asmtext.CheckGenerated(t, "gen_gelu.go", "gelu_amd64.s")
+}
