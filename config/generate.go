@@ -62,6 +62,20 @@ type GenerateSection struct {
 	// PromptsFile (--prompts) makes one video per line of the file, each
 	// in its own run folder <out>/<name>/NNNNN.
 	PromptsFile string `yaml:"prompts_file,omitempty"`
+	// ExtendedPromptsFile holds, line for line, the text encoded for each
+	// prompt of PromptsFile (the authors' TextDataset extended prompts).
+	ExtendedPromptsFile string `yaml:"extended_prompts_file,omitempty"`
+	// PromptIndices, when set, are the zero-based line indices of
+	// PromptsFile to make (e.g. the paper's 16-prompt ablation subset);
+	// empty makes every line.
+	PromptIndices []int `yaml:"prompt_indices,omitempty,flow"`
+	// SkipExisting skips the prompts of a list whose video is complete
+	// (the authors' skip_existing); false makes them again.
+	SkipExisting bool `yaml:"skip_existing"`
+	// Horizons are video lengths in seconds (e.g. 30, 60, 120) whose
+	// videos, video_30s.mp4 …, are written as exact prefixes of the one
+	// rollout: the decoded frames of its first HorizonBlocks blocks.
+	Horizons []float64 `yaml:"horizons,omitempty,flow"`
 	// TextEncoder is the umT5 encoder checkpoint, Tokenizer its
 	// spiece.model (or a folder holding it); TextCache keeps computed
 	// embeddings (default <out>/text_cache).
@@ -164,7 +178,7 @@ func GenerateDefaults() GenerateConfig {
 		Config: Config{Run: RunConfig{Out: "runs", Name: "generate", Plots: true, SnapshotEvery: 10}, Stream: StreamConfig{Kind: "wan", FPS: 4},
 			Policies: []string{memory.NameDensityKV}, Memory: LayoutFreeDefaults(memory.DefaultLayout())},
 		Generate: GenerateSection{Arch: "1.3b", LatentHeight: 60, LatentWidth: 104, FramesPerBlock: FramesPerBlock,
-			Schedule: DefaultScheduleConfig(), TraceStep: 3, TraceLayers: "all", LineageLayers: "0", LineageHeads: "0", Preview: true},
+			Schedule: DefaultScheduleConfig(), TraceStep: 3, TraceLayers: "all", LineageLayers: "0", LineageHeads: "0", Preview: true, SkipExisting: true},
 	}
 }
 
@@ -296,6 +310,9 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 		return fmt.Errorf("--blocks (generate.blocks) is %d, want > 0", G.Blocks)
 	}
 	if err := checkGenerateSizes(G); err != nil {
+		return err
+	}
+	if err := G.resolveList(G.BlockFrames()); err != nil {
 		return err
 	}
 	if steps := so.MaxSteps(); G.TraceStep < -1 || G.TraceStep >= steps {

@@ -1,268 +1,695 @@
 package runfolder
 
 import (
-	"bufio"
-	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/pipeline"
-	"github.com/densitykv/densitykv/tokenizer"
+	"github.com/densitykv/densitykv/video"
 )
 
-// A batch folder (generate --prompts FILE) holds one run folder per
-// prompt, NNNNN/ (the prompt's index among the file's non-blank lines),
-// beside the batch's own files.
+// A list folder (generate --prompts FILE) holds one run folder per prompt,
+// NNNNN/ (the prompt's zero-based line index in the file, as the authors'
+// output names carry it), beside the list's shared files, which every
+// shard of the list writes once and then only compares (FileBatch,
+// FileBatchPrompts, FileBatchExtended, FileList), and each shard's own
+// status file in DirShards. Shards of one list may share the folder: they
+// take disjoint prompts (Shard.Take) and write only their prompts'
+// folders, their lock files (DirLocks) and their status file.
 const (
-	FileBatch        = "batch.yaml"  // the batch's resolved configuration (each run's, but for its prompt)
-	FileBatchPrompts = "prompts.txt" // a copy of the prompts file
-	FileBatchStatus  = "batch.json"  // each prompt's run folder and state
+	FileBatch         = "batch.yaml"           // the list's configuration (config.ListIdentity), every shard's
+	FileBatchPrompts  = "prompts.txt"          // a byte copy of the prompts file
+	FileBatchExtended = "extended_prompts.txt" // a byte copy of the extended prompts file, when given
+	FileList          = "list.json"            // the list's identity: hashes of the prompts and the configuration
+	DirShards         = "shards"               // each shard's status, shard-I-of-N.json
+	DirLocks          = "locks"                // NNNNN.lock: held (flock) by the worker making prompt NNNNN
 	// MaxPromptsFile bounds a prompts file.
 	MaxPromptsFile = 64 << 20
 )
 
-// ReadPrompts reads a prompts file: one prompt per line, blank lines
-// skipped, surrounding whitespace (and a Windows line end) removed.
-func ReadPrompts(path string) ([]string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if st.Size() > MaxPromptsFile {
-		return nil, fmt.Errorf("prompts file %s has %d bytes, more than the %d accepted", path, st.Size(), MaxPromptsFile)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return parsePrompts(path, b)
+// ListCommand is the command a list folder's marker (FileOwner) names: the
+// folder belongs to a prompt list, whose shards all join it; each prompt's
+// folder NNNNN/ is a run folder of its own, claimed as a "generate" run.
+const ListCommand = "generate --prompts"
+
+// ListManifest is list.json: what makes two shards parts of one list.
+type ListManifest struct {
+	Version        int    `json:"version"`
+	PromptsSHA256  string `json:"prompts_sha256"`
+	ExtendedSHA256 string `json:"extended_prompts_sha256,omitempty"`
+	Prompts        int    `json:"prompts"`  // lines of the prompts file
+	Selected       []int  `json:"selected"` // the indices the list makes, in run order
+	ConfigSHA256   string `json:"config_sha256"`
 }
 
-func parsePrompts(path string, b []byte) ([]string, error) {
-	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 1<<16), tokenizer.MaxTextBytes+2)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line != "" {
-			out = append(out, line)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("prompts file %s: %w (a line may hold at most %d bytes)", path, err, tokenizer.MaxTextBytes)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("prompts file %s has no prompt (one per line)", path)
-	}
-	return out, nil
-}
-
-// BatchEntry is one prompt of a batch and what became of it.
+// BatchEntry is one prompt of a list and what became of it.
 type BatchEntry struct {
 	Index  int    `json:"index"`
 	Prompt string `json:"prompt"`
 	Dir    string `json:"dir"`
 	// State is "done" (complete before this call: skipped), "generated",
-	// "resumed", "interrupted" or "pending" (not reached).
+	// "resumed", "interrupted", "blank" (an empty line: no video),
+	// "busy" (another worker holds its lock), "pending" (not reached), or in
+	// a dry run "to generate", "to resume", "to redo".
 	State string `json:"state"`
 	Video string `json:"video,omitempty"`
+	// Started and Finished are RFC 3339 times of this worker's run of it.
+	Started  string `json:"started,omitempty"`
+	Finished string `json:"finished,omitempty"`
 }
 
-// BatchDir is the run folder of prompt i of a batch in dir.
+// ShardStatus is a shard's status file, shards/shard-I-of-N.json.
+type ShardStatus struct {
+	Shard    string       `json:"shard"` // I/N
+	Host     string       `json:"host,omitempty"`
+	Started  string       `json:"started"`
+	Updated  string       `json:"updated"`
+	Complete bool         `json:"complete"`
+	Entries  []BatchEntry `json:"entries"`
+}
+
+// BatchDir is the run folder of prompt i of a list in dir.
 func BatchDir(dir string, i int) string { return filepath.Join(dir, fmt.Sprintf("%05d", i)) }
 
-// batchRunConfig is the configuration of prompt i's run: the batch's, with
-// the prompt and its folder.
-func batchRunConfig(gc config.GenerateConfig, dir string, i int, prompt string) config.GenerateConfig {
+// ListOptions say how GenerateList runs a list.
+type ListOptions struct {
+	Shard Shard
+	// Resume takes the configuration and the prompts from the list folder
+	// (the caller read the configuration from its FileBatch).
+	Resume bool
+	// Force starts the whole list over (refused for one shard of several).
+	Force bool
+	// DryRun reports what the shard would do, writing nothing.
+	DryRun bool
+	// Inputs are further files the list reads (the --config file), checked
+	// against its outputs as GenerateInputs are (CheckListOutputs, and per
+	// prompt CheckGenerateOutputs).
+	Inputs []atomicfile.Input
+}
+
+// batchRunConfig is the configuration of prompt i's run: the list's, with
+// the prompt's (extended) text and its folder.
+func batchRunConfig(gc config.GenerateConfig, dir string, i int, text string) config.GenerateConfig {
 	sub := gc
-	sub.Generate.PromptsFile = ""
-	sub.Generate.Prompts = []config.PromptSpec{{Text: prompt}}
+	g := &sub.Generate
+	// What may differ between the list's workers stays out of the prompt's
+	// run (its embedding comes from the list's text cache).
+	g.PromptsFile, g.ExtendedPromptsFile, g.PromptIndices, g.TextCache = "", "", nil, ""
+	g.SkipExisting = true
+	g.Prompts = []config.PromptSpec{{Text: text}}
 	sub.Run.Out, sub.Run.Name = dir, filepath.Base(BatchDir(dir, i))
 	return sub
 }
 
-// GenerateBatch makes one video per prompt of gc's prompts file, each in
-// its own run folder <out>/<name>/NNNNN/ with its video.mp4. Run again
-// (or with resume, from the batch's saved configuration), it skips the
-// videos that are complete, resumes the ones stopped with a checkpoint and
-// starts the others. All prompts are encoded first (the encoder then
-// released; the embeddings wait in the text cache, read back one prompt at
-// a time), the backbone and the VAE are loaded once. A stop (ctx) ends
-// the current video at a block boundary and returns ErrInterrupted.
+// GenerateBatch runs a whole prompts file (GenerateList without shards).
 func GenerateBatch(ctx context.Context, gc config.GenerateConfig, resume, force bool, hooks Hooks) (*Result, error) {
+	return GenerateList(ctx, gc, ListOptions{Resume: resume, Force: force}, hooks)
+}
+
+// GenerateList makes one video per selected prompt of gc's prompts file
+// (every line, or generate.prompt_indices) that belongs to the shard,
+// each in its own run folder <out>/<name>/NNNNN/ with its video.mp4 (and
+// the horizons' prefixes), every prompt with the run's seed (the seed is
+// reset per prompt, as the paper's protocol does). Run again, it skips the
+// prompts whose video is complete (generate.skip_existing; false makes
+// them again), resumes the ones stopped with a checkpoint and starts the
+// others. The prompts it makes are encoded first (the encoder then
+// released; the embeddings wait in the text cache, read back one prompt at
+// a time), the backbone and the VAE are loaded once. A stop (ctx) ends the
+// current video at a block boundary and returns ErrInterrupted.
+//
+// The list folder is shared by the list's shards: the first to arrive
+// writes the list's files, the others check that they run the same list
+// (prompts and configuration) and are refused otherwise. The folder is
+// marked as the list's (ListCommand; checkListFolder: another command's
+// folder or a folder that is no run folder is refused unless o.Force),
+// its outputs are checked against its inputs first (CheckListOutputs), and
+// each prompt's folder is a generate run folder (runListPrompt).
+func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, hooks Hooks) (*Result, error) {
 	g := gc.Generate
 	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
-	prompts, err := openBatch(dir, gc, resume, force)
+	if o.Force && !o.Shard.Whole() {
+		return nil, userf("--force starts the whole list %s over and would remove other shards' videos; remove the prompts' folders by hand, or run without --shard", dir)
+	}
+	if err := CheckListOutputs(gc, o.Force, o.Inputs...); err != nil {
+		return nil, err
+	}
+	list, err := readList(dir, gc, o.Resume)
 	if err != nil {
 		return nil, err
 	}
-	in, err := checkGenerateInputs(g, hooks, true)
+	selected, err := list.Select(g.PromptIndices)
+	if err != nil {
+		return nil, userf("%w", err)
+	}
+	ident, man, err := listIdentity(gc, list, selected)
 	if err != nil {
 		return nil, err
 	}
-	// What each prompt needs: nothing (complete), resume, or a new run.
-	entries := make([]BatchEntry, len(prompts))
+	mine := o.Shard.Take(selected)
+	if !o.DryRun {
+		if err := openList(dir, gc, list, ident, man, o.Force); err != nil {
+			return nil, err
+		}
+	} else if err := checkListFolder(dir, list, ident, man, o.Force); err != nil {
+		return nil, err
+	}
+	// What each prompt needs: nothing (complete or blank), resume, a new
+	// run, or (skip_existing false) a run again.
+	entries := make([]BatchEntry, len(mine))
 	var encode []config.PromptSpec
 	var encodeAt []int
-	for i, p := range prompts {
+	redo := map[int]bool{}
+	for k, i := range mine {
 		sd := BatchDir(dir, i)
-		entries[i] = BatchEntry{Index: i, Prompt: p, Dir: sd, State: "pending"}
-		var s Summary
-		if ReadJSON(filepath.Join(sd, FileSummary), &s) == nil && s.Complete {
-			entries[i].State = "done"
-			if _, err := os.Stat(filepath.Join(sd, "video.mp4")); err == nil {
-				entries[i].Video = filepath.Join(sd, "video.mp4")
-			}
+		e := &entries[k]
+		*e = BatchEntry{Index: i, Prompt: list.Prompts[i], Dir: sd, State: "pending"}
+		if list.Blank(i) {
+			e.State = "blank"
+			hooks.warn("prompt %d (line %d of %s) is blank: no video (the authors' TextDataset would make one from the empty prompt)", i, i+1, list.Path)
 			continue
 		}
-		if checkpointed, _ := Status(sd); !checkpointed {
-			encode, encodeAt = append(encode, config.PromptSpec{Text: p}), append(encodeAt, i)
+		if video, ok := completeRun(sd, g); ok && g.SkipExisting {
+			e.State, e.Video = "done", video
+			continue
+		} else if ok || !g.SkipExisting {
+			redo[k] = true
+		}
+		checkpointed, _ := Status(sd)
+		switch {
+		case o.DryRun && redo[k]:
+			e.State = "to redo"
+		case o.DryRun && checkpointed:
+			e.State = "to resume"
+		case o.DryRun:
+			e.State = "to generate"
+		}
+		if redo[k] || !checkpointed {
+			encode, encodeAt = append(encode, config.PromptSpec{Text: list.Text(i)}), append(encodeAt, k)
 		}
 	}
-	embeds := make([]*pipeline.Embedding, len(prompts))
+	res := &Result{Batch: entries}
+	if o.DryRun {
+		return res, nil
+	}
+	in, err := checkGenerateInputs(g, hooks, len(encode) > 0)
+	if err != nil {
+		return nil, err
+	}
 	if len(encode) > 0 && g.TextCache == "" {
 		return nil, userf("--prompts needs a text cache (generate.text_cache)")
 	}
-	es, err := encodePrompts(in, g, encode, true, hooks) // values read back per prompt
+	embeds := make([]*pipeline.Embedding, len(mine))
+	es, err := encodePrompts(in, g, dedupe(encode), true, hooks) // values read back per prompt
 	if err != nil {
 		return nil, err
 	}
-	for k, i := range encodeAt {
-		embeds[i] = es[k]
+	byText := map[string]*pipeline.Embedding{}
+	for _, e := range es {
+		byText[e.Prompt] = e
+	}
+	for _, k := range encodeAt {
+		embeds[k] = byText[list.Text(mine[k])]
 	}
 	todo := 0
 	for _, e := range entries {
-		if e.State != "done" {
+		if e.State == "pending" {
 			todo++
 		}
 	}
-	res := &Result{}
+	st := ShardStatus{Shard: o.Shard.String(), Started: now(), Entries: entries}
+	st.Host, _ = os.Hostname()
+	statusPath := filepath.Join(dir, DirShards, o.Shard.Name()+".json")
+	writeStatus := func() error {
+		st.Updated = now()
+		return WriteJSON(statusPath, st)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, DirShards), 0o755); err != nil {
+		return nil, err
+	}
+	if err := writeStatus(); err != nil {
+		return nil, err
+	}
 	if todo > 0 {
 		if err := in.loadBackbone(g); err != nil {
 			return nil, err
 		}
 	}
-	for i, p := range prompts {
-		e := &entries[i]
-		if e.State == "done" {
+	hooks.info("list %s: shard %s makes %d of its %d prompts (%d selected of %d lines)", dir, o.Shard, todo, len(mine), len(selected), len(list.Prompts))
+	for k, i := range mine {
+		e := &entries[k]
+		if e.State != "pending" {
 			continue
 		}
-		sub := batchRunConfig(gc, dir, i, p)
-		checkpointed, _ := Status(e.Dir)
-		hooks.info("prompt %d of %d (%s): %q", i+1, len(prompts), e.Dir, short(p))
-		gs := &GenerateState{}
-		var subEmbeds []*pipeline.Embedding
-		if checkpointed {
-			saved, err := resumeState(e.Dir, filepath.Join(e.Dir, DirState, FileCheckpoint), sub)
-			if err != nil {
-				return nil, fmt.Errorf("prompt %d: %w", i, err)
-			}
-			gs = saved
-			if subEmbeds, err = readRunEmbeddings(e.Dir, sub.Generate); err != nil {
-				return nil, fmt.Errorf("prompt %d: %w", i, err)
-			}
-		} else {
-			e, err := pipeline.ReadEmbedding(pipeline.CachePath(g.TextCache, embeds[i].Key))
-			if err != nil {
-				return nil, fmt.Errorf("prompt %d: text cache: %w", i, err)
-			}
-			subEmbeds = []*pipeline.Embedding{e}
+		unlock, err := lockPrompt(dir, i)
+		if err != nil {
+			return nil, err
 		}
-		// A folder without a checkpoint holds nothing to continue from:
-		// it is started over.
-		r, err := generateRun(ctx, sub, in, subEmbeds, gs, checkpointed, true, hooks)
+		if unlock == nil {
+			e.State = "busy"
+			hooks.warn("prompt %d: another worker holds %s; skipped (is a shard of another --shard count running on this list?)", i, filepath.Join(DirLocks, fmt.Sprintf("%05d.lock", i)))
+			continue
+		}
+		e.Started = now()
+		r, state, err := runListPrompt(ctx, gc, dir, i, list.Text(i), in, embeds[k], redo[k], o.Inputs, hooks, len(mine), k)
+		unlock()
+		e.Finished = now()
 		if r != nil {
 			res.Summary, res.Preview = r.Summary, r.Preview
 			e.Video = r.Video
 		}
-		switch {
-		case errors.Is(err, ErrInterrupted):
-			e.State = "interrupted"
-		case err != nil:
+		if err != nil && !errors.Is(err, ErrInterrupted) {
 			return nil, fmt.Errorf("prompt %d (%s): %w", i, e.Dir, err)
-		case checkpointed:
-			e.State = "resumed"
-		default:
-			e.State = "generated"
 		}
-		if err := WriteJSON(filepath.Join(dir, FileBatchStatus), entries); err != nil {
+		e.State = state
+		if err := writeStatus(); err != nil {
 			return nil, err
 		}
-		if e.State == "interrupted" {
-			res.Batch, res.Interrupted = entries, true
+		if state == "interrupted" {
+			res.Interrupted = true
 			return res, ErrInterrupted
 		}
 	}
-	if err := WriteJSON(filepath.Join(dir, FileBatchStatus), entries); err != nil {
+	st.Complete = true
+	for _, e := range entries {
+		if e.State == "busy" || e.State == "pending" {
+			st.Complete = false
+		}
+	}
+	if err := writeStatus(); err != nil {
 		return nil, err
 	}
-	res.Batch = entries
 	return res, nil
 }
 
-// openBatch makes or reopens a batch folder and returns its prompts: a new
-// folder gets the configuration and a copy of the prompts file; an
-// existing one must hold the same (or, with resume, is taken as it is);
-// force starts it over.
-func openBatch(dir string, gc config.GenerateConfig, resume, force bool) ([]string, error) {
-	if _, err := os.Stat(filepath.Join(dir, FileConfig)); err == nil {
-		return nil, userf("%s is the run folder of a single generate run, not a batch (--prompts); pick another --name", dir)
+// runListPrompt makes prompt i of a list (resuming its checkpoint unless
+// redo) and returns its result and state. Its folder is a generate run
+// folder under the prompt's lock: its outputs are checked against the
+// inputs (extra: the --config file) as a single run's are; resumed, it
+// must be a generate run's and loses the temporary files of writes a
+// killed worker left; made anew, it is claimed as a generate run, its own
+// earlier files replaced (a list's prompt is made again from the start
+// when nothing in its folder can be continued).
+func runListPrompt(ctx context.Context, gc config.GenerateConfig, dir string, i int, text string, in *genInputs, emb *pipeline.Embedding, redo bool, extra []atomicfile.Input, hooks Hooks, n, k int) (*Result, string, error) {
+	sd := BatchDir(dir, i)
+	sub := batchRunConfig(gc, dir, i, text)
+	if err := CheckGenerateOutputs(sub, extra...); err != nil {
+		return nil, "", err
 	}
-	y, err := config.MarshalGenerate(gc)
-	if err != nil {
-		return nil, err
-	}
-	have, herr := os.ReadFile(filepath.Join(dir, FileBatch))
+	checkpointed, _ := Status(sd)
+	resume := checkpointed && !redo
+	hooks.info("prompt %d (%d of %d in this shard, %s): %q", i, k+1, n, sd, short(text))
+	gs := &GenerateState{}
+	var subEmbeds []*pipeline.Embedding
 	if resume {
-		if herr != nil {
-			return nil, userf("--resume: %s is not a batch folder (%v)", dir, herr)
+		if err := CheckOwner(sd, "generate"); err != nil {
+			return nil, "", err
 		}
-		return ReadPrompts(filepath.Join(dir, FileBatchPrompts))
+		if err := atomicfile.CleanTemps(sd); err != nil {
+			return nil, "", fmt.Errorf("--resume: %w", err)
+		}
+		saved, err := resumeState(sd, filepath.Join(sd, DirState, FileCheckpoint), sub)
+		if err != nil {
+			return nil, "", err
+		}
+		gs = saved
+		if subEmbeds, err = readRunEmbeddings(sd, sub.Generate); err != nil {
+			return nil, "", err
+		}
+	} else {
+		e, err := pipeline.ReadEmbedding(pipeline.CachePath(gc.Generate.TextCache, emb.Key))
+		if err != nil {
+			return nil, "", fmt.Errorf("text cache: %w", err)
+		}
+		subEmbeds = []*pipeline.Embedding{e}
 	}
-	data, err := os.ReadFile(gc.Generate.PromptsFile)
+	// A folder without a checkpoint holds nothing to continue from: it is
+	// started over (Claim with overwriteOwn), as is one made again; a
+	// folder of another command is refused (--force starts the whole list
+	// over).
+	r, err := generateRun(ctx, sub, in, subEmbeds, gs, resume, false, true, hooks)
+	switch {
+	case errors.Is(err, ErrInterrupted):
+		return r, "interrupted", err
+	case err != nil:
+		return nil, "", err
+	case resume:
+		return r, "resumed", nil
+	}
+	return r, "generated", nil
+}
+
+// completeRun reports whether the run folder sd holds a complete video of
+// g: a generate run whose final checkpoint, written after every result
+// file, agrees with its summary (Inspect), and with a VAE the video
+// (video.mp4, or the PNG frames) and every horizon's video are there. It
+// returns the video's path.
+func completeRun(sd string, g config.GenerateSection) (string, bool) {
+	if s := Inspect(sd); !s.Complete || s.Command != "generate" {
+		return "", false
+	}
+	if g.VAE == "" {
+		return "", true
+	}
+	v := filepath.Join(sd, video.FileVideo)
+	if _, err := os.Stat(v); err != nil {
+		if _, err := os.Stat(filepath.Join(sd, video.DirFrames)); err == nil {
+			return filepath.Join(sd, video.DirFrames), true // made without ffmpeg
+		}
+		return "", false
+	}
+	for _, h := range g.Horizons {
+		if _, err := os.Stat(filepath.Join(sd, config.HorizonName(h))); err != nil {
+			return "", false
+		}
+	}
+	return v, true
+}
+
+// readList reads the list's prompts: from the list folder's copies with
+// resume, else from the configuration's files.
+func readList(dir string, gc config.GenerateConfig, resume bool) (*PromptList, error) {
+	g := gc.Generate
+	if resume {
+		ext := ""
+		if _, err := os.Stat(filepath.Join(dir, FileBatchExtended)); err == nil {
+			ext = filepath.Join(dir, FileBatchExtended)
+		}
+		l, err := ReadPromptList(filepath.Join(dir, FileBatchPrompts), ext)
+		if err != nil {
+			return nil, userf("--resume: %s is not a prompt-list folder: %w", dir, err)
+		}
+		return l, nil
+	}
+	l, err := ReadPromptList(g.PromptsFile, g.ExtendedPromptsFile)
 	if err != nil {
 		return nil, userf("--prompts: %w", err)
 	}
-	if len(data) > MaxPromptsFile {
-		return nil, userf("--prompts %s has %d bytes, more than the %d accepted", gc.Generate.PromptsFile, len(data), MaxPromptsFile)
-	}
-	prompts, err := parsePrompts(gc.Generate.PromptsFile, data)
+	return l, nil
+}
+
+// listIdentity is the list's FileBatch bytes and its manifest.
+func listIdentity(gc config.GenerateConfig, l *PromptList, selected []int) ([]byte, ListManifest, error) {
+	y, err := config.MarshalGenerate(config.ListIdentity(gc))
 	if err != nil {
-		return nil, userf("--prompts: %w", err)
+		return nil, ListManifest{}, err
 	}
-	if herr == nil && !force {
-		old, _ := os.ReadFile(filepath.Join(dir, FileBatchPrompts))
-		if !bytes.Equal(have, y) || !bytes.Equal(old, data) {
-			return nil, userf("batch folder %s holds a batch with another configuration or prompts file; continue it with --resume, start it over with --force, or pick another --name", dir)
+	man := ListManifest{Version: 1, PromptsSHA256: l.SHA256, ExtendedSHA256: l.ExtendedSHA256, Prompts: len(l.Prompts),
+		Selected: selected, ConfigSHA256: sha256Hex(y)}
+	return y, man, nil
+}
+
+// openList makes or joins a list folder, after checking it
+// (checkListFolder): the folder's marker names the list (ListCommand),
+// and each shared file is created if absent (atomically, so that shards
+// starting together agree on one) and else compared with this worker's.
+// force (a whole run) starts the list over: the list's files and its
+// prompts' folders are removed, and a folder of another command taken
+// over (its run files removed, as Claim does).
+func openList(dir string, gc config.GenerateConfig, l *PromptList, ident []byte, man ListManifest, force bool) error {
+	if err := checkListFolder(dir, l, ident, man, force); err != nil {
+		return err
+	}
+	prompts, err := os.ReadFile(l.Path)
+	if err != nil {
+		return userf("--prompts: %w", err)
+	}
+	files := []struct {
+		name string
+		data []byte
+	}{{FileBatchPrompts, prompts}}
+	if l.Extended != nil {
+		ext, err := os.ReadFile(l.ExtendedPath)
+		if err != nil {
+			return userf("--extended-prompts: %w", err)
 		}
-		return prompts, nil
+		files = append(files, struct {
+			name string
+			data []byte
+		}{FileBatchExtended, ext})
 	}
+	mj, err := jsonBytes(man)
+	if err != nil {
+		return err
+	}
+	owner, _ := json.Marshal(Owner{Format: ownerFormat, Command: ListCommand})
+	files = append(files, struct {
+		name string
+		data []byte
+	}{FileBatch, ident}, struct {
+		name string
+		data []byte
+	}{FileList, mj})
 	if force {
+		if err := atomicfile.CleanTemps(dir); err != nil {
+			return fmt.Errorf("list folder: %w", err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, FileConfig)); err == nil {
+			for _, f := range runFiles {
+				if err := os.RemoveAll(filepath.Join(dir, f)); err != nil {
+					return err
+				}
+			}
+		}
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
-			if _, ok := batchIndex(e.Name()); ok || e.Name() == FileBatch || e.Name() == FileBatchPrompts || e.Name() == FileBatchStatus {
+			_, ok := batchIndex(e.Name())
+			switch e.Name() {
+			case FileOwner, FileBatch, FileBatchPrompts, FileBatchExtended, FileList, DirShards, DirLocks, "batch.json":
+				ok = true
+			}
+			if ok {
 				if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-					return nil, err
+					return err
 				}
 			}
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("batch folder: %w", err)
+		return fmt.Errorf("list folder: %w", err)
 	}
-	if err := WriteFile(filepath.Join(dir, FileBatchPrompts), data); err != nil {
-		return nil, err
+	// The marker first: a shard arriving meanwhile sees the list's folder.
+	if err := createOnce(filepath.Join(dir, FileOwner), append(owner, '\n')); err != nil {
+		return err
 	}
-	if err := WriteFile(filepath.Join(dir, FileBatch), y); err != nil {
-		return nil, err
+	for _, f := range files {
+		if err := createOnce(filepath.Join(dir, f.name), f.data); err != nil {
+			return err
+		}
 	}
-	return prompts, nil
+	return checkList(dir, l, ident, man)
 }
+
+// checkListFolder checks, writing nothing, that dir may hold this list:
+// a missing folder, the list's own folder (marked ListCommand, or made
+// before markers: its list.json) holding the same list (checkList), or
+// with force any folder but a file. Refused without force: another
+// command's run folder (its marker, or before markers its summary.json
+// or config), a damaged marker, a batch folder of the first --prompts
+// layout, and a non-empty folder that is no run folder. Shards of one
+// list are never refused by one another's files: a shard that finds the
+// marker but not yet list.json (another shard is creating the list's
+// files) passes, and openList compares once its own are in place.
+func checkListFolder(dir string, l *PromptList, ident []byte, man ListManifest, force bool) error {
+	owner, err := ReadOwner(dir)
+	if err != nil && !force {
+		return userf("list folder %s: %v; start the list over with --force (without --shard) or pick another --name", dir, err)
+	}
+	st, serr := os.Stat(dir)
+	switch {
+	case errors.Is(serr, os.ErrNotExist):
+		return nil
+	case serr != nil:
+		return fmt.Errorf("list folder: %w", serr)
+	case !st.IsDir():
+		return userf("list folder %s exists and is not a folder; pick another --name or --out", dir)
+	case force:
+		return nil
+	}
+	if owner == "" {
+		owner = legacyOwner(dir)
+	}
+	_, lerr := os.Stat(filepath.Join(dir, FileList))
+	hasList := lerr == nil
+	switch {
+	case owner == ListCommand:
+		if !hasList {
+			return nil
+		}
+	case owner != "":
+		return userf("%s is the run folder of a %s run, not a prompt list (--prompts); pick another --name, or overwrite it with --force", dir, owner)
+	case hasList:
+		// A list made before markers: joined (openList marks it).
+	default:
+		if err := checkLegacyBatch(dir); err != nil {
+			return err
+		}
+		if _, err := os.Stat(filepath.Join(dir, FileBatch)); err == nil {
+			return checkList(dir, l, ident, man) // a list from before list.json: refused there
+		}
+		if _, err := os.Stat(filepath.Join(dir, FileConfig)); err == nil {
+			return userf("%s is the run folder of an earlier run (made before run folders recorded their command), not a prompt list (--prompts); pick another --name, or overwrite it with --force", dir)
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("list folder: %w", err)
+		}
+		n := 0
+		for _, e := range ents {
+			if !atomicfile.IsTemp(e.Name()) { // a shard's marker being created
+				n++
+			}
+		}
+		if n > 0 {
+			return userf("%s exists and is not a densitykv prompt list (%d entries); pick another --name or --out, or write the list's files into it with --force", dir, n)
+		}
+		return nil
+	}
+	if err := checkLegacyBatch(dir); err != nil {
+		return err
+	}
+	return checkList(dir, l, ident, man)
+}
+
+// checkList compares an existing list folder's identity with this
+// worker's: the prompts, the configuration and the selection. A folder
+// without a list (new) passes.
+func checkList(dir string, l *PromptList, ident []byte, man ListManifest) error {
+	var have ListManifest
+	err := ReadJSON(filepath.Join(dir, FileList), &have)
+	if errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(dir, FileBatch)); err == nil {
+			return userf("%s holds a prompt list from an older densitykv (no %s); continue it with that version or pick another --name", dir, FileList)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case have.PromptsSHA256 != man.PromptsSHA256 || have.Prompts != man.Prompts:
+		return userf("list folder %s was made from another prompts file (%d lines, SHA-256 %.12s…; %s has %d lines, SHA-256 %.12s…); every shard of a list reads the same file: pick another --name for this one",
+			dir, have.Prompts, have.PromptsSHA256, l.Path, man.Prompts, man.PromptsSHA256)
+	case have.ExtendedSHA256 != man.ExtendedSHA256:
+		return userf("list folder %s was made with other extended prompts (SHA-256 %q, this run %q); pick another --name", dir, have.ExtendedSHA256, man.ExtendedSHA256)
+	case have.ConfigSHA256 != man.ConfigSHA256:
+		old, _ := os.ReadFile(filepath.Join(dir, FileBatch))
+		return userf("list folder %s was made with another configuration (%s%s); every shard of a list runs the same configuration: pick another --name, or continue the list with --resume",
+			dir, FileBatch, firstDiff(old, ident))
+	case fmt.Sprint(have.Selected) != fmt.Sprint(man.Selected):
+		return userf("list folder %s makes prompts %v, this run %v (generate.prompt_indices); pick another --name", dir, have.Selected, man.Selected)
+	}
+	return nil
+}
+
+// checkLegacyBatch refuses a batch folder of the first --prompts layout
+// (blank lines skipped, so its folder numbers are not line indices).
+func checkLegacyBatch(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "batch.json")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, FileList)); err != nil {
+			return userf("%s holds a batch from an older densitykv whose folders count non-blank lines; start it over with --force or pick another --name", dir)
+		}
+	}
+	return nil
+}
+
+// firstDiff describes the first line where two configurations differ.
+func firstDiff(a, b []byte) string {
+	al, bl := strings.Split(string(a), "\n"), strings.Split(string(b), "\n")
+	for i := 0; i < max(len(al), len(bl)); i++ {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			return fmt.Sprintf(", line %d: the folder's %q, this run's %q", i+1, strings.TrimSpace(x), strings.TrimSpace(y))
+		}
+	}
+	return ""
+}
+
+// createOnce writes data to path if no file is there (atomically: a
+// temporary file hard-linked into place, so that of two workers creating
+// it at once one wins and the other sees its file), and otherwise leaves
+// the file as it is (checkList compares it).
+func createOnce(path string, data []byte) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("list folder: %w", err)
+	}
+	return nil
+}
+
+// lockPrompt takes prompt i's lock file without waiting: it returns the
+// unlock function, or nil when another process holds the lock.
+func lockPrompt(dir string, i int) (func(), error) {
+	if err := os.MkdirAll(filepath.Join(dir, DirLocks), 0o755); err != nil {
+		return nil, err
+	}
+	p := filepath.Join(dir, DirLocks, fmt.Sprintf("%05d.lock", i))
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", p, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("lock %s: %w", p, err)
+	}
+	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
+// dedupe drops repeated prompt texts (one encoding each).
+func dedupe(ps []config.PromptSpec) []config.PromptSpec {
+	seen := map[string]bool{}
+	var out []config.PromptSpec
+	for _, p := range ps {
+		if !seen[p.Text] {
+			seen[p.Text] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func jsonBytes(v any) ([]byte, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	return append(b, '\n'), err
+}
+
+func now() string { return time.Now().UTC().Format(time.RFC3339) }
 
 // batchIndex parses a prompt folder's name (NNNNN).
 func batchIndex(name string) (int, bool) {

@@ -95,6 +95,10 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*Dec
 	if err := vs.Folder().Truncate(0, 0); err != nil {
 		return nil, err
 	}
+	hv := newHorizonVideos(vs.Folder(), gc.Generate)
+	if err := hv.start(0); err != nil {
+		return nil, err
+	}
 	F := man.FramesPerBlock
 	sc := m.Cfg.SpatialScale()
 	res := &DecodeResult{Dir: dir, Width: sc * man.Width, Height: sc * man.Height}
@@ -109,6 +113,9 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*Dec
 			return nil, fmt.Errorf("decode: block %d: %w", b, err)
 		}
 		if err := vs.Block(b, z, F, man.Channels, man.Height, man.Width); err != nil {
+			return nil, err
+		}
+		if err := hv.block(b); err != nil {
 			return nil, err
 		}
 		if hooks.Progress != nil {

@@ -92,7 +92,7 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	if err := in.loadBackbone(g); err != nil {
 		return nil, err
 	}
-	return generateRun(ctx, gc, in, embeds, gs, resume, force, hooks)
+	return generateRun(ctx, gc, in, embeds, gs, resume, force, false, hooks)
 }
 
 // genInputs are a generate run's checked inputs and, once loaded, its
@@ -228,8 +228,9 @@ func schedule(g config.GenerateSection, embeds []*pipeline.Embedding) []rollout.
 	return out
 }
 
-// generateRun is one run into its folder with the models in in.
-func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, embeds []*pipeline.Embedding, gs *GenerateState, resume, force bool, hooks Hooks) (*Result, error) {
+// generateRun is one run into its folder with the models in in; a new run
+// claims its folder as a generate run (Claim with force and overwriteOwn).
+func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, embeds []*pipeline.Embedding, gs *GenerateState, resume, force, overwriteOwn bool, hooks Hooks) (*Result, error) {
 	g := gc.Generate
 	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
 	stateDir := filepath.Join(dir, DirState)
@@ -267,7 +268,7 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	}
 	if !resume {
 		// Every input is checked: now the run folder.
-		if prov, err = newGenerateFolder(dir, force, gc, gs, embeds, in.text); err != nil {
+		if prov, err = newGenerateFolder(dir, force, overwriteOwn, gc, gs, embeds, in.text); err != nil {
 			return nil, err
 		}
 		gs.Video = mode
@@ -388,9 +389,16 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 		return nil, err
 	}
 	var vs *pipeline.VideoStream
+	var hv *horizonVideos
 	if in.vae != nil {
 		if vs, err = openVideo(dir, in.vae, ffmpeg, g, gs, prov, resume, start, w.Manifest(), hooks); err != nil {
 			return nil, err
+		}
+		if hv = newHorizonVideos(vs.Folder(), g); len(g.Horizons) > 0 {
+			if err := hv.start(start); err != nil {
+				return nil, err
+			}
+			hooks.info("horizons: %s", hv.describe())
 		}
 	}
 	logw, err := OpenLog(filepath.Join(dir, FileLog), st.LogBytes)
@@ -546,6 +554,9 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 				}
 				gs.SegmentsSHA256 = append(gs.SegmentsSHA256[:b], sum.SHA256)
 			}
+			if err := hv.block(b); err != nil {
+				return err
+			}
 		}
 		st.NextBlock = b + 1
 		if every := gc.Run.SnapshotEvery; every > 0 && st.NextBlock%every == 0 && st.NextBlock < g.Blocks {
@@ -632,6 +643,7 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 		if vs.Folder().MP4() && st.NextBlock > 0 {
 			res.Summary.Files = append(res.Summary.Files, vs.Folder().VideoPath())
 		}
+		res.Summary.Files = append(res.Summary.Files, hv.files(st.NextBlock)...)
 	}
 	if err := WriteJSON(filepath.Join(dir, FileSummary), res.Summary); err != nil {
 		return nil, err
@@ -746,9 +758,9 @@ func resumeState(dir, cpPath string, gc config.GenerateConfig) (*GenerateState, 
 // newGenerateFolder prepares the run folder of a new generate run: its
 // configuration, the prompts' embeddings, the provenance, and in gs its
 // fingerprint, the inputs' and the empty state.
-func newGenerateFolder(dir string, force bool, gc config.GenerateConfig, gs *GenerateState, embeds []*pipeline.Embedding, text *pipeline.TextInputs) (pipeline.Provenance, error) {
+func newGenerateFolder(dir string, force, overwriteOwn bool, gc config.GenerateConfig, gs *GenerateState, embeds []*pipeline.Embedding, text *pipeline.TextInputs) (pipeline.Provenance, error) {
 	var prov pipeline.Provenance
-	if err := Claim(dir, "generate", force, false); err != nil {
+	if err := Claim(dir, "generate", force, overwriteOwn); err != nil {
 		return prov, err
 	}
 	for _, d := range []string{rollout.ManifestFile, rollout.LatentDir, DirPreview, FilePreviewVideo, FileTrace, FileLineage, FileTraceLayers, FileGeneration, DirText} {

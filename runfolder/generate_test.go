@@ -309,10 +309,12 @@ func meanAbs(a, b []byte) float64 {
 	return float64(s) / float64(len(a))
 }
 
-// TestGenerateBatch: a prompts file of 3 lines gives 3 run folders with a
-// video each (2 blocks: 21 frames); run again, every video is skipped; stopped in the second
-// video and run again, the first is skipped, the second resumed and the
-// third made, with the same frames as the uninterrupted batch.
+// TestGenerateBatch: a prompts file of 4 lines, one blank, gives 3 run
+// folders named by line index (00000, 00002, 00003: the blank line keeps
+// its index and makes no video) with a video each (2 blocks: 21 frames);
+// run again, every video is skipped; stopped in the second video and run
+// again, the first is skipped, the second resumed and the third made,
+// with the same frames as the uninterrupted batch.
 func TestGenerateBatch(t *testing.T) {
 	ff, _ := mustFF(t)
 	dir := t.TempDir()
@@ -332,22 +334,26 @@ func TestGenerateBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Batch) != 3 || blocks != 6 || res.Batch[1].Prompt != "a red panda walks through snow" {
+	if len(res.Batch) != 4 || blocks != 6 || res.Batch[2].Prompt != "  a red panda walks through snow" || res.Batch[1].State != "blank" {
 		t.Fatalf("batch %+v, %d blocks", res.Batch, blocks)
 	}
-	for i, e := range res.Batch {
-		if e.State != "generated" || e.Video != "" && !strings.Contains(e.Video, BatchDir(filepath.Join(dir, "full"), i)) {
+	for _, i := range []int{0, 2, 3} {
+		e := res.Batch[i]
+		if e.Index != i || e.State != "generated" || e.Video != "" && !strings.Contains(e.Video, BatchDir(filepath.Join(dir, "full"), i)) {
 			t.Fatalf("prompt %d: %+v", i, e)
 		}
 		if _, err := os.Stat(filepath.Join(BatchDir(filepath.Join(dir, "full"), i), video.FileVideo)); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if _, err := os.Stat(BatchDir(filepath.Join(dir, "full"), 1)); !os.IsNotExist(err) {
+		t.Fatalf("the blank line has a folder: %v", err)
+	}
 	blocks = 0
 	if res, err = Generate(context.Background(), batch("full"), false, false, hooks); err != nil {
 		t.Fatal(err)
 	}
-	if blocks != 0 || res.Batch[2].State != "done" {
+	if blocks != 0 || res.Batch[3].State != "done" {
 		t.Fatalf("second run: %d blocks, %+v", blocks, res.Batch)
 	}
 	// Stopped during the second video, after its block 0.
@@ -359,17 +365,17 @@ func TestGenerateBatch(t *testing.T) {
 		}
 	}}
 	res, err = Generate(ctx, batch("stop"), false, false, stop)
-	if err != ErrInterrupted || res.Batch[1].State != "interrupted" || res.Batch[2].State != "pending" {
+	if err != ErrInterrupted || res.Batch[2].State != "interrupted" || res.Batch[3].State != "pending" {
 		t.Fatalf("stopped batch: %v %+v", err, res.Batch)
 	}
 	blocks = 0
 	if res, err = Generate(context.Background(), batch("stop"), true, false, hooks); err != nil {
 		t.Fatal(err)
 	}
-	if blocks != 1+2 || res.Batch[0].State != "done" || res.Batch[1].State != "resumed" || res.Batch[2].State != "generated" {
+	if blocks != 1+2 || res.Batch[0].State != "done" || res.Batch[2].State != "resumed" || res.Batch[3].State != "generated" {
 		t.Fatalf("continued batch: %d blocks, %+v", blocks, res.Batch)
 	}
-	for i := 0; i < 3; i++ {
+	for _, i := range []int{0, 2, 3} {
 		a, na, err := video.ReadFrames(ff, filepath.Join(BatchDir(filepath.Join(dir, "full"), i), video.FileVideo), 64, 48)
 		if err != nil {
 			t.Fatal(err)
@@ -379,13 +385,13 @@ func TestGenerateBatch(t *testing.T) {
 			t.Fatalf("prompt %d: %d and %d frames, equal %v (%v)", i, na, nb, bytes.Equal(a, b), err)
 		}
 	}
-	var status []BatchEntry
-	if b, err := os.ReadFile(filepath.Join(dir, "stop", FileBatchStatus)); err != nil || json.Unmarshal(b, &status) != nil || len(status) != 3 {
-		t.Fatalf("batch.json: %v", err)
+	var status ShardStatus
+	if b, err := os.ReadFile(filepath.Join(dir, "stop", DirShards, "shard-0-of-1.json")); err != nil || json.Unmarshal(b, &status) != nil || len(status.Entries) != 4 || !status.Complete {
+		t.Fatalf("shard status: %v %+v", err, status)
 	}
 	// Another prompts file in the same folder is refused.
 	os.WriteFile(pf, []byte("something else\n"), 0o644)
-	if _, err := Generate(context.Background(), batch("full"), false, false, hooks); err == nil || !strings.Contains(err.Error(), "another configuration or prompts file") {
+	if _, err := Generate(context.Background(), batch("full"), false, false, hooks); err == nil || !strings.Contains(err.Error(), "another prompts file") {
 		t.Fatalf("changed prompts file: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package runfolder
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/atomicfile"
@@ -20,7 +21,7 @@ func GenerateInputs(g config.GenerateSection) []atomicfile.Input {
 	for _, t := range g.Texts {
 		ins = append(ins, atomicfile.Input{Role: "--text", Path: t.Path})
 	}
-	for _, f := range []atomicfile.Input{{Role: "--text-encoder", Path: g.TextEncoder}, {Role: "--tokenizer", Path: g.Tokenizer}, {Role: "--vae", Path: g.VAE}, {Role: "--prompts", Path: g.PromptsFile}} {
+	for _, f := range []atomicfile.Input{{Role: "--text-encoder", Path: g.TextEncoder}, {Role: "--tokenizer", Path: g.Tokenizer}, {Role: "--vae", Path: g.VAE}, {Role: "--prompts", Path: g.PromptsFile}, {Role: "--rag-ae", Path: g.RAGAE}} {
 		if f.Path != "" {
 			ins = append(ins, f)
 		}
@@ -29,14 +30,18 @@ func GenerateInputs(g config.GenerateSection) []atomicfile.Input {
 }
 
 // CheckGenerateOutputs refuses, before anything is written, a generate
-// run whose outputs (the run folder's files, --record-stream) would
-// overwrite one of its inputs (GenerateInputs and extra, e.g. the --config
-// file) or the record stream's folder is missing. Errors are UserErrors.
+// run whose outputs (the run folder's files, the horizons' videos,
+// --record-stream) would overwrite one of its inputs (GenerateInputs and
+// extra, e.g. the --config file) or the record stream's folder is
+// missing. Errors are UserErrors.
 func CheckGenerateOutputs(gc config.GenerateConfig, extra ...atomicfile.Input) error {
 	g := gc.Generate
 	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
 	ins := append(GenerateInputs(g), extra...)
 	outs := Outputs(dir)
+	for _, h := range g.Horizons {
+		outs = append(outs, atomicfile.Output{Role: "the run folder's", Path: filepath.Join(dir, config.HorizonName(h))})
+	}
 	if g.RecordStream != "" {
 		// Not one of the run folder's own files, not an input, and its
 		// folder exists.
@@ -106,4 +111,79 @@ func checkTextProjections(gen *rollout.Generator, texts []config.TextSpec) error
 		}
 	}
 	return nil
+}
+
+// CheckListOutputs refuses, before anything is written, a prompt list
+// (generate --prompts) whose outputs would overwrite one of its inputs
+// (GenerateInputs, the extended prompts file, and extra, e.g. the --config
+// file): the shards' status files and the prompt locks, the list's shared
+// files when force starts the list over (else they are written once and
+// never replaced: a list may read its own prompts.txt), and the run files
+// of every prompt folder (NNNNN/) an input lies in. Each prompt's run is
+// checked again before it starts (CheckGenerateOutputs), as a single run
+// is. --record-stream is refused: every prompt's run would write it.
+// Errors are UserErrors.
+func CheckListOutputs(gc config.GenerateConfig, force bool, extra ...atomicfile.Input) error {
+	g := gc.Generate
+	if g.RecordStream != "" {
+		return userf("--record-stream %s records one run's stream; a prompt list (--prompts) makes one run per prompt: record a single run", g.RecordStream)
+	}
+	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
+	ins := append(GenerateInputs(g), extra...)
+	if g.ExtendedPromptsFile != "" {
+		ins = append(ins, atomicfile.Input{Role: "--extended-prompts", Path: g.ExtendedPromptsFile})
+	}
+	outs := []atomicfile.Output{
+		{Role: "the list folder's", Path: filepath.Join(dir, DirShards), Dir: true},
+		{Role: "the list folder's", Path: filepath.Join(dir, DirLocks), Dir: true},
+	}
+	if force {
+		for _, f := range []string{FileOwner, FileBatch, FileBatchPrompts, FileBatchExtended, FileList} {
+			outs = append(outs, atomicfile.Output{Role: "the list folder's", Path: filepath.Join(dir, f)})
+		}
+	}
+	seen := map[int]bool{}
+	for _, in := range ins {
+		for _, i := range promptFoldersOf(dir, in.Path) {
+			if !seen[i] {
+				seen[i] = true
+				outs = append(outs, Outputs(BatchDir(dir, i))...)
+			}
+		}
+	}
+	if err := atomicfile.CheckOutputs(outs, ins); err != nil {
+		return &UserError{err}
+	}
+	return nil
+}
+
+// promptFoldersOf returns the prompt folders of the list folder dir
+// (NNNNN/, by index) that the file at path lies in, as spelled or through
+// symbolic links.
+func promptFoldersOf(dir, path string) []int {
+	if path == "" {
+		return nil
+	}
+	var out []int
+	add := func(d, p string) {
+		rel, err := filepath.Rel(d, p)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return
+		}
+		first, _, _ := strings.Cut(rel, string(filepath.Separator))
+		if i, ok := batchIndex(first); ok {
+			out = append(out, i)
+		}
+	}
+	ad, err1 := filepath.Abs(dir)
+	ap, err2 := filepath.Abs(path)
+	if err1 == nil && err2 == nil {
+		add(ad, ap)
+	}
+	if rd, err := filepath.EvalSymlinks(dir); err == nil {
+		if rp, err := filepath.EvalSymlinks(path); err == nil {
+			add(rd, rp)
+		}
+	}
+	return out
 }

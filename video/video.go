@@ -343,10 +343,42 @@ func (f *Folder) Join() (string, error) {
 	if len(f.done) == 0 {
 		return "", errors.New("video: join: no finished segment")
 	}
-	out := f.VideoPath()
+	return f.VideoPath(), f.join(len(f.done), filepath.Join(f.dir, DirSegments, FileList), f.VideoPath())
+}
+
+// JoinPrefix writes the file name in the folder from the first n finished
+// segments, joined as Join joins them all (without re-encoding, so that
+// its decoded frames are exactly the first frames of the whole video). It
+// returns the file's path.
+func (f *Folder) JoinPrefix(n int, name string) (string, error) {
+	if !f.MP4() {
+		return "", ErrNoFFmpeg
+	}
+	if n <= 0 || n > len(f.done) {
+		return "", fmt.Errorf("video: join the first %d segments: %d are finished", n, len(f.done))
+	}
+	if name == "" || name != filepath.Base(name) || !strings.HasSuffix(name, ".mp4") || name == FileVideo {
+		return "", fmt.Errorf("video: join: %q is not a plain .mp4 file name other than %s", name, FileVideo)
+	}
+	var sb strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&sb, "file '%s'\n", filepath.Base(f.SegmentPath(i)))
+	}
+	list := filepath.Join(f.dir, DirSegments, "list_"+strings.TrimSuffix(name, ".mp4")+".txt")
+	if err := atomicfile.WriteBytes(list, []byte(sb.String())); err != nil {
+		return "", err
+	}
+	defer os.Remove(list)
+	out := filepath.Join(f.dir, name)
+	return out, f.join(n, list, out)
+}
+
+// join concatenates the n segments of the concat list into out (through a
+// partial file renamed into place).
+func (f *Folder) join(n int, list, out string) error {
 	tmp := strings.TrimSuffix(out, ".mp4") + ".partial.mp4"
 	args := []string{"-hide_banner", "-loglevel", "error", "-y", "-f", "concat", "-safe", "0",
-		"-i", filepath.Join(f.dir, DirSegments, FileList), "-map", "0:v", "-c", "copy", "-map_metadata", "-1"}
+		"-i", list, "-map", "0:v", "-c", "copy", "-map_metadata", "-1"}
 	args = append(args, metaArgs(f.opt.Tags)...)
 	args = append(args, "-f", "mp4", tmp)
 	cmd := exec.Command(f.opt.FFmpeg, args...)
@@ -354,12 +386,12 @@ func (f *Folder) Join() (string, error) {
 	cmd.Stderr = stderr
 	if err := cmd.Run(); err != nil {
 		os.Remove(tmp)
-		return "", fmt.Errorf("video: join %d segments: ffmpeg: %w%s", len(f.done), err, stderr.suffix())
+		return fmt.Errorf("video: join %d segments into %s: ffmpeg: %w%s", n, filepath.Base(out), err, stderr.suffix())
 	}
 	if err := os.Rename(tmp, out); err != nil {
-		return "", fmt.Errorf("video: join: %w", err)
+		return fmt.Errorf("video: join: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // tailBuffer keeps the last max bytes written to it (ffmpeg's messages).

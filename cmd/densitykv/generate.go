@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -32,6 +33,7 @@ func newGenerateCmd() *cobra.Command {
 	var snapEvery int
 	var out, name string
 	var cf *configFlags
+	var lf listFlags
 	def := config.GenerateDefaults()
 	cmd := &cobra.Command{
 		Use:   "generate",
@@ -48,8 +50,16 @@ VAE decoder, which turns each finished block into video as the rollout goes.
 --prompt TEXT[@BLOCK] (repeatable) switches to a prompt at a block; --text
 FILE[@BLOCK] gives text-encoder outputs computed elsewhere instead (both may
 be mixed in one schedule). --prompts FILE makes one video per line, each in
-<out>/<name>/NNNNN/ (run the same command again, or --resume, to continue a
-stopped batch: finished videos are skipped).
+<out>/<name>/NNNNN/ (NNNNN: the line's index from 0, blank lines counted and
+skipped, as the authors' TextDataset reads the file), every prompt with
+--seed; run the same command again, or --resume, to continue a stopped list:
+finished videos are skipped (--skip-existing=false makes them again).
+--prompt-indices selects lines; --shard I/N (or env: JOB_COMPLETION_INDEX or
+SLURM_ARRAY_TASK_ID) makes one worker's share, and shards may share the list
+folder; --dry-run lists what a worker would make; densitykv collect merges the
+list's folders into one report. --horizons 30,60,120 also writes
+video_30s.mp4 … as exact prefixes of the one rollout (30 s = 40 blocks, 477
+frames).
 
 --precision fp32|bf16 is the precision of the text encoder, the DiT and the
 VAE (default: bf16 for --arch 1.3b, fp32 for tiny).
@@ -109,7 +119,7 @@ identical to an uninterrupted run.`,
 			if rf.resume {
 				var bad []string
 				f.Visit(func(fl *pflag.Flag) {
-					if !strings.Contains(" out name resume json quiet ", " "+fl.Name+" ") {
+					if !strings.Contains(" out name resume json quiet shard dry-run skip-existing ", " "+fl.Name+" ") {
 						bad = append(bad, "--"+fl.Name)
 					}
 				})
@@ -125,6 +135,7 @@ identical to an uninterrupted run.`,
 				if err := loadGenerateConfig(filepath.Join(out, name), &gc); err != nil {
 					return resumeLoadError(filepath.Join(out, name), err)
 				}
+				resumeList(f, &gc, out, name, g.SkipExisting)
 				// The folder named by --out/--name, wherever the run
 				// started (a folder moved or copied since).
 				gc.Run.Out, gc.Run.Name = out, name
@@ -135,6 +146,9 @@ identical to an uninterrupted run.`,
 					sourceIDs: sourceIDs, recache: recache}); err != nil {
 					return err
 				}
+			}
+			if gc.Generate.PromptsFile != "" || lf.shard != "" || lf.dryRun {
+				return runList(cmd, gc, rf, lf, cf.file)
 			}
 			return runGenerate(cmd, gc, rf, cf.file)
 		},
@@ -151,7 +165,13 @@ identical to an uninterrupted run.`,
 	f.StringSliceVar(&texts, "text", nil, "text-encoder output tensor file; PATH@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable) (generate.texts)")
 	f.StringVar(&textTensor, "text-tensor", "", "tensor name inside the text files (default: context, or the only tensor)")
 	f.StringArrayVar(&prompts, "prompt", nil, "prompt text; TEXT@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable) (generate.prompts)")
-	f.StringVar(&g.PromptsFile, "prompts", "", "file of prompts, one video per line, each in <out>/<name>/NNNNN/ (generate.prompts_file)")
+	f.StringVar(&g.PromptsFile, "prompts", "", "file of prompts, one video per line, each in <out>/<name>/NNNNN/ (NNNNN: the line's index from 0) (generate.prompts_file)")
+	f.StringVar(&g.ExtendedPromptsFile, "extended-prompts", "", "file whose line i is the text encoded for line i of --prompts (the authors' extended prompts) (generate.extended_prompts_file)")
+	f.IntSliceVar(&g.PromptIndices, "prompt-indices", nil, "make only these lines of --prompts (indices from 0, e.g. the paper's ablation subset) (generate.prompt_indices)")
+	f.BoolVar(&g.SkipExisting, "skip-existing", dg.SkipExisting, "skip the prompts of a list whose video is complete; =false makes them again (generate.skip_existing)")
+	f.Float64SliceVar(&g.Horizons, "horizons", nil, "also write video_<S>s.mp4 for these lengths in seconds, exact prefixes of the one rollout (e.g. 30,60,120; sets the length when --seconds/--blocks are not given) (generate.horizons)")
+	f.StringVar(&lf.shard, "shard", "", "with --prompts, make only shard I of N of the list (I/N from 0; env or env/N: I from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID, N from DENSITYKV_SHARDS or SLURM_ARRAY_TASK_COUNT)")
+	f.BoolVar(&lf.dryRun, "dry-run", false, "with --prompts, print what this shard would make (each prompt's index and state) and exit, writing nothing")
 	f.StringVar(&g.TextEncoder, "text-encoder", dg.TextEncoder, "umT5 text encoder checkpoint (models_t5_umt5-xxl-enc-bf16.pth or .safetensors) (generate.text_encoder)")
 	f.StringVar(&g.Tokenizer, "tokenizer", dg.Tokenizer, "the text encoder's spiece.model, or a folder holding it (google/umt5-xxl) (generate.tokenizer)")
 	f.StringVar(&g.TextCache, "text-cache", dg.TextCache, "folder of cached prompt embeddings (default <out>/text_cache) (generate.text_cache)")
@@ -298,6 +318,10 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 	setIf(f, "preview", &G.Preview, g.Preview)
 	setIf(f, "record-stream", &G.RecordStream, g.RecordStream)
 	setIf(f, "prompts", &G.PromptsFile, g.PromptsFile)
+	setIf(f, "extended-prompts", &G.ExtendedPromptsFile, g.ExtendedPromptsFile)
+	setIf(f, "prompt-indices", &G.PromptIndices, g.PromptIndices)
+	setIf(f, "skip-existing", &G.SkipExisting, g.SkipExisting)
+	setIf(f, "horizons", &G.Horizons, g.Horizons)
 	setIf(f, "text-encoder", &G.TextEncoder, g.TextEncoder)
 	setIf(f, "tokenizer", &G.Tokenizer, g.Tokenizer)
 	setIf(f, "text-cache", &G.TextCache, g.TextCache)
@@ -355,12 +379,14 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 		return gc, usagef("--frames-per-block (generate.frames_per_block) is %d, want >= 1", F)
 	}
 	// The length: --blocks or --seconds, else the file's generate.blocks or
-	// stream.seconds, else --seconds' default.
+	// stream.seconds, else the longest horizon, else --seconds' default.
 	switch {
 	case f.Changed("seconds") && f.Changed("blocks"):
 		return gc, usagef("give --seconds or --blocks, not both")
 	case f.Changed("blocks"):
 		G.Blocks = g.Blocks
+	case len(G.Horizons) > 0 && !f.Changed("seconds") && !file("generate.blocks") && !file("stream.seconds"):
+		G.Blocks = config.HorizonBlocks(slices.Max(G.Horizons), F)
 	case f.Changed("seconds") || !file("generate.blocks"):
 		s := gf.seconds
 		if !f.Changed("seconds") && file("stream.seconds") {
@@ -416,13 +442,51 @@ func capGenerateHeap(arch string) {
 // runGenerate runs a rollout into its run folder or, with --resume,
 // continues a stopped one (runfolder.Generate), and reports.
 func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, configFile string) error {
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	stdout := cmd.OutOrStdout()
 	g := gc.Generate
 	capGenerateHeap(g.Arch)
 	updates := stdout
 	if rf.json {
 		updates = nil
 	}
+	hooks, finish := generateHooks(cmd, gc, rf, updates)
+	if err := runfolder.CheckGenerateOutputs(gc, atomicfile.Input{Role: "--config", Path: configFile}); err != nil {
+		finish()
+		return err
+	}
+	res, err := runfolder.Generate(cmd.Context(), gc, rf.resume, rf.force, hooks)
+	finish()
+	if err != nil && !errors.Is(err, runfolder.ErrInterrupted) {
+		return inputError(err, g)
+	}
+	if rf.json {
+		if err := printJSON(stdout, res.Summary); err != nil {
+			return err
+		}
+	} else {
+		printSummary(stdout, res.Summary)
+		fmt.Fprintf(stdout, "latents: %s (manifest.json, latents/)\n", res.Summary.RunDir)
+		if res.Video != "" {
+			fmt.Fprintln(stdout, res.Video)
+		}
+		if res.Preview != "" {
+			fmt.Fprintln(stdout, res.Preview)
+		}
+	}
+	if res.Interrupted {
+		return fmt.Errorf("%w with %d of %d blocks done; continue with: densitykv generate --out %s --name %s --resume",
+			errInterrupted, res.Summary.CompletedBlocks, g.Blocks, gc.Run.Out, gc.Run.Name)
+	}
+	return nil
+}
+
+// generateHooks reports a generate run (or a list's runs) on the command's
+// output: the run's header, block progress and updates (on updates, nil
+// for none), the other stages' progress, information and warnings.
+// finish ends the progress bar.
+func generateHooks(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, updates io.Writer) (runfolder.Hooks, func()) {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	g := gc.Generate
 	var prog *progress
 	stages := map[string]*progress{}
 	hooks := runfolder.Hooks{
@@ -477,67 +541,11 @@ func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, conf
 	for _, w := range gc.Warnings {
 		fmt.Fprintln(stderr, w)
 	}
-	if err := runfolder.CheckGenerateOutputs(gc, atomicfile.Input{Role: "--config", Path: configFile}); err != nil {
-		return err
-	}
-	res, err := runfolder.Generate(cmd.Context(), gc, rf.resume, rf.force, hooks)
-	if prog != nil {
-		prog.finish()
-	}
-	if err != nil && !errors.Is(err, runfolder.ErrInterrupted) {
-		return inputError(err, g)
-	}
-	if res.Batch != nil {
-		return reportBatch(stdout, gc, res, rf)
-	}
-	if rf.json {
-		if err := printJSON(stdout, res.Summary); err != nil {
-			return err
-		}
-	} else {
-		printSummary(stdout, res.Summary)
-		fmt.Fprintf(stdout, "latents: %s (manifest.json, latents/)\n", res.Summary.RunDir)
-		if res.Video != "" {
-			fmt.Fprintln(stdout, res.Video)
-		}
-		if res.Preview != "" {
-			fmt.Fprintln(stdout, res.Preview)
+	return hooks, func() {
+		if prog != nil {
+			prog.finish()
 		}
 	}
-	if res.Interrupted {
-		return fmt.Errorf("%w with %d of %d blocks done; continue with: densitykv generate --out %s --name %s --resume",
-			errInterrupted, res.Summary.CompletedBlocks, g.Blocks, gc.Run.Out, gc.Run.Name)
-	}
-	return nil
-}
-
-// reportBatch prints what a batch (--prompts) did.
-func reportBatch(w io.Writer, gc config.GenerateConfig, res *runfolder.Result, rf runFlags) error {
-	done := 0
-	for _, e := range res.Batch {
-		if e.State == "done" || e.State == "generated" || e.State == "resumed" {
-			done++
-		}
-	}
-	if rf.json {
-		if err := printJSON(w, res.Batch); err != nil {
-			return err
-		}
-	} else {
-		for _, e := range res.Batch {
-			video := e.Video
-			if video == "" {
-				video = "-"
-			}
-			fmt.Fprintf(w, "%5d  %-11s  %s  %q\n", e.Index, e.State, video, e.Prompt)
-		}
-		fmt.Fprintf(w, "batch %s: %d of %d videos complete (status in %s)\n", filepath.Join(gc.Run.Out, gc.Run.Name), done, len(res.Batch), runfolder.FileBatchStatus)
-	}
-	if res.Interrupted {
-		return fmt.Errorf("%w with %d of %d videos complete; continue with: densitykv generate --out %s --name %s --resume",
-			errInterrupted, done, len(res.Batch), gc.Run.Out, gc.Run.Name)
-	}
-	return nil
 }
 
 // inputError names the flag of a checkpoint or text that the rollout could

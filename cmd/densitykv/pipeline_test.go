@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
@@ -402,6 +403,36 @@ func TestGeneratePromptsFile(t *testing.T) {
 	code, _, errs = run(t, context.Background(), "generate", "--out", dir, "--name", "generate", "--resume", "--quiet")
 	if code != 0 {
 		t.Fatalf("--resume of a complete batch: exit %d: %s", code, errs)
+	}
+	// The list's outputs against its inputs, before anything is written:
+	// an input in a prompt's run folder (here the tokenizer in 00002/text/)
+	// and --record-stream (every prompt's run would write it) are refused.
+	tok := filepath.Join(dir, "generate", "00002", "text", "spiece.model")
+	for i := range args {
+		if args[i] == "--tokenizer" {
+			b, err := os.ReadFile(args[i+1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(tok, b, 0o644)
+		}
+	}
+	for _, c := range []struct {
+		flag, value, want string
+	}{
+		{"--tokenizer", tok, "holds --tokenizer " + tok + ": writing it would overwrite an input"},
+		{"--record-stream", filepath.Join(dir, "stream.bin"), "--record-stream"},
+	} {
+		a := slices.Clone(args)
+		if i := slices.Index(a, c.flag); i >= 0 {
+			a[i+1] = c.value
+		} else {
+			a = append(a, c.flag, c.value)
+		}
+		code, _, errs := run(t, context.Background(), a...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("%s %s: exit %d: %s, want %q", c.flag, c.value, code, errs, c.want)
+		}
 	}
 }
 

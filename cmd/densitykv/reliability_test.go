@@ -10,6 +10,7 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/ragae/aetest"
 	"github.com/densitykv/densitykv/runfolder"
 )
 
@@ -139,6 +140,10 @@ func TestGenerateRefusals(t *testing.T) {
 		ctx[i] = 3e38
 	}
 	checkpoint.WriteSafetensorsFile(huge, []checkpoint.WriteTensor{{Name: "context", Shape: shape, Data: ctx}}, nil)
+	ae := filepath.Join(dir, "ae_latent_mem.pt")
+	if err := aetest.Write(ae, aetest.Config{InChannels: 16, SpatialH: 6, SpatialW: 8, LatentDim: 8, HiddenDims: []int{4}}, 1); err != nil {
+		t.Fatal(err)
+	}
 	base := func(extra ...string) []string {
 		a := []string{"generate", "--arch", "tiny", "--checkpoint", weights, "--latent-height", "6", "--latent-width", "8",
 			"--blocks", "2", "--out", dir, "--name", "r", "--quiet"}
@@ -151,6 +156,7 @@ func TestGenerateRefusals(t *testing.T) {
 	}{
 		{"record onto the checkpoint", base("--text", text, "--record-stream", weights), "--record-stream " + weights + " is --checkpoint " + weights},
 		{"record onto the text", base("--text", text, "--record-stream", filepath.Join(dir, ".", "text.safetensors")), "is --text " + text},
+		{"record onto the retrieval autoencoder", base("--text", text, "--policy", "longlive-rag", "--rag-ae", ae, "--record-stream", ae), "--record-stream " + ae + " is --rag-ae " + ae},
 		{"record into a missing folder", base("--text", text, "--record-stream", "/nodir/x.dkvs"), "--record-stream /nodir/x.dkvs: its folder /nodir"},
 		{"record into the run folder", base("--text", text, "--record-stream", filepath.Join(dir, "r", runfolder.FileLog)), "the run writes it"},
 		{"prompt beyond the run", base("--text", text, "--text", text+"@999"), "the prompt would start at block 999, but the run has blocks 0..1"},

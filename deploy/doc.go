@@ -1,0 +1,7 @@
+// Package deploy holds no code: its folder ships the container build
+// (Dockerfile), a Kubernetes Indexed Job (kubernetes/densitykv-job.yaml)
+// and a Slurm array script (slurm/densitykv-array.sh) that run one prompt
+// list's shards (densitykv generate --prompts … --shard env), and its tests
+// check their wiring: the Job decoded into the Kubernetes API types, the
+// script's syntax and command line, the Dockerfile's stages.
+package deploy

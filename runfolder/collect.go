@@ -1,0 +1,375 @@
+package runfolder
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+
+	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/storage"
+	"github.com/densitykv/densitykv/video"
+)
+
+// Report is what Collect makes of a prompt list's folders (report.json).
+type Report struct {
+	List    ListManifest `json:"list"`
+	Folders []string     `json:"folders"`
+	// Prompts are the selected prompts in run order; Missing the indices
+	// with no complete video in any folder (blank lines are not missing).
+	Prompts  []ReportPrompt `json:"prompts"`
+	Complete int            `json:"complete"`
+	Blank    int            `json:"blank"`
+	Missing  []int          `json:"missing"`
+	// Duplicates are prompts complete in more than one folder (the first
+	// folder's is reported).
+	Duplicates []int `json:"duplicates,omitempty"`
+	// Shards are the shard status files found.
+	Shards []ReportShard `json:"shards"`
+	// MemoryLog aggregates memory_log.jsonl over the complete prompts, per
+	// policy.
+	MemoryLog []LogStats `json:"memory_log"`
+	// Storage is the live persistent bytes (storage.json) at each horizon
+	// (the list's generate.horizons, or the video's end) over the complete
+	// prompts, with the paper's formula for the same configuration.
+	Storage []StorageStats `json:"storage"`
+}
+
+// ReportPrompt is one prompt of the list.
+type ReportPrompt struct {
+	Index  int    `json:"index"`
+	Prompt string `json:"prompt"`
+	State  string `json:"state"` // complete, blank, stopped, missing
+	Dir    string `json:"dir,omitempty"`
+	Video  string `json:"video,omitempty"`
+	// Horizons are the horizon videos present.
+	Horizons []string      `json:"horizons,omitempty"`
+	Blocks   int           `json:"completed_blocks"`
+	Policy   *PolicyTotals `json:"totals,omitempty"`
+}
+
+// ReportShard is one shard status file.
+type ReportShard struct {
+	File     string `json:"file"`
+	Shard    string `json:"shard"`
+	Host     string `json:"host,omitempty"`
+	Updated  string `json:"updated"`
+	Complete bool   `json:"complete"`
+	Prompts  int    `json:"prompts"`
+}
+
+// LogStats aggregates a policy's memory-log lines.
+type LogStats struct {
+	Policy  string `json:"policy"`
+	Prompts int    `json:"prompts"`
+	Lines   int    `json:"lines"`
+	Updates int    `json:"bank_updates"` // lines with a bank update
+	// Per layer-block line, over every prompt: admitted (summed over
+	// heads), evictions, the occupancy per head at the end.
+	AdmittedTotal    int64   `json:"admitted_total"`
+	EvictedMandatory int64   `json:"evicted_mandatory"`
+	EvictedCapacity  int64   `json:"evicted_capacity"`
+	AdmittedPerLine  float64 `json:"admitted_per_update_mean"`
+	FinalOccMean     float64 `json:"occupancy_final_mean"`
+	FinalOccMin      int     `json:"occupancy_final_min"`
+	FinalOccMax      int     `json:"occupancy_final_max"`
+	Flushed          int     `json:"flushed"`
+	FloorBlocked     int     `json:"floor_blocked"`
+	Infeasible       int     `json:"infeasible"`
+	// The authors' memory-log means, averaged over the lines that carry
+	// them (nil when none does).
+	CandidateDensityMean *float64 `json:"candidate_density_mean,omitempty"`
+	AdmissionScoreMean   *float64 `json:"admission_score_mean,omitempty"`
+	// UpdateSeconds is the wall-clock update time summed over prompts
+	// (machine- and load-dependent).
+	UpdateSeconds float64 `json:"update_seconds"`
+}
+
+// StorageStats is one policy at one horizon.
+type StorageStats struct {
+	Policy  string  `json:"policy"`
+	Seconds float64 `json:"seconds"`
+	Prompts int     `json:"prompts"`
+	Mean    float64 `json:"bytes_mean"`
+	Min     int64   `json:"bytes_min"`
+	Max     int64   `json:"bytes_max"`
+	// Formula is the paper's accounting (package storage) for the list's
+	// configuration (0 for a policy it has no row for).
+	Formula int64 `json:"bytes_formula"`
+}
+
+// FileReport and FileReportMD are Collect's outputs.
+const (
+	FileReport   = "report.json"
+	FileReportMD = "report.md"
+)
+
+// Collect merges the folders of one prompt list (one folder shared by its
+// shards, or one folder per shard, copied from several machines) into one
+// report. Every folder must hold the same list (list.json: prompts,
+// configuration, selection); a prompt counts when one folder holds its
+// complete run.
+func Collect(dirs []string) (*Report, error) {
+	if len(dirs) == 0 {
+		return nil, userf("collect: no list folder given")
+	}
+	rep := &Report{Folders: dirs}
+	var gc config.GenerateConfig
+	var prompts *PromptList
+	for k, d := range dirs {
+		var man ListManifest
+		if err := ReadJSON(filepath.Join(d, FileList), &man); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, userf("collect: %s is not a prompt-list folder (no %s; generate --prompts makes one)", d, FileList)
+			}
+			return nil, fmt.Errorf("collect: %w", err)
+		}
+		if k == 0 {
+			rep.List = man
+			b, err := os.ReadFile(filepath.Join(d, FileBatch))
+			if err != nil {
+				return nil, fmt.Errorf("collect: %w", err)
+			}
+			if _, err := config.Decode(b, &gc, false); err != nil {
+				return nil, fmt.Errorf("collect: %s: %w", filepath.Join(d, FileBatch), err)
+			}
+			ext := ""
+			if _, err := os.Stat(filepath.Join(d, FileBatchExtended)); err == nil {
+				ext = filepath.Join(d, FileBatchExtended)
+			}
+			if prompts, err = ReadPromptList(filepath.Join(d, FileBatchPrompts), ext); err != nil {
+				return nil, fmt.Errorf("collect: %w", err)
+			}
+		} else if man.PromptsSHA256 != rep.List.PromptsSHA256 || man.ConfigSHA256 != rep.List.ConfigSHA256 || !slices.Equal(man.Selected, rep.List.Selected) {
+			return nil, userf("collect: %s holds another list than %s (prompts %.12s…/%.12s…, configuration %.12s…/%.12s…)",
+				d, dirs[0], man.PromptsSHA256, rep.List.PromptsSHA256, man.ConfigSHA256, rep.List.ConfigSHA256)
+		}
+		shards, _ := filepath.Glob(filepath.Join(d, DirShards, "shard-*.json"))
+		for _, f := range shards {
+			var st ShardStatus
+			if err := ReadJSON(f, &st); err != nil {
+				return nil, fmt.Errorf("collect: %w", err)
+			}
+			rep.Shards = append(rep.Shards, ReportShard{File: f, Shard: st.Shard, Host: st.Host, Updated: st.Updated, Complete: st.Complete, Prompts: len(st.Entries)})
+		}
+	}
+	logs := map[string]*logAcc{}
+	var order []string
+	stor := map[string]map[float64][]int64{}
+	horizons := gc.Generate.Horizons
+	if len(horizons) == 0 {
+		horizons = []float64{float64(gc.Generate.Blocks*gc.Generate.BlockFrames()) / config.LatentFPS}
+	}
+	for _, i := range rep.List.Selected {
+		p := ReportPrompt{Index: i, Prompt: prompts.Prompts[i], State: "missing"}
+		if prompts.Blank(i) {
+			p.State = "blank"
+			rep.Blank++
+			rep.Prompts = append(rep.Prompts, p)
+			continue
+		}
+		found := 0
+		for _, d := range dirs {
+			sd := BatchDir(d, i)
+			var s Summary
+			if ReadJSON(filepath.Join(sd, FileSummary), &s) != nil {
+				continue
+			}
+			// Complete: the summary and the final checkpoint, written after
+			// every result file, agree (Inspect).
+			if !s.Complete || !Inspect(sd).Complete {
+				if p.State == "missing" {
+					p.State, p.Dir, p.Blocks = "stopped", sd, s.CompletedBlocks
+				}
+				continue
+			}
+			if found++; found > 1 {
+				continue
+			}
+			p.State, p.Dir, p.Blocks = "complete", sd, s.CompletedBlocks
+			if len(s.Policies) > 0 {
+				p.Policy = s.Policies[0]
+			}
+			if _, err := os.Stat(filepath.Join(sd, video.FileVideo)); err == nil {
+				p.Video = filepath.Join(sd, video.FileVideo)
+			}
+			for _, h := range gc.Generate.Horizons {
+				if _, err := os.Stat(filepath.Join(sd, config.HorizonName(h))); err == nil {
+					p.Horizons = append(p.Horizons, config.HorizonName(h))
+				}
+			}
+			lines, err := ReadLog(filepath.Join(sd, FileLog))
+			if err != nil {
+				return nil, fmt.Errorf("collect: prompt %d: %w", i, err)
+			}
+			for _, ln := range lines {
+				a := logs[ln.Policy]
+				if a == nil {
+					a = &logAcc{s: LogStats{Policy: ln.Policy, FinalOccMin: math.MaxInt}, last: map[int]LogLine{}}
+					logs[ln.Policy] = a
+					order = append(order, ln.Policy)
+				}
+				a.add(ln)
+			}
+			for _, a := range logs {
+				a.endPrompt()
+			}
+			var sr StorageRun
+			if err := ReadJSON(filepath.Join(sd, FileStorage), &sr); err == nil {
+				for pol, bytes := range sr.Policies {
+					for _, h := range horizons {
+						for b, sec := range sr.Seconds {
+							if math.Abs(sec-h) < 1e-9 || (sec > h && (b == 0 || sr.Seconds[b-1] < h)) {
+								if stor[pol] == nil {
+									stor[pol] = map[float64][]int64{}
+								}
+								stor[pol][h] = append(stor[pol][h], bytes[b])
+							}
+						}
+					}
+				}
+			}
+		}
+		if found > 1 {
+			rep.Duplicates = append(rep.Duplicates, i)
+		}
+		if p.State == "complete" {
+			rep.Complete++
+		} else {
+			rep.Missing = append(rep.Missing, i)
+		}
+		rep.Prompts = append(rep.Prompts, p)
+	}
+	for _, pol := range order {
+		rep.MemoryLog = append(rep.MemoryLog, logs[pol].stats())
+	}
+	formula := storageFormula(gc, horizons)
+	var pols []string
+	for pol := range stor {
+		pols = append(pols, pol)
+	}
+	sort.Strings(pols)
+	for _, pol := range pols {
+		for _, h := range horizons {
+			v := stor[pol][h]
+			if len(v) == 0 {
+				continue
+			}
+			st := StorageStats{Policy: pol, Seconds: h, Prompts: len(v), Min: slices.Min(v), Max: slices.Max(v), Formula: formula[pol][h]}
+			for _, x := range v {
+				st.Mean += float64(x) / float64(len(v))
+			}
+			rep.Storage = append(rep.Storage, st)
+		}
+	}
+	return rep, nil
+}
+
+// logAcc accumulates one policy's memory-log lines.
+type logAcc struct {
+	s           LogStats
+	last        map[int]LogLine // per layer, the prompt's last line
+	finalN      int
+	dens, score struct {
+		sum float64
+		n   int
+	}
+}
+
+func (a *logAcc) add(ln LogLine) {
+	s := &a.s
+	s.Lines++
+	if ln.Update >= 0 {
+		s.Updates++
+	}
+	s.AdmittedTotal += int64(ln.AdmittedTotal)
+	s.EvictedMandatory += int64(ln.EvictedMandatory)
+	s.EvictedCapacity += int64(ln.EvictedCapacity)
+	s.UpdateSeconds += ln.UpdateSeconds
+	if ln.Flushed {
+		s.Flushed++
+	}
+	if ln.FloorBlocked {
+		s.FloorBlocked++
+	}
+	if ln.Infeasible {
+		s.Infeasible++
+	}
+	if ln.CandidateDensityMean != nil {
+		a.dens.sum += *ln.CandidateDensityMean
+		a.dens.n++
+	}
+	if ln.AdmissionScoreMean != nil {
+		a.score.sum += *ln.AdmissionScoreMean
+		a.score.n++
+	}
+	if prev, ok := a.last[ln.Layer]; !ok || ln.Block >= prev.Block {
+		a.last[ln.Layer] = ln
+	}
+}
+
+// endPrompt closes a prompt: its last block's occupancy per layer.
+func (a *logAcc) endPrompt() {
+	if len(a.last) == 0 {
+		return
+	}
+	a.s.Prompts++
+	for _, ln := range a.last {
+		a.s.FinalOccMin = min(a.s.FinalOccMin, ln.OccMin)
+		a.s.FinalOccMax = max(a.s.FinalOccMax, ln.OccMax)
+		a.s.FinalOccMean += float64(ln.OccMin+ln.OccMax) / 2
+		a.finalN++
+	}
+	a.last = map[int]LogLine{}
+}
+
+func (a *logAcc) stats() LogStats {
+	s := a.s
+	if s.Updates > 0 {
+		s.AdmittedPerLine = float64(s.AdmittedTotal) / float64(s.Updates)
+	}
+	if a.finalN > 0 {
+		s.FinalOccMean /= float64(a.finalN)
+	}
+	if s.FinalOccMin == math.MaxInt {
+		s.FinalOccMin = 0
+	}
+	if a.dens.n > 0 {
+		m := a.dens.sum / float64(a.dens.n)
+		s.CandidateDensityMean = &m
+	}
+	if a.score.n > 0 {
+		m := a.score.sum / float64(a.score.n)
+		s.AdmissionScoreMean = &m
+	}
+	return s
+}
+
+// storageFormula is the paper's storage accounting (package storage) for
+// the list's model and memory settings, by policy and horizon.
+func storageFormula(gc config.GenerateConfig, horizons []float64) map[string]map[float64]int64 {
+	l, m := gc.Memory.Layout, gc.Memory
+	c := storage.Paper()
+	if l.Layers > 0 {
+		c.Model = storage.Model{Layers: l.Layers, Heads: l.Heads, KeyDim: l.HeadDim, ValueDim: l.HeadDim, TokensPerFrame: l.Height * l.Width}
+		c.SinkFrames, c.WindowFrames, c.CacheFrames = m.SinkFrames, m.WindowFrames, m.CacheFrames
+		if m.Capacity > 0 {
+			c.Capacity = m.Capacity
+		}
+	}
+	out := map[string]map[float64]int64{}
+	rows, err := storage.Table(c, horizons)
+	if err != nil {
+		return out
+	}
+	for _, r := range rows {
+		if out[r.Policy] == nil {
+			out[r.Policy] = map[float64]int64{}
+		}
+		out[r.Policy][r.Seconds] = r.Bytes
+	}
+	return out
+}
