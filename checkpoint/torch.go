@@ -464,20 +464,27 @@ func keysOf(e []kv) []string {
 
 // LoadTorchFile is LoadTorch on the file at path.
 func LoadTorchFile(p string, opt TorchOptions) (StateDict, error) {
+	return onTorchFile(p, func(r io.ReaderAt, size int64) (StateDict, error) { return LoadTorch(r, size, opt) })
+}
+
+// onTorchFile opens the checkpoint at path and runs read on it, naming the
+// file in read's errors.
+func onTorchFile[T any](p string, read func(r io.ReaderAt, size int64) (T, error)) (T, error) {
+	var zero T
 	f, err := os.Open(p)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: torch: %w", err)
+		return zero, fmt.Errorf("checkpoint: torch: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: torch: %w", err)
+		return zero, fmt.Errorf("checkpoint: torch: %w", err)
 	}
-	sd, err := LoadTorch(f, st.Size(), opt)
+	v, err := read(f, st.Size())
 	if err != nil {
-		return nil, fmt.Errorf("%w (file %s)", err, p)
+		return zero, fmt.Errorf("%w (file %s)", err, p)
 	}
-	return sd, nil
+	return v, nil
 }
 
 // safeLoad runs the unpickler, turning a panic inside it (malformed input)

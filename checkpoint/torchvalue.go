@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	"os"
 	"strings"
 
 	"github.com/nlpodyssey/gopickle/types"
@@ -43,20 +42,7 @@ func TorchValue(r io.ReaderAt, size int64, name string) (any, error) {
 
 // TorchValueFile is TorchValue on the file at path.
 func TorchValueFile(p, name string) (any, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: torch: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: torch: %w", err)
-	}
-	v, err := TorchValue(f, st.Size(), name)
-	if err != nil {
-		return nil, fmt.Errorf("%w (file %s)", err, p)
-	}
-	return v, nil
+	return onTorchFile(p, func(r io.ReaderAt, size int64) (any, error) { return TorchValue(r, size, name) })
 }
 
 // plainValue converts an unpickled value; path names it in errors.
@@ -76,20 +62,14 @@ func plainValue(v any, path string, depth int) (any, error) {
 			return nil, fmt.Errorf("%s: integer %s does not fit in 64 bits", path, x)
 		}
 		return x.Int64(), nil
-	case *types.List:
-		out := make([]any, x.Len())
+	case *types.List, *types.Tuple:
+		seq := x.(interface {
+			Len() int
+			Get(int) any
+		})
+		out := make([]any, seq.Len())
 		for i := range out {
-			e, err := plainValue(x.Get(i), fmt.Sprintf("%s[%d]", path, i), depth+1)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = e
-		}
-		return out, nil
-	case *types.Tuple:
-		out := make([]any, x.Len())
-		for i := range out {
-			e, err := plainValue(x.Get(i), fmt.Sprintf("%s[%d]", path, i), depth+1)
+			e, err := plainValue(seq.Get(i), fmt.Sprintf("%s[%d]", path, i), depth+1)
 			if err != nil {
 				return nil, err
 			}

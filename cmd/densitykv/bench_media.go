@@ -40,13 +40,6 @@ func parsePrecisions(list []string) ([]gemm.Precision, error) {
 	return precs, nil
 }
 
-// vaeBenchJSON is `densitykv bench vae --json`: the kernels, then one
-// result per precision.
-type vaeBenchJSON struct {
-	Kernels []bench.KernelChoice `json:"kernels"`
-	Results []bench.VAEResult    `json:"results"`
-}
-
 func newBenchVAECmd() *cobra.Command {
 	var o bench.VAEOptions
 	var precisions []string
@@ -88,33 +81,11 @@ defaults time frame 0 and one steady frame at bf16.`,
 					o.Height, o.Width = 6, 8
 				}
 			}
-			w := cmd.OutOrStdout()
-			out := vaeBenchJSON{Kernels: bench.Kernels()}
-			if !jsonOut {
-				fmt.Fprint(w, bench.KernelLines(out.Kernels))
-			}
-			for _, p := range precs {
-				o.Precision = p
-				prog := newProgress(cmd.ErrOrStderr(), "bench vae "+p.String()+" (blocks)", o.Blocks, 0, quiet)
-				o.Progress = func(d, _ int) { prog.add(d - prog.done) }
-				o.Context = cmd.Context()
-				r, err := bench.RunVAE(o)
-				prog.finish()
-				if err != nil && cmd.Context().Err() != nil {
-					return fmt.Errorf("%w: %v; the %v result is not printed", errInterrupted, err, p)
-				}
-				if err != nil {
-					return err
-				}
-				out.Results = append(out.Results, r)
-				if !jsonOut {
-					fmt.Fprintln(w, r.String())
-				}
-			}
-			if jsonOut {
-				return printJSON(w, out)
-			}
-			return nil
+			o.Context = cmd.Context()
+			return benchPrecisions(cmd, precs, "bench vae", "blocks", o.Blocks, quiet, jsonOut, func(p gemm.Precision, progress func(done, total int)) (bench.VAEResult, error) {
+				o.Precision, o.Progress = p, progress
+				return bench.RunVAE(o)
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -128,12 +99,6 @@ defaults time frame 0 and one steady frame at bf16.`,
 	f.BoolVar(&jsonOut, "json", false, "print a JSON object (kernels, one result per precision)")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
 	return cmd
-}
-
-// textBenchJSON is `densitykv bench text --json`.
-type textBenchJSON struct {
-	Kernels []bench.KernelChoice `json:"kernels"`
-	Results []bench.TextResult   `json:"results"`
 }
 
 func newBenchTextCmd() *cobra.Command {
@@ -171,33 +136,11 @@ the weights not built added.`,
 				o.Name, o.Model = "tiny (golden config)", tinyT5()
 				o.Tokens = min(o.Tokens, 8)
 			}
-			w := cmd.OutOrStdout()
-			out := textBenchJSON{Kernels: bench.Kernels()}
-			if !jsonOut {
-				fmt.Fprint(w, bench.KernelLines(out.Kernels))
-			}
-			for _, p := range precs {
-				o.Precision = p
-				prog := newProgress(cmd.ErrOrStderr(), "bench text "+p.String()+" (prompts)", o.Prompts, 0, quiet)
-				o.Progress = func(d, _ int) { prog.add(d - prog.done) }
-				o.Context = cmd.Context()
-				r, err := bench.RunText(o)
-				prog.finish()
-				if err != nil && cmd.Context().Err() != nil {
-					return fmt.Errorf("%w: %v; the %v result is not printed", errInterrupted, err, p)
-				}
-				if err != nil {
-					return err
-				}
-				out.Results = append(out.Results, r)
-				if !jsonOut {
-					fmt.Fprintln(w, r.String())
-				}
-			}
-			if jsonOut {
-				return printJSON(w, out)
-			}
-			return nil
+			o.Context = cmd.Context()
+			return benchPrecisions(cmd, precs, "bench text", "prompts", o.Prompts, quiet, jsonOut, func(p gemm.Precision, progress func(done, total int)) (bench.TextResult, error) {
+				o.Precision, o.Progress = p, progress
+				return bench.RunText(o)
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -305,4 +248,40 @@ for the text stage. It takes 20–30 minutes on two cores.`,
 	f.BoolVar(&tiny, "tiny", false, "the tiny golden models (seconds)")
 	f.BoolVar(&jsonOut, "json", false, "print a JSON object")
 	return cmd
+}
+
+// benchPrecisions runs a model benchmark at each precision in turn: the
+// kernel lines first, a progress bar per run (label, precision and unit;
+// total steps), then each result, or with --json one object
+// {"kernels": …, "results": [one per precision]}. An interrupt stops after
+// the current step and prints no partial result.
+func benchPrecisions[R fmt.Stringer](cmd *cobra.Command, precs []gemm.Precision, label, unit string, total int, quiet, jsonOut bool,
+	run func(p gemm.Precision, progress func(done, total int)) (R, error)) error {
+	w := cmd.OutOrStdout()
+	out := struct {
+		Kernels []bench.KernelChoice `json:"kernels"`
+		Results []R                  `json:"results"`
+	}{Kernels: bench.Kernels()}
+	if !jsonOut {
+		fmt.Fprint(w, bench.KernelLines(out.Kernels))
+	}
+	for _, p := range precs {
+		prog := newProgress(cmd.ErrOrStderr(), label+" "+p.String()+" ("+unit+")", total, 0, quiet)
+		r, err := run(p, func(d, _ int) { prog.add(d - prog.done) })
+		prog.finish()
+		if err != nil && cmd.Context().Err() != nil {
+			return fmt.Errorf("%w: %v; the %v result is not printed", errInterrupted, err, p)
+		}
+		if err != nil {
+			return err
+		}
+		out.Results = append(out.Results, r)
+		if !jsonOut {
+			fmt.Fprintln(w, r.String())
+		}
+	}
+	if jsonOut {
+		return printJSON(w, out)
+	}
+	return nil
 }
