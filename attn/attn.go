@@ -22,8 +22,8 @@
 //
 // The online softmax (running maximum, exponentials, rescaling, row sums)
 // has one numerical definition, written in pure Go in softmax.go: float32
-// scores and sums, and an exponential expDef computed in float64 step by
-// step (math.FMA, a degree-8 polynomial, within 0.51 ulp). On amd64 CPUs with
+// scores and sums, and an exponential expDef (vmath.Exp32: float32 fused
+// multiply-adds, a degree-7 polynomial, within 0.9 ulp). On amd64 CPUs with
 // AVX-512 the row kernels run as generated Go assembly (softmax_amd64.s,
 // gen_softmax.go) that reproduces it bit for bit, chosen once at start-up;
 // so, given identical products from package gemm, outputs are identical on

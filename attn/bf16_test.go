@@ -108,7 +108,7 @@ func TestBF16SingleTileDefinition(t *testing.T) {
 			}
 			var l float32
 			for s, x := range sc {
-				sc[s] = expDef(float64(x*scale) - float64(m))
+				sc[s] = expDef(float32(x*scale) - m)
 				l += sc[s]
 			}
 			o := make([]float32, D)

@@ -2,18 +2,18 @@
 
 // gen_softmax writes softmax_amd64.s, the AVX-512 row kernels of the
 // online softmax. Every function computes exactly the pure-Go definition in
-// softmax.go (the same IEEE operations in the same order, expDef step by
-// step in float64 with VFMADD*PD for math.FMA, VRNDSCALEPD $0 for
-// math.RoundToEven and VSCALEFPD for the exact scaling by 2^n), so results
-// are identical bit for bit; TestRowKernelsBitIdentical checks it and
+// softmax.go (the same IEEE float32 operations in the same order, expDef
+// step by step with VFMADD*PS for vmath.FMA32, VRNDSCALEPS $0 for
+// math.RoundToEven and VSCALEFPS for the scaling by 2^n), so results are
+// identical bit for bit; TestRowKernelsBitIdentical checks it and
 // TestGeneratedAssemblyUpToDate keeps the .s file in sync with this program.
 //
 //	go run gen_softmax.go [-o softmax_amd64.s]
 //
-// A panel row holds 32 query lanes: two ZMMs of float32, four of float64.
-// Every function ends with VZEROUPPER (the Go code after it is legacy SSE).
-// Operand order is Go's (sources first); for VMAXP*/VMINP* the first
-// operand is the one returned when either is NaN.
+// A panel row holds 32 query lanes: two ZMMs of float32. Every function
+// ends with VZEROUPPER (the Go code after it is legacy SSE). Operand order
+// is Go's (sources first); for VMAXP*/VMINP* the first operand is the one
+// returned when either is NaN.
 package main
 
 import (
@@ -28,10 +28,10 @@ import (
 
 type gen struct{ asmtext.Writer }
 
-var z, y = asmtext.Z, asmtext.Y
+var z = asmtext.Z
 
 // The clamps of expDef (softmax.go), as the same Go constant expressions;
-// the exponential itself is vmath.Exp.
+// the exponential itself is vmath.Exp32.
 const (
 	expLo = -104.0
 	expHi = 89.0
@@ -39,43 +39,32 @@ const (
 
 // Registers of softmaxPanelAVX512.
 const (
-	zScale = 31 // scale (float32)
-	zLo    = 30 // expLo
-	zHi    = 29 // expHi
-	zLog2e = 28
-	zNLn2  = 27 // −ln2
-	zC0    = 18 // Z18 … Z26 = c0 … c8
-	zM64   = 14 // Z14 … Z17: m' as float64, lanes 0–7, 8–15, 16–23, 24–31
-	zSum   = 12 // Z12, Z13: Σ p (float32), lanes 0–15, 16–31
+	zScale  = 31 // scale
+	zLo     = 30 // expLo
+	zHi     = 29 // expHi
+	zLog2e  = 28
+	zNLn2Hi = 27 // −Ln2Hi32
+	zNLn2Lo = 26 // −Ln2Lo32
+	zC0     = 18 // Z18 … Z25 = c0 … c7
+	zM      = 14 // Z14, Z15: m', lanes 0–15, 16–31
+	zSum    = 12 // Z12, Z13: Σ p, lanes 0–15, 16–31
 )
 
-// exp2 computes expDef of the float64 lanes of registers a and b in place
-// and packs the 16 float32 results into a (lanes of a low, of b high),
-// using t[0..5] as scratch.
-func (g *gen) exp2(a, b int, t [6]int) {
+// exp2 computes expDef of the float32 lanes of registers a and b in place,
+// using t[0..3] as scratch (ExpPS reads x only before it writes q, so x and
+// q may be the same registers).
+func (g *gen) exp2(a, b int, t [4]int) {
 	ab := []int{a, b}
 	for k := range ab {
-		g.I("VMAXPD %s, %s, %s", z(ab[k]), z(zLo), z(ab[k])) // x < lo → lo; NaN kept
+		g.I("VMAXPS %s, %s, %s", z(ab[k]), z(zLo), z(ab[k])) // x < lo → lo; NaN kept
 	}
 	for k := range ab {
-		g.I("VMINPD %s, %s, %s", z(ab[k]), z(zHi), z(ab[k])) // x > hi → hi; NaN kept
+		g.I("VMINPS %s, %s, %s", z(ab[k]), z(zHi), z(ab[k])) // x > hi → hi; NaN kept
 	}
-	p := []int{t[4], t[5]}
-	g.ExpPD(ab, []int{t[0], t[1]}, []int{t[2], t[3]}, p, zLog2e, zNLn2, zC0)
-	for k := range ab {
-		g.I("VCVTPD2PS %s, %s", z(p[k]), y(ab[k])) // one rounding to float32
-	}
-	g.I("VINSERTF64X4 $1, %s, %s, %s", y(b), z(a), z(a))
+	g.ExpPS(ab, []int{t[0], t[1]}, []int{t[2], t[3]}, ab, zLog2e, zNLn2Hi, zNLn2Lo, zC0)
 }
 
-// widen converts the 16 float32 lanes of v to float64 in lo and hi.
-func (g *gen) widen(v, lo, hi int) {
-	g.I("VCVTPS2PD %s, %s", y(v), z(lo))
-	g.I("VEXTRACTF64X4 $1, %s, %s", z(v), y(hi))
-	g.I("VCVTPS2PD %s, %s", y(hi), z(hi))
-}
-
-var scratch = [6]int{5, 6, 7, 8, 9, 10}
+var scratch = [4]int{5, 6, 7, 8}
 
 func (g *gen) softmaxPanel() {
 	g.Text(`
@@ -90,16 +79,16 @@ TEXT ·softmaxPanelAVX512(SB), NOSPLIT, $0-33
 	g.I("MOVQ st+24(FP), DX")
 	g.I("MOVBLZX first+32(FP), BX")
 	g.I("VBROADCASTSS scale+16(FP), %s", z(zScale))
-	g.Broadcast64(expLo, zLo)
-	g.Broadcast64(expHi, zHi)
-	g.Broadcast64(vmath.Log2e, zLog2e)
-	g.Broadcast64(-vmath.Ln2, zNLn2)
-	for c, v := range vmath.ExpTaylor {
-		g.Broadcast64(v, zC0+c)
+	g.Broadcast32(math.Float32bits(expLo), zLo)
+	g.Broadcast32(math.Float32bits(expHi), zHi)
+	g.Broadcast32(math.Float32bits(vmath.Log2e32), zLog2e)
+	g.Broadcast32(math.Float32bits(-vmath.Ln2Hi32), zNLn2Hi)
+	g.Broadcast32(math.Float32bits(-vmath.Ln2Lo32), zNLn2Lo)
+	for c, v := range vmath.ExpTaylor32 {
+		g.Broadcast32(math.Float32bits(v), zC0+c)
 	}
 	// Phase 1: the running maximum of scale·p over the keys, per lane.
-	g.I("MOVL $0x%08x, AX", math.Float32bits(-math.MaxFloat32))
-	g.I("VPBROADCASTD AX, Z0")
+	g.Broadcast32(math.Float32bits(-math.MaxFloat32), 0)
 	g.I("VMOVAPS Z0, Z1")
 	g.I("MOVQ SI, DI")
 	g.I("MOVQ CX, R8")
@@ -121,15 +110,12 @@ TEXT ·softmaxPanelAVX512(SB), NOSPLIT, $0-33
 	g.I("VMOVUPS 64(DX), Z3")
 	g.I("VMAXPS Z2, Z0, Z0") // mx > m → mx, else m
 	g.I("VMAXPS Z3, Z1, Z1")
-	for h := 0; h < 2; h++ {
-		// alpha = expDef(float64(m) − float64(m')) for lanes 16h … 16h+15.
-		g.widen(2+h, 4, 11) // m
-		g.widen(h, 12, 13)  // m' (the sum registers are free until phase 2)
-		g.I("VSUBPD Z12, Z4, Z4")
-		g.I("VSUBPD Z13, Z11, Z11")
-		g.exp2(4, 11, scratch)
-		g.I("VMOVUPS Z4, %d(DX)", 256+64*h)
-	}
+	// alpha = expDef(m − m') for lanes 0–15 (Z2) and 16–31 (Z3).
+	g.I("VSUBPS Z0, Z2, Z2")
+	g.I("VSUBPS Z1, Z3, Z3")
+	g.exp2(2, 3, scratch)
+	g.I("VMOVUPS Z2, 256(DX)")
+	g.I("VMOVUPS Z3, 320(DX)")
 	g.I("JMP sp_m")
 	g.Label("sp_first")
 	g.I("VPXORD Z4, Z4, Z4")
@@ -138,9 +124,9 @@ TEXT ·softmaxPanelAVX512(SB), NOSPLIT, $0-33
 	g.Label("sp_m")
 	g.I("VMOVUPS Z0, (DX)") // m = m'
 	g.I("VMOVUPS Z1, 64(DX)")
-	g.widen(0, zM64, zM64+1)
-	g.widen(1, zM64+2, zM64+3)
-	// Phase 2: p = expDef(float64(scale·p) − float64(m')), Σ p per lane.
+	g.I("VMOVAPS Z0, %s", z(zM))
+	g.I("VMOVAPS Z1, %s", z(zM+1))
+	// Phase 2: p = expDef(scale·p − m'), Σ p per lane.
 	g.I("VPXORD %s, %s, %s", z(zSum), z(zSum), z(zSum))
 	g.I("VPXORD %s, %s, %s", z(zSum+1), z(zSum+1), z(zSum+1))
 	g.I("MOVQ CX, R8")
@@ -148,13 +134,15 @@ TEXT ·softmaxPanelAVX512(SB), NOSPLIT, $0-33
 	g.I("JZ sp_expdone")
 	g.Label("sp_exp")
 	for h := 0; h < 2; h++ {
-		g.I("VMULPS %d(SI), %s, Z2", 64*h, z(zScale)) // sc = scale·p
-		g.widen(2, 3, 4)
-		g.I("VSUBPD %s, Z3, Z3", z(zM64+2*h))
-		g.I("VSUBPD %s, Z4, Z4", z(zM64+2*h+1))
-		g.exp2(3, 4, scratch)
-		g.I("VMOVUPS Z3, %d(SI)", 64*h)
-		g.I("VADDPS Z3, %s, %s", z(zSum+h), z(zSum+h))
+		g.I("VMULPS %d(SI), %s, %s", 64*h, z(zScale), z(2+h)) // sc = scale·p
+	}
+	for h := 0; h < 2; h++ {
+		g.I("VSUBPS %s, %s, %s", z(zM+h), z(2+h), z(2+h)) // sc − m'
+	}
+	g.exp2(2, 3, scratch)
+	for h := 0; h < 2; h++ {
+		g.I("VMOVUPS %s, %d(SI)", z(2+h), 64*h)
+		g.I("VADDPS %s, %s, %s", z(2+h), z(zSum+h), z(zSum+h))
 	}
 	g.I("ADDQ $128, SI")
 	g.I("DECQ R8")

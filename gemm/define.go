@@ -3,6 +3,7 @@ package gemm
 import (
 	"math"
 
+	"github.com/densitykv/densitykv/internal/vmath"
 	"github.com/densitykv/densitykv/internal/vocab"
 )
 
@@ -106,51 +107,10 @@ func dazC(c float32) float32 {
 	return c
 }
 
-// round32 returns p + c rounded once to float32, round to nearest even,
-// where p and c are float64 values whose exact sum is what is rounded
-// (p is an exact product of two float32 values, or a float32 value; c a
-// float32 value). With ftz, a result that is tiny after rounding (its
-// magnitude, rounded to 24 bits with an unbounded exponent, is below
-// 2^-126) becomes a zero with the sign of the exact sum: x86 flush-to-zero,
-// which also AVX512_BF16 and AMX apply. Without ftz, IEEE gradual
-// underflow.
-//
-// The float64 sum s = p + c is rounded once already; rounding it again to
-// float32 is correct unless s lies exactly halfway between two float32
-// values (a double rounding) or in float32's subnormal range, where
-// the slow path rounds the exact sum to odd first (53 ≥ 24+2 bits make
-// rounding to odd, then to nearest, exact).
-func round32(p, c float64, ftz bool) float32 {
-	s := p + c
-	b := math.Float64bits(s)
-	if e := b >> 52 & 0x7ff; e > 1023-126 && b&(1<<29-1) != 1<<28 {
-		return float32(s) // also ±Inf and NaN
-	}
-	if s-s != 0 { // NaN
-		return float32(s)
-	}
-	// Exact error of the float64 sum (TwoSum): p + c = s + lo.
-	z := s - p
-	lo := (p - (s - z)) + (c - z)
-	if lo != 0 && b&1 == 0 {
-		// Round to odd: the neighbour of s toward p + c.
-		if (lo > 0) == (s > 0) {
-			b++
-		} else {
-			b--
-		}
-		s = math.Float64frombits(b)
-	}
-	if ftz && s != 0 && math.Abs(s) < minNormal32 {
-		// Tiny after rounding? Scale into float32's normal range (exact)
-		// and round to 24 bits there.
-		if r := float32(s * 0x1p64); math.Abs(float64(r)) < 0x1p-62 {
-			return float32(math.Copysign(0, s))
-		}
-		return float32(math.Copysign(minNormal32, s))
-	}
-	return float32(s)
-}
+// round32 returns p + c rounded once to float32 (vmath.Round32: p an
+// exact product of two float32 values or a float32 value, c a float32
+// value; with ftz, x86 flush-to-zero of tiny results).
+func round32(p, c float64, ftz bool) float32 { return vmath.Round32(p, c, ftz) }
 
 // fma32 returns a·b + c with one rounding (IEEE fusedMultiplyAdd in
 // float32, round to nearest even, gradual underflow): one step of the

@@ -116,3 +116,38 @@ func (w *Writer) ExpPD(x, n, u, q []int, log2e, nln2, c int) {
 		w.I("VSCALEFPD %s, %s, %s", Z(n[k]), Z(q[k]), Z(q[k])) // q·2^n, exact
 	}
 }
+
+// ExpPS emits vmath.Exp32 on the float32 lanes of the registers x[k]
+// (clamped by the caller), interleaved over k: VMULPS by log2e,
+// VRNDSCALEPS $0 (round to nearest even), u = FMA(n, −ln2hi, x) and
+// u = FMA(n, −ln2lo, u) by VFMADD231PS, the Horner polynomial by
+// VFMADD213PS from the coefficient registers c … c+7 (vmath.ExpTaylor32),
+// and VSCALEFPS. The results land in q[k]; n[k] and u[k] are scratch;
+// log2e, nln2hi and nln2lo hold vmath.Log2e32, −vmath.Ln2Hi32 and
+// −vmath.Ln2Lo32.
+func (w *Writer) ExpPS(x, n, u, q []int, log2e, nln2hi, nln2lo, c int) {
+	for k := range x {
+		w.I("VMULPS %s, %s, %s", Z(log2e), Z(x[k]), Z(n[k])) // x·log2e
+	}
+	for k := range x {
+		w.I("VRNDSCALEPS $0, %s, %s", Z(n[k]), Z(n[k])) // RoundToEven
+	}
+	for k := range x {
+		w.I("VMOVAPS %s, %s", Z(x[k]), Z(u[k]))
+		w.I("VFMADD231PS %s, %s, %s", Z(nln2hi), Z(n[k]), Z(u[k])) // u = FMA(n, −ln2hi, x)
+	}
+	for k := range x {
+		w.I("VFMADD231PS %s, %s, %s", Z(nln2lo), Z(n[k]), Z(u[k])) // u = FMA(n, −ln2lo, u)
+	}
+	for k := range x {
+		w.I("VMOVAPS %s, %s", Z(c+7), Z(q[k])) // q = c7
+	}
+	for j := 6; j >= 0; j-- {
+		for k := range x {
+			w.I("VFMADD213PS %s, %s, %s", Z(c+j), Z(u[k]), Z(q[k])) // q = FMA(q, u, c)
+		}
+	}
+	for k := range x {
+		w.I("VSCALEFPS %s, %s, %s", Z(n[k]), Z(q[k]), Z(q[k])) // q·2^n, one rounding
+	}
+}
