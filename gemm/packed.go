@@ -246,6 +246,10 @@ func (o *packedOp) fill(isA bool, w, lo, hi int, src *source, t []uint16) {
 		o.fillFromPanels(lo, hi, src.f)
 		return
 	}
+	if src.kMajor && src.h == nil {
+		o.fillKMajor(isA, w, lo, hi, src)
+		return
+	}
 	if o.lay == layoutQuad && !isA && src.h != nil && !src.kMajor {
 		o.fillQuadBF16(lo, hi, src)
 		return
@@ -299,6 +303,71 @@ func (o *packedOp) fill(isA bool, w, lo, hi int, src *source, t []uint16) {
 			}
 			for i := 0; i < units; i++ { // AMX B: pairs (2i, 2i+1), low half first
 				dst[i*w+s] = uint32(t[2*i]) | uint32(t[2*i+1])<<16
+			}
+		}
+	}
+}
+
+// kMajorBlock is the depth block of fillKMajor: 32 depths, one BF16Block
+// (so it divides kp), 64 bytes of an AMX A row.
+const kMajorBlock = BF16Block
+
+// fillKMajor packs panels [lo, hi) of width w (AMX A: rows [lo, hi)) of a
+// bfloat16 operand from a k-major float32 source (element (r, q) of R at
+// f[q·ld + r]: PackAT, PackNN), the same bits as rowBits and the layout
+// loops of fill give. It walks the depths in blocks of kMajorBlock outside
+// the rows, so that each source line is read from cache once per block
+// instead of once per row: reading column by column (rowBits) touches one
+// line per element, and for attention's Vᵀ (depth = 18,720 keys) the lines
+// are evicted before the next row of the panel needs them.
+func (o *packedOp) fillKMajor(isA bool, w, lo, hi int, src *source) {
+	k, kp, f, ld := o.k, o.kp, src.f, src.ld
+	at := func(q, r int) uint32 { // depth padding reads as +0
+		if q >= k {
+			return 0
+		}
+		return bf16Bits(f[q*ld+r])
+	}
+	if o.lay == layoutAMX && isA {
+		h := kp / 2
+		for q0 := 0; q0 < kp; q0 += kMajorBlock {
+			for r := lo; r < hi; r++ {
+				dst := o.u32[r*h+q0/2 : r*h+(q0+kMajorBlock)/2]
+				for i := range dst {
+					dst[i] = at(q0+2*i, r) | at(q0+2*i+1, r)<<16
+				}
+			}
+		}
+		return
+	}
+	units := kp / 2 // dwords per panel row
+	if o.lay == layoutF32 {
+		units = kp
+	}
+	for q0 := 0; q0 < kp; q0 += kMajorBlock {
+		for jp := lo; jp < hi; jp++ {
+			r0 := jp * w
+			cols := min(w, o.rows-r0)
+			if o.lay == layoutF32 {
+				dst := o.data[jp*units*w : (jp+1)*units*w]
+				for q := q0; q < q0+kMajorBlock; q++ {
+					d := dst[q*w : q*w+w]
+					for s := range cols {
+						d[s] = math.Float32frombits(at(q, r0+s) << 16)
+					}
+					clear(d[cols:])
+				}
+				continue
+			}
+			dst := o.u32[jp*units*w : (jp+1)*units*w]
+			clear(dst[q0/2*w : (q0+kMajorBlock)/2*w])
+			for q := q0; q < min(q0+kMajorBlock, k); q++ {
+				d, shift := pairIndex(o.lay, q)
+				row := f[q*ld+r0 : q*ld+r0+cols]
+				drow := dst[d*w : d*w+cols]
+				for s, v := range row {
+					drow[s] |= bf16Bits(v) << shift
+				}
 			}
 		}
 	}

@@ -63,22 +63,26 @@ func TestPackPanelsAs(t *testing.T) {
 // NN packing, on every kernel's layout.
 func TestUnpack(t *testing.T) {
 	rng := rand.New(rand.NewPCG(43, 44))
-	m, k := 37, 70
-	x := testValues(rng, m*k, true)
-	xt := transpose(x, m, k)
-	for _, prec := range []Precision{F32, BF16} {
-		want := make([]float32, len(x))
-		for i, v := range x {
-			want[i] = roundOperand(prec, v)
-		}
-		for _, name := range testKernels(t, prec) {
-			withKernel(t, prec, name, func() {
-				what := fmt.Sprintf("%v %s", prec, name)
-				compareC(t, what+" PackAAs", PackAAs(nil, prec, m, k, x, k).Unpack(), want)
-				compareC(t, what+" PackATAs", PackATAs(nil, prec, m, k, xt, m).Unpack(), want)
-				compareC(t, what+" PackNTAs", PackNTAs(nil, prec, m, k, x, k).Unpack(), want)
-				compareC(t, what+" PackNNAs", PackNNAs(nil, prec, m, k, xt, m).Unpack(), want)
-			})
+	// The second size is above the parallel packing threshold (1<<16
+	// values): its row ranges are split between threads.
+	for _, sz := range [][2]int{{37, 70}, {301, 259}} {
+		m, k := sz[0], sz[1]
+		x := testValues(rng, m*k, true)
+		xt := transpose(x, m, k)
+		for _, prec := range []Precision{F32, BF16} {
+			want := make([]float32, len(x))
+			for i, v := range x {
+				want[i] = roundOperand(prec, v)
+			}
+			for _, name := range testKernels(t, prec) {
+				withKernel(t, prec, name, func() {
+					what := fmt.Sprintf("%v %s %dx%d", prec, name, m, k)
+					compareC(t, what+" PackAAs", PackAAs(nil, prec, m, k, x, k).Unpack(), want)
+					compareC(t, what+" PackATAs", PackATAs(nil, prec, m, k, xt, m).Unpack(), want)
+					compareC(t, what+" PackNTAs", PackNTAs(nil, prec, m, k, x, k).Unpack(), want)
+					compareC(t, what+" PackNNAs", PackNNAs(nil, prec, m, k, xt, m).Unpack(), want)
+				})
+			}
 		}
 	}
 }
