@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The measurements behind the matrix-engine targets of the README (issue
+# #13), on whatever CPU this runs on: the CPU and its features, the kernels
+# the start-up selection chooses, the paper-scale bank update, the
+# Wan2.1-1.3B layer call at fp32 and bf16, and the AMX depth-chunk
+# benchmark (on a CPU without AMX it times the selected kernel). Each
+# densitykv benchmark reports medians over its repeats; the whole set runs
+# ROUNDS times (default 2), alternating, so that a noisy machine shows in
+# the spread. Quote the CPU line beside every number.
+#
+#	bash scripts/measure-engine.sh [ROUNDS]        # about 3 min per round on 2 Zen 4 cores
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-2}
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+go build -o "$bin/densitykv" ./cmd/densitykv
+go test -c -o "$bin/gemm.test" ./gemm
+echo "== CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); $(nproc) CPUs;" \
+	"$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512f|avx512_bf16|avx512_fp16|amx_bf16|amx_tile)$' | tr '\n' ' ')"
+echo "== load: $(cut -d' ' -f1-3 /proc/loadavg)"
+for r in $(seq "$rounds"); do
+	echo "== round $r: bank update, paper scale"
+	"$bin/densitykv" bench --repeats 3 --quiet
+	echo "== round $r: Wan2.1-1.3B layer call"
+	"$bin/densitykv" bench wan --calls 2 --quiet
+done
+echo "== AMX depth chunk (gemm BenchmarkAMXChunk; chunk1048576 = off)"
+"$bin/gemm.test" -test.run '^$' -test.bench 'AMXChunk' -test.benchtime 3x
+echo "== load: $(cut -d' ' -f1-3 /proc/loadavg)"
