@@ -1,7 +1,8 @@
 // Package vmath holds the elementwise functions whose exact bits several
-// packages define and reproduce in assembly: one definition, so that the
-// softmax of package attn and the GELU of package wan share their
-// exponential.
+// packages define and reproduce in assembly, each with one definition: Exp
+// (float64: the GELU of package wan), Exp32 (float32: the softmax of
+// package attn), and the exactly rounded float32 steps FMA32 and Round32
+// (the oracles of those kernels and of package gemm's products).
 package vmath
 
 import "math"
