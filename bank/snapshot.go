@@ -48,7 +48,7 @@ const (
 // version or inconsistent.
 var ErrSnapshot = errors.New("bad snapshot")
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+var castagnoli = rawio.Castagnoli
 
 // SnapshotBytes returns the size of the bank's snapshot (WriteTo).
 func (b *Bank) SnapshotBytes() int64 { return snapHeader + b.bodyBytes() + 4 }
@@ -67,20 +67,6 @@ func (b *Bank) bodyBytes() int64 {
 	return n
 }
 
-// crcWriter passes writes to w and updates crc with them.
-type crcWriter struct {
-	w   io.Writer
-	crc uint32
-	n   int64
-}
-
-func (c *crcWriter) Write(p []byte) (int, error) {
-	k, err := c.w.Write(p)
-	c.crc = crc32.Update(c.crc, castagnoli, p[:k])
-	c.n += int64(k)
-	return k, err
-}
-
 // WriteTo writes a snapshot of the bank to w, streaming: nothing larger than
 // one head's density column is buffered (the body's length is known
 // before it is written, its checksum computed as it is).
@@ -91,7 +77,7 @@ func (b *Bank) WriteTo(w io.Writer) (int64, error) {
 	copy(hdr[:8], snapMagic)
 	le.PutUint32(hdr[8:], snapVersion)
 	le.PutUint64(hdr[12:], uint64(b.bodyBytes()))
-	cw := &crcWriter{w: w}
+	cw := &rawio.CRCWriter{W: w}
 	bw := bufio.NewWriterSize(cw, 1<<16)
 	bw.Write(hdr[:])
 	put := func(v any) { _ = binary.Write(bw, le, v) }
@@ -131,18 +117,18 @@ func (b *Bank) WriteTo(w io.Writer) (int64, error) {
 	}
 	err := bw.Flush()
 	var tail [4]byte
-	le.PutUint32(tail[:], cw.crc)
+	le.PutUint32(tail[:], cw.CRC)
 	if err == nil {
 		_, err = w.Write(tail[:])
-		cw.n += 4
+		cw.N += 4
 	}
 	if err != nil {
-		return cw.n, fmt.Errorf("bank: write snapshot: %w", err)
+		return cw.N, fmt.Errorf("bank: write snapshot: %w", err)
 	}
-	if want := b.SnapshotBytes(); cw.n != want {
-		panic(fmt.Sprintf("bank: snapshot of %d bytes, its header says %d", cw.n, want))
+	if want := b.SnapshotBytes(); cw.N != want {
+		panic(fmt.Sprintf("bank: snapshot of %d bytes, its header says %d", cw.N, want))
 	}
-	return cw.n, nil
+	return cw.N, nil
 }
 
 // ReadFrom replaces the bank's state (configuration included) with the

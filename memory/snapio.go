@@ -24,32 +24,18 @@ const (
 	snapTrailer2 = "DKVSEAL2"
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+var castagnoli = rawio.Castagnoli
 
 // snapWriter encodes fields to w, counting and checksumming the bytes. The
 // first error sticks; every later write is skipped.
 type snapWriter struct {
 	bw  *bufio.Writer
-	cw  *crcCount
+	cw  *rawio.CRCWriter
 	err error
 }
 
-// crcCount counts and checksums what passes to w.
-type crcCount struct {
-	w   io.Writer
-	crc uint32
-	n   int64
-}
-
-func (c *crcCount) Write(p []byte) (int, error) {
-	k, err := c.w.Write(p)
-	c.crc = crc32.Update(c.crc, castagnoli, p[:k])
-	c.n += int64(k)
-	return k, err
-}
-
 func newSnapWriter(w io.Writer) *snapWriter {
-	cw := &crcCount{w: w}
+	cw := &rawio.CRCWriter{W: w}
 	return &snapWriter{bw: bufio.NewWriterSize(cw, 1<<20), cw: cw}
 }
 
@@ -130,12 +116,12 @@ func (w *snapWriter) seal() error {
 		return w.err
 	}
 	var b [12]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(w.cw.n)+8) // the bytes before the CRC
+	binary.LittleEndian.PutUint64(b[:], uint64(w.cw.N)+8) // the bytes before the CRC
 	if _, err := w.cw.Write(b[:8]); err != nil {
 		return err
 	}
-	binary.LittleEndian.PutUint32(b[8:], w.cw.crc)
-	_, err := w.cw.w.Write(b[8:])
+	binary.LittleEndian.PutUint32(b[8:], w.cw.CRC)
+	_, err := w.cw.W.Write(b[8:])
 	return err
 }
 

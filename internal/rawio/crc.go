@@ -1,0 +1,24 @@
+package rawio
+
+import (
+	"hash/crc32"
+	"io"
+)
+
+// Castagnoli is the CRC-32C table of the snapshot and archive formats.
+var Castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// CRCWriter passes writes to W and keeps the CRC-32C (Castagnoli) and the
+// count of the bytes W accepted: the streaming snapshot writers' trailer.
+type CRCWriter struct {
+	W   io.Writer
+	CRC uint32
+	N   int64
+}
+
+func (c *CRCWriter) Write(p []byte) (int, error) {
+	k, err := c.W.Write(p)
+	c.CRC = crc32.Update(c.CRC, Castagnoli, p[:k])
+	c.N += int64(k)
+	return k, err
+}
