@@ -113,6 +113,7 @@ func TestAVX512BF16KernelSelected(t *testing.T) {
 	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512BF16 {
 		t.Skip("no AVX512_BF16 here")
 	}
+	selectKernels()
 	k := findKernel(BF16, "avx512bf16")
 	if msg := k.check(); msg != "" {
 		t.Fatalf("the avx512bf16 kernel fails its self-test on this CPU: %s", msg)

@@ -228,12 +228,19 @@ func driveAMX(f amxFunc, pa *packedOp, ai0, ak0, rows int, pb *packedOp, bj0, bk
 	}
 }
 
-// amxChunk is the depth chunk of the AMX kernel in blocks of BF16Block
-// (a variable for BenchmarkAMXChunk, which tunes it). Chunks of 8 blocks
-// would keep a row group's and a B panel's part in L1; that is not measured
-// on AMX hardware yet, so the default is no chunking, the configuration
-// measured (README).
-var amxChunk = 1 << 20
+// amxChunk is the depth chunk of the AMX kernel in blocks of BF16Block:
+// C is stored and reloaded between chunks. With amxGroupOuter, amxBlock
+// visits C group by group (32 rows), each against every B panel, so that a
+// row group's chunk of A (32 rows × 512 depths, 32 KiB) is reused from L1
+// across the panels, instead of panel by panel against every group. The
+// per-element arithmetic is the same in every configuration (each tile
+// sees its blocks in depth order). Measured on an Intel Xeon with AMX
+// (README, BenchmarkAMXLoops; variables so that the benchmark can sweep
+// them): the DiT's deep linears gain most from both.
+var (
+	amxChunk      = 16
+	amxGroupOuter = true
+)
 
 // amxBlock computes C[0:rows][0:cols] over kb blocks from A rows a (lda
 // dwords per row, at least roundUp(rows, 32) rows readable or padded by
@@ -241,7 +248,13 @@ var amxChunk = 1 << 20
 func amxBlock(f amxFunc, a []uint32, lda int, b []uint32, bStride, kb, rows, cols int, c []float32, ldc int, acc bool, ws *workspace) {
 	ng, nb := rows/amxRows, cols/NR
 	if ng > 0 && nb > 0 {
-		f(a, lda, ng, b, bStride, nb, kb, c, ldc, acc)
+		if amxGroupOuter && nb > 1 {
+			for g := 0; g < ng; g++ {
+				f(a[g*amxRows*lda:], lda, 1, b, bStride, nb, kb, c[g*amxRows*ldc:], ldc, acc)
+			}
+		} else {
+			f(a, lda, ng, b, bStride, nb, kb, c, ldc, acc)
+		}
 	}
 	tmp := ws.strip[:amxRows*NR]
 	edge := func(ga []uint32, r0, nr, j int) {

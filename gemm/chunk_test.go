@@ -8,7 +8,8 @@ import (
 func itoa(i int) string { return strconv.Itoa(i) }
 
 // TestAMXChunkResultsUnchanged: cutting the AMX kernel's depth into chunks
-// (amxChunk) gives the same bits as one pass, on the AMX layout (the
+// (amxChunk), in either loop order (amxGroupOuter), gives the same bits as
+// one pass, on the AMX layout (the
 // hardware kernel where the CPU has it, else the Go emulation).
 func TestAMXChunkResultsUnchanged(t *testing.T) {
 	name := "emu-amx"
@@ -21,10 +22,11 @@ func TestAMXChunkResultsUnchanged(t *testing.T) {
 	rng := newRng(3)
 	a, b := testValues(rng, m*k, false), testValues(rng, n*k, true)
 	var want []float32
-	for _, ch := range []int{1 << 20, 1, 3, 8} {
+	for _, ch := range []int{1 << 20, 1, 3, 8, -1, -3} {
 		withKernel(t, BF16, name, func() {
-			defer func(old int) { amxChunk = old }(amxChunk)
-			amxChunk = ch
+			defer func(old int, g bool) { amxChunk, amxGroupOuter = old, g }(amxChunk, amxGroupOuter)
+			// A negative chunk runs the other loop order.
+			amxChunk, amxGroupOuter = max(ch, -ch), ch < 0 != amxGroupOuter
 			pa, pb := PackAAs(nil, BF16, m, k, a, k), PackNTAs(nil, BF16, n, k, b, k)
 			c := make([]float32, m*n)
 			MulPacked(m, n, k, pa, 0, 0, pb, 0, 0, c, n, false)

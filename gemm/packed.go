@@ -3,6 +3,7 @@ package gemm
 import (
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // The packing loops unroll the MR=4 rows of a panel by hand.
@@ -256,6 +257,16 @@ func (o *packedOp) fill(isA bool, w, lo, hi int, src *source, t []uint16) {
 	}
 	if o.lay == layoutAMX && isA {
 		h := kp / 2
+		if littleEndian && src.h == nil && !src.kMajor && !src.panels {
+			// A row of AMX pairs is the row of bfloat16 values in
+			// order (little-endian dwords): round straight into it.
+			for r := lo; r < hi; r++ {
+				dst := u16s(o.u32[r*h : (r+1)*h])
+				rowBF16(dst[:k], src.f[r*src.ld:r*src.ld+k])
+				clear(dst[k:])
+			}
+			return
+		}
 		for r := lo; r < hi; r++ {
 			src.rowBits(t, r, k, true)
 			dst := o.u32[r*h : (r+1)*h]
@@ -602,4 +613,19 @@ func growU16(s []uint16, n int) []uint16 {
 		return make([]uint16, n)
 	}
 	return s[:n]
+}
+
+// littleEndian reports whether a dword's low half comes first in memory,
+// so that a row of AMX pairs can be written as a row of bfloat16 values.
+var littleEndian = func() bool {
+	x := uint32(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
+// u16s views a dword slice as its bfloat16 halves, in memory order.
+func u16s(s []uint32) []uint16 {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(&s[0])), 2*len(s))
 }
