@@ -180,28 +180,6 @@ func BenchmarkPackAttention(b *testing.B) {
 	}
 }
 
-// BenchmarkAMXChunk times the DiT's linear products on the bfloat16 kernel
-// at several AMX depth chunks (amxChunk blocks of 32; 1<<20 = no chunking),
-// to tune amxChunk. Where the CPU lacks AMX it runs the selected kernel
-// (the chunk only matters for the AMX layout).
-func BenchmarkAMXChunk(b *testing.B) {
-	for _, s := range []struct{ m, n, k int }{{4680, 1536, 1536}, {4680, 1536, 8960}} {
-		x, w, c := benchData(s.m*s.k), benchData(s.n*s.k), make([]float32, s.m*s.n)
-		pw := PackNTAs(nil, BF16, s.n, s.k, w, s.k)
-		for _, ch := range []int{1 << 20, 4, 8, 16} {
-			b.Run(fmt.Sprintf("%dx%dx%d/%s/chunk%d", s.m, s.n, s.k, KernelName(BF16), ch), func(b *testing.B) {
-				defer func(old int) { amxChunk = old }(amxChunk)
-				amxChunk = ch
-				start := cpuTime()
-				for b.Loop() {
-					pw.Product(s.m, x, s.k, c, s.n)
-				}
-				reportFlops(b, 2*float64(s.m)*float64(s.n)*float64(s.k), start)
-			})
-		}
-	}
-}
-
 // BenchmarkAMXLoops sweeps the AMX driver's loop order (panel or group
 // outer) and depth chunk over the products the models run, one goroutine:
 // the DiT's linears (one TileM×TileN block per MulPacked, as productRange

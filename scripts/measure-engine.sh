@@ -2,8 +2,9 @@
 # The measurements behind the matrix-engine targets of the README (issue
 # #13), on whatever CPU this runs on: the CPU and its features, the kernels
 # the start-up selection chooses, the paper-scale bank update, the
-# Wan2.1-1.3B layer call at fp32 and bf16, and the AMX depth-chunk
-# benchmark (on a CPU without AMX it times the selected kernel). Each
+# Wan2.1-1.3B layer call at fp32 and bf16, and the AMX driver's loop
+# order and depth chunk on the models' product shapes (on a CPU without AMX
+# it times the selected kernel, which has neither). Each
 # densitykv benchmark reports medians over its repeats; the whole set runs
 # ROUNDS times (default 2), alternating, so that a noisy machine shows in
 # the spread. Quote the CPU line beside every number.
@@ -25,6 +26,6 @@ for r in $(seq "$rounds"); do
 	echo "== round $r: Wan2.1-1.3B layer call"
 	"$bin/densitykv" bench wan --calls 2 --quiet
 done
-echo "== AMX depth chunk (gemm BenchmarkAMXChunk; chunk1048576 = off)"
-"$bin/gemm.test" -test.run '^$' -test.bench 'AMXChunk' -test.benchtime 3x
+echo "== AMX loop order and depth chunk (gemm BenchmarkAMXLoops; chunk1048576 = off; one goroutine)"
+"$bin/gemm.test" -test.run '^$' -test.bench 'AMXLoops' -test.benchtime 150ms
 echo "== load: $(cut -d' ' -f1-3 /proc/loadavg)"
