@@ -180,8 +180,9 @@ func BenchmarkPackAttention(b *testing.B) {
 	}
 }
 
-// BenchmarkAMXLoops sweeps the AMX driver's loop order (panel or group
-// outer) and depth chunk over the products the models run, one goroutine:
+// BenchmarkAMXLoops sweeps the AMX kernels (amx, amx-i), the driver's
+// depth chunk and, where the depth is chunked, its loop order (panel or
+// group outer) over the products the models run, one goroutine:
 // the DiT's linears (one TileM×TileN block per MulPacked, as productRange
 // does), the bank pass's 128×512 tiles of depth 128, attention's
 // Sᵀ = K·Qᵀ (512 keys × 32 queries, depth 128) and Oᵀ += Vᵀ·Pᵀ (128 × 128
@@ -196,22 +197,34 @@ func BenchmarkAMXLoops(b *testing.B) {
 	for _, s := range []shape{{"linear1536", 128, 512, 1536, false}, {"linear8960", 128, 512, 8960, false},
 		{"bank", 128, 512, 128, false}, {"qk", 512, 32, 128, false}, {"pv", 128, 128, 512, true}, {"l1", 32, 32, 256, false}} {
 		a, bb, c := benchData(s.m*s.k), benchData(s.n*s.k), make([]float32, s.m*s.n)
-		pa, pb := PackAAs(nil, BF16, s.m, s.k, a, s.k), PackNTAs(nil, BF16, s.n, s.k, bb, s.k)
-		for _, order := range []string{"panel", "group"} {
-			for _, ch := range []int{1 << 20, 4, 8, 16} {
-				if ch < 1<<20 && s.k/BF16Block <= ch {
-					continue
-				}
-				b.Run(fmt.Sprintf("%s/%s/%s/chunk%d", s.name, KernelName(BF16), order, ch), func(b *testing.B) {
-					defer func(o int, g bool) { amxChunk, amxGroupOuter = o, g }(amxChunk, amxGroupOuter)
-					amxChunk, amxGroupOuter = ch, order == "group"
-					start := cpuTime()
-					for b.Loop() {
-						MulPacked(s.m, s.n, s.k, pa, 0, 0, pb, 0, 0, c, s.n, s.acc)
-					}
-					reportFlops(b, 2*float64(s.m*s.n*s.k), start)
-				})
+		kernels := []string{KernelName(BF16)}
+		if k := findKernel(BF16, "amx"); k != nil && k.unavailable == "" {
+			kernels = []string{"amx", "amx-i"}
+		}
+		for _, kname := range kernels {
+			withKernel(b, BF16, kname, func() { amxLoops(b, s.name, s.m, s.n, s.k, s.acc, a, bb, c) })
+		}
+	}
+}
+
+// amxLoops runs BenchmarkAMXLoops's sweep for one shape on the kernel
+// selected now.
+func amxLoops(b *testing.B, name string, m, n, k int, acc bool, a, bb, c []float32) {
+	pa, pb := PackAAs(nil, BF16, m, k, a, k), PackNTAs(nil, BF16, n, k, bb, k)
+	for _, order := range []string{"panel", "group"} {
+		for _, ch := range []int{1 << 20, 4, 8, 16} {
+			if ch < 1<<20 && k/BF16Block <= ch || ch == 1<<20 && order == "group" {
+				continue // no chunking: one order
 			}
+			b.Run(fmt.Sprintf("%s/%s/%s/chunk%d", name, KernelName(BF16), order, ch), func(b *testing.B) {
+				defer func(o int, g bool) { amxChunk, amxGroupOuter = o, g }(amxChunk, amxGroupOuter)
+				amxChunk, amxGroupOuter = ch, order == "group"
+				start := cpuTime()
+				for b.Loop() {
+					MulPacked(m, n, k, pa, 0, 0, pb, 0, 0, c, n, acc)
+				}
+				reportFlops(b, 2*float64(m*n*k), start)
+			})
 		}
 	}
 }

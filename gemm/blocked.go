@@ -194,9 +194,10 @@ func driveAMX(f amxFunc, pa *packedOp, ai0, ak0, rows int, pb *packedOp, bj0, bk
 	// Depth chunks of amxChunk blocks: C is stored and reloaded between
 	// chunks, which leaves every result unchanged (the blocks are added to
 	// C in the same order).
+	groupOuter := amxGroupOuter && kb > amxChunk
 	for c0 := 0; c0 < kb; c0 += amxChunk {
 		n := min(amxChunk, kb-c0)
-		amxBlock(f, a[c0*BF16Block/2:], lda, b[c0*BF16Block/2*NR:], bStride, n, rows, cols, c, ldc, acc || c0 > 0, ws)
+		amxBlock(f, a[c0*BF16Block/2:], lda, b[c0*BF16Block/2*NR:], bStride, n, rows, cols, c, ldc, acc || c0 > 0, groupOuter, ws)
 	}
 	if t := k - kb*BF16Block; t > 0 {
 		// Zero-padded copies of the last block: A rows [mp][16], B panels.
@@ -224,19 +225,21 @@ func driveAMX(f amxFunc, pa *packedOp, ai0, ak0, rows int, pb *packedOp, bj0, bk
 				}
 			}
 		}
-		amxBlock(f, ta, h, tb, h*NR, 1, rows, cols, c, ldc, acc || kb > 0, ws)
+		amxBlock(f, ta, h, tb, h*NR, 1, rows, cols, c, ldc, acc || kb > 0, false, ws)
 	}
 }
 
 // amxChunk is the depth chunk of the AMX kernel in blocks of BF16Block:
-// C is stored and reloaded between chunks. With amxGroupOuter, amxBlock
-// visits C group by group (32 rows), each against every B panel, so that a
-// row group's chunk of A (32 rows × 512 depths, 32 KiB) is reused from L1
-// across the panels, instead of panel by panel against every group. The
-// per-element arithmetic is the same in every configuration (each tile
-// sees its blocks in depth order). Measured on an Intel Xeon with AMX
-// (README, BenchmarkAMXLoops; variables so that the benchmark can sweep
-// them): the DiT's deep linears gain most from both.
+// C is stored and reloaded between chunks. A product deeper than one chunk
+// (the DiT's linears, depth 1,536 and 8,960) visits C, with amxGroupOuter,
+// group by group (32 rows), each against every B panel, so that a row
+// group's chunk of A (32 rows × 512 depths, 32 KiB) is reused from L1
+// across the panels; a shallower one (the bank's passes and attention's
+// Sᵀ, depth 128; its Oᵀ, depth 512) panel by panel against every group,
+// whose A block then fits in L1 whole. The per-element arithmetic is the
+// same in every configuration (each tile sees its blocks in depth order).
+// Variables so that BenchmarkAMXLoops can sweep them; the defaults are
+// what measured best on an Intel Xeon with AMX (README).
 var (
 	amxChunk      = 16
 	amxGroupOuter = true
@@ -245,10 +248,10 @@ var (
 // amxBlock computes C[0:rows][0:cols] over kb blocks from A rows a (lda
 // dwords per row, at least roundUp(rows, 32) rows readable or padded by
 // the caller's layout) and B panels b.
-func amxBlock(f amxFunc, a []uint32, lda int, b []uint32, bStride, kb, rows, cols int, c []float32, ldc int, acc bool, ws *workspace) {
+func amxBlock(f amxFunc, a []uint32, lda int, b []uint32, bStride, kb, rows, cols int, c []float32, ldc int, acc, groupOuter bool, ws *workspace) {
 	ng, nb := rows/amxRows, cols/NR
 	if ng > 0 && nb > 0 {
-		if amxGroupOuter && nb > 1 {
+		if groupOuter && nb > 1 {
 			for g := 0; g < ng; g++ {
 				f(a[g*amxRows*lda:], lda, 1, b, bStride, nb, kb, c[g*amxRows*ldc:], ldc, acc)
 			}

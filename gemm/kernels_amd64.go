@@ -32,6 +32,9 @@ func bf16VDP(a *uint32, aStride, na int, b *uint32, kc int, c *float32, ldc int,
 //go:noescape
 func bf16AMX(a *uint32, lda, ng int, b *uint32, bStride, nb, kb int, c *float32, ldc int, acc bool)
 
+//go:noescape
+func bf16AMXI(a *uint32, lda, ng int, b *uint32, bStride, nb, kb int, c *float32, ldc int, acc bool)
+
 func getMXCSR() uint32
 
 // stripAsm wraps an assembly strip kernel; kc must be a multiple of unit.
@@ -47,7 +50,15 @@ func stripAsm[E float32 | uint32](f func(a *E, aStride, na int, b *E, kc int, c 
 	}
 }
 
-func amxAsm(a []uint32, lda, ng int, b []uint32, bStride, nb, kb int, c []float32, ldc int, acc bool) {
+// amxAsm wraps an AMX kernel (bf16AMX, bf16AMXI), checking the extents first.
+func amxAsm(f func(a *uint32, lda, ng int, b *uint32, bStride, nb, kb int, c *float32, ldc int, acc bool)) amxFunc {
+	return func(a []uint32, lda, ng int, b []uint32, bStride, nb, kb int, c []float32, ldc int, acc bool) {
+		amxCheck(a, lda, ng, b, bStride, nb, kb, c, ldc)
+		f(&a[0], lda, ng, &b[0], bStride, nb, kb, &c[0], ldc, acc)
+	}
+}
+
+func amxCheck(a []uint32, lda, ng int, b []uint32, bStride, nb, kb int, c []float32, ldc int) {
 	const h = BF16Block / 2
 	if ng < 1 || nb < 1 || kb < 1 || lda < kb*h || bStride < kb*h*NR || ldc < nb*NR {
 		panic(fmt.Sprintf("gemm: AMX kernel call with %d groups, %d panels, %d blocks, lda %d, bStride %d, ldc %d", ng, nb, kb, lda, bStride, ldc))
@@ -55,7 +66,6 @@ func amxAsm(a []uint32, lda, ng int, b []uint32, bStride, nb, kb int, c []float3
 	_ = a[(ng*amxRows-1)*lda+kb*h-1]
 	_ = b[(nb-1)*bStride+kb*h*NR-1]
 	_ = c[(ng*amxRows-1)*ldc+nb*NR-1]
-	bf16AMX(&a[0], lda, ng, &b[0], bStride, nb, kb, &c[0], ldc, acc)
 }
 
 // archKernels returns the assembly kernels, each marked with why it cannot
@@ -70,7 +80,8 @@ func archKernels() []*kernel {
 		return "the CPU (or OS) lacks " + what
 	}
 	ks := []*kernel{
-		{name: "amx", prec: BF16, lay: layoutAMX, amx: amxAsm, hw: true, unavailable: amxUnavailable()},
+		{name: "amx", prec: BF16, lay: layoutAMX, amx: amxAsm(bf16AMX), hw: true, unavailable: amxUnavailable()},
+		{name: "amx-i", prec: BF16, lay: layoutAMX, amx: amxAsm(bf16AMXI), hw: true, unavailable: amxUnavailable()},
 		{name: "avx512bf16", prec: BF16, lay: layoutQuad, u32: stripAsm(bf16VDP, BF16Block/2), kc: 256, hw: true,
 			unavailable: need(avx512 && cpu.X86.HasAVX512BF16, "AVX512_BF16")},
 		{name: "avx512", prec: F32, lay: layoutF32, f32: stripAsm(f32AVX512, 1), unavailable: need(avx512, "AVX-512")},

@@ -897,6 +897,101 @@ amxloop:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
 	RET
 
+// func bf16AMXI(a *uint32, lda, ng int, b *uint32, bStride, nb, kb int, c *float32, ldc int, acc bool)
+//
+// The bfloat16 product with AMX: for nb B panels (32 columns, bStride
+// dwords apart, [16·kb pair rows][32]) and ng groups of 32 rows of A
+// (row-major pairs, lda dwords per row), C[32][32] (row stride ldc floats)
+// = TDPBF16PS over kb blocks from C (acc) or zero. The function configures
+// the tiles and releases them before returning: no tile state outlives the
+// call, and Go's scheduler cannot run anything else on this thread in
+// between (an assembly function is never asynchronously preempted).
+TEXT ·bf16AMXI(SB), NOSPLIT, $48-73
+	LEAQ amxcfg<>(SB), R8
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg [r8]
+	MOVQ lda+8(FP), R9
+	SHLQ $2, R9 // A row stride, bytes
+	MOVQ R9, AX
+	SHLQ $4, AX
+	MOVQ AX, 0(SP) // 16 rows of A, bytes
+	MOVQ bStride+32(FP), R10
+	SHLQ $2, R10 // B panel stride, bytes
+	MOVQ ldc+64(FP), R11
+	SHLQ $2, R11 // C row stride, bytes
+	MOVQ R11, AX
+	SHLQ $4, AX
+	MOVQ AX, 32(SP) // 16 rows of C, bytes
+	MOVQ $128, R12 // B pair-row stride, bytes
+	MOVQ b+24(FP), BX
+	MOVQ c+56(FP), R14
+	MOVQ nb+40(FP), AX
+	MOVQ AX, 16(SP)
+amxpanel:
+	MOVQ a+0(FP), SI
+	MOVQ R14, DI
+	MOVQ ng+16(FP), AX
+	MOVQ AX, 8(SP)
+amxgroup:
+	MOVQ 32(SP), CX
+	LEAQ 64(DI), AX
+	LEAQ (DI)(CX*1), DX
+	LEAQ 64(DX), CX
+	MOVBQZX acc+72(FP), R8
+	TESTQ R8, R8
+	JZ amxzero
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x04; BYTE $0x1f // tileloadd tmm0,[rdi+r11*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x0c; BYTE $0x18 // tileloadd tmm1,[rax+r11*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x14; BYTE $0x1a // tileloadd tmm2,[rdx+r11*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x1c; BYTE $0x19 // tileloadd tmm3,[rcx+r11*1]
+	JMP amxk
+amxzero:
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero tmm1
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0 // tilezero tmm2
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8 // tilezero tmm3
+amxk:
+	MOVQ SI, AX
+	MOVQ 0(SP), CX
+	ADDQ SI, CX
+	MOVQ BX, DX
+	LEAQ 64(BX), R8
+	MOVQ kb+48(FP), R13
+amxloop:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x08 // tileloadd tmm4,[rax+r9*1]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x22 // tileloadd tmm6,[rdx+r12*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0,tmm4,tmm6
+	BYTE $0xc4; BYTE $0x82; BYTE $0x7b; BYTE $0x4b; BYTE $0x3c; BYTE $0x20 // tileloadd tmm7,[r8+r12*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps tmm1,tmm4,tmm7
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x09 // tileloadd tmm5,[rcx+r9*1]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps tmm2,tmm5,tmm6
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps tmm3,tmm5,tmm7
+	ADDQ $64, AX
+	ADDQ $64, CX
+	ADDQ $2048, DX
+	ADDQ $2048, R8
+	DECQ R13
+	JNZ amxloop
+	MOVQ 32(SP), CX
+	LEAQ 64(DI), AX
+	LEAQ (DI)(CX*1), DX
+	LEAQ 64(DX), CX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x1f // tilestored [rdi+r11*1],tmm0
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x0c; BYTE $0x18 // tilestored [rax+r11*1],tmm1
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x14; BYTE $0x1a // tilestored [rdx+r11*1],tmm2
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x1c; BYTE $0x19 // tilestored [rcx+r11*1],tmm3
+	MOVQ 0(SP), CX
+	LEAQ (SI)(CX*2), SI // next 32 rows of A
+	MOVQ 32(SP), CX
+	LEAQ (DI)(CX*2), DI // next 32 rows of C
+	DECQ 8(SP)
+	JNZ amxgroup
+	ADDQ R10, BX
+	ADDQ $128, R14
+	DECQ 16(SP)
+	JNZ amxpanel
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+	RET
+
 // func bf16PanelsQuad(dst *uint32, src *float32, groups int)
 //
 // For each of groups groups of four rows of 32 float32 (depths 4g … 4g+3

@@ -33,7 +33,7 @@ var Mutations = map[string]string{
 	"bf16-fma256-close":  "bf16FMA256: the block adds the even chain to C twice",
 	"bf16-vdp-pair":      "bf16VDP: one VDPBF16PS reads the odd chain's B dword",
 	"bf16-vdp-restart":   "bf16VDP: the chains are not restarted after a block",
-	"bf16-amx-tile":      "bf16AMX: the second row tile multiplies the first B tile twice",
+	"bf16-amx-tile":      "bf16AMX, bf16AMXI: the second row tile multiplies the first B tile twice",
 	"bf16-fma256-mxcsr":  "bf16FMA256: MXCSR is not restored on return",
 	"bf16-fma512-loadc":  "bf16FMA512: the accumulated C of row 2 is read from row 1",
 	"f32-avx512-tailrow": "f32AVX512: the fourth row's second vector is not stored",
@@ -98,7 +98,8 @@ func (g *gen) file() {
 	g.bf16FMA512()
 	g.bf16FMA256()
 	g.bf16VDP()
-	g.bf16AMX()
+	g.bf16AMX(false)
+	g.bf16AMX(true)
 	g.bf16Round()
 	g.mxcsrProbe()
 }
@@ -652,8 +653,17 @@ func (g *gen) tdpbf16ps(dst, a, b int) {
 // bf16AMX: 32×32 tiles of C in tmm0..3 (rows 0-15 × cols 0-15, 16-31;
 // rows 16-31 likewise), A row tiles in tmm4, tmm5, B column tiles in tmm6,
 // tmm7; one TDPBF16PS per C tile and block.
-func (g *gen) bf16AMX() {
-	g.p(`
+//
+// With interleaved (bf16AMXI), each block's tile loads are spread between
+// its TDPBF16PS instructions (A0, B0, C00, B1, C01, A1, C10, C11) so that
+// the first product of a block waits for two loads instead of four; the
+// products and their order per C tile are the same.
+func (g *gen) bf16AMX(interleaved bool) {
+	name := "bf16AMX"
+	if interleaved {
+		name = "bf16AMXI"
+	} else {
+		g.p(`
 // The AMX tile configuration: palette 1, tiles 0-7 of 16 rows × 64 bytes.
 DATA amxcfg<>+0(SB)/8, $0x0000000000000001
 DATA amxcfg<>+8(SB)/8, $0
@@ -663,9 +673,10 @@ DATA amxcfg<>+32(SB)/8, $0
 DATA amxcfg<>+40(SB)/8, $0
 DATA amxcfg<>+48(SB)/8, $0x1010101010101010
 DATA amxcfg<>+56(SB)/8, $0
-GLOBL amxcfg<>(SB), RODATA|NOPTR, $64
-
-// func bf16AMX(a *uint32, lda, ng int, b *uint32, bStride, nb, kb int, c *float32, ldc int, acc bool)
+GLOBL amxcfg<>(SB), RODATA|NOPTR, $64`)
+	}
+	g.p(`
+// func ` + name + `(a *uint32, lda, ng int, b *uint32, bStride, nb, kb int, c *float32, ldc int, acc bool)
 //
 // The bfloat16 product with AMX: for nb B panels (32 columns, bStride
 // dwords apart, [16·kb pair rows][32]) and ng groups of 32 rows of A
@@ -674,7 +685,7 @@ GLOBL amxcfg<>(SB), RODATA|NOPTR, $64
 // the tiles and releases them before returning: no tile state outlives the
 // call, and Go's scheduler cannot run anything else on this thread in
 // between (an assembly function is never asynchronously preempted).
-TEXT ·bf16AMX(SB), NOSPLIT, $48-73`)
+TEXT ·` + name + `(SB), NOSPLIT, $48-73`)
 	g.p("\tLEAQ amxcfg<>(SB), R8")
 	g.ldtilecfg("R8")
 	g.p("\tMOVQ lda+8(FP), R9")
@@ -724,16 +735,29 @@ TEXT ·bf16AMX(SB), NOSPLIT, $48-73`)
 	g.p("\tLEAQ 64(BX), R8")
 	g.p("\tMOVQ kb+48(FP), R13")
 	g.p("amxloop:")
-	g.tileloadd(4, "AX", "R9")
-	g.tileloadd(5, "CX", "R9")
-	g.tileloadd(6, "DX", "R12")
-	g.tileloadd(7, "R8", "R12")
-	g.tdpbf16ps(0, 4, 6)
-	g.tdpbf16ps(1, 4, 7)
-	if g.mut == "bf16-amx-tile" {
-		g.tdpbf16ps(2, 5, 7)
+	tdp2 := func() {
+		if g.mut == "bf16-amx-tile" {
+			g.tdpbf16ps(2, 5, 7)
+		} else {
+			g.tdpbf16ps(2, 5, 6)
+		}
+	}
+	if interleaved {
+		g.tileloadd(4, "AX", "R9")
+		g.tileloadd(6, "DX", "R12")
+		g.tdpbf16ps(0, 4, 6)
+		g.tileloadd(7, "R8", "R12")
+		g.tdpbf16ps(1, 4, 7)
+		g.tileloadd(5, "CX", "R9")
+		tdp2()
 	} else {
-		g.tdpbf16ps(2, 5, 6)
+		g.tileloadd(4, "AX", "R9")
+		g.tileloadd(5, "CX", "R9")
+		g.tileloadd(6, "DX", "R12")
+		g.tileloadd(7, "R8", "R12")
+		g.tdpbf16ps(0, 4, 6)
+		g.tdpbf16ps(1, 4, 7)
+		tdp2()
 	}
 	g.tdpbf16ps(3, 5, 7)
 	g.p("\tADDQ $64, AX")
