@@ -18,10 +18,7 @@ package riesz
 //     x = t, t·t or (t·t)², capped at MaxDenominator, w = 1/x by IEEE
 //     division. Every operation is a float32 operation rounded to nearest
 //     even; no approximate reciprocals (whose bits differ between CPU
-//     vendors). NaN propagates; −0 is kept. (The assembly computes 1/x
-//     from VRCP14PS and two Newton steps with FMA, which round to the
-//     IEEE quotient whatever bits VRCP14PS gives within its error bound,
-//     and by VDIVPS where that is not shown: recip_test.go.)
+//     vendors). NaN propagates; −0 is kept.
 //   - Row sums (Σ w, Σ w·inv; sumLanes): the row is cut into blocks of
 //     64 elements; within a block, element j is added in float32 to
 //     partial j mod 16 (each partial sums at most 4 elements, in order);
@@ -76,11 +73,6 @@ func init() { archInit() }
 // SIMD reports whether the assembly (AVX-512) epilogues are in use. They
 // compute the same values as the pure-Go ones, bit for bit.
 func SIMD() bool { return asmEpilogues }
-
-// Reciprocal names how the tile epilogues compute the interaction's 1/x
-// ("vdivps", "vrcp14ps+newton", or "go" without the assembly) and why
-// (the start-up timing probe's figures). All give the same bits.
-func Reciprocal() (name, why string) { return reciprocalInfo() }
 
 // epiFromDots is epiTileFromDots on one row.
 func epiFromDots(row []float32, na float32, nb []float32, eps, s float32, pow int) {

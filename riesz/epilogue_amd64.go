@@ -4,8 +4,6 @@ package riesz
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"time"
 
 	"golang.org/x/sys/cpu"
 )
@@ -20,15 +18,6 @@ func fromDotsTileAVX512(t *float32, ldt, rows, cols int, na, nb *float32, eps, s
 
 //go:noescape
 func tileStatsAVX512(t *float32, ldt, rows, cols int, na, nb, inv *float32, eps, s float32, pow int, os, osn *float64, om *float32)
-
-// The same two with the reciprocal computed without division (VRCP14PS and
-// Newton steps, exact: see recip in gen_epilogue.go).
-
-//go:noescape
-func fromDotsTileRcpAVX512(t *float32, ldt, rows, cols int, na, nb *float32, eps, s float32, pow int)
-
-//go:noescape
-func tileStatsRcpAVX512(t *float32, ldt, rows, cols int, na, nb, inv *float32, eps, s float32, pow int, os, osn *float64, om *float32)
 
 //go:noescape
 func rowStatsAVX512(row, inv *float32, n int) (s, sn float64, m float32)
@@ -60,25 +49,8 @@ func archInit() {
 // asmCPU reports whether the CPU and operating system support the assembly.
 func asmCPU() bool { return cpu.X86.HasAVX512F && cpu.X86.HasPOPCNT }
 
-// A reciprocal is one way the tile epilogues compute the interaction's
-// 1/x, both with the same bits: VDIVPS, or VRCP14PS with Newton steps
-// (faster where division is slow, e.g. on Intel Xeons; slower on AMD Zen 5,
-// where VDIVPS is fast).
-type reciprocal struct {
-	name      string
-	fromDots  func(t *float32, ldt, rows, cols int, na, nb *float32, eps, s float32, pow int)
-	tileStats func(t *float32, ldt, rows, cols int, na, nb, inv *float32, eps, s float32, pow int, os, osn *float64, om *float32)
-}
-
-var reciprocals = []reciprocal{
-	{"vdivps", fromDotsTileAVX512, tileStatsAVX512},
-	{"vrcp14ps+newton", fromDotsTileRcpAVX512, tileStatsRcpAVX512},
-}
-
-// useAsm installs the assembly epilogues, with the reciprocal the timing
-// probe finds fastest here.
+// useAsm installs the assembly epilogues.
 func useAsm() {
-	useReciprocal(probeReciprocals())
 	epiTileFromDots = tileFromDotsAsm
 	epiTileStats = tileStatsAsm
 	epiRowStats = rowStatsAsm
@@ -102,7 +74,7 @@ func tileFromDotsAsm(t []float32, ldt, rows, cols int, na, nb []float32, eps, s 
 		return
 	}
 	_, _ = na[rows-1], nb[cols-1]
-	recip.fromDots(&t[0], ldt, rows, cols, &na[0], &nb[0], eps, s, pow)
+	fromDotsTileAVX512(&t[0], ldt, rows, cols, &na[0], &nb[0], eps, s, pow)
 }
 
 func tileStatsAsm(t []float32, ldt, rows, cols int, na, nb, inv []float32, eps, s float32, pow int, os, osn []float64, om []float32) {
@@ -123,7 +95,7 @@ func tileStatsAsm(t []float32, ldt, rows, cols int, na, nb, inv []float32, eps, 
 		_ = inv[cols-1]
 		ip = &inv[0]
 	}
-	recip.tileStats(&t[0], ldt, rows, cols, &na[0], &nb[0], ip, eps, s, pow, &os[0], &osn[0], &om[0])
+	tileStatsAVX512(&t[0], ldt, rows, cols, &na[0], &nb[0], ip, eps, s, pow, &os[0], &osn[0], &om[0])
 }
 
 func rowStatsAsm(row, inv []float32) (s, sn float64, m float32) {
@@ -173,69 +145,4 @@ func compressAsm(row []float32, bm []uint16, cols []int32, dst []float32) {
 		panic(fmt.Sprintf("riesz: compress: %d bit words for %d columns, %d outputs for %d selected (need 16 of slack)", len(bm), n, len(dst), len(cols)))
 	}
 	compressAVX512(&row[0], n, &bm[0], &dst[0], len(dst)-16)
-}
-
-// recip is the reciprocal the tile epilogues use; recipWhy says why.
-var (
-	recip    = reciprocals[0]
-	recipWhy string
-)
-
-func useReciprocal(i int, why string) {
-	recip, recipWhy = reciprocals[i], why
-}
-
-// probeReciprocals times each reciprocal's tile-statistics epilogue (the
-// bank's hottest) on a 32×512 tile of bank-like dot products, best of 7
-// runs each, alternating, about a millisecond in all, and returns the
-// fastest and the timings.
-func probeReciprocals() (int, string) {
-	const rows, cols = 32, 512
-	rng := rand.New(rand.NewPCG(7, 7))
-	dots := make([]float32, rows*cols)
-	na, nb, inv := make([]float32, rows), make([]float32, cols), make([]float32, cols)
-	for i := range dots {
-		dots[i] = float32(rng.NormFloat64() * 40)
-	}
-	for i := range na {
-		na[i] = float32(120 + rng.Float64()*20)
-	}
-	for i := range nb {
-		nb[i], inv[i] = float32(120+rng.Float64()*20), float32(rng.Float64())
-	}
-	t := make([]float32, len(dots))
-	var os, osn [rows]float64
-	var om [rows]float32
-	best := make([]time.Duration, len(reciprocals))
-	for i := range best {
-		best[i] = time.Hour
-	}
-	for range 7 {
-		for i, r := range reciprocals {
-			copy(t, dots)
-			t0 := time.Now()
-			r.tileStats(&t[0], cols, rows, cols, &na[0], &nb[0], &inv[0], 1, 1.0/64, 2, &os[0], &osn[0], &om[0])
-			best[i] = min(best[i], time.Since(t0))
-		}
-	}
-	fast := 0
-	why := "timing probe (32×512 tile statistics):"
-	for i, r := range reciprocals {
-		if best[i] < best[fast] {
-			fast = i
-		}
-		why += fmt.Sprintf(" %s %.1f µs", r.name, best[i].Seconds()*1e6)
-	}
-	return fast, why
-}
-
-// reciprocalInfo reports the reciprocal in use and why.
-func reciprocalInfo() (name, why string) { return recip.name, recipWhy }
-
-// forceReciprocal makes the tile epilogues use reciprocal i (tests) and
-// returns a function restoring the previous one.
-func forceReciprocal(i int) (restore func()) {
-	prev, why := recip, recipWhy
-	recip, recipWhy = reciprocals[i], "forced"
-	return func() { recip, recipWhy = prev, why }
 }

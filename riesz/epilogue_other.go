@@ -7,14 +7,3 @@ func archInit() {}
 
 // asmCPU reports whether the assembly epilogues could run: never here.
 func asmCPU() bool { return false }
-
-// reciprocals lists the assembly reciprocals: none here.
-var reciprocals []struct{ name string }
-
-// reciprocalInfo reports the reciprocal in use: the pure-Go division.
-func reciprocalInfo() (name, why string) {
-	return "go", "no assembly epilogues in this build or on this CPU"
-}
-
-// forceReciprocal has nothing to switch here.
-func forceReciprocal(int) (restore func()) { return func() {} }

@@ -25,22 +25,6 @@ func TestAsmSelected(t *testing.T) {
 	}
 }
 
-// eachReciprocal runs f once per assembly reciprocal of the tile
-// epilogues (vdivps, vrcp14ps+newton), forced in turn, or once where the
-// build has none.
-func eachReciprocal(t *testing.T, f func(t *testing.T)) {
-	if len(reciprocals) == 0 || !SIMD() {
-		f(t)
-		return
-	}
-	for i, r := range reciprocals {
-		t.Run(r.name, func(t *testing.T) {
-			defer forceReciprocal(i)()
-			f(t)
-		})
-	}
-}
-
 // same32 reports whether a and b have identical bits or are both NaN.
 func same32(a, b float32) bool {
 	return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b
@@ -137,9 +121,7 @@ func checkGuards(t *testing.T, what string, base []float32, off, n int) {
 // pure-Go definition, bit for bit (NaN matches NaN), on lengths around the
 // vector widths, typical and special inputs (NaN, ±Inf, ±0, huge,
 // denormal), odd alignments and guard values that must survive.
-func TestEpiloguesBitIdentical(t *testing.T) { eachReciprocal(t, testEpiloguesBitIdentical) }
-
-func testEpiloguesBitIdentical(t *testing.T) {
+func TestEpiloguesBitIdentical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	for _, n := range epiLengths {
 		for class := 0; class < 4; class++ {
@@ -325,9 +307,7 @@ func checkCompress(t *testing.T, rng *rand.Rand, name string, n, class, off int)
 // TestTileEpiloguesBitIdentical checks the tile epilogues on tiles with a
 // row stride larger than the row (guard values in the gaps must survive)
 // and several rows, against the pure-Go definition.
-func TestTileEpiloguesBitIdentical(t *testing.T) { eachReciprocal(t, testTileEpiloguesBitIdentical) }
-
-func testTileEpiloguesBitIdentical(t *testing.T) {
+func TestTileEpiloguesBitIdentical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, cols := range []int{1, 5, 16, 17, 37, 64, 511, 512} {
 		for _, rows := range []int{1, 3, 130} {
@@ -501,9 +481,7 @@ func TestSumDefinition(t *testing.T) {
 // TestPassesBitIdentical runs every pass with the selected epilogues and
 // with the pure-Go ones and requires identical bits: results do not depend
 // on the kernel.
-func TestPassesBitIdentical(t *testing.T) { eachReciprocal(t, testPassesBitIdentical) }
-
-func testPassesBitIdentical(t *testing.T) {
+func TestPassesBitIdentical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, sz := range [][3]int{{1, 1, 1}, {7, 33, 5}, {TileRows + 3, TileCols + 17, 16}, {300, 700, 64}} {
 		n, m, d := sz[0], sz[1], sz[2]

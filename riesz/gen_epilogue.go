@@ -3,12 +3,9 @@
 // gen_epilogue writes epilogue_amd64.s, the AVX-512 epilogues of the
 // interaction passes. Every function computes exactly the pure-Go
 // definition in epilogue_generic.go (same operations, same rounding, same
-// order of additions per float64 lane, same tree; the one exception, the
-// interaction's IEEE quotient 1/x, is computed without a division where
-// that gives the same bits, see recip), so results are identical bit for
-// bit; TestEpiloguesBitIdentical checks it, recip_test.go the quotient,
-// and TestGeneratedAssemblyUpToDate keeps the .s file in sync with this
-// program.
+// order of additions per float64 lane, same tree), so results are identical
+// bit for bit; TestEpiloguesBitIdentical checks it and
+// TestGeneratedAssemblyUpToDate keeps the .s file in sync with this program.
 //
 //	go run gen_epilogue.go [-o epilogue_amd64.s]
 //
@@ -34,31 +31,11 @@ import (
 	"log"
 	"math"
 	"os"
-	"strings"
 
 	"github.com/densitykv/densitykv/internal/asmtext"
 )
 
-type gen struct {
-	asmtext.Writer
-	// cold holds the out-of-line blocks of the function being written
-	// (the reciprocal's division fallback), emitted after its RET by
-	// flushCold; nLabel numbers their labels.
-	cold   []func()
-	nLabel int
-	// rcp selects the reciprocal without division (recip) for the
-	// interaction's 1/x; otherwise VDIVPS. Both give the same bits; which
-	// is faster depends on the CPU (the start-up probe chooses).
-	rcp bool
-}
-
-// suffix is the name suffix of the functions written with g.rcp.
-func (g *gen) suffix() string {
-	if g.rcp {
-		return "Rcp"
-	}
-	return ""
-}
+type gen struct{ asmtext.Writer }
 
 var z, y, x = asmtext.Z, asmtext.Y, asmtext.X
 
@@ -74,9 +51,6 @@ const (
 	zS    = 27 // s = 1/σ²
 	zNa   = 26 // the row's squared norm
 	zTwo  = 25 // 2.0
-	zROff = 18 // 1 − bits(2^-125) (int32 lanes), see recip
-	zRMax = 19 // bits(2^125) − bits(2^-125) (int32 lanes)
-	zMant = 14 // 0x007fffff (int32 lanes); tmp(1, 6), which no interaction body uses
 	zPs   = 16 // Σ w, float32 partials of the block
 	zPq   = 17 // Σ q, float32 partials of the block
 	zS0   = 20 // Σ w, lanes 0..7 (float64)
@@ -102,13 +76,10 @@ func (g *gen) load(mem string, reg int, masked bool) {
 
 // interaction emits w = interaction(dot, na, nb, eps, s, pow) for the
 // chunk at element offset BX+16u of the row at DI with norms at R12, into
-// register tmp(u, 1), and stores it back into the row. The denominator x is
-// computed in tmp(u, 0) (the dot product's register) and its reciprocal by
-// recip.
+// register tmp(u, 1), and stores it back into the row.
 func (g *gen) interaction(u int, pow int, masked bool) {
 	off := 64 * u
 	dot, w, nb := tmp(u, 0), tmp(u, 1), tmp(u, 7)
-	xr := dot
 	g.load(fmt.Sprintf("%d(DI)(BX*4)", off), dot, masked)
 	if masked {
 		g.load(fmt.Sprintf("%d(R12)(BX*4)", off), nb, true)
@@ -117,109 +88,24 @@ func (g *gen) interaction(u int, pow int, masked bool) {
 		g.I("VADDPS %d(R12)(BX*4), %s, %s", off, z(zNa), z(w)) // c = na + nb
 	}
 	g.I("VFNMADD231PS %s, %s, %s", z(zTwo), z(dot), z(w)) // d2 = c − 2·dot, one rounding
-	g.I("VMAXPS %s, %s, %s", z(w), z(zZero), z(xr))       // d2 < 0 → 0; NaN, −0 kept
-	g.I("VMULPS %s, %s, %s", z(zS), z(xr), z(xr))         // d2·s
-	g.I("VADDPS %s, %s, %s", z(zEps), z(xr), z(xr))       // t = eps + d2·s
+	g.I("VMAXPS %s, %s, %s", z(w), z(zZero), z(w))        // d2 < 0 → 0; NaN, −0 kept
+	g.I("VMULPS %s, %s, %s", z(zS), z(w), z(w))           // d2·s
+	g.I("VADDPS %s, %s, %s", z(zEps), z(w), z(w))         // t = eps + d2·s
 	switch pow {
 	case 2:
-		g.I("VMULPS %s, %s, %s", z(xr), z(xr), z(xr)) // t·t
+		g.I("VMULPS %s, %s, %s", z(w), z(w), z(w)) // t·t
 	case 4:
-		g.I("VMULPS %s, %s, %s", z(xr), z(xr), z(xr)) // t·t
-		g.I("VMULPS %s, %s, %s", z(xr), z(xr), z(xr)) // (t·t)²
+		g.I("VMULPS %s, %s, %s", z(w), z(w), z(w)) // t·t
+		g.I("VMULPS %s, %s, %s", z(w), z(w), z(w)) // (t·t)²
 	}
-	g.I("VMINPS %s, %s, %s", z(xr), z(zMax), z(xr)) // x > Max → Max; NaN kept
-	switch {
-	case g.rcp:
-		g.recip(xr, w, tmp(u, 2), tmp(u, 3), masked)
-	case masked:
-		g.I("VDIVPS.Z %s, %s, K1, %s", z(xr), z(zOne), z(w)) // w = 1/x, tail lanes 0
-	default:
-		g.I("VDIVPS %s, %s, %s", z(xr), z(zOne), z(w)) // w = 1/x
-	}
+	g.I("VMINPS %s, %s, %s", z(w), z(zMax), z(w)) // x > Max → Max; NaN kept
 	if masked {
+		g.I("VDIVPS.Z %s, %s, K1, %s", z(w), z(zOne), z(w)) // w = 1/x, tail lanes 0
 		g.I("VMOVUPS %s, K1, %d(DI)(BX*4)", z(w), off)
 	} else {
+		g.I("VDIVPS %s, %s, %s", z(w), z(zOne), z(w)) // w = 1/x
 		g.I("VMOVUPS %s, %d(DI)(BX*4)", z(w), off)
 	}
-}
-
-// Bounds of the reciprocal's fast path, as float32 bits: x in [2^-125,
-// 2^125).
-const (
-	rcpLo = (127 - 125) << 23 // 2^-125
-	rcpHi = (127 + 125) << 23 // 2^125
-)
-
-// recip emits w = 1/x (IEEE division, round to nearest even) for the 16
-// lanes of x, all of them or (masked) those of K1, the others +0;
-// clobbers e and u, K2 and K3; x is kept.
-//
-// No division where x is in [2^-125, 2^125) and its significand is not all
-// ones (the lanes of K2):
-//
-//	y0 = VRCP14PS(x)         |y0·x − 1| ≤ 2^-14, bits vary by CPU
-//	e  = fma(−x, y0, 1)
-//	y1 = fma(e, y0, y0)      one of the two float32 values around 1/x
-//	r  = fma(−x, y1, 1)      (exact)
-//	w  = fma(r, y1, y1)      = RN(1/x) (Markstein)
-//
-// whatever bits VRCP14PS returns within its bound: recip_test.go checks
-// the last step on every significand of a binade (all ones is the one
-// exception: 1/x is just above a midpoint there and y1 may be the power
-// of two below it) and the first step over the whole error interval of
-// y0; every step is an fma of normal values, so the result scales exactly
-// with x's exponent in this range. The other lanes (NaN, ≤ 0, denormal,
-// tiny or huge x, all-ones significands) take VDIVPS, in an out-of-line
-// block that runs only when a chunk has such a lane, merged into those
-// lanes alone, so they get exactly the division's bits (NaN payloads
-// too). The range test is one unsigned compare: u = bits(x) + 1 −
-// bits(2^-125) is in [1, bits(2^125) − bits(2^-125)] exactly for x in the
-// range (positive values order as their bits; negative ones, NaN and ±Inf
-// fall above, smaller ones wrap around), and u's low 23 bits are those of
-// bits(x) + 1, zero exactly for an all-ones significand (and for u = 0).
-func (g *gen) recip(xr, w, e, u int, masked bool) {
-	g.I("VPADDD %s, %s, %s", z(zROff), z(xr), z(u)) // u = bits(x) + 1 − bits(2^-125)
-	g.I("VPCMPUD $2, %s, %s, K2", z(zRMax), z(u))   // u ≤ bits(2^125) − bits(2^-125)
-	g.I("VPTESTMD %s, %s, K2, K2", z(zMant), z(u))  // and the significand is not all ones
-	g.I("VRCP14PS %s, %s", z(xr), z(w))             // y0 ≈ 1/x
-	g.I("VMOVAPS %s, %s", z(zOne), z(e))
-	g.I("VFNMADD231PS %s, %s, %s", z(w), z(xr), z(e)) // e = 1 − x·y0
-	g.I("VFMADD231PS %s, %s, %s", z(e), z(w), z(w))   // y1 = y0 + e·y0
-	g.I("VMOVAPS %s, %s", z(zOne), z(e))
-	g.I("VFNMADD231PS %s, %s, %s", z(w), z(xr), z(e)) // r = 1 − x·y1
-	if masked {
-		g.I("VFMADD231PS.Z %s, %s, K1, %s", z(e), z(w), z(w)) // w = y1 + r·y1, tail lanes 0
-		g.I("KANDNW K1, K2, K3")                              // K3 = K1 &^ K2: the lanes to divide
-		g.I("KORTESTW K3, K3")
-	} else {
-		g.I("VFMADD231PS %s, %s, %s", z(e), z(w), z(w)) // w = y1 + r·y1
-		g.I("KORTESTW K2, K2")                          // CF: every lane in K2
-	}
-	g.nLabel++
-	slow, back := fmt.Sprintf("rcp%d_div", g.nLabel), fmt.Sprintf("rcp%d_ok", g.nLabel)
-	if masked {
-		g.I("JNZ %s", slow)
-	} else {
-		g.I("JCC %s", slow)
-	}
-	g.Label(back)
-	g.cold = append(g.cold, func() {
-		g.Label(slow)
-		if !masked {
-			g.I("KNOTW K2, K3")
-		}
-		g.I("VDIVPS %s, %s, K3, %s", z(xr), z(zOne), z(w)) // w = 1/x in the lanes of K3
-		g.I("JMP %s", back)
-	})
-}
-
-// flushCold emits the out-of-line blocks collected since the last call
-// (after the function's RET).
-func (g *gen) flushCold() {
-	for _, f := range g.cold {
-		f()
-	}
-	g.cold = nil
 }
 
 // sum2 adds the 16 float32 of register v, converted to float64, to the
@@ -348,10 +234,6 @@ func (g *gen) interactionConsts(epsArg, sArg string) {
 	g.Broadcast32(math.Float32bits(1), zOne)
 	g.Broadcast32(maxDenominator, zMax)
 	g.Broadcast32(math.Float32bits(2), zTwo)
-	lo := uint32(rcpLo)
-	g.Broadcast32(1-lo, zROff) // wraps around: 1 − 2^24
-	g.Broadcast32(rcpHi-rcpLo, zRMax)
-	g.Broadcast32(1<<23-1, zMant)
 	g.I("VBROADCASTSS %s, %s", epsArg, z(zEps))
 	g.I("VBROADCASTSS %s, %s", sArg, z(zS))
 }
@@ -367,13 +249,13 @@ func (g *gen) powDispatch(p string) {
 }
 
 func (g *gen) fromDotsTile() {
-	g.Text(strings.ReplaceAll(`
+	g.Text(`
 // func fromDotsTileAVX512(t *float32, ldt, rows, cols int, na, nb *float32, eps, s float32, pow int)
 //
 // tileFromDotsGeneric: t[r*ldt+j] = interaction(t[r*ldt+j], na[r], nb[j], eps, s, pow)
 // for r < rows, j < cols (rows ≥ 1).
 TEXT ·fromDotsTileAVX512(SB), NOSPLIT, $0-64
-`, "TileAVX512", "Tile"+g.suffix()+"AVX512"))
+`)
 	g.I("MOVQ t+0(FP), DI")
 	g.I("MOVQ ldt+8(FP), R8")
 	g.I("SHLQ $2, R8")
@@ -398,11 +280,10 @@ TEXT ·fromDotsTileAVX512(SB), NOSPLIT, $0-64
 	g.Label("fd_ret")
 	g.I("VZEROUPPER")
 	g.I("RET")
-	g.flushCold()
 }
 
 func (g *gen) tileStats() {
-	g.Text(strings.ReplaceAll(`
+	g.Text(`
 // func tileStatsAVX512(t *float32, ldt, rows, cols int, na, nb, inv *float32, eps, s float32, pow int, os, osn *float64, om *float32)
 //
 // tileStatsGeneric: for r < rows (≥ 1) the interactions of row r in place,
@@ -410,7 +291,7 @@ func (g *gen) tileStats() {
 // w·inv (both 0 when inv is nil). Lane sums: Z20, Z21 (w), Z22, Z23 (q);
 // running maximum Z24.
 TEXT ·tileStatsAVX512(SB), NOSPLIT, $0-96
-`, "StatsAVX512", "Stats"+g.suffix()+"AVX512"))
+`)
 	g.I("MOVQ t+0(FP), DI")
 	g.I("MOVQ ldt+8(FP), R8")
 	g.I("SHLQ $2, R8")
@@ -495,7 +376,6 @@ TEXT ·tileStatsAVX512(SB), NOSPLIT, $0-96
 	g.Label("ts_ret")
 	g.I("VZEROUPPER")
 	g.I("RET")
-	g.flushCold()
 }
 
 func (g *gen) rowStats() {
@@ -780,10 +660,6 @@ func main() {
 `)
 	g.fromDotsTile()
 	g.tileStats()
-	g.rcp = true
-	g.fromDotsTile()
-	g.tileStats()
-	g.rcp = false
 	g.rowStats()
 	g.rowSum(false)
 	g.rowSum(true)

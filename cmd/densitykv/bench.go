@@ -10,7 +10,6 @@ import (
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/internal/bench"
 	"github.com/densitykv/densitykv/internal/vocab"
-	"github.com/densitykv/densitykv/riesz"
 )
 
 func init() { register(newBenchCmd) }
@@ -119,8 +118,6 @@ kernel off for the whole run.`,
 				fmt.Fprintf(w, "bank update benchmark: H=%d N=%d M=%d d=%d ordering=%s, %d repeats, GOMAXPROCS=%d\n",
 					bc.Heads, bc.Candidates, bc.Capacity, bc.Dim, ordering, bc.Repeats, runtime.GOMAXPROCS(0))
 				fmt.Fprint(w, bench.KernelLines(bench.Kernels()))
-				name, why := riesz.Reciprocal()
-				fmt.Fprintf(w, "interaction reciprocal: %s [%s]\n", name, why)
 			}
 			steps := bc.Steps() // fill, warm-up, timed updates, timed passes (and float32 passes)
 			prog := newProgress(cmd.ErrOrStderr(), "bench bank", steps, 0, quiet)

@@ -50,10 +50,6 @@ type BankResult struct {
 	Capacity   int `json:"capacity"`
 	Dim        int `json:"dim"`
 	Workers    int `json:"workers"`
-	// Reciprocal is how the interaction epilogues compute 1/x
-	// (riesz.Reciprocal) and ReciprocalWhy the start-up probe's figures.
-	Reciprocal    string `json:"reciprocal"`
-	ReciprocalWhy string `json:"reciprocal_why"`
 
 	UpdateSeconds       []float64 `json:"update_seconds"` // every timed update (full bank, steady state)
 	UpdateSecondsMedian float64   `json:"update_seconds_median"`
@@ -241,7 +237,6 @@ func RunBank(bc BankOptions) (BankResult, error) {
 	}
 	res := BankResult{Heads: bc.Heads, Candidates: bc.Candidates, Capacity: bc.Capacity, Dim: bc.Dim,
 		Workers: cfg.WorkerCount(), SIMD: riesz.SIMD(), BF16: gemm.HardwareBF16()}
-	res.Reciprocal, res.ReciprocalWhy = riesz.Reciprocal()
 	// next reports the finished step (if any) and checks the context
 	// before the following one.
 	next := func(finished bool, what string) error {
