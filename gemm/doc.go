@@ -83,6 +83,8 @@
 //	f32        avx2        VFMADD231PS ymm, 4×32 in two halves      -
 //	f32        go          the definition, register-blocked        -
 //	bf16       amx         TDPBF16PS, 32×32 tiles (2×2)            A row-major pairs, B VNNI panels
+//	bf16       amx-i       amx with each block's tile loads        as amx
+//	                       interleaved with its TDPBF16PS
 //	bf16       avx512bf16  VDPBF16PS on re-paired depths           quad pairs
 //	bf16       avx512      VFMADD231PS, two chains per output       float32 panels
 //	bf16       avx2        VFMADD231PS ymm, two chains              float32 panels
@@ -110,18 +112,20 @@
 // then returns to the saved one. The float32 kernels leave MXCSR alone.
 //
 // AMX: the process asks Linux once for the tile data permission
-// (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), at kernel selection.
-// Tile state is per thread; every call loads the tile configuration
-// (LDTILECFG), computes many tiles and releases them (TILERELEASE), so no
-// tile state lives across a Go call boundary and the scheduler (which only
-// switches goroutines at safe points of Go code) cannot interleave anything
-// with it. The AMX kernel ran on hardware once (an Intel Xeon with amx_bf16,
-// through the test binaries): the kernel tests, the DiT's pinned bits and
-// the bank tests passed on it, and a mutated AMX kernel (asmgen's
-// bf16-amx-tile) was rejected by the self-test and failed the kernel tests.
-// Its encodings are also checked with objdump (TestEncodingsObjdump) and its
-// layout and driver through the Go emulation emu-amx on every machine; on an
-// AMX machine it is used only after passing the self-test.
+// (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), at kernel
+// selection. Tile state is per thread; every call of either AMX kernel
+// loads the tile configuration (LDTILECFG), computes many tiles and
+// releases them (TILERELEASE), so no tile state lives across a Go call
+// boundary and the scheduler (which only switches goroutines at safe points
+// of Go code) cannot interleave anything with it. The AMX kernels ran on
+// hardware (an Intel Xeon with amx_bf16, through the test binaries, in two
+// sessions): the kernel tests (amx and amx-i), the DiT's pinned bits and
+// goldens, the bank's, attention's and the Soft-Riesz tests passed there,
+// and a mutated AMX kernel (asmgen's bf16-amx-tile) was rejected by the
+// self-test and failed the kernel tests. The encodings are also checked
+// with objdump (TestEncodingsObjdump) and the layout and driver through the
+// Go emulation emu-amx on every machine; on an AMX machine a kernel is used
+// only after passing the self-test.
 //
 // # Selection
 //

@@ -359,7 +359,7 @@ func KernelSummary() string {
 var ErrKernel = errors.New("gemm: unknown or unavailable kernel")
 
 // Force makes products run on the kernel called name, for every precision
-// that has one ("go", "avx2", "avx512", "avx512bf16", "amx", and the Go
+// that has one ("go", "avx2", "avx512", "avx512bf16", "amx", "amx-i", and the Go
 // emulations "emu-avx512bf16", "emu-amx"), or on one precision only with
 // "fp32:NAME" or "bf16:NAME"; "auto" restores the start-up selection. A
 // kernel is forced only if it is available and passes its self-test; the

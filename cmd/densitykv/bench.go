@@ -35,7 +35,7 @@ so the reports also give CPU time.
 
 Every benchmark says which matrix kernel ran for each precision (fp32 and
 bf16) and why the start-up selection chose it; --kernel NAME forces one
-(gemm's names: amx, avx512bf16, avx512, avx2, go, and the Go emulations
+(gemm's names: amx, amx-i, avx512bf16, avx512, avx2, go, and the Go emulations
 emu-avx512bf16, emu-amx; "fp32:NAME" or "bf16:NAME" for one precision
 only). The results are the same bits whichever kernel runs.`,
 		Args: cobra.NoArgs,
