@@ -9,7 +9,14 @@
 # ROUNDS times (default 2), alternating, so that a noisy machine shows in
 # the spread. Quote the CPU line beside every number.
 #
-#	bash scripts/measure-engine.sh [ROUNDS]        # about 3 min per round on 2 Zen 4 cores
+# With PROFILE=DIR it also writes CPU profiles of one bank update run and
+# one bf16 layer call there (bank.prof, wan.prof, with their test binaries
+# for `go tool pprof`); with TORCH=1, and python3 with torch installed, it
+# times the same layer and the authors' bank in PyTorch on the same cores
+# (scripts/compare; minutes).
+#
+#	bash scripts/measure-engine.sh [ROUNDS]        # about 2 min per round on 2 idle Zen 5 cores
+#	PROFILE=/tmp/prof TORCH=1 taskset -c 0,1 bash scripts/measure-engine.sh 1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-2}
@@ -19,6 +26,7 @@ go build -o "$bin/densitykv" ./cmd/densitykv
 go test -c -o "$bin/gemm.test" ./gemm
 echo "== CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); $(nproc) CPUs;" \
 	"$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512f|avx512_bf16|avx512_fp16|amx_bf16|amx_tile)$' | tr '\n' ' ')"
+echo "== topology: $(lscpu 2>/dev/null | grep -E '^Thread\(s\) per core' | tr -s ' ')"
 echo "== load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$rounds"); do
 	echo "== round $r: bank update, paper scale"
@@ -29,3 +37,16 @@ done
 echo "== AMX loop order and depth chunk (gemm BenchmarkAMXLoops; chunk1048576 = off; one goroutine)"
 "$bin/gemm.test" -test.run '^$' -test.bench 'AMXLoops' -test.benchtime 150ms
 echo "== load: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -n "${PROFILE:-}" ]; then
+	mkdir -p "$PROFILE"
+	go test -c -o "$PROFILE/bank.test" ./bank
+	go test -c -o "$PROFILE/bench.test" ./internal/bench
+	echo "== profiles in $PROFILE (go tool pprof -top $PROFILE/bank.test $PROFILE/bank.prof)"
+	"$PROFILE/bank.test" -test.run '^$' -test.bench 'UpdatePaper$' -test.benchtime 6x -test.cpuprofile "$PROFILE/bank.prof"
+	"$PROFILE/bench.test" -test.run '^$' -test.bench 'Wan13BOneLayer/bf16' -test.benchtime 1x -test.cpuprofile "$PROFILE/wan.prof"
+fi
+if [ "${TORCH:-}" = 1 ]; then
+	echo "== PyTorch: the same layer, then the authors' bank"
+	python3 scripts/compare/torch_wan_layer.py --threads "$(nproc)" --calls 2
+	python3 scripts/compare/torch_density_bank.py --threads "$(nproc)" --updates 2
+fi
