@@ -43,12 +43,13 @@ Run (torch 1.13 or 2.x):
 
 import argparse
 import json
-import re
 import statistics
 import sys
 import time
 
 import torch
+
+from machine import blas_info, cpu_model
 
 PAPER = dict(heads=12, candidates=4680, capacity=9360, dim=128)
 TINY = dict(heads=2, candidates=300, capacity=600, dim=32)
@@ -253,17 +254,6 @@ def clustered(gen, n, heads, dim, per_cluster=78):
     return keys, torch.randn(n, heads, dim, generator=gen)
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=2)
@@ -288,11 +278,10 @@ def main():
         st = bank.update(k, v)
         times.append(time.perf_counter() - t0)
         accepted.append(st["accepted"])
-    m = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
     res = dict(heads=H, candidates=N, capacity=M, dim=d, chunk=a.chunk, threads=torch.get_num_threads(),
                fill_accepted=fill["accepted"], fill_seconds=fill_s, update_seconds=times,
                update_seconds_median=statistics.median(times), accepted=accepted,
-               torch=torch.__version__, blas=m.group(1) if m else "unknown",
+               torch=torch.__version__, blas=blas_info(),
                mkldnn=torch.backends.mkldnn.is_available(), cpu=cpu_model())
     if a.json:
         print(json.dumps(res, indent=1))

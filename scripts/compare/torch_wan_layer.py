@@ -48,12 +48,13 @@ Options: --threads N (torch.set_num_threads, default 2), --dtype fp32|bf16|both,
 import argparse
 import json
 import math
-import re
 import statistics
 import time
 
 import torch
 import torch.nn.functional as F
+
+from machine import blas_info, cpu_model
 
 FULL = dict(dim=1536, heads=12, ffn=8960, text_len=512, freq=256, in_dim=16, out_dim=16,
             height=60, width=104, frames=3, context_frames=12)
@@ -62,22 +63,6 @@ TINY = dict(dim=256, heads=2, ffn=512, text_len=16, freq=256, in_dim=16, out_dim
 EPS = 1e-6
 ATT_CHUNK = 256  # queries per chunk of the fallback attention
 USE_SDPA = hasattr(F, "scaled_dot_product_attention")
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
-def blas_info():
-    m = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
-    return m.group(1) if m else "unknown"
 
 
 def flops(s):
