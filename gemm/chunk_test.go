@@ -9,8 +9,8 @@ func itoa(i int) string { return strconv.Itoa(i) }
 
 // TestAMXChunkResultsUnchanged: cutting the AMX kernel's depth into chunks
 // (amxChunk), in either loop order (amxGroupOuter), gives the same bits as
-// one pass, on the AMX layout (the
-// hardware kernel where the CPU has it, else the Go emulation).
+// one pass, on the AMX layout (the hardware kernel where the CPU has it,
+// else the Go emulation).
 func TestAMXChunkResultsUnchanged(t *testing.T) {
 	name := "emu-amx"
 	for _, n := range testKernels(t, BF16) {
