@@ -123,6 +123,26 @@ func TestAVX512BF16KernelSelected(t *testing.T) {
 	}
 }
 
+// TestAMXKernelSelected fails when the CPU and Linux give AMX but an AMX
+// kernel fails its self-test or bfloat16 products do not run on one of
+// them (the probe measured them 3–10× faster than the other kernels on
+// the Xeons tried), which would otherwise only show as a slower bench.
+func TestAMXKernelSelected(t *testing.T) {
+	selectKernels()
+	amx := findKernel(BF16, "amx")
+	if amx == nil || amx.unavailable != "" {
+		t.Skip("no AMX here")
+	}
+	for _, name := range []string{"amx", "amx-i"} {
+		if msg := findKernel(BF16, name).check(); msg != "" {
+			t.Errorf("the %s kernel fails its self-test on this CPU: %s", name, msg)
+		}
+	}
+	if !strings.HasPrefix(auto[BF16].name, "amx") {
+		t.Fatalf("bfloat16 products run on %s, not an AMX kernel (%s)", auto[BF16].name, reasons[BF16])
+	}
+}
+
 // TestMutationsDetected breaks single instructions of the generated
 // assembly (asmgen.Mutations) and requires the kernel tests to fail on
 // each, through `go test -overlay` on a copy of the file (one mutation by
