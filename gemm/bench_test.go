@@ -197,9 +197,14 @@ func BenchmarkAMXLoops(b *testing.B) {
 	for _, s := range []shape{{"linear1536", 128, 512, 1536, false}, {"linear8960", 128, 512, 8960, false},
 		{"bank", 128, 512, 128, false}, {"qk", 512, 32, 128, false}, {"pv", 128, 128, 512, true}, {"l1", 32, 32, 256, false}} {
 		a, bb, c := benchData(s.m*s.k), benchData(s.n*s.k), make([]float32, s.m*s.n)
-		kernels := []string{KernelName(BF16)}
-		if k := findKernel(BF16, "amx"); k != nil && k.unavailable == "" {
-			kernels = []string{"amx", "amx-i"}
+		var kernels []string // the AMX kernels this CPU runs, else the selected one
+		for _, n := range testKernels(b, BF16) {
+			if strings.HasPrefix(n, "amx") {
+				kernels = append(kernels, n)
+			}
+		}
+		if kernels == nil {
+			kernels = []string{KernelName(BF16)}
 		}
 		for _, kname := range kernels {
 			withKernel(b, BF16, kname, func() { amxLoops(b, s.name, s.m, s.n, s.k, s.acc, a, bb, c) })
