@@ -147,9 +147,9 @@ func TestAMXKernelSelected(t *testing.T) {
 // assembly (asmgen.Mutations) and requires the kernel tests to fail on
 // each, through `go test -overlay` on a copy of the file (one mutation by
 // default, all of them with DENSITYKV_MUTATIONS=all). A mutation of
-// the AMX kernel cannot fail here without AMX: it is checked to change the
-// code only. The bfloat16 rounding loops' mutations are caught by
-// TestRoundKernelsExact.
+// the AMX kernels is run here only on a CPU with AMX; on every machine
+// TestAMXSimMutationsDetected runs it in the interpreter. The bfloat16
+// rounding loops' mutations are caught by TestRoundKernelsExact.
 func TestMutationsDetected(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the package tests once per mutation")

@@ -1,5 +1,7 @@
 package gemm
 
+import "fmt"
+
 // The packed, blocked driver (GotoBLAS style). B is packed whole into
 // panels of NR columns; a block of up to TileM rows of A into panels of MR
 // rows (or AMX rows). The kernels compute whole MR×NR micro-tiles (AMX:
@@ -31,6 +33,18 @@ type stripU32Func func(a []uint32, aStride, na int, b []uint32, kq int, c []floa
 //
 //	C[32g + r][NR·j + s] = bfloat16 product, continuing from C (acc) or +0
 type amxFunc func(a []uint32, lda, ng int, b []uint32, bStride, nb, kb int, c []float32, ldc int, acc bool)
+
+// amxCheck panics unless an amxFunc call with these arguments stays inside
+// its slices (the assembly kernels do not check).
+func amxCheck(a []uint32, lda, ng int, b []uint32, bStride, nb, kb int, c []float32, ldc int) {
+	const h = BF16Block / 2
+	if ng < 1 || nb < 1 || kb < 1 || lda < kb*h || bStride < kb*h*NR || ldc < nb*NR {
+		panic(fmt.Sprintf("gemm: AMX kernel call with %d groups, %d panels, %d blocks, lda %d, bStride %d, ldc %d", ng, nb, kb, lda, bStride, ldc))
+	}
+	_ = a[(ng*amxRows-1)*lda+kb*h-1]
+	_ = b[(nb-1)*bStride+kb*h*NR-1]
+	_ = c[(ng*amxRows-1)*ldc+nb*NR-1]
+}
 
 // span is a packed operand's part in one product: rows [r0, r0+rows) (A:
 // multiple of MR; B: columns, multiple of NR) at depths [k0, k0+k).

@@ -129,14 +129,15 @@ func findKernel(p Precision, name string) *kernel {
 // edges of the exponent range (products that underflow, overflow or cancel
 // beyond float32's range), results that are tiny before or after rounding,
 // denormal operands and accumulators, signed zeros, ±Inf and NaN, on a
-// shape with partial micro-tiles, two depth chunks and a partial block.
+// shape with partial micro-tiles, two whole AMX row groups in one kernel
+// call and a partial one, two depth chunks and a partial block.
 type selfTestProblem struct {
 	m, n, k int
 	a, b, c []float32
 }
 
 var stProblem = sync.OnceValue(func() *selfTestProblem {
-	const m, n, k = 37, 40, 300
+	const m, n, k = 69, 40, 300
 	rng := rand.New(rand.NewPCG(0x5eed, 13))
 	p := &selfTestProblem{m: m, n: n, k: k}
 	p.a = specialValues(rng, m*k)

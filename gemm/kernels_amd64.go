@@ -58,16 +58,6 @@ func amxAsm(f func(a *uint32, lda, ng int, b *uint32, bStride, nb, kb int, c *fl
 	}
 }
 
-func amxCheck(a []uint32, lda, ng int, b []uint32, bStride, nb, kb int, c []float32, ldc int) {
-	const h = BF16Block / 2
-	if ng < 1 || nb < 1 || kb < 1 || lda < kb*h || bStride < kb*h*NR || ldc < nb*NR {
-		panic(fmt.Sprintf("gemm: AMX kernel call with %d groups, %d panels, %d blocks, lda %d, bStride %d, ldc %d", ng, nb, kb, lda, bStride, ldc))
-	}
-	_ = a[(ng*amxRows-1)*lda+kb*h-1]
-	_ = b[(nb-1)*bStride+kb*h*NR-1]
-	_ = c[(ng*amxRows-1)*ldc+nb*NR-1]
-}
-
 // archKernels returns the assembly kernels, each marked with why it cannot
 // run here (CPU features, OS support), fastest family first.
 func archKernels() []*kernel {

@@ -34,6 +34,9 @@ var Mutations = map[string]string{
 	"bf16-vdp-pair":      "bf16VDP: one VDPBF16PS reads the odd chain's B dword",
 	"bf16-vdp-restart":   "bf16VDP: the chains are not restarted after a block",
 	"bf16-amx-tile":      "bf16AMX, bf16AMXI: the second row tile multiplies the first B tile twice",
+	"bf16-amx-bstride":   "bf16AMX, bf16AMXI: B tiles are loaded with a 64-byte row stride (half a pair row)",
+	"bf16-amx-accload":   "bf16AMX, bf16AMXI: the accumulated C of columns 16-31 is loaded from columns 0-15",
+	"bf16-amx-nextgroup": "bf16AMX, bf16AMXI: the next group of 32 rows of A starts 16 rows on",
 	"bf16-fma256-mxcsr":  "bf16FMA256: MXCSR is not restored on return",
 	"bf16-fma512-loadc":  "bf16FMA512: the accumulated C of row 2 is read from row 1",
 	"f32-avx512-tailrow": "f32AVX512: the fourth row's second vector is not stored",
@@ -700,7 +703,11 @@ TEXT ·` + name + `(SB), NOSPLIT, $48-73`)
 	g.p("\tMOVQ R11, AX")
 	g.p("\tSHLQ $4, AX")
 	g.p("\tMOVQ AX, 32(SP) // 16 rows of C, bytes")
-	g.p("\tMOVQ $128, R12 // B pair-row stride, bytes")
+	if g.mut == "bf16-amx-bstride" {
+		g.p("\tMOVQ $64, R12 // B pair-row stride, bytes")
+	} else {
+		g.p("\tMOVQ $128, R12 // B pair-row stride, bytes")
+	}
 	g.p("\tMOVQ b+24(FP), BX")
 	g.p("\tMOVQ c+56(FP), R14")
 	g.p("\tMOVQ nb+40(FP), AX")
@@ -719,7 +726,11 @@ TEXT ·` + name + `(SB), NOSPLIT, $48-73`)
 	g.p("\tTESTQ R8, R8")
 	g.p("\tJZ amxzero")
 	g.tileloadd(0, "DI", "R11")
-	g.tileloadd(1, "AX", "R11")
+	if g.mut == "bf16-amx-accload" {
+		g.tileloadd(1, "DI", "R11")
+	} else {
+		g.tileloadd(1, "AX", "R11")
+	}
 	g.tileloadd(2, "DX", "R11")
 	g.tileloadd(3, "CX", "R11")
 	g.p("\tJMP amxk")
@@ -775,7 +786,11 @@ TEXT ·` + name + `(SB), NOSPLIT, $48-73`)
 	g.tilestored(2, "DX", "R11")
 	g.tilestored(3, "CX", "R11")
 	g.p("\tMOVQ 0(SP), CX")
-	g.p("\tLEAQ (SI)(CX*2), SI // next 32 rows of A")
+	if g.mut == "bf16-amx-nextgroup" {
+		g.p("\tLEAQ (SI)(CX*1), SI // next 32 rows of A")
+	} else {
+		g.p("\tLEAQ (SI)(CX*2), SI // next 32 rows of A")
+	}
 	g.p("\tMOVQ 32(SP), CX")
 	g.p("\tLEAQ (DI)(CX*2), DI // next 32 rows of C")
 	g.p("\tDECQ 8(SP)")
