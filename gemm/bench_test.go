@@ -38,11 +38,13 @@ func cpuTime() time.Duration {
 }
 
 // eachKernel runs f as a sub-benchmark per precision and kernel. The slow
-// pure-Go kernel and the emulations run only where slow is set.
+// pure-Go kernel and the Go emulations run only where slow is set; the
+// interpreted AMX kernels (sim-amx, sim-amx-i: a test device, far slower
+// still) never.
 func eachKernel(b *testing.B, slow bool, f func(b *testing.B, prec Precision)) {
 	for _, prec := range []Precision{F32, BF16} {
 		for _, name := range testKernels(b, prec) {
-			if !slow && (name == "go" || strings.HasPrefix(name, "emu-")) {
+			if strings.HasPrefix(name, "sim-") || !slow && (name == "go" || strings.HasPrefix(name, "emu-")) {
 				continue
 			}
 			b.Run(fmt.Sprintf("%v/%s", prec, name), func(b *testing.B) {
