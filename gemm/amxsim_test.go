@@ -660,9 +660,11 @@ func (m *simMachine) tileOp(ins *simInstr) error {
 		if cfg[1] != 0 {
 			return m.fault(ins, "start_row %d", cfg[1])
 		}
-		for i := 2; i < 16; i++ {
-			if cfg[i] != 0 {
-				return m.fault(ins, "reserved byte %d of the configuration is %d", i, cfg[i])
+		// Bytes 2-15, 32-47 (colsb of tiles 8-15) and 56-63 (their
+		// rows) are reserved in palette 1.
+		for i, x := range cfg {
+			if x != 0 && (i >= 2 && i < 16 || i >= 32 && i < 48 || i >= 56) {
+				return m.fault(ins, "reserved byte %d of the configuration is %d", i, x)
 			}
 		}
 		for t := 0; t < 8; t++ {
@@ -671,16 +673,6 @@ func (m *simMachine) tileOp(ins *simInstr) error {
 				return m.fault(ins, "tile %d configured as %d rows × %d bytes", t, rows, colsb)
 			}
 			m.rows[t], m.colsb[t] = rows, colsb
-		}
-		for i := 32; i < 48; i++ {
-			if cfg[i] != 0 {
-				return m.fault(ins, "reserved byte %d of the configuration is %d", i, cfg[i])
-			}
-		}
-		for i := 56; i < 64; i++ {
-			if cfg[i] != 0 {
-				return m.fault(ins, "reserved byte %d of the configuration is %d", i, cfg[i])
-			}
 		}
 		m.tileOn = true
 		m.tiles = [8][16 * 64]byte{}
@@ -790,32 +782,61 @@ func TestAMXSimKernels(t *testing.T) {
 		}
 		for trial := 0; trial < 12; trial++ {
 			ng, nb, kb := 1+rng.IntN(3), 1+rng.IntN(3), 1+rng.IntN(5)
-			lda := kb*BF16Block/2 + rng.IntN(3)*7
-			bStride := kb*BF16Block/2*NR + rng.IntN(3)*5
-			ldc := nb*NR + rng.IntN(3)*3
-			acc := trial%2 == 1
-			a := make([]uint32, (ng*amxRows-1)*lda+kb*BF16Block/2)
-			b := make([]uint32, (nb-1)*bStride+kb*BF16Block/2*NR)
-			for i := range a {
-				a[i] = bf16Pair(rng)
+			call := amxCall{ng, nb, kb, kb*BF16Block/2 + rng.IntN(3)*7, kb*BF16Block/2*NR + rng.IntN(3)*5, nb*NR + rng.IntN(3)*3, trial%2 == 1}
+			if msg := call.differs(k, rng); msg != "" {
+				t.Fatalf("%s: %s", s.fn, msg)
 			}
-			for i := range b {
-				b[i] = bf16Pair(rng)
-			}
-			c := make([]float32, (ng*amxRows-1)*ldc+nb*NR)
-			for i := range c {
-				c[i] = guard
-				if i%ldc < nb*NR {
-					c[i] = float32(rng.NormFloat64())
-				}
-			}
-			want := slices.Clone(c)
-			emuAMX(a, lda, ng, b, bStride, nb, kb, want, ldc, acc)
-			got := slices.Clone(c)
-			k.amx(a, lda, ng, b, bStride, nb, kb, got, ldc, acc)
-			compareC(t, fmt.Sprintf("%s ng %d nb %d kb %d lda %d bStride %d ldc %d acc %v", s.fn, ng, nb, kb, lda, bStride, ldc, acc), got, want)
 		}
 	}
+}
+
+// amxCall is the shape of one amxFunc call.
+type amxCall struct {
+	ng, nb, kb, lda, bStride, ldc int
+	acc                           bool
+}
+
+// operands returns A and B of random bfloat16 pairs and C of random values
+// with guards between its rows, each slice ending at the last element the
+// call may touch.
+func (c amxCall) operands(rng *rand.Rand) (a, b []uint32, cm []float32) {
+	a = make([]uint32, (c.ng*amxRows-1)*c.lda+c.kb*BF16Block/2)
+	b = make([]uint32, (c.nb-1)*c.bStride+c.kb*BF16Block/2*NR)
+	for i := range a {
+		a[i] = bf16Pair(rng)
+	}
+	for i := range b {
+		b[i] = bf16Pair(rng)
+	}
+	cm = make([]float32, (c.ng*amxRows-1)*c.ldc+c.nb*NR)
+	for i := range cm {
+		cm[i] = guard
+		if i%c.ldc < c.nb*NR {
+			cm[i] = float32(rng.NormFloat64())
+		}
+	}
+	return a, b, cm
+}
+
+// differs runs the call on kernel k and on emu-amx and describes the first
+// element of C that differs, or a panic ("" if none).
+func (c amxCall) differs(k *kernel, rng *rand.Rand) (msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg = fmt.Sprintf("%+v: panic: %v", c, r)
+		}
+	}()
+	a, b, cm := c.operands(rng)
+	want, got := slices.Clone(cm), slices.Clone(cm)
+	emuAMX(a, c.lda, c.ng, b, c.bStride, c.nb, c.kb, want, c.ldc, c.acc)
+	k.amx(a, c.lda, c.ng, b, c.bStride, c.nb, c.kb, got, c.ldc, c.acc)
+	for i := range want {
+		if !sameBits(got[i], want[i]) {
+			return fmt.Sprintf("%+v: C[%d][%d] = %v (%#08x), want %v (%#08x)", c, i/c.ldc, i%c.ldc,
+				got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+		}
+	}
+	return ""
 }
 
 // bf16Pair returns two random bfloat16 values, now and then a special one.
@@ -841,8 +862,8 @@ func TestAMXSimMutationsDetected(t *testing.T) {
 			n++
 			k := simKernelOf(t, src, s.fn)
 			msg := selfTest(k)
-			if msg == "" {
-				msg = simCallDiffers(k)
+			if msg == "" { // three groups in one call, two panels, three blocks
+				msg = amxCall{3, 2, 3, 3*BF16Block/2 + 1, 3*BF16Block/2*NR + 3, 2*NR + 2, true}.differs(k, rand.New(rand.NewPCG(33, 34)))
 			}
 			if msg == "" {
 				t.Errorf("mutation %s (%s): %s still passes the self-test and a direct call", name, asmgen.Mutations[name], s.fn)
@@ -854,41 +875,6 @@ func TestAMXSimMutationsDetected(t *testing.T) {
 	if n == 0 {
 		t.Fatal("asmgen has no AMX mutation")
 	}
-}
-
-// simCallDiffers calls k directly on three groups, two panels and three
-// blocks, accumulating, and describes the first element that differs from
-// emu-amx ("" if none).
-func simCallDiffers(k *kernel) (msg string) {
-	defer func() {
-		if r := recover(); r != nil {
-			msg = fmt.Sprint("panic: ", r)
-		}
-	}()
-	const ng, nb, kb = 3, 2, 3
-	rng := rand.New(rand.NewPCG(33, 34))
-	lda, bStride, ldc := kb*BF16Block/2+1, kb*BF16Block/2*NR+3, nb*NR+2
-	a := make([]uint32, (ng*amxRows-1)*lda+kb*BF16Block/2)
-	b := make([]uint32, (nb-1)*bStride+kb*BF16Block/2*NR)
-	for i := range a {
-		a[i] = bf16Pair(rng)
-	}
-	for i := range b {
-		b[i] = bf16Pair(rng)
-	}
-	c := make([]float32, (ng*amxRows-1)*ldc+nb*NR)
-	for i := range c {
-		c[i] = float32(rng.NormFloat64())
-	}
-	want, got := slices.Clone(c), slices.Clone(c)
-	emuAMX(a, lda, ng, b, bStride, nb, kb, want, ldc, true)
-	k.amx(a, lda, ng, b, bStride, nb, kb, got, ldc, true)
-	for i := range want {
-		if !sameBits(got[i], want[i]) {
-			return fmt.Sprintf("direct call: C[%d][%d] = %v, want %v", i/ldc, i%ldc, got[i], want[i])
-		}
-	}
-	return ""
 }
 
 // TestAMXSimFaults: the interpreter rejects what the hardware would fault
@@ -930,12 +916,9 @@ func TestAMXSimFaults(t *testing.T) {
 // simRunOnce runs p on a small call whose B and C end where the call's
 // extent ends (so a stride past the edge must fault).
 func simRunOnce(p *simProg) error {
-	const ng, nb, kb = 1, 2, 2
-	lda, bStride, ldc := kb*BF16Block/2, kb*BF16Block/2*NR, nb*NR
-	a := make([]uint32, (ng*amxRows-1)*lda+kb*BF16Block/2)
-	b := make([]uint32, (nb-1)*bStride+kb*BF16Block/2*NR)
-	c := make([]float32, (ng*amxRows-1)*ldc+nb*NR)
-	return p.runAMX(a, lda, ng, b, bStride, nb, kb, c, ldc, false)
+	c := amxCall{1, 2, 2, 2 * BF16Block / 2, 2 * BF16Block / 2 * NR, 2 * NR, false}
+	a, b, cm := c.operands(rand.New(rand.NewPCG(1, 2)))
+	return p.runAMX(a, c.lda, c.ng, b, c.bStride, c.nb, c.kb, cm, c.ldc, c.acc)
 }
 
 // TestAMXSimDecoder: the interpreter's decoder reads every AMX instruction
