@@ -2,6 +2,7 @@ package bank
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"os"
@@ -296,6 +297,60 @@ func TestSnapshotRejectsDamage(t *testing.T) {
 	}
 	if _, err := LoadFile(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Fatal("LoadFile of a missing file succeeded")
+	}
+}
+
+// TestSnapshotLyingLengths: a header and an occupancy that promise far
+// more data than follows (here 2^22 states of 2,048 float32 values, 32 GiB)
+// give a truncation error after allocating little more than what arrived,
+// not an out-of-memory crash.
+func TestSnapshotLyingLengths(t *testing.T) {
+	cfg := smallConfig()
+	cfg.Heads, cfg.KeyDim, cfg.ValueDim, cfg.Capacity = 1, 1024, 1024, 1<<22
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := snapshotBytes(t, b)
+	const nAt = snapHeader + 6*8 + 5*8 + 7 + 4 + 8 // head 0's occupancy
+	if got := binary.LittleEndian.Uint64(snap[nAt:]); got != 0 {
+		t.Fatalf("occupancy field reads %d, want 0 (layout changed?)", got)
+	}
+	bad := slices.Clone(snap[:nAt+8])
+	binary.LittleEndian.PutUint64(bad[12:], 1<<40)
+	binary.LittleEndian.PutUint64(bad[nAt:], 1<<22)
+	bad = append(bad, make([]byte, 1<<20)...) // 1 MiB of the promised 32 GiB
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	_, err = Load(bytes.NewReader(bad))
+	runtime.ReadMemStats(&m1)
+	if err == nil || !errors.Is(err, ErrSnapshot) || !strings.Contains(err.Error(), "truncated") {
+		t.Fatalf("error %v, want a truncated snapshot", err)
+	}
+	if alloc := m1.TotalAlloc - m0.TotalAlloc; alloc > 3*snapChunk {
+		t.Fatalf("allocated %d MiB reading 1 MiB", alloc>>20)
+	}
+}
+
+// TestSnapshotReadsToItsEnd: Load and ReadFrom consume exactly the
+// snapshot from a stream that goes on (the memory package's snapshots
+// embed banks), and report that many bytes.
+func TestSnapshotReadsToItsEnd(t *testing.T) {
+	cfg := smallConfig()
+	b, _ := New(cfg)
+	st := newStream(cfg, 4, false, 20)
+	for i := 0; i < 3; i++ {
+		b.Update(st.block())
+	}
+	snap := snapshotBytes(t, b)
+	r := bytes.NewReader(append(slices.Clone(snap), "next section"...))
+	var nb Bank
+	n, err := nb.ReadFrom(r)
+	if err != nil || n != int64(len(snap)) || r.Len() != len("next section") {
+		t.Fatalf("ReadFrom: %d bytes, err %v, %d left; want %d bytes and 12 left", n, err, r.Len(), len(snap))
+	}
+	if !bytes.Equal(snapshotBytes(t, &nb), snap) {
+		t.Fatal("reloaded bank differs")
 	}
 }
 

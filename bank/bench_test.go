@@ -1,6 +1,8 @@
 package bank_test
 
 import (
+	"bytes"
+	"runtime"
 	"testing"
 
 	"github.com/densitykv/densitykv/bank"
@@ -53,3 +55,34 @@ func BenchmarkUpdatePaperFloat32Kernel(b *testing.B) {
 
 // BenchmarkUpdateSmall is a quick shape (H = 2, N = 1024, M = 2048).
 func BenchmarkUpdateSmall(b *testing.B) { benchUpdate(b, 2, 1024, 2048, 128) }
+
+// BenchmarkSnapshotLoad reads a full paper-scale bank (H = 12, M = 9,360,
+// d = 128, the default bfloat16 payload) back from its snapshot: the time,
+// and the bytes allocated per load next to the snapshot's size (the bank
+// itself is about that size; anything more is the reader's own buffering).
+func BenchmarkSnapshotLoad(b *testing.B) {
+	cfg := bank.DefaultConfig()
+	cfg.Heads, cfg.Capacity, cfg.KeyDim, cfg.ValueDim = 12, 9360, 128, 128
+	bk, err := bank.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := bk.Update(bench.NewVideoStream(12, 9360, 128, 1).Next()); err != nil {
+		b.Fatal(err)
+	}
+	var snap bytes.Buffer
+	if _, err := bk.WriteTo(&snap); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(snap.Len()))
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	for b.Loop() {
+		if _, err := bank.Load(bytes.NewReader(snap.Bytes())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&m1)
+	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(b.N)/float64(snap.Len()), "alloc/snapshot")
+}

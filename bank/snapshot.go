@@ -2,7 +2,6 @@ package bank
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"unsafe"
 
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/rawio"
@@ -148,6 +148,18 @@ func Load(r io.Reader) (*Bank, error) {
 	return b, err
 }
 
+// snapChunk bounds how far an array being read may be allocated ahead of
+// the bytes that have arrived (see readArray).
+const snapChunk = 16 << 20
+
+// load decodes a snapshot as it streams in. Each array goes straight into
+// the new bank (no copy of the body is held: the peak is the bank itself),
+// and its storage is allocated at most snapChunk bytes ahead of the data
+// that has actually arrived, so that lengths and counts that lie cannot
+// make it allocate much more than the snapshot holds. The checksum covers
+// every byte; the states are checked (finite descriptors, densities,
+// admission counters) only after it matched, so a damaged snapshot reports
+// the checksum. r is read no further than the snapshot's end.
 func load(r io.Reader) (*Bank, int64, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("bank: read snapshot: %w: %s", ErrSnapshot, fmt.Sprintf(format, args...))
@@ -168,21 +180,9 @@ func load(r io.Reader) (*Bank, int64, error) {
 	if bodyLen > maxBody {
 		return nil, snapHeader, fail("body length %d exceeds %d", bodyLen, int64(maxBody))
 	}
-	// Read in chunks so that a lying length cannot force a huge allocation
-	// before the data is actually there.
-	var body bytes.Buffer
-	k, err := io.CopyN(&body, r, int64(bodyLen)+4)
-	read := snapHeader + k
-	if err != nil {
-		return nil, read, fail("truncated: %d of %d body bytes: %v", k, bodyLen+4, err)
-	}
-	all := body.Bytes()
-	data, tail := all[:bodyLen], all[bodyLen:]
-	crc := crc32.Update(crc32.Checksum(hdr[:], castagnoli), castagnoli, data)
-	if got := le.Uint32(tail); got != crc {
-		return nil, read, fail("checksum %08x, want %08x", got, crc)
-	}
-	d := &decoder{buf: data}
+	cr := &rawio.CountReader{R: io.LimitReader(r, int64(bodyLen)+4)}
+	d := &snapDecoder{r: bufio.NewReaderSize(cr, 1<<16), left: int64(bodyLen), crc: crc32.Checksum(hdr[:], castagnoli)}
+	read := func() int64 { return snapHeader + cr.N }
 	var dims [6]uint64
 	for i := range dims {
 		dims[i] = d.u64()
@@ -196,11 +196,11 @@ func load(r io.Reader) (*Bank, int64, error) {
 		en[i] = d.u8()
 	}
 	if d.err != nil {
-		return nil, read, fail("config: %v", d.err)
+		return nil, read(), fail("config: %v", d.err)
 	}
 	for i, v := range dims {
 		if v > 1<<31 {
-			return nil, read, fail("config field %d = %d too large", i, v)
+			return nil, read(), fail("config field %d = %d too large", i, v)
 		}
 	}
 	var payload Payload
@@ -210,7 +210,7 @@ func load(r io.Reader) (*Bank, int64, error) {
 	case BF16:
 		payload = PayloadBF16
 	default:
-		return nil, read, fail("config: payload dtype %v must be f32 or bf16", DType(en[5]))
+		return nil, read(), fail("config: payload dtype %v must be f32 or bf16", DType(en[5]))
 	}
 	cfg := Config{
 		Heads: int(dims[0]), KeyDim: int(dims[1]), ValueDim: int(dims[2]), DescDim: int(dims[3]), Capacity: int(dims[4]), Workers: int(dims[5]),
@@ -219,22 +219,22 @@ func load(r io.Reader) (*Bank, int64, error) {
 		Admission: Admission(en[4]), Payload: payload, Density: DType(en[6]),
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, read, fail("%v", err)
+		return nil, read(), fail("%v", err)
 	}
 	// Bound the allocation by what the body can hold before New allocates.
 	minPerHead := uint64(8)
 	if uint64(cfg.Heads)*minPerHead > bodyLen {
-		return nil, read, fail("%d heads cannot fit in %d bytes", cfg.Heads, bodyLen)
+		return nil, read(), fail("%d heads cannot fit in %d bytes", cfg.Heads, bodyLen)
 	}
 	updates := int32(d.u32())
 	offered := int64(d.u64())
 	if d.err != nil || updates < 0 || offered < 0 {
-		return nil, read, fail("counters: updates %d offered %d %v", updates, offered, d.err)
+		return nil, read(), fail("counters: updates %d offered %d %v", updates, offered, d.err)
 	}
 	perState := uint64(cfg.KeyDim+cfg.ValueDim)*uint64(cfg.Payload.DType().Size()) + uint64(cfg.DescDim)*4 + 12 + 2*uint64(cfg.Density.Size())
 	b, err := New(cfg)
 	if err != nil {
-		return nil, read, fail("%v", err)
+		return nil, read(), fail("%v", err)
 	}
 	b.updates, b.offered = updates, offered
 	dd := cfg.descDim()
@@ -242,114 +242,166 @@ func load(r io.Reader) (*Bank, int64, error) {
 		hd := &b.heads[h]
 		n64 := d.u64()
 		if d.err != nil || n64 > uint64(cfg.Capacity) {
-			return nil, read, fail("head %d: occupancy %d (capacity %d) %v", h, n64, cfg.Capacity, d.err)
+			return nil, read(), fail("head %d: occupancy %d (capacity %d) %v", h, n64, cfg.Capacity, d.err)
 		}
 		n := int(n64)
-		if uint64(d.left()) < uint64(n)*perState {
-			return nil, read, fail("head %d: %d states need %d bytes, %d left", h, n, uint64(n)*perState, d.left())
+		if uint64(d.left) < uint64(n)*perState {
+			return nil, read(), fail("head %d: %d states need %d bytes, %d left", h, n, uint64(n)*perState, d.left)
 		}
-		hd.ensure(n, b.storedDescDim())
 		hd.n = n
 		for _, p := range []*vectors{&hd.keys, &hd.vals} {
 			if p.bf {
-				for i := range p.b16[:n*p.dim] {
-					p.b16[i] = d.u16()
-				}
+				p.b16 = readArray[uint16](d, n*p.dim)
 			} else {
-				for i := range p.f32[:n*p.dim] {
-					p.f32[i] = math.Float32frombits(d.u32())
-				}
+				p.f32 = readArray[float32](d, n*p.dim)
 			}
 		}
 		switch {
 		case cfg.DescDim > 0:
-			for i := range hd.desc[:n*dd] {
-				hd.desc[i] = math.Float32frombits(d.u32())
-			}
-		case !b.descBF16():
+			hd.desc = readArray[float32](d, n*dd)
+		case !b.descBF16() && d.err == nil:
+			hd.desc = make([]float32, n*dd)
 			for i := 0; i < n; i++ {
 				hd.keys.get(i, hd.desc[i*dd:])
 			}
 		}
-		for i := 0; i < n; i++ {
-			hd.src[i] = int64(d.u64())
+		hd.src = readArray[int64](d, n)
+		hd.adm = readArray[int32](d, n)
+		if cfg.Density == F32 {
+			hd.rho, hd.base = widen(readArray[float32](d, n)), widen(readArray[float32](d, n))
+		} else {
+			hd.rho, hd.base = readArray[float64](d, n), readArray[float64](d, n)
 		}
-		for i := 0; i < n; i++ {
-			hd.adm[i] = int32(d.u32())
+		if d.err != nil {
+			return nil, read(), fail("head %d: %v", h, d.err)
 		}
-		for _, dst := range [][]float64{hd.rho[:n], hd.base[:n]} {
-			for i := range dst {
-				if cfg.Density == F32 {
-					dst[i] = float64(math.Float32frombits(d.u32()))
-				} else {
-					dst[i] = math.Float64frombits(d.u64())
-				}
-			}
-		}
-		row := make([]float32, dd)
-		for i := 0; i < n; i++ {
+		hd.norms = make([]float32, n)
+	}
+	if d.left != 0 {
+		return nil, read(), fail("%d trailing bytes", d.left)
+	}
+	var tail [4]byte
+	if _, err := io.ReadFull(d.r, tail[:]); err != nil {
+		return nil, read(), fail("truncated: no checksum: %v", err)
+	}
+	if got := le.Uint32(tail[:]); got != d.crc {
+		return nil, read(), fail("checksum %08x, want %08x", got, d.crc)
+	}
+	row := make([]float32, dd)
+	for h := range b.heads {
+		hd := &b.heads[h]
+		for i := 0; i < hd.n; i++ {
 			b.descRow(h, i, row)
 			for _, v := range row {
 				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-					return nil, read, fail("head %d: non-finite descriptor at state %d", h, i)
+					return nil, read(), fail("head %d: non-finite descriptor at state %d", h, i)
 				}
 			}
 			riesz.Norms(hd.norms[i:i+1], row, 1, dd)
 		}
-		for i := 0; i < n; i++ {
+		for i := 0; i < hd.n; i++ {
 			if !(hd.rho[i] >= 0) || math.IsInf(hd.rho[i], 0) || !(hd.base[i] > 0) || math.IsInf(hd.base[i], 0) {
-				return nil, read, fail("head %d state %d: density %v baseline %v", h, i, hd.rho[i], hd.base[i])
+				return nil, read(), fail("head %d state %d: density %v baseline %v", h, i, hd.rho[i], hd.base[i])
 			}
 			if hd.adm[i] < 0 || hd.adm[i] >= updates {
-				return nil, read, fail("head %d state %d: admitted at update %d of %d", h, i, hd.adm[i], updates)
+				return nil, read(), fail("head %d state %d: admitted at update %d of %d", h, i, hd.adm[i], updates)
 			}
-		}
-		for i := 0; i < n; i++ {
 			if !(hd.norms[i] <= MaxNorm2) {
-				return nil, read, fail("head %d state %d: descriptor norm overflows", h, i)
+				return nil, read(), fail("head %d state %d: descriptor norm overflows", h, i)
 			}
 		}
-	}
-	if d.err != nil {
-		return nil, read, fail("%v", d.err)
-	}
-	if d.left() != 0 {
-		return nil, read, fail("%d trailing bytes", d.left())
 	}
 	if cfg.Prefix == PrefixShared {
 		for h := range b.heads {
 			if b.heads[h].n != b.heads[0].n {
-				return nil, read, fail("shared prefix but head %d holds %d states, head 0 %d", h, b.heads[h].n, b.heads[0].n)
+				return nil, read(), fail("shared prefix but head %d holds %d states, head 0 %d", h, b.heads[h].n, b.heads[0].n)
 			}
 		}
 	}
-	return b, read, nil
+	return b, read(), nil
 }
 
-type decoder struct {
-	buf []byte
-	off int
-	err error
+// errTruncated is the snapDecoder's error for a body that ends early.
+var errTruncated = errors.New("truncated: the data ends before the body length its header gives")
+
+// snapDecoder reads a snapshot body from r: left counts the body bytes not
+// yet read, crc runs over everything read; the first error sticks (reads
+// after it return zeros).
+type snapDecoder struct {
+	r    *bufio.Reader
+	left int64
+	crc  uint32
+	err  error
+	buf  [8]byte
 }
 
-func (d *decoder) left() int { return len(d.buf) - d.off }
-
-func (d *decoder) take(n int) []byte {
-	if d.err != nil || d.left() < n {
-		if d.err == nil {
-			d.err = io.ErrUnexpectedEOF
-		}
-		return make([]byte, n)
+// Read reads body bytes (at most left), updating the checksum.
+func (d *snapDecoder) Read(p []byte) (int, error) {
+	if d.left <= 0 {
+		return 0, io.ErrUnexpectedEOF
 	}
-	p := d.buf[d.off : d.off+n]
-	d.off += n
-	return p
+	if int64(len(p)) > d.left {
+		p = p[:d.left]
+	}
+	k, err := d.r.Read(p)
+	d.crc = crc32.Update(d.crc, castagnoli, p[:k])
+	d.left -= int64(k)
+	return k, err
 }
 
-func (d *decoder) u8() uint8   { return d.take(1)[0] }
-func (d *decoder) u16() uint16 { return binary.LittleEndian.Uint16(d.take(2)) }
-func (d *decoder) u32() uint32 { return binary.LittleEndian.Uint32(d.take(4)) }
-func (d *decoder) u64() uint64 { return binary.LittleEndian.Uint64(d.take(8)) }
+// fill reads len(p) bytes into p, or zeros p and records that the body
+// ended early.
+func (d *snapDecoder) fill(p []byte) {
+	if d.err == nil {
+		if _, err := io.ReadFull(d, p); err != nil {
+			d.err = errTruncated
+		}
+	}
+	if d.err != nil {
+		clear(p)
+	}
+}
+
+func (d *snapDecoder) u8() uint8   { d.fill(d.buf[:1]); return d.buf[0] }
+func (d *snapDecoder) u32() uint32 { d.fill(d.buf[:4]); return binary.LittleEndian.Uint32(d.buf[:4]) }
+func (d *snapDecoder) u64() uint64 { d.fill(d.buf[:8]); return binary.LittleEndian.Uint64(d.buf[:8]) }
+
+// readArray reads n little-endian values. The slice is allocated whole
+// when it is at most snapChunk bytes, else grown (to exactly n in the end)
+// as the data arrives, never more than snapChunk bytes ahead of it.
+func readArray[T rawio.Number](d *snapDecoder, n int) []T {
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	step := max(1, snapChunk/int(unsafe.Sizeof(*new(T))))
+	s := make([]T, 0, min(n, step))
+	for len(s) < n {
+		k := min(step, n-len(s))
+		if len(s)+k > cap(s) {
+			t := make([]T, len(s), min(n, max(2*cap(s), len(s)+k)))
+			copy(t, s)
+			s = t
+		}
+		s = s[:len(s)+k]
+		if err := rawio.ReadFull(d, s[len(s)-k:]); err != nil {
+			d.err = errTruncated
+			return nil
+		}
+	}
+	return s
+}
+
+// widen converts float32 densities to the bank's float64 bookkeeping.
+func widen(x []float32) []float64 {
+	if x == nil {
+		return nil
+	}
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v)
+	}
+	return out
+}
 
 // SaveFile writes a snapshot atomically (package atomicfile: a synced
 // temporary file in the same folder renamed over path), so a crash or a

@@ -22,3 +22,15 @@ func (c *CRCWriter) Write(p []byte) (int, error) {
 	c.N += int64(k)
 	return k, err
 }
+
+// CountReader passes reads to R and counts the bytes it returned.
+type CountReader struct {
+	R io.Reader
+	N int64
+}
+
+func (c *CountReader) Read(p []byte) (int, error) {
+	k, err := c.R.Read(p)
+	c.N += int64(k)
+	return k, err
+}
