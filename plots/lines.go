@@ -320,6 +320,9 @@ func linePlot(lp LinePanel) *plot.Plot {
 	case "bottom-left":
 		p.Legend.Left = true
 	}
+	if p.Legend.Left { // clear of the y axis and its ticks
+		p.Legend.XOffs = vg.Points(6)
+	}
 	p.Legend.TextStyle.Font.Size = vg.Points(8)
 	p.X.Tick.Marker = niceTicks{}
 	if !lp.LogY {

@@ -214,9 +214,9 @@ func occupancyFigure(cfg config.Config, policy string, lines []LogLine) (*plots.
 		policy, cfg.Memory.Capacity, L, cfg.Memory.Layout.Heads)
 	return plots.Lines("occupancy_admissions_"+policy, title, 18*vg.Centimeter, 6.5*vg.Centimeter,
 		plots.LinePanel{Title: "occupancy per head (line: mean over heads, band: min–max over heads)",
-			XLabel: fmt.Sprintf("block (%d latent frames each)", cfg.Memory.Layout.FramesPerBlock), YLabel: "stored states", Series: occ, YFromZero: true, YMax: headroom(occ), Legend: "top-left"},
+			XLabel: fmt.Sprintf("block (%d latent frames each)", cfg.Memory.Layout.FramesPerBlock), YLabel: "stored states", Series: occ, YFromZero: true, YMax: 1.06 * seriesMax(occ), Legend: "right"},
 		plots.LinePanel{Title: "admitted per head in each update (band: min–max over heads)",
-			XLabel: "block", YLabel: "admitted states", Series: adm, YFromZero: true, Legend: "none"},
+			XLabel: "block", YLabel: "admitted states", Series: adm, YFromZero: true, YMax: 1.06 * seriesMax(adm), Legend: "none"},
 		plots.LinePanel{Title: fmt.Sprintf("evictions per update, summed over all %d layers and heads", L),
 			XLabel: "block", YLabel: "evicted states", Series: ev, YFromZero: true, YMax: headroom(ev), Legend: "top-left"},
 	)
