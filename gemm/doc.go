@@ -125,13 +125,15 @@
 // self-test and failed the kernel tests. On every machine, AMX or not, the
 // encodings are checked with objdump (TestEncodingsObjdump), the layout and
 // driver through the Go emulation emu-amx, and the kernels' code itself
-// through an interpreter of the generated text (amxsim_test.go): it decodes
-// the AMX instructions from their bytes, executes the file's instructions
-// on the tests' slices with every access bounds-checked, faults where the
-// hardware would (no or a bad tile configuration, mismatched tile shapes,
-// tiles not released before RET), and runs as kernels sim-amx and
-// sim-amx-i in every kernel test, so that a change to the AMX generator is
-// tested, and its mutations caught, without AMX. On an AMX machine a
+// through an interpreter of the generated text (internal/amxsim, wired up
+// in amxsim_test.go): it decodes the AMX instructions from their bytes,
+// executes the file's instructions on the tests' slices with every access
+// bounds-checked, faults where the hardware would (no or a bad tile
+// configuration, mismatched tile shapes, tiles not released before RET),
+// computes TDPBF16PS with the definition (amxDot, which emu-amx uses too),
+// and runs as kernels sim-amx and sim-amx-i in every kernel test, so that
+// a change to the AMX generator is tested, and its mutations caught,
+// without AMX. On an AMX machine a
 // kernel is used only after passing the self-test.
 //
 // # Selection

@@ -157,10 +157,11 @@ func emuVDPStrip(a []uint32, aStride, na int, b []uint32, kq int, c []float32, l
 	}
 }
 
-// emuAMX emulates the AMX kernel (amxFunc): TDPBF16PS per 16×16 tile and
-// block, the even chain over the low halves of the pairs, the odd chain
-// over the high halves, then C + (even + odd).
+// emuAMX emulates the AMX kernel (amxFunc): TDPBF16PS (amxDot) per 16×16
+// tile and block.
 func emuAMX(a []uint32, lda, ng int, b []uint32, bStride, nb, kb int, c []float32, ldc int, acc bool) {
+	const h = BF16Block / 2
+	var col [h]uint32
 	for jp := 0; jp < nb; jp++ {
 		bp := b[jp*bStride:]
 		for g := 0; g < ng; g++ {
@@ -170,20 +171,33 @@ func emuAMX(a []uint32, lda, ng int, b []uint32, bStride, nb, kb int, c []float3
 				for s := 0; s < NR; s++ {
 					var x float32
 					if acc {
-						x = dazC(cr[s])
+						x = cr[s]
 					}
 					for blk := 0; blk < kb; blk++ {
-						var e, o float32
-						for t := 0; t < BF16Block/2; t++ {
-							av, bv := ar[blk*BF16Block/2+t], bp[(blk*BF16Block/2+t)*NR+s]
-							e = stepBF16(lo(av), lo(bv), e)
-							o = stepBF16(hi(av), hi(bv), o)
+						for t := range col {
+							col[t] = bp[(blk*h+t)*NR+s]
 						}
-						x = addBF16(x, addBF16(e, o))
+						x = amxDot(x, ar[blk*h:(blk+1)*h], col[:])
 					}
 					cr[s] = x
 				}
 			}
 		}
 	}
+}
+
+// amxDot is one output element of TDPBF16PS: c (its denormals read as
+// zero) + (even + odd), where the even chain runs over the low bfloat16
+// halves of the pairs a[t]·b[t] and the odd chain over the high halves,
+// both from +0, every step an FMA with tiny results flushed (the AMX
+// definition of a bfloat16 block; the interpreter of the AMX kernels uses
+// it too).
+func amxDot(c float32, a, b []uint32) float32 {
+	var e, o float32
+	for t, av := range a {
+		bv := b[t]
+		e = stepBF16(lo(av), lo(bv), e)
+		o = stepBF16(hi(av), hi(bv), o)
+	}
+	return addBF16(dazC(c), addBF16(e, o))
 }
