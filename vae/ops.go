@@ -15,36 +15,52 @@ const normBlock = 256
 //
 //	dst[c][p] = act(src[c][p] / max(‖src[:, p]‖₂, 1e-12) · √ch · gamma[c])
 //
-// The sum of squares of each pixel runs over the channels in order.
+// The sum of squares of each pixel runs over the channels in order. Blocks
+// of normBlock pixels run on normBlockAsm where the CPU has it (the same
+// bits as normBlockGo, which takes the rest).
 func rmsNorm(dst, src []float32, ch, P int, gamma []float32, act bool) {
 	scale := float32(math.Sqrt(float64(ch)))
 	parallel.For(P, 4*normBlock, func(lo, hi int) {
 		var nrm [normBlock]float32
 		for b := lo; b < hi; b += normBlock {
 			n := min(normBlock, hi-b)
-			s := nrm[:n]
-			clear(s)
-			for c := 0; c < ch; c++ {
-				for j, v := range src[c*P+b : c*P+b+n] {
-					s[j] += float32(v * v) // rounded before the sum: no fused multiply-add at any GOAMD64 level
-				}
+			if n == normBlock && normBlockAsm != nil {
+				normBlockAsm(dst[b:], src[b:], ch, P, gamma, scale, act, &nrm)
+				continue
 			}
-			for j, v := range s {
-				s[j] = max(float32(math.Sqrt(float64(v))), 1e-12)
-			}
-			for c := 0; c < ch; c++ {
-				g := gamma[c]
-				d := dst[c*P+b : c*P+b+n]
-				for j, v := range src[c*P+b : c*P+b+n] {
-					y := v / s[j] * scale * g
-					if act {
-						y = silu(y)
-					}
-					d[j] = y
-				}
-			}
+			normBlockGo(dst[b:], src[b:], ch, P, n, gamma, scale, act, nrm[:n])
 		}
 	})
+}
+
+// normBlockAsm, when not nil, is normBlockGo on a whole block of
+// normBlock pixels (norm_amd64.s).
+var normBlockAsm func(dst, src []float32, ch, P int, gamma []float32, scale float32, act bool, nrm *[normBlock]float32)
+
+// normBlockGo is rmsNorm on the n pixels starting at src[0] and dst[0]
+// (channels P apart), with scale = √ch and scratch s (n values). Every
+// operation is a float32 operation rounded to nearest even, in this order.
+func normBlockGo(dst, src []float32, ch, P, n int, gamma []float32, scale float32, act bool, s []float32) {
+	clear(s)
+	for c := 0; c < ch; c++ {
+		for j, v := range src[c*P : c*P+n] {
+			s[j] += float32(v * v) // rounded before the sum: no fused multiply-add at any GOAMD64 level
+		}
+	}
+	for j, v := range s {
+		s[j] = max(float32(math.Sqrt(float64(v))), 1e-12)
+	}
+	for c := 0; c < ch; c++ {
+		g := gamma[c]
+		d := dst[c*P : c*P+n]
+		for j, v := range src[c*P : c*P+n] {
+			y := v / s[j] * scale * g
+			if act {
+				y = silu(y)
+			}
+			d[j] = y
+		}
+	}
 }
 
 // silu returns v·sigmoid(v) = v / (1 + e^−v) (within a few float32 ulp).
