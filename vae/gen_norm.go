@@ -67,10 +67,10 @@ func (g *gen) broadcast(v float32, reg int) { g.Broadcast32(math.Float32bits(v),
 
 // silu replaces Z0 (y) by y / (1 + expf(−y)), as silu and expf (ops.go).
 func (g *gen) silu() {
-	g.I("VPXORD %s, %s, %s", z(zSign), z(0), z(2)) // x = −y
-	g.I("VMULPS %s, %s, %s", z(zLog2e), z(2), z(3)) // t = x·log2e
-	g.I("VADDPS %s, %s, %s", z(zHalf), z(3), z(4))  // t + 0.5
-	g.I("VSUBPS %s, %s, %s", z(zHalf), z(3), z(5))  // t − 0.5
+	g.I("VPXORD %s, %s, %s", z(zSign), z(0), z(2))   // x = −y
+	g.I("VMULPS %s, %s, %s", z(zLog2e), z(2), z(3))  // t = x·log2e
+	g.I("VADDPS %s, %s, %s", z(zHalf), z(3), z(4))   // t + 0.5
+	g.I("VSUBPS %s, %s, %s", z(zHalf), z(3), z(5))   // t − 0.5
 	g.I("VCMPPS $0x11, %s, %s, K1", z(zNHalf), z(3)) // t < −0.5 (ordered)
 	g.I("VMOVAPS %s, K1, %s", z(5), z(4))
 	g.I("VCVTTPS2DQ %s, %s", z(4), z(6)) // n, truncated
