@@ -63,7 +63,10 @@
 // SiLU and softmax in float32; within 8·2^-8 relative L2 of the float64
 // reference). The model keeps its float32 weights and packs them once per
 // precision used. Results are the same bits for every thread count, gemm
-// kernel, build and CPU (the tests force each kernel and pin a hash).
+// kernel, build and CPU (the tests force each kernel and pin a hash). The
+// RMS norm and its SiLU have one definition (normBlockGo, ops.go) and, on
+// AVX-512 CPUs in the default build, a generated kernel with the same bits
+// (norm_amd64.s from gen_norm.go).
 //
 // Parameters mirror the checkpoint names ("decoder.upsamples.3.time_conv.weight",
 // see Model.Params); Load reads Wan2.1_VAE.pth (the encoder's keys are
