@@ -1,6 +1,7 @@
 package gemm
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/densitykv/densitykv/internal/vmath"
@@ -79,6 +80,19 @@ func RoundBF16(v float32) uint16 {
 
 // BF16ToFloat32 returns the float32 value of bfloat16 bits (exact).
 func BF16ToFloat32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// BF16OperandBits sets dst[i] to the bfloat16 bits that a bfloat16 product
+// reads for src[i]: RoundBF16, with a denormal result flushed to the zero
+// of its sign (as products read denormal operands). Storing these instead
+// of RoundBF16's bits changes nothing a bfloat16 product computes from
+// them. It runs generated AVX-512 code where the CPU has it (the same
+// bits). dst must hold len(src) values.
+func BF16OperandBits(dst []uint16, src []float32) {
+	if len(dst) < len(src) {
+		panic(fmt.Sprintf("gemm: BF16OperandBits: %d outputs for %d values", len(dst), len(src)))
+	}
+	rowBF16(dst[:len(src)], src)
+}
 
 // bf16Operand returns the value a bfloat16 operand contributes: h widened
 // to float32, with a denormal read as zero of the same sign.

@@ -267,3 +267,31 @@ func TestPackPanelsAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestBF16OperandBits: the exported rounding gives RoundBF16's bits, with
+// denormal results flushed to the zero of their sign, for every length
+// (the assembly's tails included), and a too-short dst panics.
+func TestBF16OperandBits(t *testing.T) {
+	rng := newRng(41)
+	src := testValues(rng, 1000, true)
+	src = append(src, 0x1p-130, -0x1p-127, 0x1p-126, 0x1.ffp-127)
+	for _, n := range []int{0, 1, 15, 16, 17, 100, len(src)} {
+		dst := make([]uint16, n)
+		BF16OperandBits(dst, src[:n])
+		for i, v := range src[:n] {
+			want := RoundBF16(v)
+			if want&0x7f80 == 0 {
+				want &= 0x8000
+			}
+			if dst[i] != want {
+				t.Fatalf("n %d: BF16OperandBits(%v [%#08x]) = %#04x, want %#04x", n, v, math.Float32bits(v), dst[i], want)
+			}
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("BF16OperandBits with a short dst did not panic")
+		}
+	}()
+	BF16OperandBits(make([]uint16, 3), src[:4])
+}

@@ -204,19 +204,11 @@ func (c *Conv) apply(e *engine, out []float32, in [][]float32, hs, ws int, up bo
 				}
 			}
 			for co := 0; co < c.Cout; co++ {
-				dst := out[co*P+p0 : co*P+p0+n]
-				src := w.c[co*n : co*n+n]
-				b := c.Bias[co]
+				var r []float32
 				if res != nil {
-					r := res[co*P+p0 : co*P+p0+n]
-					for j, v := range src {
-						dst[j] = v + b + r[j]
-					}
-					continue
+					r = res[co*P+p0 : co*P+p0+n]
 				}
-				for j, v := range src {
-					dst[j] = v + b
-				}
+				addBias(out[co*P+p0:co*P+p0+n], w.c[co*n:co*n+n], r, c.Bias[co])
 			}
 		}
 	}

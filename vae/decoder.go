@@ -375,10 +375,11 @@ func (d *Decoder) causal(c *Conv, x, out, res *frame) {
 
 // causalBF16 is causal at bf16 with the feature cache held as bfloat16
 // bits: at this precision the convolution rounds each of its input frames
-// to bfloat16 (ties to even, gemm.RoundBF16) before its products and reads
-// them nowhere else, so a cached frame rounded when it joins the cache and
-// widened back to float32 for the product gives the same bits, at half the
-// memory (1.75 GiB instead of 3.5 at 480×832). The float32 input frame goes
+// to bfloat16 operands (ties to even, denormals read as zero) before its
+// products and reads them nowhere else, so a cached frame rounded that way
+// when it joins the cache (gemm.BF16OperandBits) and widened back to
+// float32 for the product gives the same bits, at half the memory (1.75
+// GiB instead of 3.5 at 480×832). The float32 input frame goes
 // back to the pool; the caller reads only its dimensions afterwards.
 func (d *Decoder) causalBF16(c *Conv, x, out, res *frame) {
 	h := &d.hist16[c.slot]
@@ -387,9 +388,7 @@ func (d *Decoder) causalBF16(c *Conv, x, out, res *frame) {
 	for i, b := range h {
 		if b != nil {
 			wide[i] = d.get(x.c, x.h, x.w)
-			for j, v := range b {
-				wide[i].data[j] = gemm.BF16ToFloat32(v)
-			}
+			widenBF16(wide[i].data, b)
 			in[i] = wide[i].data
 		}
 	}
@@ -405,9 +404,7 @@ func (d *Decoder) causalBF16(c *Conv, x, out, res *frame) {
 		b = make([]uint16, len(x.data))
 		d.bytes += int64(len(b)) * 2
 	}
-	for j, v := range x.data {
-		b[j] = gemm.RoundBF16(v)
-	}
+	gemm.BF16OperandBits(b, x.data)
 	h[0], h[1] = h[1], b
 	d.put(&frame{data: x.data}) // a new header: x keeps its dimensions for the caller
 	x.data = nil

@@ -66,7 +66,7 @@
 // kernel, build and CPU (the tests force each kernel and pin a hash). The
 // RMS norm and its SiLU have one definition (normBlockGo, ops.go) and, on
 // AVX-512 CPUs in the default build, a generated kernel with the same bits
-// (norm_amd64.s from gen_norm.go).
+// (ops_amd64.s from gen_ops.go).
 //
 // Parameters mirror the checkpoint names ("decoder.upsamples.3.time_conv.weight",
 // see Model.Params); Load reads Wan2.1_VAE.pth (the encoder's keys are

@@ -3,6 +3,7 @@ package vae
 import (
 	"math"
 
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/parallel"
 )
 
@@ -34,7 +35,7 @@ func rmsNorm(dst, src []float32, ch, P int, gamma []float32, act bool) {
 }
 
 // normBlockAsm, when not nil, is normBlockGo on a whole block of
-// normBlock pixels (norm_amd64.s).
+// normBlock pixels (ops_amd64.s).
 var normBlockAsm func(dst, src []float32, ch, P int, gamma []float32, scale float32, act bool, nrm *[normBlock]float32)
 
 // normBlockGo is rmsNorm on the n pixels starting at src[0] and dst[0]
@@ -62,6 +63,50 @@ func normBlockGo(dst, src []float32, ch, P, n int, gamma []float32, scale float3
 		}
 	}
 }
+
+// addBias writes dst[j] = src[j] + b, or (src[j] + b) + res[j] when res is
+// not nil (the convolution's bias and the residual shortcut).
+func addBias(dst, src, res []float32, b float32) {
+	n := 0
+	if addBiasAsm != nil {
+		n = len(src) &^ 63
+		addBiasAsm(dst[:n], src[:n], res, b)
+	}
+	addBiasGo(dst[n:len(src)], src[n:], res, b, n)
+}
+
+// addBiasGo is addBias's definition on src, with res read from offset off.
+func addBiasGo(dst, src, res []float32, b float32, off int) {
+	if res != nil {
+		r := res[off : off+len(src)]
+		for j, v := range src {
+			dst[j] = v + b + r[j]
+		}
+		return
+	}
+	for j, v := range src {
+		dst[j] = v + b
+	}
+}
+
+// widenBF16 sets dst[i] to the float32 value of the bfloat16 bits src[i].
+func widenBF16(dst []float32, src []uint16) {
+	n := 0
+	if widenBF16Asm != nil {
+		n = len(src) &^ 63
+		widenBF16Asm(dst[:n], src[:n])
+	}
+	for i, h := range src[n:] {
+		dst[n+i] = gemm.BF16ToFloat32(h)
+	}
+}
+
+// The assembly versions of addBias and widenBF16 on multiples of 64 values
+// (ops_amd64.s), or nil.
+var (
+	addBiasAsm   func(dst, src, res []float32, b float32)
+	widenBF16Asm func(dst []float32, src []uint16)
+)
 
 // silu returns v·sigmoid(v) = v / (1 + e^−v) (within a few float32 ulp).
 func silu(v float32) float32 { return v / (1 + expf(-v)) }

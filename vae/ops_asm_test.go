@@ -71,8 +71,43 @@ func TestNormKernelBitIdentical(t *testing.T) {
 	}
 }
 
-// TestNormGeneratedAssemblyUpToDate regenerates norm_amd64.s with
-// gen_norm.go and requires the checked-in file to match.
+// TestNormGeneratedAssemblyUpToDate regenerates ops_amd64.s with
+// gen_ops.go and requires the checked-in file to match.
 func TestNormGeneratedAssemblyUpToDate(t *testing.T) {
-	asmtext.CheckGenerated(t, "gen_norm.go", "norm_amd64.s")
+	asmtext.CheckGenerated(t, "gen_ops.go", "ops_amd64.s")
+}
+
+// TestBiasAndWidenBitIdentical: addBias and widenBF16 (assembly on whole
+// groups of 64 where the CPU has it) give their Go definitions' bits at
+// every length, with and without the residual.
+func TestBiasAndWidenBitIdentical(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	src, _ := normInputs(rng, 1, 700)
+	res, _ := normInputs(rng, 1, 700)
+	h := make([]uint16, 700)
+	for i := range h {
+		h[i] = uint16(rng.Uint32())
+	}
+	same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b }
+	for _, n := range []int{0, 1, 63, 64, 65, 128, 200, 700} {
+		for _, b := range []float32{0, -1.5, 3e38, float32(math.Inf(-1))} {
+			for _, r := range [][]float32{nil, res[:n]} {
+				got, want := make([]float32, n), make([]float32, n)
+				addBias(got, src[:n], r, b)
+				addBiasGo(want, src[:n], r, b, 0)
+				for i := range got {
+					if !same(got[i], want[i]) {
+						t.Fatalf("addBias n %d b %v residual %v: [%d] = %v, want %v", n, b, r != nil, i, got[i], want[i])
+					}
+				}
+			}
+		}
+		got := make([]float32, n)
+		widenBF16(got, h[:n])
+		for i := range got {
+			if math.Float32bits(got[i]) != uint32(h[i])<<16 {
+				t.Fatalf("widenBF16 n %d: [%d] = %#08x, want %#08x", n, i, math.Float32bits(got[i]), uint32(h[i])<<16)
+			}
+		}
+	}
 }
