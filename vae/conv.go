@@ -265,10 +265,7 @@ func (c *Conv) fill(panels []float32, k, n, p0 int, in []float32, hs, ws, wo int
 				if !up && run == nr && lo == 0 && hi == nr {
 					// A whole panel row inside the frame (the common case):
 					// fixed-size copies, which compile to vector moves.
-					off := sy*ws + sx
-					for ci := 0; ci < c.Cin; ci++ {
-						*(*[nr]float32)(base[(q0+ci)*nr:]) = *(*[nr]float32)(in[ci*plane+off:])
-					}
+					gatherRows(base[q0*nr:], in[sy*ws+sx:], plane, c.Cin)
 					continue
 				}
 				if !up {

@@ -201,6 +201,33 @@ TEXT ·widenBF16AVX512(SB), NOSPLIT, $0-24
 	g.I("RET")
 }
 
+// gather emits gatherRowsAVX512: rows rows of 32 float32 from src, stride
+// float32s apart, to dst back to back (the im2col's whole panel rows).
+func (g *gen) gather() {
+	g.Text(`
+// func gatherRowsAVX512(dst, src *float32, stride, rows int)
+//
+// dst[r·32 + i] = src[r·stride + i] for r < rows, i < 32; rows ≥ 1.
+TEXT ·gatherRowsAVX512(SB), NOSPLIT, $0-32
+`)
+	g.I("MOVQ dst+0(FP), DI")
+	g.I("MOVQ src+8(FP), SI")
+	g.I("MOVQ stride+16(FP), DX")
+	g.I("SHLQ $2, DX")
+	g.I("MOVQ rows+24(FP), CX")
+	g.Label("gather_loop")
+	g.I("VMOVUPS (SI), Z0")
+	g.I("VMOVUPS 64(SI), Z1")
+	g.I("VMOVUPS Z0, (DI)")
+	g.I("VMOVUPS Z1, 64(DI)")
+	g.I("ADDQ DX, SI")
+	g.I("ADDQ $128, DI")
+	g.I("DECQ CX")
+	g.I("JNZ gather_loop")
+	g.I("VZEROUPPER")
+	g.I("RET")
+}
+
 func main() {
 	out := flag.String("o", "ops_amd64.s", "output file")
 	flag.Parse()
@@ -272,6 +299,7 @@ TEXT ·rmsNormAVX512(SB), NOSPLIT, $0-56
 	g.I("RET")
 	g.biasAdd()
 	g.widen()
+	g.gather()
 	if err := os.WriteFile(*out, []byte(g.String()), 0o644); err != nil {
 		log.Fatal(err)
 	}

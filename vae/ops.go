@@ -101,11 +101,25 @@ func widenBF16(dst []float32, src []uint16) {
 	}
 }
 
-// The assembly versions of addBias and widenBF16 on multiples of 64 values
-// (ops_amd64.s), or nil.
+// gatherRows copies rows rows of gemm.NR float32 from src, stride apart,
+// to dst back to back (fill's whole panel rows: one per input channel).
+func gatherRows(dst, src []float32, stride, rows int) {
+	if gatherRowsAsm != nil {
+		gatherRowsAsm(dst, src, stride, rows)
+		return
+	}
+	const nr = gemm.NR
+	for r := 0; r < rows; r++ {
+		*(*[nr]float32)(dst[r*nr:]) = *(*[nr]float32)(src[r*stride:])
+	}
+}
+
+// The assembly versions of addBias and widenBF16 on multiples of 64 values,
+// and of gatherRows (ops_amd64.s), or nil.
 var (
-	addBiasAsm   func(dst, src, res []float32, b float32)
-	widenBF16Asm func(dst []float32, src []uint16)
+	addBiasAsm    func(dst, src, res []float32, b float32)
+	widenBF16Asm  func(dst []float32, src []uint16)
+	gatherRowsAsm func(dst, src []float32, stride, rows int)
 )
 
 // silu returns v·sigmoid(v) = v / (1 + e^−v) (within a few float32 ulp).

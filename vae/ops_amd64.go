@@ -22,11 +22,15 @@ func addBiasAVX512(dst, src, res *float32, b float32, n int)
 //go:noescape
 func widenBF16AVX512(dst *float32, src *uint16, n int)
 
+//go:noescape
+func gatherRowsAVX512(dst, src *float32, stride, rows int)
+
 func init() {
 	if normAsmCPU() {
 		normBlockAsm = normBlockAVX512
 		addBiasAsm = addBiasAVX512Slices
 		widenBF16Asm = widenBF16AVX512Slices
+		gatherRowsAsm = gatherRowsAVX512Slices
 	}
 }
 
@@ -70,4 +74,15 @@ func normBlockAVX512(dst, src []float32, ch, P int, gamma []float32, scale float
 		panic(fmt.Sprintf("vae: norm block of %d channels, stride %d: %d, %d values, %d gammas", ch, P, len(src), len(dst), len(gamma)))
 	}
 	rmsNormAVX512(&dst[0], &src[0], ch, P, &gamma[0], scale, act, &nrm[0])
+}
+
+// gatherRowsAVX512Slices runs gatherRowsAVX512 after checking the extents.
+func gatherRowsAVX512Slices(dst, src []float32, stride, rows int) {
+	if rows <= 0 {
+		return
+	}
+	if len(dst) < 32*rows || stride < 0 || len(src) < (rows-1)*stride+32 {
+		panic(fmt.Sprintf("vae: gather of %d rows, stride %d, from %d values into %d", rows, stride, len(src), len(dst)))
+	}
+	gatherRowsAVX512(&dst[0], &src[0], stride, rows)
 }

@@ -963,3 +963,24 @@ widen_loop:
 widen_end:
 	VZEROUPPER
 	RET
+
+// func gatherRowsAVX512(dst, src *float32, stride, rows int)
+//
+// dst[r·32 + i] = src[r·stride + i] for r < rows, i < 32; rows ≥ 1.
+TEXT ·gatherRowsAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ stride+16(FP), DX
+	SHLQ $2, DX
+	MOVQ rows+24(FP), CX
+gather_loop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	ADDQ DX, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ gather_loop
+	VZEROUPPER
+	RET

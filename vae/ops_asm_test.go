@@ -111,3 +111,32 @@ func TestBiasAndWidenBitIdentical(t *testing.T) {
 		}
 	}
 }
+
+// TestGatherRows: gatherRows copies exactly the rows it is given, for
+// several row counts and strides, and leaves the rest of dst alone.
+func TestGatherRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, sh := range []struct{ rows, stride int }{{1, 32}, {5, 40}, {96, 1000}, {3, 33}} {
+		src := make([]float32, (sh.rows-1)*sh.stride+32)
+		for i := range src {
+			src[i] = float32(rng.NormFloat64())
+		}
+		dst := make([]float32, 32*sh.rows+5)
+		for i := range dst {
+			dst[i] = -7
+		}
+		gatherRows(dst, src, sh.stride, sh.rows)
+		for r := 0; r < sh.rows; r++ {
+			for i := 0; i < 32; i++ {
+				if dst[r*32+i] != src[r*sh.stride+i] {
+					t.Fatalf("rows %d stride %d: dst[%d][%d] = %v, want %v", sh.rows, sh.stride, r, i, dst[r*32+i], src[r*sh.stride+i])
+				}
+			}
+		}
+		for _, v := range dst[32*sh.rows:] {
+			if v != -7 {
+				t.Fatalf("rows %d: wrote past the rows", sh.rows)
+			}
+		}
+	}
+}
