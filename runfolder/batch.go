@@ -504,6 +504,9 @@ func checkListFolder(dir string, l *PromptList, ident []byte, man ListManifest, 
 	if err != nil && !force {
 		return userf("list folder %s: %v; start the list over with --force (without --shard) or pick another --name", dir, err)
 	}
+	if hookAfterOwnerRead != nil {
+		hookAfterOwnerRead(dir)
+	}
 	st, serr := os.Stat(dir)
 	switch {
 	case errors.Is(serr, os.ErrNotExist):
@@ -550,6 +553,11 @@ func checkListFolder(dir string, l *PromptList, ident []byte, man ListManifest, 
 			}
 		}
 		if n > 0 {
+			// Another shard may have marked the folder since the marker
+			// was read above: what was counted may be its marker.
+			if o, err := ReadOwner(dir); err == nil && o == ListCommand {
+				return checkListFolder(dir, l, ident, man, force)
+			}
 			return userf("%s exists and is not a densitykv prompt list (%d entries); pick another --name or --out, or write the list's files into it with --force", dir, n)
 		}
 		return nil
@@ -559,6 +567,11 @@ func checkListFolder(dir string, l *PromptList, ident []byte, man ListManifest, 
 	}
 	return checkList(dir, l, ident, man)
 }
+
+// hookAfterOwnerRead, when set (tests), runs in checkListFolder between
+// reading the folder's marker and looking at its files: where another
+// shard's marker can appear.
+var hookAfterOwnerRead func(dir string)
 
 // checkList compares an existing list folder's identity with this
 // worker's: the prompts, the configuration and the selection. A folder

@@ -195,3 +195,36 @@ func TestCheckListOutputs(t *testing.T) {
 		t.Fatalf("--record-stream: %v", err)
 	}
 }
+
+// TestCheckListFolderMarkerRace: a shard that reads no marker and then
+// finds the folder holding one (another shard marked it in between, as in
+// a sharded start on two machines) joins the list instead of refusing the
+// folder as foreign; a folder that stays foreign is still refused.
+func TestCheckListFolderMarkerRace(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "list")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l := &PromptList{Path: "p.txt"}
+	var man ListManifest
+	marker, _ := json.Marshal(Owner{Format: ownerFormat, Command: ListCommand})
+	defer func() { hookAfterOwnerRead = nil }()
+	hookAfterOwnerRead = func(d string) {
+		if err := os.WriteFile(filepath.Join(d, FileOwner), append(marker, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		hookAfterOwnerRead = nil
+	}
+	if err := checkListFolder(dir, l, nil, man, false); err != nil {
+		t.Fatalf("a shard's marker appearing meanwhile: %v", err)
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	os.MkdirAll(other, 0o755)
+	hookAfterOwnerRead = func(d string) {
+		os.WriteFile(filepath.Join(d, "notes.txt"), []byte("mine"), 0o644)
+		hookAfterOwnerRead = nil
+	}
+	if err := checkListFolder(other, l, nil, man, false); err == nil || !strings.Contains(err.Error(), "not a densitykv prompt list") {
+		t.Fatalf("a user's file appearing meanwhile: %v", err)
+	}
+}
