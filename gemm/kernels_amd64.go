@@ -103,6 +103,9 @@ func bf16Floats(dst *float32, src *float32, n int)
 //go:noescape
 func bf16Row(dst *uint16, src *float32, n int)
 
+//go:noescape
+func bf16PanelsQuadA(dst *uint32, src *float32, lda, blocks int)
+
 func roundInit() {
 	if !cpu.X86.HasAVX512F {
 		return
@@ -127,6 +130,12 @@ func roundInit() {
 			bf16Floats(&dst[0], &src[0], n)
 		}
 		floatsBF16Go(dst[n:len(src)], src[n:])
+	}
+	panelsQuadA = func(dst []uint32, src []float32, lda, blocks int) {
+		if blocks > 0 {
+			_, _ = dst[32*blocks-1], src[(MR-1)*lda+16*blocks-1]
+			bf16PanelsQuadA(&dst[0], &src[0], lda, blocks)
+		}
 	}
 	rowBF16 = func(dst []uint16, src []float32) {
 		n := len(src) &^ 15

@@ -1128,6 +1128,131 @@ bfpq:
 	VZEROUPPER
 	RET
 
+// The qword indices of bf16PanelsQuadA's final interleave: [L0 H0 L1 H1],
+// [L2 H2 L3 H3] from L (qwords 0-7) and H (8-15).
+DATA quadaidx<>+0(SB)/8, $0
+DATA quadaidx<>+8(SB)/8, $1
+DATA quadaidx<>+16(SB)/8, $8
+DATA quadaidx<>+24(SB)/8, $9
+DATA quadaidx<>+32(SB)/8, $2
+DATA quadaidx<>+40(SB)/8, $3
+DATA quadaidx<>+48(SB)/8, $10
+DATA quadaidx<>+56(SB)/8, $11
+DATA quadaidx<>+64(SB)/8, $4
+DATA quadaidx<>+72(SB)/8, $5
+DATA quadaidx<>+80(SB)/8, $12
+DATA quadaidx<>+88(SB)/8, $13
+DATA quadaidx<>+96(SB)/8, $6
+DATA quadaidx<>+104(SB)/8, $7
+DATA quadaidx<>+112(SB)/8, $14
+DATA quadaidx<>+120(SB)/8, $15
+GLOBL quadaidx<>(SB), RODATA|NOPTR, $128
+
+// func bf16PanelsQuadA(dst *uint32, src *float32, lda, blocks int)
+//
+// One A panel of MR = 4 float32 rows (lda floats apart) over blocks×16
+// depths into quad-pair dwords (32 per block), rounded as bf16Bits.
+TEXT ·bf16PanelsQuadA(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ lda+16(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ blocks+24(FP), CX
+	VMOVDQU64 quadaidx<>+0(SB), Z10
+	VMOVDQU64 quadaidx<>+64(SB), Z11
+	MOVL $0x00000001, AX
+	VPBROADCASTD AX, Z16
+	MOVL $0x00007fff, AX
+	VPBROADCASTD AX, Z17
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z18
+	MOVL $0x7f800000, AX
+	VPBROADCASTD AX, Z19
+	MOVL $0x00400000, AX
+	VPBROADCASTD AX, Z20
+	MOVL $0x80000000, AX
+	VPBROADCASTD AX, Z21
+	MOVL $0xffff0000, AX
+	VPBROADCASTD AX, Z22
+bfqa:
+	VMOVUPS (SI), Z0
+	VPSRLD $16, Z0, Z23
+	VPANDD Z16, Z23, Z23
+	VPADDD Z17, Z23, Z23
+	VPANDD Z18, Z0, Z24
+	VPCMPUD $6, Z19, Z24, K1 // K1: |x| > +Inf, a NaN
+	VPORD Z20, Z0, Z24
+	VPADDD Z23, Z0, Z0
+	VMOVDQA32 Z24, K1, Z0
+	VPTESTNMD Z19, Z0, K2 // K2: exponent 0
+	VPANDD Z21, Z0, K2, Z0
+	VPANDD Z22, Z0, Z0
+	VPSRLD $16, Z0, Z8
+	VPSRLDQ $8, Z8, Z8
+	VPORD Z8, Z0, Z0
+	VMOVUPS (SI)(R8*1), Z1
+	VPSRLD $16, Z1, Z23
+	VPANDD Z16, Z23, Z23
+	VPADDD Z17, Z23, Z23
+	VPANDD Z18, Z1, Z24
+	VPCMPUD $6, Z19, Z24, K1 // K1: |x| > +Inf, a NaN
+	VPORD Z20, Z1, Z24
+	VPADDD Z23, Z1, Z1
+	VMOVDQA32 Z24, K1, Z1
+	VPTESTNMD Z19, Z1, K2 // K2: exponent 0
+	VPANDD Z21, Z1, K2, Z1
+	VPANDD Z22, Z1, Z1
+	VPSRLD $16, Z1, Z8
+	VPSRLDQ $8, Z8, Z8
+	VPORD Z8, Z1, Z1
+	VMOVUPS (SI)(R8*2), Z2
+	VPSRLD $16, Z2, Z23
+	VPANDD Z16, Z23, Z23
+	VPADDD Z17, Z23, Z23
+	VPANDD Z18, Z2, Z24
+	VPCMPUD $6, Z19, Z24, K1 // K1: |x| > +Inf, a NaN
+	VPORD Z20, Z2, Z24
+	VPADDD Z23, Z2, Z2
+	VMOVDQA32 Z24, K1, Z2
+	VPTESTNMD Z19, Z2, K2 // K2: exponent 0
+	VPANDD Z21, Z2, K2, Z2
+	VPANDD Z22, Z2, Z2
+	VPSRLD $16, Z2, Z8
+	VPSRLDQ $8, Z8, Z8
+	VPORD Z8, Z2, Z2
+	VMOVUPS (SI)(R9*1), Z3
+	VPSRLD $16, Z3, Z23
+	VPANDD Z16, Z23, Z23
+	VPADDD Z17, Z23, Z23
+	VPANDD Z18, Z3, Z24
+	VPCMPUD $6, Z19, Z24, K1 // K1: |x| > +Inf, a NaN
+	VPORD Z20, Z3, Z24
+	VPADDD Z23, Z3, Z3
+	VMOVDQA32 Z24, K1, Z3
+	VPTESTNMD Z19, Z3, K2 // K2: exponent 0
+	VPANDD Z21, Z3, K2, Z3
+	VPANDD Z22, Z3, Z3
+	VPSRLD $16, Z3, Z8
+	VPSRLDQ $8, Z8, Z8
+	VPORD Z8, Z3, Z3
+	VPUNPCKLDQ Z1, Z0, Z4
+	VPUNPCKLDQ Z3, Z2, Z5
+	VPUNPCKLQDQ Z5, Z4, Z6 // per 128 bits: (4g, 4g+2) of rows 0-3
+	VPUNPCKHQDQ Z5, Z4, Z7 // (4g+1, 4g+3) of rows 0-3
+	VMOVDQA64 Z6, Z12
+	VPERMT2Q Z7, Z10, Z12
+	VMOVDQA64 Z6, Z13
+	VPERMT2Q Z7, Z11, Z13
+	VMOVDQU32 Z12, (DI)
+	VMOVDQU32 Z13, 64(DI)
+	ADDQ $64, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ bfqa
+	VZEROUPPER
+	RET
+
 // func bf16PanelsAMX(dst *uint32, src *float32, groups int)
 //
 // As bf16PanelsQuad, for the AMX pair layout: dword row t holds depth

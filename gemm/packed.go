@@ -297,6 +297,10 @@ func (o *packedOp) fill(isA bool, w, lo, hi int, src *source, t []uint16) {
 			continue
 		}
 		dst := o.u32[jp*units*w : (jp+1)*units*w]
+		if o.lay == layoutQuad && isA && cols == MR && src.h == nil && !src.kMajor && !src.panels {
+			quadAPanel(dst, src.f[r0*src.ld:], src.ld, k, kp)
+			continue
+		}
 		if cols < w {
 			clear(dst)
 		}
@@ -315,6 +319,29 @@ func (o *packedOp) fill(isA bool, w, lo, hi int, src *source, t []uint16) {
 			for i := 0; i < units; i++ { // AMX B: pairs (2i, 2i+1), low half first
 				dst[i*w+s] = uint32(t[2*i]) | uint32(t[2*i+1])<<16
 			}
+		}
+	}
+}
+
+// quadAPanel packs one whole A panel (MR = 4 float32 rows of f, ld apart,
+// k depths) into quad-pair dwords (dst: kp/2·MR of them), as fill's
+// general loop does: the blocks of 16 depths through panelsQuadA (the
+// generated AVX-512 loop where the CPU has it), the rest here.
+func quadAPanel(dst []uint32, f []float32, ld, k, kp int) {
+	blocks := k / 16
+	if blocks > 0 {
+		panelsQuadA(dst, f, ld, blocks)
+	}
+	for g := 4 * blocks; g < kp/4; g++ {
+		for s := 0; s < MR; s++ {
+			var x [4]uint32
+			for i := range x {
+				if q := 4*g + i; q < k {
+					x[i] = bf16Bits(f[s*ld+q])
+				}
+			}
+			dst[(2*g)*MR+s] = x[0]<<16 | x[2]
+			dst[(2*g+1)*MR+s] = x[1]<<16 | x[3]
 		}
 	}
 }

@@ -61,6 +61,9 @@ var (
 	floatsBF16 = floatsBF16Go
 	// rowBF16 sets dst[i] to the bfloat16 operand bits of src[i].
 	rowBF16 = rowBF16Go
+	// panelsQuadA packs blocks×16 depths of an A panel (MR float32 rows
+	// of src, lda apart) into quad-pair dwords (dst, 32 per block).
+	panelsQuadA = panelsQuadAGo
 	// roundAsm reports whether the assembly versions are in use.
 	roundAsm bool
 )
@@ -70,9 +73,9 @@ func init() { roundInit() }
 // forceRoundGo switches the rounding loops to pure Go and returns a
 // function that restores the previous choice (tests).
 func forceRoundGo() (restore func()) {
-	q, a, f, r, on := panelsQuad, panelsAMX, floatsBF16, rowBF16, roundAsm
-	panelsQuad, panelsAMX, floatsBF16, rowBF16, roundAsm = panelsQuadGo, panelsAMXGo, floatsBF16Go, rowBF16Go, false
-	return func() { panelsQuad, panelsAMX, floatsBF16, rowBF16, roundAsm = q, a, f, r, on }
+	q, a, f, r, qa, on := panelsQuad, panelsAMX, floatsBF16, rowBF16, panelsQuadA, roundAsm
+	panelsQuad, panelsAMX, floatsBF16, rowBF16, panelsQuadA, roundAsm = panelsQuadGo, panelsAMXGo, floatsBF16Go, rowBF16Go, panelsQuadAGo, false
+	return func() { panelsQuad, panelsAMX, floatsBF16, rowBF16, panelsQuadA, roundAsm = q, a, f, r, qa, on }
 }
 
 func panelsQuadGo(dst []uint32, src []float32, groups int) {
@@ -95,6 +98,16 @@ func panelsAMXGo(dst []uint32, src []float32, groups int) {
 		d := (*[NR]uint32)(dst[t*NR:])
 		for i := range d {
 			d[i] = bf16Bits(x[i]) | bf16Bits(x[NR+i])<<16
+		}
+	}
+}
+
+func panelsQuadAGo(dst []uint32, src []float32, lda, blocks int) {
+	for g := 0; g < 4*blocks; g++ {
+		for s := 0; s < MR; s++ {
+			x := src[s*lda+4*g : s*lda+4*g+4 : s*lda+4*g+4]
+			dst[(2*g)*MR+s] = bf16Bits(x[0])<<16 | bf16Bits(x[2])
+			dst[(2*g+1)*MR+s] = bf16Bits(x[1])<<16 | bf16Bits(x[3])
 		}
 	}
 }

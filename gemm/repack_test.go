@@ -202,6 +202,18 @@ func TestRoundKernelsExact(t *testing.T) {
 			}
 		}
 	}
+	for _, sh := range []struct{ lda, blocks int }{{16, 1}, {37, 2}, {1536, 96}} {
+		src := roundInputs(rng, (MR-1)*sh.lda+16*sh.blocks)
+		got, want := make([]uint32, 32*sh.blocks+1), make([]uint32, 32*sh.blocks+1)
+		got[len(got)-1], want[len(want)-1] = 0xdead, 0xdead
+		panelsQuadA(got, src, sh.lda, sh.blocks)
+		panelsQuadAGo(want, src, sh.lda, sh.blocks)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("quad A panel, lda %d, %d blocks: dword %d = %#08x, want %#08x", sh.lda, sh.blocks, i, got[i], want[i])
+			}
+		}
+	}
 	for _, n := range []int{0, 1, 15, 16, 17, 33, 100, 1000} {
 		src := roundInputs(rng, n)
 		gf, wf := make([]float32, n), make([]float32, n)

@@ -43,6 +43,7 @@ var Mutations = map[string]string{
 	"round-nan":          "bf16 rounding: NaN lanes are rounded like numbers (not kept quiet)",
 	"round-flush":        "bf16 rounding: denormal results are not flushed to zero",
 	"round-quad-pair":    "bf16PanelsQuad: dword 2g takes depth 4g+1 as its low half",
+	"round-quada-rows":   "bf16PanelsQuadA: rows 2 and 3 of the panel trade places",
 }
 
 // Instr is one hand-encoded instruction of the generated file.
@@ -852,6 +853,79 @@ func (g *gen) round(x int) {
 	}
 }
 
+// bf16PanelsQuadA writes the rounding of an A panel from float32 rows into
+// the quad-pair layout: MR = 4 rows (lda floats apart), blocks of 16 depths;
+// per group g of four depths, dwords 8g … 8g+3 hold (4g, 4g+2) of rows 0 … 3
+// and dwords 8g+4 … 8g+7 hold (4g+1, 4g+3), high half first (gemm's
+// layoutQuad for A, MR = 4).
+func (g *gen) bf16PanelsQuadA() {
+	g.p(`
+// The qword indices of bf16PanelsQuadA's final interleave: [L0 H0 L1 H1],
+// [L2 H2 L3 H3] from L (qwords 0-7) and H (8-15).
+DATA quadaidx<>+0(SB)/8, $0
+DATA quadaidx<>+8(SB)/8, $1
+DATA quadaidx<>+16(SB)/8, $8
+DATA quadaidx<>+24(SB)/8, $9
+DATA quadaidx<>+32(SB)/8, $2
+DATA quadaidx<>+40(SB)/8, $3
+DATA quadaidx<>+48(SB)/8, $10
+DATA quadaidx<>+56(SB)/8, $11
+DATA quadaidx<>+64(SB)/8, $4
+DATA quadaidx<>+72(SB)/8, $5
+DATA quadaidx<>+80(SB)/8, $12
+DATA quadaidx<>+88(SB)/8, $13
+DATA quadaidx<>+96(SB)/8, $6
+DATA quadaidx<>+104(SB)/8, $7
+DATA quadaidx<>+112(SB)/8, $14
+DATA quadaidx<>+120(SB)/8, $15
+GLOBL quadaidx<>(SB), RODATA|NOPTR, $128
+
+// func bf16PanelsQuadA(dst *uint32, src *float32, lda, blocks int)
+//
+// One A panel of MR = 4 float32 rows (lda floats apart) over blocks×16
+// depths into quad-pair dwords (32 per block), rounded as bf16Bits.
+TEXT ·bf16PanelsQuadA(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ lda+16(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ blocks+24(FP), CX
+	VMOVDQU64 quadaidx<>+0(SB), Z10
+	VMOVDQU64 quadaidx<>+64(SB), Z11`)
+	g.roundConsts()
+	g.p("bfqa:")
+	rows := []string{"(SI)", "(SI)(R8*1)", "(SI)(R8*2)", "(SI)(R9*1)"}
+	if g.mut == "round-quada-rows" {
+		rows[2], rows[3] = rows[3], rows[2]
+	}
+	for r, m := range rows {
+		g.p("\tVMOVUPS %s, Z%d", m, r)
+		g.round(r)
+		// Dword 4g: (4g, 4g+2); dword 4g+1: (4g+1, 4g+3), high half first.
+		g.p("\tVPANDD Z%d, Z%d, Z%d", zHigh, r, r)
+		g.p("\tVPSRLD $16, Z%d, Z8", r)
+		g.p("\tVPSRLDQ $8, Z8, Z8")
+		g.p("\tVPORD Z8, Z%d, Z%d", r, r)
+	}
+	g.p("\tVPUNPCKLDQ Z1, Z0, Z4")
+	g.p("\tVPUNPCKLDQ Z3, Z2, Z5")
+	g.p("\tVPUNPCKLQDQ Z5, Z4, Z6 // per 128 bits: (4g, 4g+2) of rows 0-3")
+	g.p("\tVPUNPCKHQDQ Z5, Z4, Z7 // (4g+1, 4g+3) of rows 0-3")
+	g.p("\tVMOVDQA64 Z6, Z12")
+	g.p("\tVPERMT2Q Z7, Z10, Z12")
+	g.p("\tVMOVDQA64 Z6, Z13")
+	g.p("\tVPERMT2Q Z7, Z11, Z13")
+	g.p("\tVMOVDQU32 Z12, (DI)")
+	g.p("\tVMOVDQU32 Z13, 64(DI)")
+	g.p("\tADDQ $64, SI")
+	g.p("\tADDQ $128, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ bfqa")
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
 // bf16Round writes the kernels that round float32 panels (PackPanelsAs)
 // and rows (packing from float32) to bfloat16 operands.
 func (g *gen) bf16Round() {
@@ -891,6 +965,8 @@ TEXT ·bf16PanelsQuad(SB), NOSPLIT, $0-24
 	g.p("\tJNZ bfpq")
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
+
+	g.bf16PanelsQuadA()
 
 	g.p(`
 // func bf16PanelsAMX(dst *uint32, src *float32, groups int)
