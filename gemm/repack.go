@@ -49,7 +49,8 @@ func bf16Bits(v float32) uint32 {
 // The rounding loops of bfloat16 packing. Each has one definition, the
 // pure-Go function below (bf16Bits per element); on amd64 with AVX-512
 // the default build replaces them at start-up by generated assembly
-// (kernels_amd64.s: bf16PanelsQuad, bf16PanelsAMX, bf16Floats, bf16Row)
+// (kernels_amd64.s: bf16PanelsQuad, bf16PanelsAMX, bf16PanelsQuadA,
+// bf16Floats, bf16Row)
 // that computes the same bits (TestRoundKernelsExact).
 var (
 	// panelsQuad packs groups groups of four rows of NR float32 (src
