@@ -106,6 +106,9 @@ func bf16Row(dst *uint16, src *float32, n int)
 //go:noescape
 func bf16PanelsQuadA(dst *uint32, src *float32, lda, blocks int)
 
+//go:noescape
+func bf16KMajorQuadA(dst *uint32, src *float32, ld, pstride, quads, groups int)
+
 func roundInit() {
 	if !cpu.X86.HasAVX512F {
 		return
@@ -135,6 +138,15 @@ func roundInit() {
 		if blocks > 0 {
 			_, _ = dst[32*blocks-1], src[(MR-1)*lda+16*blocks-1]
 			bf16PanelsQuadA(&dst[0], &src[0], lda, blocks)
+		}
+	}
+	kMajorQuadA = func(dst []uint32, src []float32, ld, pstride, quads, groups int) {
+		if quads > 0 && groups > 0 {
+			if pstride < 8*groups || ld < 16*quads {
+				panic(fmt.Sprintf("gemm: k-major A panels: stride %d for %d groups, ld %d for %d panels", pstride, groups, ld, 4*quads))
+			}
+			_, _ = dst[(4*quads-1)*pstride+8*groups-1], src[(4*groups-1)*ld+16*quads-1]
+			bf16KMajorQuadA(&dst[0], &src[0], ld, pstride, quads, groups)
 		}
 	}
 	rowBF16 = func(dst []uint16, src []float32) {

@@ -1253,6 +1253,113 @@ bfqa:
 	VZEROUPPER
 	RET
 
+// func bf16KMajorQuadA(dst *uint32, src *float32, ld, pstride, quads, groups int)
+//
+// quads×4 A panels (pstride dwords apart, the first at dst) over groups×4
+// depths from a k-major source (src: depth 0 of the panels' first row;
+// depths ld floats apart), rounded as bf16Bits.
+TEXT ·bf16KMajorQuadA(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ pstride+24(FP), BX
+	SHLQ $2, BX
+	LEAQ (BX)(BX*2), DX
+	MOVQ groups+40(FP), CX
+	VMOVDQU64 quadaidx<>+0(SB), Z10
+	VMOVDQU64 quadaidx<>+64(SB), Z11
+	MOVL $0x00000001, AX
+	VPBROADCASTD AX, Z16
+	MOVL $0x00007fff, AX
+	VPBROADCASTD AX, Z17
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z18
+	MOVL $0x7f800000, AX
+	VPBROADCASTD AX, Z19
+	MOVL $0x00400000, AX
+	VPBROADCASTD AX, Z20
+	MOVL $0x80000000, AX
+	VPBROADCASTD AX, Z21
+	MOVL $0xffff0000, AX
+	VPBROADCASTD AX, Z22
+bfkg:
+	MOVQ quads+32(FP), R10
+	MOVQ SI, R11
+	MOVQ DI, R12
+bfkq:
+	VMOVUPS (R11), Z0
+	VPSRLD $16, Z0, Z23
+	VPANDD Z16, Z23, Z23
+	VPADDD Z17, Z23, Z23
+	VPANDD Z18, Z0, Z24
+	VPCMPUD $6, Z19, Z24, K1 // K1: |x| > +Inf, a NaN
+	VPORD Z20, Z0, Z24
+	VPADDD Z23, Z0, Z0
+	VMOVDQA32 Z24, K1, Z0
+	VPTESTNMD Z19, Z0, K2 // K2: exponent 0
+	VPANDD Z21, Z0, K2, Z0
+	VPANDD Z22, Z0, Z0
+	VMOVUPS (R11)(R8*1), Z1
+	VPSRLD $16, Z1, Z23
+	VPANDD Z16, Z23, Z23
+	VPADDD Z17, Z23, Z23
+	VPANDD Z18, Z1, Z24
+	VPCMPUD $6, Z19, Z24, K1 // K1: |x| > +Inf, a NaN
+	VPORD Z20, Z1, Z24
+	VPADDD Z23, Z1, Z1
+	VMOVDQA32 Z24, K1, Z1
+	VPTESTNMD Z19, Z1, K2 // K2: exponent 0
+	VPANDD Z21, Z1, K2, Z1
+	VPANDD Z22, Z1, Z1
+	VMOVUPS (R11)(R8*2), Z2
+	VPSRLD $16, Z2, Z23
+	VPANDD Z16, Z23, Z23
+	VPADDD Z17, Z23, Z23
+	VPANDD Z18, Z2, Z24
+	VPCMPUD $6, Z19, Z24, K1 // K1: |x| > +Inf, a NaN
+	VPORD Z20, Z2, Z24
+	VPADDD Z23, Z2, Z2
+	VMOVDQA32 Z24, K1, Z2
+	VPTESTNMD Z19, Z2, K2 // K2: exponent 0
+	VPANDD Z21, Z2, K2, Z2
+	VPANDD Z22, Z2, Z2
+	VMOVUPS (R11)(R9*1), Z3
+	VPSRLD $16, Z3, Z23
+	VPANDD Z16, Z23, Z23
+	VPADDD Z17, Z23, Z23
+	VPANDD Z18, Z3, Z24
+	VPCMPUD $6, Z19, Z24, K1 // K1: |x| > +Inf, a NaN
+	VPORD Z20, Z3, Z24
+	VPADDD Z23, Z3, Z3
+	VMOVDQA32 Z24, K1, Z3
+	VPTESTNMD Z19, Z3, K2 // K2: exponent 0
+	VPANDD Z21, Z3, K2, Z3
+	VPANDD Z22, Z3, Z3
+	VPSRLD $16, Z2, Z8
+	VPORD Z8, Z0, Z6 // (4g, 4g+2) per row
+	VPSRLD $16, Z3, Z8
+	VPORD Z8, Z1, Z7 // (4g+1, 4g+3) per row
+	VMOVDQA64 Z6, Z12
+	VPERMT2Q Z7, Z10, Z12
+	VMOVDQA64 Z6, Z13
+	VPERMT2Q Z7, Z11, Z13
+	VMOVDQU32 Y12, (R12)
+	VEXTRACTI64X4 $1, Z12, (R12)(BX*1)
+	VMOVDQU32 Y13, (R12)(BX*2)
+	VEXTRACTI64X4 $1, Z13, (R12)(DX*1)
+	ADDQ $64, R11
+	LEAQ (R12)(BX*4), R12
+	DECQ R10
+	JNZ bfkq
+	LEAQ (SI)(R8*4), SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ bfkg
+	VZEROUPPER
+	RET
+
 // func bf16PanelsAMX(dst *uint32, src *float32, groups int)
 //
 // As bf16PanelsQuad, for the AMX pair layout: dword row t holds depth

@@ -382,6 +382,27 @@ func (o *packedOp) fillKMajor(isA bool, w, lo, hi int, src *source) {
 	if o.lay == layoutF32 {
 		units = kp
 	}
+	if o.lay == layoutQuad && isA {
+		// Whole panels four at a time: the full groups of four real
+		// depths through kMajorQuadA (generated AVX-512 code where the CPU
+		// has it), the last partial group and the padding here; the other
+		// panels below.
+		quads, groups := (min(hi, o.rows/MR)-lo)/4, k/4
+		if quads > 0 && groups > 0 {
+			kMajorQuadA(o.u32[lo*units*w:], f[lo*w:], ld, units*w, quads, groups)
+			for jp := lo; jp < lo+4*quads; jp++ {
+				dst := o.u32[jp*units*w : (jp+1)*units*w]
+				for g := groups; g < kp/4; g++ {
+					for s := 0; s < MR; s++ {
+						r := jp*MR + s
+						dst[(2*g)*MR+s] = at(4*g, r)<<16 | at(4*g+2, r)
+						dst[(2*g+1)*MR+s] = at(4*g+1, r)<<16 | at(4*g+3, r)
+					}
+				}
+			}
+			lo += 4 * quads
+		}
+	}
 	for q0 := 0; q0 < kp; q0 += kMajorBlock {
 		for jp := lo; jp < hi; jp++ {
 			r0 := jp * w

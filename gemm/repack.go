@@ -50,7 +50,7 @@ func bf16Bits(v float32) uint32 {
 // pure-Go function below (bf16Bits per element); on amd64 with AVX-512
 // the default build replaces them at start-up by generated assembly
 // (kernels_amd64.s: bf16PanelsQuad, bf16PanelsAMX, bf16PanelsQuadA,
-// bf16Floats, bf16Row)
+// bf16KMajorQuadA, bf16Floats, bf16Row)
 // that computes the same bits (TestRoundKernelsExact).
 var (
 	// panelsQuad packs groups groups of four rows of NR float32 (src
@@ -65,6 +65,10 @@ var (
 	// panelsQuadA packs blocks×16 depths of an A panel (MR float32 rows
 	// of src, lda apart) into quad-pair dwords (dst, 32 per block).
 	panelsQuadA = panelsQuadAGo
+	// kMajorQuadA packs quads×4 A panels (MR rows each, pstride dwords
+	// apart) over groups×4 depths from a k-major float32 source (row r at
+	// depth q: src[q·ld + r]) into quad-pair dwords.
+	kMajorQuadA = kMajorQuadAGo
 	// roundAsm reports whether the assembly versions are in use.
 	roundAsm bool
 )
@@ -74,9 +78,11 @@ func init() { roundInit() }
 // forceRoundGo switches the rounding loops to pure Go and returns a
 // function that restores the previous choice (tests).
 func forceRoundGo() (restore func()) {
-	q, a, f, r, qa, on := panelsQuad, panelsAMX, floatsBF16, rowBF16, panelsQuadA, roundAsm
-	panelsQuad, panelsAMX, floatsBF16, rowBF16, panelsQuadA, roundAsm = panelsQuadGo, panelsAMXGo, floatsBF16Go, rowBF16Go, panelsQuadAGo, false
-	return func() { panelsQuad, panelsAMX, floatsBF16, rowBF16, panelsQuadA, roundAsm = q, a, f, r, qa, on }
+	q, a, f, r, qa, km, on := panelsQuad, panelsAMX, floatsBF16, rowBF16, panelsQuadA, kMajorQuadA, roundAsm
+	panelsQuad, panelsAMX, floatsBF16, rowBF16, panelsQuadA, kMajorQuadA, roundAsm = panelsQuadGo, panelsAMXGo, floatsBF16Go, rowBF16Go, panelsQuadAGo, kMajorQuadAGo, false
+	return func() {
+		panelsQuad, panelsAMX, floatsBF16, rowBF16, panelsQuadA, kMajorQuadA, roundAsm = q, a, f, r, qa, km, on
+	}
 }
 
 func panelsQuadGo(dst []uint32, src []float32, groups int) {
@@ -109,6 +115,21 @@ func panelsQuadAGo(dst []uint32, src []float32, lda, blocks int) {
 			x := src[s*lda+4*g : s*lda+4*g+4 : s*lda+4*g+4]
 			dst[(2*g)*MR+s] = bf16Bits(x[0])<<16 | bf16Bits(x[2])
 			dst[(2*g+1)*MR+s] = bf16Bits(x[1])<<16 | bf16Bits(x[3])
+		}
+	}
+}
+
+func kMajorQuadAGo(dst []uint32, src []float32, ld, pstride, quads, groups int) {
+	for p := 0; p < 4*quads; p++ {
+		d := dst[p*pstride:]
+		for g := 0; g < groups; g++ {
+			for s := 0; s < MR; s++ {
+				r := p*MR + s
+				x0, x1 := bf16Bits(src[(4*g)*ld+r]), bf16Bits(src[(4*g+1)*ld+r])
+				x2, x3 := bf16Bits(src[(4*g+2)*ld+r]), bf16Bits(src[(4*g+3)*ld+r])
+				d[(2*g)*MR+s] = x0<<16 | x2
+				d[(2*g+1)*MR+s] = x1<<16 | x3
+			}
 		}
 	}
 }

@@ -202,6 +202,21 @@ func TestRoundKernelsExact(t *testing.T) {
 			}
 		}
 	}
+	for _, sh := range []struct{ ld, pstride, quads, groups int }{{16, 16, 1, 2}, {70, 40, 2, 5}, {1536, 520, 8, 64}} {
+		src := roundInputs(rng, (4*sh.groups-1)*sh.ld+16*sh.quads)
+		n := (4*sh.quads-1)*sh.pstride + 8*sh.groups
+		got, want := make([]uint32, n+1), make([]uint32, n+1)
+		for i := range got {
+			got[i], want[i] = 0xdead, 0xdead
+		}
+		kMajorQuadA(got, src, sh.ld, sh.pstride, sh.quads, sh.groups)
+		kMajorQuadAGo(want, src, sh.ld, sh.pstride, sh.quads, sh.groups)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("k-major quad A panels %+v: dword %d = %#08x, want %#08x", sh, i, got[i], want[i])
+			}
+		}
+	}
 	for _, sh := range []struct{ lda, blocks int }{{16, 1}, {37, 2}, {1536, 96}} {
 		src := roundInputs(rng, (MR-1)*sh.lda+16*sh.blocks)
 		got, want := make([]uint32, 32*sh.blocks+1), make([]uint32, 32*sh.blocks+1)

@@ -44,6 +44,7 @@ var Mutations = map[string]string{
 	"round-flush":        "bf16 rounding: denormal results are not flushed to zero",
 	"round-quad-pair":    "bf16PanelsQuad: dword 2g takes depth 4g+1 as its low half",
 	"round-quada-rows":   "bf16PanelsQuadA: rows 2 and 3 of the panel trade places",
+	"round-kmajor-pair":  "bf16KMajorQuadA: dword 2g takes depth 4g+1 as its low half",
 }
 
 // Instr is one hand-encoded instruction of the generated file.
@@ -926,6 +927,71 @@ TEXT ·bf16PanelsQuadA(SB), NOSPLIT, $0-32
 	g.p("\tRET")
 }
 
+// bf16KMajorQuadA writes the rounding of A panels from a k-major float32
+// source (row r of A at depth q is src[q·ld + r]: attention's Vᵀ) into the
+// quad-pair layout, four panels (16 rows) and four depths at a time: per
+// group g, panel p's dwords 8g … 8g+3 hold (4g, 4g+2) of its rows and
+// 8g+4 … 8g+7 hold (4g+1, 4g+3), high half first. It reuses
+// bf16PanelsQuadA's interleave indices.
+func (g *gen) bf16KMajorQuadA() {
+	g.p(`
+// func bf16KMajorQuadA(dst *uint32, src *float32, ld, pstride, quads, groups int)
+//
+// quads×4 A panels (pstride dwords apart, the first at dst) over groups×4
+// depths from a k-major source (src: depth 0 of the panels' first row;
+// depths ld floats apart), rounded as bf16Bits.
+TEXT ·bf16KMajorQuadA(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ pstride+24(FP), BX
+	SHLQ $2, BX
+	LEAQ (BX)(BX*2), DX
+	MOVQ groups+40(FP), CX
+	VMOVDQU64 quadaidx<>+0(SB), Z10
+	VMOVDQU64 quadaidx<>+64(SB), Z11`)
+	g.roundConsts()
+	g.p("bfkg:")
+	g.p("\tMOVQ quads+32(FP), R10")
+	g.p("\tMOVQ SI, R11")
+	g.p("\tMOVQ DI, R12")
+	g.p("bfkq:")
+	rows := []string{"(R11)", "(R11)(R8*1)", "(R11)(R8*2)", "(R11)(R9*1)"}
+	for r, m := range rows {
+		g.p("\tVMOVUPS %s, Z%d", m, r)
+		g.round(r)
+		g.p("\tVPANDD Z%d, Z%d, Z%d", zHigh, r, r)
+	}
+	lo02, lo13 := 2, 3
+	if g.mut == "round-kmajor-pair" {
+		lo02 = 1
+	}
+	g.p("\tVPSRLD $16, Z%d, Z8", lo02)
+	g.p("\tVPORD Z8, Z0, Z6 // (4g, 4g+2) per row")
+	g.p("\tVPSRLD $16, Z%d, Z8", lo13)
+	g.p("\tVPORD Z8, Z1, Z7 // (4g+1, 4g+3) per row")
+	g.p("\tVMOVDQA64 Z6, Z12")
+	g.p("\tVPERMT2Q Z7, Z10, Z12")
+	g.p("\tVMOVDQA64 Z6, Z13")
+	g.p("\tVPERMT2Q Z7, Z11, Z13")
+	g.p("\tVMOVDQU32 Y12, (R12)")
+	g.p("\tVEXTRACTI64X4 $1, Z12, (R12)(BX*1)")
+	g.p("\tVMOVDQU32 Y13, (R12)(BX*2)")
+	g.p("\tVEXTRACTI64X4 $1, Z13, (R12)(DX*1)")
+	g.p("\tADDQ $64, R11")
+	g.p("\tLEAQ (R12)(BX*4), R12")
+	g.p("\tDECQ R10")
+	g.p("\tJNZ bfkq")
+	g.p("\tLEAQ (SI)(R8*4), SI")
+	g.p("\tADDQ $32, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ bfkg")
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+}
+
 // bf16Round writes the kernels that round float32 panels (PackPanelsAs)
 // and rows (packing from float32) to bfloat16 operands.
 func (g *gen) bf16Round() {
@@ -967,6 +1033,7 @@ TEXT ·bf16PanelsQuad(SB), NOSPLIT, $0-24
 	g.p("\tRET")
 
 	g.bf16PanelsQuadA()
+	g.bf16KMajorQuadA()
 
 	g.p(`
 // func bf16PanelsAMX(dst *uint32, src *float32, groups int)
