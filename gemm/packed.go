@@ -311,8 +311,7 @@ func (o *packedOp) fill(isA bool, w, lo, hi int, src *source, t []uint16) {
 				// even chain's two steps; dword 2g+1 = (4g+1, 4g+3).
 				for g := 0; g < kp/4; g++ {
 					x := t[4*g : 4*g+4 : 4*g+4]
-					dst[(2*g)*w+s] = uint32(x[0])<<16 | uint32(x[2])
-					dst[(2*g+1)*w+s] = uint32(x[1])<<16 | uint32(x[3])
+					setQuad(dst, w, g, s, [4]uint32{uint32(x[0]), uint32(x[1]), uint32(x[2]), uint32(x[3])})
 				}
 				continue
 			}
@@ -321,6 +320,14 @@ func (o *packedOp) fill(isA bool, w, lo, hi int, src *source, t []uint16) {
 			}
 		}
 	}
+}
+
+// setQuad stores depths 4g … 4g+3 (bfloat16 bits x) of row s of a
+// quad-pair panel of width w: dword row 2g holds x[0] (high half) and
+// x[2], dword row 2g+1 holds x[1] and x[3] (layoutQuad).
+func setQuad(dst []uint32, w, g, s int, x [4]uint32) {
+	dst[(2*g)*w+s] = x[0]<<16 | x[2]
+	dst[(2*g+1)*w+s] = x[1]<<16 | x[3]
 }
 
 // quadAPanel packs one whole A panel (MR = 4 float32 rows of f, ld apart,
@@ -340,8 +347,7 @@ func quadAPanel(dst []uint32, f []float32, ld, k, kp int) {
 					x[i] = bf16Bits(f[s*ld+q])
 				}
 			}
-			dst[(2*g)*MR+s] = x[0]<<16 | x[2]
-			dst[(2*g+1)*MR+s] = x[1]<<16 | x[3]
+			setQuad(dst, MR, g, s, x)
 		}
 	}
 }
@@ -395,8 +401,7 @@ func (o *packedOp) fillKMajor(isA bool, w, lo, hi int, src *source) {
 				for g := groups; g < kp/4; g++ {
 					for s := 0; s < MR; s++ {
 						r := jp*MR + s
-						dst[(2*g)*MR+s] = at(4*g, r)<<16 | at(4*g+2, r)
-						dst[(2*g+1)*MR+s] = at(4*g+1, r)<<16 | at(4*g+3, r)
+						setQuad(dst, MR, g, s, [4]uint32{at(4*g, r), at(4*g+1, r), at(4*g+2, r), at(4*g+3, r)})
 					}
 				}
 			}

@@ -113,22 +113,20 @@ func panelsQuadAGo(dst []uint32, src []float32, lda, blocks int) {
 	for g := 0; g < 4*blocks; g++ {
 		for s := 0; s < MR; s++ {
 			x := src[s*lda+4*g : s*lda+4*g+4 : s*lda+4*g+4]
-			dst[(2*g)*MR+s] = bf16Bits(x[0])<<16 | bf16Bits(x[2])
-			dst[(2*g+1)*MR+s] = bf16Bits(x[1])<<16 | bf16Bits(x[3])
+			setQuad(dst, MR, g, s, [4]uint32{bf16Bits(x[0]), bf16Bits(x[1]), bf16Bits(x[2]), bf16Bits(x[3])})
 		}
 	}
 }
 
 func kMajorQuadAGo(dst []uint32, src []float32, ld, pstride, quads, groups int) {
 	for p := 0; p < 4*quads; p++ {
-		d := dst[p*pstride:]
 		for g := 0; g < groups; g++ {
 			for s := 0; s < MR; s++ {
-				r := p*MR + s
-				x0, x1 := bf16Bits(src[(4*g)*ld+r]), bf16Bits(src[(4*g+1)*ld+r])
-				x2, x3 := bf16Bits(src[(4*g+2)*ld+r]), bf16Bits(src[(4*g+3)*ld+r])
-				d[(2*g)*MR+s] = x0<<16 | x2
-				d[(2*g+1)*MR+s] = x1<<16 | x3
+				var x [4]uint32
+				for i := range x {
+					x[i] = bf16Bits(src[(4*g+i)*ld+p*MR+s])
+				}
+				setQuad(dst[p*pstride:], MR, g, s, x)
 			}
 		}
 	}

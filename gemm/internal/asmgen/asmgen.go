@@ -913,10 +913,7 @@ TEXT ·bf16PanelsQuadA(SB), NOSPLIT, $0-32
 	g.p("\tVPUNPCKLDQ Z3, Z2, Z5")
 	g.p("\tVPUNPCKLQDQ Z5, Z4, Z6 // per 128 bits: (4g, 4g+2) of rows 0-3")
 	g.p("\tVPUNPCKHQDQ Z5, Z4, Z7 // (4g+1, 4g+3) of rows 0-3")
-	g.p("\tVMOVDQA64 Z6, Z12")
-	g.p("\tVPERMT2Q Z7, Z10, Z12")
-	g.p("\tVMOVDQA64 Z6, Z13")
-	g.p("\tVPERMT2Q Z7, Z11, Z13")
+	g.quadInterleave()
 	g.p("\tVMOVDQU32 Z12, (DI)")
 	g.p("\tVMOVDQU32 Z13, 64(DI)")
 	g.p("\tADDQ $64, SI")
@@ -925,6 +922,16 @@ TEXT ·bf16PanelsQuadA(SB), NOSPLIT, $0-32
 	g.p("\tJNZ bfqa")
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
+}
+
+// quadInterleave sets Z12 to [L0 H0 L1 H1] and Z13 to [L2 H2 L3 H3] (128-bit
+// lanes) from L in Z6 and H in Z7, with the quadaidx indices in Z10, Z11:
+// the panel order of the (4g, 4g+2) and (4g+1, 4g+3) dwords.
+func (g *gen) quadInterleave() {
+	g.p("\tVMOVDQA64 Z6, Z12")
+	g.p("\tVPERMT2Q Z7, Z10, Z12")
+	g.p("\tVMOVDQA64 Z6, Z13")
+	g.p("\tVPERMT2Q Z7, Z11, Z13")
 }
 
 // bf16KMajorQuadA writes the rounding of A panels from a k-major float32
@@ -972,10 +979,7 @@ TEXT ·bf16KMajorQuadA(SB), NOSPLIT, $0-48
 	g.p("\tVPORD Z8, Z0, Z6 // (4g, 4g+2) per row")
 	g.p("\tVPSRLD $16, Z%d, Z8", lo13)
 	g.p("\tVPORD Z8, Z1, Z7 // (4g+1, 4g+3) per row")
-	g.p("\tVMOVDQA64 Z6, Z12")
-	g.p("\tVPERMT2Q Z7, Z10, Z12")
-	g.p("\tVMOVDQA64 Z6, Z13")
-	g.p("\tVPERMT2Q Z7, Z11, Z13")
+	g.quadInterleave()
 	g.p("\tVMOVDQU32 Y12, (R12)")
 	g.p("\tVEXTRACTI64X4 $1, Z12, (R12)(BX*1)")
 	g.p("\tVMOVDQU32 Y13, (R12)(BX*2)")
