@@ -17,6 +17,7 @@ import (
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/ragae"
+	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/wan"
 )
 
@@ -100,7 +101,9 @@ type GenerateSection struct {
 	// shift, update).
 	Schedule ScheduleConfig `yaml:"schedule"`
 	// TraceStep is the denoising step whose attention is traced (3 = the
-	// 4th pass, the authors' denoise call 3); -1 disables the trace.
+	// 4th pass, the authors' denoise call 3); -1 disables the trace. Left
+	// unset it follows the schedule (DefaultTraceStep): the authors' call 3,
+	// or the last step of a schedule with fewer than four.
 	TraceStep int `yaml:"trace_step"`
 	// TraceLayers are the layers traced per head ([1, H, F, F] per layer,
 	// the authors' temporal_attention_trace shape, in
@@ -178,8 +181,26 @@ func GenerateDefaults() GenerateConfig {
 		Config: Config{Run: RunConfig{Out: "runs", Name: "generate", Plots: true, SnapshotEvery: 10}, Stream: StreamConfig{Kind: "wan", FPS: 4},
 			Policies: []string{memory.NameDensityKV}, Memory: LayoutFreeDefaults(memory.DefaultLayout())},
 		Generate: GenerateSection{Arch: "1.3b", LatentHeight: 60, LatentWidth: 104, FramesPerBlock: FramesPerBlock,
-			Schedule: DefaultScheduleConfig(), TraceStep: 3, TraceLayers: "all", LineageLayers: "0", LineageHeads: "0", Preview: true, SkipExisting: true},
+			Schedule: DefaultScheduleConfig(), TraceStep: AuthorsTraceStep, TraceLayers: "all", LineageLayers: "0", LineageHeads: "0", Preview: true, SkipExisting: true},
 	}
+}
+
+// AuthorsTraceStep is the authors' traced denoising call
+// (temporal_attention_trace.denoise_calls: (3,), the 4th pass).
+const AuthorsTraceStep = 3
+
+// DefaultTraceStep is the traced step of a run that names none: the
+// authors' call 3 when every block after the first has at least four
+// steps, otherwise the last step of those blocks' schedule (the authors'
+// trace records nothing there; a 1- or 2-step schedule would otherwise
+// need --trace-step). The first block's own list (FirstChunkSteps) does
+// not move it: the trace follows the blocks that make up the video.
+func DefaultTraceStep(so rollout.ScheduleOptions) int {
+	n := len(so.Steps)
+	if so.Steps == nil {
+		n = len(rollout.DefaultSteps)
+	}
+	return min(AuthorsTraceStep, n-1)
 }
 
 // ParseTextSpec parses one --text value: PATH, or PATH@BLOCK to switch to
@@ -314,6 +335,9 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 	}
 	if err := G.resolveList(G.BlockFrames()); err != nil {
 		return err
+	}
+	if !has("generate.trace_step") {
+		G.TraceStep = DefaultTraceStep(so)
 	}
 	if steps := so.MaxSteps(); G.TraceStep < -1 || G.TraceStep >= steps {
 		return fmt.Errorf("--trace-step (generate.trace_step) is %d, want -1 (off) or 0..%d", G.TraceStep, steps-1)

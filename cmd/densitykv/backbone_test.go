@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -194,6 +195,31 @@ func TestGenerateScheduleFlags(t *testing.T) {
 	}
 	if s := gc.Generate.Schedule; s.Warp || s.Shift != 3 || s.Update != rollout.UpdateFlowEuler {
 		t.Fatalf("recorded schedule %+v", s)
+	}
+	// Without --trace-step the traced step follows the schedule: the last of
+	// a 2-step schedule (the authors' call 3 does not exist there), and the
+	// authors' 3 of the default 4-step one.
+	for _, c := range []struct {
+		steps string
+		want  int
+	}{{"1000,500", 1}, {"1000", 0}, {"1000,750,500,250", 3}} {
+		name := "trace" + strings.ReplaceAll(c.steps, ",", "_")
+		args := slices.DeleteFunc(base(name, "--steps", c.steps), func(a string) bool { return a == "--trace-step" || a == "-1" })
+		if code, _, errs := run(t, context.Background(), args...); code != 0 {
+			t.Fatalf("--steps %s without --trace-step: exit %d: %s", c.steps, code, errs)
+		}
+		var tf struct {
+			Step int `json:"step"`
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, name, runfolder.FileTrace)); err != nil {
+			t.Fatal(err)
+		} else if err := json.Unmarshal(b, &tf); err != nil || tf.Step != c.want {
+			t.Errorf("--steps %s: traced step %d (%v), want %d", c.steps, tf.Step, err, c.want)
+		}
+		var rc config.GenerateConfig
+		if err := runfolder.LoadConfig(filepath.Join(dir, name), &rc); err != nil || rc.Generate.TraceStep != c.want {
+			t.Errorf("--steps %s: recorded trace_step %d (%v), want %d", c.steps, rc.Generate.TraceStep, err, c.want)
+		}
 	}
 	for _, c := range []struct{ args, want string }{
 		{"--steps 500,750", "must decrease"},

@@ -190,7 +190,7 @@ identical to an uninterrupted run.`,
 	f.StringVar(&update, "update", dg.Schedule.Update.String(), "denoising update: "+strings.Join(dg.Schedule.Update.Names(), ", ")+" (generate.schedule.update)")
 	f.Uint64Var(&seed, "seed", 0, "noise seed (run.seed)")
 	f.StringVar(&policy, "policy", def.Policies[0], "memory policy: "+strings.Join(memory.Names(), ", ")+" (policies)")
-	f.IntVar(&g.TraceStep, "trace-step", dg.TraceStep, "denoising step whose attention is traced (3 = 4th pass), -1 = off (generate.trace_step)")
+	f.IntVar(&g.TraceStep, "trace-step", dg.TraceStep, "denoising step whose attention is traced (3 = 4th pass; default: 3, or the last step of a shorter schedule), -1 = off (generate.trace_step)")
 	f.StringVar(&g.TraceLayers, "trace-layers", dg.TraceLayers, "layers whose attention trace is kept per head (attention_trace_layers.safetensors, [1,H,F,F] per layer): all, none or a list (generate.trace_layers)")
 	f.StringVar(&g.LineageLayers, "lineage-layers", dg.LineageLayers, "DensityKV layers whose admissions and evictions density_kv_lineage.jsonl records: all, none or a list (generate.lineage_layers)")
 	f.StringVar(&g.LineageHeads, "lineage-heads", dg.LineageHeads, "heads of those layers: all, none or a list (generate.lineage_heads)")
@@ -301,7 +301,10 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 			return gc, usagef("--backbone: %w", err)
 		}
 	}
-	setIf(f, "trace-step", &G.TraceStep, g.TraceStep)
+	if f.Changed("trace-step") {
+		G.TraceStep = g.TraceStep
+		cf.keys.Set["generate.trace_step"] = true // given: Resolve keeps it
+	}
 	setIf(f, "trace-layers", &G.TraceLayers, g.TraceLayers)
 	setIf(f, "lineage-layers", &G.LineageLayers, g.LineageLayers)
 	setIf(f, "lineage-heads", &G.LineageHeads, g.LineageHeads)
