@@ -108,14 +108,38 @@ func OpenStream(c Config) (Stream, error) {
 // StreamLayout reads only the header of a stream file: its layout and
 // block count.
 func StreamLayout(path string) (memory.Layout, int, error) {
+	h, err := StreamHeader(path)
+	return h.Layout, h.Blocks, err
+}
+
+// StreamHeader reads only the header of a stream file.
+func StreamHeader(path string) (synth.Header, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return memory.Layout{}, 0, err
+		return synth.Header{}, err
 	}
 	defer f.Close()
 	r, err := synth.NewFileReader(bufio.NewReader(f))
 	if err != nil {
-		return memory.Layout{}, 0, err
+		return synth.Header{}, err
 	}
-	return r.Layout(), r.Blocks(), nil
+	return r.Header(), nil
+}
+
+// StreamDefaults returns base with what a replay of the stream file at
+// path starts from: the stream's layout and, when the stream recorded it
+// (generate --record-stream), the recording run's attention budget (sink,
+// cache and window frames, capacity M), so that a stream recorded with
+// --capacity 24 is replayed at M = 24 unless a flag or the --config file
+// says otherwise.
+func StreamDefaults(base Config, path string) (Config, error) {
+	h, err := StreamHeader(path)
+	if err != nil {
+		return base, fmt.Errorf("stream.path (--stream-file) %s: %w", path, err)
+	}
+	base.Memory.Layout = h.Layout
+	if h.Memory != nil {
+		h.Memory.Apply(&base.Memory)
+	}
+	return base, nil
 }

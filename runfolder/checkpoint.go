@@ -280,8 +280,15 @@ type streamRecord struct {
 	done bool
 }
 
-func recordHeader(pol memory.Policy, g config.GenerateSection) synth.Header {
-	return synth.Header{Layout: pol.Layout(), DType: synth.Float32, Blocks: g.Blocks, Source: "densitykv generate " + filepath.Base(g.Checkpoint)}
+// recordHeader is the --record-stream file's header: the policy's layout
+// and the run's attention budget (which simulate and eval replay with).
+func recordHeader(pol memory.Policy, mem memory.Config, g config.GenerateSection) (synth.Header, error) {
+	r, err := mem.Resolve()
+	if err != nil {
+		return synth.Header{}, err
+	}
+	return synth.Header{Layout: pol.Layout(), DType: synth.Float32, Blocks: g.Blocks, Source: "densitykv generate " + filepath.Base(g.Checkpoint),
+		Memory: synth.BudgetOf(r)}, nil
 }
 
 // newStreamRecord creates the recording, or with resume reopens it cut

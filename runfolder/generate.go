@@ -336,7 +336,10 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	}
 	var rec *streamRecord
 	if g.RecordStream != "" {
-		rec, err = newStreamRecord(g.RecordStream, recordHeader(pol, g), resume, gs.RecordBytes, gs.RecordSHA256, start)
+		h, err := recordHeader(pol, gc.Memory, g)
+		if err == nil {
+			rec, err = newStreamRecord(g.RecordStream, h, resume, gs.RecordBytes, gs.RecordSHA256, start)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("--record-stream: %w", err)
 		}

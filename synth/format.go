@@ -53,6 +53,30 @@ type Header struct {
 	DType  DType         `json:"dtype"`
 	Blocks int           `json:"blocks"` // −1 when unknown at write time
 	Source string        `json:"source,omitempty"`
+	// Memory is the attention budget of the run that recorded the stream
+	// (nil in streams written before it was recorded, and in synthetic
+	// ones): replaying the stream (simulate, eval) starts from it.
+	Memory *Budget `json:"memory,omitempty"`
+}
+
+// Budget is a recorded run's attention budget: the memory.Config fields
+// that decide how much history every policy keeps, resolved (Capacity
+// is M per head in tokens, never 0).
+type Budget struct {
+	SinkFrames   int `json:"sink_frames"`
+	CacheFrames  int `json:"cache_frames"`
+	WindowFrames int `json:"window_frames"`
+	Capacity     int `json:"capacity"`
+}
+
+// BudgetOf returns the budget of a resolved memory configuration.
+func BudgetOf(c memory.Config) *Budget {
+	return &Budget{SinkFrames: c.SinkFrames, CacheFrames: c.CacheFrames, WindowFrames: c.WindowFrames, Capacity: c.Capacity}
+}
+
+// Apply sets c's budget fields to b's.
+func (b Budget) Apply(c *memory.Config) {
+	c.SinkFrames, c.CacheFrames, c.WindowFrames, c.Capacity = b.SinkFrames, b.CacheFrames, b.WindowFrames, b.Capacity
 }
 
 func (h Header) validate() error {
@@ -68,6 +92,10 @@ func (h Header) validate() error {
 	}
 	if h.Blocks < -1 {
 		return fmt.Errorf("synth: stream header blocks %d must be ≥ −1", h.Blocks)
+	}
+	if m := h.Memory; m != nil && (m.SinkFrames < 0 || m.CacheFrames <= 0 || m.WindowFrames <= 0 || m.Capacity <= 0 ||
+		m.CacheFrames > 1<<20 || m.WindowFrames > 1<<20 || m.SinkFrames > 1<<20 || m.Capacity > 1<<30) {
+		return fmt.Errorf("synth: stream header memory budget %+v: want sink_frames ≥ 0 and positive cache_frames, window_frames and capacity (at most 2^20 frames, 2^30 tokens)", *m)
 	}
 	return nil
 }

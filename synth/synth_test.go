@@ -2,6 +2,7 @@ package synth
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"math"
@@ -582,5 +583,45 @@ func TestResumeWriter(t *testing.T) {
 	}
 	if _, err := ResumeWriter(io.Discard, h, 2, 1); err == nil {
 		t.Fatal("resume with next < first accepted")
+	}
+}
+
+// The header's attention budget round-trips, is optional (older streams
+// have none), and a nonsensical one is refused on writing and on reading.
+func TestHeaderBudget(t *testing.T) {
+	l := memory.Layout{Height: 2, Width: 2, FramesPerBlock: 1, Layers: 1, Heads: 1, HeadDim: 4}
+	for _, b := range []*Budget{nil, {SinkFrames: 1, CacheFrames: 12, WindowFrames: 5, Capacity: 24}} {
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, Header{Layout: l, Blocks: 0, Memory: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := NewFileReader(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Header().Memory; (got == nil) != (b == nil) || (b != nil && *got != *b) {
+			t.Errorf("budget %+v read back as %+v", b, got)
+		}
+	}
+	for _, b := range []Budget{{SinkFrames: 1, CacheFrames: 12, WindowFrames: 5, Capacity: 0}, {SinkFrames: -1, CacheFrames: 12, WindowFrames: 5, Capacity: 3},
+		{SinkFrames: 1, CacheFrames: 0, WindowFrames: 5, Capacity: 3}, {SinkFrames: 1, CacheFrames: 12, WindowFrames: 5, Capacity: 1 << 31}} {
+		if _, err := NewWriter(io.Discard, Header{Layout: l, Memory: &b}); err == nil || !strings.Contains(err.Error(), "memory budget") {
+			t.Errorf("budget %+v: error %v", b, err)
+		}
+		var buf bytes.Buffer
+		js, err := json.Marshal(Header{Layout: l, DType: Float32, Memory: &b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.WriteString(Magic)
+		buf.Write([]byte{byte(len(js)), byte(len(js) >> 8), 0, 0})
+		buf.Write(js)
+		if _, err := NewFileReader(&buf); err == nil || !strings.Contains(err.Error(), "memory budget") {
+			t.Errorf("reading budget %+v: error %v", b, err)
+		}
 	}
 }

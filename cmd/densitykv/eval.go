@@ -114,16 +114,7 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	if len(ef.horizons) > maxEvalHorizons || len(ef.evalLayers) > config.MaxDim {
 		return usagef("--horizons lists %d values and --eval-layers %d, want at most %d horizons", len(ef.horizons), len(ef.evalLayers), maxEvalHorizons)
 	}
-	base := config.EvalConfig()
-	if kind, _ := cf.fs.GetString("stream"); cf.fs.Changed("stream") && kind == "file" {
-		path, _ := cf.fs.GetString("stream-file")
-		l, _, err := config.StreamLayout(path)
-		if err != nil {
-			return usagef("--stream-file: %w", err)
-		}
-		base.Memory.Layout = l
-	}
-	cfg, err := cf.resolve(base)
+	cfg, err := cf.resolve(config.EvalConfig())
 	if err != nil {
 		return err
 	}

@@ -172,6 +172,17 @@ func (cf *configFlags) resolve(base config.Config) (config.Config, error) {
 	if err := cf.load(base, &c, &c); err != nil {
 		return base, err
 	}
+	if c.Stream.Kind == "file" && c.Stream.Path != "" {
+		// A recorded stream brings its layout and its run's attention
+		// budget; the file and the flags still override them.
+		sb, err := config.StreamDefaults(base, c.Stream.Path)
+		if err != nil {
+			return base, usageError{err}
+		}
+		if err := cf.load(sb, &c, &c); err != nil {
+			return base, err
+		}
+	}
 	r, err := c.Resolve()
 	if err != nil {
 		return base, usageError{err}

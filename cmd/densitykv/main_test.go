@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -823,7 +824,9 @@ func TestGeneratePreviewVideoWithFFmpeg(t *testing.T) {
 }
 
 // A rollout recorded by generate replays through simulate with the same
-// DensityKV decisions, occupancy, attention parts and bytes.
+// DensityKV decisions, occupancy, attention parts and bytes, at the
+// recorded run's attention budget (--capacity 24, not given again), and
+// eval of the stream starts from that budget too unless told otherwise.
 func TestGenerateRecordReplaysInSimulate(t *testing.T) {
 	g := goldendir.Wan(t)
 	dir := t.TempDir()
@@ -836,7 +839,7 @@ func TestGenerateRecordReplaysInSimulate(t *testing.T) {
 		t.Fatal(errs)
 	}
 	sim := append([]string{"simulate", "--stream", "file", "--stream-file", stream, "--seconds", "4.5", "--out", dir, "--name", "sim",
-		"--quiet", "--plots=false"}, mem...)
+		"--quiet", "--plots=false"}, slices.DeleteFunc(slices.Clone(mem), func(a string) bool { return a == "--capacity" || a == "24" })...)
 	if code, _, errs := run(t, context.Background(), sim...); code != 0 {
 		t.Fatal(errs)
 	}
@@ -862,6 +865,25 @@ func TestGenerateRecordReplaysInSimulate(t *testing.T) {
 	p2, _ := os.ReadFile(filepath.Join(dir, "sim", runfolder.FileProvenance))
 	if !bytes.Equal(p1, p2) {
 		t.Fatal("final banks differ between the rollout and its replay")
+	}
+	for _, c := range []struct {
+		extra []string
+		want  int
+	}{{nil, 24}, {[]string{"--capacity", "36"}, 36}} {
+		name := fmt.Sprintf("eval%d", c.want)
+		ev := append([]string{"eval", "--stream", "file", "--stream-file", stream, "--out", dir, "--name", name, "--groups", "baselines",
+			"--queries", "4", "--coverage-sample", "8", "--rag-descriptor", "key-mean", "--quiet", "--plots=false"}, c.extra...)
+		if code, _, errs := run(t, context.Background(), ev...); code != 0 {
+			t.Fatalf("eval %v: exit %d: %s", c.extra, code, errs)
+		}
+		var ec config.Config
+		if err := runfolder.LoadConfig(filepath.Join(dir, name), &ec); err != nil {
+			t.Fatal(err)
+		}
+		if m := ec.Memory; m.Capacity != c.want || m.SinkFrames != 1 || m.WindowFrames != 5 || m.CacheFrames != 12 {
+			t.Errorf("eval %v of a stream recorded at --capacity 24: memory budget sink %d cache %d window %d capacity %d, want capacity %d",
+				c.extra, m.SinkFrames, m.CacheFrames, m.WindowFrames, m.Capacity, c.want)
+		}
 	}
 }
 
