@@ -4,4 +4,8 @@
 // list's shards (densitykv generate --prompts … --shard env), and its tests
 // check their wiring: the Job decoded into the Kubernetes API types, the
 // script's syntax and command line, the Dockerfile's stages.
+//
+// The folder is a module of its own (deploy/go.mod), so that the test-only
+// k8s.io/api and its requirements stay out of the main module's go.mod:
+// run its tests with (cd deploy && go test ./...), as scripts/test.sh does.
 package deploy

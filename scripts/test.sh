@@ -9,6 +9,9 @@ unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 if [ -n "$unformatted" ]; then echo "gofmt needed: $unformatted"; exit 1; fi
 go vet ./...
 go vet -tags noasm ./...
+# deploy/ is its own module, so that its test-only k8s.io/api stays out of
+# the main go.mod; it has no assembly and needs no ffmpeg (bash only).
+(cd deploy && go vet ./... && go test -count=1 ./...)
 echo "== default build"
 go test -count=1 -timeout 20m ./...
 echo "== pure-Go build (-tags noasm)"
