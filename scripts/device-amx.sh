@@ -18,7 +18,10 @@
 # machines; those hosts are shared, so compare only within one run. With PROFILE=1 it also writes CPU profiles of
 # a bank update and a bf16 layer call under $OUT (with the binaries, for
 # `go tool pprof`); with TORCH=1, and python3 with torch there, it times the
-# same layer and the authors' bank in PyTorch (scripts/compare; minutes).
+# same layer in PyTorch, and the authors' bank when pack was given
+# AUTHORS_REPO=DIR, a checkout of their repository (ZhaoWQQ/DensityKV): pack
+# copies its kv_cache/ with the checkout's commit (the host has no network);
+# the comparison prints that commit (scripts/compare; minutes).
 # About 5 minutes with ROUNDS=2 on a quiet host.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +37,15 @@ pack)
 	golden=${DENSITYKV_GOLDEN_ROOT:-../shared/golden}
 	mkdir -p "$pack/golden"
 	cp -r "$golden/densitykv" "$golden/wan" "$pack/golden/"
+	if [ -n "${AUTHORS_REPO:-}" ]; then
+		[ -f "$AUTHORS_REPO/kv_cache/density_bank.py" ] || { echo "AUTHORS_REPO=$AUTHORS_REPO: no kv_cache/density_bank.py there" >&2; exit 1; }
+		mkdir -p "$pack/authors"
+		cp -r "$AUTHORS_REPO/kv_cache" "$pack/authors/"
+		commit=$(git -C "$AUTHORS_REPO" rev-parse HEAD 2>/dev/null || echo unknown)
+		[ -z "$(git -C "$AUTHORS_REPO" status --porcelain --untracked-files=no 2>/dev/null)" ] || commit="$commit + local changes"
+		echo "$commit" >"$pack/authors/.commit"
+		echo "packed the authors' kv_cache/ at commit $commit"
+	fi
 	tar -C .dev -cJf .dev/amx.tar.xz amx
 	rm -rf "$pack"
 	size=$(stat -c %s .dev/amx.tar.xz)
@@ -80,9 +92,14 @@ run)
 		elapsed
 	fi
 	if [ "${TORCH:-}" = 1 ]; then
-		echo "== PyTorch: the same layer, then the authors' bank"
+		echo "== PyTorch: the same layer"
 		timeout 240 $pin python3 scripts/compare/torch_wan_layer.py --threads 2 --calls 2 2>&1 | tail -8 || true
-		timeout 240 $pin python3 scripts/compare/torch_density_bank.py --threads 2 --updates 2 2>&1 | tail -8 || true
+		if [ -d "$root/$pack/authors" ]; then
+			echo "== PyTorch: the authors' bank"
+			timeout 240 $pin python3 scripts/compare/torch_density_bank.py --authors-repo "$root/$pack/authors" --threads 2 --updates 2 2>&1 | tail -8 || true
+		else
+			echo "== PyTorch: the authors' bank skipped (pack without AUTHORS_REPO)"
+		fi
 		elapsed
 	fi
 	echo "== load: $(cut -d' ' -f1-3 /proc/loadavg)"

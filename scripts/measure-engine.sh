@@ -12,11 +12,13 @@
 # With PROFILE=DIR it also writes CPU profiles of one bank update run and
 # one bf16 layer call there (bank.prof, wan.prof, with their test binaries
 # for `go tool pprof`); with TORCH=1, and python3 with torch installed, it
-# times the same layer and the authors' bank in PyTorch on the same cores
+# times the same layer in PyTorch on the same cores, and with AUTHORS_REPO=DIR
+# (a checkout of the authors' repository, ZhaoWQQ/DensityKV) also the authors'
+# bank, imported from that checkout, whose commit it prints
 # (scripts/compare; minutes).
 #
 #	bash scripts/measure-engine.sh [ROUNDS]        # about 2 min per round on 2 idle Zen 5 cores
-#	PROFILE=/tmp/prof TORCH=1 taskset -c 0,1 bash scripts/measure-engine.sh 1
+#	PROFILE=/tmp/prof TORCH=1 AUTHORS_REPO=/tmp/DensityKV taskset -c 0,1 bash scripts/measure-engine.sh 1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-2}
@@ -46,7 +48,12 @@ if [ -n "${PROFILE:-}" ]; then
 	"$PROFILE/bench.test" -test.run '^$' -test.bench 'Wan13BOneLayer/bf16' -test.benchtime 1x -test.cpuprofile "$PROFILE/wan.prof"
 fi
 if [ "${TORCH:-}" = 1 ]; then
-	echo "== PyTorch: the same layer, then the authors' bank"
+	echo "== PyTorch: the same layer"
 	python3 scripts/compare/torch_wan_layer.py --threads "$(nproc)" --calls 2
-	python3 scripts/compare/torch_density_bank.py --threads "$(nproc)" --updates 2
+	if [ -n "${AUTHORS_REPO:-}" ]; then
+		echo "== PyTorch: the authors' bank, from $AUTHORS_REPO"
+		python3 scripts/compare/torch_density_bank.py --authors-repo "$AUTHORS_REPO" --threads "$(nproc)" --updates 2
+	else
+		echo "== PyTorch: the authors' bank skipped: set AUTHORS_REPO to a checkout of ZhaoWQQ/DensityKV"
+	fi
 fi
