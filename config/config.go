@@ -15,7 +15,6 @@ import (
 	"io"
 	"maps"
 	"math"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/internal/limitread"
 	"github.com/densitykv/densitykv/internal/vocab"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/synth"
@@ -490,10 +490,14 @@ func LoadFile(path string, base Config) (Config, map[string]bool, error) {
 	return c, keys.Set, nil
 }
 
+// MaxConfigFile bounds a configuration file (--config, a run folder's
+// resolved configuration).
+const MaxConfigFile = 16 << 20
+
 // Load decodes the YAML file at path into v (see Decode), naming the file
 // in errors.
 func Load(path string, v any, strict bool) (Keys, error) {
-	b, err := os.ReadFile(path)
+	b, err := limitread.File(path, MaxConfigFile, "configuration files")
 	if err != nil {
 		return Keys{}, fmt.Errorf("config %s: %w", path, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/internal/atomicfile"
+	"github.com/densitykv/densitykv/internal/limitread"
 )
 
 // ManifestFile and LatentDir name the outputs of a Writer inside its folder.
@@ -196,10 +197,13 @@ func (w *Writer) flush() error {
 	return nil
 }
 
+// maxManifest bounds manifest.json (a line per block: far below this).
+const maxManifest = 256 << 20
+
 // ReadManifest reads dir/manifest.json.
 func ReadManifest(dir string) (Manifest, error) {
 	var m Manifest
-	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	b, err := limitread.File(filepath.Join(dir, ManifestFile), maxManifest, "rollout manifests")
 	if err != nil {
 		return m, fmt.Errorf("rollout: manifest: %w", err)
 	}

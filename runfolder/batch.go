@@ -34,6 +34,9 @@ const (
 	DirLocks          = "locks"                // NNNNN.lock: held (flock) by the worker making prompt NNNNN
 	// MaxPromptsFile bounds a prompts file.
 	MaxPromptsFile = 64 << 20
+	// MaxRecordFile bounds a run folder's JSON and YAML records
+	// (checkpoints, markers, configurations, manifests) and traces.
+	MaxRecordFile = 1 << 30
 )
 
 // ListCommand is the command a list folder's marker (FileOwner) names: the
@@ -392,7 +395,11 @@ func readList(dir string, gc config.GenerateConfig, resume bool) (*PromptList, e
 	}
 	l, err := ReadPromptList(g.PromptsFile, g.ExtendedPromptsFile)
 	if err != nil {
-		return nil, userf("--prompts: %w", err)
+		flags := "--prompts"
+		if g.ExtendedPromptsFile != "" {
+			flags = "--prompts/--extended-prompts"
+		}
+		return nil, userf("%s: %w", flags, err)
 	}
 	return l, nil
 }
@@ -419,7 +426,7 @@ func openList(dir string, gc config.GenerateConfig, l *PromptList, ident []byte,
 	if err := checkListFolder(dir, l, ident, man, force); err != nil {
 		return err
 	}
-	prompts, err := os.ReadFile(l.Path)
+	prompts, err := readBounded(l.Path, "prompts file")
 	if err != nil {
 		return userf("--prompts: %w", err)
 	}
@@ -428,7 +435,7 @@ func openList(dir string, gc config.GenerateConfig, l *PromptList, ident []byte,
 		data []byte
 	}{{FileBatchPrompts, prompts}}
 	if l.Extended != nil {
-		ext, err := os.ReadFile(l.ExtendedPath)
+		ext, err := readBounded(l.ExtendedPath, "extended prompts file")
 		if err != nil {
 			return userf("--extended-prompts: %w", err)
 		}
@@ -595,7 +602,7 @@ func checkList(dir string, l *PromptList, ident []byte, man ListManifest) error 
 	case have.ExtendedSHA256 != man.ExtendedSHA256:
 		return userf("list folder %s was made with other extended prompts (SHA-256 %q, this run %q); pick another --name", dir, have.ExtendedSHA256, man.ExtendedSHA256)
 	case have.ConfigSHA256 != man.ConfigSHA256:
-		old, _ := os.ReadFile(filepath.Join(dir, FileBatch))
+		old, _ := readRecord(filepath.Join(dir, FileBatch))
 		return userf("list folder %s was made with another configuration (%s%s); every shard of a list runs the same configuration: pick another --name, or continue the list with --resume",
 			dir, FileBatch, firstDiff(old, ident))
 	case fmt.Sprint(have.Selected) != fmt.Sprint(man.Selected):

@@ -191,7 +191,7 @@ func writeSealed(path, format string, version int, state any) error {
 // readSealed reads a checkpoint written by writeSealed into state, checking
 // its format, version and checksum; unknown fields are errors.
 func readSealed(path, format string, version int, state any) error {
-	b, err := os.ReadFile(path)
+	b, err := readRecord(path)
 	if err != nil {
 		return err
 	}

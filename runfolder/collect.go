@@ -129,7 +129,7 @@ func Collect(dirs []string) (*Report, error) {
 		}
 		if k == 0 {
 			rep.List = man
-			b, err := os.ReadFile(filepath.Join(d, FileBatch))
+			b, err := readRecord(filepath.Join(d, FileBatch))
 			if err != nil {
 				return nil, fmt.Errorf("collect: %w", err)
 			}

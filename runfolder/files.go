@@ -11,6 +11,7 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/atomicfile"
+	"github.com/densitykv/densitykv/internal/limitread"
 )
 
 // Files of a run folder <out>/<name>/.
@@ -59,9 +60,15 @@ func WriteJSON(path string, v any) error {
 	return WriteFile(path, append(b, '\n'))
 }
 
+// readRecord reads one of a run folder's records (at most MaxRecordFile
+// bytes).
+func readRecord(path string) ([]byte, error) {
+	return limitread.File(path, MaxRecordFile, "run folder records")
+}
+
 // ReadJSON decodes the JSON file at path into v, naming the file on error.
 func ReadJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
+	b, err := readRecord(path)
 	if err != nil {
 		return err
 	}
@@ -76,7 +83,7 @@ func ReadJSON(path string, v any) error {
 // config.GenerateConfig of a generate run.
 func LoadConfig(dir string, v any) error {
 	path := filepath.Join(dir, FileConfig)
-	b, err := os.ReadFile(path)
+	b, err := readRecord(path)
 	if err != nil {
 		return fmt.Errorf("run folder %s: %w", dir, err)
 	}

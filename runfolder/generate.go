@@ -730,7 +730,7 @@ func resumeState(dir, cpPath string, gc config.GenerateConfig) (*GenerateState, 
 	if err != nil {
 		return nil, fmt.Errorf("--resume: %w", err)
 	}
-	y, err := os.ReadFile(filepath.Join(dir, FileConfig))
+	y, err := readRecord(filepath.Join(dir, FileConfig))
 	if err != nil {
 		return nil, fmt.Errorf("--resume: %w", err)
 	}

@@ -28,7 +28,7 @@ const ownerFormat = "densitykv-run-folder"
 // folder without a marker: made before markers existed, or not a run
 // folder).
 func ReadOwner(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, FileOwner))
+	b, err := readRecord(filepath.Join(dir, FileOwner))
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil
 	}
@@ -167,7 +167,7 @@ func Inspect(dir string) State {
 	var s State
 	s.Command, _ = ReadOwner(dir)
 	var sc sealedCheckpoint
-	if b, err := os.ReadFile(filepath.Join(dir, DirState, FileCheckpoint)); err == nil && json.Unmarshal(b, &sc) == nil {
+	if b, err := readRecord(filepath.Join(dir, DirState, FileCheckpoint)); err == nil && json.Unmarshal(b, &sc) == nil {
 		var st struct {
 			NextBlock int `json:"next_block"`
 		}

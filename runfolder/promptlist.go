@@ -4,11 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/densitykv/densitykv/internal/limitread"
 	"github.com/densitykv/densitykv/tokenizer"
 )
 
@@ -52,7 +52,7 @@ func (l *PromptList) Blank(i int) bool { return l.Text(i) == "" }
 // ReadPromptList reads a prompts file and, when extended is not empty,
 // its extended prompts (same number of lines).
 func ReadPromptList(path, extended string) (*PromptList, error) {
-	b, err := readBounded(path)
+	b, err := readBounded(path, "prompts file")
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func ReadPromptList(path, extended string) (*PromptList, error) {
 	if extended == "" {
 		return l, nil
 	}
-	e, err := readBounded(extended)
+	e, err := readBounded(extended, "extended prompts file")
 	if err != nil {
 		return nil, err
 	}
@@ -78,21 +78,12 @@ func ReadPromptList(path, extended string) (*PromptList, error) {
 	return l, nil
 }
 
-// readBounded reads a prompts file of at most MaxPromptsFile bytes.
-func readBounded(path string) ([]byte, error) {
-	st, err := os.Stat(path)
+// readBounded reads a prompts file (what: prompts file, extended prompts
+// file) of at most MaxPromptsFile bytes.
+func readBounded(path, what string) ([]byte, error) {
+	b, err := limitread.File(path, MaxPromptsFile, what+"s")
 	if err != nil {
-		return nil, fmt.Errorf("runfolder: prompts file: %w", err)
-	}
-	if st.Size() > MaxPromptsFile {
-		return nil, fmt.Errorf("runfolder: prompts file %s has %d bytes, more than the %d accepted", path, st.Size(), MaxPromptsFile)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("runfolder: prompts file: %w", err)
-	}
-	if len(b) > MaxPromptsFile {
-		return nil, fmt.Errorf("runfolder: prompts file %s has %d bytes, more than the %d accepted", path, len(b), MaxPromptsFile)
+		return nil, fmt.Errorf("runfolder: %s: %w", what, err)
 	}
 	return b, nil
 }

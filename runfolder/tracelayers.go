@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
-	"os"
 
 	"encoding/json"
 	"fmt"
@@ -60,7 +59,7 @@ func traceLayersName(block int) string { return fmt.Sprintf("trace-layers-b%06d.
 // checking its SHA-256 (want; "" skips the check).
 func readTraceLayersSum(path, want string) (eval.LayerTrace, error) {
 	if want != "" {
-		b, err := os.ReadFile(path)
+		b, err := readRecord(path)
 		if err != nil {
 			return eval.LayerTrace{}, err
 		}

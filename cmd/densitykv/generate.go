@@ -16,6 +16,7 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/atomicfile"
+	"github.com/densitykv/densitykv/internal/limitread"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
@@ -410,7 +411,7 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 // loadGenerateConfig reads the saved configuration of a generate run
 // folder, or of a batch folder (--prompts).
 func loadGenerateConfig(dir string, gc *config.GenerateConfig) error {
-	b, err := os.ReadFile(filepath.Join(dir, runfolder.FileBatch))
+	b, err := limitread.File(filepath.Join(dir, runfolder.FileBatch), config.MaxConfigFile, "list configurations")
 	if errors.Is(err, os.ErrNotExist) {
 		return runfolder.LoadConfig(dir, gc)
 	}

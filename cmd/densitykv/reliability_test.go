@@ -224,3 +224,42 @@ func TestTraceSaysIncomplete(t *testing.T) {
 		t.Fatalf("torn run: exit %d, %q", code, errs)
 	}
 }
+
+// Unbounded text inputs (a device, a wrong file) are refused with the limit
+// named, before anything is written, instead of ending the process out of
+// memory: --config for every command, --prompts and --extended-prompts.
+func TestUnboundedInputsRefused(t *testing.T) {
+	dir := t.TempDir()
+	g, t5 := goldendir.Wan(t), goldendir.T5(t)
+	prompts := filepath.Join(t.TempDir(), "prompts.txt")
+	if err := os.WriteFile(prompts, []byte("a cat\na dog\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gen := func(extra ...string) []string {
+		return append([]string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(g, "weights.safetensors"),
+			"--text-encoder", filepath.Join(t5, "weights.pth"), "--tokenizer", filepath.Join(t5, "spiece.model"),
+			"--latent-height", "6", "--latent-width", "8", "--blocks", "1", "--out", dir, "--name", "x", "--quiet"}, extra...)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"simulate config", tiny(dir, "x", "--config", "/dev/zero"), "--config: config /dev/zero: /dev/zero is larger than 16 MiB, the limit for configuration files"},
+		{"eval config", tinyEval(dir, "x", "--config", "/dev/zero"), "/dev/zero is larger than 16 MiB, the limit for configuration files"},
+		{"generate config", gen("--prompts", prompts, "--config", "/dev/zero"), "/dev/zero is larger than 16 MiB, the limit for configuration files"},
+		{"prompts", gen("--prompts", "/dev/zero"), "--prompts: runfolder: prompts file: /dev/zero is larger than 64 MiB, the limit for prompts files"},
+		{"extended prompts", gen("--prompts", prompts, "--extended-prompts", "/dev/zero"),
+			"--prompts/--extended-prompts: runfolder: extended prompts file: /dev/zero is larger than 64 MiB, the limit for extended prompts files"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, errs := run(t, context.Background(), c.args...)
+			if code != exitUsage || !strings.Contains(errs, c.want) {
+				t.Fatalf("exit %d, stderr %q, want %q", code, errs, c.want)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+				t.Fatalf("left %s in --out", ents[0].Name())
+			}
+		})
+	}
+}
