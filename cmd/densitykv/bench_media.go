@@ -158,36 +158,32 @@ the weights not built added.`,
 func newBenchPipelineCmd() *cobra.Command {
 	var o bench.PipelineOptions
 	var layers, precision string
-	var jsonOut, tiny bool
+	var jsonOut, tiny, quiet bool
 	cmd := &cobra.Command{
 		Use:   "pipeline",
-		Short: "Peak memory of a real-size generate run (umT5-XXL, Wan2.1-1.3B, VAE; random weights)",
-		Long: `bench pipeline measures the resident memory of a generate run at real size
-with random weights of the real shapes, stage by stage as generate runs
-them: the text stage (umT5-XXL built in bfloat16, one prompt encoded, the
-encoder released), then the generation stage: the Wan2.1-1.3B DiT, the
-memory policy (paper settings) over --blocks blocks of 480×832 latents and
-the VAE decoder decoding the last block's first latent frames, all alive
-together. A full-depth 1.3B block takes about 20 minutes here, so the
-generation stage runs at --layers depths (1 and 2) and its peak is
-extrapolated linearly to 30 layers (each layer holds the same: weights,
-policy state, prompt K/V); the output says so. It needs about 13 GB free
-for the text stage. It takes 20–30 minutes on two cores.`,
-		Example: `  densitykv bench pipeline --json
+		Short: "Time and memory of one real-size generate block (umT5-XXL, Wan2.1-1.3B, DensityKV, VAE; random weights)",
+		Long: `bench pipeline measures a generate run at real size with random weights of
+the real shapes, stage by stage as generate runs them: the text stage
+(umT5-XXL built in bfloat16, one prompt encoded, the encoder released),
+then the generation stage: the Wan2.1-1.3B DiT (all 30 layers), the memory
+policy (paper settings) and the VAE decoder, alive together; warm-up
+blocks at --warm-steps denoising steps bring the memory to its steady
+state (sink and window full, the DensityKV bank full from block 3), then
+one whole 480×832 block is measured as a run makes it: 5 calls × 30
+layers (4 denoising steps and the clean pass) with the bank update, and
+the VAE decode of its 3 latent frames. Each stage and step reports wall
+time, CPU time and peak RSS; the block's total gives the cost of a video
+(a 30 s video is 40 such blocks: that figure is an extrapolation from the
+one measured block and says so). --layers 1,2 runs shallower models and
+extrapolates the memory to 30 layers instead (quicker; no block time).
+It needs about 13 GB free for the text stage and takes 15–30 minutes on
+two cores (--skip-text saves a few).`,
+		Example: `  densitykv bench pipeline
+  densitykv bench pipeline --skip-text --json
   densitykv bench pipeline --tiny`,
 		Args:        cobra.NoArgs,
 		Annotations: interruptible("stopping after the current stage step"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			for _, s := range strings.Split(layers, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(s))
-				if err != nil || n < 1 {
-					return usagef("--layers %q: want increasing layer counts like 1,2", layers)
-				}
-				if k := len(o.Layers); k > 0 && n <= o.Layers[k-1] {
-					return usagef("--layers %q: want increasing layer counts like 1,2", layers)
-				}
-				o.Layers = append(o.Layers, n)
-			}
 			o.Text, o.Model, o.VAE = t5.UMT5XXL(), wan.DefaultConfig(), vae.DefaultConfig()
 			if !cmd.Flags().Changed("latent-height") && tiny {
 				o.Height, o.Width = 6, 8
@@ -195,6 +191,21 @@ for the text stage. It takes 20–30 minutes on two cores.`,
 			if tiny {
 				o.Text, o.Model, o.VAE = tinyT5(), wan.TinyConfig(), vae.TinyConfig(16)
 				o.TextTokens = min(o.TextTokens, o.Model.TextLen)
+			}
+			if layers != "" {
+				for _, s := range strings.Split(layers, ",") {
+					n, err := strconv.Atoi(strings.TrimSpace(s))
+					if err != nil || n < 1 || n > o.Model.Layers {
+						return usagef("--layers %q: want increasing layer counts from 1 to %d like 1,2", layers, o.Model.Layers)
+					}
+					if k := len(o.Layers); k > 0 && n <= o.Layers[k-1] {
+						return usagef("--layers %q: want increasing layer counts like 1,2", layers)
+					}
+					o.Layers = append(o.Layers, n)
+				}
+			}
+			if o.Blocks < 1 || o.Blocks > 64 || o.WarmSteps < 1 || o.WarmSteps > 4 || o.VAEFrames < 1 || o.VAEFrames > 3 {
+				return usagef("--blocks %d (1..64), --warm-steps %d (1..4) and --vae-frames %d (1..3) out of range", o.Blocks, o.WarmSteps, o.VAEFrames)
 			}
 			arch := "1.3b"
 			if tiny {
@@ -207,9 +218,27 @@ for the text stage. It takes 20–30 minutes on two cores.`,
 				}
 			}
 			w := cmd.ErrOrStderr()
-			o.Stage = func(name string) { fmt.Fprintf(w, "bench pipeline: %s ...\n", name) }
+			var prog *progress
+			o.Stage = func(name string) {
+				if prog != nil {
+					prog.finish()
+				}
+				if !quiet {
+					fmt.Fprintf(w, "bench pipeline: %s ...\n", name)
+				}
+				prog = nil
+			}
+			o.Progress = func(done, total int) {
+				if prog == nil {
+					prog = newProgress(w, "layer calls", total, 0, quiet)
+				}
+				prog.add(done - prog.done)
+			}
 			o.Context = cmd.Context()
 			r, err := bench.RunPipeline(o)
+			if prog != nil {
+				prog.finish()
+			}
 			if err != nil && cmd.Context().Err() != nil {
 				return fmt.Errorf("%w: %v", errInterrupted, err)
 			}
@@ -217,37 +246,69 @@ for the text stage. It takes 20–30 minutes on two cores.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
+			kernels := bench.Kernels()
 			if jsonOut {
-				return printJSON(out, r)
+				return printJSON(out, struct {
+					Kernels []bench.KernelChoice `json:"kernels"`
+					bench.PipelineResult
+				}{kernels, r})
 			}
-			gib := func(b int64) float64 { return float64(b) / (1 << 30) }
-			for _, s := range r.Stages {
-				fmt.Fprintf(out, "%-32s %7.1f s  live heap %6.2f GiB  peak RSS %6.2f GiB  peak heap %6.2f GiB\n", s.Name, s.Seconds, gib(s.Live), gib(s.PeakRSS), gib(s.PeakHeap))
-			}
-			how := "measured"
-			if r.Extrapolated {
-				how = fmt.Sprintf("extrapolated from the depths measured; per layer %.3f GiB live, %.3f GiB RSS", gib(r.PerLayerLive), gib(r.PerLayerRSS))
-			}
-			fmt.Fprintf(out, "generation at %d layers (%s): live heap %.2f GiB, peak RSS %.2f GiB, peak heap %.2f GiB\n",
-				r.Layers, how, gib(r.GenLive), gib(r.GenPeakRSS), gib(r.GenPeakHeap))
-			fmt.Fprintf(out, "run (text stage, then generation; the encoder is released in between): live heap %.2f GiB, peak RSS %.2f GiB (RSS adds the collector's slack)\n", gib(r.Live), gib(r.PeakRSS))
+			fmt.Fprint(out, bench.KernelLines(kernels))
+			fmt.Fprint(out, pipelineReport(r))
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&layers, "layers", "1,2", "DiT depths run (increasing); the last two give the per-layer memory")
-	f.IntVar(&o.Blocks, "blocks", 5, "rollout blocks (the DensityKV bank is full from block 3)")
+	f.StringVar(&layers, "layers", "", "DiT depths run, increasing (default: the whole model, measured); with a smaller last depth the memory is extrapolated from the last two")
+	f.IntVar(&o.Blocks, "blocks", 4, "rollout blocks: the last is measured, the ones before are the warm-up (the DensityKV bank is full from block 3)")
+	f.IntVar(&o.WarmSteps, "warm-steps", 1, "denoising steps of each warm-up block (the memory's state does not depend on them)")
 	f.StringVar(&o.Policy, "policy", "densitykv", "memory policy (paper settings)")
 	f.IntVar(&o.TextTokens, "tokens", 128, "prompt tokens")
 	f.BoolVar(&o.SkipText, "skip-text", false, "leave out the text stage (it needs 11.5 GB)")
 	f.IntVar(&o.Height, "latent-height", 60, "latent height")
 	f.IntVar(&o.Width, "latent-width", 104, "latent width")
-	f.IntVar(&o.VAEFrames, "vae-frames", 2, "latent frames the VAE decodes in the last block")
+	f.IntVar(&o.VAEFrames, "vae-frames", 3, "latent frames of the measured block the VAE decodes")
 	f.StringVar(&precision, "precision", "", "the models' precision, fp32 or bf16 (default as generate: bf16 at real size, fp32 with --tiny)")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the random weights")
 	f.BoolVar(&tiny, "tiny", false, "the tiny golden models (seconds)")
 	f.BoolVar(&jsonOut, "json", false, "print a JSON object")
+	f.BoolVar(&quiet, "quiet", false, "no progress output")
 	return cmd
+}
+
+// pipelineReport is bench pipeline's text output: a line per stage and
+// step (wall, CPU, memory), the generation stage at full depth, and the
+// measured block's cost.
+func pipelineReport(r bench.PipelineResult) string {
+	var b strings.Builder
+	gib := func(n int64) float64 { return float64(n) / (1 << 30) }
+	for _, s := range r.Stages {
+		fmt.Fprintf(&b, "%-34s %8.1f s wall %8.1f s CPU  live heap %6.2f GiB  peak RSS %6.2f GiB  peak heap %6.2f GiB\n",
+			s.Name, s.Seconds, s.CPUSeconds, gib(s.Live), gib(s.PeakRSS), gib(s.PeakHeap))
+		for _, st := range s.Steps {
+			extra := ""
+			if st.Calls > 0 {
+				extra = fmt.Sprintf("  %d layer calls (%.2f s each), bank update %.1f s", st.Calls, (st.Seconds-st.BankSeconds)/float64(st.Calls), st.BankSeconds)
+			}
+			if st.VAEFrames > 0 {
+				extra = fmt.Sprintf("  %d latent → %d video frames", st.VAEFrames, st.VideoFrames)
+			}
+			fmt.Fprintf(&b, "  %-58s %8.1f s wall %8.1f s CPU  peak RSS %6.2f GiB%s\n", st.Name, st.Seconds, st.CPUSeconds, gib(st.PeakRSS), extra)
+		}
+	}
+	how := "measured"
+	if r.Extrapolated {
+		how = fmt.Sprintf("extrapolated from the depths measured; per layer %.3f GiB live, %.3f GiB RSS", gib(r.PerLayerLive), gib(r.PerLayerRSS))
+	}
+	fmt.Fprintf(&b, "generation at %d layers (%s): live heap %.2f GiB, peak RSS %.2f GiB, peak heap %.2f GiB\n",
+		r.Layers, how, gib(r.GenLive), gib(r.GenPeakRSS), gib(r.GenPeakHeap))
+	fmt.Fprintf(&b, "run (text stage, then generation; the encoder is released in between): live heap %.2f GiB, peak RSS %.2f GiB (RSS adds the collector's slack)\n", gib(r.Live), gib(r.PeakRSS))
+	if k := r.Block; k != nil {
+		fmt.Fprintf(&b, "one block (measured, %d threads): %.1f s wall, %.1f s CPU = DiT %.1f s + bank update %.1f s + VAE %.1f s; %d video frames (%.2f s of video at 16 fps)\n",
+			r.Threads, k.Seconds, k.CPUSeconds, k.DiTSeconds, k.BankSeconds, k.VAESeconds, k.VideoFrames, k.VideoSeconds)
+		fmt.Fprintf(&b, "a 30 s video (extrapolated: 40 blocks like this one): %.1f hours; %.0f s of compute per second of video\n", k.Video30sSecond/3600, k.SecondsPerSec)
+	}
+	return b.String()
 }
 
 // benchPrecisions runs a model benchmark at each precision in turn: the
