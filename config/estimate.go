@@ -357,3 +357,49 @@ func duration(s float64) string {
 		return fmt.Sprintf("%.1f h", s/3600)
 	}
 }
+
+// VAEScale is the Wan2.1 VAE's spatial factor: pixel rows (and columns)
+// per latent row (and column).
+const VAEScale = 8
+
+// VideoDisk is the disk a generate run's video takes at its largest, while
+// the run goes (bytes): Lossless, the segments' lossless copies in
+// state/video/ from which video.mp4 and the horizons are encoded (removed
+// once the run is complete), and MP4, the segments, video.mp4 and the
+// horizons.
+type VideoDisk struct{ Lossless, MP4 int64 }
+
+// Total is the sum of the parts.
+func (d VideoDisk) Total() int64 { return d.Lossless + d.MP4 }
+
+// Per-frame costs of the video's files: FFV1 keeps video content well under
+// the raw rgb24 frame (3 bytes a pixel), but noise (the tiny test model's
+// output) at about 1.07 times it, so the estimate of the lossless copies
+// is an upper bound, losslessRatio of the raw frames and losslessFileBytes
+// a copy; an x264 frame at crf 18 takes at most about mp4PixelBytes a
+// pixel (measured on a noisy test pattern at 832×480), doubling every 6
+// steps of crf down, and never more than yuv420p's 1.5.
+const (
+	losslessRatio     = 1.1
+	losslessFileBytes = 4 << 10
+	mp4PixelBytes     = 0.25
+)
+
+// VideoDisk estimates the disk of the run's video at its largest (zero
+// without a VAE): frames of (VAEScale·latent) pixels.
+func (g GenerateSection) VideoDisk() VideoDisk {
+	if g.VAE == "" || g.Blocks <= 0 {
+		return VideoDisk{}
+	}
+	px := float64(VAEScale*g.LatentHeight) * float64(VAEScale*g.LatentWidth)
+	frames := float64(VideoFrames(g.Blocks * g.BlockFrames()))
+	d := VideoDisk{Lossless: int64(math.Ceil(losslessRatio*3*px*frames)) + int64(g.Blocks)*losslessFileBytes}
+	// The segments and video.mp4 hold every frame; each horizon its own.
+	encoded := 2 * frames
+	for _, h := range g.Horizons {
+		encoded += float64(VideoFrames(HorizonBlocks(h, g.BlockFrames()) * g.BlockFrames()))
+	}
+	bpp := math.Min(1.5, mp4PixelBytes*math.Exp2(float64(18-g.Video.CRF)/6))
+	d.MP4 = int64(math.Ceil(bpp * px * encoded))
+	return d
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/ragae"
 	"github.com/densitykv/densitykv/rollout"
+	"github.com/densitykv/densitykv/video"
 	"github.com/densitykv/densitykv/wan"
 )
 
@@ -89,6 +90,8 @@ type GenerateSection struct {
 	VAE     string    `yaml:"vae"`
 	VAEMean []float32 `yaml:"vae_mean,omitempty,flow"`
 	VAEStd  []float32 `yaml:"vae_std,omitempty,flow"`
+	// Video is the mp4 encode of the decoded frames (--fps, --crf).
+	Video VideoEncode `yaml:"video"`
 	// LatentHeight and LatentWidth are the VAE latent size (60×104 for
 	// 480×832 video); tokens are 2×2 patches of it.
 	LatentHeight int `yaml:"latent_height"`
@@ -133,6 +136,28 @@ type GenerateSection struct {
 	// 1,024-d descriptors); unset, with the latent mean (their avg_pool
 	// fallback).
 	RAGAE string `yaml:"rag_ae"`
+}
+
+// VideoEncode is the mp4 encode of a generate run's video (package
+// video): FPS frames per second, exactly (frame i at i/FPS s; it sets the
+// playback speed, not the length: a block is 4·frames_per_block frames
+// whatever the rate), and x264's constant rate factor CRF (0..51, lower is
+// better and larger). The authors' are 16 and 18 (video.DefaultFPS,
+// video.DefaultCRF).
+type VideoEncode struct {
+	FPS int `yaml:"fps"`
+	CRF int `yaml:"crf"`
+}
+
+// Check checks the rate and the crf (their flags named in errors).
+func (v VideoEncode) Check() error {
+	if v.FPS < 1 || v.FPS > video.MaxFPS {
+		return fmt.Errorf("--fps (generate.video.fps) is %d, want 1..%d video frames per second", v.FPS, video.MaxFPS)
+	}
+	if v.CRF < 0 || v.CRF > video.MaxCRF {
+		return fmt.Errorf("--crf (generate.video.crf) is %d, want 0..%d (x264's constant rate factor)", v.CRF, video.MaxCRF)
+	}
+	return nil
 }
 
 // TextSpec is one prompt: a text-encoder output file used from FromBlock on.
@@ -181,7 +206,8 @@ func GenerateDefaults() GenerateConfig {
 		Config: Config{Run: RunConfig{Out: "runs", Name: "generate", Plots: true, SnapshotEvery: 10}, Stream: StreamConfig{Kind: "wan", FPS: 4},
 			Policies: []string{memory.NameDensityKV}, Memory: LayoutFreeDefaults(memory.DefaultLayout())},
 		Generate: GenerateSection{Arch: "1.3b", LatentHeight: 60, LatentWidth: 104, FramesPerBlock: FramesPerBlock,
-			Schedule: DefaultScheduleConfig(), TraceStep: AuthorsTraceStep, TraceLayers: "all", LineageLayers: "0", LineageHeads: "0", Preview: true, SkipExisting: true},
+			Schedule: DefaultScheduleConfig(), TraceStep: AuthorsTraceStep, TraceLayers: "all", LineageLayers: "0", LineageHeads: "0", Preview: true, SkipExisting: true,
+			Video: VideoEncode{FPS: video.DefaultFPS, CRF: video.DefaultCRF}},
 	}
 }
 
@@ -322,6 +348,9 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 		return err
 	}
 	if err := G.resolveVAE(); err != nil {
+		return err
+	}
+	if err := G.Video.Check(); err != nil {
 		return err
 	}
 	if G.LatentHeight <= 0 || G.LatentWidth <= 0 || G.LatentHeight%model.Patch[1] != 0 || G.LatentWidth%model.Patch[2] != 0 {

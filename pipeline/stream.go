@@ -16,6 +16,11 @@ type VideoOptions struct {
 	// frames.
 	FFmpeg string
 	Tags   []video.Tag
+	// FPS and CRF are the mp4 encode's frame rate and x264 constant rate
+	// factor (video.Options); Lossless is the folder of the segments'
+	// lossless copies (default: inside Dir).
+	FPS, CRF int
+	Lossless string
 	// Mean and Std de-normalise the latents (nil = Wan2.1's statistics).
 	Mean, Std []float32
 	// Precision is the decoder's (vae.Options.Precision): generate's
@@ -43,7 +48,7 @@ func NewVideoStream(m *vae.Model, o VideoOptions) (*VideoStream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	f, err := video.Open(o.Dir, video.Options{FFmpeg: o.FFmpeg, Tags: o.Tags})
+	f, err := video.Open(o.Dir, video.Options{FFmpeg: o.FFmpeg, Tags: o.Tags, FPS: o.FPS, CRF: o.CRF, Lossless: o.Lossless})
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
@@ -108,9 +113,16 @@ func (s *VideoStream) Block(b int, z []float32, t, c, h, w int) error {
 	return nil
 }
 
-// Finish joins the segments into video.mp4 and returns its path; without
+// Finish encodes video.mp4 from the segments' lossless copies (one
+// continuous encode: video.Folder.Video) and returns its path; without
 // ffmpeg it returns "" and video.ErrNoFFmpeg (the frames are PNG files).
-func (s *VideoStream) Finish() (string, error) { return s.folder.Join() }
+func (s *VideoStream) Finish() (string, error) {
+	out, n, err := s.folder.Video()
+	if err == nil && n != s.pixels {
+		err = fmt.Errorf("pipeline: video: %s has %d frames, the stream %d", out, n, s.pixels)
+	}
+	return out, err
+}
 
 // WarmupFrames is the number of latent frames before a point of a stream
 // that decide the decoder's state there: the temporal receptive field of
@@ -155,8 +167,11 @@ func WarmupFrames(m *vae.Model) int {
 // up on the latent frames before the block that decide its state
 // (WarmupFrames, read with latents(block) [framesPerBlock][c][h][w]);
 // their pixels are discarded. The blocks decoded after it equal an
-// uninterrupted stream's bit for bit. progress, when set, is called after
-// each warm-up block.
+// uninterrupted stream's bit for bit. A kept segment whose lossless copy
+// is missing (video.Folder.HasLossless: lost, or removed as damaged) has
+// it written again: the decoder then starts early enough to decode that
+// block exactly. progress, when set, is called after each block decoded
+// (warm-up and copies).
 func (s *VideoStream) Resume(start, framesPerBlock, c, h, w int, latents func(block int) ([]float32, error), progress func(done, total int)) error {
 	if s.blocks != 0 || s.dec.LatentFrames() != 0 {
 		return fmt.Errorf("pipeline: video: Resume on a stream already under way")
@@ -169,13 +184,44 @@ func (s *VideoStream) Resume(start, framesPerBlock, c, h, w int, latents func(bl
 	if err := s.folder.Truncate(start, pixels); err != nil {
 		return fmt.Errorf("pipeline: video: resume at block %d: %w", start, err)
 	}
-	from := max(0, nLat-WarmupFrames(s.m)) / framesPerBlock
+	warmFrom := func(b int) int { return max(0, b*framesPerBlock-WarmupFrames(s.m)) / framesPerBlock }
+	from := warmFrom(start)
+	missing := make([]bool, start)
+	for b := 0; b < start && s.folder.MP4(); b++ {
+		if missing[b] = !s.folder.HasLossless(b); missing[b] {
+			from = min(from, warmFrom(b))
+		}
+	}
+	sc := s.m.Cfg.SpatialScale()
 	for b := from; b < start; b++ {
 		z, err := latents(b)
 		if err != nil {
 			return fmt.Errorf("pipeline: video: warm-up block %d: %w", b, err)
 		}
-		if err := s.dec.DecodeFunc(z, framesPerBlock, c, h, w, func(int, []float32) error { return nil }); err != nil {
+		keep := func(int, []float32) error { return nil }
+		var seg *video.Segment
+		if missing[b] {
+			if seg, err = s.folder.BeginLossless(b, sc*w, sc*h); err != nil {
+				s.dec.Reset()
+				return fmt.Errorf("pipeline: video: block %d: %w", b, err)
+			}
+			if len(s.rgb) != 3*sc*w*sc*h {
+				s.rgb = make([]byte, 3*sc*w*sc*h)
+			}
+			keep = func(_ int, rgb []float32) error {
+				vae.RGB24(s.rgb, rgb, sc*h, sc*w)
+				return seg.WriteFrame(s.rgb)
+			}
+		}
+		err = s.dec.DecodeFunc(z, framesPerBlock, c, h, w, keep)
+		if seg != nil {
+			if err == nil {
+				err = seg.Close()
+			} else {
+				seg.Abort()
+			}
+		}
+		if err != nil {
 			s.dec.Reset()
 			return fmt.Errorf("pipeline: video: warm-up block %d: %w", b, err)
 		}

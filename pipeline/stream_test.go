@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -107,19 +108,36 @@ func TestVideoStreamResume(t *testing.T) {
 			if mode == "mp4" {
 				// The mp4 path: fewer blocks, the warm-up from 0.
 				z := z[:4*fpb*lc*lh*lw]
-				runResume(t, m, z, 4, 2, ff)
+				runResume(t, m, z, 4, 2, ff, nil)
 				return
 			}
-			runResume(t, m, z, blocks, stop, "")
+			runResume(t, m, z, blocks, stop, "", nil)
 		})
 	}
 }
 
-func runResume(t *testing.T, m *vae.Model, z []float32, blocks, stop int, ff string) {
+// TestVideoStreamRemakesLossless: a video stopped after block 14 of 16
+// whose segments' lossless copies of blocks 2 and 13 are lost is resumed
+// with them made again from the latents (the decoder then starts at block
+// 0, early enough for block 2), and its video.mp4 has the bytes of an
+// uninterrupted one.
+func TestVideoStreamRemakesLossless(t *testing.T) {
+	ff, err := video.LookFFmpeg()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runResume(t, pipelineVAE(t), randomLatents(16*fpb, 9), 16, 14, ff, []int{2, 13})
+}
+
+// runResume decodes blocks blocks of z into a video, and again stopped
+// after block stop and resumed, with the lossless copies of blocks lose
+// removed before it resumes; it compares the two videos: their PNG frames
+// (ff empty), or their video.mp4 bytes.
+func runResume(t *testing.T, m *vae.Model, z []float32, blocks, stop int, ff string, lose []int) {
 	dir := t.TempDir()
 	full, stopped := filepath.Join(dir, "full"), filepath.Join(dir, "stopped")
 	run := func(out string, from, to int, resume bool) *VideoStream {
-		s, err := NewVideoStream(m, VideoOptions{Dir: out, FFmpeg: ff})
+		s, err := NewVideoStream(m, VideoOptions{Dir: out, FFmpeg: ff, FPS: video.DefaultFPS, CRF: video.DefaultCRF})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +147,12 @@ func runResume(t *testing.T, m *vae.Model, z []float32, blocks, stop int, ff str
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := from - max(0, from*fpb-WarmupFrames(m))/fpb; warm != want && from > 0 {
+			warmFrom := func(b int) int { return max(0, b*fpb-WarmupFrames(m)) / fpb }
+			first := warmFrom(from)
+			for _, b := range lose {
+				first = min(first, warmFrom(b))
+			}
+			if want := from - first; warm != want && from > 0 {
 				t.Fatalf("warm-up decoded %d blocks, want %d", warm, want)
 			}
 		}
@@ -144,6 +167,11 @@ func runResume(t *testing.T, m *vae.Model, z []float32, blocks, stop int, ff str
 	run(stopped, 0, stop, false)
 	// A half-written segment or frame of the block being decoded at the stop.
 	os.WriteFile(filepath.Join(stopped, video.DirSegments, "segment_00099.partial.mp4"), []byte("x"), 0o644)
+	for _, b := range lose {
+		if err := os.Remove(filepath.Join(stopped, video.DirLossless, fmt.Sprintf("segment_%05d.mkv", b))); err != nil {
+			t.Fatal(err)
+		}
+	}
 	b := run(stopped, stop, blocks, true)
 	if a.PixelFrames() != 1+4*(blocks*fpb-1) || b.PixelFrames() != a.PixelFrames() {
 		t.Fatalf("%d and %d pixel frames, want %d", a.PixelFrames(), b.PixelFrames(), 1+4*(blocks*fpb-1))
@@ -176,6 +204,19 @@ func runResume(t *testing.T, m *vae.Model, z []float32, blocks, stop int, ff str
 	fb, nb, err := video.ReadFrames(ff, vb, pw, ph)
 	if err != nil || na != a.PixelFrames() || nb != na || !bytes.Equal(fa, fb) {
 		t.Fatalf("resumed video: %d frames, uninterrupted %d, equal %v (%v)", nb, na, bytes.Equal(fa, fb), err)
+	}
+	x, _ := os.ReadFile(va)
+	y, _ := os.ReadFile(vb)
+	if len(x) == 0 || !bytes.Equal(x, y) {
+		t.Fatalf("resumed video.mp4: %d bytes, uninterrupted %d, equal %v", len(y), len(x), bytes.Equal(x, y))
+	}
+	// The copies made again hold the uninterrupted run's frames.
+	for _, k := range lose {
+		x, nx, err := video.ReadFrames(ff, a.Folder().LosslessPath(k), pw, ph)
+		y, ny, err2 := video.ReadFrames(ff, b.Folder().LosslessPath(k), pw, ph)
+		if err != nil || err2 != nil || nx == 0 || nx != ny || !bytes.Equal(x, y) {
+			t.Fatalf("lossless copy of block %d made again: %d frames, uninterrupted %d, equal %v (%v, %v)", k, ny, nx, bytes.Equal(x, y), err, err2)
+		}
 	}
 	ents, _ := os.ReadDir(filepath.Join(stopped, video.DirSegments))
 	if len(ents) != blocks+1 { // the segments and list.txt

@@ -84,6 +84,11 @@ type GenerateState struct {
 	// SegmentsSHA256 are the SHA-256 of the mp4 segments of blocks
 	// 0..NextBlock−1.
 	SegmentsSHA256 []string `json:"segments_sha256,omitempty"`
+	// LosslessSHA256 are the SHA-256 of the segments' lossless copies
+	// (state/video/, from which video.mp4 and the horizons are encoded) of
+	// blocks 0..NextBlock−1; a checkpoint of an earlier version has none,
+	// and resume makes them again from the latents.
+	LosslessSHA256 []string `json:"lossless_sha256,omitempty"`
 }
 
 // FileFingerprint identifies an input file.

@@ -25,6 +25,9 @@ type DecodeOptions struct {
 	// Precision is the decoder's precision (nil = the run's
 	// generate.precision).
 	Precision *gemm.Precision
+	// FPS and CRF are the mp4 encode's frame rate and x264 constant rate
+	// factor (nil = the run's generate.video).
+	FPS, CRF *int
 }
 
 // DecodeResult is what Decode made.
@@ -36,6 +39,8 @@ type DecodeResult struct {
 	Width        int     `json:"width"`
 	Height       int     `json:"height"`
 	Video        string  `json:"video,omitempty"`      // video.mp4
+	FPS          int     `json:"fps"`                  // its frame rate
+	CRF          int     `json:"crf"`                  // its x264 constant rate factor
 	FramesDir    string  `json:"frames_dir,omitempty"` // PNG frames (no ffmpeg)
 	Seconds      float64 `json:"elapsed_seconds"`
 	Interrupted  bool    `json:"interrupted,omitempty"`
@@ -43,9 +48,12 @@ type DecodeResult struct {
 
 // Decode makes a generate run folder's video again from its saved
 // latents (manifest.json, latents/): every completed block through the
-// streaming VAE decoder into its segment, then video.mp4 (or PNG frames
-// without ffmpeg), with the run's metadata (generation.json). The video
-// files the folder had are replaced. hooks.Progress reports stage
+// streaming VAE decoder into its segment and its lossless copy (in
+// state/decode-video/, removed at the end), then video.mp4 and the
+// horizons, each one continuous encode of the copies (or PNG frames
+// without ffmpeg), with the run's metadata (generation.json) and, unless
+// o says otherwise, its frame rate and crf. The video files the folder
+// had are replaced. hooks.Progress reports stage
 // "decode" per block. When ctx is cancelled it stops after the current
 // block, joins what is decoded and returns ErrInterrupted.
 func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*DecodeResult, error) {
@@ -70,6 +78,16 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*Dec
 	if o.Precision != nil {
 		prec = *o.Precision
 	}
+	enc := gc.Generate.Video
+	if o.FPS != nil {
+		enc.FPS = *o.FPS
+	}
+	if o.CRF != nil {
+		enc.CRF = *o.CRF
+	}
+	if err := enc.Check(); err != nil {
+		return nil, userf("decode: %w", err)
+	}
 	if len(man.Shards) == 0 {
 		return nil, userf("decode: %s has no finished block", dir)
 	}
@@ -88,10 +106,12 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*Dec
 	// Only the files the decode writes are replaced.
 	os.RemoveAll(filepath.Join(dir, video.DirSegments))
 	os.RemoveAll(filepath.Join(dir, video.DirFrames))
-	vs, err := pipeline.NewVideoStream(m, pipeline.VideoOptions{Dir: dir, FFmpeg: ff, Tags: prov.Tags(), Mean: o.Mean, Std: o.Std, Precision: prec})
+	vs, err := pipeline.NewVideoStream(m, pipeline.VideoOptions{Dir: dir, FFmpeg: ff, Tags: prov.Tags(), FPS: enc.FPS, CRF: enc.CRF,
+		Lossless: filepath.Join(dir, DirState, DirDecodeState), Mean: o.Mean, Std: o.Std, Precision: prec})
 	if err != nil {
 		return nil, err
 	}
+	defer vs.Folder().RemoveLossless() // needed only until the videos are encoded
 	if err := vs.Folder().Truncate(0, 0); err != nil {
 		return nil, err
 	}
@@ -101,7 +121,7 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*Dec
 	}
 	F := man.FramesPerBlock
 	sc := m.Cfg.SpatialScale()
-	res := &DecodeResult{Dir: dir, Width: sc * man.Width, Height: sc * man.Height}
+	res := &DecodeResult{Dir: dir, Width: sc * man.Width, Height: sc * man.Height, FPS: enc.FPS, CRF: enc.CRF}
 	began := time.Now()
 	for b := range man.Shards {
 		if ctx.Err() != nil {

@@ -31,6 +31,8 @@ const (
 	FileGeneration   = "generation.json"                    // generate: prompts, seed, policy, backbone, input files (pipeline.Provenance)
 	DirText          = "text"                               // generate: the prompts' text embeddings
 	FileCheckpoint   = "checkpoint.json"                    // inside DirState
+	DirVideoState    = "video"                              // inside DirState: the video segments' lossless copies (generate), until the run is complete
+	DirDecodeState   = "decode-video"                       // inside DirState: decode's lossless copies, while it runs
 	ProvenanceHeader = "policy,layer,head,slot,source,source_frame,token_row,token_col,admitted_update,admitted_block,density,baseline"
 )
 

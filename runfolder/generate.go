@@ -556,6 +556,10 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 					return err
 				}
 				gs.SegmentsSHA256 = append(gs.SegmentsSHA256[:b], sum.SHA256)
+				if sum, err = filehash.File(vs.Folder().LosslessPath(b)); err != nil {
+					return err
+				}
+				gs.LosslessSHA256 = append(gs.LosslessSHA256[:b], sum.SHA256)
 			}
 			if err := hv.block(b); err != nil {
 				return err
@@ -657,15 +661,26 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	if err := commit(false); err != nil {
 		return nil, err
 	}
+	if vs != nil && vs.Folder().MP4() {
+		// Complete: the videos are encoded for good, and the lossless
+		// copies they were encoded from are no longer needed.
+		if err := vs.Folder().RemoveLossless(); err != nil {
+			hooks.warn("warning: %v (the lossless copies of the video segments are not needed any more)", err)
+		}
+	}
 	return res, nil
 }
 
 // openVideo opens the run's video stream: a new one, or on resume the
 // folder's, after checking the segments of the completed blocks against
 // the checkpoint and warming the decoder up on the latents before block
-// start.
+// start. The segments' lossless copies (state/video/, from which video.mp4
+// and the horizons are encoded) are checked too: one that is missing or
+// differs from the checkpoint's, or all of them for a checkpoint that
+// records none (an earlier version's), are made again from the latents.
 func openVideo(dir string, m *vae.Model, ffmpeg string, g config.GenerateSection, gs *GenerateState, prov pipeline.Provenance, resume bool, start int, man rollout.Manifest, hooks Hooks) (*pipeline.VideoStream, error) {
-	vs, err := pipeline.NewVideoStream(m, pipeline.VideoOptions{Dir: dir, FFmpeg: ffmpeg, Tags: prov.Tags(), Mean: g.VAEMean, Std: g.VAEStd, Precision: g.Precision})
+	vs, err := pipeline.NewVideoStream(m, pipeline.VideoOptions{Dir: dir, FFmpeg: ffmpeg, Tags: prov.Tags(), FPS: g.Video.FPS, CRF: g.Video.CRF,
+		Lossless: filepath.Join(dir, DirState, DirVideoState), Mean: g.VAEMean, Std: g.VAEStd, Precision: g.Precision})
 	if err != nil {
 		return nil, err
 	}
@@ -686,6 +701,23 @@ func openVideo(dir string, m *vae.Model, ffmpeg string, g config.GenerateSection
 				return nil, fmt.Errorf("--resume: video segment %s of completed block %d has SHA-256 %.12s…, the checkpoint records %.12s… (densitykv decode %s makes the video again from the latents)", p, b, sum.SHA256, want, dir)
 			}
 		}
+		remake := 0
+		for b := 0; b < start; b++ {
+			p := vs.Folder().LosslessPath(b)
+			if b < len(gs.LosslessSHA256) && len(gs.LosslessSHA256) == start {
+				if sum, err := filehash.File(p); err == nil && sum.SHA256 == gs.LosslessSHA256[b] {
+					continue
+				}
+			}
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("--resume: %w", err)
+			}
+			remake++
+		}
+		if remake > 0 {
+			hooks.info("resume: %d of the %d lossless copies of the video segments in %s are missing, damaged or unrecorded; they are made again from the latents",
+				remake, start, vs.Folder().LosslessDir())
+		}
 	}
 	C, H, W := g.Model.OutDim, g.LatentHeight, g.LatentWidth
 	read := func(b int) ([]float32, error) { return rollout.ReadBlock(dir, man, b) }
@@ -697,11 +729,22 @@ func openVideo(dir string, m *vae.Model, ffmpeg string, g config.GenerateSection
 	if err := vs.Resume(start, g.BlockFrames(), C, H, W, read, progress); err != nil {
 		return nil, fmt.Errorf("--resume: %w", err)
 	}
+	if vs.Folder().MP4() {
+		gs.LosslessSHA256 = gs.LosslessSHA256[:0]
+		for b := 0; b < start; b++ {
+			sum, err := filehash.File(vs.Folder().LosslessPath(b))
+			if err != nil {
+				return nil, fmt.Errorf("--resume: %w", err)
+			}
+			gs.LosslessSHA256 = append(gs.LosslessSHA256, sum.SHA256)
+		}
+	}
 	return vs, nil
 }
 
-// finishVideo joins the video's segments (blocks of them) into video.mp4
-// and says where the video is.
+// finishVideo encodes video.mp4 from the video's segments (blocks of
+// them; one continuous encode of their lossless copies) and says where the
+// video is.
 func finishVideo(vs *pipeline.VideoStream, blocks int) (string, error) {
 	f := vs.Folder()
 	if blocks == 0 {
@@ -715,7 +758,7 @@ func finishVideo(vs *pipeline.VideoStream, blocks int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("video: %s (%d frames at %d fps, %d segments in %s)", out, vs.PixelFrames(), video.FPS, blocks, filepath.Join(f.Dir(), video.DirSegments)), nil
+	return fmt.Sprintf("video: %s (%d frames at %d fps, one encode; the %d blocks' segments in %s)", out, vs.PixelFrames(), f.FPS(), blocks, filepath.Join(f.Dir(), video.DirSegments)), nil
 }
 
 // resumeState reads and checks a generate run's checkpoint: the

@@ -57,11 +57,14 @@ func mustFF(t *testing.T) (string, string) {
 
 // TestGenerateEndToEnd: prompt → tiny umT5 → tiny DiT rollout with the
 // DensityKV policy (the bank admits and evicts) → pipeline VAE → mp4.
-// video.mp4 has 1 + 4·(12 − 1) = 45 frames of 64×48 at 16 fps whose
-// content changes over time, its metadata names the prompt, seed, policy,
-// backbone and every file's hash, and its frames are the VAE's decode of
-// the saved latents (the PNG path, without ffmpeg, gives those bytes
-// exactly; the mp4 is within lossy-coding distance of them).
+// video.mp4 has 1 + 4·(12 − 1) = 45 frames of 64×48 at exactly 16 fps
+// (duration 45/16 s, fewer keyframes than blocks) whose content changes
+// over time, its metadata names the prompt, seed, policy, backbone and
+// every file's hash, and its frames are the VAE's decode of the saved
+// latents (the PNG path, without ffmpeg, gives those bytes exactly; the
+// mp4 is within lossy-coding distance of them): it is byte for byte one
+// encode of those frames, and the lossless copies it was encoded from are
+// gone once the run is complete.
 func TestGenerateEndToEnd(t *testing.T) {
 	ff, fp := mustFF(t)
 	dir := t.TempDir()
@@ -80,8 +83,12 @@ func TestGenerateEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Frames != 45 || info.Width != 64 || info.Height != 48 || info.FrameRate != "16/1" || info.Codec != "h264" || info.PixFmt != "yuv420p" {
-		t.Fatalf("video.mp4: %+v", info)
+	if info.Frames != 45 || info.NbFrames != 45 || info.Width != 64 || info.Height != 48 || info.FrameRate != "16/1" || info.AvgFrameRate != "16/1" ||
+		info.Duration != "2.812500" || info.KeyFrames >= gc.Generate.Blocks || info.Codec != "h264" || info.PixFmt != "yuv420p" {
+		t.Fatalf("video.mp4: %+v, want 45 frames at exactly 16 fps for 2.8125 s, one encode (not a keyframe per block)", info)
+	}
+	if _, err := os.Stat(filepath.Join(rd, DirState, DirVideoState)); !os.IsNotExist(err) {
+		t.Fatalf("the lossless copies are kept after the run is complete: %v", err)
 	}
 	if !strings.Contains(res.Video, "45 frames") {
 		t.Fatalf("result %q", res.Video)
@@ -138,6 +145,32 @@ func TestGenerateEndToEnd(t *testing.T) {
 				t.Fatalf("mp4 frame %d is as near to decoded frame %d (%.2f levels) as to its own (%.2f)", i, j, d, own)
 			}
 		}
+	}
+	// video.mp4 is the one encode of those frames, with the run's tags.
+	one, err := video.Open(t.TempDir(), video.Options{FFmpeg: ff, Tags: prov.Tags(), FPS: 16, CRF: 18})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := one.Begin(0, 0, 64, 48)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		if err := seg.WriteFrame(want[i*fb : (i+1)*fb]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := seg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ref, _, err := one.Video()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(filepath.Join(rd, video.FileVideo))
+	b, _ := os.ReadFile(ref)
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Fatalf("video.mp4 (%d bytes) is not the one encode of the decoded frames (%d bytes)", len(a), len(b))
 	}
 	// Without ffmpeg: PNG frames, exactly the decode.
 	t.Setenv("PATH", t.TempDir())

@@ -10,11 +10,12 @@ import (
 )
 
 // horizonVideos writes a run's shorter videos (generate.horizons) as
-// exact prefixes of its one rollout: the horizon of s seconds is the
-// first config.HorizonBlocks(s) blocks' segments joined without
-// re-encoding (video.Folder.JoinPrefix), written as soon as its last
-// block is decoded. 30 s of 3-frame blocks is 40 blocks, 120 latent
-// frames, 477 video frames at 16 fps (1 + 4·(120 − 1)).
+// exact prefixes of its one rollout: the horizon of s seconds is one
+// continuous encode of the decoded frames of the first
+// config.HorizonBlocks(s) blocks (video.Folder.Encode, from the segments'
+// lossless copies), written as soon as its last block is decoded. 30 s of
+// 3-frame blocks is 40 blocks, 120 latent frames, 477 video frames
+// (1 + 4·(120 − 1); 29.8 s at 16 fps).
 type horizonVideos struct {
 	folder  *video.Folder
 	fpb     int // latent frames per block
@@ -71,8 +72,13 @@ func (h *horizonVideos) write(k int) error {
 	if !h.folder.MP4() {
 		return nil // PNG frames: the horizon is the first frames of frames/
 	}
-	if _, err := h.folder.JoinPrefix(h.blocks[k], config.HorizonName(h.seconds[k])); err != nil {
+	_, n, err := h.folder.Encode(h.blocks[k], config.HorizonName(h.seconds[k]))
+	if err != nil {
 		return fmt.Errorf("horizon %g s: %w", h.seconds[k], err)
+	}
+	if want := config.VideoFrames(h.blocks[k] * h.fpb); n != want {
+		os.Remove(h.path(k))
+		return fmt.Errorf("horizon %g s: %s has %d frames, want %d", h.seconds[k], h.path(k), n, want)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/video"
 )
 
 func init() { register(newDecodeCmd) }
@@ -18,20 +19,23 @@ func newDecodeCmd() *cobra.Command {
 	var o runfolder.DecodeOptions
 	var jsonOut, quiet bool
 	var precision string
+	var fps, crf int
 	cmd := &cobra.Command{
 		Use:   "decode RUN_FOLDER",
 		Short: "Make a generate run's video again from its latents (Wan VAE → mp4)",
 		Long: `decode reads the latents a generate run saved (manifest.json, latents/) and
 decodes every completed block with the streaming Wan VAE decoder into the
-run folder's video: segments/segment_NNNNN.mp4 per block and video.mp4, the
-segments joined (16 fps, H.264 crf 18, the run's metadata from
-generation.json), or PNG frames in frames/ when ffmpeg is not installed. It
-replaces the video files the folder had. Use it for a run made without a VAE
+run folder's video: segments/segment_NNNNN.mp4 per block, and video.mp4 and
+the run's horizons (video_<S>s.mp4), each one continuous encode of the
+frames (H.264 at the run's frame rate and crf, 16 fps and crf 18 unless the
+run chose others, with the run's metadata from generation.json), or PNG
+frames in frames/ when ffmpeg is not installed. It replaces the video files
+the folder had. Use it for a run made without a VAE
 or without ffmpeg, or with other latent statistics.
 
 --vae defaults to the run's generate.vae, and --vae-mean/--vae-std to the
 run's values (else Wan2.1's 16), --precision to the run's
-generate.precision. Ctrl-C stops after the current block and
+generate.precision, --fps and --crf to the run's generate.video. Ctrl-C stops after the current block and
 joins what is decoded.`,
 		Example: `  densitykv decode --vae Wan2.1_VAE.pth runs/generate
   densitykv decode runs/e2e --json`,
@@ -41,6 +45,16 @@ joins what is decoded.`,
 			dir := args[0]
 			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 				return usagef("decode: run folder %q does not exist", dir)
+			}
+			for _, c := range []struct {
+				flag string
+				v    int
+				dst  **int
+			}{{"fps", fps, &o.FPS}, {"crf", crf, &o.CRF}} {
+				if cmd.Flags().Changed(c.flag) {
+					v := c.v
+					*c.dst = &v
+				}
 			}
 			if cmd.Flags().Changed("precision") {
 				var p gemm.Precision
@@ -77,6 +91,9 @@ joins what is decoded.`,
 				if where == "" {
 					where = res.FramesDir + " (PNG frames; install ffmpeg for mp4)"
 				}
+				if res.Video != "" {
+					where += fmt.Sprintf(" (%d fps, crf %d)", res.FPS, res.CRF)
+				}
 				fmt.Fprintf(w, "decoded %d blocks (%d latent frames) into %d frames of %d×%d in %.1f s: %s\n",
 					res.Blocks, res.LatentFrames, res.Frames, res.Width, res.Height, res.Seconds, where)
 			}
@@ -91,6 +108,8 @@ joins what is decoded.`,
 	f.Float32SliceVar(&o.Mean, "vae-mean", nil, "latent mean per channel (default: the run's, else Wan2.1's)")
 	f.Float32SliceVar(&o.Std, "vae-std", nil, "latent std per channel (default: the run's, else Wan2.1's)")
 	f.StringVar(&precision, "precision", "", "the decoder's precision, fp32 or bf16 (default: the run's)")
+	f.IntVar(&fps, "fps", video.DefaultFPS, fmt.Sprintf("frames per second of the mp4s, 1..%d (default: the run's generate.video.fps)", video.MaxFPS))
+	f.IntVar(&crf, "crf", video.DefaultCRF, fmt.Sprintf("x264's constant rate factor of the mp4s, 0..%d (default: the run's generate.video.crf)", video.MaxCRF))
 	f.BoolVar(&jsonOut, "json", false, "print the result as JSON")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
 	return cmd

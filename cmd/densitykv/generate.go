@@ -20,6 +20,7 @@ import (
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/video"
 )
 
 func init() { register(newGenerateCmd) }
@@ -60,7 +61,7 @@ SLURM_ARRAY_TASK_ID) makes one worker's share, and shards may share the list
 folder; --dry-run lists what a worker would make; densitykv collect merges the
 list's folders into one report. --horizons 30,60,120 also writes
 video_30s.mp4 … as exact prefixes of the one rollout (30 s = 40 blocks, 477
-frames).
+frames), each one continuous encode like video.mp4.
 
 --precision fp32|bf16 is the precision of the text encoder, the DiT and the
 VAE (default: bf16 for --arch 1.3b, fp32 for tiny).
@@ -80,9 +81,11 @@ The schedule flags are the authors' rollout options: --steps
 (warp_denoising_step), --shift (timestep_shift), --update x0_renoise|
 flow_euler (denoising_update_mode).
 
-The run folder <out>/<name>/ gets video.mp4 (16 fps, H.264 crf 18, the
-segments/ of each block joined without re-encoding; PNG frames in frames/
-when ffmpeg is not installed), generation.json (prompts, seed, policy,
+The run folder <out>/<name>/ gets video.mp4 (H.264, 16 fps and crf 18 as the
+authors encode, --fps and --crf otherwise: one continuous encode of the whole
+video, from lossless copies of each block's frames kept in state/video/ until
+the run is complete), segments/ (each block's own mp4, to watch the run as it
+goes; PNG frames in frames/ instead when ffmpeg is not installed), generation.json (prompts, seed, policy,
 backbone and input-file hashes, also in the mp4's metadata), text/ (the
 prompts' embeddings), latents/block_NNNNN.safetensors and manifest.json
 (streamed per block), memory_log.jsonl, summary.json, admissions.json and
@@ -179,6 +182,8 @@ identical to an uninterrupted run.`,
 	f.StringVar(&g.VAE, "vae", dg.VAE, "Wan VAE checkpoint (Wan2.1_VAE.pth or .safetensors): decode each block into video.mp4 (generate.vae)")
 	f.Float32SliceVar(&g.VAEMean, "vae-mean", nil, "latent mean per channel (default: Wan2.1's 16 values) (generate.vae_mean)")
 	f.Float32SliceVar(&g.VAEStd, "vae-std", nil, "latent std per channel (default: Wan2.1's 16 values) (generate.vae_std)")
+	f.IntVar(&g.Video.FPS, "fps", dg.Video.FPS, fmt.Sprintf("frames per second of video.mp4, the horizons and the segments (1..%d; the playback speed: the length in frames is the rollout's) (generate.video.fps)", video.MaxFPS))
+	f.IntVar(&g.Video.CRF, "crf", dg.Video.CRF, fmt.Sprintf("x264's constant rate factor of the mp4s, 0..%d (lower: better and larger) (generate.video.crf)", video.MaxCRF))
 	f.IntVar(&g.LatentHeight, "latent-height", dg.LatentHeight, "latent height (60 for 480×832 video) (generate.latent_height)")
 	f.IntVar(&g.LatentWidth, "latent-width", dg.LatentWidth, "latent width (104 for 480×832 video) (generate.latent_width)")
 	f.Float64Var(&seconds, "seconds", 5, "video length at 4 latent frames/s, rounded up to whole blocks (stream.seconds)")
@@ -237,6 +242,7 @@ var generateKeys = map[string]string{
 	"update": "generate.schedule.update", "trace-step": "generate.trace_step", "preview": "generate.preview", "record-stream": "generate.record_stream",
 	"trace-layers": "generate.trace_layers", "lineage-layers": "generate.lineage_layers", "lineage-heads": "generate.lineage_heads",
 	"source-ids": "generate.source_ids", "recache": "generate.recache", "rag-ae": "generate.rag_ae",
+	"fps": "generate.video.fps", "crf": "generate.video.crf",
 }
 
 // explicitKey reports whether YAML key was given by the --config file or by
@@ -332,6 +338,8 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 	setIf(f, "vae", &G.VAE, g.VAE)
 	setIf(f, "vae-mean", &G.VAEMean, g.VAEMean)
 	setIf(f, "vae-std", &G.VAEStd, g.VAEStd)
+	setIf(f, "fps", &G.Video.FPS, g.Video.FPS)
+	setIf(f, "crf", &G.Video.CRF, g.Video.CRF)
 	if G.VAE != "" && !f.Changed("preview") && !file("generate.preview") {
 		G.Preview = false // the video is the VAE's
 	}
@@ -458,6 +466,9 @@ func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, conf
 		finish()
 		return err
 	}
+	if !rf.resume {
+		warnVideoDisk(cmd.ErrOrStderr(), gc)
+	}
 	res, err := runfolder.Generate(cmd.Context(), gc, rf.resume, rf.force, hooks)
 	finish()
 	if err != nil && !errors.Is(err, runfolder.ErrInterrupted) {
@@ -484,6 +495,20 @@ func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, conf
 	return nil
 }
 
+// warnVideoDisk warns when the run's video (config.VideoDisk: its lossless
+// copies and mp4s while it runs) may not fit the free disk of the run
+// folder's filesystem.
+func warnVideoDisk(w io.Writer, gc config.GenerateConfig) {
+	need := gc.Generate.VideoDisk()
+	if need.Total() == 0 {
+		return
+	}
+	if _, free := machine(filepath.Join(gc.Run.Out, gc.Run.Name)); free >= 0 && need.Total() > free {
+		fmt.Fprintf(w, "warning: the video may need about %s of disk while the run goes (%s of it the lossless copies of its blocks in %s/%s/, removed when the run is complete); %s is free\n",
+			config.Bytes(need.Total()), config.Bytes(need.Lossless), runfolder.DirState, runfolder.DirVideoState, config.Bytes(free))
+	}
+}
+
 // generateHooks reports a generate run (or a list's runs) on the command's
 // output: the run's header, block progress and updates (on updates, nil
 // for none), the other stages' progress, information and warnings.
@@ -507,6 +532,10 @@ func generateHooks(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, up
 				fmt.Fprintf(stdout, "  backbone %s, weights %s (%s), %d frames per block, sink %d, cache %d, steps %v (warp %v, shift %g, %s)\n",
 					g.Backbone, filepath.Base(g.Checkpoint), entry, g.BlockFrames(), gc.Memory.SinkFrames, gc.Memory.CacheFrames,
 					g.Schedule.Steps, g.Schedule.Warp, g.Schedule.Shift, g.Schedule.Update)
+				if d := g.VideoDisk(); d.Total() > 0 {
+					fmt.Fprintf(stdout, "  video: %d frames at %d fps, crf %d; up to about %s of disk while the run goes (%s of lossless copies in %s/%s/, removed when complete)\n",
+						config.VideoFrames(frames), g.Video.FPS, g.Video.CRF, config.Bytes(d.Total()), config.Bytes(d.Lossless), runfolder.DirState, runfolder.DirVideoState)
+				}
 			}
 			if prog != nil {
 				prog.finish()

@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/densitykv/densitykv/internal/goldendir"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/video"
 )
 
 // killAfter runs the densitykv command line args in a child process (this
@@ -184,15 +186,30 @@ func TestSIGKILLSimulate(t *testing.T) {
 }
 
 // SIGKILL at random points of generate (tiny golden model, recorded
-// stream), then --resume: identical latents, logs, trace, provenance,
-// summary and recorded stream, or a refusal naming what to do.
+// stream, the pipeline VAE's video with a horizon), then --resume:
+// identical latents, logs, trace, provenance, summary, recorded stream,
+// segments, video.mp4 and horizon video (each one continuous encode, the
+// same bytes as the uninterrupted run's), or a refusal naming what to do.
 func TestSIGKILLGenerate(t *testing.T) {
 	dir := t.TempDir()
 	text := tinyText(t, dir)
 	args := func(name string) []string {
-		return genResumeArgs(t, dir, name, text, 8, "--policy", "densitykv", "--capacity", "24", "--sigma", "4", "--snapshot-every", "2", "--preview=false")
+		return genResumeArgs(t, dir, name, text, 8, "--policy", "densitykv", "--capacity", "24", "--sigma", "4", "--snapshot-every", "2", "--preview=false",
+			"--vae", filepath.Join(goldendir.PipelineVAE(t), "weights.pth"), "--horizons", "3")
+	}
+	complete := func(name string) {
+		t.Helper()
+		for _, f := range []string{video.FileVideo, "video_3s.mp4", "segments/segment_00007.mp4"} {
+			if _, err := os.Stat(filepath.Join(dir, name, f)); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, name, runfolder.DirState, runfolder.DirVideoState)); !os.IsNotExist(err) {
+			t.Fatalf("%s: the lossless copies are kept after the run is complete (%v)", name, err)
+		}
 	}
 	span := timed(t, args("ref")...) + 300*time.Millisecond
+	complete("ref")
 	outcomes := map[string]int{}
 	for i, d := range killPoints(t, 3, span) {
 		name := "k" + itoa(i)
@@ -200,6 +217,7 @@ func TestSIGKILLGenerate(t *testing.T) {
 		if !killAfter(t, d, args(name)...) {
 			outcomes["finished"]++
 			sameRunFiles(t, dir, "ref", name)
+			complete(name)
 			continue
 		}
 		code, _, errs := run(t, context.Background(), "generate", "--out", dir, "--name", name, "--resume", "--quiet")
@@ -207,6 +225,7 @@ func TestSIGKILLGenerate(t *testing.T) {
 		case code == 0:
 			outcomes["resumed"]++
 			sameRunFiles(t, dir, "ref", name)
+			complete(name)
 		case code == exitUsage && strings.Contains(errs, "already complete"):
 			outcomes["complete"]++
 			sameRunFiles(t, dir, "ref", name)

@@ -54,6 +54,9 @@ func runList(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, lf listF
 	stdout := cmd.OutOrStdout()
 	if !lf.dryRun {
 		capGenerateHeap(gc.Generate.Arch)
+		if !rf.resume {
+			warnVideoDisk(cmd.ErrOrStderr(), gc) // one video at a time: a finished one keeps its mp4s only
+		}
 	}
 	var updates io.Writer = stdout
 	if rf.json || lf.dryRun {
@@ -99,8 +102,8 @@ func reportList(w io.Writer, gc config.GenerateConfig, shard runfolder.Shard, re
 		if dry {
 			g := gc.Generate
 			latent := g.Blocks * g.BlockFrames()
-			fmt.Fprintf(w, "each video: %s backbone, policy %s, seed %d, %d blocks of %d latent frames (%d latent frames, %g s, %d frames at 16 fps)",
-				g.Backbone, gc.Policies[0], gc.Run.Seed, g.Blocks, g.BlockFrames(), latent, float64(latent)/config.LatentFPS, config.VideoFrames(latent))
+			fmt.Fprintf(w, "each video: %s backbone, policy %s, seed %d, %d blocks of %d latent frames (%d latent frames, %g s, %d frames at %d fps, crf %d)",
+				g.Backbone, gc.Policies[0], gc.Run.Seed, g.Blocks, g.BlockFrames(), latent, float64(latent)/config.LatentFPS, config.VideoFrames(latent), g.Video.FPS, g.Video.CRF)
 			for _, h := range g.Horizons {
 				hl := config.HorizonBlocks(h, g.BlockFrames()) * g.BlockFrames()
 				fmt.Fprintf(w, "; %s: %d frames", config.HorizonName(h), config.VideoFrames(hl))

@@ -100,8 +100,11 @@ func TestREADMEGenerateCommand(t *testing.T) {
 }
 
 // TestGenerateVideoResume: a run stopped after block 1 of 4 and resumed
-// has the video of an uninterrupted run: the same decoded frames (and, as
-// the encode is deterministic, the same segment bytes).
+// has the video of an uninterrupted run: the same video.mp4 bytes (one
+// continuous encode at exactly 16 fps, fewer keyframes than blocks) and
+// the same segment bytes, also when a lossless copy of a completed block
+// (state/video/) was damaged meanwhile: resume makes it again from the
+// latents. --fps and --crf cannot change on resume.
 func TestGenerateVideoResume(t *testing.T) {
 	ff, fp := ffTools(t)
 	dir := t.TempDir()
@@ -128,11 +131,25 @@ func TestGenerateVideoResume(t *testing.T) {
 		t.Fatalf("damaged segment: exit %d: %s", code, errs)
 	}
 	os.WriteFile(seg, data, 0o644)
+	for _, fl := range [][]string{{"--fps", "24"}, {"--crf", "23"}} {
+		code, _, errs = run(t, context.Background(), append([]string{"generate", "--out", dir, "--name", "stop", "--resume", "--quiet"}, fl...)...)
+		if code != exitUsage || !strings.Contains(errs, "drop ["+fl[0]+"]") {
+			t.Fatalf("resume %v: exit %d: %s", fl, code, errs)
+		}
+	}
+	// A damaged lossless copy is made again.
+	lossless := filepath.Join(dir, "stop", runfolder.DirState, runfolder.DirVideoState, "segment_00000.mkv")
+	ldata, err := os.ReadFile(lossless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ldata[len(ldata)/2] ^= 1
+	os.WriteFile(lossless, ldata, 0o644)
 	blocks := 0
 	genHook = func() { blocks++ }
-	code, _, errs = run(t, context.Background(), "generate", "--out", dir, "--name", "stop", "--resume", "--quiet")
+	code, _, errs = run(t, context.Background(), "generate", "--out", dir, "--name", "stop", "--resume")
 	genHook = nil
-	if code != 0 || blocks != 2 {
+	if code != 0 || blocks != 2 || !strings.Contains(errs, "1 of the 2 lossless copies") {
 		t.Fatalf("resume: exit %d, %d blocks: %s", code, blocks, errs)
 	}
 	a, na, err := video.ReadFrames(ff, filepath.Join(dir, "full", "video.mp4"), 64, 48)
@@ -142,6 +159,14 @@ func TestGenerateVideoResume(t *testing.T) {
 	b, nb, err := video.ReadFrames(ff, filepath.Join(dir, "stop", "video.mp4"), 64, 48)
 	if err != nil || na != 45 || nb != na || !bytes.Equal(a, b) {
 		t.Fatalf("resumed video: %d frames, uninterrupted %d, equal %v (%v)", nb, na, bytes.Equal(a, b), err)
+	}
+	x, _ := os.ReadFile(filepath.Join(dir, "full", "video.mp4"))
+	y, _ := os.ReadFile(filepath.Join(dir, "stop", "video.mp4"))
+	if len(x) == 0 || !bytes.Equal(x, y) {
+		t.Fatalf("resumed video.mp4: %d bytes, uninterrupted %d, equal %v", len(y), len(x), bytes.Equal(x, y))
+	}
+	if info, err := video.Probe(fp, filepath.Join(dir, "stop", "video.mp4")); err != nil || info.AvgFrameRate != "16/1" || info.NbFrames != 45 || info.Duration != "2.812500" || info.KeyFrames >= 4 {
+		t.Fatalf("resumed video.mp4: %+v (%v), want one encode of 45 frames at exactly 16 fps", info, err)
 	}
 	for i := 0; i < 4; i++ {
 		x, _ := os.ReadFile(filepath.Join(dir, "full", "segments", fmt.Sprintf("segment_%05d.mp4", i)))
