@@ -6,8 +6,9 @@
 //	       ──umT5 encoder (t5)──▶ Embedding [SeqLen][4096]       EncodePrompts (cached)
 //	       ──zero-padded to the DiT's TextLen (wan.Model.EmbedText)──▶ rollout
 //	block b's latents [F][16][h][w] ──streaming VAE decoder (vae)──▶ frames
-//	       ──rgb24 (vae.Uint8, truncating)──▶ segment b (video)     VideoStream.Block
-//	segments ──concat, no re-encode──▶ video.mp4                     VideoStream.Finish
+//	       ──rgb24 (vae.Uint8, truncating)──▶ segment b and its      VideoStream.Block
+//	                                          lossless copy (video)
+//	every block's lossless copy ──one libx264 encode──▶ video.mp4    VideoStream.Finish
 //
 // Text: CheckText checks the tokenizer and the encoder's tensors without
 // reading its weights and identifies both files (internal/filehash);
@@ -28,12 +29,14 @@
 //
 // Video: a VideoStream decodes each block as the rollout finishes it,
 // carrying the decoder's feature caches from block to block, and pipes
-// the frames into that block's mp4 segment (package video; PNG frames
-// without ffmpeg). Resume continues a stopped video: it keeps the
-// finished segments and warms a fresh decoder up on the WarmupFrames
-// latent frames before the block it continues at, the decoder's temporal
-// receptive field (39 for Wan2.1's VAE), after which the frames equal an
-// uninterrupted stream's bit for bit.
+// the frames into that block's mp4 segment and its lossless copy (package
+// video; PNG frames without ffmpeg); Finish encodes video.mp4 once from
+// the copies. Resume continues a stopped video: it keeps the finished
+// segments and warms a fresh decoder up on the WarmupFrames latent frames
+// before the block it continues at, the decoder's temporal receptive field
+// (39 for Wan2.1's VAE), after which the frames equal an uninterrupted
+// stream's bit for bit; a lost lossless copy of a kept segment is decoded
+// again from the latents.
 //
 // CheckBackbone checks a DiT checkpoint's tensors without reading them,
 // LoadVAE loads a VAE and checks it against the DiT and the latent

@@ -27,10 +27,10 @@
 //
 // Why the lossless copies: joining the segments without re-encoding (the
 // concat demuxer with -c copy) gives a video with a keyframe at every
-// segment and timestamps that drift (x264's per-segment delay: an average
-// of 15.9996 fps for 16), and x264 cannot be resumed mid-stream, so a run
-// stopped and resumed could not encode its video in one pass from frames
-// it no longer has. The segments' ffmpeg therefore also writes each
+// segment and timestamps that do not add up (an average rate below the
+// 16 fps: 15.9996 in issue #26's run), and x264 cannot be resumed
+// mid-stream, so a run stopped and resumed could not encode its video in
+// one pass from frames it no longer has. The segments' ffmpeg therefore also writes each
 // segment's frames losslessly, and Encode decodes the copies in order and
 // pipes the frames into one libx264 encode with the authors' arguments:
 // the timestamps are exactly i/FPS (r_frame_rate = avg_frame_rate =
