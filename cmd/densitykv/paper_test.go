@@ -70,9 +70,9 @@ func TestPaperConfigsResolve(t *testing.T) {
 			if !slices.Equal(idx, want) {
 				t.Fatalf("%s shard %s: prompts %v, want %v", f.Path, shard, idx, want)
 			}
-			desc := "seed 0, 160 blocks of 3 latent frames (480 latent frames, 120 s, 1917 frames at 16 fps); video_30s.mp4: 477 frames; video_60s.mp4: 957 frames; video_120s.mp4: 1917 frames"
+			desc := "seed 0, 160 blocks of 3 latent frames (480 latent frames, 120 s, 1917 frames at 16 fps, crf 18); video_30s.mp4: 477 frames; video_60s.mp4: 957 frames; video_120s.mp4: 1917 frames"
 			if set == "ablation" {
-				desc = "seed 0, 80 blocks of 3 latent frames (240 latent frames, 60 s, 957 frames at 16 fps)\n"
+				desc = "seed 0, 80 blocks of 3 latent frames (240 latent frames, 60 s, 957 frames at 16 fps, crf 18)\n"
 			}
 			if !strings.Contains(out, desc) {
 				t.Fatalf("%s: %s", f.Path, out)
