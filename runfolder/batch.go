@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/pipeline"
+	"github.com/densitykv/densitykv/tokenizer"
 	"github.com/densitykv/densitykv/video"
 )
 
@@ -51,7 +53,12 @@ type ListManifest struct {
 	ExtendedSHA256 string `json:"extended_prompts_sha256,omitempty"`
 	Prompts        int    `json:"prompts"`  // lines of the prompts file
 	Selected       []int  `json:"selected"` // the indices the list makes, in run order
-	ConfigSHA256   string `json:"config_sha256"`
+	// ConfigSHA256 is the SHA-256 of the list's configuration without the
+	// input files' paths (listKey; version 1: of FileBatch).
+	ConfigSHA256 string `json:"config_sha256"`
+	// Inputs identify the files every prompt reads by content (version 2;
+	// their paths are where the list's first worker read them).
+	Inputs []FileFingerprint `json:"inputs,omitempty"`
 }
 
 // BatchEntry is one prompt of a list and what became of it.
@@ -154,7 +161,7 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 	if err != nil {
 		return nil, userf("%w", err)
 	}
-	ident, man, err := listIdentity(gc, list, selected)
+	ident, man, err := listIdentity(gc, list, selected, o.Resume)
 	if err != nil {
 		return nil, err
 	}
@@ -320,7 +327,7 @@ func runListPrompt(ctx context.Context, gc config.GenerateConfig, dir string, i 
 		if err := atomicfile.CleanTemps(sd); err != nil {
 			return nil, "", fmt.Errorf("--resume: %w", err)
 		}
-		saved, err := resumeState(sd, filepath.Join(sd, DirState, FileCheckpoint), sub)
+		saved, err := resumeState(sd, filepath.Join(sd, DirState, FileCheckpoint), sub, hooks)
 		if err != nil {
 			return nil, "", err
 		}
@@ -404,15 +411,95 @@ func readList(dir string, gc config.GenerateConfig, resume bool) (*PromptList, e
 	return l, nil
 }
 
-// listIdentity is the list's FileBatch bytes and its manifest.
-func listIdentity(gc config.GenerateConfig, l *PromptList, selected []int) ([]byte, ListManifest, error) {
+// listVersion is the version of list.json: 2 identifies the input files
+// by content (Inputs) and hashes the configuration without their paths
+// (listKey); version 1 (earlier lists) hashed FileBatch, paths included.
+const listVersion = 2
+
+// listIdentity is the list's FileBatch bytes and its manifest. With
+// resume, an input that is not where the configuration says is refused
+// with the flag that gives its new place.
+func listIdentity(gc config.GenerateConfig, l *PromptList, selected []int, resume bool) ([]byte, ListManifest, error) {
 	y, err := config.MarshalGenerate(config.ListIdentity(gc))
 	if err != nil {
 		return nil, ListManifest{}, err
 	}
-	man := ListManifest{Version: 1, PromptsSHA256: l.SHA256, ExtendedSHA256: l.ExtendedSHA256, Prompts: len(l.Prompts),
-		Selected: selected, ConfigSHA256: sha256Hex(y)}
+	key, err := listKey(gc)
+	if err != nil {
+		return nil, ListManifest{}, err
+	}
+	ins, err := listInputs(gc.Generate, resume)
+	if err != nil {
+		return nil, ListManifest{}, err
+	}
+	man := ListManifest{Version: listVersion, PromptsSHA256: l.SHA256, ExtendedSHA256: l.ExtendedSHA256, Prompts: len(l.Prompts),
+		Selected: selected, ConfigSHA256: sha256Hex(key), Inputs: ins}
 	return y, man, nil
+}
+
+// listKey is the configuration every shard of a list shares
+// (config.ListIdentity) without the input files' paths: a worker may
+// read them from elsewhere (another mount point of the same volume);
+// listInputs identifies them by content.
+func listKey(gc config.GenerateConfig) ([]byte, error) {
+	id := config.ListIdentity(gc)
+	g := &id.Generate
+	g.Checkpoint, g.LoRA, g.VAE, g.RAGAE, g.TextEncoder, g.Tokenizer = "", "", "", "", "", ""
+	g.Texts = slices.Clone(g.Texts)
+	for i := range g.Texts {
+		g.Texts[i].Path = ""
+	}
+	return config.MarshalGenerate(id)
+}
+
+// listInputs fingerprints the files every prompt of a list reads: the
+// checkpoint, LoRA, text files, VAE, LongLive-RAG's autoencoder, the text
+// encoder and the tokenizer (its spiece.model).
+func listInputs(g config.GenerateSection, resume bool) ([]FileFingerprint, error) {
+	type in struct{ role, flag, path string }
+	ins := []in{{"checkpoint", "--checkpoint", g.Checkpoint}, {"lora", "--lora", g.LoRA}}
+	for _, t := range g.Texts {
+		ins = append(ins, in{"text", "--text", t.Path})
+	}
+	tok := g.Tokenizer
+	if st, err := os.Stat(tok); err == nil && st.IsDir() {
+		tok = filepath.Join(tok, tokenizer.ModelFile)
+	}
+	ins = append(ins, in{"vae", "--vae", g.VAE}, in{"rag-ae", "--rag-ae", g.RAGAE}, in{"text-encoder", "--text-encoder", g.TextEncoder}, in{"tokenizer", "--tokenizer", tok})
+	var out []FileFingerprint
+	for _, i := range ins {
+		if i.path == "" {
+			continue
+		}
+		fp, err := fingerprint(i.role, i.path)
+		switch {
+		case err != nil && resume && errors.Is(err, os.ErrNotExist):
+			return nil, userf("--resume: %s %s: %w (if it moved since the list began, give its new place: --resume %s FILE; it is checked to be the same file by its content)", i.flag, i.path, err, i.flag)
+		case err != nil:
+			return nil, userf("%s %s: %w", i.flag, i.path, err)
+		}
+		out = append(out, fp)
+	}
+	return out, nil
+}
+
+// sameListInputs compares the input files of two workers of a list by
+// role and content, and names the first that differs.
+func sameListInputs(have, now []FileFingerprint) error {
+	for k := range max(len(have), len(now)) {
+		switch {
+		case k >= len(have):
+			return fmt.Errorf("this run also reads %s %s", now[k].Role, now[k].Path)
+		case k >= len(now):
+			return fmt.Errorf("the list also read %s %s", have[k].Role, have[k].Path)
+		case have[k].Role != now[k].Role:
+			return fmt.Errorf("its input %d is %s %s, this run's %s %s", k, have[k].Role, have[k].Path, now[k].Role, now[k].Path)
+		case have[k].Size != now[k].Size || have[k].SHA256 != now[k].SHA256:
+			return fmt.Errorf("its %s (read from %s) has %d bytes, SHA-256 %.12s…; %s has %d bytes, %.12s…",
+				have[k].Role, have[k].Path, have[k].Size, have[k].SHA256, now[k].Path, now[k].Size, now[k].SHA256)
+		}
+	}
+	return nil
 }
 
 // openList makes or joins a list folder, after checking it
@@ -601,14 +688,38 @@ func checkList(dir string, l *PromptList, ident []byte, man ListManifest) error 
 			dir, have.Prompts, have.PromptsSHA256, l.Path, man.Prompts, man.PromptsSHA256)
 	case have.ExtendedSHA256 != man.ExtendedSHA256:
 		return userf("list folder %s was made with other extended prompts (SHA-256 %q, this run %q); pick another --name", dir, have.ExtendedSHA256, man.ExtendedSHA256)
-	case have.ConfigSHA256 != man.ConfigSHA256:
+	case have.Version < listVersion && have.ConfigSHA256 != sha256Hex(ident):
+		// A list of an earlier version: its configuration with the paths.
 		old, _ := readRecord(filepath.Join(dir, FileBatch))
 		return userf("list folder %s was made with another configuration (%s%s); every shard of a list runs the same configuration: pick another --name, or continue the list with --resume",
 			dir, FileBatch, firstDiff(old, ident))
+	case have.Version >= listVersion && have.ConfigSHA256 != man.ConfigSHA256:
+		old, _ := readRecord(filepath.Join(dir, FileBatch))
+		return userf("list folder %s was made with another configuration (%s%s); every shard of a list runs the same configuration: pick another --name, or continue the list with --resume",
+			dir, FileBatch, firstDiff(keyOf(old), keyOf(ident)))
 	case fmt.Sprint(have.Selected) != fmt.Sprint(man.Selected):
 		return userf("list folder %s makes prompts %v, this run %v (generate.prompt_indices); pick another --name", dir, have.Selected, man.Selected)
 	}
+	if have.Version >= listVersion {
+		if err := sameListInputs(have.Inputs, man.Inputs); err != nil {
+			return userf("list folder %s was made with other input files: %w; every shard of a list reads the same files (wherever each worker sees them): pick another --name", dir, err)
+		}
+	}
 	return nil
+}
+
+// keyOf is the configuration of a FileBatch without the input files'
+// paths (listKey), for messages; b itself when it does not decode.
+func keyOf(b []byte) []byte {
+	var gc config.GenerateConfig
+	if _, err := config.Decode(b, &gc, false); err != nil {
+		return b
+	}
+	k, err := listKey(gc)
+	if err != nil {
+		return b
+	}
+	return k
 }
 
 // checkLegacyBatch refuses a batch folder of the first --prompts layout

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/atomicfile"
@@ -91,9 +92,14 @@ type GenerateState struct {
 	LosslessSHA256 []string `json:"lossless_sha256,omitempty"`
 }
 
-// FileFingerprint identifies an input file.
+// FileFingerprint identifies an input file. A file of the run folder
+// itself (Role embedding) is recorded by its path relative to the folder
+// (text/prompt_00.safetensors), so that a folder moved or copied
+// elsewhere resumes there; a file outside it by the path the run read it
+// from, which resume does not require: such a file is identified by its
+// content (Size, SHA256), wherever it is now.
 type FileFingerprint struct {
-	Role   string `json:"role"` // checkpoint, lora, text, embedding or vae
+	Role   string `json:"role"` // checkpoint, lora, text, embedding, vae or rag-ae
 	Path   string `json:"path"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
@@ -109,56 +115,108 @@ func fingerprint(role, path string) (FileFingerprint, error) {
 	return FileFingerprint{Role: role, Path: path, Size: s.Size, SHA256: s.SHA256}, nil
 }
 
+// inputFlags are the flags that name a generate run's input files by
+// role: --resume takes them to read an input from another place (its
+// content checked against the checkpoint's fingerprint).
+var inputFlags = map[string]string{"checkpoint": "--checkpoint", "lora": "--lora", "text": "--text", "vae": "--vae", "rag-ae": "--rag-ae"}
+
+// ownFile reports whether an input of role is a file of the run folder
+// itself (recorded relative to the folder).
+func ownFile(role string) bool { return role == "embedding" }
+
 // generateInputs fingerprints the files a generate run in dir reads: the
-// checkpoint, LoRA, text files, the prompts' embeddings saved in dir and
-// the VAE. (The text encoder and tokenizer are not read again on resume:
-// the embeddings made with them are.)
+// checkpoint, LoRA, text files, the prompts' embeddings saved in dir
+// (recorded by their path in the folder) and the VAE. (The text encoder
+// and tokenizer are not read again on resume: the embeddings made with
+// them are.)
 func generateInputs(g config.GenerateSection, dir string) ([]FileFingerprint, error) {
-	type in struct{ role, path string }
-	ins := []in{{"checkpoint", g.Checkpoint}}
+	type in struct{ role, path, rel string }
+	ins := []in{{"checkpoint", g.Checkpoint, ""}}
 	if g.LoRA != "" {
-		ins = append(ins, in{"lora", g.LoRA})
+		ins = append(ins, in{"lora", g.LoRA, ""})
 	}
 	for _, t := range g.Texts {
-		ins = append(ins, in{"text", t.Path})
+		ins = append(ins, in{"text", t.Path, ""})
 	}
 	for i := range g.Prompts {
-		ins = append(ins, in{"embedding", embeddingPath(dir, i)})
+		ins = append(ins, in{"embedding", embeddingPath(dir, i), embeddingName(i)})
 	}
 	if g.VAE != "" {
-		ins = append(ins, in{"vae", g.VAE})
+		ins = append(ins, in{"vae", g.VAE, ""})
 	}
 	if g.RAGAE != "" {
-		ins = append(ins, in{"rag-ae", g.RAGAE})
+		ins = append(ins, in{"rag-ae", g.RAGAE, ""})
 	}
 	var out []FileFingerprint
 	for _, i := range ins {
 		fp, err := fingerprint(i.role, i.path)
+		if err != nil && i.rel == "" && errors.Is(err, os.ErrNotExist) {
+			return nil, &movedInput{role: i.role, err: err}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", i.role, err)
+		}
+		if i.rel != "" {
+			fp.Path = i.rel
 		}
 		out = append(out, fp)
 	}
 	return out, nil
 }
 
+// movedInput is the error of an input file outside the run folder that
+// is not where the configuration says: moved since the run began, its
+// new place is given to --resume by its flag.
+type movedInput struct {
+	role string
+	err  error
+}
+
+func (e *movedInput) Error() string {
+	return fmt.Sprintf("%s: %v (if it moved since the run began, give its new place: --resume %s FILE; it is checked to be the same file by its content)", e.role, e.err, inputFlags[e.role])
+}
+
+func (e *movedInput) Unwrap() error { return e.err }
+
+// sameOwnFile reports whether recorded, the path a checkpoint records for
+// a file of the run folder, names the file rel (its path in the folder):
+// rel itself, or in the checkpoints of earlier versions the file's path
+// as the run spelled it when it began (<out>/<name>/rel, relative or
+// absolute), wherever the folder was then. Either way the file is read
+// in the folder where it is now.
+func sameOwnFile(recorded, rel string) bool {
+	r, want := filepath.ToSlash(filepath.Clean(recorded)), filepath.ToSlash(filepath.Clean(rel))
+	return r == want || strings.HasSuffix(r, "/"+want)
+}
+
 // checkInputs compares the run's input files with the checkpoint's
-// fingerprints and names the first that changed.
-func checkInputs(saved, now []FileFingerprint) error {
+// fingerprints and names the first that changed. A file outside the run
+// folder is identified by its content: one read from another path than
+// the checkpoint's with the same content is accepted and listed in moved
+// ("checkpoint /new/w.safetensors (was /old/w.safetensors)").
+func checkInputs(saved, now []FileFingerprint) (moved []string, err error) {
 	if len(saved) != len(now) {
-		return fmt.Errorf("the checkpoint fingerprints %d input files, the configuration names %d", len(saved), len(now))
+		return nil, fmt.Errorf("the checkpoint fingerprints %d input files, the configuration names %d", len(saved), len(now))
 	}
 	for i, s := range saved {
 		n := now[i]
-		if s.Role != n.Role || s.Path != n.Path {
-			return fmt.Errorf("the checkpoint's input %d is %s %s, the configuration's %s %s", i, s.Role, s.Path, n.Role, n.Path)
+		own := ownFile(s.Role)
+		if s.Role != n.Role || (own && !sameOwnFile(s.Path, n.Path)) {
+			return nil, fmt.Errorf("the checkpoint's input %d is %s %s, the configuration's %s %s", i, s.Role, s.Path, n.Role, n.Path)
 		}
 		if s.Size != n.Size || s.SHA256 != n.SHA256 {
-			return fmt.Errorf("%s %s changed since the checkpoint (%d bytes, SHA-256 %.12s…; was %d bytes, %.12s…); resume needs the files the run started with",
-				s.Role, s.Path, n.Size, n.SHA256, s.Size, s.SHA256)
+			if !own && s.Path != n.Path {
+				return nil, fmt.Errorf("%s %s is not the file the run started with (%d bytes, SHA-256 %.12s…; the checkpoint's %s %s has %d bytes, %.12s…); resume needs the files the run started with",
+					s.Role, n.Path, n.Size, n.SHA256, s.Role, s.Path, s.Size, s.SHA256)
+			}
+			return nil, fmt.Errorf("%s %s changed since the checkpoint (%d bytes, SHA-256 %.12s…; was %d bytes, %.12s…); resume needs the files the run started with",
+				s.Role, n.Path, n.Size, n.SHA256, s.Size, s.SHA256)
+		}
+		if !own && s.Path != n.Path {
+			moved = append(moved, fmt.Sprintf("%s %s (was %s)", s.Role, n.Path, s.Path))
 		}
 	}
-	return nil
+	return moved, nil
 }
 
 func sha256Hex(b []byte) string { return filehash.Bytes(b) }
@@ -337,8 +395,13 @@ func newStreamRecord(path string, h synth.Header, resume bool, size int64, sum s
 	if err != nil {
 		return fail(err)
 	}
-	if !reflect.DeepEqual(r.Header(), h) {
-		return fail(fmt.Errorf("header %+v, want %+v", r.Header(), h))
+	// Source names the checkpoint file the run began with, which resume
+	// may read from elsewhere (identified by its content): the recording
+	// keeps its source.
+	have := r.Header()
+	h.Source = have.Source
+	if !reflect.DeepEqual(have, h) {
+		return fail(fmt.Errorf("header %+v, want %+v", have, h))
 	}
 	// The content: its SHA-256 (also the running hash the recording
 	// continues), or without one every record's CRC-32.

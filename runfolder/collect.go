@@ -143,7 +143,8 @@ func Collect(dirs []string) (*Report, error) {
 			if prompts, err = ReadPromptList(filepath.Join(d, FileBatchPrompts), ext); err != nil {
 				return nil, fmt.Errorf("collect: %w", err)
 			}
-		} else if man.PromptsSHA256 != rep.List.PromptsSHA256 || man.ConfigSHA256 != rep.List.ConfigSHA256 || !slices.Equal(man.Selected, rep.List.Selected) {
+		} else if man.PromptsSHA256 != rep.List.PromptsSHA256 || man.ConfigSHA256 != rep.List.ConfigSHA256 || !slices.Equal(man.Selected, rep.List.Selected) ||
+			sameListInputs(man.Inputs, rep.List.Inputs) != nil {
 			return nil, userf("collect: %s holds another list than %s (prompts %.12s…/%.12s…, configuration %.12s…/%.12s…)",
 				d, dirs[0], man.PromptsSHA256, rep.List.PromptsSHA256, man.ConfigSHA256, rep.List.ConfigSHA256)
 		}
@@ -200,6 +201,9 @@ func Collect(dirs []string) (*Report, error) {
 				if _, err := os.Stat(filepath.Join(sd, config.HorizonName(h))); err == nil {
 					p.Horizons = append(p.Horizons, config.HorizonName(h))
 				}
+			}
+			if err := checkRecorded(sd); err != nil {
+				return nil, fmt.Errorf("collect: prompt %d: %w; no report was written", i, err)
 			}
 			lines, err := ReadLog(filepath.Join(sd, FileLog))
 			if err != nil {

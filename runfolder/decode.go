@@ -61,6 +61,18 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*Dec
 	if err != nil {
 		return nil, userf("decode: %s is not a generate run folder with latents: %w", dir, err)
 	}
+	// What the folder recorded, checked before anything is read or
+	// replaced: the configuration and every latent shard.
+	st, err := readCheckpointState(dir)
+	if err == nil {
+		err = checkConfigRecord(dir, st)
+	}
+	if err == nil {
+		err = checkLatents(dir, man, st)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decode: %w; nothing was decoded, the folder's video files are as they were", err)
+	}
 	gc := config.GenerateDefaults() // keys a run folder written before they existed keep the values that run used
 	if err := LoadConfig(dir, &gc); err != nil {
 		return nil, userf("decode: %w", err)

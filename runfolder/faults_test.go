@@ -251,16 +251,27 @@ func TestTornLogLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
-	cut := bytes.LastIndexByte(b[:len(b)-1], '\n') + 1 + 40 // 40 bytes into the last line
-	if err := os.WriteFile(path, b[:cut], 0o644); err != nil {
+	last := bytes.LastIndexByte(b[:len(b)-1], '\n') + 1
+	// A write after the checkpoint's record of the log that failed 40
+	// bytes into its line.
+	if err := os.WriteFile(path, append(bytes.Clone(b), b[last:last+40]...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	lines, err := ReadLog(path)
-	if !errors.Is(err, ErrTornLine) || len(lines) != len(all)-1 || !strings.Contains(err.Error(), "line "+itoa(len(all))) {
-		t.Fatalf("torn log: %d lines (want %d), err %v", len(lines), len(all)-1, err)
+	if !errors.Is(err, ErrTornLine) || len(lines) != len(all) || !strings.Contains(err.Error(), "line "+itoa(len(all)+1)) {
+		t.Fatalf("torn log: %d lines (want %d), err %v", len(lines), len(all), err)
 	}
 	if _, err := Render(dir); err != nil {
 		t.Fatalf("trace of a torn log: %v", err)
+	}
+	// The log cut into the lines the checkpoint records (40 bytes into
+	// the last one) was changed since the run wrote it: trace refuses it,
+	// naming the file (issue #26).
+	if err := os.WriteFile(path, b[:last+40], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Render(dir); err == nil || !strings.Contains(err.Error(), path+" has") || !strings.Contains(err.Error(), "fewer than") {
+		t.Fatalf("trace of a log cut below the checkpoint's record: %v", err)
 	}
 	// A line torn in the middle of the file is still an error.
 	mid := bytes.IndexByte(b, '\n')

@@ -68,7 +68,7 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 		if err := atomicfile.CleanTemps(dir); err != nil {
 			return nil, fmt.Errorf("--resume: %w", err)
 		}
-		saved, err := resumeState(dir, filepath.Join(dir, DirState, FileCheckpoint), gc)
+		saved, err := resumeState(dir, filepath.Join(dir, DirState, FileCheckpoint), gc, hooks)
 		if err != nil {
 			return nil, err
 		}
@@ -179,10 +179,13 @@ func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.Pro
 	return embeds, nil
 }
 
-// embeddingPath is the run folder's copy of prompt i's embedding.
-func embeddingPath(dir string, i int) string {
-	return filepath.Join(dir, DirText, fmt.Sprintf("prompt_%02d.safetensors", i))
+// embeddingName is prompt i's embedding's path in the run folder.
+func embeddingName(i int) string {
+	return filepath.Join(DirText, fmt.Sprintf("prompt_%02d.safetensors", i))
 }
+
+// embeddingPath is the run folder's copy of prompt i's embedding.
+func embeddingPath(dir string, i int) string { return filepath.Join(dir, embeddingName(i)) }
 
 // readRunEmbeddings reads a resumed run's prompt embeddings from its
 // folder (their fingerprints are checked with the other inputs).
@@ -764,7 +767,7 @@ func finishVideo(vs *pipeline.VideoStream, blocks int) (string, error) {
 // resumeState reads and checks a generate run's checkpoint: the
 // configuration it was saved with, its block, its snapshot, the input
 // files' fingerprints.
-func resumeState(dir, cpPath string, gc config.GenerateConfig) (*GenerateState, error) {
+func resumeState(dir, cpPath string, gc config.GenerateConfig, hooks Hooks) (*GenerateState, error) {
 	g := gc.Generate
 	gs, err := readGenCheckpoint(cpPath)
 	if errors.Is(err, os.ErrNotExist) {
@@ -793,11 +796,21 @@ func resumeState(dir, cpPath string, gc config.GenerateConfig) (*GenerateState, 
 	}
 	inputs, err := generateInputs(g, dir)
 	if err != nil {
+		var mi *movedInput
+		if errors.As(err, &mi) {
+			return nil, userf("--resume: %w", err)
+		}
 		return nil, fmt.Errorf("--resume: %w", err)
 	}
-	if err := checkInputs(gs.Inputs, inputs); err != nil {
+	moved, err := checkInputs(gs.Inputs, inputs)
+	if err != nil {
 		return nil, fmt.Errorf("--resume: %w", err)
 	}
+	for _, m := range moved {
+		hooks.info("resume: %s: the file the run started with, identified by its content", m)
+	}
+	// The inputs as read now (files of the folder by their path in it).
+	gs.Inputs = inputs
 	return gs, nil
 }
 
@@ -855,7 +868,7 @@ func provenance(gc config.GenerateConfig, inputs []FileFingerprint, embeds []*pi
 	for i, ps := range g.Prompts {
 		e := embeds[i]
 		p.Prompts = append(p.Prompts, pipeline.PromptRecord{FromBlock: ps.FromBlock, Text: ps.Text, Cleaned: e.Cleaned, Pieces: e.Pieces,
-			Truncated: e.Truncated, File: filepath.Join(DirText, filepath.Base(embeddingPath("", i)))})
+			Truncated: e.Truncated, File: embeddingName(i)})
 	}
 	for _, in := range inputs {
 		if in.Role == "embedding" {
@@ -890,8 +903,12 @@ func openLatents(dir string, resume bool, start, framesPerBlock int, gs *Generat
 			return nil, fmt.Errorf("--resume: latents of completed block %d: %s records SHA-256 %.12s…, the checkpoint %.12s…", b, rollout.ManifestFile, sh.SHA256, gs.Shards[b])
 		}
 	}
+	// The inputs' paths (Extra) are where the run read them when it began:
+	// resume identifies the inputs by their content (checkInputs), from
+	// wherever they are now, and the manifest keeps those paths.
 	cmp := have
-	cmp.Version, cmp.Created, cmp.Shards, cmp.Complete = 0, "", nil, false
+	cmp.Version, cmp.Created, cmp.Shards, cmp.Complete, cmp.Extra = 0, "", nil, false, nil
+	man.Extra = nil
 	if !reflect.DeepEqual(cmp, man) {
 		return nil, fmt.Errorf("--resume: %s describes another rollout (%+v, want %+v)", filepath.Join(dir, rollout.ManifestFile), cmp, man)
 	}

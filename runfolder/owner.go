@@ -167,7 +167,7 @@ func Inspect(dir string) State {
 	var s State
 	s.Command, _ = ReadOwner(dir)
 	var sc sealedCheckpoint
-	if b, err := readRecord(filepath.Join(dir, DirState, FileCheckpoint)); err == nil && json.Unmarshal(b, &sc) == nil {
+	if b, err := readRecord(filepath.Join(dir, DirState, FileCheckpoint)); err == nil && json.Unmarshal(b, &sc) == nil && sc.intact() {
 		var st struct {
 			NextBlock int `json:"next_block"`
 		}

@@ -107,7 +107,12 @@ latent frames/s) the block count.
 Ctrl-C stops after the current block and saves a resume checkpoint (also
 saved every --snapshot-every blocks); --resume continues from it without
 computing the completed blocks again, with latents and video frames
-identical to an uninterrupted run.`,
+identical to an uninterrupted run. A run folder may be moved or copied
+(another disk, another mount point) and resumed there with --out/--name:
+its own files are found in it, and its inputs are checked by content;
+an input that moved too is given by its flag (--resume --checkpoint FILE,
+--lora, --vae, --rag-ae, --text, --text-encoder, --tokenizer,
+--record-stream) and must be the file the run started with.`,
 		Example: `  densitykv generate --checkpoint self_forcing.pt --text-encoder models_t5_umt5-xxl-enc-bf16.pth \
       --tokenizer google/umt5-xxl --vae Wan2.1_VAE.pth --prompt "a red panda walks through snow, cinematic" \
       --seconds 30 --policy densitykv
@@ -123,7 +128,7 @@ identical to an uninterrupted run.`,
 			if rf.resume {
 				var bad []string
 				f.Visit(func(fl *pflag.Flag) {
-					if !strings.Contains(" out name resume json quiet shard dry-run skip-existing ", " "+fl.Name+" ") {
+					if !strings.Contains(" out name resume json quiet shard dry-run skip-existing "+relocatable, " "+fl.Name+" ") {
 						bad = append(bad, "--"+fl.Name)
 					}
 				})
@@ -143,6 +148,9 @@ identical to an uninterrupted run.`,
 				// The folder named by --out/--name, wherever the run
 				// started (a folder moved or copied since).
 				gc.Run.Out, gc.Run.Name = out, name
+				if err := relocateInputs(f, &gc.Generate, g, texts); err != nil {
+					return err
+				}
 			} else {
 				var err error
 				if gc, err = resolveGenerate(f, cf, g, generateFlags{texts: texts, textTensor: textTensor, prompts: prompts, policy: policy, precision: precision,
@@ -212,10 +220,53 @@ identical to an uninterrupted run.`,
 	f.StringVar(&cf.file, "config", "", "YAML config in the format of a generate config.resolved.yaml (flags given on the command line override it)")
 	cf.bindMemoryFlags(def.Config)
 	f.BoolVar(&rf.json, "json", false, "print the summary as JSON")
-	f.BoolVar(&rf.resume, "resume", false, "continue the stopped run --out/--name with its saved config")
+	f.BoolVar(&rf.resume, "resume", false, "continue the stopped run --out/--name with its saved config (input files that moved: their flags)")
 	f.BoolVar(&rf.force, "force", false, "overwrite an existing run folder")
 	f.BoolVar(&rf.quiet, "quiet", false, "no progress output")
 	return cmd
+}
+
+// relocatable are the flags --resume takes besides --out/--name: the
+// input files' (and the recording's) places, for inputs that moved since
+// the run began; each input is checked to be the file the run started
+// with by its content.
+const relocatable = "checkpoint lora vae rag-ae text text-encoder tokenizer record-stream "
+
+// relocateInputs sets, on --resume, the places of the input files given
+// by their flags (relocatable) in g, the saved configuration; flags holds
+// the flags' values. --text gives the text files' places in the run's
+// order, each PATH or PATH@BLOCK with the run's block.
+func relocateInputs(f *pflag.FlagSet, g *config.GenerateSection, flags config.GenerateSection, texts []string) error {
+	for _, r := range []struct {
+		flag string
+		dst  *string
+		v    string
+	}{{"checkpoint", &g.Checkpoint, flags.Checkpoint}, {"lora", &g.LoRA, flags.LoRA}, {"vae", &g.VAE, flags.VAE}, {"rag-ae", &g.RAGAE, flags.RAGAE},
+		{"text-encoder", &g.TextEncoder, flags.TextEncoder}, {"tokenizer", &g.Tokenizer, flags.Tokenizer}, {"record-stream", &g.RecordStream, flags.RecordStream}} {
+		if !f.Changed(r.flag) {
+			continue
+		}
+		if *r.dst == "" || r.v == "" {
+			return usagef("--resume --%s gives the new place of the run's --%s file; the run has none (start a new run to add one)", r.flag, r.flag)
+		}
+		*r.dst = r.v
+	}
+	if f.Changed("text") {
+		if len(texts) != len(g.Texts) {
+			return usagef("--resume --text gives the new places of the run's %d text files in order; got %d", len(g.Texts), len(texts))
+		}
+		for i, t := range texts {
+			ts, err := config.ParseTextSpec(t, g.Texts[i].Tensor)
+			if err != nil {
+				return usageError{err}
+			}
+			if ts.Path != t && ts.FromBlock != g.Texts[i].FromBlock {
+				return usagef("--resume --text %s: the run's text file %d starts at block %d, not %d", t, i, g.Texts[i].FromBlock, ts.FromBlock)
+			}
+			g.Texts[i].Path = ts.Path
+		}
+	}
+	return nil
 }
 
 // generateFlags are generate's flags that are not GenerateSection fields.

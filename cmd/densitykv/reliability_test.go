@@ -213,15 +213,23 @@ func TestTraceSaysIncomplete(t *testing.T) {
 	if code != 0 || strings.Contains(errs, "not complete") {
 		t.Fatalf("complete run: exit %d, %q", code, errs)
 	}
-	// A failed last write: the log's last line torn, the run not complete.
+	// A failed last write (after the checkpoint's record of the log): the
+	// log's last line torn, the run not complete.
 	log := filepath.Join(rd, runfolder.FileLog)
 	b, _ := os.ReadFile(log)
-	os.WriteFile(log, b[:len(b)-30], 0o644)
+	os.WriteFile(log, append(bytes.Clone(b), b[:30]...), 0o644)
 	os.Remove(filepath.Join(rd, runfolder.FileSummary))
 	code, _, errs = run(t, context.Background(), "trace", rd)
 	if code != 0 || !strings.Contains(errs, "is not complete") || !strings.Contains(errs, "torn line") ||
 		!strings.Contains(errs, "densitykv simulate --out "+dir+" --name a --resume") {
 		t.Fatalf("torn run: exit %d, %q", code, errs)
+	}
+	// A log cut into the lines the checkpoint records was changed since
+	// the run wrote it: trace refuses it by name (issue #26).
+	os.WriteFile(log, b[:len(b)-30], 0o644)
+	code, _, errs = run(t, context.Background(), "trace", rd)
+	if code == 0 || !strings.Contains(errs, log+" has") || !strings.Contains(errs, "fewer than") {
+		t.Fatalf("log cut below the checkpoint's record: exit %d, %q", code, errs)
 	}
 }
 
