@@ -53,7 +53,10 @@ type DecodeResult struct {
 // horizons, each one continuous encode of the copies (or PNG frames
 // without ffmpeg), with the run's metadata (generation.json) and, unless
 // o says otherwise, its frame rate and crf. The video files the folder
-// had are replaced. hooks.Progress reports stage
+// had are replaced, once the latent shards and the configuration are
+// checked against what the folder recorded (checkLatents,
+// checkConfigRecord: a file changed since is refused, nothing replaced).
+// hooks.Progress reports stage
 // "decode" per block. When ctx is cancelled it stops after the current
 // block, joins what is decoded and returns ErrInterrupted.
 func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*DecodeResult, error) {

@@ -30,7 +30,10 @@ the run's horizons (video_<S>s.mp4), each one continuous encode of the
 frames (H.264 at the run's frame rate and crf, 16 fps and crf 18 unless the
 run chose others, with the run's metadata from generation.json), or PNG
 frames in frames/ when ffmpeg is not installed. It replaces the video files
-the folder had. Use it for a run made without a VAE
+the folder had, after checking every latent shard and config.resolved.yaml
+against the SHA-256 the run recorded (manifest.json, state/checkpoint.json):
+a file changed or damaged since is refused by name and the video is left as
+it was. Use it for a run made without a VAE
 or without ffmpeg, or with other latent statistics.
 
 --vae defaults to the run's generate.vae, and --vae-mean/--vae-std to the
