@@ -18,17 +18,80 @@ type RawTensor struct {
 	Name  string // normalised by NormalizeKey
 	DType DType
 	Shape []int
+	// Stored is the tensor's name in the file when Name is another one
+	// (a layout's name mapped onto the model's, package weights); errors
+	// name the tensor by it. Empty: Name.
+	Stored string
+	// Scale, when not 0, multiplies every value as it is decoded
+	// (ReadFloat32): the per-tensor scale of an fp8 weight stored scaled
+	// (ComfyUI's scale_weight / weight_scale). The product is rounded to
+	// float32 once.
+	Scale float32
 
 	open func() (io.Reader, error)
 	file string // the file's path, for errors (OpenRaw)
 }
 
+// File returns the path of the tensor's file ("" when not opened by
+// path).
+func (t RawTensor) File() string { return t.file }
+
+// StoredName returns the tensor's name as its file spells it (after
+// NormalizeKey).
+func (t RawTensor) StoredName() string {
+	if t.Stored != "" {
+		return t.Stored
+	}
+	return t.Name
+}
+
 // where names the tensor and, when known, its file in errors.
 func (t RawTensor) where() string {
 	if t.file == "" {
-		return fmt.Sprintf("tensor %q", t.Name)
+		return fmt.Sprintf("tensor %q", t.StoredName())
 	}
-	return fmt.Sprintf("tensor %q of %s", t.Name, t.file)
+	return fmt.Sprintf("tensor %q of %s", t.StoredName(), t.file)
+}
+
+// ReadFloat32 reads the tensor into dst (Elems() values) as float32: F32
+// as stored, F16, BF16, F8E4M3 and F8E5M2 widened exactly, F64 rounded
+// to nearest; with Scale set, each value is then multiplied by it in
+// float32 (one rounding; exact for a power-of-two scale). buf is scratch
+// (at least 8 bytes; a larger one reads in fewer pieces). It returns an
+// error naming the tensor and file for a non-floating dtype, a dst of the
+// wrong length or a failed read.
+func (t RawTensor) ReadFloat32(dst []float32, buf []byte) error {
+	if !t.DType.IsFloat() {
+		return fmt.Errorf("checkpoint: %s: dtype %s is not a floating-point type", t.where(), t.DType)
+	}
+	if int64(len(dst)) != t.Elems() {
+		return fmt.Errorf("checkpoint: %s: %d values for shape %v", t.where(), len(dst), t.Shape)
+	}
+	r, err := t.Reader()
+	if err != nil {
+		return err
+	}
+	es := t.DType.Size()
+	if len(buf) < 8 {
+		buf = make([]byte, 8)
+	}
+	buf = buf[:len(buf)/es*es]
+	i := 0
+	for i < len(dst) {
+		b := buf[:min(len(buf), (len(dst)-i)*es)]
+		if _, err := io.ReadFull(r, b); err != nil {
+			return fmt.Errorf("checkpoint: %s: reading %d bytes at element %d: %w", t.where(), len(b), i, err)
+		}
+		d := dst[i : i+len(b)/es]
+		t.DType.Decode(d, b)
+		if t.Scale != 0 {
+			for k, v := range d {
+				d[k] = v * t.Scale
+			}
+		}
+		i += len(d)
+	}
+	return nil
 }
 
 // Elems returns the number of elements (1 for a scalar).
@@ -85,7 +148,10 @@ type RawFile struct {
 	// Tensors in file order: the state dict's order for PyTorch files,
 	// data offset order for safetensors.
 	Tensors []RawTensor
-	closer  io.Closer
+	// Metadata is a safetensors file's __metadata__ (nil for PyTorch
+	// checkpoints).
+	Metadata map[string]string
+	closer   io.Closer
 }
 
 // Close releases the file.
@@ -142,7 +208,7 @@ func rawSafetensors(r io.ReaderAt, size int64) (*RawFile, error) {
 		infos = append(infos, s.infos[n])
 	}
 	sort.SliceStable(infos, func(a, b int) bool { return infos[a].Begin < infos[b].Begin })
-	out := &RawFile{}
+	out := &RawFile{Metadata: s.Metadata}
 	seen := map[string]bool{}
 	for _, i := range infos {
 		nk := NormalizeKey(i.Name)

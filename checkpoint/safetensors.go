@@ -20,12 +20,18 @@ const (
 	F32  DType = "F32"
 	F16  DType = "F16"
 	BF16 DType = "BF16"
-	I64  DType = "I64"
-	I32  DType = "I32"
-	I16  DType = "I16"
-	I8   DType = "I8"
-	U8   DType = "U8"
-	Bool DType = "BOOL"
+	// F8E4M3 and F8E5M2 are the 8-bit floats of PyTorch's float8_e4m3fn
+	// (no infinities, one NaN pattern, range ±448) and float8_e5m2 (IEEE
+	// style, range ±57344), as safetensors spells them. Every value of
+	// either is a float32 and a bfloat16 exactly.
+	F8E4M3 DType = "F8_E4M3"
+	F8E5M2 DType = "F8_E5M2"
+	I64    DType = "I64"
+	I32    DType = "I32"
+	I16    DType = "I16"
+	I8     DType = "I8"
+	U8     DType = "U8"
+	Bool   DType = "BOOL"
 )
 
 // Size returns the element size in bytes, or 0 for an unknown type.
@@ -37,14 +43,16 @@ func (d DType) Size() int {
 		return 4
 	case F16, BF16, I16:
 		return 2
-	case I8, U8, Bool:
+	case I8, U8, Bool, F8E4M3, F8E5M2:
 		return 1
 	}
 	return 0
 }
 
 // IsFloat reports whether d is a floating-point type.
-func (d DType) IsFloat() bool { return d == F64 || d == F32 || d == F16 || d == BF16 }
+func (d DType) IsFloat() bool {
+	return d == F64 || d == F32 || d == F16 || d == BF16 || d == F8E4M3 || d == F8E5M2
+}
 
 // ErrFormat is wrapped by every error about a malformed file.
 var ErrFormat = errors.New("malformed file")
@@ -302,6 +310,27 @@ func decodeFloat32(d DType, b []byte) ([]float32, error) {
 	return out, nil
 }
 
+// Decode converts the little-endian values b of floating-point dtype d to
+// float32 into dst (len(b)/d.Size() of them), exactly but for F64's
+// rounding to nearest. Another dtype gives zeros.
+func (d DType) Decode(dst []float32, b []byte) {
+	es := d.Size()
+	switch d {
+	case F32:
+		for k := range dst {
+			dst[k] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*k:]))
+		}
+	case BF16:
+		for k := range dst {
+			dst[k] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*k:])) << 16)
+		}
+	default:
+		for k := range dst {
+			dst[k] = d.float32At(b[k*es:])
+		}
+	}
+}
+
 // float32At decodes the little-endian value of floating-point dtype d at
 // the start of p to float32 (exactly, but for F64's rounding); 0 for
 // another dtype.
@@ -315,9 +344,38 @@ func (d DType) float32At(p []byte) float32 {
 		return HalfToFloat32(binary.LittleEndian.Uint16(p))
 	case BF16:
 		return math.Float32frombits(uint32(binary.LittleEndian.Uint16(p)) << 16)
+	case F8E4M3:
+		return E4M3ToFloat32(p[0])
+	case F8E5M2:
+		return E5M2ToFloat32(p[0])
 	}
 	return 0
 }
+
+// E4M3ToFloat32 converts a float8_e4m3fn value (sign, 4 exponent bits of
+// bias 7, 3 mantissa bits; S.1111.111 is NaN, there are no infinities) to
+// float32 exactly.
+func E4M3ToFloat32(b byte) float32 {
+	sign := uint32(b>>7) << 31
+	exp := uint32(b>>3) & 0xf
+	man := uint32(b) & 7
+	switch {
+	case exp == 0xf && man == 7:
+		return math.Float32frombits(sign | 0x7fc00000)
+	case exp == 0:
+		v := float32(man) * (1.0 / (1 << 9)) // subnormal: man · 2^−9
+		if sign != 0 {
+			v = -v
+		}
+		return v
+	}
+	return math.Float32frombits(sign | (exp+120)<<23 | man<<20)
+}
+
+// E5M2ToFloat32 converts a float8_e5m2 value (sign, 5 exponent bits of
+// bias 15, 2 mantissa bits, IEEE infinities and NaNs) to float32 exactly:
+// it is the upper byte of an IEEE binary16.
+func E5M2ToFloat32(b byte) float32 { return HalfToFloat32(uint16(b) << 8) }
 
 // HalfToFloat32 converts an IEEE 754 binary16 value to float32 exactly.
 func HalfToFloat32(h uint16) float32 {
@@ -342,16 +400,24 @@ func HalfToFloat32(h uint16) float32 {
 }
 
 // WriteTensor is one tensor to write: Data is []float32, []float64, []int32
-// or []int64 and must hold numel(Shape) values.
+// or []int64 and must hold numel(Shape) values, or Encoded holding them
+// already encoded (e.g. BF16, F8_E4M3).
 type WriteTensor struct {
 	Name  string
 	Shape []int
 	Data  any
 }
 
+// Encoded is tensor data already encoded as DType, little-endian, for
+// WriteSafetensors.
+type Encoded struct {
+	DType DType
+	Bytes []byte
+}
+
 // WriteSafetensors writes tensors (in the given order) and metadata as a
 // safetensors file to w. Data types: []float32 → F32, []float64 → F64,
-// []int32 → I32, []int64 → I64.
+// []int32 → I32, []int64 → I64, Encoded → its DType.
 func WriteSafetensors(w io.Writer, tensors []WriteTensor, metadata map[string]string) error {
 	type entry struct {
 		DType   DType   `json:"dtype"`
@@ -380,6 +446,11 @@ func WriteSafetensors(w io.Writer, tensors []WriteTensor, metadata map[string]st
 			d, n = I32, len(x)
 		case []int64:
 			d, n = I64, len(x)
+		case Encoded:
+			if x.DType.Size() == 0 || len(x.Bytes)%x.DType.Size() != 0 {
+				return fmt.Errorf("checkpoint: write safetensors: tensor %q: %d bytes of dtype %q", t.Name, len(x.Bytes), x.DType)
+			}
+			d, n = x.DType, len(x.Bytes)/x.DType.Size()
 		default:
 			return fmt.Errorf("checkpoint: write safetensors: tensor %q: unsupported data type %T", t.Name, t.Data)
 		}
@@ -450,6 +521,13 @@ func WriteSafetensors(w io.Writer, tensors []WriteTensor, metadata map[string]st
 		case []int64:
 			for _, v := range x {
 				buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
+			}
+		case Encoded:
+			if err := flush(); err != nil {
+				return fmt.Errorf("checkpoint: write safetensors: tensor %q: %w", t.Name, err)
+			}
+			if _, err := w.Write(x.Bytes); err != nil {
+				return fmt.Errorf("checkpoint: write safetensors: tensor %q: %w", t.Name, err)
 			}
 		}
 		if err := flush(); err != nil {

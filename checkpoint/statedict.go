@@ -108,8 +108,8 @@ type Expect struct {
 }
 
 // Check compares sd with the expected parameters and returns one error that
-// names every missing, unexpected and mis-shaped tensor (nil when they all
-// match).
+// counts the missing, unexpected and mis-shaped tensors and names the
+// first CheckNames of each (nil when they all match).
 func (sd StateDict) Check(want []Expect) error {
 	var missing, shape []string
 	seen := make(map[string]bool, len(want))
@@ -135,13 +135,24 @@ func (sd StateDict) Check(want []Expect) error {
 	}
 	var parts []string
 	if len(missing) > 0 {
-		parts = append(parts, fmt.Sprintf("%d missing: %s", len(missing), strings.Join(missing, ", ")))
+		parts = append(parts, fmt.Sprintf("%d missing: %s", len(missing), firstNames(missing)))
 	}
 	if len(extra) > 0 {
-		parts = append(parts, fmt.Sprintf("%d unexpected: %s", len(extra), strings.Join(extra, ", ")))
+		parts = append(parts, fmt.Sprintf("%d unexpected: %s", len(extra), firstNames(extra)))
 	}
 	if len(shape) > 0 {
-		parts = append(parts, fmt.Sprintf("%d mis-shaped: %s", len(shape), strings.Join(shape, ", ")))
+		parts = append(parts, fmt.Sprintf("%d mis-shaped: %s", len(shape), firstNames(shape)))
 	}
 	return fmt.Errorf("checkpoint: state dict does not match the model: %s", strings.Join(parts, "; "))
+}
+
+// CheckNames is how many tensors of each kind Check's error names.
+const CheckNames = 10
+
+// firstNames joins the first CheckNames names, counting the rest.
+func firstNames(s []string) string {
+	if len(s) <= CheckNames {
+		return strings.Join(s, ", ")
+	}
+	return fmt.Sprintf("%s, … (%d more)", strings.Join(s[:CheckNames], ", "), len(s)-CheckNames)
 }

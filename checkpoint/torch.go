@@ -147,6 +147,10 @@ func torchFindClass(module, name string) (interface{}, error) {
 		return storageClass{U8}, nil
 	case "torch.BoolStorage":
 		return storageClass{Bool}, nil
+	case "torch.Float8_e4m3fnStorage":
+		return storageClass{F8E4M3}, nil
+	case "torch.Float8_e5m2Storage":
+		return storageClass{F8E5M2}, nil
 	}
 	return types.NewGenericClass(module, name), nil
 }

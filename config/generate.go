@@ -20,6 +20,7 @@ import (
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/video"
 	"github.com/densitykv/densitykv/wan"
+	"github.com/densitykv/densitykv/weights"
 )
 
 // GenerateConfig is config.resolved.yaml of a generate run: the run,
@@ -317,13 +318,20 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 		G.Precision = DefaultPrecision(G.Arch)
 	}
 	if G.Checkpoint == "" {
-		return fmt.Errorf("--checkpoint is required (a .safetensors or .pt file of the causal Wan generator)")
+		return fmt.Errorf("--checkpoint is required (a .safetensors or .pt file of the causal Wan generator, or a diffusers folder)")
 	}
 	if _, err := os.Stat(G.Checkpoint); err != nil {
 		return fmt.Errorf("--checkpoint: %w", err)
 	}
+	files, err := weights.Files(G.Checkpoint, weights.DiT)
+	if err != nil {
+		return err
+	}
 	// Record the entry that will be loaded (the automatic choice resolved).
-	entry, err := checkpoint.TorchEntry(G.Checkpoint, checkpoint.TorchOptions{Entry: G.Entry})
+	entry := ""
+	if len(files) == 1 {
+		entry, err = checkpoint.TorchEntry(files[0], checkpoint.TorchOptions{Entry: G.Entry})
+	}
 	if err != nil {
 		from := fmt.Sprintf("--entry %q", G.Entry)
 		if p, ok := G.Backbone.Preset(); ok && p.Entry == G.Entry {
@@ -332,7 +340,7 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 		return fmt.Errorf("--checkpoint %s (%s): %w", G.Checkpoint, from, err)
 	}
 	if G.Entry == "" && G.Backbone == BackboneNone && entry == "generator" {
-		if ents, err := torchEntries(G.Checkpoint); err == nil && slices.Contains(ents, "generator_ema") {
+		if ents, err := torchEntries(files[0]); err == nil && slices.Contains(ents, "generator_ema") {
 			gc.Warnings = append(gc.Warnings, fmt.Sprintf("generate: %s holds generator and generator_ema; loading generator (name the entry with --entry, or use --backbone: self-forcing runs generator_ema)", G.Checkpoint))
 		}
 	}
@@ -516,6 +524,18 @@ func (G *GenerateSection) resolveText(model wan.Config, out string) error {
 			return fmt.Errorf("%s: %w", f.flag, err)
 		}
 	}
+	// Find the files in folders now (pipeline.CheckText reads the
+	// tensors and the tokenizer before any work).
+	if G.TextEncoder != "" {
+		if _, err := weights.Files(G.TextEncoder, weights.TextEncoder); err != nil {
+			return err
+		}
+	}
+	if G.Tokenizer != "" {
+		if _, err := weights.TokenizerFile(G.Tokenizer); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -524,6 +544,9 @@ func (G *GenerateSection) resolveVAE() error {
 	if G.VAE != "" {
 		if _, err := os.Stat(G.VAE); err != nil {
 			return fmt.Errorf("--vae: %w", err)
+		}
+		if _, err := weights.Files(G.VAE, weights.VAE); err != nil {
+			return err
 		}
 	}
 	if (G.VAEMean == nil) != (G.VAEStd == nil) || len(G.VAEMean) != len(G.VAEStd) {

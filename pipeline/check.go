@@ -1,44 +1,29 @@
 package pipeline
 
 import (
-	"errors"
 	"fmt"
 
-	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/vae"
 	"github.com/densitykv/densitykv/wan"
+	"github.com/densitykv/densitykv/weights"
 )
 
 // CheckBackbone checks a DiT checkpoint against configuration cfg without
-// reading its weights: every parameter present with its shape, nothing
-// unexpected, floating-point dtypes, the file's records within its size
-// (checkpoint.OpenRaw). wan.Load reads and checks the values later; this
-// lets a run refuse a wrong file before it spends minutes on the text
-// encoder. entry selects a PyTorch checkpoint's entry ("" = automatic).
-// Errors name the file and the tensors.
+// reading its weights: its layout recognised (package weights: a file,
+// sharded safetensors, a diffusers or ComfyUI layout), every parameter
+// present with its shape, nothing unexpected, floating-point dtypes, the
+// file's records within its size (wan.Check). wan.Load reads and checks
+// the values later; this lets a run refuse a wrong file before it spends
+// minutes on the text encoder. entry selects a PyTorch checkpoint's
+// entry ("" = automatic). Errors name the file and the tensors.
 func CheckBackbone(path, entry string, cfg wan.Config) error {
-	f, err := checkpoint.OpenRaw(path, checkpoint.TorchOptions{Entry: entry})
+	src, err := weights.Open(path, weights.DiT, weights.Options{Entry: entry})
 	if err != nil {
-		return fmt.Errorf("pipeline: backbone %s: %w", path, err)
-	}
-	defer f.Close()
-	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("pipeline: backbone: %w", err)
 	}
-	sd := make(checkpoint.StateDict, len(f.Tensors))
-	var bad []error
-	for _, t := range f.Tensors {
-		sd[t.Name] = &checkpoint.Tensor{Shape: t.Shape}
-		if !t.DType.IsFloat() {
-			bad = append(bad, fmt.Errorf("tensor %s has dtype %s, want a floating-point type", t.Name, t.DType))
-		}
-	}
-	shell := &wan.Model{Cfg: cfg, Blocks: make([]wan.Block, cfg.Layers)}
-	if err := sd.Check(shell.Expected()); err != nil {
-		bad = append([]error{err}, bad...)
-	}
-	if err := errors.Join(bad...); err != nil {
-		return fmt.Errorf("pipeline: backbone %s: %w", path, err)
+	defer src.Close()
+	if err := wan.Check(src, cfg); err != nil {
+		return fmt.Errorf("pipeline: backbone: %w", err)
 	}
 	return nil
 }

@@ -19,13 +19,14 @@ import (
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/t5"
 	"github.com/densitykv/densitykv/tokenizer"
+	"github.com/densitykv/densitykv/weights"
 )
 
 // TextOptions configures the text stage: Wan2.1's umT5 encoder and its
 // SentencePiece tokenizer, at the DiT's text length.
 type TextOptions struct {
-	Encoder   string // umT5 encoder checkpoint (models_t5_umt5-xxl-enc-bf16.pth or safetensors)
-	Tokenizer string // spiece.model, or a folder holding it (google/umt5-xxl)
+	Encoder   string // umT5 encoder: checkpoint or folder in a layout package weights reads (models_t5_umt5-xxl-enc-bf16.pth, google/umt5-xxl, a diffusers model)
+	Tokenizer string // spiece.model, or a folder holding it (google/umt5-xxl, a diffusers model or its tokenizer/)
 	// TextLen is the token length of a prompt (EOS included): the DiT's
 	// text length, wan.Config.TextLen (512 for Wan2.1).
 	TextLen int
@@ -43,6 +44,11 @@ type TextOptions struct {
 	// they are in the cache (read them with ReadEmbedding(CachePath(…))),
 	// so that a long list of prompts is not held in memory.
 	Discard bool
+	// Loading, when set, is called while the encoder's weights are read
+	// (bytes read so far and the total); Loaded, once they are, with what
+	// was read (t5.Model.Loaded).
+	Loading func(done, total int64)
+	Loaded  func(desc string)
 	// Precision is the encoder's compute precision (t5.Model.Precision;
 	// the weights are bfloat16 either way): generate's --precision, bf16
 	// for the real umT5-XXL, fp32 for the tiny golden encoder. It is part
@@ -72,12 +78,11 @@ func CheckText(o TextOptions) (*TextInputs, error) {
 	}
 	in := &TextInputs{}
 	var err error
-	if in.Tokenizer, err = tokenizer.Load(o.Tokenizer); err != nil {
-		return nil, fmt.Errorf("pipeline: tokenizer %s: %w", o.Tokenizer, err)
+	if in.TokenizerPath, err = weights.TokenizerFile(o.Tokenizer); err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	in.TokenizerPath = o.Tokenizer
-	if st, err := os.Stat(o.Tokenizer); err == nil && st.IsDir() {
-		in.TokenizerPath = filepath.Join(o.Tokenizer, tokenizer.ModelFile)
+	if in.Tokenizer, err = tokenizer.Load(in.TokenizerPath); err != nil {
+		return nil, fmt.Errorf("pipeline: tokenizer %s: %w", o.Tokenizer, err)
 	}
 	if in.TokenizerSum, err = filehash.File(in.TokenizerPath); err != nil {
 		return nil, fmt.Errorf("pipeline: tokenizer: %w", err)
@@ -85,13 +90,33 @@ func CheckText(o TextOptions) (*TextInputs, error) {
 	if in.Encoder, err = t5.Inspect(o.Encoder, t5.LoadOptions{}); err != nil {
 		return nil, fmt.Errorf("pipeline: text encoder: %w", err)
 	}
-	if n := in.Tokenizer.VocabSize(); n > in.Encoder.Vocab {
-		return nil, fmt.Errorf("pipeline: tokenizer %s has %d pieces, more than the %d rows of text encoder %s's embedding", o.Tokenizer, n, in.Encoder.Vocab, o.Encoder)
+	if err := CheckVocab(in.Tokenizer.VocabSize(), in.Encoder.Vocab); err != nil {
+		return nil, fmt.Errorf("pipeline: tokenizer %s and text encoder %s: %w", o.Tokenizer, o.Encoder, err)
 	}
-	if in.EncoderSum, err = filehash.File(o.Encoder); err != nil {
+	if in.EncoderSum, err = filehash.Path(o.Encoder); err != nil {
 		return nil, fmt.Errorf("pipeline: text encoder: %w", err)
 	}
 	return in, nil
+}
+
+// MaxExtraRows is how many more rows than the tokenizer has pieces a text
+// encoder's embedding may have: T5's sentinel ids and padding (umT5-XXL:
+// 256,000 pieces, 256,384 rows).
+const MaxExtraRows = 1024
+
+// CheckVocab checks a tokenizer of pieces pieces against a text encoder
+// whose embedding has rows rows: a piece id beyond the rows cannot be
+// embedded, and far fewer pieces than rows means the tokenizer is
+// another model's (its ids would pick unrelated rows: garbage
+// conditioning, with no error).
+func CheckVocab(pieces, rows int) error {
+	switch {
+	case pieces > rows:
+		return fmt.Errorf("the tokenizer has %d pieces, more than the %d rows of the encoder's embedding: they are not a pair", pieces, rows)
+	case rows-pieces > MaxExtraRows:
+		return fmt.Errorf("the tokenizer has %d pieces and the encoder's embedding %d rows (at most %d more rows are T5's sentinel ids and padding): the tokenizer is not the encoder's (umT5-XXL's has 256,000 pieces for 256,384 rows)", pieces, rows, MaxExtraRows)
+	}
+	return nil
 }
 
 // CacheKey is the cache key of a prompt's embedding: the SHA-256 of the
@@ -190,9 +215,12 @@ func EncodePrompts(o TextOptions, in *TextInputs, prompts []string) ([]*Embeddin
 		jobs = append(jobs, job{i, tok})
 	}
 	if len(jobs) > 0 {
-		m, err := t5.Load(o.Encoder, t5.LoadOptions{Precision: o.Precision})
+		m, err := t5.Load(o.Encoder, t5.LoadOptions{Precision: o.Precision, Progress: o.Loading})
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: text encoder: %w", err)
+		}
+		if o.Loaded != nil {
+			o.Loaded(m.Loaded)
 		}
 		if m.Config != in.Encoder {
 			return nil, fmt.Errorf("pipeline: text encoder %s changed since it was checked", o.Encoder)

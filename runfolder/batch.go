@@ -250,7 +250,7 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 		return nil, err
 	}
 	if todo > 0 {
-		if err := in.loadBackbone(g); err != nil {
+		if err := in.loadBackbone(g, hooks); err != nil {
 			return nil, err
 		}
 	}

@@ -106,9 +106,10 @@ type FileFingerprint struct {
 }
 
 // fingerprint identifies an input file (package filehash: SHA-256 of the
-// whole file, or of its size and sampled pieces for files over 256 MiB).
+// whole file, or of its size and sampled pieces for files over 256 MiB)
+// or model folder (a diffusers folder: filehash.Path, by its files).
 func fingerprint(role, path string) (FileFingerprint, error) {
-	s, err := filehash.File(path)
+	s, err := filehash.Path(path)
 	if err != nil {
 		return FileFingerprint{Role: role, Path: path}, err
 	}

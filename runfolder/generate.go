@@ -89,7 +89,7 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	if err != nil {
 		return nil, err
 	}
-	if err := in.loadBackbone(g); err != nil {
+	if err := in.loadBackbone(g, hooks); err != nil {
 		return nil, err
 	}
 	return generateRun(ctx, gc, in, embeds, gs, resume, force, false, hooks)
@@ -128,6 +128,7 @@ func checkGenerateInputs(g config.GenerateSection, hooks Hooks, text bool) (*gen
 		if err != nil {
 			return nil, userf("--vae %s: %w", g.VAE, err)
 		}
+		hooks.info("VAE: %s", m.Loaded)
 		in.vae = m
 		if in.ffmpeg, err = video.LookFFmpeg(); err != nil {
 			hooks.warn("warning: ffmpeg is not on PATH: the video will be PNG frames in %s/ (%s; then `densitykv decode` writes video.mp4)", video.DirFrames, video.InstallHint)
@@ -158,7 +159,9 @@ func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.Pro
 		texts[i] = p.Text
 	}
 	o := pipeline.TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen, CacheDir: g.TextCache, Discard: discard, Precision: g.Precision,
-		Warn: func(msg string) { hooks.warn("%s", msg) },
+		Warn:    func(msg string) { hooks.warn("%s", msg) },
+		Loading: loadProgress(hooks, "load text encoder (MiB)"),
+		Loaded:  func(desc string) { hooks.info("text encoder: %s", desc) },
 		Progress: func(done, total int) {
 			if hooks.Progress != nil {
 				hooks.Progress("encode", done, total)
@@ -204,18 +207,37 @@ func readRunEmbeddings(dir string, g config.GenerateSection) ([]*pipeline.Embedd
 	return out, nil
 }
 
-// loadBackbone loads the DiT (after the text encoder is gone).
-func (in *genInputs) loadBackbone(g config.GenerateSection) error {
+// loadBackbone loads the DiT (after the text encoder is gone), reporting
+// the bytes read as stage "load DiT (MiB)" and what was read (the
+// checkpoint's layout, the LoRA merged).
+func (in *genInputs) loadBackbone(g config.GenerateSection, hooks Hooks) error {
 	sch, first, err := g.Schedule.Options().Build()
 	if err != nil {
 		return userf("generate.schedule: %w", err)
 	}
-	m, err := wan.Load(g.Checkpoint, g.Model, wan.LoadOptions{Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Precision: g.Precision})
+	m, err := wan.Load(g.Checkpoint, g.Model, wan.LoadOptions{Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Precision: g.Precision,
+		Progress: loadProgress(hooks, "load DiT (MiB)")})
 	if err != nil {
 		return &UserError{&rollout.InputError{Prompt: -1, Name: g.Checkpoint, Err: err}}
 	}
+	hooks.info("DiT: %s, %s", m.Loaded.Source, m.Precision)
+	if m.Loaded.LoRA != "" {
+		hooks.info("lora: merged %s", m.Loaded.LoRA)
+	}
 	in.wan, in.sched, in.first = m, sch, first
 	return nil
+}
+
+// loadProgress reports a model's loading as hooks' stage (MiB read of the
+// total), or nil without a Progress hook.
+func loadProgress(hooks Hooks, stage string) func(done, total int64) {
+	if hooks.Progress == nil {
+		return nil
+	}
+	return func(done, total int64) {
+		mib := func(n int64) int { return int((n + 1<<20 - 1) >> 20) }
+		hooks.Progress(stage, mib(done), mib(total))
+	}
 }
 
 // schedule returns the run's prompt schedule for the rollout: the text

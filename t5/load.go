@@ -2,6 +2,7 @@ package t5
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/weights"
 )
 
 // LoadOptions configures Load.
@@ -26,38 +28,70 @@ type LoadOptions struct {
 	// Precision is the model's Precision (the zero value is gemm.F32,
 	// "fp32"). The weights are bfloat16 either way.
 	Precision gemm.Precision
+	// Progress, when set, is called after each tensor read with the
+	// bytes read so far and the total.
+	Progress func(done, total int64)
 }
 
-// Load reads a umT5 encoder from a PyTorch zip checkpoint (Wan2.1's
-// models_t5_umt5-xxl-enc-bf16.pth) or a safetensors file, with the key
-// names of Wan's T5Encoder. The configuration comes from the shapes:
-// Vocab and Dim from token_embedding, Layers from the blocks present,
-// DimAttn from blocks.0.attn.q, DimFFN from blocks.0.ffn.fc1, Buckets and
-// Heads from blocks.0.pos_embedding.
+// Load reads a umT5 encoder in any layout package weights recognises:
+// Wan2.1's models_t5_umt5-xxl-enc-bf16.pth (Wan's T5Encoder names) or a
+// safetensors file of it, Hugging Face's UMT5EncoderModel (google/umt5-xxl,
+// a diffusers model's text_encoder/ folder, sharded safetensors with an
+// index; a whole umT5's decoder is ignored) or ComfyUI's umt5_xxl files
+// (fp16, bf16, fp8 with per-tensor scales). The configuration comes from
+// the shapes: Vocab and Dim from token_embedding, Layers from the blocks
+// present, DimAttn from blocks.0.attn.q, DimFFN from blocks.0.ffn.fc1,
+// Buckets and Heads from blocks.0.pos_embedding; MaxDist and Eps from
+// the folder's config.json (relative_attention_max_distance,
+// layer_norm_epsilon) when opt leaves them 0.
 //
 // Matrices are kept as bfloat16: BF16 tensors are copied bit for bit;
-// F32, F16 and F64 ones are rounded to the nearest bfloat16 (F64 through
-// float32) and Model.Rounded counts the values that changed. Norm weights
-// and position tables are kept as float32. Everything is checked before
-// the weights are read (missing, unexpected and mis-shaped tensors all in
-// one error, non-floating dtypes), and every value is checked finite as it
-// is read; errors name the file and the tensor. The file is read tensor by
-// tensor, so peak memory is the model plus a 1 MB buffer.
+// F32, F16, F64 and fp8 ones (times their scale) are rounded to the
+// nearest bfloat16 (F64 through float32) and Model.Rounded counts the
+// values that changed. Norm weights and position tables are kept as
+// float32. Everything is checked before the weights are read (missing,
+// unexpected and mis-shaped tensors all in one error, non-floating
+// dtypes), and every value is checked finite as it is read; errors name
+// the file and the tensor. The files are read tensor by tensor, so peak
+// memory is the model plus a 1 MB buffer.
 func Load(path string, opt LoadOptions) (*Model, error) {
-	f, err := checkpoint.OpenRaw(path, checkpoint.TorchOptions{Entry: opt.Entry})
+	src, err := weights.Open(path, weights.TextEncoder, weights.Options{Entry: opt.Entry})
 	if err != nil {
 		return nil, fmt.Errorf("t5: load: %w", err)
 	}
-	defer f.Close()
-	m, err := fromRaw(f.Tensors, opt)
+	defer src.Close()
+	opt = withConfig(opt, src)
+	m, err := fromRaw(src.Tensors, opt)
 	if err != nil {
 		return nil, fmt.Errorf("%w (file %s)", err, path)
 	}
 	m.Precision = opt.Precision
+	m.Loaded = src.Describe()
 	if err := m.checkPrecision(); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// withConfig fills opt's MaxDist and Eps, when 0, from a Hugging Face
+// config.json beside the weights.
+func withConfig(opt LoadOptions, src *weights.Source) LoadOptions {
+	num := func(key string) float64 {
+		var v float64
+		if raw, ok := src.Config[key]; ok {
+			if err := json.Unmarshal(raw, &v); err == nil {
+				return v
+			}
+		}
+		return 0
+	}
+	if v := num("relative_attention_max_distance"); opt.MaxDist == 0 && v >= 1 && v <= 1<<30 && v == math.Trunc(v) {
+		opt.MaxDist = int(v)
+	}
+	if v := num("layer_norm_epsilon"); opt.Eps == 0 && v > 0 && v < 1 {
+		opt.Eps = v
+	}
+	return opt
 }
 
 // InferConfig returns the configuration the tensors describe (see Load),
@@ -134,12 +168,12 @@ func InferConfig(tensors []checkpoint.RawTensor, opt LoadOptions) (Config, error
 // of an 11 GB encoder before a run starts. Errors name the file and the
 // tensor.
 func Inspect(path string, opt LoadOptions) (Config, error) {
-	f, err := checkpoint.OpenRaw(path, checkpoint.TorchOptions{Entry: opt.Entry})
+	src, err := weights.Open(path, weights.TextEncoder, weights.Options{Entry: opt.Entry})
 	if err != nil {
 		return Config{}, fmt.Errorf("t5: load: %w", err)
 	}
-	defer f.Close()
-	m, _, err := checkRaw(f.Tensors, opt)
+	defer src.Close()
+	m, _, err := checkRaw(src.Tensors, withConfig(opt, src))
 	if err != nil {
 		return Config{}, fmt.Errorf("%w (file %s)", err, path)
 	}
@@ -187,8 +221,13 @@ func fromRaw(tensors []checkpoint.RawTensor, opt LoadOptions) (*Model, error) {
 	}
 	ps := m.params()
 	buf := make([]byte, 1<<20)
+	var done, total int64
+	for _, p := range ps {
+		total += byName[p.name].Bytes()
+	}
 	for _, p := range ps {
 		t := byName[p.name]
+		done += t.Bytes()
 		if p.bf != nil {
 			*p.bf = make([]uint16, p.elems())
 			n, err := readBF16(t, *p.bf, p.shape, buf)
@@ -201,6 +240,9 @@ func fromRaw(tensors []checkpoint.RawTensor, opt LoadOptions) (*Model, error) {
 			if err := readF32(t, *p.f32, p.shape, buf); err != nil {
 				return nil, err
 			}
+		}
+		if opt.Progress != nil {
+			opt.Progress(done, total)
 		}
 	}
 	return m, nil
@@ -232,18 +274,17 @@ func decodeChunks(t checkpoint.RawTensor, buf []byte, put func(i0 int, b []byte)
 	return nil
 }
 
-// elemFloat32 decodes element k of little-endian data b of a floating
-// dtype.
-func elemFloat32(d checkpoint.DType, b []byte, k int) float32 {
-	switch d {
-	case checkpoint.F32:
-		return math.Float32frombits(binary.LittleEndian.Uint32(b[4*k:]))
-	case checkpoint.F64:
-		return float32(math.Float64frombits(binary.LittleEndian.Uint64(b[8*k:])))
-	case checkpoint.F16:
-		return checkpoint.HalfToFloat32(binary.LittleEndian.Uint16(b[2*k:]))
+// elemFloat32 decodes element k of little-endian data b of t's floating
+// dtype, times t's scale when it has one (a scaled fp8 weight: the
+// product rounded to float32).
+func elemFloat32(t checkpoint.RawTensor, b []byte, k int) float32 {
+	var v [1]float32
+	es := t.DType.Size()
+	t.DType.Decode(v[:], b[k*es:(k+1)*es])
+	if t.Scale != 0 {
+		return v[0] * t.Scale
 	}
-	return widen(binary.LittleEndian.Uint16(b[2*k:])) // BF16
+	return v[0]
 }
 
 // readBF16 reads t into dst as bfloat16 bits, returning how many values
@@ -255,7 +296,7 @@ func readBF16(t checkpoint.RawTensor, dst []uint16, shape []int, buf []byte) (ro
 	err = decodeChunks(t, buf, func(i0 int, b []byte) error {
 		n := len(b) / t.DType.Size()
 		d := dst[i0 : i0+n]
-		if t.DType == checkpoint.BF16 {
+		if t.DType == checkpoint.BF16 && t.Scale == 0 {
 			for k := range d {
 				h := binary.LittleEndian.Uint16(b[2*k:])
 				if !finiteBF16(h) {
@@ -266,12 +307,12 @@ func readBF16(t checkpoint.RawTensor, dst []uint16, shape []int, buf []byte) (ro
 			return nil
 		}
 		for k := range d {
-			v := elemFloat32(t.DType, b, k)
+			v := elemFloat32(t, b, k)
 			h := roundBF16(v)
 			if !finiteBF16(h) {
 				return nonFinite(i0+k, v)
 			}
-			if widen(h) != v || (t.DType == checkpoint.F64 && float64(v) != math.Float64frombits(binary.LittleEndian.Uint64(b[8*k:]))) {
+			if widen(h) != v || (t.DType == checkpoint.F64 && t.Scale == 0 && float64(v) != math.Float64frombits(binary.LittleEndian.Uint64(b[8*k:]))) {
 				rounded++
 			}
 			d[k] = h
@@ -287,7 +328,7 @@ func readF32(t checkpoint.RawTensor, dst []float32, shape []int, buf []byte) err
 	return decodeChunks(t, buf, func(i0 int, b []byte) error {
 		n := len(b) / t.DType.Size()
 		for k := range n {
-			v := elemFloat32(t.DType, b, k)
+			v := elemFloat32(t, b, k)
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 				return fmt.Errorf("t5: load: tensor %s has %v at %s", t.Name, v, index(shape, i0+k))
 			}

@@ -61,6 +61,9 @@ type Model struct {
 	// bfloat16 values (in a float32, float16 or float64 checkpoint) and
 	// rounded to the nearest one (ties to even). 0 for a bfloat16 file.
 	Rounded int64
+	// Loaded says what Load read (weights.Source.Describe; "" for a model
+	// built otherwise).
+	Loaded string
 
 	mu sync.Mutex
 	ws *workspace

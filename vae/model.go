@@ -10,6 +10,7 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/weights"
 )
 
 // Conv is a convolution with stride 1: Wan's CausalConv3d (KT frames of
@@ -101,6 +102,10 @@ type Model struct {
 
 	packMu sync.Mutex
 	packed [2]bool // per gemm.Precision: the convolutions are packed
+
+	// Loaded says what Load read (weights.Source.Describe; "" for a model
+	// built otherwise).
+	Loaded string
 }
 
 // Param is one named parameter: its checkpoint name, shape and slice.
@@ -293,18 +298,81 @@ func FromStateDict(sd checkpoint.StateDict) (*Model, error) {
 	return m, nil
 }
 
-// Load reads the decoder of a Wan2.1 VAE checkpoint: Wan2.1_VAE.pth (a
-// PyTorch zip holding the whole VAE's state dict; encoder keys are
-// ignored) or a .safetensors file, with the configuration inferred from
-// the tensor shapes. Errors name the file and the tensor at fault.
-func Load(path string) (*Model, error) {
-	sd, err := checkpoint.LoadFile(path, checkpoint.TorchOptions{})
+// LoadOptions configures LoadWith.
+type LoadOptions struct {
+	// Progress, when set, is called after each tensor read with the
+	// bytes read so far and the total.
+	Progress func(done, total int64)
+}
+
+// Load reads the decoder of a Wan2.1 VAE in any layout package weights
+// recognises: Wan2.1_VAE.pth (a PyTorch zip holding the whole VAE's state
+// dict; encoder keys are ignored), a .safetensors file (ComfyUI's
+// wan_2.1_vae.safetensors; fp16, bf16 and fp8 values are widened
+// exactly), or diffusers' AutoencoderKLWan (a vae/ folder, its file, or a
+// diffusers model folder), with the configuration inferred from the
+// tensor shapes. Every tensor is checked before any is read, and read
+// one at a time. Errors name the file and the tensor at fault.
+func Load(path string) (*Model, error) { return LoadWith(path, LoadOptions{}) }
+
+// LoadWith is Load with options.
+func LoadWith(path string, opt LoadOptions) (*Model, error) {
+	src, err := weights.Open(path, weights.VAE, weights.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("vae: load: %w", err)
 	}
-	m, err := FromStateDict(sd)
+	defer src.Close()
+	m, err := fromSource(src, opt)
 	if err != nil {
 		return nil, fmt.Errorf("%w (file %s)", err, path)
+	}
+	m.Loaded = src.Describe()
+	return m, nil
+}
+
+// fromSource builds the model from the decoder tensors of src.
+func fromSource(src *weights.Source, opt LoadOptions) (*Model, error) {
+	shell := make(checkpoint.StateDict, len(src.Tensors))
+	byName := map[string]checkpoint.RawTensor{}
+	for _, t := range src.Tensors {
+		if IsDecoderKey(t.Name) {
+			shell[t.Name] = &checkpoint.Tensor{Shape: t.Shape}
+			byName[t.Name] = t
+		}
+	}
+	cfg, err := InferConfig(shell)
+	if err != nil {
+		return nil, err
+	}
+	m := build(cfg)
+	if err := shell.Check(m.Expected()); err != nil {
+		return nil, fmt.Errorf("vae: %w", err)
+	}
+	var total, done int64
+	for _, p := range m.Params() {
+		t := byName[p.Name]
+		if !t.DType.IsFloat() {
+			return nil, fmt.Errorf("vae: tensor %s has dtype %s, want a floating-point type", t.StoredName(), t.DType)
+		}
+		total += t.Bytes()
+	}
+	buf := make([]byte, 1<<20)
+	for _, p := range m.Params() {
+		t := byName[p.Name]
+		d := make([]float32, numel(p.Shape))
+		if err := t.ReadFloat32(d, buf); err != nil {
+			return nil, fmt.Errorf("vae: %w", err)
+		}
+		for i, v := range d {
+			if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+				return nil, fmt.Errorf("vae: parameter %s has %v at index %d", p.Name, v, i)
+			}
+		}
+		*p.Data = d
+		done += t.Bytes()
+		if opt.Progress != nil {
+			opt.Progress(done, total)
+		}
 	}
 	return m, nil
 }

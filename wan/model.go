@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -76,6 +74,8 @@ type Model struct {
 	Blocks         []Block
 	Head           Linear    // "head.head" [out_len][dim]
 	HeadModulation []float32 // "head.modulation" [1][2][dim]
+	// Loaded says what Load read (empty for a model built otherwise).
+	Loaded Loaded
 
 	ws *workspace
 }
@@ -313,93 +313,6 @@ func fromStateDict(cfg Config, sd checkpoint.StateDict, prec gemm.Precision, rel
 		}
 	}
 	return m, nil
-}
-
-// LoadOptions configures Load.
-type LoadOptions struct {
-	// Entry selects the entry of a PyTorch checkpoint ("" = generator,
-	// then generator_ema, then model; see checkpoint.TorchOptions).
-	Entry string
-	// LoRA is an optional checkpoint holding LongLive's adapters (in its
-	// "generator_lora" entry for PyTorch files); merged into the weights.
-	LoRA string
-	// LoRAAlpha is the LoRA alpha: each adapter is scaled by alpha/r with r
-	// its lora_A's first dimension. 0 means alpha = the rank (scale 1),
-	// which needs every adapter to have the same rank. LongLive uses rank
-	// 256, alpha 256.
-	LoRAAlpha float64
-	// Precision is the model's precision (the zero value is gemm.F32,
-	// "fp32"); the adapters are merged in float32 before the weights are
-	// packed (and, at bf16, rounded once).
-	Precision gemm.Precision
-}
-
-// Load reads a checkpoint (.safetensors or PyTorch zip) into a model of
-// configuration cfg, merging LoRA adapters when opt.LoRA is set. With LoRA,
-// every Linear of every block (self/cross q, k, v, o; ffn.0, ffn.2) must
-// have an adapter.
-func Load(path string, cfg Config, opt LoadOptions) (*Model, error) {
-	sd, err := checkpoint.LoadFile(path, checkpoint.TorchOptions{Entry: opt.Entry})
-	if err != nil {
-		return nil, fmt.Errorf("wan: load: %w", err)
-	}
-	if opt.LoRA != "" {
-		lsd, err := loadLoRA(opt.LoRA)
-		if err != nil {
-			return nil, fmt.Errorf("wan: load lora: %w", err)
-		}
-		if err := sd.Check(mustModel(cfg).Expected()); err != nil {
-			return nil, fmt.Errorf("wan: %w", err)
-		}
-		merged, err := checkpoint.MergeLoRA(sd, lsd, opt.LoRAAlpha)
-		if err != nil {
-			return nil, fmt.Errorf("wan: %w", err)
-		}
-		have := map[string]bool{}
-		for _, n := range merged {
-			have[n] = true
-		}
-		var miss []string
-		for i := 0; i < cfg.Layers; i++ {
-			for _, s := range []string{"self_attn.q", "self_attn.k", "self_attn.v", "self_attn.o",
-				"cross_attn.q", "cross_attn.k", "cross_attn.v", "cross_attn.o", "ffn.0", "ffn.2"} {
-				if n := "blocks." + strconv.Itoa(i) + "." + s + ".weight"; !have[n] {
-					miss = append(miss, n)
-				}
-			}
-		}
-		if len(miss) > 0 {
-			return nil, fmt.Errorf("wan: load lora: %d block Linear layers have no adapter: %v", len(miss), miss)
-		}
-	}
-	return fromStateDict(cfg, sd, opt.Precision, true)
-}
-
-// loadLoRA reads LoRA factors: the "generator_lora" entry of a PyTorch
-// checkpoint when present (LongLive), else its state dict, or a
-// safetensors file.
-func loadLoRA(path string) (checkpoint.StateDict, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if ents, err := checkpoint.TorchEntries(f, st.Size()); err == nil {
-		entry := ""
-		if slices.Contains(ents, "generator_lora") {
-			entry = "generator_lora"
-		}
-		return checkpoint.LoadTorch(f, st.Size(), checkpoint.TorchOptions{Entry: entry})
-	}
-	return checkpoint.LoadFile(path, checkpoint.TorchOptions{})
-}
-
-func mustModel(cfg Config) *Model {
-	return &Model{Cfg: cfg, Blocks: make([]Block, cfg.Layers)}
 }
 
 // Random returns a model of precision prec with seeded random parameters

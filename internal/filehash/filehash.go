@@ -14,7 +14,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"sort"
+	"strings"
 )
 
 // Sampling of large files (variables for tests).
@@ -72,6 +76,70 @@ func File(path string) (Sum, error) {
 			}
 			h.Write(buf)
 		}
+	}
+	s.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return s, nil
+}
+
+// Path returns the Sum of the file at path, or of the folder at path (a
+// model folder: diffusers, Hugging Face): the SHA-256 of the list of its
+// files (every regular file below it, symbolic links followed, names
+// starting with "." skipped), each by its path relative to the folder,
+// its size and its own Sum, in path order. Size is the files' total;
+// Sampled says whether any file was sampled.
+func Path(path string) (Sum, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return Sum{}, err
+	}
+	if !st.IsDir() {
+		return File(path)
+	}
+	var rels []string
+	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != path && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		st, err := os.Stat(p) // through a symbolic link (a Hugging Face cache's blobs)
+		if err != nil {
+			return err
+		}
+		if st.Mode().IsRegular() {
+			rel, err := filepath.Rel(path, p)
+			if err != nil {
+				return err
+			}
+			rels = append(rels, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		return Sum{}, err
+	}
+	if len(rels) == 0 {
+		return Sum{}, fmt.Errorf("%s is an empty folder", path)
+	}
+	sort.Strings(rels)
+	h := sha256.New()
+	var s Sum
+	fmt.Fprintf(h, "folder %d\n", len(rels))
+	for _, rel := range rels {
+		f, err := File(filepath.Join(path, filepath.FromSlash(rel)))
+		if err != nil {
+			return Sum{}, err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00%s\n", rel, f.Size, f)
+		s.Size += f.Size
+		s.Sampled = s.Sampled || f.Sampled
 	}
 	s.SHA256 = hex.EncodeToString(h.Sum(nil))
 	return s, nil

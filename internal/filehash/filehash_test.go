@@ -56,3 +56,60 @@ func TestFile(t *testing.T) {
 		t.Fatal("a folder hashed")
 	}
 }
+
+// TestPathFolder: a folder is identified by its files (names, sizes,
+// contents), hidden files aside, symbolic links followed; a file by
+// File's Sum.
+func TestPathFolder(t *testing.T) {
+	dir := t.TempDir()
+	m := filepath.Join(dir, "model")
+	os.MkdirAll(filepath.Join(m, "transformer"), 0o755)
+	os.WriteFile(filepath.Join(m, "model_index.json"), []byte("{}"), 0o644)
+	os.WriteFile(filepath.Join(m, "transformer", "w.safetensors"), []byte("weights"), 0o644)
+	base, err := Path(m)
+	if err != nil || base.Size != 9 {
+		t.Fatalf("%+v %v", base, err)
+	}
+	if f, err := Path(filepath.Join(m, "model_index.json")); err != nil || f.Size != 2 {
+		t.Fatalf("file: %+v %v", f, err)
+	}
+	same := func() bool {
+		s, err := Path(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s == base
+	}
+	os.WriteFile(filepath.Join(m, ".cache"), []byte("x"), 0o644)
+	os.MkdirAll(filepath.Join(m, ".git"), 0o755)
+	os.WriteFile(filepath.Join(m, ".git", "HEAD"), []byte("x"), 0o644)
+	if !same() {
+		t.Fatal("a hidden file changed the folder's sum")
+	}
+	os.WriteFile(filepath.Join(m, "transformer", "w.safetensors"), []byte("weightz"), 0o644)
+	if same() {
+		t.Fatal("a changed file went unnoticed")
+	}
+	os.WriteFile(filepath.Join(m, "transformer", "w.safetensors"), []byte("weights"), 0o644)
+	if !same() {
+		t.Fatal("the same content gives another sum")
+	}
+	os.Rename(filepath.Join(m, "transformer", "w.safetensors"), filepath.Join(m, "transformer", "v.safetensors"))
+	if same() {
+		t.Fatal("a renamed file went unnoticed")
+	}
+	os.Rename(filepath.Join(m, "transformer", "v.safetensors"), filepath.Join(m, "transformer", "w.safetensors"))
+	// A Hugging Face cache: the files are links to blobs.
+	blob := filepath.Join(dir, "blob")
+	os.WriteFile(blob, []byte("weights"), 0o644)
+	os.Remove(filepath.Join(m, "transformer", "w.safetensors"))
+	if err := os.Symlink(blob, filepath.Join(m, "transformer", "w.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	if !same() {
+		t.Fatal("a link to the same content gives another sum")
+	}
+	if _, err := Path(t.TempDir()); err == nil {
+		t.Fatal("an empty folder hashed")
+	}
+}
