@@ -32,6 +32,9 @@ type GenerateConfig struct {
 	// Warnings are choices Resolve made that a user may not expect (not
 	// part of the file).
 	Warnings []string `yaml:"-"`
+	// loraAlphaGiven records that ApplyPreset found the LoRA alpha given
+	// by a flag or the file.
+	loraAlphaGiven bool
 }
 
 // GenerateSection is the generate-specific part of a generate run's
@@ -345,6 +348,9 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 		}
 	}
 	G.Entry = entry
+	if err := gc.resolveLoRA(model, gc.loraAlphaGiven || has("generate.lora_alpha")); err != nil {
+		return err
+	}
 	if G.FramesPerBlock <= 0 {
 		return fmt.Errorf("--frames-per-block (generate.frames_per_block) is %d, want >= 1", G.FramesPerBlock)
 	}

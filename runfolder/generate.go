@@ -234,9 +234,16 @@ func loadProgress(hooks Hooks, stage string) func(done, total int64) {
 	if hooks.Progress == nil {
 		return nil
 	}
+	last := -1
 	return func(done, total int64) {
-		mib := func(n int64) int { return int((n + 1<<20 - 1) >> 20) }
-		hooks.Progress(stage, mib(done), mib(total))
+		d, n := int(done>>20), int((total+1<<20-1)>>20)
+		if done >= total {
+			d = n
+		}
+		if d != last {
+			last = d
+			hooks.Progress(stage, d, n)
+		}
 	}
 }
 

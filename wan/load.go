@@ -208,7 +208,7 @@ func planLoRA(path string, cfg Config, alpha float64) (*loraPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wan: load lora: %w", err)
 	}
-	pl := &loraPlan{file: f, byTgt: map[string]weights.Adapter{}, alpha: alpha, from: "given"}
+	pl := &loraPlan{file: f, byTgt: map[string]weights.Adapter{}, alpha: alpha}
 	fail := func(err error) (*loraPlan, error) {
 		f.Close()
 		return nil, err
@@ -320,8 +320,9 @@ func grow(s []float32, n int) []float32 {
 	return s[:n]
 }
 
-// String says what is merged: "LongLive's lora.pt: 300 adapters (PEFT
-// naming), rank 256, alpha 256 (given): scale 1".
+// String says what is merged: "longlive_lora.pt: 300 adapters (PEFT
+// naming), rank 256, alpha 256: scale 1" (where the file states the
+// alpha, it says where).
 func (pl *loraPlan) String() string {
 	f := pl.file
 	rank := "ranks " + fmt.Sprint(f.Ranks())
@@ -331,7 +332,10 @@ func (pl *loraPlan) String() string {
 	scale := "scale alpha/rank"
 	alpha := "alpha = the rank"
 	if pl.alpha > 0 {
-		alpha = fmt.Sprintf("alpha %g (%s)", pl.alpha, pl.from)
+		alpha = fmt.Sprintf("alpha %g", pl.alpha)
+		if pl.from != "" {
+			alpha += " (" + pl.from + ")"
+		}
 		if r := f.Rank(); r > 0 {
 			scale = fmt.Sprintf("scale %g", pl.alpha/float64(r))
 		}

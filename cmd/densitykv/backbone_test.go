@@ -47,9 +47,11 @@ func writeTwoEntryCheckpoint(t *testing.T, path string) {
 }
 
 // writeTinyLoRA writes a LongLive-style LoRA checkpoint (generator_lora,
-// rank 2) adapting every block Linear of the tiny model.
+// rank 256 as LongLive's: --backbone longlive refuses another rank)
+// adapting every block Linear of the tiny model.
 func writeTinyLoRA(t *testing.T, path string) {
 	t.Helper()
+	const r = 256
 	var gen torchtest.Dict
 	for l := 0; l < 2; l++ {
 		for _, s := range []string{"self_attn.q", "self_attn.k", "self_attn.v", "self_attn.o", "cross_attn.q", "cross_attn.k", "cross_attn.v", "cross_attn.o", "ffn.0", "ffn.2"} {
@@ -60,8 +62,8 @@ func writeTinyLoRA(t *testing.T, path string) {
 			case "ffn.2":
 				in = 128
 			}
-			a := &torchtest.Tensor{Shape: []int{2, in}, Data: make([]float32, 2*in)}
-			b := &torchtest.Tensor{Shape: []int{out, 2}, Data: make([]float32, 2*out)}
+			a := &torchtest.Tensor{Shape: []int{r, in}, Data: make([]float32, r*in)}
+			b := &torchtest.Tensor{Shape: []int{out, r}, Data: make([]float32, r*out)}
 			for i := range a.Data {
 				a.Data[i] = float32(i%7) * 0.01
 			}
