@@ -12,6 +12,7 @@ import (
 
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/vbench/vbenchtest"
 )
 
 var fourPrompts = []string{"A cat_on/a mat.", "", "A dog runs.", " A cat on a mat. "}
@@ -263,7 +264,7 @@ func TestExportFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, _ := os.ReadFile(filepath.Join(out, FileManifest))
+	before := listTree(t, out)
 	for k := 1; ; k++ {
 		f := &atomicfile.Faulty{FailAt: k, Err: syscall.ENOSPC, Sticky: true}
 		restore := atomicfile.Use(f)
@@ -278,15 +279,34 @@ func TestExportFaults(t *testing.T) {
 		if !errors.Is(err, syscall.ENOSPC) {
 			t.Fatalf("write %d: %v", k, err)
 		}
-		after, _ := os.ReadFile(filepath.Join(out, FileManifest))
-		if string(after) != string(before) {
-			t.Fatalf("write %d failed and the earlier export changed", k)
+		if after := listTree(t, out); !slices.Equal(after, before) {
+			t.Fatalf("write %d failed and the earlier export changed:\n%q\nwas\n%q", k, after, before)
 		}
 		if tmp, _ := filepath.Glob(filepath.Join(root, ".x.*")); len(tmp) > 0 {
 			t.Fatalf("write %d failed and left %v", k, tmp)
 		}
 	}
-	_ = first
+	if len(first.Manifest.Folders) != 1 || len(listTree(t, out)) == len(before) {
+		t.Errorf("the export after the faults did not replace the first")
+	}
+}
+
+// listTree lists the files under dir with their contents.
+func listTree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		out = append(out, p+" "+string(b))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // TestExportMethodsAndWarnings: variants of one policy are told apart by
@@ -328,5 +348,26 @@ func TestExportMethodsAndWarnings(t *testing.T) {
 		if !strings.Contains(w, s) {
 			t.Errorf("warnings\n%s\nlack %q", w, s)
 		}
+	}
+}
+
+// TestExportSingleRun: a generate run folder is a one-prompt run: its
+// video.mp4 under its prompt's name, prompt index 0; without prompt text
+// (made from --text embeddings) it is refused.
+func TestExportSingleRun(t *testing.T) {
+	root := t.TempDir()
+	r := vbenchtest.WriteSingle(t, filepath.Join(root, "one"), "longlive", "densitykv", "A panda eats bamboo.", 30)
+	res, err := Export(ExportOptions{Runs: []string{r}, Out: filepath.Join(root, "x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := res.Manifest.Folders[0]
+	v := f.Videos[0]
+	if f.Dir != "prompts-1/longlive/densitykv/30s" || v.File != "A panda eats bamboo.-0.mp4" || v.Index != 0 || v.Source != filepath.Join(r, "video.mp4") || res.Manifest.Runs[0].Kind != "generate" {
+		t.Errorf("folder %s, video %+v", f.Dir, v)
+	}
+	e := vbenchtest.WriteSingle(t, filepath.Join(root, "emb"), "longlive", "densitykv", "", 30)
+	if _, err := Export(ExportOptions{Runs: []string{e}, Out: filepath.Join(root, "y")}); err == nil || !strings.Contains(err.Error(), "has no prompt text") {
+		t.Errorf("a run without prompt text: %v", err)
 	}
 }

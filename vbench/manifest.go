@@ -196,6 +196,9 @@ func (m *Manifest) check() error {
 				return fmt.Errorf("folder %s: video file %q is not a distinct .mp4 name", f.Dir, v.File)
 			}
 			files[v.File] = true
+			if v.Run < 0 || v.Run >= len(m.Runs) {
+				return fmt.Errorf("folder %s: video %s names run %d of %d", f.Dir, v.File, v.Run, len(m.Runs))
+			}
 		}
 	}
 	return nil

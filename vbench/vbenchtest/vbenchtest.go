@@ -110,6 +110,37 @@ func WriteList(t testing.TB, dir string, l List) string {
 	return dir
 }
 
+// WriteSingle writes a complete single generate run folder (generate
+// --prompt TEXT) of seconds on backbone with policy, its video.mp4 and
+// its resolved configuration, and returns dir. An empty prompt leaves the
+// configuration without prompt text (a run made from --text embeddings).
+func WriteSingle(t testing.TB, dir, backbone, policy, prompt string, seconds float64) string {
+	t.Helper()
+	gc := config.GenerateDefaults()
+	if err := gc.Generate.Backbone.UnmarshalText([]byte(backbone)); err != nil {
+		t.Fatal(err)
+	}
+	gc.Policies = []string{policy}
+	gc.Stream.Seconds = seconds
+	gc.Generate.Blocks = config.HorizonBlocks(seconds, 3)
+	if prompt != "" {
+		gc.Generate.Prompts = []config.PromptSpec{{Text: prompt}}
+	}
+	rm, err := gc.Memory.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc.Memory = rm
+	y, err := config.MarshalGenerate(gc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	WriteFile(t, filepath.Join(dir, runfolder.FileConfig), string(y))
+	writeRun(t, dir, gc.Generate.Blocks, true)
+	WriteFile(t, filepath.Join(dir, video.FileVideo), "mp4 "+dir)
+	return dir
+}
+
 // writeRun writes a generate run folder's records: complete (summary and
 // final checkpoint agree) or stopped half-way.
 func writeRun(t testing.TB, dir string, blocks int, complete bool) {
