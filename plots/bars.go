@@ -50,8 +50,8 @@ func (bp BarPanel) validate() error {
 }
 
 // Bars draws a grouped bar chart (width × height; zero sizes pick
-// 16 cm × 9 cm), series coloured by SeriesColor and named in a legend
-// above the bars.
+// 16 cm × 9 cm, taller for a legend of more than 12 series), series coloured by SeriesColor and named in a legend
+// right of the axes.
 func Bars(name string, width, height vg.Length, bp BarPanel) (*Figure, error) {
 	if err := bp.validate(); err != nil {
 		return nil, fmt.Errorf("plots: %s: %w", name, err)
@@ -60,7 +60,8 @@ func Bars(name string, width, height vg.Length, bp BarPanel) (*Figure, error) {
 		width = 16 * vg.Centimeter
 	}
 	if height == 0 {
-		height = 9 * vg.Centimeter
+		// Room for the legend's lines.
+		height = max(9*vg.Centimeter, vg.Length(len(bp.Series)+3)*0.6*vg.Centimeter)
 	}
 	f := &Figure{Name: name, Width: width, Height: height}
 	f.draw = func(dc draw.Canvas) {
@@ -105,10 +106,19 @@ func Bars(name string, width, height vg.Length, bp BarPanel) (*Figure, error) {
 		if bp.YMax == 0 {
 			p.Y.Max = math.Max(1, top*1.15)
 		}
-		p.Legend.Top = true
-		p.Legend.Left = true
-		p.Legend.Padding = vg.Points(2)
-		p.Draw(draw.Crop(dc, 2*vg.Millimeter, -4*vg.Millimeter, 2*vg.Millimeter, -2*vg.Millimeter))
+		// The legend right of the axes, top-aligned, so that it never
+		// covers a bar however many series there are.
+		l := p.Legend
+		p.Legend = plot.NewLegend()
+		r := l.Rectangle(dc)
+		legW := r.Max.X - r.Min.X + legendGap
+		body := draw.Crop(dc, 2*vg.Millimeter, -4*vg.Millimeter-legW, 2*vg.Millimeter, -2*vg.Millimeter)
+		p.Draw(body)
+		lc := p.DataCanvas(body)
+		lc.Min.X = lc.Max.X + legendGap
+		lc.Max.X = dc.Max.X - 2*vg.Millimeter
+		l.Top, l.Left = true, true
+		l.Draw(lc)
 	}
 	return f, nil
 }

@@ -521,6 +521,6 @@ func winsFigure(t *SuiteTables) (*plots.Figure, error) {
 		}
 		bp.Series = append(bp.Series, s)
 	}
-	bp.YMax = float64(top)*1.25 + 0.6*float64(len(bp.Series)) + 1
+	bp.YMax = float64(max(top, 1)) * 1.15
 	return plots.Bars("vbench wins", 0, 0, bp)
 }
