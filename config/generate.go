@@ -44,8 +44,14 @@ type GenerateSection struct {
 	// Causal-Forcing, LongLive): entry, frames per block, sink, cache size
 	// and schedule as the authors run it (see Backbone.Preset); explicit
 	// keys and flags override it.
-	Backbone   Backbone `yaml:"backbone"`
-	Checkpoint string   `yaml:"checkpoint"`
+	Backbone Backbone `yaml:"backbone"`
+	// ModelDir is a diffusers model folder (model_index.json; e.g.
+	// Wan-AI/Wan2.1-T2V-1.3B-Diffusers) that Checkpoint, VAE,
+	// TextEncoder and Tokenizer come from when not given: its
+	// transformer/, vae/, text_encoder/ and tokenizer/ folders (Resolve
+	// records them in those keys).
+	ModelDir   string `yaml:"model_dir,omitempty"`
+	Checkpoint string `yaml:"checkpoint"`
 	// Entry is the PyTorch checkpoint entry of the generator weights
 	// (generator, generator_ema, …). Empty asks for the automatic choice
 	// (checkpoint.AutoEntries); the resolved configuration records the
@@ -320,8 +326,11 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 	if !has("generate.precision") {
 		G.Precision = DefaultPrecision(G.Arch)
 	}
+	if err := G.resolveModelDir(); err != nil {
+		return err
+	}
 	if G.Checkpoint == "" {
-		return fmt.Errorf("--checkpoint is required (a .safetensors or .pt file of the causal Wan generator, or a diffusers folder)")
+		return fmt.Errorf("--checkpoint is required (a .safetensors or .pt file of the causal Wan generator, or a diffusers folder; --model for a whole diffusers model)")
 	}
 	if _, err := os.Stat(G.Checkpoint); err != nil {
 		return fmt.Errorf("--checkpoint: %w", err)
@@ -541,6 +550,33 @@ func (G *GenerateSection) resolveText(model wan.Config, out string) error {
 		if _, err := weights.TokenizerFile(G.Tokenizer); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// resolveModelDir fills the model's parts not given (Checkpoint, VAE,
+// TextEncoder, Tokenizer) from the diffusers model folder ModelDir: its
+// component folders (weights.Component). A folder without
+// model_index.json, or without one of the components, is an error.
+func (G *GenerateSection) resolveModelDir() error {
+	if G.ModelDir == "" {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(G.ModelDir, weights.ModelIndex)); err != nil {
+		return fmt.Errorf("--model %s: not a diffusers model folder (no %s); give its parts with --checkpoint, --vae, --text-encoder and --tokenizer: %w", G.ModelDir, weights.ModelIndex, err)
+	}
+	for _, c := range []struct {
+		dst  *string
+		kind weights.Kind
+	}{{&G.Checkpoint, weights.DiT}, {&G.VAE, weights.VAE}, {&G.TextEncoder, weights.TextEncoder}, {&G.Tokenizer, weights.Tokenizer}} {
+		if *c.dst != "" {
+			continue
+		}
+		p, err := weights.Component(G.ModelDir, c.kind)
+		if err != nil {
+			return fmt.Errorf("--model: %w", err)
+		}
+		*c.dst = p
 	}
 	return nil
 }

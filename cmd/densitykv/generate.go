@@ -167,11 +167,12 @@ an input that moved too is given by its flag (--resume --checkpoint FILE,
 	}
 	f := cmd.Flags()
 	dg := def.Generate
-	f.StringVar(&g.Checkpoint, "checkpoint", dg.Checkpoint, "generator checkpoint (.safetensors or PyTorch .pt) (generate.checkpoint)")
+	f.StringVar(&g.Checkpoint, "checkpoint", dg.Checkpoint, "generator checkpoint (.safetensors or PyTorch .pt), or a folder of one (diffusers, sharded safetensors) (generate.checkpoint)")
+	f.StringVar(&g.ModelDir, "model", dg.ModelDir, "a diffusers model folder (model_index.json: Wan2.1-T2V-1.3B-Diffusers) giving --checkpoint, --vae, --text-encoder and --tokenizer not given (generate.model_dir)")
 	f.StringVar(&backbone, "backbone", dg.Backbone.String(), "backbone preset: "+strings.Join(dg.Backbone.Names(), ", ")+" (generate.backbone)")
 	f.StringVar(&g.Entry, "entry", dg.Entry, "PyTorch checkpoint entry (default: the backbone's, else generator, generator_ema, model) (generate.entry)")
-	f.StringVar(&g.LoRA, "lora", dg.LoRA, "LongLive LoRA checkpoint (generator_lora entry), merged into the weights (generate.lora)")
-	f.Float64Var(&g.LoRAAlpha, "lora-alpha", dg.LoRAAlpha, "LoRA alpha (0 = the rank) (generate.lora_alpha)")
+	f.StringVar(&g.LoRA, "lora", dg.LoRA, "LoRA merged into the weights: LongLive's longlive_lora.pt (generator_lora entry), or a PEFT, diffusers or ComfyUI file or folder; checked against --backbone (generate.lora)")
+	f.Float64Var(&g.LoRAAlpha, "lora-alpha", dg.LoRAAlpha, "LoRA alpha: each adapter is scaled by alpha/rank (0 = the file's, else the preset's, else the rank); giving it also merges a LoRA the backbone does not take (generate.lora_alpha)")
 	f.StringVar(&g.Arch, "arch", dg.Arch, "model architecture: 1.3b (Wan2.1-T2V-1.3B) or tiny (the golden test model) (generate.arch)")
 	f.StringVar(&precision, "precision", "", "model precision: fp32 or bf16 (default: bf16 for --arch 1.3b, fp32 for tiny) (generate.precision)")
 	f.StringSliceVar(&texts, "text", nil, "text-encoder output tensor file; PATH@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable) (generate.texts)")
@@ -184,10 +185,10 @@ an input that moved too is given by its flag (--resume --checkpoint FILE,
 	f.Float64SliceVar(&g.Horizons, "horizons", nil, "also write video_<S>s.mp4 for these lengths in seconds, exact prefixes of the one rollout (e.g. 30,60,120; sets the length when --seconds/--blocks are not given) (generate.horizons)")
 	f.StringVar(&lf.shard, "shard", "", "with --prompts, make only shard I of N of the list (I/N from 0; env or env/N: I from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID, N from DENSITYKV_SHARDS or SLURM_ARRAY_TASK_COUNT)")
 	f.BoolVar(&lf.dryRun, "dry-run", false, "with --prompts, print what this shard would make (each prompt's index and state) and exit, writing nothing")
-	f.StringVar(&g.TextEncoder, "text-encoder", dg.TextEncoder, "umT5 text encoder checkpoint (models_t5_umt5-xxl-enc-bf16.pth or .safetensors) (generate.text_encoder)")
-	f.StringVar(&g.Tokenizer, "tokenizer", dg.Tokenizer, "the text encoder's spiece.model, or a folder holding it (google/umt5-xxl) (generate.tokenizer)")
+	f.StringVar(&g.TextEncoder, "text-encoder", dg.TextEncoder, "umT5 text encoder: models_t5_umt5-xxl-enc-bf16.pth or .safetensors, a Hugging Face UMT5EncoderModel folder (google/umt5-xxl) or a ComfyUI umt5_xxl file (generate.text_encoder)")
+	f.StringVar(&g.Tokenizer, "tokenizer", dg.Tokenizer, "the text encoder's spiece.model, or a folder holding it (google/umt5-xxl, a diffusers model's tokenizer/) (generate.tokenizer)")
 	f.StringVar(&g.TextCache, "text-cache", dg.TextCache, "folder of cached prompt embeddings (default <out>/text_cache) (generate.text_cache)")
-	f.StringVar(&g.VAE, "vae", dg.VAE, "Wan VAE checkpoint (Wan2.1_VAE.pth or .safetensors): decode each block into video.mp4 (generate.vae)")
+	f.StringVar(&g.VAE, "vae", dg.VAE, "Wan VAE (Wan2.1_VAE.pth, .safetensors, a diffusers vae/ folder): decode each block into video.mp4 (generate.vae)")
 	f.Float32SliceVar(&g.VAEMean, "vae-mean", nil, "latent mean per channel (default: Wan2.1's 16 values) (generate.vae_mean)")
 	f.Float32SliceVar(&g.VAEStd, "vae-std", nil, "latent std per channel (default: Wan2.1's 16 values) (generate.vae_std)")
 	f.IntVar(&g.Video.FPS, "fps", dg.Video.FPS, fmt.Sprintf("frames per second of video.mp4, the horizons and the segments (1..%d; the playback speed: the length in frames is the rollout's) (generate.video.fps)", video.MaxFPS))
@@ -286,7 +287,7 @@ type generateFlags struct {
 // memory flags are config.Flags'), for the backbone preset: a key given
 // by its flag is not the preset's to fill.
 var generateKeys = map[string]string{
-	"backbone": "generate.backbone", "checkpoint": "generate.checkpoint", "entry": "generate.entry", "lora": "generate.lora",
+	"backbone": "generate.backbone", "checkpoint": "generate.checkpoint", "model": "generate.model_dir", "entry": "generate.entry", "lora": "generate.lora",
 	"lora-alpha": "generate.lora_alpha", "arch": "generate.arch", "latent-height": "generate.latent_height", "latent-width": "generate.latent_width",
 	"frames-per-block": "generate.frames_per_block", "blocks": "generate.blocks", "steps": "generate.schedule.steps",
 	"first-chunk-steps": "generate.schedule.first_chunk_steps", "warp": "generate.schedule.warp", "shift": "generate.schedule.shift",
@@ -332,6 +333,7 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 	file := func(key string) bool { return cf.keys.Set[key] }
 	G := &gc.Generate
 	setIf(f, "checkpoint", &G.Checkpoint, g.Checkpoint)
+	setIf(f, "model", &G.ModelDir, g.ModelDir)
 	setIf(f, "entry", &G.Entry, g.Entry)
 	setIf(f, "lora", &G.LoRA, g.LoRA)
 	setIf(f, "lora-alpha", &G.LoRAAlpha, g.LoRAAlpha)
