@@ -56,22 +56,23 @@ func TestResolvedConfigKeys(t *testing.T) {
 	}
 }
 
-// The README's YAML example is a valid configuration.
-func TestREADMEYAMLExample(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// The YAML example of docs/simulate.md (once the README's) is a valid
+// configuration.
+func TestDocsYAMLExample(t *testing.T) {
+	b, err := os.ReadFile("../../docs/simulate.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(b), "```yaml\n")
 	y, _, ok2 := strings.Cut(rest, "```")
 	if !ok || !ok2 {
-		t.Fatal("README has no yaml example")
+		t.Fatal("docs/simulate.md has no yaml example")
 	}
 	c := config.DefaultConfig()
 	if _, err := config.Decode([]byte(y), &c, true); err != nil {
-		t.Fatalf("README example: %v\n%s", err, y)
+		t.Fatalf("docs/simulate.md example: %v\n%s", err, y)
 	}
 	if _, err := c.Resolve(); err != nil || c.Memory.Layout.FramesPerBlock != 3 || c.Memory.Layout.HeadDim != 128 {
-		t.Fatalf("README example resolves to %+v: %v", c.Memory.Layout, err)
+		t.Fatalf("docs/simulate.md example resolves to %+v: %v", c.Memory.Layout, err)
 	}
 }
