@@ -2,7 +2,7 @@
 // SentencePiece unigram model (the spiece.model of google/umt5-xxl) and the
 // T5 post-processing Wan applies.
 //
-//	m, err := tokenizer.Load("google/umt5-xxl")     // the folder or its spiece.model
+//	m, err := tokenizer.Load("google/umt5-xxl")     // the folder, its spiece.model or tokenizer.json
 //	t, err := m.EncodeT5(prompt, 512)                // Clean, Encode, EOS, truncate, pad
 //	// t.IDs [512]int32, t.Mask [512]bool, t.SeqLen, t.Truncated
 //
@@ -32,6 +32,8 @@
 // sentencepiece library. For cleaned prompts the two agree except on literal
 // special-token text ("</s>", "<pad>", "<unk>", "<extra_id_N>"), which the
 // fast tokenizer matches as added tokens and this package (like
-// sentencepiece) encodes as characters, and possibly on a literal "▁". Only
-// spiece.model is read; tokenizer.json is not.
+// sentencepiece) encodes as characters, and possibly on a literal "▁".
+// spiece.model is read first; a folder with only tokenizer.json (or that
+// file) is read by ParseJSON as the SentencePiece model it was converted
+// from, and tokenizes as that spiece.model does.
 package tokenizer

@@ -34,8 +34,12 @@ const (
 	MaxPieceBytes = 1 << 12
 )
 
-// ModelFile is the file name Load looks for in a folder.
-const ModelFile = "spiece.model"
+// ModelFile and JSONFile are the file names Load looks for in a folder,
+// in that order.
+const (
+	ModelFile = "spiece.model"
+	JSONFile  = "tokenizer.json"
+)
 
 // PieceType is ModelProto.SentencePiece.Type.
 type PieceType int32
@@ -88,10 +92,10 @@ type Spec struct {
 	TrainerUnkID, TrainerBOSID, TrainerEOSID, TrainerPadID int
 }
 
-// Load reads a SentencePiece model: the spiece.model file itself, or a folder
-// holding one (as Wan2.1's google/umt5-xxl folder does). A folder with only a
-// Hugging Face tokenizer.json is not supported: this package reads the
-// SentencePiece model, which that folder ships beside it.
+// Load reads a SentencePiece model: the spiece.model file itself, a
+// Hugging Face tokenizer.json converted from one (ParseJSON; a file whose
+// name ends in .json), or a folder holding either (as Wan2.1's
+// google/umt5-xxl folder does; spiece.model first).
 func Load(path string) (*Model, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -101,10 +105,10 @@ func Load(path string) (*Model, error) {
 		dir := path
 		path = filepath.Join(dir, ModelFile)
 		if _, err := os.Stat(path); err != nil {
-			if _, jerr := os.Stat(filepath.Join(dir, "tokenizer.json")); jerr == nil {
-				return nil, fmt.Errorf("%w: %s has tokenizer.json but no %s; only SentencePiece models are read", ErrUnsupported, dir, ModelFile)
+			path = filepath.Join(dir, JSONFile)
+			if _, jerr := os.Stat(path); jerr != nil {
+				return nil, fmt.Errorf("tokenizer: folder %s has no %s or %s: %w", dir, ModelFile, JSONFile, err)
 			}
-			return nil, fmt.Errorf("tokenizer: folder %s has no %s: %w", dir, ModelFile, err)
 		}
 	}
 	f, err := os.Open(path)
@@ -119,7 +123,11 @@ func Load(path string) (*Model, error) {
 	if len(data) > MaxModelBytes {
 		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrFormat, path, MaxModelBytes)
 	}
-	m, err := Parse(data)
+	parse := Parse
+	if strings.HasSuffix(strings.ToLower(path), ".json") {
+		parse = ParseJSON
+	}
+	m, err := parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -139,6 +147,11 @@ func Parse(data []byte) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	return fromProto(mp)
+}
+
+// fromProto builds a Model from a parsed (or converted) ModelProto.
+func fromProto(mp *modelProto) (*Model, error) {
 	if mp.trainer.modelType != 1 {
 		return nil, fmt.Errorf("%w: model_type %d (only UNIGRAM = 1 is implemented)", ErrUnsupported, mp.trainer.modelType)
 	}
@@ -222,6 +235,7 @@ func Parse(data []byte) (*Model, error) {
 			userDefined[p.piece] = int32(i)
 		}
 	}
+	var err error
 	m.norm, err = newNormalizer(mp.normalizer, mp.trainer.treatWhitespaceAsSuffix, userDefined)
 	if err != nil {
 		return nil, err
