@@ -10,8 +10,11 @@
 // view and return the mismatch instead of the view's last bytes): a damaged
 // file is an error naming the file, the tensor and the record, wrapping
 // ErrChecksum. (Safetensors files carry no checksum.)
-// Floating-point tensors (F16, BF16, F32, F64) are returned as float32 (or
-// float64 on request); integer tensors (I8…I64, U8, BOOL) as int64.
+// Floating-point tensors (F8_E4M3, F8_E5M2, F16, BF16, F32, F64) are
+// returned as float32 (or float64 on request), exactly but for F64;
+// integer tensors (I8…I64, U8, BOOL) as int64. RawTensor.ReadFloat32
+// decodes one tensor at a time (times its Scale, for fp8 weights stored
+// scaled).
 //
 // State dicts are normalised by NormalizeKey: the released Self-Forcing,
 // Causal-Forcing and LongLive checkpoints store the transformer either under

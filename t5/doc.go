@@ -39,8 +39,9 @@
 // within 4·2^-8 (about half the error of Wan's own bf16 code, which also
 // rounds the activations between the products).
 //
-// Load reads Wan's models_t5_umt5-xxl-enc-bf16.pth (PyTorch zip) or a
-// safetensors file with the same key names, inferring the configuration
-// from the tensor shapes; NewRandom builds a model of any configuration
-// for benchmarks.
+// Load reads Wan's models_t5_umt5-xxl-enc-bf16.pth (PyTorch zip), a
+// safetensors file with the same key names, Hugging Face's
+// UMT5EncoderModel or ComfyUI's umt5_xxl files (package weights),
+// inferring the configuration from the tensor shapes; NewRandom builds a
+// model of any configuration for benchmarks.
 package t5

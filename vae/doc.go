@@ -70,6 +70,6 @@
 //
 // Parameters mirror the checkpoint names ("decoder.upsamples.3.time_conv.weight",
 // see Model.Params); Load reads Wan2.1_VAE.pth (the encoder's keys are
-// ignored) or a safetensors file and infers the configuration from the
-// tensor shapes.
+// ignored), a safetensors file or diffusers' AutoencoderKLWan (package
+// weights) and infers the configuration from the tensor shapes.
 package vae

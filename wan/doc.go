@@ -55,6 +55,9 @@
 // last bit of a float64 sinusoid value before its rounding to float32.
 //
 // Parameters mirror the checkpoint names ("blocks.3.self_attn.q.weight",
-// see Model.Params); Load reads safetensors and PyTorch checkpoints and
-// merges LongLive LoRA (in float32, before the weights are packed).
+// see Model.Params); Load reads them in every layout package weights
+// recognises (official .pt/.pth/.safetensors, diffusers, sharded,
+// ComfyUI with fp16/bf16/fp8 values), tensor by tensor, and merges LoRA
+// adapters (LongLive's, PEFT, diffusers, ComfyUI; in float32, before the
+// weights are packed).
 package wan
