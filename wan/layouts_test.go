@@ -3,6 +3,7 @@ package wan
 import (
 	"bytes"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -156,5 +157,48 @@ func TestLoadProgress(t *testing.T) {
 	}
 	if calls != len(mustModel(TinyConfig()).Params()) || last != total {
 		t.Fatalf("%d progress calls ending at %d/%d", calls, last, total)
+	}
+}
+
+// TestLoadMemory checks that Load streams: loading a bf16 file into a
+// bf16 model allocates the packed model, the other parameters and about
+// one float32 tensor more, not a float32 copy of the checkpoint (the
+// Linear weights' float32 values go through one reused buffer).
+func TestLoadMemory(t *testing.T) {
+	cfg := TinyConfig()
+	cfg.Dim, cfg.FFNDim, cfg.Heads, cfg.Layers = 256, 1024, 4, 4
+	src, err := Random(cfg, 1, gemm.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts []weightstest.Tensor
+	largest := 0
+	for _, p := range src.Params() {
+		ts = append(ts, weightstest.Tensor{Name: p.Name, Shape: p.Shape, Data: p.Values()})
+		largest = max(largest, prod(p.Shape))
+	}
+	path, err := weightstest.Write(t.TempDir(), weights.DiT, ts, weightstest.Options{DType: checkpoint.BF16, Other: checkpoint.BF16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path, cfg, LoadOptions{Precision: gemm.BF16}); err != nil { // the matrix engine's one-time set-up aside
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	m, err := Load(path, cfg, LoadOptions{Precision: gemm.BF16})
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := int64(after.TotalAlloc - before.TotalAlloc)
+	float32Weights := int64(0)
+	for _, l := range m.linears() {
+		float32Weights += 4 * int64(l.In) * int64(l.Out)
+	}
+	limit := m.WeightBytes() + 4*int64(largest) + 4<<20
+	if alloc > limit || float32Weights < 8<<20 {
+		t.Fatalf("Load allocated %d bytes: the model holds %d, the limit is %d (a float32 copy of the weights is %d)", alloc, m.WeightBytes(), limit, float32Weights)
 	}
 }
