@@ -9,6 +9,7 @@ import (
 
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/parallel"
+	"github.com/densitykv/densitykv/internal/vmath"
 )
 
 // MaxTokens bounds the sequence length of one call (Wan's text_len is
@@ -332,7 +333,7 @@ func softmaxRow(s, bias []float32, keep []bool) {
 	}
 	var sum float64
 	for j, z := range s {
-		e := expf(z - mx)
+		e := vmath.Exp32Cephes(z - mx)
 		s[j] = e
 		sum += float64(e)
 	}

@@ -157,38 +157,6 @@ func FuzzRoundBF16(f *testing.F) {
 	})
 }
 
-// TestExpf: within 2 ulp of math.Exp over the normal range, exact at 0,
-// overflow to +Inf, underflow to 0, NaN through.
-func TestExpf(t *testing.T) {
-	worst := 0.0
-	for x := float32(-87.3); x < 88.72; x += 0.001 {
-		checkExp(t, x, &worst)
-	}
-	r := rand.New(rand.NewPCG(7, 8))
-	for i := 0; i < 200000; i++ {
-		checkExp(t, float32(r.Float64()*176-87.3), &worst)
-	}
-	for _, x := range []float32{0, -0.0, 1e-8, -1e-8, 88.7228, -87.3365, 0.34657359, -0.34657359} {
-		checkExp(t, x, &worst)
-	}
-	t.Logf("worst relative error %.3g (%.2f ulp)", worst, worst/math.Pow(2, -23))
-	if expf(0) != 1 || !math.IsInf(float64(expf(88.8)), 1) || !math.IsInf(float64(expf(float32(math.Inf(1)))), 1) ||
-		expf(-88) != 0 || expf(float32(math.Inf(-1))) != 0 || !math.IsNaN(float64(expf(float32(math.NaN())))) {
-		t.Fatal("special values")
-	}
-}
-
-func checkExp(t *testing.T, x float32, worst *float64) {
-	t.Helper()
-	want := math.Exp(float64(x))
-	got := float64(expf(x))
-	rel := math.Abs(got-want) / want
-	*worst = max(*worst, rel)
-	if rel > 2*math.Pow(2, -23) {
-		t.Fatalf("expf(%v) = %v, want %v (rel %.3g)", x, got, want, rel)
-	}
-}
-
 // TestGeluTanh against the float64 formula of Wan's GELU.
 func TestGeluTanh(t *testing.T) {
 	for u := -12.0; u <= 12; u += 0.0007 {

@@ -6,7 +6,7 @@
 // normBlock pixels. The norm computes exactly normBlockGo (ops.go): the same float32 operations in the
 // same order on sixteen lanes (VSQRTPS is the correctly rounded square root
 // that float32(math.Sqrt) gives; VSCALEFPS scales by 2^n with one rounding,
-// as expf's one or two exact multiplications by powers of two do), so the
+// as vmath.Exp32NoFMA's one or two exact multiplications by powers of two do), so the
 // results are identical bit for bit (NaN payloads aside);
 // TestNormKernelBitIdentical checks it and TestNormGeneratedAssemblyUpToDate
 // keeps the .s file in sync.
@@ -25,6 +25,7 @@ import (
 	"os"
 
 	"github.com/densitykv/densitykv/internal/asmtext"
+	"github.com/densitykv/densitykv/internal/vmath"
 )
 
 // The block width, as ops.go's normBlock: sixteen registers of sixteen
@@ -52,12 +53,13 @@ const (
 	zGamma = 14
 )
 
-// expf's constants, as the same Go expressions (ops.go).
+// The constants of vmath.Exp32NoFMA, SiLU's exponential: poly holds the
+// coefficients 1/7! … 1/3! (1/2! and 1/0! = 1/1! are zHalf and zOne).
 var (
-	log2e = float32(1.44269504088896341)
-	ln2hi = float32(0.693359375)
-	ln2lo = float32(-2.12194440e-4)
-	poly  = []float32{float32(1.0 / 5040), 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6}
+	log2e = vmath.Log2e32
+	ln2hi = vmath.Ln2Hi32
+	ln2lo = vmath.Ln2Lo32
+	poly  = []float32{vmath.ExpTaylor32[7], vmath.ExpTaylor32[6], vmath.ExpTaylor32[5], vmath.ExpTaylor32[4], vmath.ExpTaylor32[3]}
 )
 
 type gen struct{ asmtext.Writer }
@@ -66,7 +68,8 @@ var z = asmtext.Z
 
 func (g *gen) broadcast(v float32, reg int) { g.Broadcast32(math.Float32bits(v), reg) }
 
-// silu replaces Z0 (y) by y / (1 + expf(−y)), as silu and expf (ops.go).
+// silu replaces Z0 (y) by y / (1 + e^−y), as silu (ops.go) with
+// vmath.Exp32NoFMA.
 func (g *gen) silu() {
 	g.I("VPXORD %s, %s, %s", z(zSign), z(0), z(2))   // x = −y
 	g.I("VMULPS %s, %s, %s", z(zLog2e), z(2), z(3))  // t = x·log2e

@@ -5,6 +5,7 @@ import (
 
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/parallel"
+	"github.com/densitykv/densitykv/internal/vmath"
 )
 
 // normBlock is the number of pixels normalised together (their sums of
@@ -123,51 +124,7 @@ var (
 )
 
 // silu returns v·sigmoid(v) = v / (1 + e^−v) (within a few float32 ulp).
-func silu(v float32) float32 { return v / (1 + expf(-v)) }
-
-// expf returns e^x in float32 to within 2 ulp (relative error below
-// 2.5e-7) for |x| ≤ 87, +Inf above 88.7 and 0 below −87.3: x = n·ln2 + r
-// with |r| ≤ ln2/2 (Cody–Waite split of ln2), e^r by its Taylor
-// polynomial of degree 7, scaled by 2^n through the exponent bits. Pure
-// float32 arithmetic with no fused operations, so every amd64 CPU gives
-// the same bits. It serves the SiLU after every norm instead of math.Exp,
-// whose amd64 assembly mixes VEX and legacy SSE instructions, which is
-// very slow in GOEXPERIMENT=simd binaries whose AVX upper state is dirty
-// (package wan's expGo explains).
-func expf(x float32) float32 {
-	const (
-		log2e = 1.44269504088896341
-		ln2hi = 0.693359375
-		ln2lo = -2.12194440e-4
-	)
-	switch {
-	case x > 88.7:
-		return float32(math.Inf(1))
-	case x < -87.3:
-		return 0
-	case x != x:
-		return x
-	}
-	t := x * log2e
-	n := int32(t + 0.5)
-	if t < -0.5 {
-		n = int32(t - 0.5)
-	}
-	fn := float32(n)
-	r := float32(x-float32(fn*ln2hi)) - float32(fn*ln2lo)
-	p := float32(1.0 / 5040)
-	p = float32(p*r) + 1.0/720
-	p = float32(p*r) + 1.0/120
-	p = float32(p*r) + 1.0/24
-	p = float32(p*r) + 1.0/6
-	p = float32(p*r) + 0.5
-	p = float32(p*r) + 1
-	p = float32(p*r) + 1
-	if n > 127 { // 2^128 is no float32: scale in two steps
-		return p * math.Float32frombits(uint32(n+126)<<23) * 2
-	}
-	return p * math.Float32frombits(uint32(n+127)<<23)
-}
+func silu(v float32) float32 { return v / (1 + vmath.Exp32NoFMA(-v)) }
 
 // transpose writes dst[c][r] = src[r][c] for src [rows][cols], in blocks.
 func transpose(dst, src []float32, rows, cols int) {

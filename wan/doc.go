@@ -48,7 +48,7 @@
 // kernel and every build (the tests force each kernel and pin a hash of
 // the outputs): the products have one definition per precision, the
 // element-wise steps are written so that no multiply-add can be fused
-// (explicit conversions), and the exponentials are pure Go (expGo). The
+// (explicit conversions), and the exponentials are pure Go (internal/vmath). The
 // time embedding's sinusoid uses math.Pow and math.Sincos from the
 // standard library: on amd64, math.Exp (under Pow) is assembly that uses
 // FMA on CPUs with AVX and FMA, so a CPU without them could differ in the

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/densitykv/densitykv/internal/parallel"
+	"github.com/densitykv/densitykv/internal/vmath"
 )
 
 // The element-wise steps below write every product that meets an addition
@@ -111,6 +112,6 @@ func rmsNorm(x []float32, rows, d int, eps float64, w []float32) {
 func silu(y, x []float32) {
 	for i, v := range x {
 		f := float64(v)
-		y[i] = float32(f / (1 + expGo(-f)))
+		y[i] = float32(f / (1 + vmath.ExpFdlibm(-f)))
 	}
 }

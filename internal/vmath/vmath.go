@@ -1,8 +1,18 @@
-// Package vmath holds the elementwise functions whose exact bits several
-// packages define and reproduce in assembly, each with one definition: Exp
-// (float64: the GELU of package wan), Exp32 (float32: the softmax of
-// package attn), and the exactly rounded float32 steps FMA32 and Round32
-// (the oracles of those kernels and of package gemm's products).
+// Package vmath holds the elementwise functions whose exact bits the
+// project's packages define and reproduce in assembly, each with one
+// definition, and every exponential the project computes:
+//
+//   - Exp (float64, degree-8 Taylor by FMA): the GELU of package wan and
+//     the SiLU of LongLive-RAG's autoencoder (package ragae);
+//   - Exp32 (float32, degree-7 Taylor by FMA): the softmax of package attn;
+//   - ExpFdlibm (float64, math.Exp's portable algorithm): the SiLU of
+//     wan's time embedding;
+//   - Exp32Cephes (float32, Cephes' expf): umT5's softmax and GELU;
+//   - Exp32NoFMA (Exp32's steps unfused): the SiLU of the VAE's norms.
+//
+// The last three are kept because the models' pinned output bits were made
+// with them (exps.go); and the exactly rounded float32 steps FMA32 and
+// Round32 (the oracles of the kernels and of package gemm's products).
 package vmath
 
 import "math"
