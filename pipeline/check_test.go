@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,7 +61,8 @@ func TestCheckBackbone(t *testing.T) {
 		{"missing", func(m map[string]checkpoint.WriteTensor) { delete(m, "blocks.1.ffn.2.weight") }, "blocks.1.ffn.2.weight"},
 		{"shape", func(m map[string]checkpoint.WriteTensor) {
 			w := m["head.head.bias"]
-			w.Shape, w.Data = []int{63}, w.Data.([]float32)[:63]
+			n := len(w.Data.([]float32)) - 1
+			w.Shape, w.Data = []int{n}, w.Data.([]float32)[:n]
 			m["head.head.bias"] = w
 		}, "head.head.bias"},
 		{"extra", func(m map[string]checkpoint.WriteTensor) {
@@ -67,7 +70,7 @@ func TestCheckBackbone(t *testing.T) {
 		}, "blocks.0.extra"},
 		{"dtype", func(m map[string]checkpoint.WriteTensor) {
 			w := m["blocks.0.norm3.bias"]
-			w.Data = make([]int64, 64)
+			w.Data = make([]int64, len(w.Data.([]float32)))
 			m["blocks.0.norm3.bias"] = w
 		}, "blocks.0.norm3.bias has dtype I64"},
 	} {
@@ -92,14 +95,29 @@ func TestLoadVAE(t *testing.T) {
 	if _, err := LoadVAE(p, nil, nil, 16); err != nil {
 		t.Fatal(err)
 	}
+	// The golden VAE of other latent channels (4 in the shared set: its
+	// weights.json says how many).
+	var side struct {
+		Config struct {
+			ZDim int `json:"z_dim"`
+		} `json:"config"`
+	}
+	if b, err := os.ReadFile(filepath.Join(goldendir.VAE(t), "weights.json")); err != nil || json.Unmarshal(b, &side) != nil || side.Config.ZDim <= 0 || side.Config.ZDim == 16 {
+		t.Fatalf("vae weights.json: z_dim %d (%v)", side.Config.ZDim, err)
+	}
+	z := side.Config.ZDim
 	four := filepath.Join(goldendir.VAE(t), "weights.pth")
-	if _, err := LoadVAE(four, nil, nil, 16); err == nil || !strings.Contains(err.Error(), "decodes 4 latent channels, the DiT makes 16") {
-		t.Fatalf("4-channel VAE: %v", err)
+	if _, err := LoadVAE(four, nil, nil, 16); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("decodes %d latent channels, the DiT makes 16", z)) {
+		t.Fatalf("%d-channel VAE: %v", z, err)
 	}
 	if _, err := LoadVAE(four, nil, nil, 0); err == nil || !strings.Contains(err.Error(), "mean and std") {
-		t.Fatalf("4-channel VAE with Wan's statistics: %v", err)
+		t.Fatalf("%d-channel VAE with Wan's statistics: %v", z, err)
 	}
-	if _, err := LoadVAE(four, []float32{0, 0, 0, 0}, []float32{1, 1, 1, 0}, 4); err == nil || !strings.Contains(err.Error(), "std[3]") {
+	mean, std := make([]float32, z), make([]float32, z)
+	for i := range std[:z-1] {
+		std[i] = 1
+	}
+	if _, err := LoadVAE(four, mean, std, z); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("std[%d]", z-1)) {
 		t.Fatalf("zero std: %v", err)
 	}
 	if _, err := LoadVAE(p, []float32{0}, []float32{1}, 16); err == nil || !strings.Contains(err.Error(), "1 values") {

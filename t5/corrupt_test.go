@@ -2,6 +2,7 @@ package t5
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -68,7 +69,9 @@ func TestGoldenDetectsCorruptWeights(t *testing.T) {
 		t.Logf("%s: detected (%v)", label, err)
 	}
 	mustMatch("intact")
-	// One weight of each kind, each changed alone and restored.
+	// One weight of each kind, each changed alone and restored (in block 0
+	// and the last block, whichever the golden set's depth).
+	L, last := len(m.Blocks), m.Blocks[len(m.Blocks)-1]
 	for _, c := range []struct {
 		name string
 		w    []uint16
@@ -76,8 +79,8 @@ func TestGoldenDetectsCorruptWeights(t *testing.T) {
 	}{
 		{"embedding of the first token", m.TokenEmbedding, int(ids[0])*m.Config.Dim + 3},
 		{"blocks.0.attn.k", m.Blocks[0].Attn.K.W, 5},
-		{"blocks.1.ffn.fc2", m.Blocks[1].FFN.FC2.W, 17},
-		{"blocks.1.ffn.gate.0", m.Blocks[1].FFN.Gate.W, 40},
+		{fmt.Sprintf("blocks.%d.ffn.fc2", L-1), last.FFN.FC2.W, 17},
+		{fmt.Sprintf("blocks.%d.ffn.gate.0", L-1), last.FFN.Gate.W, 40},
 	} {
 		old := c.w[c.i]
 		c.w[c.i] = roundBF16(widen(old)*-4 + 1)
@@ -89,9 +92,9 @@ func TestGoldenDetectsCorruptWeights(t *testing.T) {
 		v    []float32
 		i    int
 	}{
-		{"blocks.1.norm2", m.Blocks[1].Norm2, 7},
+		{fmt.Sprintf("blocks.%d.norm2", L-1), last.Norm2, 7},
 		{"norm", m.Norm, 0},
-		{"blocks.1.pos_embedding (bucket 0, head 2)", m.Blocks[1].PosEmbedding, 2},
+		{fmt.Sprintf("blocks.%d.pos_embedding (bucket 0, last head)", L-1), last.PosEmbedding, m.Config.Heads - 1},
 	} {
 		old := c.v[c.i]
 		c.v[c.i] = old*-4 + 1

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -105,41 +106,120 @@ func sameWeights(a, b *Model) bool {
 	return a.Config == b.Config
 }
 
+// goldenShape is the configuration of the golden encoder's tensors, read
+// from their shapes (so that the tests hold for any golden set: another
+// vocabulary, say).
+type goldenShape struct {
+	vocab, dim, dimAttn, heads, buckets, layers int
+	perBlock                                    int // tensors per block
+}
+
+func shapeOf(t *testing.T, ts []checkpoint.WriteTensor) goldenShape {
+	t.Helper()
+	var s goldenShape
+	rank2 := func(name string) []int {
+		sh := ts[find(ts, name)].Shape
+		if len(sh) != 2 {
+			t.Fatalf("golden %s has shape %v", name, sh)
+		}
+		return sh
+	}
+	e := rank2("token_embedding.weight")
+	s.vocab, s.dim = e[0], e[1]
+	s.dimAttn = rank2("blocks.0.attn.q.weight")[0]
+	pos := rank2("blocks.0.pos_embedding.embedding.weight")
+	s.buckets, s.heads = pos[0], pos[1]
+	for _, x := range ts {
+		if rest, ok := strings.CutPrefix(x.Name, "blocks."); ok {
+			var l int
+			fmt.Sscanf(rest, "%d.", &l)
+			s.layers = max(s.layers, l+1)
+			if l == 0 {
+				s.perBlock++
+			}
+		}
+	}
+	// Defects go into the last block, whose shapes do not configure the
+	// encoder (block 0's do): the golden schema has 2 layers.
+	if s.layers < 2 || s.heads < 1 || s.dim < 5 || s.dimAttn < 6 {
+		t.Fatalf("golden encoder %+v: too small for these tests", s)
+	}
+	return s
+}
+
 // TestLoadBadFiles: each defect is an error naming the file and the
-// tensor (or what is wrong with the set of tensors).
+// tensor (or what is wrong with the set of tensors). The sizes, names and
+// messages come from the golden tensors' shapes.
 func TestLoadBadFiles(t *testing.T) {
 	ts := goldenTensors(t)
+	testLoadBadFiles(t, ts)
+}
+
+// TestLoadBadFilesOtherShapes runs the defects of TestLoadBadFiles on the
+// golden tensors with another vocabulary (the embedding's rows doubled)
+// and one layer more (a copy of the last), as another golden set may have
+// them: the sizes and messages must follow.
+func TestLoadBadFilesOtherShapes(t *testing.T) {
+	ts := goldenTensors(t)
+	s := shapeOf(t, ts)
+	ts = edit(ts, func(ts []checkpoint.WriteTensor) []checkpoint.WriteTensor {
+		e := &ts[find(ts, "token_embedding.weight")]
+		d := e.Data.([]float32)
+		e.Data, e.Shape = append(d, d...), []int{2 * s.vocab, s.dim}
+		last, next := fmt.Sprintf("blocks.%d.", s.layers-1), fmt.Sprintf("blocks.%d.", s.layers)
+		for _, x := range ts {
+			if rest, ok := strings.CutPrefix(x.Name, last); ok {
+				x.Name = next + rest
+				ts = append(ts, x)
+			}
+		}
+		return ts
+	})
+	if got := shapeOf(t, ts); got.vocab != 2*s.vocab || got.layers != s.layers+1 {
+		t.Fatalf("edited tensors have %+v", got)
+	}
+	testLoadBadFiles(t, ts)
+}
+
+func testLoadBadFiles(t *testing.T, ts []checkpoint.WriteTensor) {
+	s := shapeOf(t, ts)
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	last := fmt.Sprintf("blocks.%d.", s.layers-1) // the last block
+	// A head count that does not divide dim_attn.
+	badHeads := s.heads + 1
+	for s.dimAttn%badHeads == 0 {
+		badHeads++
+	}
 	for _, c := range []struct {
 		name string
 		mod  func([]checkpoint.WriteTensor) []checkpoint.WriteTensor
 		want []string
 	}{
 		{"missing tensor", func(ts []checkpoint.WriteTensor) []checkpoint.WriteTensor {
-			return slices.Delete(ts, find(ts, "blocks.1.ffn.fc2.weight"), find(ts, "blocks.1.ffn.fc2.weight")+1)
-		}, []string{"1 missing: blocks.1.ffn.fc2.weight"}},
+			return slices.Delete(ts, find(ts, last+"ffn.fc2.weight"), find(ts, last+"ffn.fc2.weight")+1)
+		}, []string{"1 missing: " + last + "ffn.fc2.weight"}},
 		{"unexpected tensor", func(ts []checkpoint.WriteTensor) []checkpoint.WriteTensor {
 			return append(ts, checkpoint.WriteTensor{Name: "blocks.0.attn.extra.weight", Shape: []int{2}, Data: []float32{1, 2}})
 		}, []string{"1 unexpected: blocks.0.attn.extra.weight"}},
 		{"mis-shaped norm", func(ts []checkpoint.WriteTensor) []checkpoint.WriteTensor {
 			i := find(ts, "blocks.0.norm2.weight")
-			ts[i].Shape, ts[i].Data = []int{31}, ts[i].Data.([]float32)[:31]
+			ts[i].Shape, ts[i].Data = []int{s.dim - 1}, ts[i].Data.([]float32)[:s.dim-1]
 			return ts
-		}, []string{"mis-shaped: blocks.0.norm2.weight [31] (want [32])"}},
-		{"mis-shaped layer 1 q", func(ts []checkpoint.WriteTensor) []checkpoint.WriteTensor {
-			i := find(ts, "blocks.1.attn.q.weight")
-			ts[i].Shape = []int{16, 64}
+		}, []string{fmt.Sprintf("mis-shaped: blocks.0.norm2.weight [%d] (want [%d])", s.dim-1, s.dim)}},
+		{"mis-shaped last layer's q", func(ts []checkpoint.WriteTensor) []checkpoint.WriteTensor {
+			i := find(ts, last+"attn.q.weight")
+			ts[i].Shape = []int{1, s.dimAttn * s.dim} // the same values, another shape
 			return ts
-		}, []string{"blocks.1.attn.q.weight [16 64] (want [32 32])"}},
+		}, []string{fmt.Sprintf("%sattn.q.weight [1 %d] (want [%d %d])", last, s.dimAttn*s.dim, s.dimAttn, s.dim)}},
 		{"integer dtype", func(ts []checkpoint.WriteTensor) []checkpoint.WriteTensor {
 			i := find(ts, "blocks.0.norm1.weight")
-			ts[i].Data = make([]int64, 32)
+			ts[i].Data = make([]int64, s.dim)
 			return ts
 		}, []string{"blocks.0.norm1.weight has dtype I64"}},
 		{"NaN matrix weight", func(ts []checkpoint.WriteTensor) []checkpoint.WriteTensor {
-			ts[find(ts, "blocks.1.attn.o.weight")].Data.([]float32)[2*32+5] = nan
+			ts[find(ts, last+"attn.o.weight")].Data.([]float32)[2*s.dimAttn+5] = nan // o is [dim, dim_attn]
 			return ts
-		}, []string{"blocks.1.attn.o.weight has NaN at [2 5]"}},
+		}, []string{last + "attn.o.weight has NaN at [2 5]"}},
 		{"Inf norm weight", func(ts []checkpoint.WriteTensor) []checkpoint.WriteTensor {
 			ts[find(ts, "norm.weight")].Data.([]float32)[4] = inf
 			return ts
@@ -158,32 +238,34 @@ func TestLoadBadFiles(t *testing.T) {
 			return slices.DeleteFunc(ts, func(x checkpoint.WriteTensor) bool { return strings.HasPrefix(x.Name, "blocks.") })
 		}, []string{"no blocks.<i> tensors"}},
 		{"odd block index", func(ts []checkpoint.WriteTensor) []checkpoint.WriteTensor {
-			ts[find(ts, "blocks.1.norm1.weight")].Name = "blocks.01.norm1.weight"
+			ts[find(ts, last+"norm1.weight")].Name = fmt.Sprintf("blocks.0%d.norm1.weight", s.layers-1)
 			return ts
-		}, []string{`blocks.01.norm1.weight: block index "01"`}},
+		}, []string{fmt.Sprintf(`blocks.0%d.norm1.weight: block index "0%d"`, s.layers-1, s.layers-1)}},
 		{"no embedding", func(ts []checkpoint.WriteTensor) []checkpoint.WriteTensor {
-			return slices.Delete(ts, 0, 1)
+			return slices.Delete(ts, find(ts, "token_embedding.weight"), find(ts, "token_embedding.weight")+1)
 		}, []string{"token_embedding.weight missing"}},
 		{"flat embedding", func(ts []checkpoint.WriteTensor) []checkpoint.WriteTensor {
-			ts[0].Shape = []int{4000 * 32}
+			ts[find(ts, "token_embedding.weight")].Shape = []int{s.vocab * s.dim}
 			return ts
-		}, []string{"token_embedding.weight has shape [128000], want rank 2"}},
+		}, []string{fmt.Sprintf("token_embedding.weight has shape [%d], want rank 2", s.vocab*s.dim)}},
 		{"heads not dividing dim_attn", func(ts []checkpoint.WriteTensor) []checkpoint.WriteTensor {
-			for l := 0; l < 2; l++ {
-				i := find(ts, "blocks."+string(rune('0'+l))+".pos_embedding.embedding.weight")
-				ts[i].Shape, ts[i].Data = []int{32, 3}, ts[i].Data.([]float32)[:96]
+			for l := range s.layers {
+				i := find(ts, fmt.Sprintf("blocks.%d.pos_embedding.embedding.weight", l))
+				ts[i].Shape, ts[i].Data = []int{s.buckets, badHeads}, make([]float32, s.buckets*badHeads)
 			}
 			return ts
-		}, []string{"dim_attn 32 is not a multiple of heads 3"}},
+		}, []string{fmt.Sprintf("dim_attn %d is not a multiple of heads %d", s.dimAttn, badHeads)}},
 		{"a layer missing in the middle", func(ts []checkpoint.WriteTensor) []checkpoint.WriteTensor {
+			// The last block renamed one index up: a gap where it was.
+			next := fmt.Sprintf("blocks.%d.", s.layers)
 			for _, x := range ts {
-				if rest, ok := strings.CutPrefix(x.Name, "blocks.1."); ok {
-					x.Name = "blocks.2." + rest
+				if rest, ok := strings.CutPrefix(x.Name, last); ok {
+					x.Name = next + rest
 					ts = append(ts, x)
 				}
 			}
-			return slices.DeleteFunc(ts, func(x checkpoint.WriteTensor) bool { return strings.HasPrefix(x.Name, "blocks.1.") })
-		}, []string{"10 missing: blocks.1.norm1.weight"}},
+			return slices.DeleteFunc(ts, func(x checkpoint.WriteTensor) bool { return strings.HasPrefix(x.Name, last) })
+		}, []string{fmt.Sprintf("%d missing: %snorm1.weight", s.perBlock, last)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := writeST(t, edit(ts, c.mod))

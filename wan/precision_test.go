@@ -1,9 +1,12 @@
 package wan
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/goldencov"
 	"github.com/densitykv/densitykv/internal/goldendir"
@@ -152,25 +155,122 @@ func bitsRun(t *testing.T, m *Model) [][]float32 {
 	return outs
 }
 
+// bitsInputs are the golden files bitsRun reads (through goldenModelAs and
+// openGolden): the results' bits are pinned for their content.
+var bitsInputs = []string{"weights.safetensors", "forward_c_second_block_with_cache.safetensors"}
+
 // TestBitsAcrossKernels: at both precisions, the model's outputs are the
 // same bits whichever gemm kernel runs the products (every assembly kernel
 // this CPU runs, the pure-Go one, the Go emulations of AMX and
-// AVX512_BF16 — the model re-packs its bf16 weights for each), and equal
-// the hash pinned in testdata/bits.json, which the -tags noasm build and
-// every CPU must reproduce.
+// AVX512_BF16 — the model re-packs its bf16 weights for each), and, for
+// the golden files of the shared set, equal the hash pinned in
+// testdata/bits.json, which the -tags noasm build and every CPU must
+// reproduce. The pin is kept per content of the files the run reads
+// (kerneltest.PinnedFor): another valid golden set (DENSITYKV_GOLDEN_WAN)
+// computes other bits, has no pin, and is checked across kernels only.
 func TestBitsAcrossKernels(t *testing.T) {
 	for _, prec := range []gemm.Precision{gemm.F32, gemm.BF16} {
+		t.Run(prec.String(), func(t *testing.T) { checkBits(t, prec) })
+	}
+}
+
+// checkBits runs bitsRun at precision prec under every kernel, requires
+// the same bits from each, compares their hash with the pin for the
+// golden inputs (if any) and returns it.
+func checkBits(t *testing.T, prec gemm.Precision) string {
+	t.Helper()
+	m := goldenModelAs(t, prec)
+	ref := bitsRun(t, m)
+	kerneltest.Each(t, prec, func(kernel string) {
+		for i, out := range bitsRun(t, m) {
+			if j := kerneltest.FirstDiff(out, ref[i]); j >= 0 {
+				t.Fatalf("%v kernel %s: output %d value %d = %v, auto kernel %s gives %v", prec, kernel, i, j, out[j], gemm.KernelName(prec), ref[i][j])
+			}
+		}
+	})
+	h := kerneltest.Hash(ref...)
+	dir := goldendir.Wan(t)
+	var inputs []string
+	for _, f := range bitsInputs {
+		inputs = append(inputs, filepath.Join(dir, f))
+	}
+	kerneltest.PinnedFor(t, "wan tiny "+prec.String(), h, inputs...)
+	return h
+}
+
+// TestBitsOtherGoldenSet runs checkBits on a golden folder of other
+// weights, made from the golden ones by symmetries of the model, as a set
+// made with other weights would be: per block, the FFN's hidden units in
+// reverse order (ffn.0's rows and bias, ffn.2's columns: fp32 sums them in
+// another order) and the values of self- and cross-attention scaled by
+// 5/4, which the output projection undoes (v's rows and bias × 1.25, o's
+// columns × 0.8: bf16 rounds other operands). Its results must agree
+// across kernels, and their hash, which differs from the golden weights',
+// has no pin: the check passes, saying so. (Before the pins were kept per
+// input content, this failed as every other golden set did.)
+func TestBitsOtherGoldenSet(t *testing.T) {
+	golden := goldendir.Wan(t)
+	sd, err := checkpoint.LoadFile(filepath.Join(golden, "weights.safetensors"), checkpoint.TorchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(name string, rank int) *checkpoint.Tensor {
+		x := sd[name]
+		if x == nil || len(x.Shape) != rank {
+			t.Fatalf("%s: missing or not of rank %d", name, rank)
+		}
+		return x
+	}
+	scale := func(x []float32, c float64) {
+		for i, v := range x {
+			x[i] = float32(float64(v) * c)
+		}
+	}
+	cfg := TinyConfig()
+	for l := range cfg.Layers {
+		p := fmt.Sprintf("blocks.%d.", l)
+		w0, b0, w2 := get(p+"ffn.0.weight", 2), get(p+"ffn.0.bias", 1), get(p+"ffn.2.weight", 2)
+		hid, in, out := w0.Shape[0], w0.Shape[1], w2.Shape[0]
+		if w2.Shape[1] != hid || len(b0.Data) != hid {
+			t.Fatalf("%sffn: shapes %v %v %v", p, w0.Shape, b0.Shape, w2.Shape)
+		}
+		for i := range hid / 2 { // swap units i and hid−1−i
+			j := hid - 1 - i
+			for c := range in {
+				w0.Data[i*in+c], w0.Data[j*in+c] = w0.Data[j*in+c], w0.Data[i*in+c]
+			}
+			b0.Data[i], b0.Data[j] = b0.Data[j], b0.Data[i]
+			for o := range out {
+				w2.Data[o*hid+i], w2.Data[o*hid+j] = w2.Data[o*hid+j], w2.Data[o*hid+i]
+			}
+		}
+		for _, a := range []string{"self_attn.", "cross_attn."} {
+			scale(get(p+a+"v.weight", 2).Data, 1.25)
+			scale(get(p+a+"v.bias", 1).Data, 1.25)
+			scale(get(p+a+"o.weight", 2).Data, 0.8)
+		}
+	}
+	var ts []checkpoint.WriteTensor
+	for _, n := range sd.Names() {
+		ts = append(ts, checkpoint.WriteTensor{Name: n, Shape: sd[n].Shape, Data: sd[n].Data})
+	}
+	dir := t.TempDir()
+	if err := checkpoint.WriteSafetensorsFile(filepath.Join(dir, "weights.safetensors"), ts, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range bitsInputs[1:] {
+		if err := os.Symlink(filepath.Join(golden, f), filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, prec := range []gemm.Precision{gemm.F32, gemm.BF16} {
 		t.Run(prec.String(), func(t *testing.T) {
-			m := goldenModelAs(t, prec)
-			ref := bitsRun(t, m)
-			kerneltest.Each(t, prec, func(kernel string) {
-				for i, out := range bitsRun(t, m) {
-					if j := kerneltest.FirstDiff(out, ref[i]); j >= 0 {
-						t.Fatalf("%v kernel %s: output %d value %d = %v, auto kernel %s gives %v", prec, kernel, i, j, out[j], gemm.KernelName(prec), ref[i][j])
-					}
-				}
-			})
-			kerneltest.Pinned(t, "wan tiny "+prec.String(), kerneltest.Hash(ref...))
+			t.Setenv(goldendir.EnvWan, golden)
+			h := checkBits(t, prec)
+			t.Setenv(goldendir.EnvWan, dir)
+			if other := checkBits(t, prec); other == h {
+				t.Fatalf("the permuted weights give the golden weights' bits (%s): the test tests nothing", h)
+			}
 		})
 	}
 }

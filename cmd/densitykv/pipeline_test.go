@@ -227,7 +227,8 @@ func TestGenerateRefusesBadInputs(t *testing.T) {
 	}{
 		{"vae missing", flag("--vae", filepath.Join(dir, "none.pth")), []string{"--vae", "none.pth"}},
 		{"vae cut", flag("--vae", vaeCut), []string{"--vae", vaeCut}},
-		{"vae of 4 channels", flag("--vae", filepath.Join(goldendir.VAE(t), "weights.pth")), []string{"--vae", "decodes 4 latent channels, the DiT makes 16"}},
+		{"vae of other channels", flag("--vae", filepath.Join(goldendir.VAE(t), "weights.pth")),
+			[]string{"--vae", fmt.Sprintf("decodes %d latent channels, the DiT makes 16", goldenConfigInt(t, goldendir.VAE(t), "weights.json", "z_dim"))}},
 		{"vae statistics", func(a []string) []string { return append(a, "--vae-mean", "0,0", "--vae-std", "1,1") }, []string{"--vae", "2 values"}},
 		{"text encoder cut", flag("--text-encoder", encCut), []string{"--text-encoder", encCut}},
 		{"tokenizer garbage", flag("--tokenizer", garbage), []string{"--tokenizer", garbage}},
@@ -307,6 +308,28 @@ func TestGenerateWithoutFFmpeg(t *testing.T) {
 	}
 }
 
+// goldenConfigInt returns the integer config.key of the JSON sidecar file
+// in the golden folder dir (the text encoder's dim, the VAE's z_dim: other
+// golden sets may have others).
+func goldenConfigInt(t *testing.T, dir, file, key string) int {
+	t.Helper()
+	var side struct {
+		Config map[string]json.RawMessage `json:"config"`
+	}
+	var v int
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if err == nil {
+		err = json.Unmarshal(b, &side)
+	}
+	if err == nil {
+		err = json.Unmarshal(side.Config[key], &v)
+	}
+	if err != nil || v <= 0 {
+		t.Fatalf("%s: config.%s = %s (%v)", file, key, side.Config[key], err)
+	}
+	return v
+}
+
 func dist(a, b []byte) float64 {
 	var s int
 	for i := range a {
@@ -336,7 +359,7 @@ func TestEncodeTextAndSchedules(t *testing.T) {
 	}
 	// A test-size encoder computes at fp32 by default (as generate --arch
 	// tiny does: the frames below match).
-	if err := json.Unmarshal([]byte(out), &r); err != nil || r.SeqLen != 8 || r.Dim != 32 || !r.Truncated || r.Precision != "fp32" || !strings.Contains(errs, "warning") {
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.SeqLen != 8 || r.Dim != goldenConfigInt(t, goldendir.T5(t), "encode.json", "dim") || !r.Truncated || r.Precision != "fp32" || !strings.Contains(errs, "warning") {
 		t.Fatalf("encode-text: %s %s (%v)", out, errs, err)
 	}
 	if code, _, errs := run(t, context.Background(), pipelineArgs(t, dir, "prompt", "--quiet", "--blocks", "2")...); code != 0 {
