@@ -216,6 +216,11 @@ func (gc *GenerateConfig) resolveLoRA(model wan.Config, given bool) error {
 	if G.LoRAAlpha == 0 && len(f.Ranks()) > 1 {
 		return fmt.Errorf("--lora %s has adapters of ranks %v and states no alpha: give it with --lora-alpha (alpha = the rank needs one rank)", G.LoRA, f.Ranks())
 	}
+	// Everything wan.Load checks before it reads the factors: shapes
+	// against the model, every block Linear adapted.
+	if _, err := wan.CheckLoRA(G.LoRA, model, G.LoRAAlpha); err != nil {
+		return fmt.Errorf("--lora: %w", err)
+	}
 	return nil
 }
 

@@ -91,6 +91,25 @@ func TestResolveLoRA(t *testing.T) {
 			}
 		})
 	}
+	// A block Linear without an adapter is refused here, before any work
+	// (not when the DiT is loaded, after the text encoder).
+	partial := writeLoRA(t, dir, "partial.safetensors", 4, 0, false)
+	psd, err := checkpoint.LoadFile(partial, checkpoint.TorchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pts []checkpoint.WriteTensor
+	for _, n := range psd.Names() {
+		if !strings.Contains(n, "blocks.1.cross_attn.k.") {
+			pts = append(pts, checkpoint.WriteTensor{Name: n, Shape: psd[n].Shape, Data: psd[n].Data})
+		}
+	}
+	checkpoint.WriteSafetensorsFile(partial, pts, nil)
+	pc := GenerateConfig{}
+	pc.Generate.LoRA = partial
+	if err := pc.resolveLoRA(wan.TinyConfig(), false); err == nil || !strings.Contains(err.Error(), "1 block Linear layers have no adapter: blocks.1.cross_attn.k.weight") {
+		t.Fatalf("a missing adapter: %v", err)
+	}
 	// Mixed ranks need an alpha.
 	mixed := writeLoRA(t, dir, "mixed.safetensors", 4, 0, false)
 	sd, err := checkpoint.LoadFile(mixed, checkpoint.TorchOptions{})

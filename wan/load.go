@@ -117,7 +117,7 @@ func Load(path string, cfg Config, opt LoadOptions) (*Model, error) {
 		}
 		*p.Data = d
 		if p.isWeight() {
-			p.lin.pack(opt.Precision)
+			p.lin.Pack(opt.Precision)
 		}
 		if opt.Progress != nil {
 			opt.Progress(done, total)
@@ -176,6 +176,23 @@ func archHint(sd checkpoint.StateDict, cfg Config) string {
 		return ""
 	}
 	return fmt.Sprintf("it is a DiT of width %d with %d blocks, the model asked for (--arch) has width %d and %d blocks (Wan2.1's 1.3B: 1536 × 30, 14B: 5120 × 40): ", t.Shape[0], layers, cfg.Dim, cfg.Layers)
+}
+
+// CheckLoRA checks the LoRA at path against a model of configuration cfg
+// as Load will, without reading the factors' values: every adapter a
+// Linear weight's with composing shapes, every block Linear adapted, the
+// alpha (0: the file's, else the rank) usable. It returns what Load would
+// merge ("…: 300 adapters (PEFT naming), rank 256, alpha 256: scale 1").
+func CheckLoRA(path string, cfg Config, alpha float64) (string, error) {
+	if err := cfg.Validate(); err != nil {
+		return "", err
+	}
+	pl, err := planLoRA(path, cfg, alpha)
+	if err != nil {
+		return "", err
+	}
+	defer pl.file.Close()
+	return pl.String(), nil
 }
 
 func mustModel(cfg Config) *Model {
