@@ -130,6 +130,9 @@ func findFiles(path string, k Kind) (*fileSet, error) {
 			files = append(files, n)
 		}
 	}
+	// A Hugging Face folder often ships the same weights twice,
+	// safetensors and PyTorch (.bin): the safetensors are read.
+	indexes, files = preferSafetensors(indexes), preferSafetensors(files)
 	var fs *fileSet
 	switch {
 	case k == LoRA && slices.Contains(files, "adapter_model.safetensors"):
@@ -292,4 +295,19 @@ func Files(path string, k Kind) ([]string, error) {
 		return nil, err
 	}
 	return fs.files, nil
+}
+
+// preferSafetensors keeps the safetensors files (and indexes) of names
+// when there are any, else all of names.
+func preferSafetensors(names []string) []string {
+	var st []string
+	for _, n := range names {
+		if strings.HasSuffix(strings.ToLower(strings.TrimSuffix(n, ".index.json")), ".safetensors") {
+			st = append(st, n)
+		}
+	}
+	if len(st) > 0 {
+		return st
+	}
+	return names
 }

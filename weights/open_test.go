@@ -116,6 +116,22 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 
+	// A Hugging Face folder with the same weights as safetensors and as
+	// PyTorch files: the safetensors are read.
+	both := filepath.Join(dir, "both")
+	if _, err := weightstest.Write(both, weights.DiT, []weightstest.Tensor{{Name: "head.modulation", Shape: []int{2}, Data: []float32{1, 2}},
+		{Name: "head.head.bias", Shape: []int{2}, Data: []float32{1, 2}}},
+		weightstest.Options{Shards: 2, File: "model"}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(both, "pytorch_model.bin"), []byte("PK"), 0o644)
+	os.WriteFile(filepath.Join(both, "pytorch_model.bin.index.json"), []byte("{}"), 0o644)
+	if src, err := weights.Open(both, weights.DiT, weights.Options{}); err != nil || src.Index == "" || len(src.Files) != 2 {
+		t.Fatalf("safetensors beside .bin files: %v", err)
+	} else {
+		src.Close()
+	}
+
 	// Shard indexes that do not match their shards.
 	ts := []weightstest.Tensor{{Name: "head.modulation", Shape: []int{2}, Data: []float32{1, 2}},
 		{Name: "head.head.weight", Shape: []int{2, 2}, Data: []float32{1, 2, 3, 4}}, {Name: "head.head.bias", Shape: []int{2}, Data: []float32{1, 2}}}
