@@ -119,6 +119,7 @@ func TestHFTiedEmbedding(t *testing.T) {
 		{"embed_tokens only", []string{"encoder.embed_tokens.weight"}, nil},
 		{"both", []string{"shared.weight", "encoder.embed_tokens.weight"}, nil},
 		{"whole umT5", []string{"shared.weight"}, []string{"decoder.block.0.layer.0.SelfAttention.q.weight", "lm_head.weight"}},
+		{"ComfyUI's tokenizer inside", []string{"shared.weight"}, []string{"spiece_model"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var ws []checkpoint.WriteTensor

@@ -109,6 +109,8 @@ var Layouts = []*Layout{
 				return "token_embedding.weight", false, true
 			case strings.HasPrefix(name, "decoder.") || strings.HasPrefix(name, "lm_head."):
 				return "", true, true // a whole umT5: the encoder is used
+			case name == "spiece_model":
+				return "", true, true // ComfyUI's copy of the tokenizer model (--tokenizer reads spiece.model)
 			}
 			o, ok := t5HF.convert(name, true)
 			return o, false, ok
