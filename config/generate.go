@@ -140,6 +140,14 @@ type GenerateSection struct {
 	// into a stream file (package synth's format) that simulate and eval
 	// replay with --stream file.
 	RecordStream string `yaml:"record_stream"`
+	// Noise, when set, is a noise file (package rollout's format: the
+	// initial noise of every frame and the re-noise draws of every block
+	// and step, a safetensors file or the authors' torch.save) whose draws
+	// the rollout uses instead of the seed's. SaveNoise, when set, is
+	// where the run writes every draw it used, in that format, when it
+	// completes.
+	Noise     string `yaml:"noise,omitempty"`
+	SaveNoise string `yaml:"save_noise,omitempty"`
 	// RAGAE is the DensityKV authors' LongLive-RAG retrieval autoencoder
 	// (ae_latent_mem.pt, package ragae). Set, LongLive-RAG describes
 	// frames with it (memory.longlive_rag.descriptor ae, the paper's

@@ -225,13 +225,16 @@ type RunOptions struct {
 	FramesPerBlock int // 0 = 3
 	Height, Width  int // latent size
 	Seed           uint64
-	Writer         *Writer   // optional
-	MemLog         io.Writer // optional
-	Progress       func(Progress)
-	BlockDone      func(block int, latents []float32, log BlockLog) error
-	Context        context.Context
-	Stop           context.Context
-	Start          int
+	// Noise, when set, supplies the draws instead of the seed (a noise
+	// file: OpenNoise).
+	Noise     Noise
+	Writer    *Writer   // optional
+	MemLog    io.Writer // optional
+	Progress  func(Progress)
+	BlockDone func(block int, latents []float32, log BlockLog) error
+	Context   context.Context
+	Stop      context.Context
+	Start     int
 	// Recacher, when set, recaches at prompt switches (Options.Recacher).
 	Recacher memory.Recacher
 }
@@ -242,8 +245,12 @@ func (g *Generator) options(o RunOptions) Options {
 	if g.FirstSchedule != nil {
 		draws = max(draws, len(g.FirstSchedule.Timesteps)-1)
 	}
+	var noise Noise = Seeded{Seed: o.Seed, StepsPerBlock: draws}
+	if o.Noise != nil {
+		noise = o.Noise
+	}
 	return Options{Blocks: o.Blocks, FramesPerBlock: o.FramesPerBlock, Height: o.Height, Width: o.Width,
-		Schedule: g.Schedule, FirstSchedule: g.FirstSchedule, Update: g.Update, Noise: Seeded{Seed: o.Seed, StepsPerBlock: draws}, Prompts: g.Prompts,
+		Schedule: g.Schedule, FirstSchedule: g.FirstSchedule, Update: g.Update, Noise: noise, Prompts: g.Prompts,
 		Writer: o.Writer, MemLog: o.MemLog, Progress: o.Progress, BlockDone: o.BlockDone, Context: o.Context, Stop: o.Stop, Start: o.Start,
 		Recacher: o.Recacher}
 }
@@ -253,8 +260,13 @@ func (g *Generator) Run(pol memory.Policy, o RunOptions) error {
 	return Run(g.Model, pol, g.options(o))
 }
 
+// Noise returns the noise source of rollout o: o.Noise, or the seeded
+// draws of o.Seed.
+func (g *Generator) Noise(o RunOptions) Noise { return g.options(o).Noise }
+
 // Manifest describes a rollout of the generator with pol for the Writer;
-// extra is recorded as is.
+// extra is recorded as is. A rollout with its own noise (o.Noise) records
+// no seed.
 func (g *Generator) Manifest(pol memory.Policy, o RunOptions, extra map[string]string) Manifest {
 	F := o.FramesPerBlock
 	if F == 0 {
@@ -262,7 +274,10 @@ func (g *Generator) Manifest(pol memory.Policy, o RunOptions, extra map[string]s
 	}
 	seed := o.Seed
 	man := Manifest{Policy: pol.Name(), Channels: g.Model.Cfg.OutDim, Height: o.Height, Width: o.Width,
-		FramesPerBlock: F, BlocksPlanned: o.Blocks, Timesteps: g.Schedule.Timesteps, Sigmas: g.Schedule.Sigmas, Seed: &seed, Extra: extra}
+		FramesPerBlock: F, BlocksPlanned: o.Blocks, Timesteps: g.Schedule.Timesteps, Sigmas: g.Schedule.Sigmas, Extra: extra}
+	if o.Noise == nil {
+		man.Seed = &seed
+	}
 	if g.FirstSchedule != nil {
 		man.FirstTimesteps, man.FirstSigmas = g.FirstSchedule.Timesteps, g.FirstSchedule.Sigmas
 	}

@@ -215,6 +215,7 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 	if err != nil {
 		return nil, err
 	}
+	defer in.close()
 	if len(encode) > 0 && g.TextCache == "" {
 		return nil, userf("--prompts needs a text cache (generate.text_cache)")
 	}
@@ -465,7 +466,7 @@ func listInputs(g config.GenerateSection, resume bool) ([]FileFingerprint, error
 	if st, err := os.Stat(tok); err == nil && st.IsDir() {
 		tok = filepath.Join(tok, tokenizer.ModelFile)
 	}
-	ins = append(ins, in{"vae", "--vae", g.VAE}, in{"rag-ae", "--rag-ae", g.RAGAE}, in{"text-encoder", "--text-encoder", g.TextEncoder}, in{"tokenizer", "--tokenizer", tok})
+	ins = append(ins, in{"vae", "--vae", g.VAE}, in{"rag-ae", "--rag-ae", g.RAGAE}, in{"text-encoder", "--text-encoder", g.TextEncoder}, in{"tokenizer", "--tokenizer", tok}, in{"noise", "--noise", g.Noise})
 	var out []FileFingerprint
 	for _, i := range ins {
 		if i.path == "" {

@@ -119,7 +119,7 @@ func fingerprint(role, path string) (FileFingerprint, error) {
 // inputFlags are the flags that name a generate run's input files by
 // role: --resume takes them to read an input from another place (its
 // content checked against the checkpoint's fingerprint).
-var inputFlags = map[string]string{"checkpoint": "--checkpoint", "lora": "--lora", "text": "--text", "vae": "--vae", "rag-ae": "--rag-ae"}
+var inputFlags = map[string]string{"checkpoint": "--checkpoint", "lora": "--lora", "text": "--text", "vae": "--vae", "rag-ae": "--rag-ae", "noise": "--noise"}
 
 // ownFile reports whether an input of role is a file of the run folder
 // itself (recorded relative to the folder).
@@ -127,7 +127,8 @@ func ownFile(role string) bool { return role == "embedding" }
 
 // generateInputs fingerprints the files a generate run in dir reads: the
 // checkpoint, LoRA, text files, the prompts' embeddings saved in dir
-// (recorded by their path in the folder) and the VAE. (The text encoder
+// (recorded by their path in the folder), the VAE, LongLive-RAG's
+// autoencoder and the --noise file. (The text encoder
 // and tokenizer are not read again on resume: the embeddings made with
 // them are.)
 func generateInputs(g config.GenerateSection, dir string) ([]FileFingerprint, error) {
@@ -147,6 +148,9 @@ func generateInputs(g config.GenerateSection, dir string) ([]FileFingerprint, er
 	}
 	if g.RAGAE != "" {
 		ins = append(ins, in{"rag-ae", g.RAGAE, ""})
+	}
+	if g.Noise != "" {
+		ins = append(ins, in{"noise", g.Noise, ""})
 	}
 	var out []FileFingerprint
 	for _, i := range ins {

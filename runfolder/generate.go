@@ -80,6 +80,7 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	if err != nil {
 		return nil, err
 	}
+	defer in.close()
 	var embeds []*pipeline.Embedding
 	if resume {
 		embeds, err = readRunEmbeddings(dir, g)
@@ -104,6 +105,14 @@ type genInputs struct {
 	wan    *wan.Model
 	sched  *rollout.Schedule // the denoising schedule (first: block 0's when it differs)
 	first  *rollout.Schedule
+	noise  *rollout.NoiseFile // --noise, checked against the run; nil = the seed's draws
+}
+
+// close releases the noise file.
+func (in *genInputs) close() {
+	if in.noise != nil {
+		in.noise.Close()
+	}
 }
 
 // checkGenerateInputs checks every input file of g without reading the
@@ -143,6 +152,16 @@ func checkGenerateInputs(g config.GenerateSection, hooks Hooks, text bool) (*gen
 			return nil, userf("--text-encoder %s: its output has %d values per token, the %s DiT reads %d", g.TextEncoder, ti.Encoder.Dim, g.Arch, g.Model.TextDim)
 		}
 		in.text = ti
+	}
+	if g.Noise != "" {
+		sch, first, err := g.Schedule.Options().Build()
+		if err != nil {
+			return nil, userf("generate.schedule: %w", err)
+		}
+		l := rollout.NewNoiseLayout(g.Blocks, g.BlockFrames(), g.Model.OutDim, g.LatentHeight, g.LatentWidth, sch, first, g.Schedule.Update)
+		if in.noise, err = rollout.OpenNoise(g.Noise, l); err != nil {
+			return nil, userf("--noise: %w", err)
+		}
 	}
 	return in, nil
 }
@@ -384,6 +403,9 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	}
 	ro := rollout.RunOptions{Blocks: g.Blocks, FramesPerBlock: F, Height: g.LatentHeight, Width: g.LatentWidth,
 		Seed: uint64(gc.Run.Seed), Start: start, Stop: ctx}
+	if in.noise != nil {
+		ro.Noise = in.noise
+	}
 	if g.Recache == config.RecacheLongLive {
 		rc, ok := pol.(memory.Recacher)
 		if !ok {
@@ -646,6 +668,13 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 			return nil, fmt.Errorf("--record-stream: %w", err)
 		}
 	}
+	if g.SaveNoise != "" && !interrupted {
+		// Made again from the noise source (addressed by frame and draw),
+		// so a resumed run writes the file an uninterrupted one does.
+		if err := rollout.SaveNoise(g.SaveNoise, gen.Noise(ro), gen.NoiseLayout(ro), noiseSource(gc, in.noise)); err != nil {
+			return nil, fmt.Errorf("--save-noise: %w", err)
+		}
+	}
 	if lg != nil && !interrupted {
 		for _, f := range lg.finals() {
 			if err := lgw.Write(f); err != nil {
@@ -660,6 +689,9 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 		return nil, err
 	}
 	res := &Result{Summary: newSummary("generate", dir, gc.Config, st, interrupted, time.Since(began), 0), Interrupted: interrupted}
+	if g.SaveNoise != "" && !interrupted {
+		res.Summary.Files = append(res.Summary.Files, g.SaveNoise)
+	}
 	if !interrupted {
 		pngs, err := Render(dir)
 		if err != nil {
@@ -701,6 +733,18 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 		}
 	}
 	return res, nil
+}
+
+// noiseSource says where a run's draws come from, for --save-noise's
+// metadata: the seed, or the --noise file (its SHA-256).
+func noiseSource(gc config.GenerateConfig, n *rollout.NoiseFile) string {
+	if n == nil {
+		return fmt.Sprintf("seed %d", gc.Run.Seed)
+	}
+	if s, err := filehash.File(n.Path); err == nil {
+		return fmt.Sprintf("noise file %s (SHA-256 %s)", filepath.Base(n.Path), s.SHA256)
+	}
+	return "noise file " + filepath.Base(n.Path)
 }
 
 // openVideo opens the run's video stream: a new one, or on resume the

@@ -21,7 +21,7 @@ func GenerateInputs(g config.GenerateSection) []atomicfile.Input {
 	for _, t := range g.Texts {
 		ins = append(ins, atomicfile.Input{Role: "--text", Path: t.Path})
 	}
-	for _, f := range []atomicfile.Input{{Role: "--text-encoder", Path: g.TextEncoder}, {Role: "--tokenizer", Path: g.Tokenizer}, {Role: "--vae", Path: g.VAE}, {Role: "--prompts", Path: g.PromptsFile}, {Role: "--rag-ae", Path: g.RAGAE}} {
+	for _, f := range []atomicfile.Input{{Role: "--text-encoder", Path: g.TextEncoder}, {Role: "--tokenizer", Path: g.Tokenizer}, {Role: "--vae", Path: g.VAE}, {Role: "--prompts", Path: g.PromptsFile}, {Role: "--rag-ae", Path: g.RAGAE}, {Role: "--noise", Path: g.Noise}} {
 		if f.Path != "" {
 			ins = append(ins, f)
 		}
@@ -52,12 +52,22 @@ func CheckGenerateOutputs(gc config.GenerateConfig, extra ...atomicfile.Input) e
 		}
 		outs = append(outs, atomicfile.Output{Role: "--record-stream", Path: g.RecordStream})
 	}
+	if g.SaveNoise != "" {
+		for _, o := range outs {
+			if atomicfile.Aliases(o, g.SaveNoise) {
+				return userf("--save-noise %s is %s %s: the run writes it; save the noise elsewhere", g.SaveNoise, o.Role, o.Path)
+			}
+		}
+		outs = append(outs, atomicfile.Output{Role: "--save-noise", Path: g.SaveNoise})
+	}
 	if err := atomicfile.CheckOutputs(outs, ins); err != nil {
 		return &UserError{err}
 	}
-	if g.RecordStream != "" {
-		if err := atomicfile.CheckWritable("--record-stream", g.RecordStream); err != nil {
-			return &UserError{err}
+	for _, o := range [][2]string{{"--record-stream", g.RecordStream}, {"--save-noise", g.SaveNoise}} {
+		if o[1] != "" {
+			if err := atomicfile.CheckWritable(o[0], o[1]); err != nil {
+				return &UserError{err}
+			}
 		}
 	}
 	return nil
@@ -127,6 +137,9 @@ func CheckListOutputs(gc config.GenerateConfig, force bool, extra ...atomicfile.
 	g := gc.Generate
 	if g.RecordStream != "" {
 		return userf("--record-stream %s records one run's stream; a prompt list (--prompts) makes one run per prompt: record a single run", g.RecordStream)
+	}
+	if g.SaveNoise != "" {
+		return userf("--save-noise %s saves one run's noise; a prompt list (--prompts) makes one run per prompt, all with the same noise: save it from a single run", g.SaveNoise)
 	}
 	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
 	ins := append(GenerateInputs(g), extra...)

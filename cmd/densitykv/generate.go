@@ -112,7 +112,14 @@ identical to an uninterrupted run. A run folder may be moved or copied
 its own files are found in it, and its inputs are checked by content;
 an input that moved too is given by its flag (--resume --checkpoint FILE,
 --lora, --vae, --rag-ae, --text, --text-encoder, --tokenizer,
---record-stream) and must be the file the run started with.`,
+--record-stream, --noise, --save-noise) and must be the file the run started with.
+
+--save-noise FILE writes every random draw of the run (the initial noise of
+every latent frame, the re-noise draw of every block and step) when it
+completes; --noise FILE replays the draws of such a file, or of one the
+authors' pipeline wrote with torch.save, instead of the seed's, so that a run
+is reproduced draw for draw from either side (docs/parity.md; densitykv
+compare diffs the results).`,
 		Example: `  densitykv generate --checkpoint self_forcing.pt --text-encoder models_t5_umt5-xxl-enc-bf16.pth \
       --tokenizer google/umt5-xxl --vae Wan2.1_VAE.pth --prompt "a red panda walks through snow, cinematic" \
       --seconds 30 --policy densitykv
@@ -213,6 +220,8 @@ an input that moved too is given by its flag (--resume --checkpoint FILE,
 	f.StringVar(&recache, "recache", dg.Recache.String(), "at a prompt switch: none (the DensityKV authors': cross-attention only) or longlive (re-run the most recent frames under the new prompt) (generate.recache)")
 	f.BoolVar(&g.Preview, "preview", dg.Preview, "write PNG frames of a latent preview (not decoded video) in latent_preview/, and latent_preview.mp4 with ffmpeg; default on without --vae (generate.preview)")
 	f.StringVar(&g.RecordStream, "record-stream", dg.RecordStream, "record the clean passes' q/k/v into this stream file, replayed with simulate/eval --stream file (generate.record_stream)")
+	f.StringVar(&g.Noise, "noise", dg.Noise, "replay the draws of this noise file (initial noise and re-noise per block and step: a --save-noise file, or the authors' torch.save; docs/parity.md) instead of the seed's (generate.noise)")
+	f.StringVar(&g.SaveNoise, "save-noise", dg.SaveNoise, "write every draw the run uses to this safetensors file when it completes, replayed with --noise (generate.save_noise)")
 	f.StringVar(&g.RAGAE, "rag-ae", dg.RAGAE, "LongLive-RAG: the authors' retrieval autoencoder ae_latent_mem.pt; describes frames with it (descriptor ae) instead of the latent mean (generate.rag_ae)")
 	f.IntVar(&snapEvery, "snapshot-every", def.Run.SnapshotEvery, "save a resume checkpoint (policy snapshot) every N blocks, 0 = only when stopped with Ctrl-C (run.snapshot_every)")
 	f.StringVar(&out, "out", def.Run.Out, "parent folder of run folders (run.out)")
@@ -231,7 +240,7 @@ an input that moved too is given by its flag (--resume --checkpoint FILE,
 // input files' (and the recording's) places, for inputs that moved since
 // the run began; each input is checked to be the file the run started
 // with by its content.
-const relocatable = "checkpoint lora vae rag-ae text text-encoder tokenizer record-stream "
+const relocatable = "checkpoint lora vae rag-ae text text-encoder tokenizer record-stream noise save-noise "
 
 // relocateInputs sets, on --resume, the places of the input files given
 // by their flags (relocatable) in g, the saved configuration; flags holds
@@ -243,7 +252,8 @@ func relocateInputs(f *pflag.FlagSet, g *config.GenerateSection, flags config.Ge
 		dst  *string
 		v    string
 	}{{"checkpoint", &g.Checkpoint, flags.Checkpoint}, {"lora", &g.LoRA, flags.LoRA}, {"vae", &g.VAE, flags.VAE}, {"rag-ae", &g.RAGAE, flags.RAGAE},
-		{"text-encoder", &g.TextEncoder, flags.TextEncoder}, {"tokenizer", &g.Tokenizer, flags.Tokenizer}, {"record-stream", &g.RecordStream, flags.RecordStream}} {
+		{"text-encoder", &g.TextEncoder, flags.TextEncoder}, {"tokenizer", &g.Tokenizer, flags.Tokenizer}, {"record-stream", &g.RecordStream, flags.RecordStream},
+		{"noise", &g.Noise, flags.Noise}, {"save-noise", &g.SaveNoise, flags.SaveNoise}} {
 		if !f.Changed(r.flag) {
 			continue
 		}
@@ -293,7 +303,7 @@ var generateKeys = map[string]string{
 	"first-chunk-steps": "generate.schedule.first_chunk_steps", "warp": "generate.schedule.warp", "shift": "generate.schedule.shift",
 	"update": "generate.schedule.update", "trace-step": "generate.trace_step", "preview": "generate.preview", "record-stream": "generate.record_stream",
 	"trace-layers": "generate.trace_layers", "lineage-layers": "generate.lineage_layers", "lineage-heads": "generate.lineage_heads",
-	"source-ids": "generate.source_ids", "recache": "generate.recache", "rag-ae": "generate.rag_ae",
+	"source-ids": "generate.source_ids", "recache": "generate.recache", "rag-ae": "generate.rag_ae", "noise": "generate.noise", "save-noise": "generate.save_noise",
 	"fps": "generate.video.fps", "crf": "generate.video.crf",
 }
 
@@ -380,6 +390,8 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 	}
 	setIf(f, "preview", &G.Preview, g.Preview)
 	setIf(f, "record-stream", &G.RecordStream, g.RecordStream)
+	setIf(f, "noise", &G.Noise, g.Noise)
+	setIf(f, "save-noise", &G.SaveNoise, g.SaveNoise)
 	setIf(f, "prompts", &G.PromptsFile, g.PromptsFile)
 	setIf(f, "extended-prompts", &G.ExtendedPromptsFile, g.ExtendedPromptsFile)
 	setIf(f, "prompt-indices", &G.PromptIndices, g.PromptIndices)
