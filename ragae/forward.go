@@ -7,7 +7,7 @@ import (
 
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/finite"
-	"github.com/densitykv/densitykv/internal/vmath"
+	"github.com/densitykv/densitykv/nn"
 )
 
 // maxPixels bounds a latent frame's H·W.
@@ -104,7 +104,9 @@ func (d *Describer) forward(in []float32) []float32 {
 		}
 		pooled[c] = float32(s / float64(P))
 	}
-	return e.FC.apply(pooled)
+	emb := make([]float32, e.FC.Out)
+	e.FC.Apply(emb, pooled, 1)
+	return emb
 }
 
 // conv applies c to x [In][h][w] into dst (grown as needed) and returns
@@ -145,60 +147,10 @@ func (d *Describer) conv(c *Conv2d, dst, x []float32, h, w int) ([]float32, int,
 	return dst, ho, wo
 }
 
-// apply normalises x [Channels][P] in place per group (mean and biased
-// variance over the group's channels and positions, in float64), applies
-// the affine weights, then SiLU when silu is set.
+// apply normalises x [Channels][P] in place per group (nn.GroupNorm, ε =
+// 1e-5), then SiLU when silu is set.
 func (g *GroupNorm) apply(x []float32, P int, silu bool) {
-	cpg := g.Channels / g.Groups
-	n := float64(cpg * P)
-	for gi := 0; gi < g.Groups; gi++ {
-		part := x[gi*cpg*P : (gi+1)*cpg*P]
-		var s float64
-		for _, v := range part {
-			s += float64(v)
-		}
-		mean := s / n
-		var ss float64
-		for _, v := range part {
-			dv := float64(v) - mean
-			ss += dv * dv
-		}
-		inv := 1 / math.Sqrt(ss/n+groupNormEps)
-		for k := 0; k < cpg; k++ {
-			c := gi*cpg + k
-			a, b := inv*float64(g.Weight[c]), float64(g.Bias[c])
-			for p, v := range part[k*P : (k+1)*P] {
-				y := (float64(v)-mean)*a + b
-				if silu {
-					y = siLU(y)
-				}
-				part[k*P+p] = float32(y)
-			}
-		}
-	}
-}
-
-// siLU returns y·sigmoid(y) = y / (1 + e^−y) with vmath.Exp, whose bits
-// are defined (math.Exp's depend on the CPU's FMA support).
-func siLU(y float64) float64 {
-	switch z := -y; {
-	case z > 709:
-		return y / math.Inf(1) // e^z overflows: −0
-	case z < -708:
-		return y // e^z underflows
-	default:
-		return y / (1 + vmath.Exp(z))
-	}
-}
-
-// apply returns W·x + b (a fresh slice of Out values).
-func (l *Linear) apply(x []float32) []float32 {
-	out := make([]float32, l.Out)
-	gemm.NT(1, l.Out, l.In, x, l.In, l.Weight, l.In, out, l.Out)
-	for i := range out {
-		out[i] += l.Bias[i]
-	}
-	return out
+	nn.GroupNorm(x, g.Channels, P, g.Groups, g.Weight, g.Bias, groupNormEps, silu)
 }
 
 // normalize is F.normalize(x, dim=-1): x / max(‖x‖₂, 1e-12).

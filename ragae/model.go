@@ -7,7 +7,9 @@ import (
 	"strings"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/finite"
+	"github.com/densitykv/densitykv/nn"
 )
 
 // Config is the authors' AEConfig (ae/config.py).
@@ -142,17 +144,11 @@ type Stage struct {
 	Res  ResBlock
 }
 
-// Linear is nn.Linear: Weight [Out][In], Bias [Out].
-type Linear struct {
-	Weight, Bias []float32
-	In, Out      int
-}
-
 // Encoder is LatentAE.encoder.
 type Encoder struct {
-	Stages    []Stage   // conv_stack
-	FinalNorm GroupNorm // final_norm.0 (then SiLU)
-	FC        Linear    // fc
+	Stages    []Stage            // conv_stack
+	FinalNorm GroupNorm          // final_norm.0 (then SiLU)
+	FC        nn.Linear[float32] // fc: weight [latent_dim][channels], bias; packed at fp32
 }
 
 // AE is a loaded retrieval autoencoder.
@@ -234,7 +230,7 @@ func fromStateDict(cfg Config, sd checkpoint.StateDict) (*AE, error) {
 		ch = hd
 	}
 	e.FinalNorm = norm("encoder.final_norm.0", ch)
-	e.FC = Linear{Weight: take("encoder.fc.weight", cfg.LatentDim, ch), Bias: take("encoder.fc.bias", cfg.LatentDim), In: ch, Out: cfg.LatentDim}
+	e.FC = nn.Linear[float32]{W: take("encoder.fc.weight", cfg.LatentDim, ch), B: take("encoder.fc.bias", cfg.LatentDim), In: ch, Out: cfg.LatentDim}
 	for _, n := range sd.Names() {
 		switch {
 		case used[n]:
@@ -247,6 +243,7 @@ func fromStateDict(cfg Config, sd checkpoint.StateDict) (*AE, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
+	e.FC.Pack(gemm.F32)
 	return ae, nil
 }
 

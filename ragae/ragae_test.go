@@ -469,15 +469,6 @@ func TestTorchSavedAE(t *testing.T) {
 	}
 }
 
-func TestSiLU(t *testing.T) {
-	for _, y := range []float64{-800, -709.5, -30, -1, -1e-3, 0, 1e-3, 0.5, 2, 30, 709.5, 800} {
-		want := y / (1 + math.Exp(-y))
-		if got := siLU(y); math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) || math.Signbit(got) != math.Signbit(want) {
-			t.Errorf("siLU(%v) = %v, want %v", y, got, want)
-		}
-	}
-}
-
 // BenchmarkEncode encodes one paper-size latent frame (16 × 60 × 104) with
 // the authors' default architecture (hidden_dims 64, 128, 256; latent_dim
 // 1,024) and random weights.

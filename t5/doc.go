@@ -22,12 +22,12 @@
 // text_len rows with zeros.
 //
 // The weights stay in bfloat16 (umT5-XXL: 11.4 GB). Every matrix product
-// goes through package gemm at the model's Precision: a Linear packs its
-// weights one block of 128 output columns at a time, so a packed copy never
-// exists whole — at fp32 widened to float32 panels (widenPanels) with
-// float32 activations, at bf16 natively in the kernel's bfloat16 layout
-// (gemm.PackNTBF16) with the activations rounded to bfloat16 — and
-// multiplies with gemm.MulPacked; attention runs per head (scores q·kᵀ,
+// goes through package gemm at the model's Precision: a Linear
+// (nn.Linear, streamed) packs its weights one block of 128 output columns
+// at a time, so a packed copy never exists whole — at fp32 widened to
+// float32 panels with float32 activations, at bf16 natively in the
+// kernel's bfloat16 layout (gemm.PackNTBF16) with the activations rounded
+// to bfloat16 — and multiplies with gemm.MulPacked; attention runs per head (scores q·kᵀ,
 // softmax with bias and mask, then p·v) on gemm's packed products, at bf16
 // with q, k, v and the probabilities rounded to bfloat16. The RMS
 // statistics and the softmax sums are accumulated in float64, the GELU and

@@ -10,6 +10,7 @@ import (
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/parallel"
 	"github.com/densitykv/densitykv/internal/vmath"
+	"github.com/densitykv/densitykv/nn"
 )
 
 // MaxTokens bounds the sequence length of one call (Wan's text_len is
@@ -138,7 +139,7 @@ type workspace struct {
 	x, h, y    []float32 // [n][Dim]: residual stream, normed input, block output
 	q, k, v, a []float32 // [n][DimAttn]: projections, attention output
 	g, f       []float32 // [n][DimFFN]: gate and fc1 branches
-	lin        linearWS
+	lin        nn.Scratch
 	heads      []*headWS // one per attention worker
 }
 
@@ -151,7 +152,7 @@ type headWS struct {
 
 func (ws *workspace) bytes() int64 {
 	n := int64(cap(ws.x)+cap(ws.h)+cap(ws.y)+cap(ws.q)+cap(ws.k)+cap(ws.v)+cap(ws.a)+cap(ws.g)+cap(ws.f)) * 4
-	n += ws.lin.bytes()
+	n += ws.lin.Bytes()
 	for _, h := range ws.heads {
 		n += int64(cap(h.s)+cap(h.bias))*4 + h.pk.Bytes() + h.pv.Bytes()
 	}
@@ -190,7 +191,7 @@ func (m *Model) forward(ids []int32, keep []bool, tr *Trace) []float32 {
 	bk := c.buckets(n)
 	for l := range m.Blocks {
 		b := &m.Blocks[l]
-		rmsNorm(h, x, n, d, c.Eps, b.Norm1)
+		nn.RMSNorm(h, x, n, d, c.Eps, b.Norm1)
 		var probs []float32
 		if tr != nil && tr.WantProbs {
 			probs = make([]float32, c.Heads*n*n)
@@ -201,7 +202,7 @@ func (m *Model) forward(ids []int32, keep []bool, tr *Trace) []float32 {
 		if tr != nil {
 			tr.AfterAttn = append(tr.AfterAttn, clone(x))
 		}
-		rmsNorm(h, x, n, d, c.Eps, b.Norm2)
+		nn.RMSNorm(h, x, n, d, c.Eps, b.Norm2)
 		b.FFN.forward(m.Precision, y, h, n, ws)
 		addInto(x, y)
 		if tr != nil {
@@ -209,7 +210,7 @@ func (m *Model) forward(ids []int32, keep []bool, tr *Trace) []float32 {
 		}
 	}
 	out := make([]float32, n*d)
-	rmsNorm(out, x, n, d, c.Eps, m.Norm)
+	nn.RMSNorm(out, x, n, d, c.Eps, m.Norm)
 	return out
 }
 
@@ -224,25 +225,6 @@ func (m *Model) embed(x []float32, ids []int32) {
 			dst := x[i*d : (i+1)*d]
 			for j, v := range row {
 				dst[j] = widen(v)
-			}
-		}
-	})
-}
-
-// rmsNorm writes T5's RMSNorm of each row of x [n][d] into y:
-// y = x / √(mean(x²) + eps) · w (no centring, no bias; the statistic in
-// float64).
-func rmsNorm(y, x []float32, n, d int, eps float64, w []float32) {
-	parallel.For(n, 8, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			xr, yr := x[r*d:(r+1)*d], y[r*d:(r+1)*d]
-			var q float64
-			for _, v := range xr {
-				q += float64(float64(v) * float64(v)) // rounded before the sum: no fused multiply-add
-			}
-			inv := 1 / math.Sqrt(q/float64(d)+eps)
-			for j, v := range xr {
-				yr[j] = float32(float64(v)*inv) * w[j]
 			}
 		}
 	})
@@ -268,9 +250,10 @@ func addInto(x, y []float32) {
 func (a *Attention) forward(prec gemm.Precision, y, h []float32, n int, c Config, tab []float32, bk []int32, keep []bool, ws *workspace, probs []float32) {
 	da, hd := c.DimAttn, c.HeadDim()
 	q, k, v, att := ws.q[:n*da], ws.k[:n*da], ws.v[:n*da], ws.a[:n*da]
-	a.Q.forward(prec, q, h, n, &ws.lin)
-	a.K.product(k, n, &ws.lin) // h is still packed
-	a.V.product(v, n, &ws.lin)
+	ws.lin.PackInput(prec, h, n, a.Q.In)
+	a.Q.Stream(q, n, &ws.lin)
+	a.K.Stream(k, n, &ws.lin)
+	a.V.Stream(v, n, &ws.lin)
 	workers := min(gemm.Threads(), c.Heads)
 	for len(ws.heads) < workers {
 		ws.heads = append(ws.heads, &headWS{})
@@ -314,7 +297,8 @@ func (a *Attention) forward(prec gemm.Precision, y, h []float32, n int, c Config
 		}
 		wg.Wait()
 	}
-	a.O.forward(prec, y, att, n, &ws.lin)
+	ws.lin.PackInput(prec, att, n, da)
+	a.O.Stream(y, n, &ws.lin)
 }
 
 // softmaxRow turns one row of logits s (q·k) into probabilities: with
@@ -348,13 +332,15 @@ func softmaxRow(s, bias []float32, keep []bool) {
 func (f *FFN) forward(prec gemm.Precision, y, h []float32, n int, ws *workspace) {
 	df := f.Gate.Out
 	g, u := ws.g[:n*df], ws.f[:n*df]
-	f.Gate.forward(prec, g, h, n, &ws.lin)
-	f.FC1.product(u, n, &ws.lin) // h is still packed
+	ws.lin.PackInput(prec, h, n, f.Gate.In)
+	f.Gate.Stream(g, n, &ws.lin)
+	f.FC1.Stream(u, n, &ws.lin)
 	parallel.For(len(u), 1<<14, func(lo, hi int) {
 		us, gs := u[lo:hi], g[lo:hi]
 		for i, gv := range gs {
-			us[i] *= geluTanh(gv)
+			us[i] *= nn.GELUTanh32(gv)
 		}
 	})
-	f.FC2.forward(prec, y, u, n, &ws.lin)
+	ws.lin.PackInput(prec, u, n, df)
+	f.FC2.Stream(y, n, &ws.lin)
 }

@@ -5,8 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/densitykv/densitykv/gemm"
 )
 
 func randBF16(r *rand.Rand, n int, std float64) []uint16 {
@@ -23,68 +21,6 @@ func widenAll(w []uint16) []float32 {
 		out[i] = widen(h)
 	}
 	return out
-}
-
-// TestWidenPanelsLayout: widenPanels writes exactly what gemm.PackNT
-// packs from the widened weights, padding included, for widths around
-// the panel width.
-func TestWidenPanelsLayout(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for _, cols := range []int{1, 5, 31, 32, 33, 64, 100, 128} {
-		for _, k := range []int{1, 7, 128, 129, 300} {
-			w := randBF16(r, cols*k, 1)
-			want := gemm.PackNT(nil, cols, k, widenAll(w), k).Panels()
-			var pb gemm.PackedB
-			got := pb.Resize(cols, k)
-			for i := range got {
-				got[i] = float32(math.NaN()) // must all be overwritten
-			}
-			widenPanels(got, w, k, cols)
-			if len(got) != len(want) {
-				t.Fatalf("cols %d k %d: %d panel values, want %d", cols, k, len(got), len(want))
-			}
-			if i := firstDiff(got, want); i >= 0 {
-				t.Fatalf("cols %d k %d: panel value %d = %v, want %v", cols, k, i, got[i], want[i])
-			}
-		}
-	}
-}
-
-// TestLinearMatchesNT: Linear.forward equals gemm.NTAs on the widened
-// weights bit for bit at both precisions, for shapes around gemm's
-// blocking (MR 4, NR 32, KC 128, 128-column blocks, 32-depth bfloat16
-// blocks) and any thread count.
-func TestLinearMatchesNT(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	prev := gemm.SetThreads(0)
-	defer gemm.SetThreads(prev)
-	var ws linearWS
-	for _, rows := range []int{1, 3, 4, 5, 33, 130} {
-		for _, in := range []int{1, 7, 128, 129, 300} {
-			for _, out := range []int{1, 31, 32, 33, 128, 129, 300} {
-				l := Linear{In: in, Out: out, W: randBF16(r, in*out, 1/math.Sqrt(float64(in)))}
-				x := make([]float32, rows*in)
-				for i := range x {
-					x[i] = float32(r.NormFloat64())
-				}
-				for _, prec := range []gemm.Precision{gemm.F32, gemm.BF16} {
-					want := make([]float32, rows*out)
-					gemm.NTAs(prec, rows, out, in, x, in, widenAll(l.W), in, want, out)
-					for _, th := range []int{1, 2, 3} {
-						gemm.SetThreads(th)
-						got := make([]float32, rows*out)
-						for i := range got {
-							got[i] = float32(math.NaN())
-						}
-						l.forward(prec, got, x, rows, &ws)
-						if i := firstDiff(got, want); i >= 0 {
-							t.Fatalf("%v rows %d in %d out %d threads %d: y[%d] = %v, want %v", prec, rows, in, out, th, i, got[i], want[i])
-						}
-					}
-				}
-			}
-		}
-	}
 }
 
 // TestRoundBF16: round to nearest, ties to even, against a float64
@@ -155,26 +91,6 @@ func FuzzRoundBF16(f *testing.F) {
 			}
 		}
 	})
-}
-
-// TestGeluTanh against the float64 formula of Wan's GELU.
-func TestGeluTanh(t *testing.T) {
-	for u := -12.0; u <= 12; u += 0.0007 {
-		want := 0.5 * u * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(u+0.044715*u*u*u)))
-		got := float64(geluTanh(float32(u)))
-		if math.Abs(got-want) > 3e-7*max(1, math.Abs(u)) {
-			t.Fatalf("gelu(%v) = %v, want %v", u, got, want)
-		}
-	}
-	for _, u := range []float32{float32(math.Inf(1)), 1e20, -1e20} {
-		if g := geluTanh(u); math.IsNaN(float64(g)) || (u > 0 && g != u) || (u < 0 && g != 0) {
-			t.Fatalf("gelu(%v) = %v", u, g)
-		}
-	}
-	// −Inf gives NaN, as Wan's 0.5·u·(1 + tanh(z)) does (−Inf·0).
-	if g := geluTanh(float32(math.Inf(-1))); !math.IsNaN(float64(g)) {
-		t.Fatalf("gelu(−Inf) = %v, want NaN as in Wan", g)
-	}
 }
 
 // TestSoftmaxRow: probabilities sum to 1, masked keys get exactly 0, a

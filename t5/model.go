@@ -9,19 +9,20 @@ import (
 
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/parallel"
+	"github.com/densitykv/densitykv/nn"
 )
 
 // Attention is one block's self-attention ("blocks.<i>.attn"): q, k, v
 // [DimAttn][Dim] and o [Dim][DimAttn], no biases.
 type Attention struct {
-	Q, K, V, O Linear
+	Q, K, V, O nn.Linear[uint16]
 }
 
 // FFN is the gated-GELU feed-forward ("blocks.<i>.ffn"):
 // fc2(fc1(h) ⊙ gelu_tanh(gate(h))), with gate ("gate.0") and fc1
 // [DimFFN][Dim] and fc2 [Dim][DimFFN], no biases.
 type FFN struct {
-	Gate, FC1, FC2 Linear
+	Gate, FC1, FC2 nn.Linear[uint16]
 }
 
 // Block is one encoder layer ("blocks.<i>", Wan's T5SelfAttention with
@@ -97,7 +98,7 @@ func (m *Model) params() []param {
 	c := m.Config
 	d, da, df, h := c.Dim, c.DimAttn, c.DimFFN, c.Heads
 	var ps []param
-	lin := func(name string, l *Linear, in, out int, std float64) {
+	lin := func(name string, l *nn.Linear[uint16], in, out int, std float64) {
 		l.In, l.Out = in, out
 		ps = append(ps, param{name + ".weight", []int{out, in}, &l.W, nil, std})
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/nn"
 )
 
 // contains reports whether err's message holds every part.
@@ -79,7 +80,7 @@ func refForward(m *Model, ids []int32, keep []bool) []float64 {
 		}
 		return y
 	}
-	lin := func(x []float64, l *Linear) []float64 {
+	lin := func(x []float64, l *nn.Linear[uint16]) []float64 {
 		y := make([]float64, n*l.Out)
 		for i := 0; i < n; i++ {
 			for o := 0; o < l.Out; o++ {

@@ -6,8 +6,8 @@ import (
 	"math"
 	"strings"
 
-	"github.com/densitykv/densitykv/attn"
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/nn"
 )
 
 // wanMean and wanStd are Wan2.1's latent statistics (wan/modules/vae.py,
@@ -442,7 +442,7 @@ func (d *Decoder) attention(a *AttentionBlock, x *frame) {
 	transpose(q.data, qkv.data[:C*P], C, P)
 	transpose(k.data, qkv.data[C*P:2*C*P], C, P)
 	transpose(v.data, qkv.data[2*C*P:], C, P)
-	attn.AttentionAs(d.eng.prec, o.data, q.data, k.data, v.data, P, P, 1, C, float32(1/math.Sqrt(float64(C))))
+	nn.Attention(d.eng.prec, o.data, q.data, k.data, v.data, P, P, 1, C, float32(1/math.Sqrt(float64(C))))
 	d.eng.flops += 4 * int64(P) * int64(P) * int64(C)
 	transpose(n.data, o.data, P, C)
 	a.Proj.apply(&d.eng, x.data, [][]float32{n.data}, x.h, x.w, false, x.data) // proj, plus the block input

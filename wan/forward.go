@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/densitykv/densitykv/attn"
 	"github.com/densitykv/densitykv/internal/finite"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/nn"
 )
 
 // Text is an embedded prompt: the text embedding of all TextLen rows and
@@ -37,17 +37,17 @@ func (m *Model) EmbedText(ctx []float32, rows int) (*Text, error) {
 	pad := make([]float32, L*c.TextDim)
 	copy(pad, ctx)
 	h := make([]float32, L*d)
-	m.TextEmbedding0.apply(h, pad, L)
+	m.TextEmbedding0.Apply(h, pad, L)
 	geluTanh(h)
 	t := &Text{Rows: rows, Embed: make([]float32, L*d), K: make([][]float32, c.Layers), V: make([][]float32, c.Layers)}
-	m.TextEmbedding2.apply(t.Embed, h, L)
+	m.TextEmbedding2.Apply(t.Embed, h, L)
 	for l := range m.Blocks {
 		ca := &m.Blocks[l].CrossAttn
 		t.K[l] = make([]float32, L*d)
 		t.V[l] = make([]float32, L*d)
-		ca.K.apply(t.K[l], t.Embed, L)
-		rmsNorm(t.K[l], L, d, c.Eps, ca.NormK)
-		ca.V.apply(t.V[l], t.Embed, L)
+		ca.K.Apply(t.K[l], t.Embed, L)
+		nn.RMSNorm(t.K[l], t.K[l], L, d, c.Eps, ca.NormK)
+		ca.V.Apply(t.V[l], t.Embed, L)
 	}
 	return t, nil
 }
@@ -238,7 +238,7 @@ func (p *pass) patchify() []float32 {
 			}
 		}
 	}
-	p.m.PatchEmbedding.apply(ws.x, ws.patches, p.T)
+	p.m.PatchEmbedding.Apply(ws.x, ws.patches, p.T)
 	p.trace("patch_embed_tokens", ws.x)
 	return ws.x
 }
@@ -254,12 +254,12 @@ func (p *pass) timeEmbedding() {
 		Sinusoid(ws.sin[f*fd:(f+1)*fd], float64(t))
 	}
 	p.trace("time_sinusoid", ws.sin)
-	m.TimeEmbedding0.apply(ws.tmp[:F*d], ws.sin, F)
-	silu(ws.tmp[:F*d], ws.tmp[:F*d])
-	m.TimeEmbedding2.apply(ws.e, ws.tmp[:F*d], F)
+	m.TimeEmbedding0.Apply(ws.tmp[:F*d], ws.sin, F)
+	nn.SiLU(ws.tmp[:F*d], ws.tmp[:F*d])
+	m.TimeEmbedding2.Apply(ws.e, ws.tmp[:F*d], F)
 	p.trace("e", ws.e)
-	silu(ws.tmp[:F*d], ws.e)
-	m.TimeProjection.apply(ws.e0, ws.tmp[:F*d], F)
+	nn.SiLU(ws.tmp[:F*d], ws.e)
+	m.TimeProjection.Apply(ws.e0, ws.tmp[:F*d], F)
 	p.trace("e0", ws.e0)
 }
 
@@ -283,22 +283,22 @@ func (b *Block) Forward(p *pass, l int, x []float32) error {
 			ws.mods[f*6*d+i] = b.Modulation[i] + ws.e0[f*6*d+i]
 		}
 	}
-	layerNorm(ws.y, x, T, d, cfg.Eps, nil, nil)
+	nn.LayerNorm(ws.y, x, T, d, cfg.Eps, nil, nil)
 	modulate(ws.y, T, d, p.tpf, p.mod(0), p.mod(1))
 	if err := b.SelfAttn.self(p, l, ws.y, ws.o); err != nil {
 		return err
 	}
 	gatedAdd(x, ws.o, T, d, p.tpf, p.mod(2))
 
-	layerNorm(ws.y, x, T, d, cfg.Eps, b.Norm3W, b.Norm3B)
+	nn.LayerNorm(ws.y, x, T, d, cfg.Eps, b.Norm3W, b.Norm3B)
 	b.CrossAttn.cross(p, l, ws.y, ws.o)
 	addInto(x, ws.o)
 
-	layerNorm(ws.y, x, T, d, cfg.Eps, nil, nil)
+	nn.LayerNorm(ws.y, x, T, d, cfg.Eps, nil, nil)
 	modulate(ws.y, T, d, p.tpf, p.mod(3), p.mod(4))
-	b.FFN0.apply(ws.h, ws.y, T)
+	b.FFN0.Apply(ws.h, ws.y, T)
 	geluTanh(ws.h)
-	b.FFN2.apply(ws.o, ws.h, T)
+	b.FFN2.Apply(ws.o, ws.h, T)
 	gatedAdd(x, ws.o, T, d, p.tpf, p.mod(5))
 	return nil
 }
@@ -309,11 +309,11 @@ func (b *Block) Forward(p *pass, l int, x []float32) error {
 func (a *Attention) self(p *pass, l int, y, out []float32) error {
 	cfg, ws, T := p.m.Cfg, p.ws, p.T
 	d := cfg.Dim
-	a.Q.apply(ws.q, y, T)
-	a.K.apply(ws.k, y, T)
-	a.V.apply(ws.v, y, T)
-	rmsNorm(ws.q, T, d, cfg.Eps, a.NormQ)
-	rmsNorm(ws.k, T, d, cfg.Eps, a.NormK)
+	a.Q.Apply(ws.q, y, T)
+	a.K.Apply(ws.k, y, T)
+	a.V.Apply(ws.v, y, T)
+	nn.RMSNorm(ws.q, ws.q, T, d, cfg.Eps, a.NormQ)
+	nn.RMSNorm(ws.k, ws.k, T, d, cfg.Eps, a.NormK)
 	ctx, err := p.pol.Attend(l, ws.q, ws.k, ws.v)
 	if err != nil {
 		return err
@@ -327,8 +327,8 @@ func (a *Attention) self(p *pass, l int, y, out []float32) error {
 		p.trace(fmt.Sprintf("block%d_selfattn_k_roped", l), ctx.K[(S-T)*d:])
 		p.trace(fmt.Sprintf("block%d_selfattn_v", l), ws.v)
 	}
-	attn.AttentionAs(p.m.Precision, ws.att, ctx.Q, ctx.K, ctx.V, T, S, cfg.Heads, cfg.HeadDim(), p.scale)
-	a.O.apply(out, ws.att, T)
+	nn.Attention(p.m.Precision, ws.att, ctx.Q, ctx.K, ctx.V, T, S, cfg.Heads, cfg.HeadDim(), p.scale)
+	a.O.Apply(out, ws.att, T)
 	return nil
 }
 
@@ -336,10 +336,10 @@ func (a *Attention) self(p *pass, l int, y, out []float32) error {
 // O(attention of the RMS-normed q of y to the text's keys and values).
 func (a *Attention) cross(p *pass, l int, y, out []float32) {
 	cfg, ws, T := p.m.Cfg, p.ws, p.T
-	a.Q.apply(ws.q, y, T)
-	rmsNorm(ws.q, T, cfg.Dim, cfg.Eps, a.NormQ)
-	attn.AttentionAs(p.m.Precision, ws.att, ws.q, p.c.Text.K[l], p.c.Text.V[l], T, cfg.TextLen, cfg.Heads, cfg.HeadDim(), p.scale)
-	a.O.apply(out, ws.att, T)
+	a.Q.Apply(ws.q, y, T)
+	nn.RMSNorm(ws.q, ws.q, T, cfg.Dim, cfg.Eps, a.NormQ)
+	nn.Attention(p.m.Precision, ws.att, ws.q, p.c.Text.K[l], p.c.Text.V[l], T, cfg.TextLen, cfg.Heads, cfg.HeadDim(), p.scale)
+	a.O.Apply(out, ws.att, T)
 }
 
 // head computes the output projection of the tokens x into ws.out
@@ -349,7 +349,7 @@ func (p *pass) head(x []float32) {
 	m, ws := p.m, p.ws
 	cfg := m.Cfg
 	d := cfg.Dim
-	layerNorm(ws.y, x, p.T, d, cfg.Eps, nil, nil)
+	nn.LayerNorm(ws.y, x, p.T, d, cfg.Eps, nil, nil)
 	hm, sh := m.HeadModulation, ws.headMods
 	for f := 0; f < p.F; f++ {
 		for i := 0; i < 2*d; i++ {
@@ -359,7 +359,7 @@ func (p *pass) head(x []float32) {
 	modulate(ws.y, p.T, d, p.tpf,
 		func(f int) []float32 { return sh[f*2*d : f*2*d+d] },
 		func(f int) []float32 { return sh[f*2*d+d : (f+1)*2*d] })
-	m.Head.apply(ws.out, ws.y, p.T)
+	m.Head.Apply(ws.out, ws.y, p.T)
 	p.trace("head_out", ws.out)
 }
 

@@ -10,40 +10,14 @@ import (
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/finite"
+	"github.com/densitykv/densitykv/nn"
 )
-
-// Linear is y = x·Wᵀ + b with W [Out][In] (checkpoint "<name>.weight") and
-// b [Out] ("<name>.bias"). Once the model is built, W lives packed for
-// the matrix engine at the model's precision (4 bytes per weight at fp32,
-// 2 at bf16 on the AVX512_BF16 and AMX kernels), the field W is nil, and
-// Weight returns the values; b stays float32.
-type Linear struct {
-	In, Out int
-	W, B    []float32
-
-	w gemm.PackedB // W at the model's precision, for y = x·Wᵀ
-}
-
-// Weight returns W [Out][In] as the products use it: the float32 values,
-// or their bfloat16 roundings (as float32) in a bf16 model.
-func (l *Linear) Weight() []float32 {
-	if l.W != nil {
-		return l.W
-	}
-	return l.w.Unpack()
-}
-
-// pack packs W at precision prec and releases it.
-func (l *Linear) pack(prec gemm.Precision) {
-	gemm.PackNTAs(&l.w, prec, l.Out, l.In, l.W, l.In)
-	l.W = nil
-}
 
 // Attention holds one attention module's parameters ("self_attn",
 // "cross_attn"): q, k, v, o projections and the q/k RMSNorm weights over
 // the full dim.
 type Attention struct {
-	Q, K, V, O   Linear
+	Q, K, V, O   nn.Linear[float32]
 	NormQ, NormK []float32 // [dim]
 }
 
@@ -51,10 +25,10 @@ type Attention struct {
 type Block struct {
 	SelfAttn   Attention
 	CrossAttn  Attention
-	Norm3W     []float32 // "norm3.weight" [dim] (the affine LayerNorm before cross-attention)
-	Norm3B     []float32 // "norm3.bias"
-	FFN0, FFN2 Linear    // "ffn.0" [ffn][dim], "ffn.2" [dim][ffn]
-	Modulation []float32 // "modulation" [1][6][dim]
+	Norm3W     []float32          // "norm3.weight" [dim] (the affine LayerNorm before cross-attention)
+	Norm3B     []float32          // "norm3.bias"
+	FFN0, FFN2 nn.Linear[float32] // "ffn.0" [ffn][dim], "ffn.2" [dim][ffn]
+	Modulation []float32          // "modulation" [1][6][dim]
 }
 
 // Model is a Wan2.1 causal DiT. Forward reuses buffers held by the model, so
@@ -65,15 +39,15 @@ type Model struct {
 	// (gemm.F32, "fp32", or gemm.BF16, "bf16"; see Precision in the
 	// package documentation), fixed when the model is built.
 	Precision      gemm.Precision
-	PatchEmbedding Linear // "patch_embedding": Conv3d [dim][C][pt][ph][pw] as a Linear over (c, p, q, r)
-	TextEmbedding0 Linear // "text_embedding.0" [dim][text_dim]
-	TextEmbedding2 Linear // "text_embedding.2" [dim][dim]
-	TimeEmbedding0 Linear // "time_embedding.0" [dim][freq_dim]
-	TimeEmbedding2 Linear // "time_embedding.2" [dim][dim]
-	TimeProjection Linear // "time_projection.1" [6·dim][dim]
+	PatchEmbedding nn.Linear[float32] // "patch_embedding": Conv3d [dim][C][pt][ph][pw] as a Linear over (c, p, q, r)
+	TextEmbedding0 nn.Linear[float32] // "text_embedding.0" [dim][text_dim]
+	TextEmbedding2 nn.Linear[float32] // "text_embedding.2" [dim][dim]
+	TimeEmbedding0 nn.Linear[float32] // "time_embedding.0" [dim][freq_dim]
+	TimeEmbedding2 nn.Linear[float32] // "time_embedding.2" [dim][dim]
+	TimeProjection nn.Linear[float32] // "time_projection.1" [6·dim][dim]
 	Blocks         []Block
-	Head           Linear    // "head.head" [out_len][dim]
-	HeadModulation []float32 // "head.modulation" [1][2][dim]
+	Head           nn.Linear[float32] // "head.head" [out_len][dim]
+	HeadModulation []float32          // "head.modulation" [1][2][dim]
 	// Loaded says what Load read (empty for a model built otherwise).
 	Loaded Loaded
 
@@ -91,12 +65,12 @@ type Param struct {
 	Kind  string
 	FanIn int
 
-	lin *Linear // the Linear whose weight or bias this is
+	lin *nn.Linear[float32] // the Linear whose weight or bias this is
 }
 
 // Values returns the parameter's values: *Data, or for a Linear weight of
 // a built model (packed, Data nil) the values the products use
-// (Linear.Weight).
+// (nn.Linear.Weight).
 func (p Param) Values() []float32 {
 	if p.isWeight() && *p.Data == nil {
 		return p.lin.Weight()
@@ -144,8 +118,8 @@ func checkPrecision(prec gemm.Precision) error {
 }
 
 // linears returns every Linear of the model.
-func (m *Model) linears() []*Linear {
-	ls := []*Linear{&m.PatchEmbedding, &m.TextEmbedding0, &m.TextEmbedding2, &m.TimeEmbedding0, &m.TimeEmbedding2, &m.TimeProjection}
+func (m *Model) linears() []*nn.Linear[float32] {
+	ls := []*nn.Linear[float32]{&m.PatchEmbedding, &m.TextEmbedding0, &m.TextEmbedding2, &m.TimeEmbedding0, &m.TimeEmbedding2, &m.TimeProjection}
 	for i := range m.Blocks {
 		b := &m.Blocks[i]
 		ls = append(ls, &b.SelfAttn.Q, &b.SelfAttn.K, &b.SelfAttn.V, &b.SelfAttn.O,
@@ -157,7 +131,7 @@ func (m *Model) linears() []*Linear {
 // pack packs every Linear's weights at the model's precision.
 func (m *Model) pack() {
 	for _, l := range m.linears() {
-		l.pack(m.Precision)
+		l.Pack(m.Precision)
 	}
 }
 
@@ -165,7 +139,7 @@ func (m *Model) pack() {
 // gemm.Force switched to one with another layout; a no-op otherwise).
 func (m *Model) repack() {
 	for _, l := range m.linears() {
-		l.w.Repack()
+		l.Repack()
 	}
 }
 
@@ -173,23 +147,14 @@ func (m *Model) repack() {
 // Model.WeightBytes).
 func (b *Block) WeightBytes() int64 {
 	var n int64
-	for _, l := range []*Linear{&b.SelfAttn.Q, &b.SelfAttn.K, &b.SelfAttn.V, &b.SelfAttn.O,
+	for _, l := range []*nn.Linear[float32]{&b.SelfAttn.Q, &b.SelfAttn.K, &b.SelfAttn.V, &b.SelfAttn.O,
 		&b.CrossAttn.Q, &b.CrossAttn.K, &b.CrossAttn.V, &b.CrossAttn.O, &b.FFN0, &b.FFN2} {
-		n += l.bytes()
+		n += l.Bytes()
 	}
 	for _, v := range [][]float32{b.SelfAttn.NormQ, b.SelfAttn.NormK, b.CrossAttn.NormQ, b.CrossAttn.NormK, b.Norm3W, b.Norm3B, b.Modulation} {
 		n += 4 * int64(len(v))
 	}
 	return n
-}
-
-// bytes returns the memory of the Linear's weights (packed, or float32
-// before packing) and bias.
-func (l *Linear) bytes() int64 {
-	if l.W != nil {
-		return 4 * int64(len(l.W)+len(l.B))
-	}
-	return l.w.Bytes() + 4*int64(len(l.B))
 }
 
 // WeightBytes returns the memory held by the parameters: the packed
@@ -198,7 +163,7 @@ func (l *Linear) bytes() int64 {
 func (m *Model) WeightBytes() int64 {
 	var n int64
 	for _, l := range m.linears() {
-		n += l.bytes()
+		n += l.Bytes()
 	}
 	for _, p := range m.Params() {
 		if p.lin == nil {
@@ -221,7 +186,7 @@ func prod(s []int) int {
 func (m *Model) Params() []Param {
 	c := m.Cfg
 	var ps []Param
-	lin := func(name string, l *Linear, in, out int, wshape []int) {
+	lin := func(name string, l *nn.Linear[float32], in, out int, wshape []int) {
 		l.In, l.Out = in, out
 		if wshape == nil {
 			wshape = []int{out, in}
@@ -306,7 +271,7 @@ func fromStateDict(cfg Config, sd checkpoint.StateDict, prec gemm.Precision, rel
 		t := sd[p.Name]
 		*p.Data = t.Data
 		if p.isWeight() {
-			p.lin.pack(prec)
+			p.lin.Pack(prec)
 			if release {
 				t.Data = nil
 			}
@@ -360,7 +325,7 @@ func Random(cfg Config, seed uint64, prec gemm.Precision) (*Model, error) {
 			}
 		}
 		if p.isWeight() {
-			p.lin.pack(prec) // one weight's float32 copy at a time
+			p.lin.Pack(prec) // one weight's float32 copy at a time
 		}
 	}
 	return m, nil

@@ -281,7 +281,7 @@ func TestBitsOtherGoldenSet(t *testing.T) {
 func TestPrecisionOption(t *testing.T) {
 	m32, m16 := goldenModelAs(t, gemm.F32), goldenModelAs(t, gemm.BF16)
 	l32, l16 := &m32.Blocks[0].FFN0, &m16.Blocks[0].FFN0
-	if b32, b16 := l32.bytes(), l16.bytes(); gemm.HardwareBF16() && 2*(b16-4*int64(len(l16.B))) != b32-4*int64(len(l32.B)) {
+	if b32, b16 := l32.Bytes(), l16.Bytes(); gemm.HardwareBF16() && 2*(b16-4*int64(len(l16.B))) != b32-4*int64(len(l32.B)) {
 		t.Errorf("ffn.0 packed weights: %d bytes at bf16, %d at fp32", b16, b32)
 	}
 	w32, w16 := l32.Weight(), l16.Weight()

@@ -15,7 +15,7 @@ import "math"
 // ExpFdlibm returns e^x in float64 by math.Exp's portable algorithm
 // (FreeBSD's e_exp.c, as Go's math.exp writes it): within 1 ulp of
 // math.Exp, NaN kept, +Inf above 709.78, 0 below −745.13. It is the
-// exponential of package wan's SiLU (the time embedding).
+// exponential of nn.SiLU (wan's time embedding).
 func ExpFdlibm(x float64) float64 {
 	const (
 		ln2Hi     = 6.93147180369123816490e-01
@@ -66,7 +66,8 @@ func ExpFdlibm(x float64) float64 {
 // Ln2Lo32 as in Exp32), r² and Cephes' degree-5 polynomial p(r), then
 // (p·r² + r + 1)·2^k in two exact scalings. Within 2 ulp for normal
 // results; +Inf above 88.7228, 0 below −87.3365 (no denormal results),
-// NaN kept. It is the exponential of package t5 (softmax and GELU).
+// NaN kept. It is the exponential of umT5 (package t5's softmax and
+// nn.GELUTanh32).
 func Exp32Cephes(x float32) float32 {
 	const (
 		maxArg = 88.72283935546875 // largest x with e^x finite in float32

@@ -3,11 +3,12 @@
 // definition, and every exponential the project computes:
 //
 //   - Exp (float64, degree-8 Taylor by FMA): the GELU of package wan and
-//     the SiLU of LongLive-RAG's autoencoder (package ragae);
+//     nn.SiLU64 (LongLive-RAG's autoencoder);
 //   - Exp32 (float32, degree-7 Taylor by FMA): the softmax of package attn;
-//   - ExpFdlibm (float64, math.Exp's portable algorithm): the SiLU of
-//     wan's time embedding;
-//   - Exp32Cephes (float32, Cephes' expf): umT5's softmax and GELU;
+//   - ExpFdlibm (float64, math.Exp's portable algorithm): nn.SiLU (wan's
+//     time embedding);
+//   - Exp32Cephes (float32, Cephes' expf): umT5's softmax and
+//     nn.GELUTanh32;
 //   - Exp32NoFMA (Exp32's steps unfused): the SiLU of the VAE's norms.
 //
 // The last three are kept because the models' pinned output bits were made
