@@ -54,3 +54,16 @@ func TestGELUTanh32(t *testing.T) {
 		t.Fatalf("gelu(−Inf) = %v, want NaN as in Wan", g)
 	}
 }
+
+// TestSiLU32 checks SiLU32 at the extremes and NaN (its exponential is
+// vmath.Exp32NoFMA, tested there).
+func TestSiLU32(t *testing.T) {
+	for _, c := range []struct{ v, want float32 }{{0, 0}, {-100, 0}, {100, 100}, {-1e30, 0}, {1e30, 1e30}} {
+		if got := SiLU32(c.v); got != c.want {
+			t.Errorf("SiLU32(%v) = %v, want %v", c.v, got, c.want)
+		}
+	}
+	if v := SiLU32(float32(math.NaN())); !math.IsNaN(float64(v)) {
+		t.Errorf("SiLU32(NaN) = %v", v)
+	}
+}

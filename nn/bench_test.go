@@ -74,6 +74,29 @@ func BenchmarkNTFloat32FFNPerCall(b *testing.B) {
 	reportFLOPs(b, 2*rows*in*out, c0)
 }
 
+func BenchmarkGeluAlone(b *testing.B) {
+	x := make([]float32, 1<<20)
+	for i := range x {
+		x[i] = float32(i%200-100) * 0.03
+	}
+	for b.Loop() {
+		GELUTanh(x)
+	}
+}
+
+func BenchmarkGeluAfterGemm(b *testing.B) {
+	x := make([]float32, 1<<20)
+	a := make([]float32, 256*256)
+	c := make([]float32, 256*256)
+	for i := range x {
+		x[i] = float32(i%200-100) * 0.03
+	}
+	for b.Loop() {
+		gemm.NT(256, 256, 256, a, 256, a, 256, c, 256)
+		GELUTanh(x)
+	}
+}
+
 // cpuSeconds returns the process's user + system CPU time.
 func cpuSeconds() float64 {
 	var ru syscall.Rusage

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/nn"
 )
 
 // The convolutions run as GEMMs on package gemm with an implicit im2col:
@@ -208,7 +209,7 @@ func (c *Conv) apply(e *engine, out []float32, in [][]float32, hs, ws int, up bo
 				if res != nil {
 					r = res[co*P+p0 : co*P+p0+n]
 				}
-				addBias(out[co*P+p0:co*P+p0+n], w.c[co*n:co*n+n], r, c.Bias[co])
+				nn.AddBias(out[co*P+p0:co*P+p0+n], w.c[co*n:co*n+n], r, c.Bias[co])
 			}
 		}
 	}
@@ -265,7 +266,7 @@ func (c *Conv) fill(panels []float32, k, n, p0 int, in []float32, hs, ws, wo int
 				if !up && run == nr && lo == 0 && hi == nr {
 					// A whole panel row inside the frame (the common case):
 					// fixed-size copies, which compile to vector moves.
-					gatherRows(base[q0*nr:], in[sy*ws+sx:], plane, c.Cin)
+					nn.GatherRows(base[q0*nr:], in[sy*ws+sx:], plane, c.Cin)
 					continue
 				}
 				if !up {

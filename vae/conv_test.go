@@ -148,16 +148,3 @@ func TestConvFlops(t *testing.T) {
 		t.Fatalf("flops %d, want %d", e.flops, want)
 	}
 }
-
-// TestSiLU checks SiLU at the extremes and NaN (its exponential is
-// vmath.Exp32NoFMA, tested there).
-func TestSiLU(t *testing.T) {
-	for _, c := range []struct{ v, want float32 }{{0, 0}, {-100, 0}, {100, 100}, {-1e30, 0}, {1e30, 1e30}} {
-		if got := silu(c.v); got != c.want {
-			t.Errorf("silu(%v) = %v, want %v", c.v, got, c.want)
-		}
-	}
-	if v := silu(float32(math.NaN())); !math.IsNaN(float64(v)) {
-		t.Errorf("silu(NaN) = %v", v)
-	}
-}

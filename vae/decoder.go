@@ -388,7 +388,7 @@ func (d *Decoder) causalBF16(c *Conv, x, out, res *frame) {
 	for i, b := range h {
 		if b != nil {
 			wide[i] = d.get(x.c, x.h, x.w)
-			widenBF16(wide[i].data, b)
+			nn.WidenBF16(wide[i].data, b)
 			in[i] = wide[i].data
 		}
 	}
@@ -415,10 +415,10 @@ func (d *Decoder) causalBF16(c *Conv, x, out, res *frame) {
 func (d *Decoder) residual(b *ResidualBlock, x *frame) *frame {
 	P := x.h * x.w
 	a := d.get(x.c, x.h, x.w)
-	rmsNorm(a.data, x.data, x.c, P, b.Norm0.Gamma, true) // residual.0, residual.1 (SiLU)
+	nn.RMSNormChannels(a.data, x.data, x.c, P, b.Norm0.Gamma, true) // residual.0, residual.1 (SiLU)
 	hid := d.get(b.Conv2.Cout, x.h, x.w)
-	d.causal(&b.Conv2, a, hid, nil)                            // residual.2
-	rmsNorm(hid.data, hid.data, hid.c, P, b.Norm3.Gamma, true) // residual.3, residual.4 (SiLU); 5 is dropout
+	d.causal(&b.Conv2, a, hid, nil)                                       // residual.2
+	nn.RMSNormChannels(hid.data, hid.data, hid.c, P, b.Norm3.Gamma, true) // residual.3, residual.4 (SiLU); 5 is dropout
 	out := x
 	if b.Shortcut != nil {
 		out = d.get(b.Shortcut.Cout, x.h, x.w)
@@ -434,7 +434,7 @@ func (d *Decoder) residual(b *ResidualBlock, x *frame) *frame {
 func (d *Decoder) attention(a *AttentionBlock, x *frame) {
 	C, P := x.c, x.h*x.w
 	n := d.get(C, x.h, x.w)
-	rmsNorm(n.data, x.data, C, P, a.Norm.Gamma, false)
+	nn.RMSNormChannels(n.data, x.data, C, P, a.Norm.Gamma, false)
 	qkv := d.get(3*C, x.h, x.w)
 	a.ToQKV.apply(&d.eng, qkv.data, [][]float32{n.data}, x.h, x.w, false, nil)
 	// q, k, v are channels [0, C), [C, 2C), [2C, 3C); token p = y·w + x.
@@ -507,7 +507,7 @@ func (d *Decoder) spatial(r *Resample, src []float32, c, h, w int) *frame {
 func (d *Decoder) head(x *frame) {
 	dec := &d.m.Decoder
 	a := d.get(x.c, x.h, x.w)
-	rmsNorm(a.data, x.data, x.c, x.h*x.w, dec.HeadNorm.Gamma, true)
+	nn.RMSNormChannels(a.data, x.data, x.c, x.h*x.w, dec.HeadNorm.Gamma, true)
 	d.put(x)
 	o := d.get(3, x.h, x.w)
 	d.causal(&dec.HeadConv, a, o, nil)

@@ -7,29 +7,6 @@ import (
 	"github.com/densitykv/densitykv/memory"
 )
 
-func BenchmarkGeluAlone(b *testing.B) {
-	x := make([]float32, 1<<20)
-	for i := range x {
-		x[i] = float32(i%200-100) * 0.03
-	}
-	for b.Loop() {
-		geluTanh(x)
-	}
-}
-
-func BenchmarkGeluAfterGemm(b *testing.B) {
-	x := make([]float32, 1<<20)
-	a := make([]float32, 256*256)
-	c := make([]float32, 256*256)
-	for i := range x {
-		x[i] = float32(i%200-100) * 0.03
-	}
-	for b.Loop() {
-		gemm.NT(256, 256, 256, a, 256, a, 256, c, 256)
-		geluTanh(x)
-	}
-}
-
 // BenchmarkForward times forward calls of a first block (the Native
 // policy: the block attends to itself) at each precision: the tiny golden
 // configuration and one Wan2.1-1.3B layer on 30×52 latents (1,170 tokens

@@ -38,7 +38,7 @@ func (m *Model) EmbedText(ctx []float32, rows int) (*Text, error) {
 	copy(pad, ctx)
 	h := make([]float32, L*d)
 	m.TextEmbedding0.Apply(h, pad, L)
-	geluTanh(h)
+	nn.GELUTanh(h)
 	t := &Text{Rows: rows, Embed: make([]float32, L*d), K: make([][]float32, c.Layers), V: make([][]float32, c.Layers)}
 	m.TextEmbedding2.Apply(t.Embed, h, L)
 	for l := range m.Blocks {
@@ -297,7 +297,7 @@ func (b *Block) Forward(p *pass, l int, x []float32) error {
 	nn.LayerNorm(ws.y, x, T, d, cfg.Eps, nil, nil)
 	modulate(ws.y, T, d, p.tpf, p.mod(3), p.mod(4))
 	b.FFN0.Apply(ws.h, ws.y, T)
-	geluTanh(ws.h)
+	nn.GELUTanh(ws.h)
 	b.FFN2.Apply(ws.o, ws.h, T)
 	gatedAdd(x, ws.o, T, d, p.tpf, p.mod(5))
 	return nil

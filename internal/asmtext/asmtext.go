@@ -1,6 +1,6 @@
 // Package asmtext writes Go assembly text for the generators of the
 // project's AVX-512 kernels (attn/gen_softmax.go, riesz/gen_epilogue.go,
-// wan/gen_gelu.go): an instruction buffer, register names, constant
+// nn/gen_gelu.go, nn/gen_ops.go): an instruction buffer, register names, constant
 // broadcasts, and the check that keeps a checked-in generated file in sync
 // with its generator. (Package gemm's generator, gemm/internal/asmgen,
 // also encodes instructions the assembler lacks and keeps its own writer.)

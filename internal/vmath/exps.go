@@ -115,9 +115,9 @@ func Exp32Cephes(x float32) float32 {
 //	e = q·2^n (for n = 128 as q·2^127·2)
 //
 // Within 2 ulp (relative error below 2.5e-7) for |x| ≤ 87; +Inf above
-// 88.7, 0 below −87.3, NaN kept. It is the exponential of package vae's
-// SiLU, which its assembly norm kernel computes with the same float32
-// steps (VSCALEFPS for the scaling by 2^n).
+// 88.7, 0 below −87.3, NaN kept. It is the exponential of nn.SiLU32 (the
+// VAE's), which package nn's assembly norm kernel computes with the same
+// float32 steps (VSCALEFPS for the scaling by 2^n).
 func Exp32NoFMA(x float32) float32 {
 	switch {
 	case x > 88.7:

@@ -2,14 +2,14 @@
 // project's packages define and reproduce in assembly, each with one
 // definition, and every exponential the project computes:
 //
-//   - Exp (float64, degree-8 Taylor by FMA): the GELU of package wan and
-//     nn.SiLU64 (LongLive-RAG's autoencoder);
+//   - Exp (float64, degree-8 Taylor by FMA): nn.GELUTanh (the DiT's FFN)
+//     and nn.SiLU64 (LongLive-RAG's autoencoder);
 //   - Exp32 (float32, degree-7 Taylor by FMA): the softmax of package attn;
 //   - ExpFdlibm (float64, math.Exp's portable algorithm): nn.SiLU (wan's
 //     time embedding);
 //   - Exp32Cephes (float32, Cephes' expf): umT5's softmax and
 //     nn.GELUTanh32;
-//   - Exp32NoFMA (Exp32's steps unfused): the SiLU of the VAE's norms.
+//   - Exp32NoFMA (Exp32's steps unfused): nn.SiLU32, the VAE's SiLU.
 //
 // The last three are kept because the models' pinned output bits were made
 // with them (exps.go); and the exactly rounded float32 steps FMA32 and

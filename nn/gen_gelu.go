@@ -1,6 +1,6 @@
 //go:build ignore
 
-// gen_gelu writes gelu_amd64.s, the AVX-512 GELU kernel of package wan. It
+// gen_gelu writes gelu_amd64.s, the AVX-512 GELU kernel of package nn. It
 // computes exactly geluDef (gelu.go): the same IEEE operations in the same
 // order on eight float64 lanes per register (VFMADD213PD for math.FMA,
 // VRNDSCALEPD $0 for math.RoundToEven, VSCALEFPD for the exact scaling by

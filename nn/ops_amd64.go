@@ -1,6 +1,6 @@
 //go:build amd64 && !noasm
 
-package vae
+package nn
 
 import (
 	"fmt"
@@ -42,7 +42,7 @@ func addBiasAVX512Slices(dst, src, res []float32, b float32) {
 		return
 	}
 	if n%64 != 0 || len(dst) < n || res != nil && len(res) < n {
-		panic(fmt.Sprintf("vae: addBias on %d values into %d (residual %d)", n, len(dst), len(res)))
+		panic(fmt.Sprintf("nn: AddBias on %d values into %d (residual %d)", n, len(dst), len(res)))
 	}
 	var rp *float32
 	if res != nil {
@@ -59,7 +59,7 @@ func widenBF16AVX512Slices(dst []float32, src []uint16) {
 		return
 	}
 	if n%64 != 0 || len(dst) < n {
-		panic(fmt.Sprintf("vae: widenBF16 on %d values into %d", n, len(dst)))
+		panic(fmt.Sprintf("nn: WidenBF16 on %d values into %d", n, len(dst)))
 	}
 	widenBF16AVX512(&dst[0], &src[0], n)
 }
@@ -71,7 +71,7 @@ func normAsmCPU() bool { return cpu.X86.HasAVX512F }
 // kernel.
 func normBlockAVX512(dst, src []float32, ch, P int, gamma []float32, scale float32, act bool, nrm *[normBlock]float32) {
 	if ch < 1 || P < normBlock || len(gamma) < ch || len(src) < (ch-1)*P+normBlock || len(dst) < (ch-1)*P+normBlock {
-		panic(fmt.Sprintf("vae: norm block of %d channels, stride %d: %d, %d values, %d gammas", ch, P, len(src), len(dst), len(gamma)))
+		panic(fmt.Sprintf("nn: RMSNormChannels block of %d channels, stride %d: %d, %d values, %d gammas", ch, P, len(src), len(dst), len(gamma)))
 	}
 	rmsNormAVX512(&dst[0], &src[0], ch, P, &gamma[0], scale, act, &nrm[0])
 }
@@ -82,7 +82,7 @@ func gatherRowsAVX512Slices(dst, src []float32, stride, rows int) {
 		return
 	}
 	if len(dst) < 32*rows || stride < 0 || len(src) < (rows-1)*stride+32 {
-		panic(fmt.Sprintf("vae: gather of %d rows, stride %d, from %d values into %d", rows, stride, len(src), len(dst)))
+		panic(fmt.Sprintf("nn: GatherRows of %d rows, stride %d, from %d values into %d", rows, stride, len(src), len(dst)))
 	}
 	gatherRowsAVX512(&dst[0], &src[0], stride, rows)
 }

@@ -1,13 +1,15 @@
 //go:build ignore
 
-// gen_ops writes ops_amd64.s, the AVX-512 kernels of package vae: the
-// convolution's bias (and residual) addition, the widening of the bfloat16
-// feature cache, and the RMS norm (with its optional SiLU) on one block of
-// normBlock pixels. The norm computes exactly normBlockGo (ops.go): the same float32 operations in the
-// same order on sixteen lanes (VSQRTPS is the correctly rounded square root
-// that float32(math.Sqrt) gives; VSCALEFPS scales by 2^n with one rounding,
-// as vmath.Exp32NoFMA's one or two exact multiplications by powers of two do), so the
-// results are identical bit for bit (NaN payloads aside);
+// gen_ops writes ops_amd64.s, the AVX-512 kernels of package nn's
+// channel-major operations (the VAE's): a convolution's bias (and
+// residual) addition, the widening of bfloat16 values, the gathering of
+// panel rows, and the RMS norm (with its optional SiLU) on one block of
+// normBlock pixels. The norm computes exactly normBlockGo (ops.go): the
+// same float32 operations in the same order on sixteen lanes (VSQRTPS is
+// the correctly rounded square root that float32(math.Sqrt) gives;
+// VSCALEFPS scales by 2^n with one rounding, as vmath.Exp32NoFMA's one or
+// two exact multiplications by powers of two do), so the results are
+// identical bit for bit (NaN payloads aside);
 // TestNormKernelBitIdentical checks it and TestNormGeneratedAssemblyUpToDate
 // keeps the .s file in sync.
 //

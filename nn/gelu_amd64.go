@@ -1,6 +1,6 @@
 //go:build amd64 && !noasm
 
-package wan
+package nn
 
 import "golang.org/x/sys/cpu"
 

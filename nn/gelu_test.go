@@ -1,4 +1,4 @@
-package wan
+package nn
 
 import (
 	"math"
@@ -56,12 +56,12 @@ func TestGELUKernelBitIdentical(t *testing.T) {
 			}
 		}
 	}
-	// geluTanh (parallel chunks) gives the same bits.
+	// GELUTanh (parallel chunks) gives the same bits.
 	got := append([]float32(nil), xs...)
-	geluTanh(got)
+	GELUTanh(got)
 	for i := range got {
 		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-			t.Fatalf("geluTanh(%v) = %v, definition %v", xs[i], got[i], want[i])
+			t.Fatalf("GELUTanh(%v) = %v, definition %v", xs[i], got[i], want[i])
 		}
 	}
 }
@@ -102,6 +102,19 @@ func TestGELUAccuracy(t *testing.T) {
 		}
 	}
 	t.Logf("worst error %.3f ulp", worst)
+}
+
+// TestGELUTanhReference: GELUTanh against the tanh form in float64.
+func TestGELUTanhReference(t *testing.T) {
+	for _, v := range []float32{-30, -5, -1, -0.1, 0, 1e-6, 0.3, 1, 4, 30} {
+		x := []float32{v}
+		GELUTanh(x)
+		f := float64(v)
+		want := 0.5 * f * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(f+0.044715*f*f*f)))
+		if math.Abs(float64(x[0])-want) > 1e-6*math.Max(1, math.Abs(want)) {
+			t.Errorf("gelu(%v) = %v, want %v", v, x[0], want)
+		}
+	}
 }
 
 // TestGELUGeneratedAssemblyUpToDate regenerates gelu_amd64.s with

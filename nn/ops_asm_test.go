@@ -1,4 +1,4 @@
-package vae
+package nn
 
 import (
 	"math"
@@ -35,7 +35,7 @@ func normInputs(rng *rand.Rand, ch, P int) (src, gamma []float32) {
 	return src, gamma
 }
 
-// TestNormKernelBitIdentical: rmsNorm (the assembly kernel on whole blocks
+// TestNormKernelBitIdentical: RMSNormChannels (the assembly kernel on whole blocks
 // where the CPU has it) gives normBlockGo's bits for every value (any two
 // NaNs count as equal), with and without the SiLU, in place or not, for
 // channel counts and strides that leave partial blocks.
@@ -57,7 +57,7 @@ func TestNormKernelBitIdentical(t *testing.T) {
 					copy(got, src)
 					in = got
 				}
-				rmsNorm(got, in, sh.ch, sh.P, gamma, act)
+				RMSNormChannels(got, in, sh.ch, sh.P, gamma, act)
 				for i := range got {
 					g, w := got[i], want[i]
 					if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
@@ -77,7 +77,7 @@ func TestNormGeneratedAssemblyUpToDate(t *testing.T) {
 	asmtext.CheckGenerated(t, "gen_ops.go", "ops_amd64.s")
 }
 
-// TestBiasAndWidenBitIdentical: addBias and widenBF16 (assembly on whole
+// TestBiasAndWidenBitIdentical: AddBias and WidenBF16 (assembly on whole
 // groups of 64 where the CPU has it) give their Go definitions' bits at
 // every length, with and without the residual.
 func TestBiasAndWidenBitIdentical(t *testing.T) {
@@ -93,26 +93,26 @@ func TestBiasAndWidenBitIdentical(t *testing.T) {
 		for _, b := range []float32{0, -1.5, 3e38, float32(math.Inf(-1))} {
 			for _, r := range [][]float32{nil, res[:n]} {
 				got, want := make([]float32, n), make([]float32, n)
-				addBias(got, src[:n], r, b)
+				AddBias(got, src[:n], r, b)
 				addBiasGo(want, src[:n], r, b, 0)
 				for i := range got {
 					if !same(got[i], want[i]) {
-						t.Fatalf("addBias n %d b %v residual %v: [%d] = %v, want %v", n, b, r != nil, i, got[i], want[i])
+						t.Fatalf("AddBias n %d b %v residual %v: [%d] = %v, want %v", n, b, r != nil, i, got[i], want[i])
 					}
 				}
 			}
 		}
 		got := make([]float32, n)
-		widenBF16(got, h[:n])
+		WidenBF16(got, h[:n])
 		for i := range got {
 			if math.Float32bits(got[i]) != uint32(h[i])<<16 {
-				t.Fatalf("widenBF16 n %d: [%d] = %#08x, want %#08x", n, i, math.Float32bits(got[i]), uint32(h[i])<<16)
+				t.Fatalf("WidenBF16 n %d: [%d] = %#08x, want %#08x", n, i, math.Float32bits(got[i]), uint32(h[i])<<16)
 			}
 		}
 	}
 }
 
-// TestGatherRows: gatherRows copies exactly the rows it is given, for
+// TestGatherRows: GatherRows copies exactly the rows it is given, for
 // several row counts and strides, and leaves the rest of dst alone.
 func TestGatherRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
@@ -125,7 +125,7 @@ func TestGatherRows(t *testing.T) {
 		for i := range dst {
 			dst[i] = -7
 		}
-		gatherRows(dst, src, sh.stride, sh.rows)
+		GatherRows(dst, src, sh.stride, sh.rows)
 		for r := 0; r < sh.rows; r++ {
 			for i := 0; i < 32; i++ {
 				if dst[r*32+i] != src[r*sh.stride+i] {
