@@ -1,9 +1,11 @@
-// Package asmtext writes Go assembly text for the generators of the
-// project's AVX-512 kernels (attn/gen_softmax.go, riesz/gen_epilogue.go,
-// nn/gen_gelu.go, nn/gen_ops.go): an instruction buffer, register names, constant
-// broadcasts, and the check that keeps a checked-in generated file in sync
-// with its generator. (Package gemm's generator, gemm/internal/asmgen,
-// also encodes instructions the assembler lacks and keeps its own writer.)
+// Package asmtext is the one assembly writer of the project's generators:
+// gemm's kernels (gemm/internal/asmgen) and the element-wise kernels
+// (attn/gen_softmax.go, riesz/gen_epilogue.go, nn/gen_gelu.go,
+// nn/gen_ops.go). It holds an instruction buffer, register names, constant
+// broadcasts, the exponentials of internal/vmath as instruction sequences,
+// instructions Go's assembler lacks written as bytes (Encode, with the
+// list of them for a disassembler check), and the check that keeps a
+// checked-in generated file in sync with its generator.
 package asmtext
 
 import (
@@ -13,16 +15,48 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/densitykv/densitykv/internal/vmath"
 )
 
-// Writer accumulates assembly text.
-type Writer struct{ b strings.Builder }
+// Writer accumulates assembly text. The zero value is ready.
+type Writer struct {
+	b       strings.Builder
+	encoded []Instr
+}
 
 // I writes one instruction, indented by a tab.
 func (w *Writer) I(format string, args ...any) { fmt.Fprintf(&w.b, "\t"+format+"\n", args...) }
+
+// Line writes one line, formatted, as it is (no indent): comments,
+// directives, TEXT lines.
+func (w *Writer) Line(format string, args ...any) { fmt.Fprintf(&w.b, format+"\n", args...) }
+
+// Instr is one hand-encoded instruction.
+type Instr struct {
+	Bytes []byte
+	Intel string // what `objdump -M intel` must print for Bytes
+}
+
+// Encode writes an instruction Go's assembler lacks (VDPBF16PS, the AMX
+// tile instructions) as its bytes, with intel, its Intel-syntax meaning,
+// as the line's comment; Encoded lists each distinct encoding once.
+func (w *Writer) Encode(b []byte, intel string) {
+	var s []string
+	for _, x := range b {
+		s = append(s, fmt.Sprintf("BYTE $0x%02x", x))
+	}
+	w.I("%s // %s", strings.Join(s, "; "), intel)
+	if !slices.ContainsFunc(w.encoded, func(i Instr) bool { return slices.Equal(i.Bytes, b) }) {
+		w.encoded = append(w.encoded, Instr{Bytes: b, Intel: intel})
+	}
+}
+
+// Encoded returns every distinct instruction written by Encode, in order
+// of first use.
+func (w *Writer) Encoded() []Instr { return w.encoded }
 
 // Label writes a label line.
 func (w *Writer) Label(l string) { fmt.Fprintf(&w.b, "%s:\n", l) }

@@ -55,3 +55,22 @@ func TestCheckGenerated(t *testing.T) {
 		t.Fatalf("broken generator: %v", r.failed)
 	}
 }
+
+// TestLineAndEncode: Line writes a line as it is; Encode writes the bytes
+// as BYTE directives with the meaning as comment and lists each distinct
+// encoding once, in order of first use.
+func TestLineAndEncode(t *testing.T) {
+	var w Writer
+	w.Line("// %s", "head")
+	w.Encode([]byte{0xc4, 0xe2}, "tdpbf16ps tmm0,tmm4,tmm6")
+	w.Encode([]byte{0x62, 0x01}, "vdpbf16ps zmm0,zmm1,zmm2")
+	w.Encode([]byte{0xc4, 0xe2}, "tdpbf16ps tmm0,tmm4,tmm6")
+	want := "// head\n\tBYTE $0xc4; BYTE $0xe2 // tdpbf16ps tmm0,tmm4,tmm6\n\tBYTE $0x62; BYTE $0x01 // vdpbf16ps zmm0,zmm1,zmm2\n\tBYTE $0xc4; BYTE $0xe2 // tdpbf16ps tmm0,tmm4,tmm6\n"
+	if w.String() != want {
+		t.Fatalf("writer:\n%s\nwant\n%s", w.String(), want)
+	}
+	e := w.Encoded()
+	if len(e) != 2 || e[0].Intel != "tdpbf16ps tmm0,tmm4,tmm6" || e[1].Bytes[0] != 0x62 {
+		t.Fatalf("encoded %+v, want the two distinct encodings in order", e)
+	}
+}
