@@ -3,8 +3,8 @@ package t5
 import "math"
 
 // The weight matrices are held as bfloat16 bits (uint16: the high half of
-// a float32). These are the conversions; widenPanels (linear.go) is the
-// one place where they meet the products.
+// a float32). These are the conversions of loading and embedding; the
+// products read the bits through nn.Linear[uint16] (streamed).
 
 // widen returns the float32 value of bfloat16 bits h (exact).
 func widen(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
