@@ -54,7 +54,7 @@ func TestPipelineMeasuresOneBlock(t *testing.T) {
 	}
 	b, blk, dec := r.Block, steps[3], steps[4]
 	if b.Seconds != blk.Seconds+dec.Seconds || b.BankSeconds != blk.BankSeconds || b.BankSeconds <= 0 || b.DiTSeconds != blk.Seconds-blk.BankSeconds ||
-		b.VAESeconds != dec.Seconds || b.VideoFrames != 12 || b.VideoSeconds != 0.75 || b.Video30sSecond != 30*b.Seconds/0.75 {
+		b.VAESeconds != dec.Seconds || b.VideoFrames != 12 || b.VideoSeconds != 0.75 || b.Video30sSecond != 30*(b.Seconds/0.75) {
 		t.Errorf("block %+v from steps %+v and %+v", b, blk, dec)
 	}
 }
