@@ -671,7 +671,11 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	if g.SaveNoise != "" && !interrupted {
 		// Made again from the noise source (addressed by frame and draw),
 		// so a resumed run writes the file an uninterrupted one does.
-		if err := rollout.SaveNoise(g.SaveNoise, gen.Noise(ro), gen.NoiseLayout(ro), noiseSource(gc, in.noise)); err != nil {
+		src, err := noiseSource(gc, in.noise)
+		if err == nil {
+			err = rollout.SaveNoise(g.SaveNoise, gen.Noise(ro), gen.NoiseLayout(ro), src)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("--save-noise: %w", err)
 		}
 	}
@@ -736,15 +740,17 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 }
 
 // noiseSource says where a run's draws come from, for --save-noise's
-// metadata: the seed, or the --noise file (its SHA-256).
-func noiseSource(gc config.GenerateConfig, n *rollout.NoiseFile) string {
+// metadata: the seed, or the --noise file by its content (SHA-256; not
+// its name, which a resume may change: --resume --noise FILE).
+func noiseSource(gc config.GenerateConfig, n *rollout.NoiseFile) (string, error) {
 	if n == nil {
-		return fmt.Sprintf("seed %d", gc.Run.Seed)
+		return fmt.Sprintf("seed %d", gc.Run.Seed), nil
 	}
-	if s, err := filehash.File(n.Path); err == nil {
-		return fmt.Sprintf("noise file %s (SHA-256 %s)", filepath.Base(n.Path), s.SHA256)
+	s, err := filehash.File(n.Path)
+	if err != nil {
+		return "", err
 	}
-	return "noise file " + filepath.Base(n.Path)
+	return "noise file " + s.String(), nil
 }
 
 // openVideo opens the run's video stream: a new one, or on resume the

@@ -57,7 +57,8 @@ func runLatents(t *testing.T, dir string) [][]byte {
 // file of a --seed 1 run is that run byte for byte — its latent shards and
 // its video stream —, while --seed 2 on its own is not; the replay records
 // the noise file as an input. A resumed run with --noise and --save-noise
-// writes the latents and noise file of an uninterrupted one.
+// writes the latents and noise file of an uninterrupted one, reading the
+// noise file where it moved to (--resume --noise FILE).
 func TestGenerateNoiseReplay(t *testing.T) {
 	ff, _ := ffTools(t)
 	dir := t.TempDir()
@@ -108,7 +109,16 @@ func TestGenerateNoiseReplay(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "n3.safetensors")); err == nil {
 		t.Error("a stopped run wrote --save-noise")
 	}
-	if code, _, errs := run(t, context.Background(), "generate", "--out", dir, "--name", "stop", "--resume", "--quiet"); code != 0 {
+	// The noise file moved: resume names the flag that gives its new
+	// place, and takes it.
+	moved := filepath.Join(dir, "moved.safetensors")
+	if err := os.Rename(n1, moved); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := run(t, context.Background(), "generate", "--out", dir, "--name", "stop", "--resume", "--quiet"); code != exitUsage || !strings.Contains(errs, "--resume --noise FILE") {
+		t.Fatalf("resume without the moved noise file: exit %d: %s", code, errs)
+	}
+	if code, _, errs := run(t, context.Background(), "generate", "--out", dir, "--name", "stop", "--resume", "--quiet", "--noise", moved); code != 0 {
 		t.Fatalf("resume: exit %d: %s", code, errs)
 	}
 	st := lat("stop")
