@@ -61,8 +61,8 @@ type RunConfig struct {
 // StreamConfig is the length and kind of the KV stream.
 type StreamConfig struct {
 	// Kind of stream: "synthetic" (the built-in video-like generator) or
-	// "file" (a stream recorded with package synth's format, at Path; its
-	// layout replaces memory.layout).
+	// "file" (a stream recorded in package record's format, at Path; its
+	// layout replaces memory.layout: runinput.Resolve).
 	Kind string `yaml:"kind"`
 	Path string `yaml:"path"`
 	// Synth parameterises the synthetic scene.
@@ -307,7 +307,9 @@ func (c Config) Blocks() int {
 }
 
 // Resolve fills every default (memory.Config.Resolve) and validates c,
-// naming the first field at fault by its YAML path and flag.
+// naming the first field at fault by its YAML path and flag. It reads no
+// file: for stream.kind file, memory.layout must already be the stream
+// file's (runinput.Resolve reads it from the file's header).
 func (c Config) Resolve() (Config, error) {
 	var errs errList
 	bad := func(field string, v any, want string) {
@@ -357,10 +359,6 @@ func (c Config) Resolve() (Config, error) {
 	if c.Stream.Kind == "file" {
 		if c.Stream.Path == "" {
 			bad("stream.path", `""`, "a stream file for stream.kind file")
-		} else if l, _, err := StreamLayout(c.Stream.Path); err != nil {
-			errs = append(errs, fmt.Errorf("stream.path (--stream-file) %s: %w", c.Stream.Path, err))
-		} else {
-			c.Memory.Layout = l
 		}
 	}
 	if c.Stream.Kind == "synthetic" {

@@ -16,7 +16,6 @@ import (
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/memory"
-	"github.com/densitykv/densitykv/ragae"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/video"
 	"github.com/densitykv/densitykv/wan"
@@ -633,10 +632,10 @@ func torchEntries(path string) ([]string, error) {
 
 // resolveRAGAE checks LongLive-RAG's autoencoder against the descriptor
 // choice: --rag-ae selects descriptor ae (the latent-mean default gives
-// way; key-mean conflicts), and descriptor ae needs --rag-ae. The file is
-// loaded here, so that a bad one stops the run before its folder is made
-// (errors name the file and tensor), and the descriptor size it yields is
-// recorded (memory.longlive_rag.descriptor_storage_dim).
+// way; key-mean conflicts), and descriptor ae needs --rag-ae. The file
+// itself is read by the input stage (runinput.CheckRAGAE: before the run
+// folder is made), which records the descriptor size it yields
+// (memory.longlive_rag.descriptor_storage_dim).
 func (gc *GenerateConfig) resolveRAGAE(m *memory.Config) error {
 	G := &gc.Generate
 	r := &m.LongLiveRAG
@@ -649,17 +648,7 @@ func (gc *GenerateConfig) resolveRAGAE(m *memory.Config) error {
 	if r.Descriptor == memory.RAGKeyMean {
 		return fmt.Errorf("--rag-ae %s (generate.rag_ae) with --rag-descriptor key-mean: the autoencoder is a descriptor; drop one of them", G.RAGAE)
 	}
-	ae, err := ragae.Load(G.RAGAE)
-	if err != nil {
-		return fmt.Errorf("--rag-ae: %w", err)
-	}
-	if _, err := ae.ForLatent(r.LatentChannels, G.LatentHeight, G.LatentWidth); err != nil {
-		return fmt.Errorf("--rag-ae: %w", err)
-	}
 	r.Descriptor = memory.RAGAE
-	if r.DescriptorStorageDim == 0 {
-		r.DescriptorStorageDim = ae.Config.LatentDim
-	}
 	if len(gc.Policies) == 1 && gc.Policies[0] != memory.NameLongLiveRAG {
 		gc.Warnings = append(gc.Warnings, fmt.Sprintf("generate: --rag-ae %s is read by policy longlive-rag only, not %s", G.RAGAE, gc.Policies[0]))
 	}

@@ -42,8 +42,8 @@
 // marks best and second best; Result.WriteFiles writes Markdown, CSV and
 // PNG/SVG plots.
 //
-// AttentionTracer measures a rollout instead of a stream: wrapped around
-// the policy a backbone runs with, it sums on one denoising step of every
-// block the attention mass each query frame puts on each source frame
-// (attention_trace.json of a generate run, drawn by TraceFigure).
+// Job is the eval command's job: Job.Run checks its settings and folder,
+// opens the run's stream (package runinput), takes the folder, runs the
+// suite, and writes config.yaml, the tables, the figures and summary.json,
+// the summary last.
 package eval

@@ -9,13 +9,13 @@ import (
 	"github.com/densitykv/densitykv/eval"
 	"github.com/densitykv/densitykv/internal/goldendir"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/rollout"
-	"github.com/densitykv/densitykv/synth"
 	"github.com/densitykv/densitykv/wan"
 )
 
 // TestRecordedRolloutStream records the clean passes of a real rollout of
-// the Go Wan backbone (the golden tiny weights) through synth.Recorder and
+// the Go Wan backbone (the golden tiny weights) through record.Recorder and
 // evaluates policies on the replayed stream.
 func TestRecordedRolloutStream(t *testing.T) {
 	dir := goldendir.Wan(t)
@@ -43,11 +43,11 @@ func TestRecordedRolloutStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	w, err := synth.NewWriter(&buf, synth.Header{Layout: lay, Blocks: blocks, Source: "tiny Wan rollout"})
+	w, err := record.NewWriter(&buf, record.Header{Layout: lay, Blocks: blocks, Source: "tiny Wan rollout"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := synth.NewRecorder(pol, w)
+	rec, err := record.NewRecorder(pol, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestRecordedRolloutStream(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := synth.NewFileReader(&buf)
+	r, err := record.NewFileReader(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}

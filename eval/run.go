@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/rope"
 	"github.com/densitykv/densitykv/sim"
@@ -162,7 +163,7 @@ type tracker struct {
 func rowHash(v []float32) uint64 {
 	h := uint64(14695981039346656037)
 	for _, x := range v {
-		h ^= uint64(synth.ToBF16(x))
+		h ^= uint64(gemm.RoundBF16(x))
 		h *= 1099511628211
 	}
 	return h
@@ -184,6 +185,8 @@ type evaluator struct {
 	frameCov [][][][]float64 // [v][z][layer·H+head][f]
 	unmatch  []int64
 	coll     int64
+	perBlock [][]BlockStat // [v][b]: costs (OnBlock)
+	memSum   [][]float64   // [v][b]: memory entries per head (OnLayer)
 	// per-call scratch
 	rowIDs [][][]int32 // [policy incl. ref][h][row]
 }
@@ -194,12 +197,42 @@ type evaluator struct {
 // once and share their results.
 func Run(src synth.Reader, variants []Variant, opt Options) (*Result, error) {
 	start := time.Now()
+	opt, layerIdx, err := resolveOptions(src, opt)
+	if err != nil {
+		return nil, err
+	}
+	if len(variants) == 0 {
+		return nil, errors.New("eval: no variants")
+	}
+	lay, blocks := src.Layout(), src.Blocks()
+	res := &Result{Layout: lay, Base: opt.Base, Blocks: blocks, Horizons: opt.Horizons, Layers: opt.Layers, CoverageSample: opt.CoverageSample,
+		Queries: opt.Queries, TopK: opt.TopK}
+	policies, vslot, err := buildPolicies(res, variants)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := newEvaluator(opt, lay, layerIdx, len(policies)-1, blocks)
+	if err != nil {
+		return nil, err
+	}
+	if err := ev.run(src, policies); err != nil {
+		return nil, err
+	}
+	ev.aggregate(res, vslot)
+	res.Seconds = time.Since(start).Seconds()
+	return res, nil
+}
+
+// resolveOptions fills the defaults of opt for src's layout and length
+// (Base resolved, queries, top-k, workers, horizons, layers) and checks
+// them; layerIdx maps a layer to its evaluated index or −1.
+func resolveOptions(src synth.Reader, opt Options) (_ Options, layerIdx []int, _ error) {
 	lay := src.Layout()
 	base := opt.Base
 	base.Layout = lay
 	base, err := base.Resolve()
 	if err != nil {
-		return nil, fmt.Errorf("eval: base config: %w", err)
+		return opt, nil, fmt.Errorf("eval: base config: %w", err)
 	}
 	opt.Base = base
 	if opt.Queries == 0 {
@@ -212,18 +245,18 @@ func Run(src synth.Reader, variants []Variant, opt Options) (*Result, error) {
 		opt.Workers = runtime.GOMAXPROCS(0)
 	}
 	if opt.Queries < 0 || opt.TopK < 0 || opt.CoverageSample < 0 {
-		return nil, fmt.Errorf("eval: queries %d, top-k %d, coverage sample %d must be positive", opt.Queries, opt.TopK, opt.CoverageSample)
+		return opt, nil, fmt.Errorf("eval: queries %d, top-k %d, coverage sample %d must be positive", opt.Queries, opt.TopK, opt.CoverageSample)
 	}
 	blocks := src.Blocks()
 	if blocks <= 0 {
-		return nil, fmt.Errorf("eval: stream has %d blocks; a known positive length is needed", blocks)
+		return opt, nil, fmt.Errorf("eval: stream has %d blocks; a known positive length is needed", blocks)
 	}
 	if len(opt.Horizons) == 0 {
 		opt.Horizons = uniqueSorted([]int{max(1, blocks/4), max(1, blocks/2), blocks})
 	}
 	for _, h := range opt.Horizons {
 		if h < 1 || h > blocks {
-			return nil, fmt.Errorf("eval: horizon %d outside 1…%d blocks", h, blocks)
+			return opt, nil, fmt.Errorf("eval: horizon %d outside 1…%d blocks", h, blocks)
 		}
 	}
 	opt.Horizons = uniqueSorted(opt.Horizons)
@@ -232,37 +265,37 @@ func Run(src synth.Reader, variants []Variant, opt Options) (*Result, error) {
 			opt.Layers = append(opt.Layers, l)
 		}
 	}
-	layerIdx := make([]int, lay.Layers)
+	layerIdx = make([]int, lay.Layers)
 	for i := range layerIdx {
 		layerIdx[i] = -1
 	}
 	for i, l := range opt.Layers {
 		if l < 0 || l >= lay.Layers || layerIdx[l] >= 0 {
-			return nil, fmt.Errorf("eval: evaluated layer %d invalid or repeated (layers %d)", l, lay.Layers)
+			return opt, nil, fmt.Errorf("eval: evaluated layer %d invalid or repeated (layers %d)", l, lay.Layers)
 		}
 		layerIdx[l] = i
 	}
-	if len(variants) == 0 {
-		return nil, errors.New("eval: no variants")
-	}
+	return opt, layerIdx, nil
+}
 
-	// Build the reference and one policy per distinct variant.
-	ref, err := memory.New(memory.NameFullHistory, base)
+// buildPolicies builds the FullHistory reference (policies[0]) and one
+// policy per distinct variant; it sets res.Variants to the variants kept
+// and res.Skipped to the others, and returns for each kept variant its
+// policy index − 1.
+func buildPolicies(res *Result, variants []Variant) (policies []memory.Policy, vslot []int, _ error) {
+	ref, err := memory.New(memory.NameFullHistory, res.Base)
 	if err != nil {
-		return nil, fmt.Errorf("eval: reference: %w", err)
+		return nil, nil, fmt.Errorf("eval: reference: %w", err)
 	}
-	res := &Result{Layout: lay, Base: base, Blocks: blocks, Horizons: opt.Horizons, Layers: opt.Layers, CoverageSample: opt.CoverageSample,
-		Queries: opt.Queries, TopK: opt.TopK}
 	type key struct {
 		policy string
 		cfg    memory.Config
 	}
 	slot := map[key]int{}
-	policies := []memory.Policy{ref}
+	policies = []memory.Policy{ref}
 	var kept []Variant
-	var vslot []int // variant → policy index − 1
 	for _, v := range variants {
-		v.Config.Layout = lay
+		v.Config.Layout = res.Layout
 		rc, err := v.Config.Resolve()
 		if err != nil {
 			res.Skipped = append(res.Skipped, fmt.Sprintf("%s/%s: %v", v.Group, v.Label, err))
@@ -285,12 +318,18 @@ func Run(src synth.Reader, variants []Variant, opt Options) (*Result, error) {
 		policies = append(policies, p)
 	}
 	if len(kept) == 0 {
-		return nil, fmt.Errorf("eval: no variant could be built: %v", res.Skipped)
+		return nil, nil, fmt.Errorf("eval: no variant could be built: %v", res.Skipped)
 	}
 	res.Variants = kept
+	return policies, vslot, nil
+}
 
-	ev := &evaluator{opt: opt, lay: lay, layerIdx: layerIdx, nv: len(policies) - 1, blocks: blocks, horizon: map[int]int{}}
-	if ev.rt, err = rope.New(lay.HeadDim, base.RoPETheta); err != nil {
+// newEvaluator allocates the per-variant accumulators of nv policies
+// (after the reference) over blocks blocks.
+func newEvaluator(opt Options, lay memory.Layout, layerIdx []int, nv, blocks int) (*evaluator, error) {
+	ev := &evaluator{opt: opt, lay: lay, layerIdx: layerIdx, nv: nv, blocks: blocks, horizon: map[int]int{}}
+	var err error
+	if ev.rt, err = rope.New(lay.HeadDim, opt.Base.RoPETheta); err != nil {
 		return nil, fmt.Errorf("eval: %w", err)
 	}
 	for z, h := range opt.Horizons {
@@ -305,11 +344,12 @@ func Run(src synth.Reader, variants []Variant, opt Options) (*Result, error) {
 		}
 	}
 	frames := blocks * lay.FramesPerBlock
-	ev.cells = make([][][][]blockCell, ev.nv)
-	ev.cover = make([][][][][3]float64, ev.nv)
-	ev.frameCov = make([][][][]float64, ev.nv)
-	ev.unmatch = make([]int64, ev.nv)
-	perBlock := make([][]BlockStat, ev.nv)
+	ev.cells = make([][][][]blockCell, nv)
+	ev.cover = make([][][][][3]float64, nv)
+	ev.frameCov = make([][][][]float64, nv)
+	ev.unmatch = make([]int64, nv)
+	ev.perBlock = make([][]BlockStat, nv)
+	ev.memSum = make([][]float64, nv)
 	for v := range ev.cells {
 		ev.cells[v] = make([][][]blockCell, blocks)
 		for b := range ev.cells[v] {
@@ -333,15 +373,18 @@ func Run(src synth.Reader, variants []Variant, opt Options) (*Result, error) {
 				ev.frameCov[v][z][i] = make([]float64, frames)
 			}
 		}
-		perBlock[v] = make([]BlockStat, blocks)
+		ev.perBlock[v] = make([]BlockStat, blocks)
+		ev.memSum[v] = make([]float64, blocks)
 	}
-	memSum := make([][]float64, ev.nv)
-	for v := range memSum {
-		memSum[v] = make([]float64, blocks)
-	}
+	return ev, nil
+}
 
+// run drives the reference and the policies over src (package sim),
+// observing every layer of every clean pass and recording each policy's
+// memory entries and costs per block.
+func (ev *evaluator) run(src synth.Reader, policies []memory.Policy) error {
 	observe := ev.observe
-	if ctx := opt.Context; ctx != nil {
+	if ctx := ev.opt.Context; ctx != nil {
 		observe = func(view sim.LayerView) error {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("stopped: %w", err)
@@ -349,29 +392,37 @@ func Run(src synth.Reader, variants []Variant, opt Options) (*Result, error) {
 			return ev.observe(view)
 		}
 	}
-	_, err = sim.Run(src, policies, sim.Options{
-		MaxBlocks:    blocks,
+	_, err := sim.Run(src, policies, sim.Options{
+		MaxBlocks:    ev.blocks,
 		ObserveLayer: observe,
 		OnLayer: func(r sim.LayerRecord) error {
 			if r.Policy > 0 {
-				memSum[r.Policy-1][r.Block] += float64(r.Parts.Memory) / float64(lay.Layers)
+				ev.memSum[r.Policy-1][r.Block] += float64(r.Parts.Memory) / float64(ev.lay.Layers)
 			}
 			return nil
 		},
 		OnBlock: func(r sim.BlockRecord) error {
 			if r.Policy > 0 {
-				perBlock[r.Policy-1][r.Block] = BlockStat{Bytes: r.Bytes, UpdateSeconds: r.UpdateSeconds, Seconds: r.Seconds}
+				ev.perBlock[r.Policy-1][r.Block] = BlockStat{Bytes: r.Bytes, UpdateSeconds: r.UpdateSeconds, Seconds: r.Seconds}
 			}
 			return nil
 		},
-		Progress: opt.Progress,
+		Progress: ev.opt.Progress,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("eval: %w", err)
+		return fmt.Errorf("eval: %w", err)
 	}
+	return nil
+}
 
-	// Aggregate per variant.
+// aggregate fills res's cells, per-block series, frame coverage and
+// counts for each kept variant (vslot: its policy index − 1).
+func (ev *evaluator) aggregate(res *Result, vslot []int) {
+	opt, blocks := ev.opt, ev.blocks
+	nl, H := len(opt.Layers), ev.lay.Heads
+	frames := blocks * ev.lay.FramesPerBlock
 	nz := len(opt.Horizons)
+	kept := res.Variants
 	res.Cells = make([][][][]Metrics, len(kept))
 	res.PerBlock = make([][]BlockStat, len(kept))
 	res.FrameCoverage = make([][][]float64, len(kept))
@@ -381,9 +432,9 @@ func Run(src synth.Reader, variants []Variant, opt Options) (*Result, error) {
 		res.Unmatched[vi] = ev.unmatch[p]
 		res.PerBlock[vi] = make([]BlockStat, blocks)
 		for b := range res.PerBlock[vi] {
-			s := perBlock[p][b]
+			s := ev.perBlock[p][b]
 			s.RelErr, s.Dropped, s.Recall = ev.blockMean(p, b)
-			s.Memory = memSum[p][b]
+			s.Memory = ev.memSum[p][b]
 			res.PerBlock[vi][b] = s
 		}
 		res.Cells[vi] = make([][][]Metrics, nz)
@@ -402,24 +453,30 @@ func Run(src synth.Reader, variants []Variant, opt Options) (*Result, error) {
 					res.Cells[vi][z][i][h] = m
 				}
 			}
-			fc := make([]float64, frames)
-			ws := ev.windowStart(hz - 1)
-			for f := range fc {
-				if f < base.SinkFrames || f >= ws {
-					fc[f] = math.NaN()
-					continue
-				}
-				for _, c := range ev.frameCov[p][z] {
-					fc[f] += c[f]
-				}
-				fc[f] /= float64(nl * H)
-			}
-			res.FrameCoverage[vi][z] = fc
+			res.FrameCoverage[vi][z] = ev.frameCoverage(p, z, hz, frames)
 		}
 	}
 	res.Collisions = ev.coll
-	res.Seconds = time.Since(start).Seconds()
-	return res, nil
+}
+
+// frameCoverage is policy p's coverage of every frame at horizon z (hz
+// blocks), the mean over evaluated layers and heads; sink frames and
+// frames inside the window are NaN.
+func (ev *evaluator) frameCoverage(p, z, hz, frames int) []float64 {
+	nl, H := len(ev.opt.Layers), ev.lay.Heads
+	fc := make([]float64, frames)
+	ws := ev.windowStart(hz - 1)
+	for f := range fc {
+		if f < ev.opt.Base.SinkFrames || f >= ws {
+			fc[f] = math.NaN()
+			continue
+		}
+		for _, c := range ev.frameCov[p][z] {
+			fc[f] += c[f]
+		}
+		fc[f] /= float64(nl * H)
+	}
+	return fc
 }
 
 func uniqueSorted(x []int) []int {

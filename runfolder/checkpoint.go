@@ -18,7 +18,7 @@ import (
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/memory"
-	"github.com/densitykv/densitykv/synth"
+	"github.com/densitykv/densitykv/record"
 )
 
 // A generate run's resume checkpoint is state/checkpoint.json (a
@@ -344,19 +344,19 @@ func loadSnapshotSum(path, want string, s memory.Snapshotter) error {
 type streamRecord struct {
 	f    atomicfile.File
 	cw   *hashWriter // counts the file's bytes
-	sw   *synth.Writer
+	sw   *record.Writer
 	done bool
 }
 
 // recordHeader is the --record-stream file's header: the policy's layout
 // and the run's attention budget (which simulate and eval replay with).
-func recordHeader(pol memory.Policy, mem memory.Config, g config.GenerateSection) (synth.Header, error) {
+func recordHeader(pol memory.Policy, mem memory.Config, g config.GenerateSection) (record.Header, error) {
 	r, err := mem.Resolve()
 	if err != nil {
-		return synth.Header{}, err
+		return record.Header{}, err
 	}
-	return synth.Header{Layout: pol.Layout(), DType: synth.Float32, Blocks: g.Blocks, Source: "densitykv generate " + filepath.Base(g.Checkpoint),
-		Memory: synth.BudgetOf(r)}, nil
+	return record.Header{Layout: pol.Layout(), DType: record.Float32, Blocks: g.Blocks, Source: "densitykv generate " + filepath.Base(g.Checkpoint),
+		Memory: record.BudgetOf(r)}, nil
 }
 
 // newStreamRecord creates the recording, or with resume reopens it cut
@@ -364,14 +364,14 @@ func recordHeader(pol memory.Policy, mem memory.Config, g config.GenerateSection
 // when sum is not empty, have that SHA-256 (hex); without one every
 // record's CRC-32 is checked instead. The recording hashes what it writes
 // (streamRecord.sum).
-func newStreamRecord(path string, h synth.Header, resume bool, size int64, sum string, next int) (*streamRecord, error) {
+func newStreamRecord(path string, h record.Header, resume bool, size int64, sum string, next int) (*streamRecord, error) {
 	if !resume {
 		f, err := atomicfile.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			return nil, err
 		}
 		cw := &hashWriter{w: f, h: sha256.New()}
-		sw, err := synth.NewWriter(cw, h)
+		sw, err := record.NewWriter(cw, h)
 		if err != nil {
 			f.Close()
 			return nil, err
@@ -396,7 +396,7 @@ func newStreamRecord(path string, h synth.Header, resume bool, size int64, sum s
 	if st.Size() < size {
 		return fail(fmt.Errorf("%d bytes, fewer than the %d the checkpoint recorded", st.Size(), size))
 	}
-	r, err := synth.NewFileReader(io.NewSectionReader(f, 0, size))
+	r, err := record.NewFileReader(io.NewSectionReader(f, 0, size))
 	if err != nil {
 		return fail(err)
 	}
@@ -428,7 +428,7 @@ func newStreamRecord(path string, h synth.Header, resume bool, size int64, sum s
 		return fail(err)
 	}
 	cw := &hashWriter{w: f, h: hw, n: size}
-	sw, err := synth.ResumeWriter(cw, h, 0, next)
+	sw, err := record.ResumeWriter(cw, h, 0, next)
 	if err != nil {
 		return fail(err)
 	}
@@ -437,7 +437,7 @@ func newStreamRecord(path string, h synth.Header, resume bool, size int64, sum s
 
 // checkRecords reads blocks 0..next−1 of r, every layer, which checks each
 // record's CRC-32 and order.
-func checkRecords(r *synth.FileReader, next int) error {
+func checkRecords(r *record.FileReader, next int) error {
 	for b := 0; b < next; b++ {
 		info, err := r.NextBlock()
 		if err != nil {

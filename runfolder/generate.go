@@ -11,14 +11,13 @@ import (
 
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/eval"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/pipeline"
 	"github.com/densitykv/densitykv/ragae"
+	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/rollout"
-	"github.com/densitykv/densitykv/synth"
 	"github.com/densitykv/densitykv/vae"
 	"github.com/densitykv/densitykv/video"
 	"github.com/densitykv/densitykv/wan"
@@ -37,7 +36,7 @@ import (
 //  4. the rollout (package rollout's generate path) streams every finished
 //     block into the folder: latent shards and manifest, the memory log, the
 //     DensityKV provenance and admissions, the attention trace
-//     (eval.AttentionTracer), the latent preview, and with a VAE the block
+//     (record.AttentionTracer), the latent preview, and with a VAE the block
 //     decoded into its video segment (pipeline.VideoStream);
 //  5. summary.json, the figures, latent_preview.mp4 and video.mp4 (the
 //     segments joined) at the end.
@@ -353,10 +352,10 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	}
 	// The policy the rollout calls: pol, traced, recorded.
 	frames := g.Blocks * F
-	var tr *eval.AttentionTracer
+	var tr *record.AttentionTracer
 	var run memory.Policy = pol
 	if g.TraceStep >= 0 {
-		tr = eval.NewAttentionTracer(pol, g.TraceStep, frames)
+		tr = record.NewAttentionTracer(pol, g.TraceStep, frames)
 		layers, err := config.ParseIndexList(g.TraceLayers, "generate.trace_layers", gc.Memory.Layout.Layers)
 		if err != nil {
 			return nil, userf("%w", err)
@@ -395,7 +394,7 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 			return nil, fmt.Errorf("--record-stream: %w", err)
 		}
 		defer rec.finish()
-		sr, err := synth.NewRecorder(run, rec.sw)
+		sr, err := record.NewRecorder(run, rec.sw)
 		if err != nil {
 			return nil, fmt.Errorf("--record-stream: %w", err)
 		}
@@ -1045,10 +1044,10 @@ func generateLines(gc config.GenerateConfig, pol memory.Policy, st *RunState, b 
 	return lines
 }
 
-// recorded forwards a synth.Recorder and reports the wrapped policy's
+// recorded forwards a record.Recorder and reports the wrapped policy's
 // statistics (the rollout logs them).
 type recorded struct {
-	*synth.Recorder
+	*record.Recorder
 	stats memory.Policy
 }
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/memory"
-	"github.com/densitykv/densitykv/synth"
+	"github.com/densitykv/densitykv/record"
 )
 
 // TestStreamRecordResumeChecksContent: resuming a --record-stream
@@ -19,7 +19,7 @@ import (
 // resumes, and the hash it carries on equals the final file's.
 func TestStreamRecordResumeChecksContent(t *testing.T) {
 	lay := memory.Layout{Height: 2, Width: 2, FramesPerBlock: 1, Layers: 2, Heads: 1, HeadDim: 6}
-	h := synth.Header{Layout: lay, DType: synth.Float32, Blocks: 4, Source: "test"}
+	h := record.Header{Layout: lay, DType: record.Float32, Blocks: 4, Source: "test"}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "r.dkvs")
 	n := lay.TokensPerBlock() * lay.Heads * lay.HeadDim
@@ -96,7 +96,7 @@ func TestStreamRecordResumeChecksContent(t *testing.T) {
 		}
 		b, _ := os.ReadFile(path)
 		// The end record follows the last sync.
-		fr, err := synth.NewFileReader(strings.NewReader(string(b)))
+		fr, err := record.NewFileReader(strings.NewReader(string(b)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,9 +11,9 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/eval"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/plots"
+	"github.com/densitykv/densitykv/record"
 )
 
 // Render draws every figure a run folder supports into <dir>/plots (from
@@ -84,9 +84,9 @@ func Render(dir string) ([]string, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	var tf eval.TraceFile
+	var tf record.TraceFile
 	if err := ReadJSON(filepath.Join(dir, FileTrace), &tf); err == nil {
-		if err := add(eval.TraceFigure(tf)); err != nil {
+		if err := add(record.TraceFigure(tf)); err != nil {
 			return nil, err
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {

@@ -13,6 +13,7 @@ import (
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/runinput"
 	"github.com/densitykv/densitykv/sim"
 )
 
@@ -227,7 +228,7 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 	}
 	defer logw.Close()
 
-	stream, err := config.OpenStream(cfg)
+	stream, err := runinput.OpenStream(cfg)
 	if err != nil {
 		return nil, false, 0, err
 	}

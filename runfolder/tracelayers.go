@@ -10,8 +10,8 @@ import (
 	"strconv"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/eval"
 	"github.com/densitykv/densitykv/internal/atomicfile"
+	"github.com/densitykv/densitykv/record"
 )
 
 // The per-layer attention trace file (attention_trace_layers.safetensors):
@@ -24,14 +24,14 @@ import (
 const traceDefinition = "Full-softmax attention mass from current query tokens to K tokens, grouped by query latent frame and K provenance latent frame, with the corresponding visible K-token count per provenance frame."
 
 // writeTraceLayers writes lt to path atomically.
-func writeTraceLayers(path string, lt eval.LayerTrace, step int) error {
+func writeTraceLayers(path string, lt record.LayerTrace, step int) error {
 	_, err := writeTraceLayersSum(path, lt, step)
 	return err
 }
 
 // writeTraceLayersSum writes lt to path atomically and returns the file's
 // SHA-256.
-func writeTraceLayersSum(path string, lt eval.LayerTrace, step int) (string, error) {
+func writeTraceLayersSum(path string, lt record.LayerTrace, step int) (string, error) {
 	H, F := lt.Heads, lt.Frames
 	var ts []checkpoint.WriteTensor
 	for i, l := range lt.Layers {
@@ -57,22 +57,22 @@ func traceLayersName(block int) string { return fmt.Sprintf("trace-layers-b%06d.
 
 // readTraceLayersSum reads a per-layer trace saved with a checkpoint,
 // checking its SHA-256 (want; "" skips the check).
-func readTraceLayersSum(path, want string) (eval.LayerTrace, error) {
+func readTraceLayersSum(path, want string) (record.LayerTrace, error) {
 	if want != "" {
 		b, err := readRecord(path)
 		if err != nil {
-			return eval.LayerTrace{}, err
+			return record.LayerTrace{}, err
 		}
 		if sum := sha256Hex(b); sum != want {
-			return eval.LayerTrace{}, fmt.Errorf("%s has SHA-256 %s, the checkpoint records %s (damaged, or of another block)", path, sum, want)
+			return record.LayerTrace{}, fmt.Errorf("%s has SHA-256 %s, the checkpoint records %s (damaged, or of another block)", path, sum, want)
 		}
 	}
 	return ReadTraceLayers(path)
 }
 
 // ReadTraceLayers reads a per-layer attention trace file.
-func ReadTraceLayers(path string) (eval.LayerTrace, error) {
-	var lt eval.LayerTrace
+func ReadTraceLayers(path string) (record.LayerTrace, error) {
+	var lt record.LayerTrace
 	s, err := checkpoint.OpenSafetensors(path)
 	if err != nil {
 		return lt, err

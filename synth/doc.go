@@ -1,7 +1,7 @@
 // Package synth produces video-like KV streams for the memory policies: a
-// deterministic procedural generator, a streaming file format that records and
-// replays streams block by block and layer by layer, and a recording wrapper
-// around any memory.Policy.
+// deterministic procedural generator, and the Reader interface every stream
+// presents (the generator, and the recorded streams of real rollouts: package
+// record).
 //
 // # Streams
 //
@@ -9,10 +9,11 @@
 // every block: for each layer, the block's queries, keys and values
 // [T][H][D] (T = Layout.TokensPerBlock(), token = f·H·W + h·W + w), queries
 // and keys after qk-norm and before RoPE (the policies apply RoPE), values raw.
-// Reader is the pull interface shared by the generator and the file reader:
-// NextBlock advances to the next block, Layer(l) returns layer l of it, layers
-// in order 0..Layers−1. Nothing larger than one layer of one block is held, so
-// a 120 s stream at the paper scale never sits in memory.
+// Reader is the pull interface shared by the generator and the file reader
+// of package record: NextBlock advances to the next block, Layer(l) returns
+// layer l of it, layers in order 0..Layers−1. Nothing larger than one layer
+// of one block is held, so a 120 s stream at the paper scale never sits in
+// memory.
 //
 // # The generator
 //
@@ -51,16 +52,4 @@
 // Call.Latent for LongLive-RAG style descriptors is provided as
 // [F][C][2H][2W], the features upsampled by two (Wan's latents sit at twice the
 // token resolution per axis).
-//
-// # File format
-//
-// Writer and FileReader implement a little-endian record stream: a header
-// (magic "DKVSTRM1", a JSON description: layout, dtype, block count), then per
-// block a block record (index, optional latent) followed by one layer record
-// per layer (q, k, v as float32 or bfloat16), each record carrying a CRC-32,
-// and an end record. Sizes are validated against the layout before anything is
-// allocated.
-//
-// Recorder wraps any memory.Policy and writes the q/k/v of every clean pass to
-// a Writer, so streams from real rollouts of any backbone can be replayed.
 package synth

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/densitykv/densitykv/eval"
 	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/runfolder"
 )
 
@@ -255,7 +255,7 @@ func TestGenerateDiagnostics(t *testing.T) {
 		if !slices.Equal(lt.Layers, []int{0, 1}) || lt.Heads != 2 || lt.Frames != F {
 			t.Fatalf("%s: per-layer trace layers %v heads %d frames %d", ids, lt.Layers, lt.Heads, lt.Frames)
 		}
-		var tr eval.TraceFile
+		var tr record.TraceFile
 		if err := runfolder.ReadJSON(filepath.Join(rd, runfolder.FileTrace), &tr); err != nil {
 			t.Fatal(err)
 		}
@@ -323,7 +323,7 @@ func TestGenerateRAGAndRecacheDiagnostics(t *testing.T) {
 	if picked == 0 {
 		t.Fatal("LongLive-RAG never retrieved a frame")
 	}
-	var tr eval.TraceFile
+	var tr record.TraceFile
 	if err := runfolder.ReadJSON(filepath.Join(dir, "rag", runfolder.FileTrace), &tr); err != nil {
 		t.Fatal(err)
 	}

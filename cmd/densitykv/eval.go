@@ -2,18 +2,12 @@ package main
 
 import (
 	"fmt"
-	"math"
-	"os"
-	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/eval"
-	"github.com/densitykv/densitykv/internal/atomicfile"
-	"github.com/densitykv/densitykv/runfolder"
 )
 
 func init() { register(newEvalCmd) }
@@ -95,6 +89,8 @@ or reduce --layers/--heads for long streams (see docs/EVAL.md).`,
 	return cmd
 }
 
+// runEval turns the flags into an eval.Job, runs it, and prints its
+// progress and tables (or a JSON summary).
 func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	if cf.fs.Changed("policy") {
@@ -105,117 +101,37 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 			return usagef("--%s does not apply to eval (no snapshots or resume; measured layers are chosen with --eval-layers)", name)
 		}
 	}
-	if ef.queries <= 0 || ef.topK <= 0 || ef.coverageSample < 0 {
-		return usagef("--queries %d and --top-k %d must be positive, --coverage-sample %d not negative", ef.queries, ef.topK, ef.coverageSample)
-	}
-	if ef.queries > maxEvalCount || ef.topK > maxEvalCount || ef.coverageSample > maxEvalCount {
-		return usagef("--queries %d, --top-k %d and --coverage-sample %d must each be at most %d", ef.queries, ef.topK, ef.coverageSample, maxEvalCount)
-	}
-	if len(ef.horizons) > maxEvalHorizons || len(ef.evalLayers) > config.MaxDim {
-		return usagef("--horizons lists %d values and --eval-layers %d, want at most %d horizons", len(ef.horizons), len(ef.evalLayers), maxEvalHorizons)
-	}
 	cfg, err := cf.resolve(config.EvalConfig())
 	if err != nil {
 		return err
-	}
-	if cfg.Stream.FirstLayer != 0 {
-		return usagef("stream.first_layer %d does not apply to eval (it runs layers 0…layers−1; measure a subset with --eval-layers)", cfg.Stream.FirstLayer)
 	}
 	if !cf.fs.Changed("sigma") && !cf.keys.Set["memory.bank.sigma"] {
 		// The paper's calibration σ = √(d_k/2) for whatever head dimension
 		// the stream has (5.66 at the default d = 64).
 		cfg.Memory.Bank.Sigma = eval.ScaledSigma(cfg.Memory.Layout.HeadDim)
 	}
-	if cfg.Stream.Kind == "synthetic" && cfg.Blocks() == 0 {
-		return usagef("stream.seconds (--seconds) %g gives no block at %g frames/s", cfg.Stream.Seconds, cfg.Stream.FPS)
-	}
-	dir := filepath.Join(cfg.Run.Out, cfg.Run.Name)
-	if _, err := os.Stat(filepath.Join(dir, "tables.md")); err == nil && !ef.force {
-		// A complete eval (its summary.json, written last) or one from
-		// before run folders recorded their command; an eval stopped or
-		// killed before its summary is run again in place.
-		owner, _ := runfolder.ReadOwner(dir)
-		if _, err := os.Stat(filepath.Join(dir, runfolder.FileSummary)); err == nil || owner == "" {
-			return usagef("eval folder %s already exists; overwrite it with --force or pick another --name", dir)
-		}
-	}
-	src, err := config.OpenStream(cfg)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	blocks := src.Blocks()
-	if cfg.Stream.Kind == "synthetic" {
-		blocks = cfg.Blocks()
-	}
-	if blocks <= 0 {
-		return usagef("stream %s has no known length; eval needs the block count in the stream header", cfg.Stream.Path)
-	}
-	vs, err := eval.Suite(eval.SuiteConfig{Base: cfg.Memory, Groups: ef.groups})
-	if err != nil {
-		return usageError{err}
-	}
-	var horizons []int
-	for _, s := range ef.horizons {
-		fb := math.Ceil(s*cfg.Stream.FPS/float64(cfg.Memory.Layout.FramesPerBlock) - 1e-9)
-		if !(fb >= 1 && fb <= float64(blocks)) {
-			span := float64(blocks*cfg.Memory.Layout.FramesPerBlock) / cfg.Stream.FPS
-			return usagef("--horizons %g s is not within the stream: want a number of seconds in (0, %g] (blocks 1…%d)", s, span, blocks)
-		}
-		horizons = append(horizons, int(fb))
-	}
-	// Everything is checked: now the folder.
-	if err := runfolder.CheckSimulateOutputs(cfg, atomicfile.Input{Role: "--config", Path: cf.file}); err != nil {
-		return err
-	}
-	if err := runfolder.Claim(dir, "eval", ef.force, true); err != nil {
-		return err
-	}
-	os.Remove(filepath.Join(dir, runfolder.FileSummary))
-	y, err := config.Marshal(cfg)
-	if err != nil {
-		return err
-	}
-	if err := runfolder.WriteFile(filepath.Join(dir, runfolder.FileConfig), y); err != nil {
-		return err
-	}
-	opt := eval.Options{Base: cfg.Memory, Queries: ef.queries, TopK: ef.topK, CoverageSample: ef.coverageSample,
-		Horizons: horizons, Layers: ef.evalLayers, Seed: uint64(cfg.Run.Seed)}
 	quiet := ef.quiet || ef.json
-	if !quiet {
-		l := cfg.Memory.Layout
-		fmt.Fprintf(stdout, "eval: %d variants on %d blocks (%d×%d tokens/frame, %d layers × %d heads, d=%d, M=%d); folder %s\n",
-			len(vs), blocks, l.Height, l.Width, l.Layers, l.Heads, l.HeadDim, cfg.Memory.Capacity, dir)
+	var prog *progress
+	job := eval.Job{Config: cfg, ConfigFile: cf.file, Groups: ef.groups, Queries: ef.queries, TopK: ef.topK,
+		CoverageSample: ef.coverageSample, Horizons: ef.horizons, Layers: ef.evalLayers, Force: ef.force,
+		Start: func(p eval.Plan) {
+			if !quiet {
+				l := cfg.Memory.Layout
+				fmt.Fprintf(stdout, "eval: %d variants on %d blocks (%d×%d tokens/frame, %d layers × %d heads, d=%d, M=%d); folder %s\n",
+					p.Variants, p.Blocks, l.Height, l.Width, l.Layers, l.Heads, l.HeadDim, cfg.Memory.Capacity, p.Dir)
+			}
+			prog = newProgress(stderr, "eval", p.Blocks, 0, quiet)
+		},
+		Progress: func(int, int) { prog.add(1) },
 	}
-	prog := newProgress(stderr, "eval", blocks, 0, quiet)
-	done := 0
-	opt.Progress = func(d, _ int) { done = d; prog.add(1) }
-	opt.Context = cmd.Context()
-	start := time.Now()
-	res, err := eval.Run(src, vs, opt)
-	prog.finish()
-	if err != nil && cmd.Context().Err() != nil {
-		return fmt.Errorf("%w: eval stopped after %d of %d blocks; a stopped eval writes no tables (run it again to evaluate)", errInterrupted, done, blocks)
+	out, err := job.Run(cmd.Context())
+	if prog != nil {
+		prog.finish()
 	}
 	if err != nil {
 		return err
 	}
-	files, err := res.WriteTables(dir)
-	if err != nil {
-		return err
-	}
-	if cfg.Run.Plots {
-		pf, err := res.WritePlots(dir)
-		if err != nil {
-			return err
-		}
-		files = append(files, pf...)
-	}
-	files = append([]string{filepath.Join(dir, runfolder.FileConfig)}, files...)
-	// The commit point: every table and figure is durable.
-	if err := runfolder.WriteJSON(filepath.Join(dir, runfolder.FileSummary), evalSummary{Command: "eval", Complete: true, Blocks: res.Blocks, Files: files}); err != nil {
-		return err
-	}
+	res := out.Result
 	if ef.json {
 		return printJSON(stdout, struct {
 			Dir      string   `json:"dir"`
@@ -225,30 +141,14 @@ func runEval(cmd *cobra.Command, cf *configFlags, ef evalFlags) error {
 			Skipped  []string `json:"skipped,omitempty"`
 			Seconds  float64  `json:"seconds"`
 			Files    []string `json:"files"`
-		}{dir, res.Blocks, res.Horizons, len(res.Variants), res.Skipped, time.Since(start).Seconds(), files})
+		}{out.Dir, res.Blocks, res.Horizons, len(res.Variants), res.Skipped, res.Seconds, out.Files})
 	}
 	if !quiet {
 		fmt.Fprintln(stdout, res.Markdown())
-		fmt.Fprintf(stdout, "Attention-level measurements, not video quality. Files in %s (tables.md, CSVs, plots).\n", dir)
+		fmt.Fprintf(stdout, "Attention-level measurements, not video quality. Files in %s (tables.md, CSVs, plots).\n", out.Dir)
 	}
 	return nil
 }
-
-// evalSummary is an eval folder's summary.json, written after every other
-// file: the eval is complete.
-type evalSummary struct {
-	Command  string   `json:"command"`
-	Complete bool     `json:"complete"`
-	Blocks   int      `json:"blocks"`
-	Files    []string `json:"files"`
-}
-
-// Bounds of eval's own size-like flags (the configuration's are
-// config's).
-const (
-	maxEvalCount    = 1 << 20
-	maxEvalHorizons = 1024
-)
 
 // evalIgnoredFlags are run flags shared with simulate that eval does not
 // use: hidden from its help and rejected when given.

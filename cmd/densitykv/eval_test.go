@@ -10,6 +10,7 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/synth"
 )
@@ -144,11 +145,11 @@ func TestEvalRecordedStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := synth.NewWriter(f, synth.Header{Layout: sc.Layout, DType: synth.BFloat16, Blocks: sc.Blocks})
+	w, err := record.NewWriter(f, record.Header{Layout: sc.Layout, DType: record.BFloat16, Blocks: sc.Blocks})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := synth.Copy(w, g); err != nil {
+	if _, err := record.Copy(w, g); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/runinput"
 )
 
 // configFlags binds command-line flags to Config fields. Flags override the
@@ -175,7 +176,7 @@ func (cf *configFlags) resolve(base config.Config) (config.Config, error) {
 	if c.Stream.Kind == "file" && c.Stream.Path != "" {
 		// A recorded stream brings its layout and its run's attention
 		// budget; the file and the flags still override them.
-		sb, err := config.StreamDefaults(base, c.Stream.Path)
+		sb, err := runinput.StreamDefaults(base, c.Stream.Path)
 		if err != nil {
 			return base, usageError{err}
 		}
@@ -183,7 +184,7 @@ func (cf *configFlags) resolve(base config.Config) (config.Config, error) {
 			return base, err
 		}
 	}
-	r, err := c.Resolve()
+	r, err := runinput.Resolve(c)
 	if err != nil {
 		return base, usageError{err}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/runinput"
 	"github.com/densitykv/densitykv/video"
 )
 
@@ -333,8 +334,10 @@ func setIf[T any](f *pflag.FlagSet, flag string, dst *T, v T) {
 
 // resolveGenerate builds a new generate run's configuration: the defaults,
 // the --config file, then the flags given on the command line (g and gf
-// hold their values), validated (config.GenerateConfig.Resolve; every
-// input file is read later, before the run folder is created).
+// hold their values), validated (config.GenerateConfig.Resolve), with the
+// LongLive-RAG autoencoder read (runinput.CheckRAGAE: it records the
+// descriptor size); every other input file is read later, before the run
+// folder is created.
 func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection, gf generateFlags) (config.GenerateConfig, error) {
 	gc := config.GenerateDefaults()
 	if err := cf.load(gc.Config, &gc.Config, &gc); err != nil {
@@ -476,6 +479,9 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 		G.Blocks = b
 	}
 	if err := gc.Resolve(cf.keys, cf.file); err != nil {
+		return gc, usageError{err}
+	}
+	if err := runinput.CheckRAGAE(&gc); err != nil {
 		return gc, usageError{err}
 	}
 	return gc, nil

@@ -20,9 +20,9 @@ import (
 
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/eval"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/storage"
 	"github.com/densitykv/densitykv/synth"
@@ -676,7 +676,7 @@ func TestGenerateTinyGolden(t *testing.T) {
 			t.Errorf("generate run folder lacks %s", f)
 		}
 	}
-	var tr eval.TraceFile
+	var tr record.TraceFile
 	if err := runfolder.ReadJSON(filepath.Join(rd, "attention_trace.json"), &tr); err != nil {
 		t.Fatal(err)
 	}
@@ -749,11 +749,11 @@ func TestStreamFileReplaysSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := synth.NewWriter(f, synth.Header{Layout: c.Memory.Layout, DType: synth.Float32, Blocks: c.Blocks()})
+	w, err := record.NewWriter(f, record.Header{Layout: c.Memory.Layout, DType: record.Float32, Blocks: c.Blocks()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := synth.Copy(w, g); err != nil {
+	if _, err := record.Copy(w, g); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {

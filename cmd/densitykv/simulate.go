@@ -22,6 +22,7 @@ import (
 	"github.com/densitykv/densitykv/internal/sysmem"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/runinput"
 )
 
 func init() { register(newSimulateCmd) }
@@ -123,7 +124,7 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 			return resumeLoadError(dir, err)
 		}
 		var err error
-		if cfg, err = c.Resolve(); err != nil {
+		if cfg, err = runinput.Resolve(c); err != nil {
 			return fmt.Errorf("--resume: %s: %w", filepath.Join(dir, runfolder.FileConfig), err)
 		}
 		if cf.fs.Changed("plots") {

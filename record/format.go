@@ -1,4 +1,4 @@
-package synth
+package record
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/synth"
 )
 
 // Magic opens every stream file.
@@ -82,20 +83,20 @@ func (b Budget) Apply(c *memory.Config) {
 func (h Header) validate() error {
 	l := h.Layout
 	if l.Height <= 0 || l.Width <= 0 || l.FramesPerBlock <= 0 || l.Layers <= 0 || l.Heads <= 0 || l.HeadDim <= 0 {
-		return fmt.Errorf("synth: stream header layout %+v must have positive sizes", l)
+		return fmt.Errorf("record: stream header layout %+v must have positive sizes", l)
 	}
 	if l.Layers > 1<<15 || int64(l.TokensPerBlock())*int64(l.Heads)*int64(l.HeadDim)*3 > maxLayerValues {
-		return fmt.Errorf("synth: stream header layout %+v is too large", l)
+		return fmt.Errorf("record: stream header layout %+v is too large", l)
 	}
 	if h.DType != Float32 && h.DType != BFloat16 {
-		return fmt.Errorf("synth: stream header dtype %q must be %q or %q", h.DType, Float32, BFloat16)
+		return fmt.Errorf("record: stream header dtype %q must be %q or %q", h.DType, Float32, BFloat16)
 	}
 	if h.Blocks < -1 {
-		return fmt.Errorf("synth: stream header blocks %d must be ≥ −1", h.Blocks)
+		return fmt.Errorf("record: stream header blocks %d must be ≥ −1", h.Blocks)
 	}
 	if m := h.Memory; m != nil && (m.SinkFrames < 0 || m.CacheFrames <= 0 || m.WindowFrames <= 0 || m.Capacity <= 0 ||
 		m.CacheFrames > 1<<20 || m.WindowFrames > 1<<20 || m.SinkFrames > 1<<20 || m.Capacity > 1<<30) {
-		return fmt.Errorf("synth: stream header memory budget %+v: want sink_frames ≥ 0 and positive cache_frames, window_frames and capacity (at most 2^20 frames, 2^30 tokens)", *m)
+		return fmt.Errorf("record: stream header memory budget %+v: want sink_frames ≥ 0 and positive cache_frames, window_frames and capacity (at most 2^20 frames, 2^30 tokens)", *m)
 	}
 	return nil
 }
@@ -123,17 +124,17 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	}
 	js, err := json.Marshal(h)
 	if err != nil {
-		return nil, fmt.Errorf("synth: stream header: %w", err)
+		return nil, fmt.Errorf("record: stream header: %w", err)
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
 	var pre [12]byte
 	copy(pre[:8], Magic)
 	binary.LittleEndian.PutUint32(pre[8:], uint32(len(js)))
 	if _, err := bw.Write(pre[:]); err != nil {
-		return nil, fmt.Errorf("synth: write header: %w", err)
+		return nil, fmt.Errorf("record: write header: %w", err)
 	}
 	if _, err := bw.Write(js); err != nil {
-		return nil, fmt.Errorf("synth: write header: %w", err)
+		return nil, fmt.Errorf("record: write header: %w", err)
 	}
 	l := h.Layout
 	return &Writer{w: bw, h: h, n: l.TokensPerBlock() * l.Heads * l.HeadDim, block: -1}, nil
@@ -153,7 +154,7 @@ func ResumeWriter(w io.Writer, h Header, first, next int) (*Writer, error) {
 		return nil, err
 	}
 	if first < 0 || next < first || next > math.MaxInt32 {
-		return nil, fmt.Errorf("synth: resume writer: blocks %d..%d", first, next-1)
+		return nil, fmt.Errorf("record: resume writer: blocks %d..%d", first, next-1)
 	}
 	l := h.Layout
 	sw := &Writer{w: bufio.NewWriterSize(w, 1<<20), h: h, n: l.TokensPerBlock() * l.Heads * l.HeadDim, block: -1, blocks: next - first}
@@ -167,7 +168,7 @@ func ResumeWriter(w io.Writer, h Header, first, next int) (*Writer, error) {
 // blocks, what is then written is a resume point for ResumeWriter.
 func (w *Writer) Flush() error {
 	if err := w.w.Flush(); err != nil {
-		return fmt.Errorf("synth: flush: %w", err)
+		return fmt.Errorf("record: flush: %w", err)
 	}
 	return nil
 }
@@ -185,13 +186,13 @@ func (w *Writer) record(typ byte, payload []byte) error {
 	var post [4]byte
 	binary.LittleEndian.PutUint32(post[:], crc.Sum32())
 	if _, err := w.w.Write(pre[:]); err != nil {
-		return fmt.Errorf("synth: write record %c: %w", typ, err)
+		return fmt.Errorf("record: write record %c: %w", typ, err)
 	}
 	if _, err := w.w.Write(payload); err != nil {
-		return fmt.Errorf("synth: write record %c: %w", typ, err)
+		return fmt.Errorf("record: write record %c: %w", typ, err)
 	}
 	if _, err := w.w.Write(post[:]); err != nil {
-		return fmt.Errorf("synth: write record %c: %w", typ, err)
+		return fmt.Errorf("record: write record %c: %w", typ, err)
 	}
 	return nil
 }
@@ -202,18 +203,18 @@ func (w *Writer) record(typ byte, payload []byte) error {
 func (w *Writer) BeginBlock(index int, latent []float32, shape [4]int) error {
 	switch {
 	case w.closed:
-		return errors.New("synth: BeginBlock after Close")
+		return errors.New("record: BeginBlock after Close")
 	case w.block >= 0 && w.layer != w.h.Layout.Layers:
-		return fmt.Errorf("synth: begin block %d: block %d has %d of %d layers", index, w.block, w.layer, w.h.Layout.Layers)
+		return fmt.Errorf("record: begin block %d: block %d has %d of %d layers", index, w.block, w.layer, w.h.Layout.Layers)
 	case index < 0 || (w.block >= 0 && index != w.block+1):
-		return fmt.Errorf("synth: begin block %d: want block %d", index, w.block+1)
+		return fmt.Errorf("record: begin block %d: want block %d", index, w.block+1)
 	case index > math.MaxInt32:
-		return fmt.Errorf("synth: begin block %d: index too large", index)
+		return fmt.Errorf("record: begin block %d: index too large", index)
 	}
 	nl := 1
 	for _, s := range shape {
 		if s < 0 {
-			return fmt.Errorf("synth: begin block %d: latent shape %v has a negative size", index, shape)
+			return fmt.Errorf("record: begin block %d: latent shape %v has a negative size", index, shape)
 		}
 		nl *= s
 	}
@@ -222,7 +223,7 @@ func (w *Writer) BeginBlock(index int, latent []float32, shape [4]int) error {
 		shape = [4]int{}
 	}
 	if nl != len(latent) || nl > maxLatentValues {
-		return fmt.Errorf("synth: begin block %d: latent has %d values, shape %v", index, len(latent), shape)
+		return fmt.Errorf("record: begin block %d: latent has %d values, shape %v", index, len(latent), shape)
 	}
 	p := w.buf[:0]
 	p = binary.LittleEndian.AppendUint32(p, uint32(index))
@@ -245,13 +246,13 @@ func (w *Writer) BeginBlock(index int, latent []float32, shape [4]int) error {
 func (w *Writer) WriteLayer(layer int, q, k, v []float32) error {
 	switch {
 	case w.closed:
-		return errors.New("synth: WriteLayer after Close")
+		return errors.New("record: WriteLayer after Close")
 	case w.block < 0:
-		return fmt.Errorf("synth: write layer %d: no open block", layer)
+		return fmt.Errorf("record: write layer %d: no open block", layer)
 	case layer != w.layer:
-		return fmt.Errorf("synth: block %d: write layer %d, want layer %d", w.block, layer, w.layer)
+		return fmt.Errorf("record: block %d: write layer %d, want layer %d", w.block, layer, w.layer)
 	case len(q) != w.n || len(k) != w.n || len(v) != w.n:
-		return fmt.Errorf("synth: block %d layer %d: q, k, v have %d, %d, %d values, want %d", w.block, layer, len(q), len(k), len(v), w.n)
+		return fmt.Errorf("record: block %d layer %d: q, k, v have %d, %d, %d values, want %d", w.block, layer, len(q), len(k), len(v), w.n)
 	}
 	p := w.buf[:0]
 	p = binary.LittleEndian.AppendUint32(p, uint32(w.block))
@@ -274,7 +275,7 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	if w.block >= 0 && w.layer != w.h.Layout.Layers {
-		return fmt.Errorf("synth: close: block %d has %d of %d layers", w.block, w.layer, w.h.Layout.Layers)
+		return fmt.Errorf("record: close: block %d has %d of %d layers", w.block, w.layer, w.h.Layout.Layers)
 	}
 	p := binary.LittleEndian.AppendUint32(nil, uint32(w.blocks))
 	if err := w.record(recEnd, p); err != nil {
@@ -282,7 +283,7 @@ func (w *Writer) Close() error {
 	}
 	w.closed = true
 	if err := w.w.Flush(); err != nil {
-		return fmt.Errorf("synth: close: %w", err)
+		return fmt.Errorf("record: close: %w", err)
 	}
 	return nil
 }
@@ -313,7 +314,7 @@ func ToBF16(x float32) uint16 {
 // FromBF16 widens a bfloat16 to float32.
 func FromBF16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
-// FileReader reads a stream file written by Writer. It implements Reader.
+// FileReader reads a stream file written by Writer. It implements synth.Reader.
 type FileReader struct {
 	r       *bufio.Reader
 	h       Header
@@ -334,22 +335,22 @@ func NewFileReader(r io.Reader) (*FileReader, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var pre [12]byte
 	if _, err := io.ReadFull(br, pre[:]); err != nil {
-		return nil, fmt.Errorf("synth: read stream header: %w", err)
+		return nil, fmt.Errorf("record: read stream header: %w", err)
 	}
 	if string(pre[:8]) != Magic {
-		return nil, fmt.Errorf("synth: stream magic %q, want %q", pre[:8], Magic)
+		return nil, fmt.Errorf("record: stream magic %q, want %q", pre[:8], Magic)
 	}
 	n := binary.LittleEndian.Uint32(pre[8:])
 	if n > maxHeader {
-		return nil, fmt.Errorf("synth: stream header of %d bytes exceeds %d", n, maxHeader)
+		return nil, fmt.Errorf("record: stream header of %d bytes exceeds %d", n, maxHeader)
 	}
 	js := make([]byte, n)
 	if _, err := io.ReadFull(br, js); err != nil {
-		return nil, fmt.Errorf("synth: read stream header: %w", err)
+		return nil, fmt.Errorf("record: read stream header: %w", err)
 	}
 	var h Header
 	if err := json.Unmarshal(js, &h); err != nil {
-		return nil, fmt.Errorf("synth: stream header: %w", err)
+		return nil, fmt.Errorf("record: stream header: %w", err)
 	}
 	if err := h.validate(); err != nil {
 		return nil, err
@@ -364,7 +365,7 @@ func (f *FileReader) Header() Header { return f.h }
 // Layout implements Reader.
 func (f *FileReader) Layout() memory.Layout { return f.h.Layout }
 
-// Blocks implements Reader (the header's count, −1 when unknown).
+// Blocks implements synth.Reader (the header's count, −1 when unknown).
 func (f *FileReader) Blocks() int { return f.h.Blocks }
 
 // peek reads the next record header (type and payload length) once.
@@ -377,7 +378,7 @@ func (f *FileReader) peek() (byte, int, error) {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return 0, 0, fmt.Errorf("synth: block %d: read record: %w (missing end record)", f.block, err)
+		return 0, 0, fmt.Errorf("record: block %d: read record: %w (missing end record)", f.block, err)
 	}
 	n := binary.LittleEndian.Uint32(pre[1:])
 	var max int64
@@ -389,10 +390,10 @@ func (f *FileReader) peek() (byte, int, error) {
 	case recEnd:
 		max = 4
 	default:
-		return 0, 0, fmt.Errorf("synth: block %d: unknown record type %#x", f.block, pre[0])
+		return 0, 0, fmt.Errorf("record: block %d: unknown record type %#x", f.block, pre[0])
 	}
 	if int64(n) > max {
-		return 0, 0, fmt.Errorf("synth: block %d: record %c of %d bytes exceeds %d", f.block, pre[0], n, max)
+		return 0, 0, fmt.Errorf("record: block %d: record %c of %d bytes exceeds %d", f.block, pre[0], n, max)
 	}
 	f.pend, f.pendLen = pre[0], int(n)
 	return f.pend, f.pendLen, nil
@@ -414,7 +415,7 @@ func (f *FileReader) payload() ([]byte, error) {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, fmt.Errorf("synth: block %d: read record %c: %w", f.block, typ, err)
+			return nil, fmt.Errorf("record: block %d: read record %c: %w", f.block, typ, err)
 		}
 	}
 	f.buf = b
@@ -422,54 +423,54 @@ func (f *FileReader) payload() ([]byte, error) {
 	crc.Write([]byte{typ})
 	crc.Write(b[:n])
 	if got, want := crc.Sum32(), binary.LittleEndian.Uint32(b[n:]); got != want {
-		return nil, fmt.Errorf("synth: block %d: record %c checksum %#x, want %#x", f.block, typ, got, want)
+		return nil, fmt.Errorf("record: block %d: record %c checksum %#x, want %#x", f.block, typ, got, want)
 	}
 	return b[:n], nil
 }
 
 // NextBlock implements Reader.
-func (f *FileReader) NextBlock() (BlockInfo, error) {
+func (f *FileReader) NextBlock() (synth.BlockInfo, error) {
 	if f.done {
-		return BlockInfo{}, io.EOF
+		return synth.BlockInfo{}, io.EOF
 	}
 	// Skip the unread layers of the current block.
 	for f.started && f.layer < f.h.Layout.Layers {
 		if _, _, _, err := f.Layer(f.layer); err != nil {
-			return BlockInfo{}, err
+			return synth.BlockInfo{}, err
 		}
 	}
 	typ, n, err := f.peek()
 	if err != nil {
-		return BlockInfo{}, err
+		return synth.BlockInfo{}, err
 	}
 	switch typ {
 	case recEnd:
 		p, err := f.payload()
 		if err != nil {
-			return BlockInfo{}, err
+			return synth.BlockInfo{}, err
 		}
 		if n != 4 {
-			return BlockInfo{}, fmt.Errorf("synth: end record of %d bytes, want 4", n)
+			return synth.BlockInfo{}, fmt.Errorf("record: end record of %d bytes, want 4", n)
 		}
 		count := int(binary.LittleEndian.Uint32(p))
 		if f.h.Blocks >= 0 && count != f.h.Blocks {
-			return BlockInfo{}, fmt.Errorf("synth: end record counts %d blocks, header says %d", count, f.h.Blocks)
+			return synth.BlockInfo{}, fmt.Errorf("record: end record counts %d blocks, header says %d", count, f.h.Blocks)
 		}
 		f.done = true
-		return BlockInfo{}, io.EOF
+		return synth.BlockInfo{}, io.EOF
 	case recLayer:
-		return BlockInfo{}, fmt.Errorf("synth: block %d: layer record where a block record was expected", f.block)
+		return synth.BlockInfo{}, fmt.Errorf("record: block %d: layer record where a block record was expected", f.block)
 	}
 	if n < 20 {
-		return BlockInfo{}, fmt.Errorf("synth: block record of %d bytes, want ≥ 20", n)
+		return synth.BlockInfo{}, fmt.Errorf("record: block record of %d bytes, want ≥ 20", n)
 	}
 	p, err := f.payload()
 	if err != nil {
-		return BlockInfo{}, err
+		return synth.BlockInfo{}, err
 	}
 	idx := int(binary.LittleEndian.Uint32(p))
 	if f.started && idx != f.block+1 {
-		return BlockInfo{}, fmt.Errorf("synth: block record %d follows block %d", idx, f.block)
+		return synth.BlockInfo{}, fmt.Errorf("record: block record %d follows block %d", idx, f.block)
 	}
 	var shape [4]int
 	nl := 1
@@ -477,16 +478,16 @@ func (f *FileReader) NextBlock() (BlockInfo, error) {
 		shape[i] = int(binary.LittleEndian.Uint32(p[4+4*i:]))
 		nl *= shape[i]
 		if nl > maxLatentValues {
-			return BlockInfo{}, fmt.Errorf("synth: block %d: latent shape too large", idx)
+			return synth.BlockInfo{}, fmt.Errorf("record: block %d: latent shape too large", idx)
 		}
 	}
 	if shape == [4]int{} {
 		nl = 0
 	}
 	if len(p) != 20+4*nl {
-		return BlockInfo{}, fmt.Errorf("synth: block %d: record of %d bytes for latent shape %v", idx, len(p), shape)
+		return synth.BlockInfo{}, fmt.Errorf("record: block %d: record of %d bytes for latent shape %v", idx, len(p), shape)
 	}
-	info := BlockInfo{Index: idx}
+	info := synth.BlockInfo{Index: idx}
 	if nl > 0 {
 		if cap(f.latent) < nl {
 			f.latent = make([]float32, nl)
@@ -504,10 +505,10 @@ func (f *FileReader) NextBlock() (BlockInfo, error) {
 // Layer implements Reader.
 func (f *FileReader) Layer(l int) (q, k, v []float32, err error) {
 	if !f.started || f.done {
-		return nil, nil, nil, errors.New("synth: Layer called without a current block")
+		return nil, nil, nil, errors.New("record: Layer called without a current block")
 	}
 	if l < f.layer || l >= f.h.Layout.Layers {
-		return nil, nil, nil, fmt.Errorf("synth: block %d: layer %d out of order (next %d of %d)", f.block, l, f.layer, f.h.Layout.Layers)
+		return nil, nil, nil, fmt.Errorf("record: block %d: layer %d out of order (next %d of %d)", f.block, l, f.layer, f.h.Layout.Layers)
 	}
 	for f.layer <= l {
 		typ, n, err := f.peek()
@@ -516,7 +517,7 @@ func (f *FileReader) Layer(l int) (q, k, v []float32, err error) {
 		}
 		want := 6 + 3*f.n*f.h.DType.size()
 		if typ != recLayer || n != want {
-			return nil, nil, nil, fmt.Errorf("synth: block %d: record %c of %d bytes where layer %d (%d bytes) was expected", f.block, typ, n, f.layer, want)
+			return nil, nil, nil, fmt.Errorf("record: block %d: record %c of %d bytes where layer %d (%d bytes) was expected", f.block, typ, n, f.layer, want)
 		}
 		p, err := f.payload()
 		if err != nil {
@@ -524,7 +525,7 @@ func (f *FileReader) Layer(l int) (q, k, v []float32, err error) {
 		}
 		b, ly := int(binary.LittleEndian.Uint32(p)), int(binary.LittleEndian.Uint16(p[4:]))
 		if b != f.block || ly != f.layer {
-			return nil, nil, nil, fmt.Errorf("synth: layer record (block %d, layer %d) where (block %d, layer %d) was expected", b, ly, f.block, f.layer)
+			return nil, nil, nil, fmt.Errorf("record: layer record (block %d, layer %d) where (block %d, layer %d) was expected", b, ly, f.block, f.layer)
 		}
 		f.layer++
 		if f.layer <= l {
@@ -556,9 +557,9 @@ func decodeValues(dst []float32, p []byte, d DType) {
 
 // Copy writes every remaining block of r to w (all layers) and returns the
 // number of blocks copied. It does not Close w.
-func Copy(w *Writer, r Reader) (int, error) {
+func Copy(w *Writer, r synth.Reader) (int, error) {
 	if w.h.Layout != r.Layout() {
-		return 0, fmt.Errorf("synth: copy: writer layout %+v differs from stream layout %+v", w.h.Layout, r.Layout())
+		return 0, fmt.Errorf("record: copy: writer layout %+v differs from stream layout %+v", w.h.Layout, r.Layout())
 	}
 	n := 0
 	for {

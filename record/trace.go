@@ -1,4 +1,4 @@
-package eval
+package record
 
 import (
 	"fmt"
@@ -272,15 +272,15 @@ func (t *AttentionTracer) Layers() LayerTrace {
 func (t *AttentionTracer) SetLayers(lt LayerTrace) error {
 	H, F := t.Policy.Layout().Heads, t.frames
 	if !slices.Equal(lt.Layers, t.LayerIndex) || lt.Heads != H || lt.Frames != F || len(lt.Mass) != len(lt.Layers) || len(lt.Tokens) != len(lt.Layers) || len(lt.Count) != len(lt.Layers) {
-		return fmt.Errorf("eval: per-layer trace of layers %v, %d heads, %d frames; want layers %v, %d heads, %d frames", lt.Layers, lt.Heads, lt.Frames, t.LayerIndex, H, F)
+		return fmt.Errorf("record: per-layer trace of layers %v, %d heads, %d frames; want layers %v, %d heads, %d frames", lt.Layers, lt.Heads, lt.Frames, t.LayerIndex, H, F)
 	}
 	for i := range lt.Layers {
 		if len(lt.Mass[i]) != H*F*F || len(lt.Tokens[i]) != H*F*F || len(lt.Count[i]) != F {
-			return fmt.Errorf("eval: per-layer trace of layer %d has the wrong sizes", lt.Layers[i])
+			return fmt.Errorf("record: per-layer trace of layer %d has the wrong sizes", lt.Layers[i])
 		}
 		for q, c := range lt.Count[i] {
 			if c != 0 && c != 1 {
-				return fmt.Errorf("eval: per-layer trace of layer %d: query frame %d traced %v times, want 0 or 1", lt.Layers[i], q, c)
+				return fmt.Errorf("record: per-layer trace of layer %d: query frame %d traced %v times, want 0 or 1", lt.Layers[i], q, c)
 			}
 		}
 		copy(t.LayerMass[i], lt.Mass[i])

@@ -1,4 +1,4 @@
-package synth
+package record
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ type Recorder struct {
 // NewRecorder wraps inner; w's layout must equal inner's.
 func NewRecorder(inner memory.Policy, w *Writer) (*Recorder, error) {
 	if inner.Layout() != w.Header().Layout {
-		return nil, fmt.Errorf("synth: recorder: policy %s layout %+v differs from writer layout %+v", inner.Name(), inner.Layout(), w.Header().Layout)
+		return nil, fmt.Errorf("record: recorder: policy %s layout %+v differs from writer layout %+v", inner.Name(), inner.Layout(), w.Header().Layout)
 	}
 	return &Recorder{Inner: inner, W: w}, nil
 }
@@ -53,7 +53,7 @@ func (r *Recorder) Begin(c memory.Call) error {
 	r.recording = false
 	if c.Clean {
 		if err := r.W.BeginBlock(c.Block, c.Latent, LatentShape(r.Layout(), len(c.Latent))); err != nil {
-			return fmt.Errorf("synth: recorder: %w", err)
+			return fmt.Errorf("record: recorder: %w", err)
 		}
 		r.recording = true
 	}
@@ -64,7 +64,7 @@ func (r *Recorder) Begin(c memory.Call) error {
 func (r *Recorder) Attend(layer int, q, k, v []float32) (memory.Context, error) {
 	if r.recording {
 		if err := r.W.WriteLayer(layer, q, k, v); err != nil {
-			return memory.Context{}, fmt.Errorf("synth: recorder: %w", err)
+			return memory.Context{}, fmt.Errorf("record: recorder: %w", err)
 		}
 	}
 	return r.Inner.Attend(layer, q, k, v)
