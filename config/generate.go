@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/drift"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/rollout"
@@ -139,6 +140,12 @@ type GenerateSection struct {
 	// into a stream file (package synth's format) that simulate and eval
 	// replay with --stream file.
 	RecordStream string `yaml:"record_stream"`
+	// StopOnDrift, when set, stops the run cleanly (a resume checkpoint,
+	// as with Ctrl-C) after the first block whose drift record (package
+	// drift, drift.jsonl) trips one of its rules: STAT>VALUE or
+	// STAT<VALUE, comma-separated (e.g. seam_flicker>3). A rule that has
+	// stopped the run does not stop it again after --resume.
+	StopOnDrift string `yaml:"stop_on_drift,omitempty"`
 	// Noise, when set, is a noise file (package rollout's format: the
 	// initial noise of every frame and the re-noise draws of every block
 	// and step, a safetensors file or the authors' torch.save) whose draws
@@ -422,6 +429,12 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 		if G.RecordStream != "" {
 			return fmt.Errorf("--recache longlive with --record-stream: the recorded stream holds the clean passes only, so a replay would miss the recomputed K/V; drop one of them")
 		}
+	}
+	if _, err := drift.ParseRules(G.StopOnDrift, "--stop-on-drift (generate.stop_on_drift)"); err != nil {
+		return err
+	}
+	if G.StopOnDrift != "" && G.PromptsFile != "" {
+		return fmt.Errorf("--stop-on-drift (generate.stop_on_drift) with --prompts: a prompt list would stop at its first drifting prompt; collect summarises every prompt's drift.jsonl instead")
 	}
 	if gc.Run.Name == "" || strings.ContainsAny(gc.Run.Name, `/\`) || gc.Run.Name == "." || gc.Run.Name == ".." {
 		return fmt.Errorf("--name (run.name) %q must be a plain folder name", gc.Run.Name)

@@ -35,7 +35,8 @@ func Figure(title string, recs []Record) (*plots.Figure, error) {
 			panels = append(panels, plots.LinePanel{Title: title, XLabel: "block", YLabel: ylabel, Series: s, YFromZero: true, YMargin: true, Legend: "right"})
 		}
 	}
-	add("Change against the first block", "levels (0–255) / distance", "first_diff", "hist_dist")
+	add("Mean frame against the first block's", "mean |Δ| (levels)", "first_diff")
+	add("Colour-histogram distance from the first block", "total variation", "hist_dist")
 	add("Change inside blocks and across seams", "mean |Δ| (levels)", "intra_change", "seam_change")
 	add("Seam flicker (seam change / in-block change)", "ratio", "seam_flicker")
 	add("Latent RMS over the first block's", "ratio", "latent_rms_ratio")

@@ -87,3 +87,10 @@ func Tripped(rs []Rule, rec Record) (Rule, bool) {
 	}
 	return Rule{}, false
 }
+
+// Watch are the thresholds collect reports the first crossing of, for a
+// look at the videos concerned, not verdicts: a seam that changes three
+// times as much as the frames inside a block, half the colour mass moved
+// away from the first block's, latents half as large again as the first
+// block's.
+const Watch = "seam_flicker>3,hist_dist>0.5,latent_rms_ratio>1.5"

@@ -40,7 +40,15 @@ type VideoStream struct {
 	pixels int // pixel frames written
 	rgb    []byte
 	broken error
+	// onFrame sees every pixel frame Block writes (OnFrame).
+	onFrame func(rgb []byte, h, w int) error
 }
+
+// OnFrame makes Block call fn with every pixel frame of a block as it is
+// written: rgb24 bytes [h][w][3] (ffmpeg's, the video's values), valid
+// during the call. An error from fn fails the block as a write error
+// does. Frames decoded by Resume's warm-up are not passed.
+func (s *VideoStream) OnFrame(fn func(rgb []byte, h, w int) error) { s.onFrame = fn }
 
 // NewVideoStream starts a video decoded by m into o.Dir.
 func NewVideoStream(m *vae.Model, o VideoOptions) (*VideoStream, error) {
@@ -95,6 +103,11 @@ func (s *VideoStream) Block(b int, z []float32, t, c, h, w int) error {
 	}
 	err = s.dec.DecodeFunc(z, t, c, h, w, func(_ int, rgb []float32) error {
 		vae.RGB24(s.rgb, rgb, sc*h, sc*w)
+		if s.onFrame != nil {
+			if err := s.onFrame(s.rgb, sc*h, sc*w); err != nil {
+				return err
+			}
+		}
 		return seg.WriteFrame(s.rgb)
 	})
 	if err == nil {

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/drift"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/memory"
@@ -79,6 +80,13 @@ type GenerateState struct {
 	// LineageBytes is the size of density_kv_lineage.jsonl after block
 	// NextBlock−1 (0 without one).
 	LineageBytes int64 `json:"lineage_bytes,omitempty"`
+	// Drift is the drift monitor's comparisons after block NextBlock−1
+	// (nil in checkpoints of runs that began without it), DriftBytes the
+	// size of drift.jsonl then, DriftSpent the --stop-on-drift rules that
+	// have stopped the run (a resumed run is not stopped by them again).
+	Drift      *drift.State `json:"drift,omitempty"`
+	DriftBytes int64        `json:"drift_bytes,omitempty"`
+	DriftSpent []string     `json:"drift_spent,omitempty"`
 	// Video is how the run writes its video: "mp4" (one segment per
 	// block), "png" (frames: no ffmpeg) or "" (no VAE).
 	Video string `json:"video,omitempty"`

@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/drift"
 	"github.com/densitykv/densitykv/storage"
 	"github.com/densitykv/densitykv/video"
 )
@@ -36,6 +37,9 @@ type Report struct {
 	// (the list's generate.horizons, or the video's end) over the complete
 	// prompts, with the paper's formula for the same configuration.
 	Storage []StorageStats `json:"storage"`
+	// Drift aggregates drift.jsonl (package drift: proxies, not VBench
+	// scores) over the complete prompts, per policy.
+	Drift []DriftStats `json:"drift,omitempty"`
 }
 
 // ReportPrompt is one prompt of the list.
@@ -49,6 +53,8 @@ type ReportPrompt struct {
 	Horizons []string      `json:"horizons,omitempty"`
 	Blocks   int           `json:"completed_blocks"`
 	Policy   *PolicyTotals `json:"totals,omitempty"`
+	// Drift summarises the prompt's drift.jsonl against drift.Watch.
+	Drift *drift.Summary `json:"drift,omitempty"`
 }
 
 // ReportShard is one shard status file.
@@ -158,6 +164,8 @@ func Collect(dirs []string) (*Report, error) {
 		}
 	}
 	logs := map[string]*logAcc{}
+	drifts := map[string]*driftAcc{}
+	var driftOrder []string
 	var order []string
 	stor := map[string]map[float64][]int64{}
 	horizons := gc.Generate.Horizons
@@ -221,6 +229,22 @@ func Collect(dirs []string) (*Report, error) {
 			for _, a := range logs {
 				a.endPrompt()
 			}
+			recs, err := readPromptDrift(sd)
+			if err != nil {
+				return nil, fmt.Errorf("collect: prompt %d: %w", i, err)
+			}
+			if len(recs) > 0 && p.Policy != nil {
+				watch, _ := drift.ParseRules(drift.Watch, "drift.Watch")
+				ds := drift.Summarize(recs, watch)
+				p.Drift = &ds
+				a := drifts[p.Policy.Policy]
+				if a == nil {
+					a = &driftAcc{s: DriftStats{Policy: p.Policy.Policy}}
+					drifts[p.Policy.Policy] = a
+					driftOrder = append(driftOrder, p.Policy.Policy)
+				}
+				a.add(i, recs)
+			}
 			var sr StorageRun
 			if err := ReadJSON(filepath.Join(sd, FileStorage), &sr); err == nil {
 				for pol, bytes := range sr.Policies {
@@ -249,6 +273,9 @@ func Collect(dirs []string) (*Report, error) {
 	}
 	for _, pol := range order {
 		rep.MemoryLog = append(rep.MemoryLog, logs[pol].stats())
+	}
+	for _, pol := range driftOrder {
+		rep.Drift = append(rep.Drift, drifts[pol].stats())
 	}
 	formula := storageFormula(gc, horizons)
 	var pols []string

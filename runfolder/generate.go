@@ -286,6 +286,10 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	stateDir := filepath.Join(dir, DirState)
 	cpPath := filepath.Join(stateDir, FileCheckpoint)
 	F := g.BlockFrames()
+	// A --stop-on-drift rule that trips stops the rollout as Ctrl-C does.
+	ctx, stopForDrift := context.WithCancel(ctx)
+	defer stopForDrift()
+	driftStop := "" // why --stop-on-drift stopped the run
 	gen, err := rollout.NewGeneratorFor(in.wan, in.sched, schedule(g, embeds))
 	if err != nil {
 		return nil, &UserError{err}
@@ -457,6 +461,14 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 			hooks.info("horizons: %s", hv.describe())
 		}
 	}
+	dm, err := openDrift(dir, gs, resume, start, g.StopOnDrift, hooks)
+	if err != nil {
+		return nil, err
+	}
+	defer dm.close()
+	if vs != nil && dm != nil {
+		vs.OnFrame(dm.frame)
+	}
 	logw, err := OpenLog(filepath.Join(dir, FileLog), st.LogBytes)
 	if err != nil {
 		return nil, fmt.Errorf("memory log: %w", err)
@@ -505,6 +517,9 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 			if gs.LineageBytes, err = lgw.Sync(); err != nil {
 				return fmt.Errorf("lineage: %w", err)
 			}
+		}
+		if err := dm.stage(gs); err != nil {
+			return err
 		}
 		gs.RecordBytes, gs.RecordSHA256 = -1, ""
 		if rec != nil {
@@ -618,6 +633,19 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 				return err
 			}
 		}
+		if dm != nil {
+			rec, r, err := dm.block(b, latents)
+			if err != nil {
+				return err
+			}
+			if r != nil && b+1 < g.Blocks {
+				driftStop = tripMessage(b, *r, rec)
+				hooks.info("\ngenerate: --stop-on-drift: %s", driftStop)
+				stopForDrift()
+			} else if r != nil {
+				hooks.info("\ngenerate: --stop-on-drift: %s, the last block: the run completes", tripMessage(b, *r, rec))
+			}
+		}
 		st.NextBlock = b + 1
 		if every := gc.Run.SnapshotEvery; every > 0 && st.NextBlock%every == 0 && st.NextBlock < g.Blocks {
 			if err := checkpoint(true); err != nil {
@@ -721,6 +749,9 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	}
 	if err := WriteJSON(filepath.Join(dir, FileSummary), res.Summary); err != nil {
 		return nil, err
+	}
+	if interrupted && driftStop != "" {
+		return res, &driftStopError{driftStop}
 	}
 	if interrupted {
 		return res, ErrInterrupted

@@ -45,7 +45,7 @@ func ReadOwner(dir string) (string, error) {
 // runFiles are the files and folders a run writes in its folder (and
 // removes when it starts over).
 var runFiles = []string{FileOwner, FileConfig, FileLog, FileSummary, FileProvenance, FileAdmissions, FileStorage,
-	FileTrace, FileTraceLayers, FileLineage, DirPlots, DirState, DirPreview, "preview.mp4", "manifest.json", "latents",
+	FileTrace, FileTraceLayers, FileLineage, FileDrift, DirPlots, DirState, DirPreview, "preview.mp4", "manifest.json", "latents",
 	FilePreviewVideo, FileGeneration, DirText, video.FileVideo, video.DirSegments, video.DirFrames}
 
 // runDirs are the folders among runFiles.

@@ -102,6 +102,11 @@ func Render(dir string) ([]string, error) {
 		return nil, err
 	}
 	figs = append(figs, lfs...)
+	if f, err := driftFigure(dir); err != nil {
+		return nil, err
+	} else if f != nil {
+		figs = append(figs, f)
+	}
 	var pngs []string
 	for _, f := range figs {
 		paths, err := f.Save(filepath.Join(out, f.Name))

@@ -117,6 +117,9 @@ func checkRecorded(dir string) error {
 	if err := checkLogRecord(filepath.Join(dir, FileLog), st.LogBytes, complete); err != nil {
 		return err
 	}
+	if err := checkLogRecord(filepath.Join(dir, FileDrift), st.DriftBytes, complete); err != nil {
+		return err
+	}
 	return checkLogRecord(filepath.Join(dir, FileLineage), st.LineageBytes, false)
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/densitykv/densitykv/drift"
 	"github.com/densitykv/densitykv/runfolder"
 )
 
@@ -104,6 +105,26 @@ func reportMarkdown(r *runfolder.Report) string {
 			f = humanBytes(s.Formula)
 		}
 		fmt.Fprintf(&b, "| %s | %g | %d | %s | %s | %s | %s |\n", s.Policy, s.Seconds, s.Prompts, humanBytes(int64(s.Mean+0.5)), humanBytes(s.Min), humanBytes(s.Max), f)
+	}
+	if len(r.Drift) > 0 {
+		b.WriteString("\n## Drift (drift.jsonl: model-free proxies, not VBench scores; docs/drift.md)\n\n| policy | prompts | statistic | blocks | median | max (prompt, block) |\n|---|---|---|---|---|---|\n")
+		for _, s := range r.Drift {
+			for _, name := range drift.Names {
+				if st, ok := s.Stats[name]; ok {
+					fmt.Fprintf(&b, "| %s | %d | %s | %d | %.4g | %.4g (%d, %d) |\n", s.Policy, s.Prompts, name, st.Blocks, st.Median, st.Max, st.MaxPrompt, st.MaxBlock)
+				}
+			}
+		}
+		b.WriteString("\n| policy | threshold | prompts beyond it | first block (prompt) |\n|---|---|---|---|\n")
+		for _, s := range r.Drift {
+			for _, w := range s.Watch {
+				first := "–"
+				if w.FirstBlock >= 0 {
+					first = fmt.Sprintf("%d (%d)", w.FirstBlock, w.FirstPrompt)
+				}
+				fmt.Fprintf(&b, "| %s | %s | %d | %s |\n", s.Policy, w.Rule, w.Prompts, first)
+			}
+		}
 	}
 	b.WriteString("\n## Prompts\n\n| index | state | blocks | video | horizons | prompt |\n|---|---|---|---|---|---|\n")
 	for _, p := range r.Prompts {

@@ -223,6 +223,7 @@ compare diffs the results).`,
 	f.StringVar(&g.RecordStream, "record-stream", dg.RecordStream, "record the clean passes' q/k/v into this stream file, replayed with simulate/eval --stream file (generate.record_stream)")
 	f.StringVar(&g.Noise, "noise", dg.Noise, "replay the draws of this noise file (initial noise and re-noise per block and step: a --save-noise file, or the authors' torch.save; docs/parity.md) instead of the seed's (generate.noise)")
 	f.StringVar(&g.SaveNoise, "save-noise", dg.SaveNoise, "write every draw the run uses to this safetensors file when it completes, replayed with --noise (generate.save_noise)")
+	f.StringVar(&g.StopOnDrift, "stop-on-drift", dg.StopOnDrift, "stop the run cleanly (resumable) after the first block whose drift record trips STAT>VALUE or STAT<VALUE, comma-separated, quoted for the shell, e.g. 'seam_flicker>3' (docs/drift.md; a rule stops a run once) (generate.stop_on_drift)")
 	f.StringVar(&g.RAGAE, "rag-ae", dg.RAGAE, "LongLive-RAG: the authors' retrieval autoencoder ae_latent_mem.pt; describes frames with it (descriptor ae) instead of the latent mean (generate.rag_ae)")
 	f.IntVar(&snapEvery, "snapshot-every", def.Run.SnapshotEvery, "save a resume checkpoint (policy snapshot) every N blocks, 0 = only when stopped with Ctrl-C (run.snapshot_every)")
 	f.StringVar(&out, "out", def.Run.Out, "parent folder of run folders (run.out)")
@@ -305,7 +306,7 @@ var generateKeys = map[string]string{
 	"update": "generate.schedule.update", "trace-step": "generate.trace_step", "preview": "generate.preview", "record-stream": "generate.record_stream",
 	"trace-layers": "generate.trace_layers", "lineage-layers": "generate.lineage_layers", "lineage-heads": "generate.lineage_heads",
 	"source-ids": "generate.source_ids", "recache": "generate.recache", "rag-ae": "generate.rag_ae", "noise": "generate.noise", "save-noise": "generate.save_noise",
-	"fps": "generate.video.fps", "crf": "generate.video.crf",
+	"fps": "generate.video.fps", "crf": "generate.video.crf", "stop-on-drift": "generate.stop_on_drift",
 }
 
 // explicitKey reports whether YAML key was given by the --config file or by
@@ -395,6 +396,7 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 	setIf(f, "record-stream", &G.RecordStream, g.RecordStream)
 	setIf(f, "noise", &G.Noise, g.Noise)
 	setIf(f, "save-noise", &G.SaveNoise, g.SaveNoise)
+	setIf(f, "stop-on-drift", &G.StopOnDrift, g.StopOnDrift)
 	setIf(f, "prompts", &G.PromptsFile, g.PromptsFile)
 	setIf(f, "extended-prompts", &G.ExtendedPromptsFile, g.ExtendedPromptsFile)
 	setIf(f, "prompt-indices", &G.PromptIndices, g.PromptIndices)
@@ -558,6 +560,10 @@ func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, conf
 		if res.Preview != "" {
 			fmt.Fprintln(stdout, res.Preview)
 		}
+	}
+	if res.Interrupted && errors.Is(err, runfolder.ErrDriftStop) {
+		return fmt.Errorf("%w with %d of %d blocks done (%s); continue with: densitykv generate --out %s --name %s --resume (the rule that tripped does not stop it again)",
+			err, res.Summary.CompletedBlocks, g.Blocks, runfolder.FileDrift, gc.Run.Out, gc.Run.Name)
 	}
 	if res.Interrupted {
 		return fmt.Errorf("%w with %d of %d blocks done; continue with: densitykv generate --out %s --name %s --resume",

@@ -17,8 +17,8 @@
 // With no arguments it runs the demo, its default job.
 //
 // Exit codes: 0 success, 1 failure, 2 usage error (bad flag or argument),
-// 130 interrupted (Ctrl-C; the run folder is left consistent and can be
-// continued with --resume).
+// 3 stopped by generate --stop-on-drift, 130 interrupted (Ctrl-C); both
+// leave the run folder consistent, to be continued with --resume.
 //
 // The first Ctrl-C cancels the command's context and prints what the
 // command does about it (its annInterrupt annotation, e.g. "stopping after
@@ -57,6 +57,7 @@ const (
 	exitFailure     = 1
 	exitUsage       = 2
 	exitInterrupted = 130
+	exitDriftStop   = 3
 )
 
 // errInterrupted is returned by long-running commands stopped by Ctrl-C
@@ -187,6 +188,8 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ue usageError
 	var re *runfolder.UserError
 	switch {
+	case errors.Is(err, runfolder.ErrDriftStop):
+		return exitDriftStop
 	case errors.Is(err, errInterrupted):
 		return exitInterrupted
 	case errors.As(err, &ue), errors.As(err, &re), isCobraUsage(err):
