@@ -71,11 +71,21 @@ func TestGenerateDrift(t *testing.T) {
 		t.Fatalf("resumed drift.jsonl:\n%s\nwant\n%s", read("stop"), want)
 	}
 
-	// Two rules that block 0 trips: the first stops the run after block 0;
-	// on resume it is spent and the second stops it after block 1; the
-	// third run completes.
+	// densitykv trace draws the figure again.
+	os.Remove(filepath.Join(dir, "a", runfolder.DirPlots, "drift.png"))
+	if code, _, errs := run(t, context.Background(), "trace", filepath.Join(dir, "a")); code != 0 {
+		t.Fatal(errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a", runfolder.DirPlots, "drift.png")); err != nil {
+		t.Fatalf("trace: %v", err)
+	}
+
+	// Two rules that block 0 trips: the first stops the run after block 0
+	// (the checkpoint is written when stopping); on resume it is spent and
+	// the second stops it after block 1 (the checkpoint of --snapshot-every
+	// 2 stands); the third run completes.
 	rules := "latent_rms>0,latent_rms_ratio>0.5"
-	code, _, errs := run(t, context.Background(), pipelineArgs(t, dir, "trip", "--quiet", "--stop-on-drift", rules)...)
+	code, _, errs := run(t, context.Background(), pipelineArgs(t, dir, "trip", "--quiet", "--snapshot-every", "2", "--stop-on-drift", rules)...)
 	if code != exitDriftStop || !strings.Contains(errs, "block 0 tripped latent_rms>0") || !strings.Contains(errs, "with 1 of 4 blocks done") || !strings.Contains(errs, "--resume") {
 		t.Fatalf("stop-on-drift: exit %d: %s", code, errs)
 	}
@@ -88,6 +98,26 @@ func TestGenerateDrift(t *testing.T) {
 	}
 	if !bytes.Equal(read("trip"), want) {
 		t.Fatalf("drift.jsonl of the run stopped by --stop-on-drift:\n%s\nwant\n%s", read("trip"), want)
+	}
+
+	// Without a VAE: the latent statistics alone, the same values.
+	var latentsOnly []string
+	for i, a := range pipelineArgs(t, dir, "latents", "--quiet") {
+		if a != "--vae" && (i == 0 || pipelineArgs(t, dir, "latents")[i-1] != "--vae") {
+			latentsOnly = append(latentsOnly, a)
+		}
+	}
+	if code, _, errs := run(t, context.Background(), latentsOnly...); code != 0 {
+		t.Fatal(errs)
+	}
+	lr, err := drift.ReadFile(filepath.Join(dir, "latents", runfolder.FileDrift))
+	if err != nil || len(lr) != 4 {
+		t.Fatalf("latents only: %d records, %v", len(lr), err)
+	}
+	for b, r := range lr {
+		if r.Frames != 0 || r.HistDist != nil || r.SeamChange != nil || r.LatentRMS != recs[b].LatentRMS {
+			t.Fatalf("latents-only record %+v, with a VAE %+v", r, recs[b])
+		}
 	}
 
 	for _, bad := range []string{"flicker>3", "seam_flicker>x", "seam_flicker=3", "seam_flicker>NaN"} {
