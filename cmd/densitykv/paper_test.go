@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +13,58 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/wan"
 )
+
+// writeSparseLoRA writes a LoRA of rank r in PEFT naming adapting every
+// block Linear of a model of cfg's shapes, as a safetensors file whose
+// factors are zeros left as a hole (a sparse file: the paper's LongLive
+// configurations are checked against the 1.3B shapes, 1.4 GB of factors
+// that --dry-run never reads).
+func writeSparseLoRA(t *testing.T, path string, cfg wan.Config, r int) {
+	t.Helper()
+	hdr := map[string]any{}
+	var off int64
+	add := func(name string, shape ...int) {
+		n := int64(2)
+		for _, d := range shape {
+			n *= int64(d)
+		}
+		hdr[name] = map[string]any{"dtype": "BF16", "shape": shape, "data_offsets": []int64{off, off + n}}
+		off += n
+	}
+	for l := 0; l < cfg.Layers; l++ {
+		for _, s := range []string{"self_attn.q", "self_attn.k", "self_attn.v", "self_attn.o", "cross_attn.q", "cross_attn.k", "cross_attn.v", "cross_attn.o", "ffn.0", "ffn.2"} {
+			in, out := cfg.Dim, cfg.Dim
+			switch s {
+			case "ffn.0":
+				out = cfg.FFNDim
+			case "ffn.2":
+				in = cfg.FFNDim
+			}
+			k := fmt.Sprintf("base_model.model.blocks.%d.%s", l, s)
+			add(k+".lora_A.weight", r, in)
+			add(k+".lora_B.weight", out, r)
+		}
+	}
+	js, err := json.Marshal(hdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(js)))
+	if _, err := f.Write(append(n[:], js...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(8 + int64(len(js)) + off); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // TestPaperConfigsResolve: every file of configs/paper loads and resolves
 // through generate --config with a user's prompt file of 128 lines (a dry
@@ -27,8 +80,8 @@ func TestPaperConfigsResolve(t *testing.T) {
 	}
 	pf := filepath.Join(dir, "refined.txt")
 	os.WriteFile(pf, []byte(sb.String()), 0o644)
-	lora := filepath.Join(dir, "lora.pt")
-	writeTinyLoRA(t, lora)
+	lora := filepath.Join(dir, "lora.safetensors")
+	writeSparseLoRA(t, lora, wan.DefaultConfig(), 256)
 	files := config.PaperConfigs()
 	for _, f := range files {
 		set := strings.SplitN(f.Path, "/", 2)[0]
