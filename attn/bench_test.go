@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/internal/cputime"
 )
 
 // BenchmarkAttention runs the Wan2.1-1.3B self-attention of one 3-frame
@@ -26,28 +25,18 @@ func BenchmarkAttention(b *testing.B) {
 				v := randVec(rng, s.S*s.H*s.D, 1)
 				out := make([]float32, s.T*s.H*s.D)
 				scale := float32(1 / math.Sqrt(float64(s.D)))
-				start := cpuTime()
+				start := cputime.Process()
 				for b.Loop() {
 					AttentionAs(prec, out, q, k, v, s.T, s.S, s.H, s.D, scale)
 				}
 				flops := 4 * float64(s.T) * float64(s.S) * float64(s.H) * float64(s.D)
 				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				if cpu := cpuTime() - start; cpu > 0 {
+				if cpu := cputime.Process() - start; cpu > 0 {
 					b.ReportMetric(flops*float64(b.N)/cpu.Seconds()/1e9, "cpuGFLOP/s")
 				}
 			})
 		}
 	}
-}
-
-// cpuTime returns the user+system CPU time of the process (the shared
-// machine is often oversubscribed, so wall-clock rates understate).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkAttentionMass is BenchmarkAttention's Wan-scale case for one head
@@ -65,13 +54,13 @@ func BenchmarkAttentionMass(b *testing.B) {
 			qb := []int{0, s.T / 3, 2 * s.T / 3, s.T}
 			kb := []int{0, s.S / 6, 5 * s.S / 6, s.S}
 			mass := make([]float64, 9)
-			start := cpuTime()
+			start := cputime.Process()
 			for b.Loop() {
 				AttentionMass(out, q, k, v, s.T, s.S, s.H, s.D, scale, qb, kb, mass)
 			}
 			flops := 4 * float64(s.T) * float64(s.S) * float64(s.H) * float64(s.D)
 			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			if cpu := cpuTime() - start; cpu > 0 {
+			if cpu := cputime.Process() - start; cpu > 0 {
 				b.ReportMetric(flops*float64(b.N)/cpu.Seconds()/1e9, "cpuGFLOP/s")
 			}
 		})
@@ -90,7 +79,7 @@ func BenchmarkSoftmaxPanel(b *testing.B) {
 	for i := range st.m {
 		st.m[i], st.l[i] = 30, 100
 	}
-	start := cpuTime()
+	start := cputime.Process()
 	for b.Loop() {
 		copy(p, src)
 		s := st
@@ -98,7 +87,7 @@ func BenchmarkSoftmaxPanel(b *testing.B) {
 	}
 	n := float64(BlockS*lanes) * float64(b.N)
 	b.ReportMetric(n/b.Elapsed().Seconds()/1e9, "Gscores/s")
-	if cpu := cpuTime() - start; cpu > 0 {
+	if cpu := cputime.Process() - start; cpu > 0 {
 		b.ReportMetric(n/cpu.Seconds()/1e9, "cpuGscores/s")
 	}
 }
@@ -113,7 +102,7 @@ func BenchmarkRescale(b *testing.B) {
 	for i := range alpha {
 		alpha[i] = 1
 	}
-	start := cpuTime()
+	start := cputime.Process()
 	for b.Loop() {
 		for j0 := 0; j0 < BlockT; j0 += lanes {
 			scaleCols(o, 128, BlockT, j0, &alpha)
@@ -122,7 +111,7 @@ func BenchmarkRescale(b *testing.B) {
 	}
 	n := float64(128*BlockT+BlockS*lanes) * float64(b.N)
 	b.ReportMetric(n/b.Elapsed().Seconds()/1e9, "Gelem/s")
-	if cpu := cpuTime() - start; cpu > 0 {
+	if cpu := cputime.Process() - start; cpu > 0 {
 		b.ReportMetric(n/cpu.Seconds()/1e9, "cpuGelem/s")
 	}
 }

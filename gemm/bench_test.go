@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/densitykv/densitykv/internal/cputime"
 )
 
 func benchData(n int) []float32 {
@@ -23,18 +24,9 @@ func benchData(n int) []float32 {
 // summed over its threads) measured from getrusage since start.
 func reportFlops(b *testing.B, flops float64, start time.Duration) {
 	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-	if cpu := cpuTime() - start; cpu > 0 {
+	if cpu := cputime.Process() - start; cpu > 0 {
 		b.ReportMetric(flops*float64(b.N)/cpu.Seconds()/1e9, "cpuGFLOP/s")
 	}
-}
-
-// cpuTime returns the user+system CPU time of the process.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // eachKernel runs f as a sub-benchmark per precision and kernel. The slow
@@ -62,7 +54,7 @@ func BenchmarkPeak(b *testing.B) {
 	a, bb, c := benchData(m*k), benchData(n*k), make([]float32, m*n)
 	eachKernel(b, true, func(b *testing.B, prec Precision) {
 		pa, pb := PackAAs(nil, prec, m, k, a, k), PackNTAs(nil, prec, n, k, bb, k)
-		start := cpuTime()
+		start := cputime.Process()
 		for b.Loop() {
 			MulPacked(m, n, k, pa, 0, 0, pb, 0, 0, c, n, false)
 		}
@@ -82,7 +74,7 @@ func BenchmarkBank(b *testing.B) {
 	eachKernel(b, false, func(b *testing.B, prec Precision) {
 		pb := PackNTAs(nil, prec, n, k, bb, k)
 		var pa PackedA
-		start := cpuTime()
+		start := cputime.Process()
 		for b.Loop() {
 			for i0 := 0; i0 < m; i0 += TileM {
 				rows := min(TileM, m-i0)
@@ -104,11 +96,11 @@ func BenchmarkPackBank(b *testing.B) {
 	bb := benchData(n * k)
 	eachKernel(b, false, func(b *testing.B, prec Precision) {
 		var p PackedB
-		start := cpuTime()
+		start := cputime.Process()
 		for b.Loop() {
 			PackNTAs(&p, prec, n, k, bb, k)
 		}
-		b.ReportMetric(float64(n*k)*float64(b.N)/(cpuTime()-start).Seconds()/1e9, "cpuGvalues/s")
+		b.ReportMetric(float64(n*k)*float64(b.N)/(cputime.Process()-start).Seconds()/1e9, "cpuGvalues/s")
 	})
 }
 
@@ -121,7 +113,7 @@ func BenchmarkDiT(b *testing.B) {
 		b.Run(fmt.Sprintf("%dx%dx%d", s.m, s.n, s.k), func(b *testing.B) {
 			eachKernel(b, false, func(b *testing.B, prec Precision) {
 				pw := PackNTAs(nil, prec, s.n, s.k, w, s.k)
-				start := cpuTime()
+				start := cputime.Process()
 				for b.Loop() {
 					pw.Product(s.m, x, s.k, c, s.n)
 				}
@@ -141,7 +133,7 @@ func BenchmarkFusedNT(b *testing.B) {
 	for _, prec := range []Precision{F32, BF16} {
 		b.Run(prec.String(), func(b *testing.B) {
 			pb := PackNTAs(nil, prec, n, k, bb, k)
-			start := cpuTime()
+			start := cputime.Process()
 			for b.Loop() {
 				pb.TileFuncParallel(m, a, k, func(w, i0, j0, rows, cols int, t []float32, ldt int) {
 					for r := 0; r < rows; r++ {
@@ -165,19 +157,19 @@ func BenchmarkPackAttention(b *testing.B) {
 	for _, prec := range []Precision{F32, BF16} {
 		b.Run("K/"+prec.String(), func(b *testing.B) {
 			var p PackedA
-			start := cpuTime()
+			start := cputime.Process()
 			for b.Loop() {
 				PackAAs(&p, prec, S, D, x, ld)
 			}
-			b.ReportMetric(float64(S*D)*float64(b.N)/(cpuTime()-start).Seconds()/1e9, "cpuGvalues/s")
+			b.ReportMetric(float64(S*D)*float64(b.N)/(cputime.Process()-start).Seconds()/1e9, "cpuGvalues/s")
 		})
 		b.Run("VT/"+prec.String(), func(b *testing.B) {
 			var p PackedA
-			start := cpuTime()
+			start := cputime.Process()
 			for b.Loop() {
 				PackATAs(&p, prec, D, S, x, ld)
 			}
-			b.ReportMetric(float64(S*D)*float64(b.N)/(cpuTime()-start).Seconds()/1e9, "cpuGvalues/s")
+			b.ReportMetric(float64(S*D)*float64(b.N)/(cputime.Process()-start).Seconds()/1e9, "cpuGvalues/s")
 		})
 	}
 }
@@ -230,7 +222,7 @@ func amxLoops(b *testing.B, name string, m, n, k int, acc bool, a, bb, c []float
 			b.Run(fmt.Sprintf("%s/%s/%s/chunk%d", name, KernelName(BF16), order, ch), func(b *testing.B) {
 				defer func(o int, g bool) { amxChunk, amxGroupOuter = o, g }(amxChunk, amxGroupOuter)
 				amxChunk, amxGroupOuter = ch, order == "group"
-				start := cpuTime()
+				start := cputime.Process()
 				for b.Loop() {
 					MulPacked(m, n, k, pa, 0, 0, pb, 0, 0, c, n, acc)
 				}

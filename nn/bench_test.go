@@ -2,10 +2,10 @@ package nn
 
 import (
 	"math/rand/v2"
-	"syscall"
 	"testing"
 
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/internal/cputime"
 )
 
 // BenchmarkLinearFFN times the largest product, 512 tokens through a
@@ -29,7 +29,7 @@ func BenchmarkLinearFFN(b *testing.B) {
 			s.PackInput(prec, x, rows, in)
 			l.Stream(y, rows, &s)
 			b.ResetTimer()
-			c0 := cpuSeconds()
+			c0 := cputime.Process().Seconds()
 			for b.Loop() {
 				s.PackInput(prec, x, rows, in)
 				l.Stream(y, rows, &s)
@@ -50,7 +50,7 @@ func BenchmarkNTFloat32FFN(b *testing.B) {
 	y := make([]float32, rows*out)
 	pb := gemm.PackNT(nil, out, in, w, in)
 	b.ResetTimer()
-	c0 := cpuSeconds()
+	c0 := cputime.Process().Seconds()
 	for b.Loop() {
 		pb.Product(rows, x, in, y, out)
 	}
@@ -67,7 +67,7 @@ func BenchmarkNTFloat32FFNPerCall(b *testing.B) {
 	}
 	y := make([]float32, rows*out)
 	b.ResetTimer()
-	c0 := cpuSeconds()
+	c0 := cputime.Process().Seconds()
 	for b.Loop() {
 		gemm.NT(rows, out, in, x, in, w, in, y, out)
 	}
@@ -97,22 +97,13 @@ func BenchmarkGeluAfterGemm(b *testing.B) {
 	}
 }
 
-// cpuSeconds returns the process's user + system CPU time.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-}
-
 // reportFLOPs reports flops per operation as GFLOP/s of wall time and,
 // steadier on a loaded machine, GFLOP per CPU-second (since c0, the CPU
 // time at the start of the loop; ≈ per-core speed).
 func reportFLOPs(b *testing.B, flops float64, c0 float64) {
 	n := float64(b.N)
 	b.ReportMetric(flops/(b.Elapsed().Seconds()/n)/1e9, "GFLOP/s")
-	if cpu := cpuSeconds() - c0; cpu > 0 {
+	if cpu := cputime.Process().Seconds() - c0; cpu > 0 {
 		b.ReportMetric(flops/(cpu/n)/1e9, "GFLOP/cpu-s")
 	}
 }

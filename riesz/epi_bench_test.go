@@ -2,9 +2,9 @@ package riesz
 
 import (
 	"math/rand/v2"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/densitykv/densitykv/internal/cputime"
 )
 
 // benchTile is one 128×512 tile of dot products of unit-scale vectors of
@@ -28,26 +28,16 @@ func benchTile() (t, na, nb, inv []float32) {
 	return t, na, nb, inv
 }
 
-// cpuTime returns the process's user+system CPU time: on the shared
-// development machine wall-clock rates mostly measure the other load.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // benchLoop runs body once per iteration and reports elements per second
 // of wall-clock and of process CPU time (perOp elements per iteration).
 func benchLoop(b *testing.B, perOp int, body func()) {
-	start := cpuTime()
+	start := cputime.Process()
 	for b.Loop() {
 		body()
 	}
 	n := float64(perOp) * float64(b.N)
 	b.ReportMetric(n/b.Elapsed().Seconds()/1e9, "Gelem/s")
-	if cpu := cpuTime() - start; cpu > 0 {
+	if cpu := cputime.Process() - start; cpu > 0 {
 		b.ReportMetric(n/cpu.Seconds()/1e9, "cpuGelem/s")
 	}
 }

@@ -4,10 +4,10 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/internal/cputime"
 )
 
 // Benchmarks (timing targets live here, not in the tests):
@@ -56,7 +56,7 @@ func benchEncode(b *testing.B, m *Model, n int) {
 	}
 	runtime.GC()
 	b.ResetTimer()
-	c0 := cpuSeconds()
+	c0 := cputime.Process().Seconds()
 	for b.Loop() {
 		if _, err := m.Encode(ids, mask); err != nil {
 			b.Fatal(err)
@@ -100,22 +100,13 @@ func BenchmarkTiny512(b *testing.B) {
 	benchEncode(b, m, 512)
 }
 
-// cpuSeconds returns the process's user + system CPU time.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-}
-
 // reportFLOPs reports flops per operation as GFLOP/s of wall time and,
 // steadier on a loaded machine, GFLOP per CPU-second (since c0, the CPU
 // time at the start of the loop; ≈ per-core speed).
 func reportFLOPs(b *testing.B, flops float64, c0 float64) {
 	n := float64(b.N)
 	b.ReportMetric(flops/(b.Elapsed().Seconds()/n)/1e9, "GFLOP/s")
-	if cpu := cpuSeconds() - c0; cpu > 0 {
+	if cpu := cputime.Process().Seconds() - c0; cpu > 0 {
 		b.ReportMetric(flops/(cpu/n)/1e9, "GFLOP/cpu-s")
 	}
 }

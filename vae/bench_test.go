@@ -5,11 +5,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/internal/cputime"
 )
 
 // randConv returns a random convolution (weights packed).
@@ -72,12 +72,12 @@ func BenchmarkConv(b *testing.B) {
 				e := engine{prec: prec}
 				cv.apply(&e, out, in, c.h, c.w, c.up, nil) // warm the scratch
 				e.flops = 0
-				cpu0 := cpuSeconds()
+				cpu0 := cputime.Process().Seconds()
 				for b.Loop() {
 					cv.apply(&e, out, in, c.h, c.w, c.up, nil)
 				}
 				b.ReportMetric(float64(e.flops)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				b.ReportMetric(float64(e.flops)/(cpuSeconds()-cpu0)/1e9, "GFLOP/cpu-s")
+				b.ReportMetric(float64(e.flops)/(cputime.Process().Seconds()-cpu0)/1e9, "GFLOP/cpu-s")
 			})
 		}
 	}
@@ -134,7 +134,7 @@ func benchDecode(b *testing.B, cfg Config, h, w int) {
 		first[i] = time.Since(t0)
 	}
 	f0 := d.FLOPs()
-	cpu0 := cpuSeconds()
+	cpu0 := cputime.Process().Seconds()
 	for b.Loop() {
 		if _, err := d.Decode(z, 1, cfg.ZDim, h, w); err != nil {
 			b.Fatal(err)
@@ -145,7 +145,7 @@ func benchDecode(b *testing.B, cfg Config, h, w int) {
 	b.ReportMetric(3*per, "s/block(extrapolated)")
 	b.ReportMetric(first[0].Seconds()+first[1].Seconds()+per, "s/first-block(extrapolated)")
 	b.ReportMetric(float64(d.FLOPs()-f0)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-	b.ReportMetric(float64(d.FLOPs()-f0)/(cpuSeconds()-cpu0)/1e9, "GFLOP/cpu-s")
+	b.ReportMetric(float64(d.FLOPs()-f0)/(cputime.Process().Seconds()-cpu0)/1e9, "GFLOP/cpu-s")
 	b.ReportMetric(float64(d.Bytes())/(1<<20), "state-MiB")
 	b.ReportMetric(peakRSS()/(1<<20), "peakRSS-MiB")
 }
@@ -162,13 +162,3 @@ func BenchmarkDecodeRealSmall(b *testing.B) { benchDecode(b, DefaultConfig(), 15
 
 // BenchmarkDecodeTiny is the tiny golden configuration on its 4×6 latents.
 func BenchmarkDecodeTiny(b *testing.B) { benchDecode(b, TinyConfig(4), 4, 6) }
-
-// cpuSeconds returns the process's user + system CPU time: GFLOP per
-// CPU-second is a steadier measure than GFLOP/s on a shared machine.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
