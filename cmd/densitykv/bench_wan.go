@@ -12,42 +12,6 @@ import (
 
 func init() { benchSubcommands = append(benchSubcommands, newBenchWanCmd) }
 
-// wanBenchJSON is one entry of `densitykv bench wan --json`: one model at
-// one precision.
-type wanBenchJSON struct {
-	Name            string    `json:"name"`
-	Precision       string    `json:"precision"`
-	Kernel          string    `json:"kernel"`
-	FLOPsPerCall    float64   `json:"flops_per_call"`
-	GFLOPS          float64   `json:"gflops"`
-	CPUGFLOPS       float64   `json:"gflops_per_cpu_second"`
-	PeakGFLOPS      float64   `json:"kernel_peak_gflops_per_core"`
-	PeakFraction    float64   `json:"peak_fraction"`
-	CPUPeakFraction float64   `json:"cpu_peak_fraction"`
-	CallCPU         float64   `json:"call_cpu_seconds"`
-	Params          int64     `json:"params"`
-	Layers          int       `json:"layers"`
-	LayersRun       int       `json:"layers_run"`
-	Tokens          int       `json:"tokens_per_call"`
-	Keys            int       `json:"keys_per_call"`
-	CallsPerBlock   int       `json:"calls_per_block"`
-	CallSeconds     []float64 `json:"call_seconds"`
-	BlockSeconds    []float64 `json:"block_seconds,omitempty"`
-	CallMedian      float64   `json:"call_seconds_median"`
-	BlockMedian     float64   `json:"block_seconds_median"`
-	PerBlock        float64   `json:"seconds_per_block_full_model"`
-	Extrapolated    bool      `json:"extrapolated"`
-	ParamBytes      int64     `json:"param_bytes"`
-	PeakHeapBytes   uint64    `json:"peak_heap_bytes"`
-	PeakHeapFull    uint64    `json:"peak_heap_bytes_full_model"`
-	ParamPerLayer   int64     `json:"param_bytes_per_layer"`
-	CachePerLayer   int64     `json:"kv_cache_bytes_per_layer"`
-	TextPerLayer    int64     `json:"text_kv_bytes_per_layer"`
-	Threads         int       `json:"threads"`
-	ElapsedSeconds  float64   `json:"elapsed_seconds"`
-	ExtrapolateNote string    `json:"note,omitempty"`
-}
-
 func newBenchWanCmd() *cobra.Command {
 	var jsonOut, tinyOnly, quiet bool
 	var calls int
@@ -100,7 +64,7 @@ kernel's own peak, measured in process just before the run.`,
 			if !jsonOut {
 				fmt.Fprint(w, bench.KernelLines(bench.Kernels()))
 			}
-			var out []wanBenchJSON
+			var out []bench.WanResult
 			for _, b := range benches {
 				if !jsonOut {
 					fmt.Fprintf(w, "running %s at %v ...\n", b.Name, b.Precision)
@@ -121,17 +85,7 @@ kernel's own peak, measured in process just before the run.`,
 				if err != nil {
 					return fmt.Errorf("bench wan: %s: %w", b.Name, err)
 				}
-				j := wanBenchJSON{Name: r.Name, Precision: r.Precision.String(), Kernel: r.Kernel, FLOPsPerCall: r.FLOPsPerCall, GFLOPS: r.GFLOPS,
-					CPUGFLOPS: r.CPUGFLOPS, PeakGFLOPS: r.PeakGFLOPS, PeakFraction: r.PeakFraction, CPUPeakFraction: r.CPUPeakFraction, CallCPU: r.CallCPU, Params: r.Params, Layers: r.Layers, LayersRun: r.LayersRun, Tokens: r.Tokens, Keys: r.Keys,
-					CallsPerBlock: r.CallsPerBlock, CallSeconds: r.CallSeconds, BlockSeconds: r.BlockSeconds, CallMedian: r.MedianCall,
-					BlockMedian: r.MedianBlock, PerBlock: r.PerBlock, Extrapolated: r.Extrapolated, ParamBytes: r.ParamBytes,
-					PeakHeapBytes: r.PeakHeapBytes, PeakHeapFull: r.PeakHeapFull, ParamPerLayer: r.ParamBytesPerLayer,
-					CachePerLayer: r.PolicyBytesPerLayer, TextPerLayer: r.TextBytesPerLayer, Threads: r.Threads, ElapsedSeconds: r.SecondsElapsed}
-				if r.Extrapolated {
-					j.ExtrapolateNote = fmt.Sprintf("measured with %d of %d layers; per-block time scaled by %d/%d; peak_heap_bytes_full_model = peak_heap_bytes + %d × (param + kv_cache + text_kv bytes per layer)",
-						r.LayersRun, r.Layers, r.Layers, r.LayersRun, r.Layers-r.LayersRun)
-				}
-				out = append(out, j)
+				out = append(out, r)
 				if !jsonOut {
 					fmt.Fprintln(w, r.String())
 				}

@@ -21,6 +21,7 @@ import (
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/internal/bench"
 	"github.com/densitykv/densitykv/internal/goldendir"
 	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/runfolder"
@@ -588,12 +589,25 @@ func TestBenchWanTinyJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatal(errs)
 	}
-	var rs []wanBenchJSON
+	var rs []bench.WanResult
 	if err := json.Unmarshal([]byte(out), &rs); err != nil || len(rs) != 2 {
 		t.Fatalf("bench wan --json: %v %q", err, out)
 	}
+	// The wire names, as scripts read them.
+	var raw []map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"name", "precision", "kernel", "flops_per_call", "gflops", "gflops_per_cpu_second", "kernel_peak_gflops_per_core", "peak_fraction",
+		"cpu_peak_fraction", "call_cpu_seconds", "params", "layers", "layers_run", "tokens_per_call", "keys_per_call", "calls_per_block", "call_seconds",
+		"block_seconds", "call_seconds_median", "block_seconds_median", "seconds_per_block_full_model", "extrapolated", "param_bytes", "peak_heap_bytes",
+		"peak_heap_bytes_full_model", "param_bytes_per_layer", "kv_cache_bytes_per_layer", "text_kv_bytes_per_layer", "threads", "elapsed_seconds"} {
+		if _, ok := raw[0][k]; !ok {
+			t.Errorf("bench wan --json: no %q in %s", k, out)
+		}
+	}
 	for i, p := range []gemm.Precision{gemm.F32, gemm.BF16} {
-		if r := rs[i]; !(r.CallMedian > 0) || !(r.PerBlock > 0) || r.Params != 161536 || r.Extrapolated || r.Precision != p.String() ||
+		if r := rs[i]; !(r.MedianCall > 0) || !(r.PerBlock > 0) || r.Params != 161536 || r.Extrapolated || r.Precision != p ||
 			r.Kernel != gemm.KernelName(p) || !(r.GFLOPS > 0) || !(r.PeakGFLOPS > 0) || !(r.PeakFraction > 0) {
 			t.Fatalf("tiny bench at %v: %+v", p, r)
 		}
@@ -604,7 +618,7 @@ func TestBenchWanTinyJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatal(errs)
 	}
-	if err := json.Unmarshal([]byte(out), &rs); err != nil || len(rs) != 1 || rs[0].Precision != "bf16" || rs[0].Kernel != "go" {
+	if err := json.Unmarshal([]byte(out), &rs); err != nil || len(rs) != 1 || rs[0].Precision != gemm.BF16 || rs[0].Kernel != "go" {
 		t.Fatalf("bench wan --precision bf16 --kernel bf16:go: %v %q", err, out)
 	}
 	if gemm.KernelName(gemm.BF16) != before {

@@ -54,45 +54,47 @@ type WanOptions struct {
 
 // WanResult is what RunWan measured.
 type WanResult struct {
-	Name      string
-	Precision gemm.Precision
+	Name      string         `json:"name"`
+	Precision gemm.Precision `json:"precision"`
 	// Kernel is the gemm kernel the products ran on (gemm.KernelName).
-	Kernel string
+	Kernel string `json:"kernel"`
 	// FLOPsPerCall counts the matrix products of one forward call at
 	// LayersRun layers with Keys keys (wan.Config.FLOPs); GFLOPS is it
 	// over the median call, CPUGFLOPS over the CPU time per call.
-	FLOPsPerCall      float64
-	GFLOPS, CPUGFLOPS float64
+	FLOPsPerCall float64 `json:"flops_per_call"`
+	GFLOPS       float64 `json:"gflops"`
+	CPUGFLOPS    float64 `json:"gflops_per_cpu_second"`
 	// PeakGFLOPS is the kernel's own peak on one core, measured in
 	// process just before the run (gemm.PeakGFLOPS); PeakFraction is
 	// GFLOPS / (PeakGFLOPS · Threads) and CPUPeakFraction CPUGFLOPS /
 	// PeakGFLOPS (per busy core: less sensitive to other load).
-	PeakGFLOPS                    float64
-	PeakFraction, CPUPeakFraction float64
-	Params                        int64 // parameters of the full model
-	Layers                        int   // full depth
-	LayersRun                     int
-	Tokens                        int // query tokens per call
-	Keys                          int // self-attention keys per call (steady state)
-	CallsPerBlock                 int
-	CallSeconds                   []float64 // each timed forward call (LayersRun layers)
-	BlockSeconds                  []float64 // each timed block (LayersRun layers; real rollouts only)
-	MedianCall                    float64
+	PeakGFLOPS      float64   `json:"kernel_peak_gflops_per_core"`
+	PeakFraction    float64   `json:"peak_fraction"`
+	CPUPeakFraction float64   `json:"cpu_peak_fraction"`
+	Params          int64     `json:"params"` // parameters of the full model
+	Layers          int       `json:"layers"` // full depth
+	LayersRun       int       `json:"layers_run"`
+	Tokens          int       `json:"tokens_per_call"` // query tokens per call
+	Keys            int       `json:"keys_per_call"`   // self-attention keys per call (steady state)
+	CallsPerBlock   int       `json:"calls_per_block"`
+	CallSeconds     []float64 `json:"call_seconds"`            // each timed forward call (LayersRun layers)
+	BlockSeconds    []float64 `json:"block_seconds,omitempty"` // each timed block (LayersRun layers; real rollouts only)
+	MedianCall      float64   `json:"call_seconds_median"`
 	// CallCPU is the process CPU seconds per timed call (user + system,
 	// all threads): less sensitive than wall time to other load on a
 	// shared machine.
-	CallCPU       float64
-	MedianBlock   float64 // seconds per block at LayersRun layers
-	PerBlock      float64 // seconds per block of the full model (extrapolated when LayersRun < Layers)
-	Extrapolated  bool
-	ParamBytes    int64  // parameter memory of the full model (packed weights at Precision; float32 norms, biases)
-	PeakHeapBytes uint64 // peak live heap observed during the run (LayersRun layers)
+	CallCPU       float64 `json:"call_cpu_seconds"`
+	MedianBlock   float64 `json:"block_seconds_median"`         // seconds per block at LayersRun layers
+	PerBlock      float64 `json:"seconds_per_block_full_model"` // seconds per block of the full model (extrapolated when LayersRun < Layers)
+	Extrapolated  bool    `json:"extrapolated"`
+	ParamBytes    int64   `json:"param_bytes"`     // parameter memory of the full model (packed weights at Precision; float32 norms, biases)
+	PeakHeapBytes uint64  `json:"peak_heap_bytes"` // peak live heap observed during the run (LayersRun layers)
 	// PeakHeapFull is PeakHeapBytes when every layer ran; otherwise the
 	// estimate PeakHeapBytes + (Layers − LayersRun)·(ParamBytesPerLayer +
 	// PolicyBytesPerLayer + TextBytesPerLayer). Shared buffers (the
 	// model's and attention's workspaces, the latents, the text embedding)
 	// are measured once and not scaled.
-	PeakHeapFull uint64
+	PeakHeapFull uint64 `json:"peak_heap_bytes_full_model"`
 	// The per-layer memory components, in bytes, as held by the run
 	// (…Run, for LayersRun layers) and per layer: parameters (packed
 	// weights at Precision, float32 norms and biases), the
@@ -100,11 +102,16 @@ type WanResult struct {
 	// ContextFrames frames of K and V per layer, as Native does; 0 for a
 	// real policy, whose layers all run), and the prompt's cross-attention
 	// K/V (EmbedText keeps TextLen rows of K and V per layer).
-	ParamBytesRun, ParamBytesPerLayer   int64
-	PolicyBytesRun, PolicyBytesPerLayer int64
-	TextBytesRun, TextBytesPerLayer     int64
-	Threads                             int
-	SecondsElapsed                      float64
+	ParamBytesRun       int64   `json:"-"`
+	ParamBytesPerLayer  int64   `json:"param_bytes_per_layer"`
+	PolicyBytesRun      int64   `json:"-"`
+	PolicyBytesPerLayer int64   `json:"kv_cache_bytes_per_layer"`
+	TextBytesRun        int64   `json:"-"`
+	TextBytesPerLayer   int64   `json:"text_kv_bytes_per_layer"`
+	Threads             int     `json:"threads"`
+	SecondsElapsed      float64 `json:"elapsed_seconds"`
+	// Note says how an extrapolated result was made ("" when measured).
+	Note string `json:"note,omitempty"`
 }
 
 // String formats the result for `densitykv bench`, saying what was
@@ -322,6 +329,10 @@ func RunWan(o WanOptions) (WanResult, error) {
 	res.PerBlock = res.MedianBlock * scale
 	res.Extrapolated = o.LayersRun < full.Layers
 	res.PeakHeapFull = res.PeakHeapBytes + uint64(int64(full.Layers-o.LayersRun)*(res.ParamBytesPerLayer+res.PolicyBytesPerLayer+res.TextBytesPerLayer))
+	if res.Extrapolated {
+		res.Note = fmt.Sprintf("measured with %d of %d layers; per-block time scaled by %d/%d; peak_heap_bytes_full_model = peak_heap_bytes + %d × (param + kv_cache + text_kv bytes per layer)",
+			res.LayersRun, res.Layers, res.Layers, res.LayersRun, res.Layers-res.LayersRun)
+	}
 	res.SecondsElapsed = time.Since(start).Seconds()
 	return res, nil
 }
