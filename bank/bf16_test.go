@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/bench"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/bench"
 )
 
 // TestBF16KernelBitIdentical runs the same video-like stream through banks

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/bench"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/bench"
 	"github.com/densitykv/densitykv/internal/kerneltest"
 )
 

@@ -38,5 +38,5 @@
 // densitykv command's run folder writes its logs, latent previews and
 // checkpoints there; a decoder could write video). Generate wires the two
 // for a folder of latent shards and a memory log. (The backbone benchmark,
-// per-block time and peak memory, is package internal/bench's RunWan.)
+// per-block time and peak memory, is package bench's RunWan.)
 package rollout

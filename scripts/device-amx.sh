@@ -31,7 +31,7 @@ case "${1:-}" in
 pack)
 	rm -rf "$pack" && mkdir -p "$pack/bin"
 	go build -ldflags='-s -w' -o "$pack/bin/densitykv" ./cmd/densitykv
-	for p in gemm riesz bank attn wan internal/bench; do
+	for p in gemm riesz bank attn wan bench; do
 		go test -c -ldflags='-s -w' -o "$pack/bin/$(basename "$p").test" "./$p"
 	done
 	golden=${DENSITYKV_GOLDEN_ROOT:-../shared/golden}
@@ -87,7 +87,7 @@ run)
 	if [ "${PROFILE:-}" = 1 ]; then
 		cp "$bin/bank.test" "$bin/bench.test" "$out/"
 		(cd "$root/bank" && $pin "$bin/bank.test" -test.run '^$' -test.bench 'UpdatePaper$' -test.benchtime 3x -test.cpuprofile "$out/bank.prof" 2>&1 | grep Benchmark)
-		(cd "$root/internal/bench" && $pin "$bin/bench.test" -test.run '^$' -test.bench 'Wan13BOneLayer/bf16' -test.benchtime 1x -test.cpuprofile "$out/wan.prof" 2>&1 | grep -o 'median call.*CPU s)')
+		(cd "$root/bench" && $pin "$bin/bench.test" -test.run '^$' -test.bench 'Wan13BOneLayer/bf16' -test.benchtime 1x -test.cpuprofile "$out/wan.prof" 2>&1 | grep -o 'median call.*CPU s)')
 		echo "== profiles in \$OUT: bank.prof, wan.prof (go tool pprof -top bank.test bank.prof)"
 		elapsed
 	fi

@@ -42,7 +42,7 @@ echo "== load: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -n "${PROFILE:-}" ]; then
 	mkdir -p "$PROFILE"
 	go test -c -o "$PROFILE/bank.test" ./bank
-	go test -c -o "$PROFILE/bench.test" ./internal/bench
+	go test -c -o "$PROFILE/bench.test" ./bench
 	echo "== profiles in $PROFILE (go tool pprof -top $PROFILE/bank.test $PROFILE/bank.prof)"
 	"$PROFILE/bank.test" -test.run '^$' -test.bench 'UpdatePaper$' -test.benchtime 6x -test.cpuprofile "$PROFILE/bank.prof"
 	"$PROFILE/bench.test" -test.run '^$' -test.bench 'Wan13BOneLayer/bf16' -test.benchtime 1x -test.cpuprofile "$PROFILE/wan.prof"

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/densitykv/densitykv/bank"
-	"github.com/densitykv/densitykv/internal/bench"
+	"github.com/densitykv/densitykv/bench"
 	"github.com/densitykv/densitykv/internal/vocab"
 )
 

@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/densitykv/densitykv/bench"
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/bench"
 	"github.com/densitykv/densitykv/t5"
 	"github.com/densitykv/densitykv/vae"
 	"github.com/densitykv/densitykv/wan"
@@ -52,7 +52,7 @@ parameters) and decodes a stream of random latents at --latent-height ×
 --latent-width (60×104: 480×832 video) as generate does, --blocks blocks of
 --frames-per-block latent frames on one stream (the first block holds the
 stream's first frame: 1 + 4·(F−1) pixel frames, the others 4·F), at each
-precision of --precision (the harness internal/bench.RunVAE, as bench wan's).
+precision of --precision (the harness bench.RunVAE, as bench wan's).
 It prints the kernel each precision ran on and why, then per precision the
 seconds of each block, a steady 3-frame generation block's wall and CPU
 seconds (scaled from the blocks timed, and labelled extrapolated, when
@@ -110,7 +110,7 @@ func newBenchTextCmd() *cobra.Command {
 		Short: "Time the umT5-XXL text encoder per prompt (random bf16 weights), at fp32 and bf16 compute",
 		Long: `bench text builds Wan2.1's umT5-XXL text encoder with random bfloat16
 weights and times --prompts prompts of --tokens tokens (EOS included) at each
-precision of --precision (the harness internal/bench.RunText, as bench
+precision of --precision (the harness bench.RunText, as bench
 wan's). --layers N builds and runs N of the 24 layers (default 1: the full
 model's 11.4 GB would crowd a shared 24 GB machine) with a 4,096-row
 embedding, and the time per prompt and the memory are extrapolated to the

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/densitykv/densitykv/bench"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/bench"
 	"github.com/densitykv/densitykv/rollout"
 )
 

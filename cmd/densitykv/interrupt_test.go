@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/bench"
+	"github.com/densitykv/densitykv/bench"
 )
 
 // Ctrl-C (a cancelled context) stops eval and both benchmarks with exit

@@ -19,9 +19,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/bench"
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/bench"
 	"github.com/densitykv/densitykv/internal/goldendir"
 	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/runfolder"

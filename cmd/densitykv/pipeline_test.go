@@ -494,7 +494,7 @@ func TestGeneratePromptsFile(t *testing.T) {
 }
 
 // TestBenchMediaTiny: bench vae and text run on the tiny models through
-// internal/bench's harness at each precision asked for, and print the
+// package bench's harness at each precision asked for, and print the
 // kernels and one result per precision as JSON; bench pipeline prints its
 // stages.
 func TestBenchMediaTiny(t *testing.T) {

@@ -4,7 +4,7 @@
 For timing comparisons only: it is not part of the Go build or tests, and
 the project does not depend on Python. It times, at paper scale, the update
 of the authors' public PyTorch implementation, to compare with our Go bank
-(`densitykv bench bank`, internal/bench RunBank) on the same CPU.
+(`densitykv bench bank`, package bench RunBank) on the same CPU.
 
 The authors' code is not in this repository: the script imports it from a
 checkout of their repository (ZhaoWQQ/DensityKV) whose folder you give with

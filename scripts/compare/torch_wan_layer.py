@@ -4,7 +4,7 @@
 For timing comparisons only: it is not part of the Go build or tests, and
 the project does not depend on Python. It runs, in PyTorch with random
 weights, the forward call that `densitykv bench wan` and
-internal/bench BenchmarkWan13BOneLayer time (RunWan with LayersRun = 1, the
+bench BenchmarkWan13BOneLayer time (RunWan with LayersRun = 1, the
 fixed-context run), so the two can be compared on the same CPU:
 
   - patch embedding of 3 latent frames of 60x104 (1x2x2 patches: 3 x 30 x 52
@@ -42,7 +42,7 @@ else chunked softmax(QK^T/sqrt(d))V):
 Options: --threads N (torch.set_num_threads, default 2), --dtype fp32|bf16|both,
 --calls N (timed calls after one warm-up, default 3), --json, --no-rope,
 --attn auto|sdpa|chunked. Compare with
-  go test ./internal/bench -run '^$' -bench Wan13BOneLayer   (or densitykv bench wan)
+  go test ./bench -run '^$' -bench Wan13BOneLayer   (or densitykv bench wan)
 """
 
 import argparse
