@@ -335,23 +335,7 @@ func (tf *torchFile) rawView(rec *zip.File, t *tensorRef, contiguous bool) (io.R
 	if err := drainRecord(rec, rc); err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, n*es)
-	idx := make([]int, len(t.size))
-	for k := int64(0); k < n; k++ {
-		e := t.offset
-		for d, i := range idx {
-			e += int64(i) * t.stride[d]
-		}
-		out = append(out, raw[e*es:(e+1)*es]...)
-		for d := len(idx) - 1; d >= 0; d-- {
-			idx[d]++
-			if idx[d] < t.size[d] {
-				break
-			}
-			idx[d] = 0
-		}
-	}
-	return bytes.NewReader(out), nil
+	return bytes.NewReader(t.strided(raw, n, es)), nil
 }
 
 // recordView streams the contiguous view [skip, skip+left) of a zip record

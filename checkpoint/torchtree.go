@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/big"
-
-	"github.com/nlpodyssey/gopickle/types"
 )
 
 // TorchTensor is a tensor read by TorchTree: its dtype, shape and
@@ -93,59 +90,16 @@ func TorchTreeFile(p string) (any, error) {
 	return onTorchFile(p, func(r io.ReaderAt, size int64) (any, error) { return TorchTree(r, size) })
 }
 
-// treeValue converts an unpickled value; path names it in errors.
+// treeValue converts an unpickled value, tensors included; path names it
+// in errors.
 func treeValue(tf *torchFile, v any, path string, depth int) (any, error) {
-	if depth > maxValueDepth {
-		return nil, fmt.Errorf("%s: nested deeper than %d", path, maxValueDepth)
-	}
-	switch x := v.(type) {
-	case nil:
-		return nil, nil
-	case bool, string, float64:
-		return x, nil
-	case int:
-		return int64(x), nil
-	case *big.Int:
-		if !x.IsInt64() {
-			return nil, fmt.Errorf("%s: integer %s does not fit in 64 bits", path, x)
-		}
-		return x.Int64(), nil
-	case *types.List, *types.Tuple:
-		seq := x.(interface {
-			Len() int
-			Get(int) any
-		})
-		out := make([]any, seq.Len())
-		for i := range out {
-			e, err := treeValue(tf, seq.Get(i), fmt.Sprintf("%s[%d]", path, i), depth+1)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = e
-		}
-		return out, nil
-	case *types.Dict, *types.OrderedDict:
-		entries, err := dictEntries(x)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		out := make(map[string]any, len(entries))
-		for _, e := range entries {
-			ev, err := treeValue(tf, e.v, path+"."+e.k, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			out[e.k] = ev
-		}
-		return out, nil
-	case *tensorRef:
+	return convertValue(v, path, depth, func(x *tensorRef) (any, error) {
 		raw, err := tf.gather(x)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, err
 		}
 		return &TorchTensor{DType: x.st.dtype, Shape: append([]int(nil), x.size...), raw: raw}, nil
-	}
-	return nil, fmt.Errorf("%s: holds %T (dict, list, tuple, number, string, bool, None and tensors are read)", path, v)
+	}, " (dict, list, tuple, number, string, bool, None and tensors are read)")
 }
 
 // gather returns the bytes of view t, contiguous.
@@ -162,6 +116,12 @@ func (tf *torchFile) gather(t *tensorRef) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return t.strided(raw, n, es), nil
+}
+
+// strided copies view t's n elements of es bytes out of its storage's
+// bytes raw, in row-major order of the view.
+func (t *tensorRef) strided(raw []byte, n, es int64) []byte {
 	out := make([]byte, 0, n*es)
 	idx := make([]int, len(t.size))
 	for k := int64(0); k < n; k++ {
@@ -178,5 +138,5 @@ func (tf *torchFile) gather(t *tensorRef) ([]byte, error) {
 			idx[d] = 0
 		}
 	}
-	return out, nil
+	return out
 }

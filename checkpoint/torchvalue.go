@@ -45,8 +45,17 @@ func TorchValueFile(p, name string) (any, error) {
 	return onTorchFile(p, func(r io.ReaderAt, size int64) (any, error) { return TorchValue(r, size, name) })
 }
 
-// plainValue converts an unpickled value; path names it in errors.
+// plainValue converts an unpickled value of plain data; path names it in
+// errors.
 func plainValue(v any, path string, depth int) (any, error) {
+	return convertValue(v, path, depth, nil, ", not plain data (dict, list, tuple, number, string, bool, None)")
+}
+
+// convertValue converts an unpickled value into Go data (nil, bool,
+// string, float64, int64, []any, map[string]any, and what tensor makes of
+// a tensor; a nil tensor refuses tensors); path names the value in errors,
+// and other says what is read, for the error on anything else.
+func convertValue(v any, path string, depth int, tensor func(*tensorRef) (any, error), other string) (any, error) {
 	if depth > maxValueDepth {
 		return nil, fmt.Errorf("%s: nested deeper than %d", path, maxValueDepth)
 	}
@@ -69,7 +78,7 @@ func plainValue(v any, path string, depth int) (any, error) {
 		})
 		out := make([]any, seq.Len())
 		for i := range out {
-			e, err := plainValue(seq.Get(i), fmt.Sprintf("%s[%d]", path, i), depth+1)
+			e, err := convertValue(seq.Get(i), fmt.Sprintf("%s[%d]", path, i), depth+1, tensor, other)
 			if err != nil {
 				return nil, err
 			}
@@ -83,7 +92,7 @@ func plainValue(v any, path string, depth int) (any, error) {
 		}
 		out := make(map[string]any, len(entries))
 		for _, e := range entries {
-			ev, err := plainValue(e.v, path+"."+e.k, depth+1)
+			ev, err := convertValue(e.v, path+"."+e.k, depth+1, tensor, other)
 			if err != nil {
 				return nil, err
 			}
@@ -91,7 +100,14 @@ func plainValue(v any, path string, depth int) (any, error) {
 		}
 		return out, nil
 	case *tensorRef:
-		return nil, fmt.Errorf("%s: holds a tensor, not plain data", path)
+		if tensor == nil {
+			return nil, fmt.Errorf("%s: holds a tensor, not plain data", path)
+		}
+		t, err := tensor(x)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return t, nil
 	}
-	return nil, fmt.Errorf("%s: holds %T, not plain data (dict, list, tuple, number, string, bool, None)", path, v)
+	return nil, fmt.Errorf("%s: holds %T%s", path, v, other)
 }
