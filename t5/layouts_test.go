@@ -3,7 +3,6 @@ package t5
 import (
 	"bytes"
 	"math"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -53,23 +52,13 @@ func TestLayoutsLoadTheSameModel(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			ref, err := weightstest.Write(filepath.Join(dir, "ref"), weights.TextEncoder, weightstest.Quantize(ts, c.o), weightstest.Options{})
+			sub := ""
+			if c.folder {
+				sub = "text_encoder"
+			}
+			ref, path, err := weightstest.WritePair(dir, weights.TextEncoder, ts, c.o, sub)
 			if err != nil {
 				t.Fatal(err)
-			}
-			sub := filepath.Join(dir, "layout")
-			if c.folder {
-				if err := weightstest.ModelFolder(sub); err != nil {
-					t.Fatal(err)
-				}
-				sub = filepath.Join(sub, "text_encoder")
-			}
-			path, err := weightstest.Write(sub, weights.TextEncoder, ts, c.o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.folder {
-				path = filepath.Dir(sub)
 			}
 			want, err := Load(ref, LoadOptions{})
 			if err != nil {

@@ -3,7 +3,6 @@ package vae
 import (
 	"bytes"
 	"math"
-	"path/filepath"
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
@@ -50,23 +49,13 @@ func TestLayoutsLoadTheSameModel(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			ref, err := weightstest.Write(filepath.Join(dir, "ref"), weights.VAE, weightstest.Quantize(ts, c.o), weightstest.Options{})
+			sub := ""
+			if c.folder {
+				sub = "vae"
+			}
+			ref, path, err := weightstest.WritePair(dir, weights.VAE, ts, c.o, sub)
 			if err != nil {
 				t.Fatal(err)
-			}
-			sub := filepath.Join(dir, "layout")
-			if c.folder {
-				if err := weightstest.ModelFolder(sub); err != nil {
-					t.Fatal(err)
-				}
-				sub = filepath.Join(sub, "vae")
-			}
-			path, err := weightstest.Write(sub, weights.VAE, ts, c.o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.folder {
-				path = filepath.Dir(sub)
 			}
 			want, err := Load(ref)
 			if err != nil {

@@ -71,23 +71,13 @@ func TestLayoutsLoadTheSameModel(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			ref, err := weightstest.Write(filepath.Join(dir, "ref"), weights.DiT, weightstest.Quantize(ts, c.o), weightstest.Options{})
+			sub := ""
+			if c.folder {
+				sub = "transformer"
+			}
+			ref, path, err := weightstest.WritePair(dir, weights.DiT, ts, c.o, sub)
 			if err != nil {
 				t.Fatal(err)
-			}
-			sub := filepath.Join(dir, "layout")
-			if c.folder {
-				if err := weightstest.ModelFolder(sub); err != nil {
-					t.Fatal(err)
-				}
-				sub = filepath.Join(sub, "transformer")
-			}
-			path, err := weightstest.Write(sub, weights.DiT, ts, c.o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.folder {
-				path = filepath.Dir(sub)
 			}
 			for _, prec := range []gemm.Precision{gemm.F32, gemm.BF16} {
 				want, err := Load(ref, TinyConfig(), LoadOptions{Precision: prec})

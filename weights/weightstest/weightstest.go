@@ -326,6 +326,29 @@ func ModelFolder(dir string) error {
 	return os.WriteFile(filepath.Join(dir, weights.ModelIndex), b, 0o644)
 }
 
+// WritePair writes ts twice below dir for a layout test: ref in the
+// official layout, with the values quantized as o stores them (so both
+// hold the same weights), and path in o's layout, inside a diffusers model
+// folder's sub-folder sub when sub is not empty (path is then the model
+// folder, as --model takes it).
+func WritePair(dir string, k weights.Kind, ts []Tensor, o Options, sub string) (ref, path string, err error) {
+	if ref, err = Write(filepath.Join(dir, "ref"), k, Quantize(ts, o), Options{}); err != nil {
+		return "", "", err
+	}
+	at := filepath.Join(dir, "layout")
+	if sub != "" {
+		if err := ModelFolder(at); err != nil {
+			return "", "", err
+		}
+		if _, err := Write(filepath.Join(at, sub), k, ts, o); err != nil {
+			return "", "", err
+		}
+		return ref, at, nil
+	}
+	path, err = Write(at, k, ts, o)
+	return ref, path, err
+}
+
 // FromStateDict lists a state dict's tensors (sorted by name).
 func FromStateDict(sd checkpoint.StateDict) []Tensor {
 	var out []Tensor
