@@ -31,12 +31,11 @@
 // bit-identically.
 //
 // The generate path (generate.go) is what every caller shares:
-// NewGenerator loads the checkpoint and embeds the prompt schedule (each
+// NewGeneratorFor embeds the prompt schedule for a loaded model (each
 // prompt's text conditioning a TextSource: a tensor file, TextFile, or
 // values from an encoder, TextValues), and Generator.Run rolls it out with
 // any memory policy, handing each finished block to Options.BlockDone (the
-// densitykv command's run folder writes its logs, latent previews and
-// checkpoints there; a decoder could write video). Generate wires the two
-// for a folder of latent shards and a memory log. (The backbone benchmark,
+// densitykv command's run folder writes its logs, latent previews, video
+// and checkpoints there). (The backbone benchmark,
 // per-block time and peak memory, is package bench's RunWan.)
 package rollout

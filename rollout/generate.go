@@ -4,23 +4,19 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
-	"time"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/wan"
 )
 
 // The generate path: a Generator is a loaded model with its prompt schedule
-// embedded (NewGenerator); Run rolls it out with any memory policy and
+// embedded (NewGeneratorFor); Run rolls it out with any memory policy and
 // hands each finished block to the caller (Options.BlockDone: latent
-// shards, previews, logs). Generate wires the two for a folder of latent
-// shards and a memory log; the densitykv command wires them for a run
-// folder with resume (package runfolder).
+// shards, previews, logs). The densitykv command wires it for a run folder
+// with resume (package runfolder).
 
 // TextSource is one prompt's text conditioning: the text encoder's output
 // for it. TextFile reads one from a tensor file; TextValues holds one
@@ -145,51 +141,6 @@ type Generator struct {
 	Update        Update
 }
 
-// ModelOptions names a generator's weights.
-type ModelOptions struct {
-	Checkpoint string     // .safetensors or .pt (generator / generator_ema / model.)
-	Entry      string     // PyTorch entry override ("" = automatic)
-	LoRA       string     // optional LongLive LoRA checkpoint (generator_lora)
-	LoRAAlpha  float64    // 0 = the rank
-	Model      wan.Config // zero value = wan.DefaultConfig()
-	// Precision is the model's precision (wan.LoadOptions.Precision; the
-	// zero value is gemm.F32, "fp32").
-	Precision gemm.Precision
-}
-
-// NewGenerator loads the model and embeds the prompts (each text's width
-// must be the model's TextDim). steps and shift give the schedule (nil and
-// 0: DefaultSteps, shift 5). Errors in an input are *InputError.
-func NewGenerator(mo ModelOptions, prompts []PromptText, steps []int, shift float64) (*Generator, error) {
-	return NewGeneratorWith(mo, prompts, ScheduleOptions{Steps: steps, Shift: shift})
-}
-
-// NewGeneratorWith is NewGenerator with every schedule option of the
-// authors' rollout (first-chunk steps, warp, shift, update).
-func NewGeneratorWith(mo ModelOptions, prompts []PromptText, so ScheduleOptions) (*Generator, error) {
-	cfg := mo.Model
-	if cfg == (wan.Config{}) {
-		cfg = wan.DefaultConfig()
-	}
-	if len(prompts) == 0 {
-		return nil, fmt.Errorf("rollout: generate: no prompt")
-	}
-	sch, first, err := so.Build()
-	if err != nil {
-		return nil, err
-	}
-	m, err := wan.Load(mo.Checkpoint, cfg, wan.LoadOptions{Entry: mo.Entry, LoRA: mo.LoRA, LoRAAlpha: mo.LoRAAlpha, Precision: mo.Precision})
-	if err != nil {
-		return nil, &InputError{Prompt: -1, Name: mo.Checkpoint, Err: err}
-	}
-	g, err := NewGeneratorFor(m, sch, prompts)
-	if err != nil {
-		return nil, err
-	}
-	g.FirstSchedule, g.Update = first, so.Update
-	return g, nil
-}
-
 // NewGeneratorFor embeds the prompts for model m with schedule sch (an
 // InputError's Prompt is the index in prompts).
 func NewGeneratorFor(m *wan.Model, sch *Schedule, prompts []PromptText) (*Generator, error) {
@@ -285,73 +236,4 @@ func (g *Generator) Manifest(pol memory.Policy, o RunOptions, extra map[string]s
 		man.Update = g.Update.String()
 	}
 	return man
-}
-
-// GenerateOptions is a generation into a folder (Generate).
-type GenerateOptions struct {
-	ModelOptions
-	Prompts []PromptText
-	Policy  string        // memory policy name (memory.Names)
-	Memory  memory.Config // Layout and (when 0) RoPETheta are filled in from the model (wan.Config.Memory)
-	// Height and Width are the latent size (0 = 60×104, 480×832 video).
-	Height, Width  int
-	Blocks         int
-	FramesPerBlock int    // 0 = 3
-	Seed           uint64 // seeded noise
-	Steps          []int  // nil = DefaultSteps
-	Shift          float64
-	OutDir         string
-	Progress       func(Progress)
-	Context        context.Context
-	// BlockDone, when set, receives each finished block after its shard
-	// and log line are written; its error stops the rollout.
-	BlockDone func(block int, latents []float32, log BlockLog) error
-}
-
-// Generate loads the checkpoint and the prompts' embeddings, builds the
-// memory policy and streams a rollout into o.OutDir: manifest.json,
-// latents/block_NNNNN.safetensors and memory_log.jsonl (BlockLog lines).
-// It returns the final manifest.
-func Generate(o GenerateOptions) (Manifest, error) {
-	if o.Height == 0 && o.Width == 0 {
-		o.Height, o.Width = 60, 104
-	}
-	if o.FramesPerBlock == 0 {
-		o.FramesPerBlock = 3
-	}
-	if o.OutDir == "" || len(o.Prompts) == 0 || o.Blocks <= 0 {
-		return Manifest{}, fmt.Errorf("rollout: generate: need an output folder (%q), at least one prompt (%d) and blocks > 0 (%d)", o.OutDir, len(o.Prompts), o.Blocks)
-	}
-	if o.Model == (wan.Config{}) {
-		o.Model = wan.DefaultConfig()
-	}
-	mc, err := o.Model.Memory(o.Memory, o.Height, o.Width, o.FramesPerBlock)
-	if err != nil {
-		return Manifest{}, fmt.Errorf("rollout: generate: %w", err)
-	}
-	pol, err := memory.New(o.Policy, mc)
-	if err != nil {
-		return Manifest{}, fmt.Errorf("rollout: generate: %w", err)
-	}
-	g, err := NewGenerator(o.ModelOptions, o.Prompts, o.Steps, o.Shift)
-	if err != nil {
-		return Manifest{}, err
-	}
-	ro := RunOptions{Blocks: o.Blocks, FramesPerBlock: o.FramesPerBlock, Height: o.Height, Width: o.Width, Seed: o.Seed,
-		Progress: o.Progress, Context: o.Context, BlockDone: o.BlockDone}
-	w, err := NewWriter(o.OutDir, g.Manifest(pol, ro,
-		map[string]string{"checkpoint": o.Checkpoint, "lora": o.LoRA, "started": time.Now().UTC().Format(time.RFC3339)}))
-	if err != nil {
-		return Manifest{}, err
-	}
-	logf, err := os.Create(filepath.Join(o.OutDir, "memory_log.jsonl"))
-	if err != nil {
-		return Manifest{}, fmt.Errorf("rollout: generate: %w", err)
-	}
-	defer logf.Close()
-	ro.Writer, ro.MemLog = w, logf
-	if err := g.Run(pol, ro); err != nil {
-		return w.Manifest(), err
-	}
-	return w.Manifest(), logf.Close()
 }

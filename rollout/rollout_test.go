@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -178,8 +178,10 @@ func TestPromptScheduleSwitch(t *testing.T) {
 	}
 }
 
-// TestGenerateEndToEnd runs Generate on the tiny model with DensityKV and
-// checks the streamed outputs, the memory log and seed reproducibility.
+// TestGenerateEndToEnd rolls a Generator of the tiny model out with
+// DensityKV into a folder of latent shards and a memory log, and checks the
+// streamed outputs, the memory log, seed reproducibility and a text of the
+// wrong width.
 func TestGenerateEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	g := openGolden(t, "rollout_native.safetensors")
@@ -187,34 +189,54 @@ func TestGenerateEndToEnd(t *testing.T) {
 	if err := checkpoint.WriteSafetensorsFile(textPath, []checkpoint.WriteTensor{{Name: "context", Shape: []int{1, 5, 32}, Data: g.F32("context")[:5*32]}}, nil); err != nil {
 		t.Fatal(err)
 	}
+	m, err := wan.Load(filepath.Join(goldendir.Wan(t), "weights_generator.pt"), wan.TinyConfig(), wan.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch, first, err := ScheduleOptions{}.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := NewGeneratorFor(m, sch, []PromptText{{Text: TextFile{Path: textPath}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen.FirstSchedule = first
 	mc := memory.Config{Capacity: 60}
 	mc.Bank.Ordering, mc.Bank.Sigma = bank.OrderMax, 4
-	opt := GenerateOptions{ModelOptions: ModelOptions{Checkpoint: filepath.Join(goldendir.Wan(t), "weights_generator.pt"), Model: wan.TinyConfig()},
-		Prompts: []PromptText{{Text: TextFile{Path: textPath}}}, Policy: "densitykv", Memory: mc, Height: 6, Width: 8, Blocks: 5, Seed: 11}
+	if mc, err = m.Cfg.Memory(mc, 6, 8, 3); err != nil {
+		t.Fatal(err)
+	}
 	var calls int
-	opt.Progress = func(Progress) { calls++ }
+	ro := RunOptions{Blocks: 5, Height: 6, Width: 8, Seed: 11, Progress: func(Progress) { calls++ }}
 	var lat [2][][]float32
 	for r := 0; r < 2; r++ {
-		opt.OutDir = filepath.Join(dir, "out", string(rune('a'+r)))
-		man, err := Generate(opt)
+		pol, err := memory.New("densitykv", mc)
 		if err != nil {
 			t.Fatal(err)
 		}
+		out := filepath.Join(dir, "out", string(rune('a'+r)))
+		w, err := NewWriter(out, gen.Manifest(pol, ro, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log bytes.Buffer
+		ro.Writer, ro.MemLog = w, &log
+		if err := gen.Run(pol, ro); err != nil {
+			t.Fatal(err)
+		}
+		man := w.Manifest()
 		if !man.Complete || len(man.Shards) != 5 || man.Policy != "densitykv" {
 			t.Fatalf("manifest %+v", man)
 		}
 		for b := range man.Shards {
-			x, err := ReadBlock(opt.OutDir, man, b)
+			x, err := ReadBlock(out, man, b)
 			if err != nil {
 				t.Fatal(err)
 			}
 			lat[r] = append(lat[r], x)
 		}
-		f, err := os.Open(filepath.Join(opt.OutDir, "memory_log.jsonl"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
+		sc := bufio.NewScanner(&log)
 		var logs []BlockLog
 		for sc.Scan() {
 			var l BlockLog
@@ -223,7 +245,6 @@ func TestGenerateEndToEnd(t *testing.T) {
 			}
 			logs = append(logs, l)
 		}
-		f.Close()
 		if len(logs) != 5 || logs[2].Admitted[0] != 36 || logs[4].Occupancy[0][0] == 0 || logs[4].Attention[0].Memory == 0 || logs[4].Bytes <= 0 {
 			t.Fatalf("memory log %+v", logs)
 		}
@@ -236,17 +257,10 @@ func TestGenerateEndToEnd(t *testing.T) {
 			t.Fatalf("block %d not reproducible for the same seed", b)
 		}
 	}
-	// Errors: unknown policy, wrong text width.
-	bad := opt
-	bad.Policy = "nope"
-	if _, err := Generate(bad); err == nil || !strings.Contains(err.Error(), "nope") {
-		t.Fatalf("unknown policy: %v", err)
-	}
 	wide := filepath.Join(dir, "wide.safetensors")
 	checkpoint.WriteSafetensorsFile(wide, []checkpoint.WriteTensor{{Name: "x", Shape: []int{2, 33}, Data: make([]float32, 66)}}, nil)
-	bad = opt
-	bad.Prompts = []PromptText{{Text: TextFile{Path: wide}}}
-	if _, err := Generate(bad); err == nil || !strings.Contains(err.Error(), "33") {
+	var ie *InputError
+	if _, err := NewGeneratorFor(m, sch, []PromptText{{Text: TextFile{Path: wide}}}); !errors.As(err, &ie) || !strings.Contains(err.Error(), "33") {
 		t.Fatalf("wide text: %v", err)
 	}
 }
