@@ -559,7 +559,7 @@ func (G *GenerateSection) resolveText(model wan.Config, out string) error {
 			return fmt.Errorf("%s: %w", f.flag, err)
 		}
 	}
-	// Find the files in folders now (pipeline.CheckText reads the
+	// Find the files in folders now (generate.CheckText reads the
 	// tensors and the tokenizer before any work).
 	if G.TextEncoder != "" {
 		if _, err := weights.Files(G.TextEncoder, weights.TextEncoder); err != nil {

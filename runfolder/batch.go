@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/internal/atomicfile"
-	"github.com/densitykv/densitykv/pipeline"
 	"github.com/densitykv/densitykv/tokenizer"
 	"github.com/densitykv/densitykv/video"
 )
@@ -219,12 +219,12 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 	if len(encode) > 0 && g.TextCache == "" {
 		return nil, userf("--prompts needs a text cache (generate.text_cache)")
 	}
-	embeds := make([]*pipeline.Embedding, len(mine))
+	embeds := make([]*generate.Embedding, len(mine))
 	es, err := encodePrompts(in, g, dedupe(encode), true, hooks) // values read back per prompt
 	if err != nil {
 		return nil, err
 	}
-	byText := map[string]*pipeline.Embedding{}
+	byText := map[string]*generate.Embedding{}
 	for _, e := range es {
 		byText[e.Prompt] = e
 	}
@@ -310,7 +310,7 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 // killed worker left; made anew, it is claimed as a generate run, its own
 // earlier files replaced (a list's prompt is made again from the start
 // when nothing in its folder can be continued).
-func runListPrompt(ctx context.Context, gc config.GenerateConfig, dir string, i int, text string, in *genInputs, emb *pipeline.Embedding, redo bool, extra []atomicfile.Input, hooks Hooks, n, k int) (*Result, string, error) {
+func runListPrompt(ctx context.Context, gc config.GenerateConfig, dir string, i int, text string, in *genInputs, emb *generate.Embedding, redo bool, extra []atomicfile.Input, hooks Hooks, n, k int) (*Result, string, error) {
 	sd := BatchDir(dir, i)
 	sub := batchRunConfig(gc, dir, i, text)
 	if err := CheckGenerateOutputs(sub, extra...); err != nil {
@@ -320,7 +320,7 @@ func runListPrompt(ctx context.Context, gc config.GenerateConfig, dir string, i 
 	resume := checkpointed && !redo
 	hooks.info("prompt %d (%d of %d in this shard, %s): %q", i, k+1, n, sd, short(text))
 	gs := &GenerateState{}
-	var subEmbeds []*pipeline.Embedding
+	var subEmbeds []*generate.Embedding
 	if resume {
 		if err := CheckOwner(sd, "generate"); err != nil {
 			return nil, "", err
@@ -337,11 +337,11 @@ func runListPrompt(ctx context.Context, gc config.GenerateConfig, dir string, i 
 			return nil, "", err
 		}
 	} else {
-		e, err := pipeline.ReadEmbedding(pipeline.CachePath(gc.Generate.TextCache, emb.Key))
+		e, err := generate.ReadEmbedding(generate.CachePath(gc.Generate.TextCache, emb.Key))
 		if err != nil {
 			return nil, "", fmt.Errorf("text cache: %w", err)
 		}
-		subEmbeds = []*pipeline.Embedding{e}
+		subEmbeds = []*generate.Embedding{e}
 	}
 	// A folder without a checkpoint holds nothing to continue from: it is
 	// started over (Claim with overwriteOwn), as is one made again; a

@@ -10,7 +10,7 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/pipeline"
+	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/video"
 )
@@ -106,11 +106,11 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*Dec
 	if len(man.Shards) == 0 {
 		return nil, userf("decode: %s has no finished block", dir)
 	}
-	m, err := pipeline.LoadVAE(o.VAE, o.Mean, o.Std, man.Channels)
+	m, err := generate.LoadVAE(o.VAE, o.Mean, o.Std, man.Channels)
 	if err != nil {
 		return nil, userf("--vae %s: %w", o.VAE, err)
 	}
-	var prov pipeline.Provenance
+	var prov generate.Provenance
 	if err := ReadJSON(filepath.Join(dir, FileGeneration), &prov); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
@@ -121,7 +121,7 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*Dec
 	// Only the files the decode writes are replaced.
 	os.RemoveAll(filepath.Join(dir, video.DirSegments))
 	os.RemoveAll(filepath.Join(dir, video.DirFrames))
-	vs, err := pipeline.NewVideoStream(m, pipeline.VideoOptions{Dir: dir, FFmpeg: ff, Tags: prov.Tags(), FPS: enc.FPS, CRF: enc.CRF,
+	vs, err := generate.NewVideoStream(m, generate.VideoOptions{Dir: dir, FFmpeg: ff, Tags: prov.Tags(), FPS: enc.FPS, CRF: enc.CRF,
 		Lossless: filepath.Join(dir, DirState, DirDecodeState), Mean: o.Mean, Std: o.Std, Precision: prec})
 	if err != nil {
 		return nil, err

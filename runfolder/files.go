@@ -28,7 +28,7 @@ const (
 	DirState         = "state"                              // resume checkpoint
 	DirPreview       = "latent_preview"                     // generate: latent preview frames (latent_preview.mp4 beside)
 	FilePreviewVideo = "latent_preview.mp4"                 // generate: the latent preview frames as a video (ffmpeg)
-	FileGeneration   = "generation.json"                    // generate: prompts, seed, policy, backbone, input files (pipeline.Provenance)
+	FileGeneration   = "generation.json"                    // generate: prompts, seed, policy, backbone, input files (generate.Provenance)
 	DirText          = "text"                               // generate: the prompts' text embeddings
 	FileCheckpoint   = "checkpoint.json"                    // inside DirState
 	DirVideoState    = "video"                              // inside DirState: the video segments' lossless copies (generate), until the run is complete

@@ -11,10 +11,10 @@ import (
 
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/memory"
-	"github.com/densitykv/densitykv/pipeline"
 	"github.com/densitykv/densitykv/ragae"
 	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/rollout"
@@ -28,16 +28,16 @@ import (
 // folder per prompt: GenerateBatch). The stages, in order:
 //
 //  1. every input is checked before any work: the backbone's tensors
-//     (names, shapes, dtypes; pipeline.CheckBackbone), the text files, the
+//     (names, shapes, dtypes; generate.CheckBackbone), the text files, the
 //     VAE (loaded) and ffmpeg, the tokenizer and the text encoder's tensors;
-//  2. the prompts are encoded (package pipeline: tokenizer, umT5, the
+//  2. the prompts are encoded (package generate: tokenizer, umT5, the
 //     embedding cache), and the encoder is released;
 //  3. the backbone is loaded and the run folder made;
 //  4. the rollout (package rollout's generate path) streams every finished
 //     block into the folder: latent shards and manifest, the memory log, the
 //     DensityKV provenance and admissions, the attention trace
 //     (record.AttentionTracer), the latent preview, and with a VAE the block
-//     decoded into its video segment (pipeline.VideoStream);
+//     decoded into its video segment (generate.VideoStream);
 //  5. summary.json, the figures, latent_preview.mp4 and video.mp4 (the
 //     segments joined) at the end.
 //
@@ -46,7 +46,7 @@ import (
 // checkpoint without computing the completed blocks again, after checking
 // that the configuration, inputs, latents, video segments and snapshot are
 // those of the checkpoint; the video decoder is warmed up on the latents
-// before the block it continues at (pipeline.VideoStream.Resume). When ctx
+// before the block it continues at (generate.VideoStream.Resume). When ctx
 // is cancelled it stops after the current block, saves a checkpoint, joins
 // the finished segments into video.mp4 and returns the partial result with
 // ErrInterrupted.
@@ -80,7 +80,7 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 		return nil, err
 	}
 	defer in.close()
-	var embeds []*pipeline.Embedding
+	var embeds []*generate.Embedding
 	if resume {
 		embeds, err = readRunEmbeddings(dir, g)
 	} else {
@@ -98,7 +98,7 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 // genInputs are a generate run's checked inputs and, once loaded, its
 // models.
 type genInputs struct {
-	text   *pipeline.TextInputs // nil without prompts
+	text   *generate.TextInputs // nil without prompts
 	vae    *vae.Model           // nil without --vae
 	ffmpeg string               // "" = PNG frames (with a VAE)
 	wan    *wan.Model
@@ -120,7 +120,7 @@ func (in *genInputs) close() {
 // tensors.
 func checkGenerateInputs(g config.GenerateSection, hooks Hooks, text bool) (*genInputs, error) {
 	in := &genInputs{}
-	if err := pipeline.CheckBackbone(g.Checkpoint, g.Entry, g.Model); err != nil {
+	if err := generate.CheckBackbone(g.Checkpoint, g.Entry, g.Model); err != nil {
 		return nil, &UserError{&rollout.InputError{Prompt: -1, Name: g.Checkpoint, Err: err}}
 	}
 	for i, ts := range g.Texts {
@@ -132,7 +132,7 @@ func checkGenerateInputs(g config.GenerateSection, hooks Hooks, text bool) (*gen
 		}
 	}
 	if g.VAE != "" {
-		m, err := pipeline.LoadVAE(g.VAE, g.VAEMean, g.VAEStd, g.Model.OutDim)
+		m, err := generate.LoadVAE(g.VAE, g.VAEMean, g.VAEStd, g.Model.OutDim)
 		if err != nil {
 			return nil, userf("--vae %s: %w", g.VAE, err)
 		}
@@ -143,7 +143,7 @@ func checkGenerateInputs(g config.GenerateSection, hooks Hooks, text bool) (*gen
 		}
 	}
 	if text && (len(g.Prompts) > 0 || g.PromptsFile != "") {
-		ti, err := pipeline.CheckText(pipeline.TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen})
+		ti, err := generate.CheckText(generate.TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen})
 		if err != nil {
 			return nil, userf("--text-encoder/--tokenizer: %w", err)
 		}
@@ -168,7 +168,7 @@ func checkGenerateInputs(g config.GenerateSection, hooks Hooks, text bool) (*gen
 // encodePrompts encodes the prompts' texts (the cache first), warning
 // about truncated prompts and reporting progress as stage "encode"; with
 // discard the embeddings' values stay in the cache only.
-func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.PromptSpec, discard bool, hooks Hooks) ([]*pipeline.Embedding, error) {
+func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.PromptSpec, discard bool, hooks Hooks) ([]*generate.Embedding, error) {
 	if len(prompts) == 0 {
 		return nil, nil
 	}
@@ -176,7 +176,7 @@ func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.Pro
 	for i, p := range prompts {
 		texts[i] = p.Text
 	}
-	o := pipeline.TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen, CacheDir: g.TextCache, Discard: discard, Precision: g.Precision,
+	o := generate.TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen, CacheDir: g.TextCache, Discard: discard, Precision: g.Precision,
 		Warn:    func(msg string) { hooks.warn("%s", msg) },
 		Loading: loadProgress(hooks, "load text encoder (MiB)"),
 		Loaded:  func(desc string) { hooks.info("text encoder: %s", desc) },
@@ -186,7 +186,7 @@ func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.Pro
 			}
 		}}
 	began := time.Now()
-	embeds, err := pipeline.EncodePrompts(o, in.text, texts)
+	embeds, err := generate.EncodePrompts(o, in.text, texts)
 	if err != nil {
 		return nil, userf("text: %w", err)
 	}
@@ -210,10 +210,10 @@ func embeddingPath(dir string, i int) string { return filepath.Join(dir, embeddi
 
 // readRunEmbeddings reads a resumed run's prompt embeddings from its
 // folder (their fingerprints are checked with the other inputs).
-func readRunEmbeddings(dir string, g config.GenerateSection) ([]*pipeline.Embedding, error) {
-	var out []*pipeline.Embedding
+func readRunEmbeddings(dir string, g config.GenerateSection) ([]*generate.Embedding, error) {
+	var out []*generate.Embedding
 	for i, p := range g.Prompts {
-		e, err := pipeline.ReadEmbedding(embeddingPath(dir, i))
+		e, err := generate.ReadEmbedding(embeddingPath(dir, i))
 		if err != nil {
 			return nil, fmt.Errorf("--resume: %w", err)
 		}
@@ -267,7 +267,7 @@ func loadProgress(hooks Hooks, stage string) func(done, total int64) {
 
 // schedule returns the run's prompt schedule for the rollout: the text
 // files, then the prompts (indices as in config.GenerateSection.PromptSchedule).
-func schedule(g config.GenerateSection, embeds []*pipeline.Embedding) []rollout.PromptText {
+func schedule(g config.GenerateSection, embeds []*generate.Embedding) []rollout.PromptText {
 	var out []rollout.PromptText
 	for _, ts := range g.Texts {
 		out = append(out, rollout.PromptText{FromBlock: ts.FromBlock, Text: rollout.TextFile{Path: ts.Path, Tensor: ts.Tensor}})
@@ -299,8 +299,8 @@ func noiseSource(gc config.GenerateConfig, n *rollout.NoiseFile) (string, error)
 // and the horizons are encoded) are checked too: one that is missing or
 // differs from the checkpoint's, or all of them for a checkpoint that
 // records none (an earlier version's), are made again from the latents.
-func openVideo(dir string, m *vae.Model, ffmpeg string, g config.GenerateSection, gs *GenerateState, prov pipeline.Provenance, resume bool, start int, man rollout.Manifest, hooks Hooks) (*pipeline.VideoStream, error) {
-	vs, err := pipeline.NewVideoStream(m, pipeline.VideoOptions{Dir: dir, FFmpeg: ffmpeg, Tags: prov.Tags(), FPS: g.Video.FPS, CRF: g.Video.CRF,
+func openVideo(dir string, m *vae.Model, ffmpeg string, g config.GenerateSection, gs *GenerateState, prov generate.Provenance, resume bool, start int, man rollout.Manifest, hooks Hooks) (*generate.VideoStream, error) {
+	vs, err := generate.NewVideoStream(m, generate.VideoOptions{Dir: dir, FFmpeg: ffmpeg, Tags: prov.Tags(), FPS: g.Video.FPS, CRF: g.Video.CRF,
 		Lossless: filepath.Join(dir, DirState, DirVideoState), Mean: g.VAEMean, Std: g.VAEStd, Precision: g.Precision})
 	if err != nil {
 		return nil, err
@@ -366,7 +366,7 @@ func openVideo(dir string, m *vae.Model, ffmpeg string, g config.GenerateSection
 // finishVideo encodes video.mp4 from the video's segments (blocks of
 // them; one continuous encode of their lossless copies) and says where the
 // video is.
-func finishVideo(vs *pipeline.VideoStream, blocks int) (string, error) {
+func finishVideo(vs *generate.VideoStream, blocks int) (string, error) {
 	f := vs.Folder()
 	if blocks == 0 {
 		return "no video yet (no block finished)", nil
@@ -435,8 +435,8 @@ func resumeState(dir, cpPath string, gc config.GenerateConfig, hooks Hooks) (*Ge
 // newGenerateFolder prepares the run folder of a new generate run: its
 // configuration, the prompts' embeddings, the provenance, and in gs its
 // fingerprint, the inputs' and the empty state.
-func newGenerateFolder(dir string, force, overwriteOwn bool, gc config.GenerateConfig, gs *GenerateState, embeds []*pipeline.Embedding, text *pipeline.TextInputs) (pipeline.Provenance, error) {
-	var prov pipeline.Provenance
+func newGenerateFolder(dir string, force, overwriteOwn bool, gc config.GenerateConfig, gs *GenerateState, embeds []*generate.Embedding, text *generate.TextInputs) (generate.Provenance, error) {
+	var prov generate.Provenance
 	if err := Claim(dir, "generate", force, overwriteOwn); err != nil {
 		return prov, err
 	}
@@ -474,18 +474,18 @@ func newGenerateFolder(dir string, force, overwriteOwn bool, gc config.GenerateC
 
 // provenance describes a new run: its schedule, seed, policy, backbone and
 // the identity of every input file.
-func provenance(gc config.GenerateConfig, inputs []FileFingerprint, embeds []*pipeline.Embedding, text *pipeline.TextInputs) pipeline.Provenance {
+func provenance(gc config.GenerateConfig, inputs []FileFingerprint, embeds []*generate.Embedding, text *generate.TextInputs) generate.Provenance {
 	g := gc.Generate
-	p := pipeline.Provenance{Seed: uint64(gc.Run.Seed), Policy: gc.Policies[0], Backbone: g.Arch, Entry: g.Entry, Precision: g.Precision.String()}
+	p := generate.Provenance{Seed: uint64(gc.Run.Seed), Policy: gc.Policies[0], Backbone: g.Arch, Entry: g.Entry, Precision: g.Precision.String()}
 	if g.Backbone != config.BackboneNone {
 		p.Preset = g.Backbone.String()
 	}
 	for _, ts := range g.Texts {
-		p.Prompts = append(p.Prompts, pipeline.PromptRecord{FromBlock: ts.FromBlock, File: ts.Path})
+		p.Prompts = append(p.Prompts, generate.PromptRecord{FromBlock: ts.FromBlock, File: ts.Path})
 	}
 	for i, ps := range g.Prompts {
 		e := embeds[i]
-		p.Prompts = append(p.Prompts, pipeline.PromptRecord{FromBlock: ps.FromBlock, Text: ps.Text, Cleaned: e.Cleaned, Pieces: e.Pieces,
+		p.Prompts = append(p.Prompts, generate.PromptRecord{FromBlock: ps.FromBlock, Text: ps.Text, Cleaned: e.Cleaned, Pieces: e.Pieces,
 			Truncated: e.Truncated, File: embeddingName(i)})
 	}
 	for _, in := range inputs {
@@ -493,12 +493,12 @@ func provenance(gc config.GenerateConfig, inputs []FileFingerprint, embeds []*pi
 			continue
 		}
 		sum := filehash.Sum{Size: in.Size, SHA256: in.SHA256, Sampled: in.Size > filehash.Whole}
-		p.Files = append(p.Files, pipeline.FileRecord{Role: in.Role, Path: in.Path, Size: in.Size, Sum: sum.String()})
+		p.Files = append(p.Files, generate.FileRecord{Role: in.Role, Path: in.Path, Size: in.Size, Sum: sum.String()})
 	}
 	if text != nil && len(g.Prompts) > 0 {
 		p.Files = append(p.Files,
-			pipeline.FileRecord{Role: "text_encoder", Path: g.TextEncoder, Size: text.EncoderSum.Size, Sum: text.EncoderSum.String()},
-			pipeline.FileRecord{Role: "tokenizer", Path: text.TokenizerPath, Size: text.TokenizerSum.Size, Sum: text.TokenizerSum.String()})
+			generate.FileRecord{Role: "text_encoder", Path: g.TextEncoder, Size: text.EncoderSum.Size, Sum: text.EncoderSum.String()},
+			generate.FileRecord{Role: "tokenizer", Path: text.TokenizerPath, Size: text.TokenizerSum.Size, Sum: text.TokenizerSum.String()})
 	}
 	return p
 }

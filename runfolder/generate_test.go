@@ -12,8 +12,8 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/internal/goldendir"
-	"github.com/densitykv/densitykv/pipeline"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/vae"
 	"github.com/densitykv/densitykv/video"
@@ -104,7 +104,7 @@ func TestGenerateEndToEnd(t *testing.T) {
 			t.Errorf("tag %s = %q", k, info.Tags[k])
 		}
 	}
-	var prov pipeline.Provenance
+	var prov generate.Provenance
 	if err := ReadJSON(filepath.Join(rd, FileGeneration), &prov); err != nil || len(prov.Prompts) != 1 || !prov.Prompts[0].Truncated || len(prov.Files) != 4 {
 		t.Fatalf("generation.json: %+v %v", prov, err)
 	}
@@ -223,7 +223,7 @@ func TestGeneratePrecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	rd := filepath.Join(dir, "bf16")
-	var prov pipeline.Provenance
+	var prov generate.Provenance
 	if err := ReadJSON(filepath.Join(rd, FileGeneration), &prov); err != nil || prov.Precision != "bf16" {
 		t.Fatalf("generation.json precision %q (%v)", prov.Precision, err)
 	}
@@ -232,17 +232,17 @@ func TestGeneratePrecision(t *testing.T) {
 		t.Fatalf("%s precision %v (%v)", FileConfig, saved.Generate.Precision, err)
 	}
 	// The text encoder.
-	emb, err := pipeline.ReadEmbedding(embeddingPath(rd, 0))
+	emb, err := generate.ReadEmbedding(embeddingPath(rd, 0))
 	if err != nil || emb.Precision != "bf16" {
 		t.Fatalf("the run's embedding: precision %q (%v)", emb.Precision, err)
 	}
 	encode := func(p gemm.Precision) []float32 {
-		o := pipeline.TextOptions{Encoder: gc.Generate.TextEncoder, Tokenizer: gc.Generate.Tokenizer, TextLen: gc.Generate.Model.TextLen, Precision: p}
-		in, err := pipeline.CheckText(o)
+		o := generate.TextOptions{Encoder: gc.Generate.TextEncoder, Tokenizer: gc.Generate.Tokenizer, TextLen: gc.Generate.Model.TextLen, Precision: p}
+		in, err := generate.CheckText(o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		es, err := pipeline.EncodePrompts(o, in, []string{prompt})
+		es, err := generate.EncodePrompts(o, in, []string{prompt})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/memory"
-	"github.com/densitykv/densitykv/pipeline"
 	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/video"
@@ -48,7 +48,7 @@ type genRun struct {
 	gc                          config.GenerateConfig
 	g                           config.GenerateSection
 	in                          *genInputs
-	embeds                      []*pipeline.Embedding
+	embeds                      []*generate.Embedding
 	gs                          *GenerateState
 	st                          *RunState
 	hooks                       Hooks
@@ -59,7 +59,7 @@ type genRun struct {
 	pol      memory.Policy
 	run      memory.Policy // the policy the rollout calls: pol, traced, recorded
 	ro       rollout.RunOptions
-	prov     pipeline.Provenance
+	prov     generate.Provenance
 	mode     string // the video: "" (latents only), "png" or "mp4"
 	ffmpeg   string
 	idOffset int64 // provenance ids less this (the authors' ids)
@@ -67,7 +67,7 @@ type genRun struct {
 	sinks   []blockSink // every sink, in the order opened
 	trace   *traceSink
 	memlog  *memoryLogSink
-	vs      *pipeline.VideoStream // nil without a VAE
+	vs      *generate.VideoStream // nil without a VAE
 	hv      *horizonVideos
 	latents *rollout.Writer
 	// snapAt is the block of the checkpoint with a snapshot on disk (−1:
@@ -80,7 +80,7 @@ type genRun struct {
 
 // generateRun is one run into its folder with the models in in; a new run
 // claims its folder as a generate run (Claim with force and overwriteOwn).
-func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, embeds []*pipeline.Embedding, gs *GenerateState, resume, force, overwriteOwn bool, hooks Hooks) (*Result, error) {
+func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, embeds []*generate.Embedding, gs *GenerateState, resume, force, overwriteOwn bool, hooks Hooks) (*Result, error) {
 	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
 	r := &genRun{gc: gc, g: gc.Generate, in: in, embeds: embeds, gs: gs, st: &gs.RunState, hooks: hooks,
 		resume: resume, force: force, overwriteOwn: overwriteOwn,

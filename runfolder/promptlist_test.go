@@ -10,7 +10,7 @@ import (
 	"unicode"
 
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/pipeline"
+	"github.com/densitykv/densitykv/generate"
 )
 
 // pyTextDataset is a literal reading of TextDataset's
@@ -288,7 +288,7 @@ func TestGenerateListExtended(t *testing.T) {
 	if err != nil || len(res.Batch) != 1 || res.Batch[0].Prompt != "a cat" || res.Batch[0].State != "generated" {
 		t.Fatalf("%+v %v", res, err)
 	}
-	var prov pipeline.Provenance
+	var prov generate.Provenance
 	if err := ReadJSON(filepath.Join(BatchDir(filepath.Join(dir, "x"), 0), FileGeneration), &prov); err != nil || prov.Prompts[0].Text != "a grey cat sleeps on a sofa" {
 		t.Fatalf("generation.json %+v %v", prov, err)
 	}

@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/memory"
-	"github.com/densitykv/densitykv/pipeline"
 	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/rollout"
 )
@@ -182,12 +182,12 @@ func (s previewSink) block(b int, latents []float32, _ rollout.BlockLog) error {
 	return writePreview(s.dir, b, latents, s.C, s.H, s.W)
 }
 
-// videoSink decodes a block into its video segment (pipeline.VideoStream)
+// videoSink decodes a block into its video segment (generate.VideoStream)
 // and, for mp4, records the hashes of the segment and its lossless copy in
 // the run's state as soon as they are written (a resume checks them).
 type videoSink struct {
 	sinkBase
-	vs         *pipeline.VideoStream
+	vs         *generate.VideoStream
 	gs         *GenerateState
 	F, C, H, W int
 }

@@ -10,14 +10,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/pipeline"
+	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/t5"
 )
 
 func init() { register(newEncodeTextCmd) }
 
 func newEncodeTextCmd() *cobra.Command {
-	var o pipeline.TextOptions
+	var o generate.TextOptions
 	var prompt, outPath, precision string
 	var jsonOut, quiet bool
 	cmd := &cobra.Command{
@@ -45,7 +45,7 @@ A prompt longer than --text-len tokens is truncated, with a warning.`,
 			if st, err := os.Stat(filepath.Dir(outPath)); err != nil || !st.IsDir() {
 				return usagef("-o %s: folder %s does not exist", outPath, filepath.Dir(outPath))
 			}
-			in, err := pipeline.CheckText(o)
+			in, err := generate.CheckText(o)
 			if err != nil {
 				return usagef("--text-encoder/--tokenizer: %w", err)
 			}
@@ -63,7 +63,7 @@ A prompt longer than --text-len tokens is truncated, with a warning.`,
 			prog := newProgress(stderr, "encode (prompts)", 1, 0, quiet)
 			o.Progress = func(done, _ int) { prog.add(done - prog.done) }
 			began := time.Now()
-			es, err := pipeline.EncodePrompts(o, in, []string{prompt})
+			es, err := generate.EncodePrompts(o, in, []string{prompt})
 			prog.finish()
 			if err != nil {
 				return err

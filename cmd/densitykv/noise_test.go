@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/internal/goldendir"
-	"github.com/densitykv/densitykv/pipeline"
 	"github.com/densitykv/densitykv/runfolder"
 )
 
@@ -90,7 +90,7 @@ func TestGenerateNoiseReplay(t *testing.T) {
 	if v1, v2, vr := vid("s1"), vid("s2"), vid("replay"); !bytes.Equal(v1, vr) || bytes.Equal(v1, v2) {
 		t.Errorf("video streams: replay equal to seed 1 %v (want true), seed 2 equal to seed 1 %v (want false)", bytes.Equal(v1, vr), bytes.Equal(v1, v2))
 	}
-	var prov pipeline.Provenance
+	var prov generate.Provenance
 	if err := runfolder.ReadJSON(filepath.Join(dir, "replay", runfolder.FileGeneration), &prov); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package generate
 
 import (
 	"encoding/json"

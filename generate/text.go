@@ -1,4 +1,4 @@
-package pipeline
+package generate
 
 import (
 	"bytes"
@@ -71,30 +71,30 @@ type TextInputs struct {
 // names, shapes and dtypes. Errors name the file.
 func CheckText(o TextOptions) (*TextInputs, error) {
 	if o.Encoder == "" || o.Tokenizer == "" {
-		return nil, fmt.Errorf("pipeline: text: need a text encoder (%q) and a tokenizer (%q)", o.Encoder, o.Tokenizer)
+		return nil, fmt.Errorf("generate: text: need a text encoder (%q) and a tokenizer (%q)", o.Encoder, o.Tokenizer)
 	}
 	if o.TextLen < 1 || o.TextLen > tokenizer.MaxTextLen {
-		return nil, fmt.Errorf("pipeline: text: text length %d, want 1..%d", o.TextLen, tokenizer.MaxTextLen)
+		return nil, fmt.Errorf("generate: text: text length %d, want 1..%d", o.TextLen, tokenizer.MaxTextLen)
 	}
 	in := &TextInputs{}
 	var err error
 	if in.TokenizerPath, err = weights.TokenizerFile(o.Tokenizer); err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, fmt.Errorf("generate: %w", err)
 	}
 	if in.Tokenizer, err = tokenizer.Load(in.TokenizerPath); err != nil {
-		return nil, fmt.Errorf("pipeline: tokenizer %s: %w", o.Tokenizer, err)
+		return nil, fmt.Errorf("generate: tokenizer %s: %w", o.Tokenizer, err)
 	}
 	if in.TokenizerSum, err = filehash.File(in.TokenizerPath); err != nil {
-		return nil, fmt.Errorf("pipeline: tokenizer: %w", err)
+		return nil, fmt.Errorf("generate: tokenizer: %w", err)
 	}
 	if in.Encoder, err = t5.Inspect(o.Encoder, t5.LoadOptions{}); err != nil {
-		return nil, fmt.Errorf("pipeline: text encoder: %w", err)
+		return nil, fmt.Errorf("generate: text encoder: %w", err)
 	}
 	if err := CheckVocab(in.Tokenizer.VocabSize(), in.Encoder.Vocab); err != nil {
-		return nil, fmt.Errorf("pipeline: tokenizer %s and text encoder %s: %w", o.Tokenizer, o.Encoder, err)
+		return nil, fmt.Errorf("generate: tokenizer %s and text encoder %s: %w", o.Tokenizer, o.Encoder, err)
 	}
 	if in.EncoderSum, err = filehash.Path(o.Encoder); err != nil {
-		return nil, fmt.Errorf("pipeline: text encoder: %w", err)
+		return nil, fmt.Errorf("generate: text encoder: %w", err)
 	}
 	return in, nil
 }
@@ -210,20 +210,20 @@ func EncodePrompts(o TextOptions, in *TextInputs, prompts []string) ([]*Embeddin
 		}
 		tok, err := in.Tokenizer.EncodeT5(p, o.TextLen)
 		if err != nil {
-			return nil, fmt.Errorf("pipeline: prompt %d: %w", i, err)
+			return nil, fmt.Errorf("generate: prompt %d: %w", i, err)
 		}
 		jobs = append(jobs, job{i, tok})
 	}
 	if len(jobs) > 0 {
 		m, err := t5.Load(o.Encoder, t5.LoadOptions{Precision: o.Precision, Progress: o.Loading})
 		if err != nil {
-			return nil, fmt.Errorf("pipeline: text encoder: %w", err)
+			return nil, fmt.Errorf("generate: text encoder: %w", err)
 		}
 		if o.Loaded != nil {
 			o.Loaded(m.Loaded)
 		}
 		if m.Config != in.Encoder {
-			return nil, fmt.Errorf("pipeline: text encoder %s changed since it was checked", o.Encoder)
+			return nil, fmt.Errorf("generate: text encoder %s changed since it was checked", o.Encoder)
 		}
 		for n, j := range jobs {
 			mask := make([]int32, len(j.tok.Mask))
@@ -234,19 +234,19 @@ func EncodePrompts(o TextOptions, in *TextInputs, prompts []string) ([]*Embeddin
 			}
 			v, err := m.Encode(j.tok.IDs, mask)
 			if err != nil {
-				return nil, fmt.Errorf("pipeline: prompt %d: %w", j.i, err)
+				return nil, fmt.Errorf("generate: prompt %d: %w", j.i, err)
 			}
 			p := prompts[j.i]
 			e := &Embedding{Prompt: p, Cleaned: j.tok.Cleaned, Pieces: j.tok.Pieces, SeqLen: j.tok.SeqLen, TextLen: o.TextLen,
 				Truncated: j.tok.Truncated, Precision: o.Precision.String(), Dim: m.Config.Dim, Values: v, Encoder: in.EncoderSum.String(), Tokenizer: in.TokenizerSum.String(),
 				Key: in.CacheKey(p, o.TextLen, o.Precision)}
 			if err := e.check(); err != nil {
-				return nil, fmt.Errorf("pipeline: prompt %d: %w", j.i, err)
+				return nil, fmt.Errorf("generate: prompt %d: %w", j.i, err)
 			}
 			out[j.i] = e
 			if o.CacheDir != "" {
 				if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
-					return nil, fmt.Errorf("pipeline: text cache: %w", err)
+					return nil, fmt.Errorf("generate: text cache: %w", err)
 				}
 				if err := e.Write(CachePath(o.CacheDir, e.Key)); err != nil {
 					return nil, err
@@ -321,7 +321,7 @@ func (e *Embedding) Write(path string) error {
 		return checkpoint.WriteSafetensors(w, []checkpoint.WriteTensor{{Name: embeddingTensor, Shape: []int{e.SeqLen, e.Dim}, Data: e.Values}}, meta)
 	})
 	if err != nil {
-		return fmt.Errorf("pipeline: write embedding %s: %w", path, err)
+		return fmt.Errorf("generate: write embedding %s: %w", path, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package pipeline
+package generate
 
 import (
 	"fmt"
@@ -54,11 +54,11 @@ func (s *VideoStream) OnFrame(fn func(rgb []byte, h, w int) error) { s.onFrame =
 func NewVideoStream(m *vae.Model, o VideoOptions) (*VideoStream, error) {
 	dec, err := m.NewDecoder(vae.Options{Mean: o.Mean, Std: o.Std, Precision: o.Precision})
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, fmt.Errorf("generate: %w", err)
 	}
 	f, err := video.Open(o.Dir, video.Options{FFmpeg: o.FFmpeg, Tags: o.Tags, FPS: o.FPS, CRF: o.CRF, Lossless: o.Lossless})
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, fmt.Errorf("generate: %w", err)
 	}
 	return &VideoStream{m: m, dec: dec, folder: f}, nil
 }
@@ -86,10 +86,10 @@ func (s *VideoStream) Bytes() int64 { return s.dec.Bytes() }
 // the block); a run that stops there continues with Resume.
 func (s *VideoStream) Block(b int, z []float32, t, c, h, w int) error {
 	if s.broken != nil {
-		return fmt.Errorf("pipeline: video: block %d after an earlier failure: %w", b, s.broken)
+		return fmt.Errorf("generate: video: block %d after an earlier failure: %w", b, s.broken)
 	}
 	if b != s.blocks {
-		return fmt.Errorf("pipeline: video: block %d decoded after %d blocks, want block %d", b, s.blocks, s.blocks)
+		return fmt.Errorf("generate: video: block %d decoded after %d blocks, want block %d", b, s.blocks, s.blocks)
 	}
 	sc := s.m.Cfg.SpatialScale()
 	seg, err := s.folder.Begin(b, s.pixels, sc*w, sc*h)
@@ -119,7 +119,7 @@ func (s *VideoStream) Block(b int, z []float32, t, c, h, w int) error {
 		if s.dec.LatentFrames() != before {
 			s.broken = err // the decoder consumed (part of) the block
 		}
-		return fmt.Errorf("pipeline: video: block %d: %w", b, err)
+		return fmt.Errorf("generate: video: block %d: %w", b, err)
 	}
 	s.pixels += seg.Frames()
 	s.blocks++
@@ -132,7 +132,7 @@ func (s *VideoStream) Block(b int, z []float32, t, c, h, w int) error {
 func (s *VideoStream) Finish() (string, error) {
 	out, n, err := s.folder.Video()
 	if err == nil && n != s.pixels {
-		err = fmt.Errorf("pipeline: video: %s has %d frames, the stream %d", out, n, s.pixels)
+		err = fmt.Errorf("generate: video: %s has %d frames, the stream %d", out, n, s.pixels)
 	}
 	return out, err
 }
@@ -187,15 +187,15 @@ func WarmupFrames(m *vae.Model) int {
 // (warm-up and copies).
 func (s *VideoStream) Resume(start, framesPerBlock, c, h, w int, latents func(block int) ([]float32, error), progress func(done, total int)) error {
 	if s.blocks != 0 || s.dec.LatentFrames() != 0 {
-		return fmt.Errorf("pipeline: video: Resume on a stream already under way")
+		return fmt.Errorf("generate: video: Resume on a stream already under way")
 	}
 	if start < 0 || framesPerBlock <= 0 {
-		return fmt.Errorf("pipeline: video: resume at block %d of %d frames", start, framesPerBlock)
+		return fmt.Errorf("generate: video: resume at block %d of %d frames", start, framesPerBlock)
 	}
 	nLat := start * framesPerBlock
 	pixels := s.m.Cfg.PixelFrames(0, nLat)
 	if err := s.folder.Truncate(start, pixels); err != nil {
-		return fmt.Errorf("pipeline: video: resume at block %d: %w", start, err)
+		return fmt.Errorf("generate: video: resume at block %d: %w", start, err)
 	}
 	warmFrom := func(b int) int { return max(0, b*framesPerBlock-WarmupFrames(s.m)) / framesPerBlock }
 	from := warmFrom(start)
@@ -209,14 +209,14 @@ func (s *VideoStream) Resume(start, framesPerBlock, c, h, w int, latents func(bl
 	for b := from; b < start; b++ {
 		z, err := latents(b)
 		if err != nil {
-			return fmt.Errorf("pipeline: video: warm-up block %d: %w", b, err)
+			return fmt.Errorf("generate: video: warm-up block %d: %w", b, err)
 		}
 		keep := func(int, []float32) error { return nil }
 		var seg *video.Segment
 		if missing[b] {
 			if seg, err = s.folder.BeginLossless(b, sc*w, sc*h); err != nil {
 				s.dec.Reset()
-				return fmt.Errorf("pipeline: video: block %d: %w", b, err)
+				return fmt.Errorf("generate: video: block %d: %w", b, err)
 			}
 			if len(s.rgb) != 3*sc*w*sc*h {
 				s.rgb = make([]byte, 3*sc*w*sc*h)
@@ -236,7 +236,7 @@ func (s *VideoStream) Resume(start, framesPerBlock, c, h, w int, latents func(bl
 		}
 		if err != nil {
 			s.dec.Reset()
-			return fmt.Errorf("pipeline: video: warm-up block %d: %w", b, err)
+			return fmt.Errorf("generate: video: warm-up block %d: %w", b, err)
 		}
 		if progress != nil {
 			progress(b-from+1, start-from)

@@ -1,4 +1,4 @@
-package pipeline
+package generate
 
 import (
 	"fmt"
@@ -19,11 +19,11 @@ import (
 func CheckBackbone(path, entry string, cfg wan.Config) error {
 	src, err := weights.Open(path, weights.DiT, weights.Options{Entry: entry})
 	if err != nil {
-		return fmt.Errorf("pipeline: backbone: %w", err)
+		return fmt.Errorf("generate: backbone: %w", err)
 	}
 	defer src.Close()
 	if err := wan.Check(src, cfg); err != nil {
-		return fmt.Errorf("pipeline: backbone: %w", err)
+		return fmt.Errorf("generate: backbone: %w", err)
 	}
 	return nil
 }
@@ -34,13 +34,13 @@ func CheckBackbone(path, entry string, cfg wan.Config) error {
 func LoadVAE(path string, mean, std []float32, channels int) (*vae.Model, error) {
 	m, err := vae.Load(path)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, fmt.Errorf("generate: %w", err)
 	}
 	if channels > 0 && m.Cfg.ZDim != channels {
-		return nil, fmt.Errorf("pipeline: VAE %s decodes %d latent channels, the DiT makes %d", path, m.Cfg.ZDim, channels)
+		return nil, fmt.Errorf("generate: VAE %s decodes %d latent channels, the DiT makes %d", path, m.Cfg.ZDim, channels)
 	}
 	if _, err := m.NewDecoder(vae.Options{Mean: mean, Std: std}); err != nil {
-		return nil, fmt.Errorf("pipeline: VAE %s: %w", path, err)
+		return nil, fmt.Errorf("generate: VAE %s: %w", path, err)
 	}
 	return m, nil
 }

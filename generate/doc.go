@@ -1,6 +1,7 @@
-// Package pipeline holds the stages that turn prompts into video around
-// the rollout (issue #12): the text stage before it and the video stage
-// after it, as Wan2.1 and the DensityKV release chain them.
+// Package generate holds the stages that turn prompts into video around
+// the rollout (issue #12; it was package pipeline): the text stage before
+// it and the video stage after it, as Wan2.1 and the DensityKV release
+// chain them.
 //
 //	prompt ──Clean, SentencePiece, T5 layout (tokenizer)──▶ ids, mask [TextLen]
 //	       ──umT5 encoder (t5)──▶ Embedding [SeqLen][4096]       EncodePrompts (cached)
@@ -49,4 +50,4 @@
 // rollout with each block decoded into the video as it finishes.
 // runfolder.GenerateBatch runs a list of prompts (generate --prompts), one
 // run folder each.
-package pipeline
+package generate
