@@ -173,40 +173,7 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 	} else if err := checkListFolder(dir, list, ident, man, o.Force); err != nil {
 		return nil, err
 	}
-	// What each prompt needs: nothing (complete or blank), resume, a new
-	// run, or (skip_existing false) a run again.
-	entries := make([]BatchEntry, len(mine))
-	var encode []config.PromptSpec
-	var encodeAt []int
-	redo := map[int]bool{}
-	for k, i := range mine {
-		sd := BatchDir(dir, i)
-		e := &entries[k]
-		*e = BatchEntry{Index: i, Prompt: list.Prompts[i], Dir: sd, State: "pending"}
-		if list.Blank(i) {
-			e.State = "blank"
-			hooks.warn("prompt %d (line %d of %s) is blank: no video (the authors' TextDataset would make one from the empty prompt)", i, i+1, list.Path)
-			continue
-		}
-		if video, ok := completeRun(sd, g); ok && g.SkipExisting {
-			e.State, e.Video = "done", video
-			continue
-		} else if ok || !g.SkipExisting {
-			redo[k] = true
-		}
-		checkpointed, _ := Status(sd)
-		switch {
-		case o.DryRun && redo[k]:
-			e.State = "to redo"
-		case o.DryRun && checkpointed:
-			e.State = "to resume"
-		case o.DryRun:
-			e.State = "to generate"
-		}
-		if redo[k] || !checkpointed {
-			encode, encodeAt = append(encode, config.PromptSpec{Text: list.Text(i)}), append(encodeAt, k)
-		}
-	}
+	entries, encode, encodeAt, redo := planList(dir, g, list, mine, o.DryRun, hooks)
 	res := &Result{Batch: entries}
 	if o.DryRun {
 		return res, nil
@@ -300,6 +267,44 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 		return nil, err
 	}
 	return res, nil
+}
+
+// planList says what each prompt of mine (indices into list) needs:
+// nothing (complete or blank), resume, a new run, or (skip_existing false)
+// a run again (redo, by place in mine). encode are the prompts to encode,
+// encodeAt their places in mine; a dry run's entries say what it would do.
+func planList(dir string, g config.GenerateSection, list *PromptList, mine []int, dryRun bool, hooks Hooks) (entries []BatchEntry, encode []config.PromptSpec, encodeAt []int, redo map[int]bool) {
+	entries = make([]BatchEntry, len(mine))
+	redo = map[int]bool{}
+	for k, i := range mine {
+		sd := BatchDir(dir, i)
+		e := &entries[k]
+		*e = BatchEntry{Index: i, Prompt: list.Prompts[i], Dir: sd, State: "pending"}
+		if list.Blank(i) {
+			e.State = "blank"
+			hooks.warn("prompt %d (line %d of %s) is blank: no video (the authors' TextDataset would make one from the empty prompt)", i, i+1, list.Path)
+			continue
+		}
+		if video, ok := completeRun(sd, g); ok && g.SkipExisting {
+			e.State, e.Video = "done", video
+			continue
+		} else if ok || !g.SkipExisting {
+			redo[k] = true
+		}
+		checkpointed, _ := Status(sd)
+		switch {
+		case dryRun && redo[k]:
+			e.State = "to redo"
+		case dryRun && checkpointed:
+			e.State = "to resume"
+		case dryRun:
+			e.State = "to generate"
+		}
+		if redo[k] || !checkpointed {
+			encode, encodeAt = append(encode, config.PromptSpec{Text: list.Text(i)}), append(encodeAt, k)
+		}
+	}
+	return entries, encode, encodeAt, redo
 }
 
 // runListPrompt makes prompt i of a list (resuming its checkpoint unless

@@ -113,6 +113,51 @@ const (
 	FileReportMD = "report.md"
 )
 
+// readListFolders reads the list of the folders dirs (the first's
+// configuration and prompts; the others must hold the same list) into
+// rep.List, with every shard's status in rep.Shards.
+func readListFolders(dirs []string, rep *Report) (gc config.GenerateConfig, prompts *PromptList, err error) {
+	for k, d := range dirs {
+		var man ListManifest
+		if err := ReadJSON(filepath.Join(d, FileList), &man); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return gc, nil, userf("collect: %s is not a prompt-list folder (no %s; generate --prompts makes one)", d, FileList)
+			}
+			return gc, nil, fmt.Errorf("collect: %w", err)
+		}
+		if k == 0 {
+			rep.List = man
+			b, err := readRecord(filepath.Join(d, FileBatch))
+			if err != nil {
+				return gc, nil, fmt.Errorf("collect: %w", err)
+			}
+			if _, err := config.Decode(b, &gc, false); err != nil {
+				return gc, nil, fmt.Errorf("collect: %s: %w", filepath.Join(d, FileBatch), err)
+			}
+			ext := ""
+			if _, err := os.Stat(filepath.Join(d, FileBatchExtended)); err == nil {
+				ext = filepath.Join(d, FileBatchExtended)
+			}
+			if prompts, err = ReadPromptList(filepath.Join(d, FileBatchPrompts), ext); err != nil {
+				return gc, nil, fmt.Errorf("collect: %w", err)
+			}
+		} else if man.PromptsSHA256 != rep.List.PromptsSHA256 || man.ConfigSHA256 != rep.List.ConfigSHA256 || !slices.Equal(man.Selected, rep.List.Selected) ||
+			sameListInputs(man.Inputs, rep.List.Inputs) != nil {
+			return gc, nil, userf("collect: %s holds another list than %s (prompts %.12s…/%.12s…, configuration %.12s…/%.12s…)",
+				d, dirs[0], man.PromptsSHA256, rep.List.PromptsSHA256, man.ConfigSHA256, rep.List.ConfigSHA256)
+		}
+		shards, _ := filepath.Glob(filepath.Join(d, DirShards, "shard-*.json"))
+		for _, f := range shards {
+			var st ShardStatus
+			if err := ReadJSON(f, &st); err != nil {
+				return gc, nil, fmt.Errorf("collect: %w", err)
+			}
+			rep.Shards = append(rep.Shards, ReportShard{File: f, Shard: st.Shard, Host: st.Host, Updated: st.Updated, Complete: st.Complete, Prompts: len(st.Entries)})
+		}
+	}
+	return gc, prompts, nil
+}
+
 // Collect merges the folders of one prompt list (one folder shared by its
 // shards, or one folder per shard, copied from several machines) into one
 // report. Every folder must hold the same list (list.json: prompts,
@@ -123,45 +168,9 @@ func Collect(dirs []string) (*Report, error) {
 		return nil, userf("collect: no list folder given")
 	}
 	rep := &Report{Folders: dirs}
-	var gc config.GenerateConfig
-	var prompts *PromptList
-	for k, d := range dirs {
-		var man ListManifest
-		if err := ReadJSON(filepath.Join(d, FileList), &man); err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return nil, userf("collect: %s is not a prompt-list folder (no %s; generate --prompts makes one)", d, FileList)
-			}
-			return nil, fmt.Errorf("collect: %w", err)
-		}
-		if k == 0 {
-			rep.List = man
-			b, err := readRecord(filepath.Join(d, FileBatch))
-			if err != nil {
-				return nil, fmt.Errorf("collect: %w", err)
-			}
-			if _, err := config.Decode(b, &gc, false); err != nil {
-				return nil, fmt.Errorf("collect: %s: %w", filepath.Join(d, FileBatch), err)
-			}
-			ext := ""
-			if _, err := os.Stat(filepath.Join(d, FileBatchExtended)); err == nil {
-				ext = filepath.Join(d, FileBatchExtended)
-			}
-			if prompts, err = ReadPromptList(filepath.Join(d, FileBatchPrompts), ext); err != nil {
-				return nil, fmt.Errorf("collect: %w", err)
-			}
-		} else if man.PromptsSHA256 != rep.List.PromptsSHA256 || man.ConfigSHA256 != rep.List.ConfigSHA256 || !slices.Equal(man.Selected, rep.List.Selected) ||
-			sameListInputs(man.Inputs, rep.List.Inputs) != nil {
-			return nil, userf("collect: %s holds another list than %s (prompts %.12s…/%.12s…, configuration %.12s…/%.12s…)",
-				d, dirs[0], man.PromptsSHA256, rep.List.PromptsSHA256, man.ConfigSHA256, rep.List.ConfigSHA256)
-		}
-		shards, _ := filepath.Glob(filepath.Join(d, DirShards, "shard-*.json"))
-		for _, f := range shards {
-			var st ShardStatus
-			if err := ReadJSON(f, &st); err != nil {
-				return nil, fmt.Errorf("collect: %w", err)
-			}
-			rep.Shards = append(rep.Shards, ReportShard{File: f, Shard: st.Shard, Host: st.Host, Updated: st.Updated, Complete: st.Complete, Prompts: len(st.Entries)})
-		}
+	gc, prompts, err := readListFolders(dirs, rep)
+	if err != nil {
+		return nil, err
 	}
 	logs := map[string]*logAcc{}
 	drifts := map[string]*driftAcc{}

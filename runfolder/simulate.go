@@ -138,24 +138,113 @@ func commitComplete(dir string, st *RunState) error {
 	return nil
 }
 
+// newSimulateRun makes a simulate run's policies and its state before
+// block 0.
+func newSimulateRun(cfg config.Config) ([]memory.Policy, *RunState, error) {
+	pols := make([]memory.Policy, len(cfg.Policies))
+	for i, name := range cfg.Policies {
+		p, err := memory.New(name, cfg.Memory)
+		if err != nil {
+			return nil, nil, fmt.Errorf("policy %s: %w", name, err)
+		}
+		pols[i] = p
+	}
+	st := &RunState{Adm: NewAdmissions(cfg)}
+	for _, n := range cfg.Policies {
+		st.Totals = append(st.Totals, &PolicyTotals{Policy: n})
+	}
+	st.Bytes = make([][]int64, len(pols))
+	return pols, st, nil
+}
+
+// resumeSimulate restores a stopped simulate run from its checkpoint in
+// dir: st and the policies' snapshots, or (policies that cannot be
+// snapshotted) the block to replay the stream to without logging it again
+// (replayTo; 0 when restored from snapshots).
+func resumeSimulate(cfg config.Config, dir string, pols []memory.Policy, st *RunState) (replayTo int, err error) {
+	blocks := cfg.Blocks()
+	// Temporary files of writes a crash interrupted.
+	if err := atomicfile.CleanTemps(dir); err != nil {
+		return 0, fmt.Errorf("--resume: %w", err)
+	}
+	var saved RunState
+	if err := readSealed(filepath.Join(dir, DirState, FileCheckpoint), SimulateCheckpoint, simCheckpointVersion, &saved); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			again := "start it again without --resume"
+			if _, logged := Status(dir); logged {
+				again += " and with --force (its log has blocks it cannot continue from)"
+			}
+			return 0, userf("--resume: %s has no checkpoint (%s): the run stopped before saving one; %s", dir, filepath.Join(DirState, FileCheckpoint), again)
+		}
+		return 0, fmt.Errorf("--resume: %w", err)
+	}
+	if saved.NextBlock > blocks {
+		return 0, fmt.Errorf("--resume: checkpoint at block %d beyond the run's %d blocks", saved.NextBlock, blocks)
+	}
+	if saved.NextBlock == blocks {
+		return 0, userf("--resume: %s is already complete (%d blocks); densitykv trace %s re-renders its plots", dir, blocks, dir)
+	}
+	if saved.Snapshots {
+		for i, p := range pols {
+			sn, ok := p.(memory.Snapshotter)
+			if !ok {
+				return 0, fmt.Errorf("--resume: policy %s cannot load the checkpoint's snapshot", cfg.Policies[i])
+			}
+			if err := loadSnapshot(filepath.Join(dir, DirState, SnapshotName(i, cfg.Policies[i], saved.NextBlock)), sn); err != nil {
+				return 0, fmt.Errorf("--resume: policy %s: %w", cfg.Policies[i], err)
+			}
+		}
+		*st = saved
+		if st.Adm == nil {
+			st.Adm = NewAdmissions(cfg)
+		}
+	} else {
+		replayTo = saved.NextBlock
+	}
+	st.LogBytes = saved.LogBytes
+	return replayTo, nil
+}
+
+// checkpointSimulate records a simulate run's completed blocks (the memory
+// log synced and its size noted); with snaps it also saves the policies'
+// state (not needed once the run is complete).
+func checkpointSimulate(cfg config.Config, stateDir string, logw *LogWriter, pols []memory.Policy, st *RunState, snaps bool) error {
+	n, err := logw.Sync()
+	if err != nil {
+		return fmt.Errorf("memory log: %w", err)
+	}
+	st.LogBytes = n
+	st.Snapshots = snaps
+	if snaps {
+		for i, p := range pols {
+			if err := saveSnapshot(filepath.Join(stateDir, SnapshotName(i, cfg.Policies[i], st.NextBlock)), p.(memory.Snapshotter)); err != nil {
+				return fmt.Errorf("checkpoint: policy %s: %w", cfg.Policies[i], err)
+			}
+		}
+	}
+	// checkpoint.json names the block of its snapshots; it is written
+	// last, so a crash in between leaves the previous checkpoint valid.
+	if err := writeSealed(filepath.Join(stateDir, FileCheckpoint), SimulateCheckpoint, simCheckpointVersion, st); err != nil {
+		return err
+	}
+	old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
+	for _, f := range old {
+		if !strings.HasSuffix(f, fmt.Sprintf("-b%06d.snap", st.NextBlock)) || !snaps {
+			os.Remove(f)
+		}
+	}
+	return nil
+}
+
 // simulate is Simulate's run; st is nil when it stopped before restoring a
 // state.
 func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, hooks Hooks) (st *RunState, interrupted bool, replayed int, err error) {
 	L := cfg.Memory.Layout.Layers
 	blocks := cfg.Blocks()
-	pols := make([]memory.Policy, len(cfg.Policies))
-	for i, name := range cfg.Policies {
-		p, err := memory.New(name, cfg.Memory)
-		if err != nil {
-			return nil, false, 0, fmt.Errorf("policy %s: %w", name, err)
-		}
-		pols[i] = p
+	pols, st, err := newSimulateRun(cfg)
+	if err != nil {
+		return nil, false, 0, err
 	}
-	st = &RunState{Adm: NewAdmissions(cfg)}
-	for _, n := range cfg.Policies {
-		st.Totals = append(st.Totals, &PolicyTotals{Policy: n})
-	}
-	st.Bytes = make([][]int64, len(pols))
 
 	stateDir := filepath.Join(dir, DirState)
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
@@ -182,45 +271,9 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 	}()
 	replayTo := 0
 	if resume {
-		// Temporary files of writes a crash interrupted.
-		if err := atomicfile.CleanTemps(dir); err != nil {
-			return nil, false, 0, fmt.Errorf("--resume: %w", err)
+		if replayTo, err = resumeSimulate(cfg, dir, pols, st); err != nil {
+			return nil, false, 0, err
 		}
-		var saved RunState
-		if err := readSealed(filepath.Join(stateDir, FileCheckpoint), SimulateCheckpoint, simCheckpointVersion, &saved); err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				again := "start it again without --resume"
-				if _, logged := Status(dir); logged {
-					again += " and with --force (its log has blocks it cannot continue from)"
-				}
-				return nil, false, 0, userf("--resume: %s has no checkpoint (%s): the run stopped before saving one; %s", dir, filepath.Join(DirState, FileCheckpoint), again)
-			}
-			return nil, false, 0, fmt.Errorf("--resume: %w", err)
-		}
-		if saved.NextBlock > blocks {
-			return nil, false, 0, fmt.Errorf("--resume: checkpoint at block %d beyond the run's %d blocks", saved.NextBlock, blocks)
-		}
-		if saved.NextBlock == blocks {
-			return nil, false, 0, userf("--resume: %s is already complete (%d blocks); densitykv trace %s re-renders its plots", dir, blocks, dir)
-		}
-		if saved.Snapshots {
-			for i, p := range pols {
-				sn, ok := p.(memory.Snapshotter)
-				if !ok {
-					return nil, false, 0, fmt.Errorf("--resume: policy %s cannot load the checkpoint's snapshot", cfg.Policies[i])
-				}
-				if err := loadSnapshot(filepath.Join(stateDir, SnapshotName(i, cfg.Policies[i], saved.NextBlock)), sn); err != nil {
-					return nil, false, 0, fmt.Errorf("--resume: policy %s: %w", cfg.Policies[i], err)
-				}
-			}
-			*st = saved
-			if st.Adm == nil {
-				st.Adm = NewAdmissions(cfg)
-			}
-		} else {
-			replayTo = saved.NextBlock
-		}
-		st.LogBytes = saved.LogBytes
 	}
 	logw, err := OpenLog(filepath.Join(dir, FileLog), st.LogBytes)
 	if err != nil {
@@ -252,35 +305,8 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 		hooks.Start(st.NextBlock, blocks)
 	}
 
-	// checkpoint records the completed blocks; with snaps it also saves the
-	// policies' state (not needed once the run is complete).
 	checkpoint := func(snaps bool) error {
-		n, err := logw.Sync()
-		if err != nil {
-			return fmt.Errorf("memory log: %w", err)
-		}
-		st.LogBytes = n
-		snaps = snaps && canSnap
-		st.Snapshots = snaps
-		if snaps {
-			for i, p := range pols {
-				if err := saveSnapshot(filepath.Join(stateDir, SnapshotName(i, cfg.Policies[i], st.NextBlock)), p.(memory.Snapshotter)); err != nil {
-					return fmt.Errorf("checkpoint: policy %s: %w", cfg.Policies[i], err)
-				}
-			}
-		}
-		// checkpoint.json names the block of its snapshots; it is written
-		// last, so a crash in between leaves the previous checkpoint valid.
-		if err := writeSealed(filepath.Join(stateDir, FileCheckpoint), SimulateCheckpoint, simCheckpointVersion, st); err != nil {
-			return err
-		}
-		old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
-		for _, f := range old {
-			if !strings.HasSuffix(f, fmt.Sprintf("-b%06d.snap", st.NextBlock)) || !snaps {
-				os.Remove(f)
-			}
-		}
-		return nil
+		return checkpointSimulate(cfg, stateDir, logw, pols, st, snaps && canSnap)
 	}
 	attend := make([][]float64, len(pols)) // [policy][layer] of the block
 	for i := range attend {
