@@ -34,12 +34,16 @@ import (
 //     embedding cache), and the encoder is released;
 //  3. the backbone is loaded and the run folder made;
 //  4. the rollout (package rollout's generate path) streams every finished
-//     block into the folder: latent shards and manifest, the memory log, the
-//     DensityKV provenance and admissions, the attention trace
-//     (record.AttentionTracer), the latent preview, and with a VAE the block
-//     decoded into its video segment (generate.VideoStream);
+//     block into the folder, each output a blockSink: latent shards and
+//     manifest, the memory log, the DensityKV provenance and admissions, the
+//     attention trace (record.AttentionTracer), the latent preview, the
+//     drift records, and with a VAE the block decoded into its video
+//     segment (generate.VideoStream) and the horizons;
 //  5. summary.json, the figures, latent_preview.mp4 and video.mp4 (the
 //     segments joined) at the end.
+//
+// Steps 3 to 5 are genRun's, which states the order of writes and
+// checkpoints that a crash or a stop at any point can be resumed from.
 //
 // Errors in an input are *UserError (the backbone's or a text file's wrap
 // a *rollout.InputError). With resume it continues a stopped run from its
