@@ -368,3 +368,11 @@ func loadSnapshot(path string, s memory.Snapshotter) error {
 	}
 	return nil
 }
+
+// embeddingName is prompt i's embedding's path in the run folder.
+func embeddingName(i int) string {
+	return filepath.Join(DirText, fmt.Sprintf("prompt_%02d.safetensors", i))
+}
+
+// embeddingPath is the run folder's copy of prompt i's embedding.
+func embeddingPath(dir string, i int) string { return filepath.Join(dir, embeddingName(i)) }

@@ -14,6 +14,7 @@ import (
 	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/filehash"
+	"github.com/densitykv/densitykv/internal/finite"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/ragae"
 	"github.com/densitykv/densitykv/record"
@@ -203,14 +204,6 @@ func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.Pro
 	hooks.info("text: %d prompts (%d from the cache %s) in %.1f s", len(prompts), cached, g.TextCache, time.Since(began).Seconds())
 	return embeds, nil
 }
-
-// embeddingName is prompt i's embedding's path in the run folder.
-func embeddingName(i int) string {
-	return filepath.Join(DirText, fmt.Sprintf("prompt_%02d.safetensors", i))
-}
-
-// embeddingPath is the run folder's copy of prompt i's embedding.
-func embeddingPath(dir string, i int) string { return filepath.Join(dir, embeddingName(i)) }
 
 // readRunEmbeddings reads a resumed run's prompt embeddings from its
 // folder (their fingerprints are checked with the other inputs).
@@ -618,4 +611,42 @@ func setRAGAE(pol memory.Policy, gc config.GenerateConfig) error {
 		return fmt.Errorf("--rag-ae: %w", err)
 	}
 	return rag.SetDescriber(d)
+}
+
+// checkTextProjections checks that every prompt's text embedding and the
+// cross-attention keys and values every layer projects from it are finite:
+// text values near float32's limit (3e38) pass the input check but
+// overflow to ±Inf or NaN in these products, which would fail mid-run.
+// The error names the text file, its tensor, the layer and the position.
+func checkTextProjections(gen *rollout.Generator, texts []config.TextSpec) error {
+	for i, p := range gen.Prompts {
+		t := p.Text
+		name := p.Name
+		if i < len(texts) {
+			name = "--text " + texts[i].Path
+			if texts[i].Tensor != "" {
+				name += fmt.Sprintf(" (tensor %q)", texts[i].Tensor)
+			}
+		}
+		check := func(what string, v []float32) error {
+			if j := finite.First(v); j >= 0 {
+				d := gen.Model.Cfg.Dim
+				return userf("%s: the text embedding overflows float32 in %s: %v at row %d column %d (the text values are too large for the model; check the text encoder's output)",
+					name, what, v[j], j/d, j%d)
+			}
+			return nil
+		}
+		if err := check("the text embedding projection", t.Embed); err != nil {
+			return err
+		}
+		for l := range t.K {
+			if err := check(fmt.Sprintf("layer %d's cross-attention keys", l), t.K[l]); err != nil {
+				return err
+			}
+			if err := check(fmt.Sprintf("layer %d's cross-attention values", l), t.V[l]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

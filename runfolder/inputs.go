@@ -1,14 +1,11 @@
 package runfolder
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/atomicfile"
-	"github.com/densitykv/densitykv/internal/finite"
-	"github.com/densitykv/densitykv/rollout"
 )
 
 // GenerateInputs lists the files a generate run reads (checkpoint, LoRA,
@@ -81,44 +78,6 @@ func CheckSimulateOutputs(cfg config.Config, ins ...atomicfile.Input) error {
 	}
 	if err := atomicfile.CheckOutputs(Outputs(filepath.Join(cfg.Run.Out, cfg.Run.Name)), ins); err != nil {
 		return &UserError{err}
-	}
-	return nil
-}
-
-// checkTextProjections checks that every prompt's text embedding and the
-// cross-attention keys and values every layer projects from it are finite:
-// text values near float32's limit (3e38) pass the input check but
-// overflow to ±Inf or NaN in these products, which would fail mid-run.
-// The error names the text file, its tensor, the layer and the position.
-func checkTextProjections(gen *rollout.Generator, texts []config.TextSpec) error {
-	for i, p := range gen.Prompts {
-		t := p.Text
-		name := p.Name
-		if i < len(texts) {
-			name = "--text " + texts[i].Path
-			if texts[i].Tensor != "" {
-				name += fmt.Sprintf(" (tensor %q)", texts[i].Tensor)
-			}
-		}
-		check := func(what string, v []float32) error {
-			if j := finite.First(v); j >= 0 {
-				d := gen.Model.Cfg.Dim
-				return userf("%s: the text embedding overflows float32 in %s: %v at row %d column %d (the text values are too large for the model; check the text encoder's output)",
-					name, what, v[j], j/d, j%d)
-			}
-			return nil
-		}
-		if err := check("the text embedding projection", t.Embed); err != nil {
-			return err
-		}
-		for l := range t.K {
-			if err := check(fmt.Sprintf("layer %d's cross-attention keys", l), t.K[l]); err != nil {
-				return err
-			}
-			if err := check(fmt.Sprintf("layer %d's cross-attention values", l), t.V[l]); err != nil {
-				return err
-			}
-		}
 	}
 	return nil
 }
