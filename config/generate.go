@@ -253,6 +253,26 @@ func DefaultTraceStep(so rollout.ScheduleOptions) int {
 	return min(AuthorsTraceStep, n-1)
 }
 
+// resolveDiagnostics checks the authors' diagnostics: the traced step
+// (following the schedule when not given: DefaultTraceStep), the traced
+// layers and the lineage's layers and heads.
+func (G *GenerateSection) resolveDiagnostics(so rollout.ScheduleOptions, model wan.Config, stepGiven bool) error {
+	if !stepGiven {
+		G.TraceStep = DefaultTraceStep(so)
+	}
+	if steps := so.MaxSteps(); G.TraceStep < -1 || G.TraceStep >= steps {
+		return fmt.Errorf("--trace-step (generate.trace_step) is %d, want -1 (off) or 0..%d", G.TraceStep, steps-1)
+	}
+	if _, err := ParseIndexList(G.TraceLayers, "--trace-layers (generate.trace_layers)", model.Layers); err != nil {
+		return err
+	}
+	if _, err := ParseIndexList(G.LineageLayers, "--lineage-layers (generate.lineage_layers)", model.Layers); err != nil {
+		return err
+	}
+	_, err := ParseIndexList(G.LineageHeads, "--lineage-heads (generate.lineage_heads)", model.Heads)
+	return err
+}
+
 // ParseTextSpec parses one --text value: PATH, or PATH@BLOCK to switch to
 // that prompt at block BLOCK. Only the text after the last '@' can be the
 // block, and only when it is an integer, so a path that contains '@'
@@ -402,19 +422,7 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 	if err := G.resolveList(G.BlockFrames()); err != nil {
 		return err
 	}
-	if !has("generate.trace_step") {
-		G.TraceStep = DefaultTraceStep(so)
-	}
-	if steps := so.MaxSteps(); G.TraceStep < -1 || G.TraceStep >= steps {
-		return fmt.Errorf("--trace-step (generate.trace_step) is %d, want -1 (off) or 0..%d", G.TraceStep, steps-1)
-	}
-	if _, err := ParseIndexList(G.TraceLayers, "--trace-layers (generate.trace_layers)", model.Layers); err != nil {
-		return err
-	}
-	if _, err := ParseIndexList(G.LineageLayers, "--lineage-layers (generate.lineage_layers)", model.Layers); err != nil {
-		return err
-	}
-	if _, err := ParseIndexList(G.LineageHeads, "--lineage-heads (generate.lineage_heads)", model.Heads); err != nil {
+	if err := G.resolveDiagnostics(so, model, has("generate.trace_step")); err != nil {
 		return err
 	}
 	for _, v := range []interface{ MarshalText() ([]byte, error) }{G.SourceIDs, G.Recache} {
