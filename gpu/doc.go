@@ -6,8 +6,9 @@
 // # Exact mode
 //
 // A shader is exact-mode unless its name ends in _fast. The generator makes
-// every exact-mode module declare the float controls for 32-bit floats
-// (DenormPreserve, SignedZeroInfNanPreserve, RoundingModeRTE) and puts
+// every exact-mode module declare the float controls for 32-bit floats (DenormPreserve,
+// SignedZeroInfNanPreserve, RoundingModeRTE; and for any other float width
+// it uses) and puts
 // NoContraction on every float add, subtract, multiply and negate, so no
 // driver may fuse a·b + c: fusion happens only where a shader calls fma.
 // It refuses (internal/spirv.CheckExact) division and remainder, the
@@ -15,8 +16,8 @@
 // GLSL.std.450 functions that Vulkan does not round correctly (exp, log,
 // pow, sqrt, inversesqrt, the trigonometric ones, …) or whose result it
 // leaves open (round's ties; fmin, fmax and clamp on floats: signed zeros
-// and NaN — use a comparison and a select), and float types other than
-// 32 bits. Such functions come from the project's own exact code in GLSL.
+// and NaN — use a comparison and a select). Such functions come from
+// the project's own exact code in GLSL.
 // fma is allowed, but Vulkan lets a driver compute it as a multiply and an
 // add; the device probe checks it.
 //

@@ -195,6 +195,7 @@ func textCheck(t *testing.T, dis string, b []byte) []string {
 	var results [][2]string // id, op
 	var bad []string
 	text := map[string]bool{}
+	widths := map[string]bool{"32": true}
 	for _, line := range strings.Split(string(out), "\n") {
 		line = strings.TrimSpace(line)
 		text[line] = true
@@ -209,8 +210,8 @@ func textCheck(t *testing.T, dis string, b []byte) []string {
 				}
 			case forbidden[op]:
 				bad = append(bad, "forbidden: "+line)
-			case op == "OpTypeFloat" && len(rest) > 0 && rest[0] != "32":
-				bad = append(bad, "not 32-bit: "+line)
+			case op == "OpTypeFloat" && len(rest) > 0:
+				widths[rest[0]] = true
 			case arith[op]:
 				results = append(results, [2]string{id, op})
 			}
@@ -229,14 +230,16 @@ func textCheck(t *testing.T, dis string, b []byte) []string {
 		if !text["OpCapability "+c] {
 			bad = append(bad, "capability "+c+" missing")
 		}
-		found := false
-		for l := range text {
-			if strings.HasPrefix(l, "OpExecutionMode ") && strings.HasSuffix(l, " "+c+" 32") {
-				found = true
+		for w := range widths {
+			found := false
+			for l := range text {
+				if strings.HasPrefix(l, "OpExecutionMode ") && strings.HasSuffix(l, " "+c+" "+w) {
+					found = true
+				}
 			}
-		}
-		if !found {
-			bad = append(bad, "execution mode "+c+" 32 missing")
+			if !found {
+				bad = append(bad, "execution mode "+c+" "+w+" missing")
+			}
 		}
 	}
 	return bad

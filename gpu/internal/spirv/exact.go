@@ -49,19 +49,19 @@ var forbidden = map[uint16]string{
 //     products, a GLSL.std.450 instruction outside GLSLAllowed, an
 //     instruction of another extended set (NonSemantic.* sets excepted),
 //     the cooperative-matrix capabilities;
-//   - a float type other than 32 bits (the execution modes cover 32);
 //   - an OpFAdd, OpFSub, OpFMul, OpFNegate or OpVectorTimesScalar result
 //     without NoContraction;
 //   - a missing capability DenormPreserve, SignedZeroInfNanPreserve or
 //     RoundingModeRTE, or an entry point without the execution modes
-//     DenormPreserve 32, SignedZeroInfNanPreserve 32 and RoundingModeRTE 32,
-//     or with DenormFlushToZero or RoundingModeRTZ.
+//     DenormPreserve, SignedZeroInfNanPreserve and RoundingModeRTE for 32 bits
+//     and each other float width it uses, or with DenormFlushToZero or
+//     RoundingModeRTZ for one of them.
 func CheckExact(m *Module) []string {
 	var bad []string
 	sets := map[uint32]string{}
 	noContraction := map[uint32]bool{}
 	caps := map[uint32]bool{}
-	modes := map[[2]uint32]bool{}
+	modes := map[[3]uint32]bool{}
 	var entries []uint32
 	names := map[uint32]string{}
 	for _, in := range m.Insts {
@@ -78,8 +78,8 @@ func CheckExact(m *Module) []string {
 			entries = append(entries, in.Args[1])
 			names[in.Args[1]], _ = String(in.Args[2:])
 		case OpExecutionMode:
-			if len(in.Args) < 3 || in.Args[2] == 32 { // the float modes name their width
-				modes[[2]uint32{in.Args[0], in.Args[1]}] = true
+			if len(in.Args) == 3 { // the float modes name their width
+				modes[[3]uint32{in.Args[0], in.Args[1], in.Args[2]}] = true
 			}
 		}
 	}
@@ -90,8 +90,6 @@ func CheckExact(m *Module) []string {
 			bad = append(bad, fmt.Sprintf("%s: %s (%%%d) is forbidden in exact mode", at, forbidden[in.Op], in.Args[1]))
 		case arithmetic[in.Op] != "" && !noContraction[in.Args[1]]:
 			bad = append(bad, fmt.Sprintf("%s: %s %%%d lacks NoContraction", at, arithmetic[in.Op], in.Args[1]))
-		case in.Op == OpTypeFloat && in.Args[1] != 32:
-			bad = append(bad, fmt.Sprintf("%s: a %d-bit float type: exact mode covers 32-bit floats only", at, in.Args[1]))
 		case in.Op == OpCapability && (in.Args[0] == CapCooperativeMatrixKHR || in.Args[0] == CapCooperativeMatrixNV):
 			bad = append(bad, fmt.Sprintf("%s: capability %d (cooperative matrix) is fast mode only", at, in.Args[0]))
 		case in.Op == OpExtInst:
@@ -122,23 +120,25 @@ func CheckExact(m *Module) []string {
 		bad = append(bad, "no entry point")
 	}
 	for _, e := range entries {
-		for _, c := range []struct {
-			mode uint32
-			name string
-			want bool
-		}{
-			{ModeDenormPreserve, "DenormPreserve 32", true},
-			{ModeSignedZeroInfNanPreserve, "SignedZeroInfNanPreserve 32", true},
-			{ModeRoundingModeRTE, "RoundingModeRTE 32", true},
-			{ModeDenormFlushToZero, "DenormFlushToZero", false},
-			{ModeRoundingModeRTZ, "RoundingModeRTZ", false},
-		} {
-			if modes[[2]uint32{e, c.mode}] != c.want {
-				verb := "lacks"
-				if !c.want {
-					verb = "has"
+		for _, w := range m.FloatWidths() {
+			for _, c := range []struct {
+				mode uint32
+				name string
+				want bool
+			}{
+				{ModeDenormPreserve, "DenormPreserve", true},
+				{ModeSignedZeroInfNanPreserve, "SignedZeroInfNanPreserve", true},
+				{ModeRoundingModeRTE, "RoundingModeRTE", true},
+				{ModeDenormFlushToZero, "DenormFlushToZero", false},
+				{ModeRoundingModeRTZ, "RoundingModeRTZ", false},
+			} {
+				if modes[[3]uint32{e, c.mode, w}] != c.want {
+					verb := "lacks"
+					if !c.want {
+						verb = "has"
+					}
+					bad = append(bad, fmt.Sprintf("entry point %q %s execution mode %s %d", names[e], verb, c.name, w))
 				}
-				bad = append(bad, fmt.Sprintf("entry point %q %s execution mode %s", names[e], verb, c.name))
 			}
 		}
 	}

@@ -198,23 +198,26 @@ func (m *Module) insert(at int, ins ...Inst) {
 // MakeExact turns a compiled module into an exact-mode module: the
 // capabilities DenormPreserve, SignedZeroInfNanPreserve and RoundingModeRTE
 // (with OpExtension "SPV_KHR_float_controls" below SPIR-V 1.4, where they
-// are not core), the execution modes DenormPreserve 32,
-// SignedZeroInfNanPreserve 32 and RoundingModeRTE 32 on every entry point,
+// are not core), the execution modes DenormPreserve, SignedZeroInfNanPreserve and
+// RoundingModeRTE on every entry point for 32-bit floats and every other
+// float width the module declares (FloatWidths),
 // and NoContraction on the result of every OpFAdd, OpFSub, OpFMul,
 // OpFNegate and OpVectorTimesScalar that lacks it. Whatever it already has
 // stays.
 func (m *Module) MakeExact() {
-	has := map[[2]uint32]bool{} // (capability) or (entry, mode)
+	has := map[[3]uint32]bool{} // (capability) or (entry, mode, width)
 	decorated := map[uint32]bool{}
 	var entries []uint32
 	for _, in := range m.Insts {
 		switch in.Op {
 		case OpCapability:
-			has[[2]uint32{in.Args[0], 0}] = true
+			has[[3]uint32{in.Args[0]}] = true
 		case OpEntryPoint:
 			entries = append(entries, in.Args[1])
 		case OpExecutionMode:
-			has[[2]uint32{in.Args[0], in.Args[1]}] = true
+			if len(in.Args) == 3 {
+				has[[3]uint32{in.Args[0], in.Args[1], in.Args[2]}] = true
+			}
 		case OpDecorate:
 			if in.Args[1] == DecorationNoContraction {
 				decorated[in.Args[0]] = true
@@ -237,9 +240,11 @@ func (m *Module) MakeExact() {
 
 	var modes []Inst
 	for _, e := range entries {
-		for _, mode := range []uint32{ModeDenormPreserve, ModeSignedZeroInfNanPreserve, ModeRoundingModeRTE} {
-			if !has[[2]uint32{e, mode}] {
-				modes = append(modes, Inst{Op: OpExecutionMode, Args: []uint32{e, mode, 32}})
+		for _, w := range m.FloatWidths() {
+			for _, mode := range []uint32{ModeDenormPreserve, ModeSignedZeroInfNanPreserve, ModeRoundingModeRTE} {
+				if !has[[3]uint32{e, mode, w}] {
+					modes = append(modes, Inst{Op: OpExecutionMode, Args: []uint32{e, mode, w}})
+				}
 			}
 		}
 	}
@@ -248,7 +253,7 @@ func (m *Module) MakeExact() {
 
 	var caps []Inst
 	for _, c := range []uint32{CapDenormPreserve, CapSignedZeroInfNanPreserve, CapRoundingModeRTE} {
-		if !has[[2]uint32{c, 0}] {
+		if !has[[3]uint32{c}] {
 			caps = append(caps, Inst{Op: OpCapability, Args: []uint32{c}})
 		}
 	}
@@ -279,4 +284,22 @@ func literal(s string) []uint32 {
 		w[i] = binary.LittleEndian.Uint32(b[4*i:])
 	}
 	return w
+}
+
+// FloatWidths returns 32 and the other widths of the module's float types,
+// in increasing order.
+func (m *Module) FloatWidths() []uint32 {
+	seen := map[uint32]bool{32: true}
+	for _, in := range m.Insts {
+		if in.Op == OpTypeFloat {
+			seen[in.Args[1]] = true
+		}
+	}
+	var ws []uint32
+	for _, w := range []uint32{16, 32, 64} {
+		if seen[w] {
+			ws = append(ws, w)
+		}
+	}
+	return ws
 }
