@@ -33,67 +33,6 @@ const uint DEFAULT_NAN32 = 0xffc00000u;
 
 bool is_nan(float x) { return (floatBitsToUint(x) & ABS32) > INF32; }
 
-// ---- fused multiply-add ----
-//
-// GLSL's fma() is not a fused operation on every Vulkan device: SPIR-V
-// lets a driver compute it as a product and a sum (lavapipe does), so
-// exact code never calls it. round32 is vmath.Round32 in float64 (the
-// device feature shaderFloat64): p + c rounded once to float32, p the
-// exact float64 product of two float32 values (48 bits), c a float32. The
-// float64 sum is one rounding already; where it could make a second
-// rounding to float32 wrong (a float64 sum exactly halfway between two
-// float32 values, or a float32 denormal), the exact error of the sum
-// (TwoSum) turns it into the sum rounded to odd first, from which the
-// rounding to float32 is exact. With ftz, a result tiny after rounding
-// with an unbounded exponent becomes the zero of the exact sum's sign.
-
-// pow2d returns 2^k as a double (−1022 ≤ k ≤ 1023).
-double pow2d(int k) { return packDouble2x32(uvec2(0u, uint(k + 1023) << 20)); }
-
-float round32(double p, double c, bool ftz) {
-	precise double s = p + c;
-	uvec2 w = unpackDouble2x32(s);
-	uint e = (w.y >> 20) & 0x7ffu;
-	if (e == 0x7ffu || (e > 1023u - 126u && (w.x & 0x1fffffffu) != 0x10000000u)) {
-		return float(s); // also ±Inf and NaN
-	}
-	precise double z = s - p;
-	precise double lo = (p - (s - z)) + (c - z);
-	if (lo != 0.0LF && (w.x & 1u) == 0u) {
-		// Round to odd: the neighbour of s toward p + c.
-		if ((lo > 0.0LF) == (s > 0.0LF)) {
-			w.x += 1u;
-			if (w.x == 0u) {
-				w.y += 1u;
-			}
-		} else {
-			if (w.x == 0u) {
-				w.y -= 1u;
-			}
-			w.x -= 1u;
-		}
-		s = packDouble2x32(w);
-	}
-	uint sign = w.y & SIGN32;
-	if (ftz && s != 0.0LF && abs(s) < pow2d(-126)) {
-		// Tiny after rounding? Scale into float32's normal range (exact)
-		// and round to 24 bits there.
-		precise float r = float(s * pow2d(64));
-		if (abs(double(r)) < pow2d(-62)) {
-			return uintBitsToFloat(sign);
-		}
-		return uintBitsToFloat(sign | 0x00800000u);
-	}
-	return float(s);
-}
-
-// fma32 is vmath.FMA32: a·b + c rounded once (IEEE fusedMultiplyAdd in
-// binary32, nearest even, gradual underflow).
-float fma32(float a, float b, float c) {
-	precise double p = double(a) * double(b);
-	return round32(p, double(c), false);
-}
-
 // ---- exponential (internal/vmath/float32.go) ----
 
 // vmath's constants: each literal is the exact decimal value of the float32
@@ -109,6 +48,9 @@ const float EXPC4 = 0.0416666679084301;
 const float EXPC5 = 0.008333333767950535;
 const float EXPC6 = 0.0013888889225199819;
 const float EXPC7 = 0.00019841270113829523;
+
+// fma32 (below) is vmath.FMA32, the fused multiply-add.
+float fma32(float a, float b, float c);
 
 // pow2 returns 2^k for −126 ≤ k ≤ 127 (exact).
 float pow2(int k) { return uintBitsToFloat(uint(k + 127) << 23); }
@@ -151,7 +93,9 @@ float exp_def(float y) {
 	if (is_nan(y)) {
 		return y;
 	}
-	return exp32(min(max(y, -104.0), 89.0));
+	// Comparisons, not min and max (whose signed zeros Vulkan leaves open).
+	float x = y < -104.0 ? -104.0 : y;
+	return exp32(x > 89.0 ? 89.0 : x);
 }
 
 // ---- bfloat16 (gemm/define.go) ----
@@ -211,14 +155,6 @@ float flush_tiny(float r) {
 float add_ftz(float x, float y) {
 	precise float r = x + y;
 	return flush_tiny(r);
-}
-
-// fma_ftz is gemm's fmaBF16, ftz(a·b + c) with one rounding (Round32 with ftz:
-// a result tiny after rounding with an unbounded exponent, below 2^−126,
-// becomes the zero of its sign).
-float fma_ftz(float a, float b, float c) {
-	precise double p = double(a) * double(b);
-	return round32(p, double(c), true);
 }
 
 // ---- correctly rounded division and square root ----
@@ -375,6 +311,181 @@ float sqrt32(float x) {
 	// sqrt(x) = root·2^(k/2 − 13) = (root·2^−25)·2^(k/2 + 12).
 	int E = (k >> 1) + 12 + 127;
 	return uintBitsToFloat(pack_round32(root, 2, E, rem != 0u));
+}
+
+// ---- fused multiply-add ----
+//
+// GLSL's fma() is not one rounding on every Vulkan device (SPIR-V lets a
+// driver compute it as a multiply and an add, and lavapipe does), and
+// exact mode has no float64, so the fused multiply-add is integer
+// arithmetic: the 48-bit product of the significands (umulExtended), the
+// addend aligned to it in 64 bits with the bits shifted out kept as a
+// sticky bit, one rounding at the end. Exact for every input, denormals
+// included, whether or not the device flushes them.
+
+// 64-bit helpers on uvec2(low word, high word).
+uvec2 add64(uvec2 a, uvec2 b) {
+	uint c;
+	uint lo = uaddCarry(a.x, b.x, c);
+	return uvec2(lo, a.y + b.y + c);
+}
+
+uvec2 sub64(uvec2 a, uvec2 b) {
+	uint br;
+	uint lo = usubBorrow(a.x, b.x, br);
+	return uvec2(lo, a.y - b.y - br);
+}
+
+bool less64(uvec2 a, uvec2 b) { return a.y < b.y || (a.y == b.y && a.x < b.x); }
+
+// msb64 is the index of the highest set bit (−1 for 0).
+int msb64(uvec2 x) { return x.y != 0u ? 32 + findMSB(x.y) : findMSB(x.x); }
+
+uvec2 shl64(uvec2 x, uint s) {
+	if (s == 0u) {
+		return x;
+	}
+	if (s >= 32u) {
+		return uvec2(0u, x.x << (s - 32u));
+	}
+	return uvec2(x.x << s, (x.y << s) | (x.x >> (32u - s)));
+}
+
+uvec2 shr64(uvec2 x, uint s) {
+	if (s == 0u) {
+		return x;
+	}
+	if (s >= 64u) {
+		return uvec2(0u);
+	}
+	if (s >= 32u) {
+		return uvec2(x.y >> (s - 32u), 0u);
+	}
+	return uvec2((x.x >> s) | (x.y << (32u - s)), x.y >> s);
+}
+
+// lost64 reports whether x has a set bit below bit s.
+bool lost64(uvec2 x, uint s) { return less64(shl64(shr64(x, s), s), x); }
+
+// shr64_jam shifts right and ORs the bits shifted out into bit 0.
+uvec2 shr64_jam(uvec2 x, uint s) {
+	uvec2 r = shr64(x, s);
+	if (lost64(x, s)) {
+		r.x |= 1u;
+	}
+	return r;
+}
+
+// fma_parts computes a·b + c once. A special result (NaN, ±Inf, a zero, c
+// itself) is returned in bits with true; otherwise the exact result is
+// sign · q·2^(E−127−25) (q has 26 bits, leading bit 25; sticky: nonzero
+// bits below q), E its biased exponent before rounding (unbounded).
+bool fma_parts(float a, float b, float c, out uint bits, out uint sign, out uint q, out int E, out bool sticky) {
+	uint ab = floatBitsToUint(a), bb = floatBitsToUint(b), cb = floatBitsToUint(c);
+	uint ax = ab & ABS32, bx = bb & ABS32, cx = cb & ABS32;
+	bits = 0u; sign = 0u; q = 0u; E = 0; sticky = false;
+	if (ax > INF32 || bx > INF32 || cx > INF32) {
+		bits = (ax > INF32 ? ab : bx > INF32 ? bb : cb) | 0x400000u;
+		return true;
+	}
+	uint psign = (ab ^ bb) & SIGN32;
+	if (ax == INF32 || bx == INF32) {
+		if (ax == 0u || bx == 0u || (cx == INF32 && (cb & SIGN32) != psign)) {
+			bits = DEFAULT_NAN32;
+		} else {
+			bits = psign | INF32;
+		}
+		return true;
+	}
+	if (cx == INF32) {
+		bits = cb;
+		return true;
+	}
+	if (ax == 0u || bx == 0u) {
+		bits = cx == 0u ? (psign & cb) : cb; // ±0 + c; −0 only from −0 + −0
+		return true;
+	}
+	uint ma, mb;
+	int ea, eb;
+	unpack32(ax, ma, ea);
+	unpack32(bx, mb, eb);
+	uvec2 X;
+	umulExtended(ma, mb, X.y, X.x);
+	// |a·b| = X·2^ex with X in [2^60, 2^62).
+	X = shl64(X, 14u);
+	int e = ea + eb - 300 - 14;
+	sign = psign;
+	if (cx != 0u) {
+		uint mc;
+		int ec;
+		unpack32(cx, mc, ec);
+		uvec2 Y = uvec2(0u, mc << 6); // mc·2^38 in [2^61, 2^62)
+		int ey = ec - 150 - 38;
+		uint csign = cb & SIGN32;
+		// Align to the larger exponent; bits are lost only for shifts
+		// above 14, where the result keeps its leading bit above 58 and
+		// the jammed sticky bit lies far below the rounding position.
+		if (e >= ey) {
+			Y = shr64_jam(Y, uint(min(e - ey, 64)));
+		} else {
+			X = shr64_jam(X, uint(min(ey - e, 64)));
+			e = ey;
+		}
+		if (csign == psign) {
+			X = add64(X, Y);
+		} else if (less64(X, Y)) {
+			X = sub64(Y, X);
+			sign = csign;
+		} else {
+			X = sub64(X, Y);
+		}
+		if (X.x == 0u && X.y == 0u) {
+			bits = 0u; // an exact zero: +0 when rounding to nearest
+			return true;
+		}
+	}
+	int L = msb64(X);
+	if (L >= 25) {
+		q = shr64(X, uint(L - 25)).x;
+		sticky = lost64(X, uint(L - 25));
+	} else {
+		q = X.x << uint(25 - L);
+	}
+	E = L + e + 127; // |a·b + c| ≈ (q·2^−25)·2^(L+e)
+	return false;
+}
+
+// fma32 is vmath.FMA32: a·b + c rounded once (IEEE fusedMultiplyAdd in
+// binary32, nearest even, gradual underflow).
+float fma32(float a, float b, float c) {
+	uint bits, sign, q;
+	int E;
+	bool sticky;
+	if (fma_parts(a, b, c, bits, sign, q, E, sticky)) {
+		return uintBitsToFloat(bits);
+	}
+	return uintBitsToFloat(sign | pack_round32(q, 2, E, sticky));
+}
+
+// fma_ftz is gemm's fmaBF16 (vmath.Round32 with ftz): a·b + c rounded
+// once; a result tiny after rounding to 24 bits with an unbounded
+// exponent (below 2^−126) becomes the zero of its sign.
+float fma_ftz(float a, float b, float c) {
+	uint bits, sign, q;
+	int E;
+	bool sticky;
+	if (fma_parts(a, b, c, bits, sign, q, E, sticky)) {
+		return uintBitsToFloat(bits);
+	}
+	if (E < 1) {
+		uint m = q >> 2, rest = q & 3u;
+		if (rest > 2u || (rest == 2u && (sticky || (m & 1u) != 0u))) {
+			m += 1u;
+		}
+		// Only E = 0 rounded up to 2^24 reaches 2^−126.
+		return uintBitsToFloat(sign | (E == 0 && m == 0x1000000u ? 0x00800000u : 0u));
+	}
+	return uintBitsToFloat(sign | pack_round32(q, 2, E, sticky));
 }
 
 #endif
