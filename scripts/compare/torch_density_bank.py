@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Time the DensityKV authors' PyTorch density-bank update on the CPU.
+"""Time the DensityKV authors' PyTorch density-bank update on the CPU or a CUDA GPU.
 
 For timing comparisons only: it is not part of the Go build or tests, and
 the project does not depend on Python. It times, at paper scale, the update
@@ -36,6 +36,7 @@ Run (torch 1.13 or 2.x):
   python3 scripts/compare/torch_density_bank.py --authors-repo DIR --threads 2 --updates 3
   python3 scripts/compare/torch_density_bank.py --authors-repo DIR --json > bank_torch.json
   python3 scripts/compare/torch_density_bank.py --authors-repo DIR --tiny   # seconds-long smoke test
+  python3 scripts/compare/torch_density_bank.py --authors-repo DIR --device cuda --fast-impl auto
 """
 
 import argparse
@@ -83,7 +84,7 @@ def authors_bank(repo):
     return DensityKVBankConfig, DensityLimitedKVBank
 
 
-def clustered(torch, gen, n, heads, dim, per_cluster=78):
+def clustered(torch, gen, n, heads, dim, device="cpu", per_cluster=78):
     """Keys [n, heads, dim]: fresh cluster centres (std 4 per coordinate,
     far apart at density scale 8) and points around them (std 0.5), runs of
     per_cluster consecutive candidates per cluster; values N(0, 1)."""
@@ -91,7 +92,7 @@ def clustered(torch, gen, n, heads, dim, per_cluster=78):
     centres = 4.0 * torch.randn(c, heads, dim, generator=gen)
     which = torch.arange(n) * c // n
     keys = centres[which] + 0.5 * torch.randn(n, heads, dim, generator=gen)
-    return keys, torch.randn(n, heads, dim, generator=gen)
+    return keys.to(device), torch.randn(n, heads, dim, generator=gen).to(device)
 
 
 def main():
@@ -105,6 +106,10 @@ def main():
                     help="the bank's fast_impl (torch: its PyTorch path, what runs on a CPU)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--tiny", action="store_true", help="tiny shapes for a smoke test")
+    ap.add_argument("--device", default="cpu",
+                    help="torch device of the bank's tensors: cpu (default) or cuda[:N]; on cuda every timed "
+                         "update ends with torch.cuda.synchronize(), and --fast-impl auto or triton may pick the "
+                         "authors' Triton kernels")
     a = ap.parse_args()
     if not a.authors_repo:
         ap.error("--authors-repo DIR is required: a checkout of the authors' repository (ZhaoWQQ/DensityKV)")
@@ -119,24 +124,39 @@ def main():
 
     Config, Bank = authors_bank(repo)
     torch.set_num_threads(a.threads)
+    dev = torch.device(a.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        ap.error("--device %s: this torch sees no CUDA device" % a.device)
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
     s = TINY if a.tiny else PAPER
     H, N, M, d = s["heads"], s["candidates"], s["capacity"], s["dim"]
     cfg = dict(CFG, work_chunk_size=a.chunk)
     bank = Bank(H, d, d, Config(max_entries=M, fast_impl=a.fast_impl, **cfg))
+    if hasattr(bank, "to"):
+        bank = bank.to(dev)
     gen = torch.Generator().manual_seed(0)
     t0 = time.perf_counter()
-    fill = bank.update(*clustered(torch, gen, M, H, d))  # fills the empty bank
+    fill = bank.update(*clustered(torch, gen, M, H, d, dev))  # fills the empty bank
+    sync()
     fill_s = time.perf_counter() - t0
-    bank.update(*clustered(torch, gen, N, H, d))  # warm-up, untimed
+    bank.update(*clustered(torch, gen, N, H, d, dev))  # warm-up, untimed
+    sync()
     times, accepted = [], []
     for _ in range(a.updates):
-        k, v = clustered(torch, gen, N, H, d)
+        k, v = clustered(torch, gen, N, H, d, dev)
+        sync()
         t0 = time.perf_counter()
         st = bank.update(k, v)
+        sync()
         times.append(time.perf_counter() - t0)
         accepted.append(int(st.accepted_count[0].item()))
     res = dict(heads=H, candidates=N, capacity=M, dim=d, chunk=a.chunk, threads=torch.get_num_threads(),
-               fast_impl=a.fast_impl, fill_accepted=int(fill.accepted_count[0].item()), fill_seconds=fill_s,
+               fast_impl=a.fast_impl, device=str(dev),
+               gpu=torch.cuda.get_device_name(dev) if dev.type == "cuda" else None, fill_accepted=int(fill.accepted_count[0].item()), fill_seconds=fill_s,
                update_seconds=times, update_seconds_median=statistics.median(times), accepted=accepted,
                authors_repo=repo, authors_commit=commit,
                torch=torch.__version__, blas=blas_info(),
@@ -144,8 +164,8 @@ def main():
     if a.json:
         print(json.dumps(res, indent=1))
     else:
-        print("density bank update (H %d, N %d, M %d, d %d, chunk %d, %d threads, fast_impl %s): median %.4g s; updates %s s; accepted %s of %d" % (
-            H, N, M, d, a.chunk, res["threads"], a.fast_impl, res["update_seconds_median"],
+        print("density bank update (H %d, N %d, M %d, d %d, chunk %d, %d threads, fast_impl %s, device %s): median %.4g s; updates %s s; accepted %s of %d" % (
+            H, N, M, d, a.chunk, res["threads"], a.fast_impl, res["gpu"] or res["device"], res["update_seconds_median"],
             ", ".join("%.4g" % t for t in times), accepted, N))
         print("fill: %d entries in %.3g s" % (res["fill_accepted"], fill_s))
         print("authors' code: %s at commit %s" % (repo, commit))

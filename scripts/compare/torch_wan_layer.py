@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Time one Wan2.1-T2V-1.3B transformer layer in PyTorch on the CPU.
+"""Time one Wan2.1-T2V-1.3B transformer layer in PyTorch on the CPU or a CUDA GPU.
 
 For timing comparisons only: it is not part of the Go build or tests, and
 the project does not depend on Python. It runs, in PyTorch with random
@@ -168,7 +168,8 @@ class Layer:
         x = self.linear(p, self.patch).float()
         # Time embedding per frame: sinusoid -> Linear, SiLU, Linear -> e; SiLU, Linear -> e0.
         half = s["freq"] // 2
-        a = t[:, None].double() * torch.pow(10000, -torch.arange(half, dtype=torch.float64) / half)
+        dev = self.latent.device
+        a = t[:, None].double() * torch.pow(10000, -torch.arange(half, dtype=torch.float64, device=dev) / half)
         sin = torch.cat([torch.cos(a), torch.sin(a)], 1).float()
         e = self.linear(F.silu(self.linear(sin, self.t0).float()), self.t2).float()
         e0 = self.linear(F.silu(e), self.tproj).float().view(Fr, 6, d)
@@ -209,15 +210,33 @@ class Layer:
             Fr, s["out_dim"], s["height"], s["width"])
 
 
-def run(s, dt, calls, use_rope):
+def moved(x, dev):
+    """x with every tensor in it (alone, or in a tuple) on dev."""
+    if isinstance(x, torch.Tensor):
+        return x.to(dev)
+    if isinstance(x, tuple):
+        return tuple(moved(y, dev) for y in x)
+    return x
+
+
+def run(s, dt, calls, use_rope, dev):
     layer = Layer(s, dt)
+    for name, value in list(vars(layer).items()):
+        setattr(layer, name, moved(value, dev))
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
     steps = [1000.0, 750.0, 500.0, 250.0]  # the four-step schedule's timesteps
     times = []
     with torch.inference_mode():
         for c in range(calls + 1):  # call 0 is the untimed warm-up
-            t = torch.full((s["frames"],), steps[c % 4])
+            t = torch.full((s["frames"],), steps[c % 4], device=dev)
+            sync()
             t0 = time.perf_counter()
             layer.forward(t, use_rope)
+            sync()
             if c > 0:
                 times.append(time.perf_counter() - t0)
     med = statistics.median(times)
@@ -233,6 +252,8 @@ def main():
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--tiny", action="store_true", help="tiny shapes for a smoke test")
+    ap.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N] (timed calls end with "
+                    "torch.cuda.synchronize())")
     ap.add_argument("--no-rope", action="store_true", help="skip RoPE, as the Go bench's fixed context does")
     ap.add_argument("--attn", choices=["auto", "sdpa", "chunked"], default="auto",
                     help="scaled_dot_product_attention when present (auto) or chunked softmax; before torch 2.2 "
@@ -244,6 +265,9 @@ def main():
             ap.error("this torch has no scaled_dot_product_attention")
         USE_SDPA = False
     torch.set_num_threads(a.threads)
+    dev = torch.device(a.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        ap.error("--device %s: this torch sees no CUDA device" % a.device)
     s = dict(TINY if a.tiny else FULL)
     tpf = (s["height"] // 2) * (s["width"] // 2)
     s["tokens"], s["keys"] = s["frames"] * tpf, s["context_frames"] * tpf
@@ -252,10 +276,11 @@ def main():
                 cpu_capability=getattr(torch.backends.cpu, "get_cpu_capability", lambda: None)()
                 if hasattr(torch.backends, "cpu") else None,
                 sdpa=USE_SDPA, cpu=cpu_model(), threads=torch.get_num_threads(),
-                shape=s, rope=not a.no_rope)
+                shape=s, rope=not a.no_rope, device=str(dev),
+                gpu=torch.cuda.get_device_name(dev) if dev.type == "cuda" else None)
     results = []
     for dt in dts:
-        r = run(s, dt, a.calls, not a.no_rope)
+        r = run(s, dt, a.calls, not a.no_rope, dev)
         results.append(r)
         if not a.json:
             print("%s: median %.4g s per call; calls %s s; %.4g GFLOP per call; %.1f GFLOP/s" % (
@@ -266,7 +291,7 @@ def main():
     else:
         print("torch %s, BLAS %s, mkldnn %s, cpu capability %s, sdpa %s, %d threads, rope %s" % (
             info["torch"], info["blas"], info["mkldnn"], info["cpu_capability"], info["sdpa"], info["threads"], info["rope"]))
-        print("cpu: %s" % info["cpu"])
+        print("cpu: %s; device: %s" % (info["cpu"], info["gpu"] or info["device"]))
         print("shape: %d tokens x %d keys, dim %d, %d heads, ffn %d, text %d" % (
             s["tokens"], s["keys"], s["dim"], s["heads"], s["ffn"], s["text_len"]))
 
