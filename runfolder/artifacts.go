@@ -15,12 +15,12 @@ import (
 // writeArtifacts writes the provenance of the banks, the admission counts
 // and the storage by block as they stand (at the end, or when stopped).
 func writeArtifacts(dir string, cfg config.Config, pols []memory.Policy, st *RunState) error {
-	return writeArtifactsIDs(dir, cfg, pols, st, 0)
+	return WriteArtifactsIDs(dir, cfg, pols, st, 0)
 }
 
-// writeArtifactsIDs is writeArtifacts with provenance ids less offset (the
+// WriteArtifactsIDs is writeArtifacts with provenance ids less offset (the
 // authors' ids: offset = sink frames × tokens per frame).
-func writeArtifactsIDs(dir string, cfg config.Config, pols []memory.Policy, st *RunState, offset int64) error {
+func WriteArtifactsIDs(dir string, cfg config.Config, pols []memory.Policy, st *RunState, offset int64) error {
 	if err := writeProvenance(filepath.Join(dir, FileProvenance), cfg, pols, st.Adm, offset); err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ type Summary struct {
 	Files           []string        `json:"files"`
 }
 
-func newSummary(command, dir string, cfg config.Config, st *RunState, interrupted bool, elapsed time.Duration, replayed int) *Summary {
+func NewSummary(command, dir string, cfg config.Config, st *RunState, interrupted bool, elapsed time.Duration, replayed int) *Summary {
 	s := &Summary{Command: command, RunDir: dir, Complete: !interrupted, Blocks: cfg.Blocks(),
 		Frames: cfg.Frames(), FPS: cfg.Stream.FPS, Layout: cfg.Memory.Layout, Capacity: cfg.Memory.Capacity,
 		ElapsedSeconds: elapsed.Seconds(), ReplayedBlocks: replayed}

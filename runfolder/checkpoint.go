@@ -5,15 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/drift"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/filehash"
@@ -111,10 +108,10 @@ type FileFingerprint struct {
 	SHA256 string `json:"sha256"`
 }
 
-// fingerprint identifies an input file (package filehash: SHA-256 of the
+// Fingerprint identifies an input file (package filehash: SHA-256 of the
 // whole file, or of its size and sampled pieces for files over 256 MiB)
 // or model folder (a diffusers folder: filehash.Path, by its files).
-func fingerprint(role, path string) (FileFingerprint, error) {
+func Fingerprint(role, path string) (FileFingerprint, error) {
 	s, err := filehash.Path(path)
 	if err != nil {
 		return FileFingerprint{Role: role, Path: path}, err
@@ -122,72 +119,9 @@ func fingerprint(role, path string) (FileFingerprint, error) {
 	return FileFingerprint{Role: role, Path: path, Size: s.Size, SHA256: s.SHA256}, nil
 }
 
-// inputFlags are the flags that name a generate run's input files by
-// role: --resume takes them to read an input from another place (its
-// content checked against the checkpoint's fingerprint).
-var inputFlags = map[string]string{"checkpoint": "--checkpoint", "lora": "--lora", "text": "--text", "vae": "--vae", "rag-ae": "--rag-ae", "noise": "--noise"}
-
 // ownFile reports whether an input of role is a file of the run folder
 // itself (recorded relative to the folder).
 func ownFile(role string) bool { return role == "embedding" }
-
-// generateInputs fingerprints the files a generate run in dir reads: the
-// checkpoint, LoRA, text files, the prompts' embeddings saved in dir
-// (recorded by their path in the folder), the VAE, LongLive-RAG's
-// autoencoder and the --noise file. (The text encoder
-// and tokenizer are not read again on resume: the embeddings made with
-// them are.)
-func generateInputs(g config.GenerateSection, dir string) ([]FileFingerprint, error) {
-	type in struct{ role, path, rel string }
-	ins := []in{{"checkpoint", g.Checkpoint, ""}}
-	if g.LoRA != "" {
-		ins = append(ins, in{"lora", g.LoRA, ""})
-	}
-	for _, t := range g.Texts {
-		ins = append(ins, in{"text", t.Path, ""})
-	}
-	for i := range g.Prompts {
-		ins = append(ins, in{"embedding", embeddingPath(dir, i), embeddingName(i)})
-	}
-	if g.VAE != "" {
-		ins = append(ins, in{"vae", g.VAE, ""})
-	}
-	if g.RAGAE != "" {
-		ins = append(ins, in{"rag-ae", g.RAGAE, ""})
-	}
-	if g.Noise != "" {
-		ins = append(ins, in{"noise", g.Noise, ""})
-	}
-	var out []FileFingerprint
-	for _, i := range ins {
-		fp, err := fingerprint(i.role, i.path)
-		if err != nil && i.rel == "" && errors.Is(err, os.ErrNotExist) {
-			return nil, &movedInput{role: i.role, err: err}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", i.role, err)
-		}
-		if i.rel != "" {
-			fp.Path = i.rel
-		}
-		out = append(out, fp)
-	}
-	return out, nil
-}
-
-// movedInput is the error of an input file outside the run folder that
-// is not where the configuration says: moved since the run began, its
-// new place is given to --resume by its flag.
-type movedInput struct {
-	role string
-	err  error
-}
-
-func (e *movedInput) Error() string {
-	return fmt.Sprintf("%s: %v (if it moved since the run began, give its new place: --resume %s FILE; it is checked to be the same file by its content)", e.role, e.err, inputFlags[e.role])
-}
-
-func (e *movedInput) Unwrap() error { return e.err }
 
 // sameOwnFile reports whether recorded, the path a checkpoint records for
 // a file of the run folder, names the file rel (its path in the folder):
@@ -200,12 +134,12 @@ func sameOwnFile(recorded, rel string) bool {
 	return r == want || strings.HasSuffix(r, "/"+want)
 }
 
-// checkInputs compares the run's input files with the checkpoint's
+// CheckInputs compares the run's input files with the checkpoint's
 // fingerprints and names the first that changed. A file outside the run
 // folder is identified by its content: one read from another path than
 // the checkpoint's with the same content is accepted and listed in moved
 // ("checkpoint /new/w.safetensors (was /old/w.safetensors)").
-func checkInputs(saved, now []FileFingerprint) (moved []string, err error) {
+func CheckInputs(saved, now []FileFingerprint) (moved []string, err error) {
 	if len(saved) != len(now) {
 		return nil, fmt.Errorf("the checkpoint fingerprints %d input files, the configuration names %d", len(saved), len(now))
 	}
@@ -232,19 +166,19 @@ func checkInputs(saved, now []FileFingerprint) (moved []string, err error) {
 
 func sha256Hex(b []byte) string { return filehash.Bytes(b) }
 
-// writeGenCheckpoint writes state/checkpoint.json atomically.
-func writeGenCheckpoint(path string, st *GenerateState) error {
+// WriteGenerateCheckpoint writes state/checkpoint.json atomically.
+func WriteGenerateCheckpoint(path string, st *GenerateState) error {
 	return writeSealed(path, GenerateCheckpoint, genCheckpointVersion, st)
 }
 
 // ReadGenerateCheckpoint reads and checks the resume checkpoint of a
 // generate run folder.
 func ReadGenerateCheckpoint(dir string) (*GenerateState, error) {
-	return readGenCheckpoint(filepath.Join(dir, DirState, FileCheckpoint))
+	return ReadGenerateCheckpointFile(filepath.Join(dir, DirState, FileCheckpoint))
 }
 
-// readGenCheckpoint reads and checks state/checkpoint.json.
-func readGenCheckpoint(path string) (*GenerateState, error) {
+// ReadGenerateCheckpointFile reads and checks state/checkpoint.json.
+func ReadGenerateCheckpointFile(path string) (*GenerateState, error) {
 	st := new(GenerateState)
 	if err := readSealed(path, GenerateCheckpoint, genCheckpointVersion, st); err != nil {
 		return nil, err
@@ -265,7 +199,7 @@ func writeSealed(path, format string, version int, state any) error {
 // readSealed reads a checkpoint written by writeSealed into state, checking
 // its format, version and checksum; unknown fields are errors.
 func readSealed(path, format string, version int, state any) error {
-	b, err := readRecord(path)
+	b, err := ReadRecord(path)
 	if err != nil {
 		return err
 	}
@@ -294,24 +228,8 @@ func readSealed(path, format string, version int, state any) error {
 	return nil
 }
 
-// hashWriter counts what passes through it and, when h is set, hashes it.
-type hashWriter struct {
-	w io.Writer
-	h hash.Hash
-	n int64
-}
-
-func (h *hashWriter) Write(p []byte) (int, error) {
-	n, err := h.w.Write(p)
-	if h.h != nil {
-		h.h.Write(p[:n])
-	}
-	h.n += int64(n)
-	return n, err
-}
-
-// saveSnapshotSum is saveSnapshot that also returns the file's SHA-256.
-func saveSnapshotSum(path string, s memory.Snapshotter) (string, error) {
+// SaveSnapshotSum is saveSnapshot that also returns the file's SHA-256.
+func SaveSnapshotSum(path string, s memory.Snapshotter) (string, error) {
 	h := sha256.New()
 	if err := atomicfile.Write(path, func(w io.Writer) error { return s.Save(io.MultiWriter(w, h)) }); err != nil {
 		return "", fmt.Errorf("snapshot: %w", err)
@@ -319,11 +237,11 @@ func saveSnapshotSum(path string, s memory.Snapshotter) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// loadSnapshotSum loads a snapshot into s, checking the file's SHA-256
+// LoadSnapshotSum loads a snapshot into s, checking the file's SHA-256
 // (read once: hashed while the policy decodes it). On error s is unchanged
 // (memory.Snapshotter's contract) unless only the hash is wrong; the
 // caller then discards s.
-func loadSnapshotSum(path, want string, s memory.Snapshotter) error {
+func LoadSnapshotSum(path, want string, s memory.Snapshotter) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -369,10 +287,10 @@ func loadSnapshot(path string, s memory.Snapshotter) error {
 	return nil
 }
 
-// embeddingName is prompt i's embedding's path in the run folder.
-func embeddingName(i int) string {
+// EmbeddingName is prompt i's embedding's path in the run folder.
+func EmbeddingName(i int) string {
 	return filepath.Join(DirText, fmt.Sprintf("prompt_%02d.safetensors", i))
 }
 
-// embeddingPath is the run folder's copy of prompt i's embedding.
-func embeddingPath(dir string, i int) string { return filepath.Join(dir, embeddingName(i)) }
+// EmbeddingPath is the run folder's copy of prompt i's embedding.
+func EmbeddingPath(dir string, i int) string { return filepath.Join(dir, EmbeddingName(i)) }

@@ -17,14 +17,14 @@ func TestFingerprint(t *testing.T) {
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err := fingerprint("text", p)
+	f, err := Fingerprint("text", p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.SHA256 != filehash.Bytes(data) || f.Size != int64(len(data)) || f.Role != "text" || f.Path != p {
 		t.Fatalf("fingerprint %+v", f)
 	}
-	if _, err := fingerprint("text", filepath.Join(dir, "missing")); err == nil {
+	if _, err := Fingerprint("text", filepath.Join(dir, "missing")); err == nil {
 		t.Fatal("missing file fingerprinted")
 	}
 }

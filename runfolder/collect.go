@@ -127,7 +127,7 @@ func readListFolders(dirs []string, rep *Report) (gc config.GenerateConfig, prom
 		}
 		if k == 0 {
 			rep.List = man
-			b, err := readRecord(filepath.Join(d, FileBatch))
+			b, err := ReadRecord(filepath.Join(d, FileBatch))
 			if err != nil {
 				return gc, nil, fmt.Errorf("collect: %w", err)
 			}
@@ -142,7 +142,7 @@ func readListFolders(dirs []string, rep *Report) (gc config.GenerateConfig, prom
 				return gc, nil, fmt.Errorf("collect: %w", err)
 			}
 		} else if man.PromptsSHA256 != rep.List.PromptsSHA256 || man.ConfigSHA256 != rep.List.ConfigSHA256 || !slices.Equal(man.Selected, rep.List.Selected) ||
-			sameListInputs(man.Inputs, rep.List.Inputs) != nil {
+			SameListInputs(man.Inputs, rep.List.Inputs) != nil {
 			return gc, nil, userf("collect: %s holds another list than %s (prompts %.12s…/%.12s…, configuration %.12s…/%.12s…)",
 				d, dirs[0], man.PromptsSHA256, rep.List.PromptsSHA256, man.ConfigSHA256, rep.List.ConfigSHA256)
 		}

@@ -62,15 +62,15 @@ func WriteJSON(path string, v any) error {
 	return WriteFile(path, append(b, '\n'))
 }
 
-// readRecord reads one of a run folder's records (at most MaxRecordFile
+// ReadRecord reads one of a run folder's records (at most MaxRecordFile
 // bytes).
-func readRecord(path string) ([]byte, error) {
+func ReadRecord(path string) ([]byte, error) {
 	return limitread.File(path, MaxRecordFile, "run folder records")
 }
 
 // ReadJSON decodes the JSON file at path into v, naming the file on error.
 func ReadJSON(path string, v any) error {
-	b, err := readRecord(path)
+	b, err := ReadRecord(path)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func ReadJSON(path string, v any) error {
 // config.GenerateConfig of a generate run.
 func LoadConfig(dir string, v any) error {
 	path := filepath.Join(dir, FileConfig)
-	b, err := readRecord(path)
+	b, err := ReadRecord(path)
 	if err != nil {
 		return fmt.Errorf("run folder %s: %w", dir, err)
 	}
@@ -125,7 +125,7 @@ func prepare(dir string, force bool) error {
 		case logged:
 			return userf("run folder %s already exists with logged blocks but no checkpoint to continue from; overwrite it with --force or pick another --name", dir)
 		}
-		for _, f := range runFiles {
+		for _, f := range RunFiles {
 			if err := os.RemoveAll(filepath.Join(dir, f)); err != nil {
 				return err
 			}

@@ -143,7 +143,7 @@ func promptFoldersOf(dir, path string) []int {
 			return
 		}
 		first, _, _ := strings.Cut(rel, string(filepath.Separator))
-		if i, ok := batchIndex(first); ok {
+		if i, ok := PromptFolderIndex(first); ok {
 			out = append(out, i)
 		}
 	}

@@ -76,9 +76,9 @@ type ShardStatus struct {
 // BatchDir is the run folder of prompt i of a list in dir.
 func BatchDir(dir string, i int) string { return filepath.Join(dir, fmt.Sprintf("%05d", i)) }
 
-// sameListInputs compares the input files of two workers of a list by
+// SameListInputs compares the input files of two workers of a list by
 // role and content, and names the first that differs.
-func sameListInputs(have, now []FileFingerprint) error {
+func SameListInputs(have, now []FileFingerprint) error {
 	for k := range max(len(have), len(now)) {
 		switch {
 		case k >= len(have):
@@ -95,8 +95,8 @@ func sameListInputs(have, now []FileFingerprint) error {
 	return nil
 }
 
-// batchIndex parses a prompt folder's name (NNNNN).
-func batchIndex(name string) (int, bool) {
+// PromptFolderIndex parses a prompt folder's name (NNNNN).
+func PromptFolderIndex(name string) (int, bool) {
 	var i int
 	if _, err := fmt.Sscanf(name, "%05d", &i); err != nil || fmt.Sprintf("%05d", i) != name {
 		return 0, false

@@ -22,13 +22,13 @@ type Owner struct {
 	Command string `json:"command"`
 }
 
-const ownerFormat = "densitykv-run-folder"
+const OwnerFormat = "densitykv-run-folder"
 
 // ReadOwner returns the command that made the run folder dir ("" for a
 // folder without a marker: made before markers existed, or not a run
 // folder).
 func ReadOwner(dir string) (string, error) {
-	b, err := readRecord(filepath.Join(dir, FileOwner))
+	b, err := ReadRecord(filepath.Join(dir, FileOwner))
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil
 	}
@@ -36,15 +36,15 @@ func ReadOwner(dir string) (string, error) {
 		return "", err
 	}
 	var o Owner
-	if err := json.Unmarshal(b, &o); err != nil || o.Format != ownerFormat || o.Command == "" {
-		return "", fmt.Errorf("%s is damaged (want {\"format\": %q, \"command\": …})", filepath.Join(dir, FileOwner), ownerFormat)
+	if err := json.Unmarshal(b, &o); err != nil || o.Format != OwnerFormat || o.Command == "" {
+		return "", fmt.Errorf("%s is damaged (want {\"format\": %q, \"command\": …})", filepath.Join(dir, FileOwner), OwnerFormat)
 	}
 	return o.Command, nil
 }
 
-// runFiles are the files and folders a run writes in its folder (and
+// RunFiles are the files and folders a run writes in its folder (and
 // removes when it starts over).
-var runFiles = []string{FileOwner, FileConfig, FileLog, FileSummary, FileProvenance, FileAdmissions, FileStorage,
+var RunFiles = []string{FileOwner, FileConfig, FileLog, FileSummary, FileProvenance, FileAdmissions, FileStorage,
 	FileTrace, FileTraceLayers, FileLineage, FileDrift, DirPlots, DirState, DirPreview, "preview.mp4", "manifest.json", "latents",
 	FilePreviewVideo, FileGeneration, DirText, video.FileVideo, video.DirSegments, video.DirFrames}
 
@@ -55,7 +55,7 @@ var runDirs = map[string]bool{DirPlots: true, DirState: true, DirPreview: true, 
 // atomicfile.CheckOutputs: an input there would be overwritten.
 func Outputs(dir string) []atomicfile.Output {
 	var out []atomicfile.Output
-	for _, f := range runFiles {
+	for _, f := range RunFiles {
 		out = append(out, atomicfile.Output{Role: "the run folder's", Path: filepath.Join(dir, f), Dir: runDirs[f]})
 	}
 	return out
@@ -83,7 +83,7 @@ func Claim(dir, command string, force, overwriteOwn bool) error {
 		owner = ""
 	}
 	if owner == "" {
-		owner = legacyOwner(dir)
+		owner = LegacyOwner(dir)
 	}
 	st, serr := os.Stat(dir)
 	switch {
@@ -112,13 +112,13 @@ func Claim(dir, command string, force, overwriteOwn bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("run folder: %w", err)
 	}
-	b, _ := json.Marshal(Owner{Format: ownerFormat, Command: command})
+	b, _ := json.Marshal(Owner{Format: OwnerFormat, Command: command})
 	return WriteFile(filepath.Join(dir, FileOwner), append(b, '\n'))
 }
 
-// legacyOwner is the command of a run folder written before markers
+// LegacyOwner is the command of a run folder written before markers
 // existed, from its summary.json ("" when unknown).
-func legacyOwner(dir string) string {
+func LegacyOwner(dir string) string {
 	var sum struct {
 		Command string `json:"command"`
 	}
@@ -140,7 +140,7 @@ func CheckOwner(dir, command string) error {
 		return userf("--resume: %v", err)
 	}
 	if owner == "" {
-		owner = legacyOwner(dir)
+		owner = LegacyOwner(dir)
 	}
 	if owner != "" && owner != command {
 		return userf("--resume: run folder %s belongs to a %s run; continue it with densitykv %s --resume", dir, owner, owner)
@@ -167,7 +167,7 @@ func Inspect(dir string) State {
 	var s State
 	s.Command, _ = ReadOwner(dir)
 	var sc sealedCheckpoint
-	if b, err := readRecord(filepath.Join(dir, DirState, FileCheckpoint)); err == nil && json.Unmarshal(b, &sc) == nil && sc.intact() {
+	if b, err := ReadRecord(filepath.Join(dir, DirState, FileCheckpoint)); err == nil && json.Unmarshal(b, &sc) == nil && sc.intact() {
 		var st struct {
 			NextBlock int `json:"next_block"`
 		}

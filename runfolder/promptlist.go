@@ -52,7 +52,7 @@ func (l *PromptList) Blank(i int) bool { return l.Text(i) == "" }
 // ReadPromptList reads a prompts file and, when extended is not empty,
 // its extended prompts (same number of lines).
 func ReadPromptList(path, extended string) (*PromptList, error) {
-	b, err := readBounded(path, "prompts file")
+	b, err := ReadPromptsFile(path, "prompts file")
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func ReadPromptList(path, extended string) (*PromptList, error) {
 	if extended == "" {
 		return l, nil
 	}
-	e, err := readBounded(extended, "extended prompts file")
+	e, err := ReadPromptsFile(extended, "extended prompts file")
 	if err != nil {
 		return nil, err
 	}
@@ -78,9 +78,9 @@ func ReadPromptList(path, extended string) (*PromptList, error) {
 	return l, nil
 }
 
-// readBounded reads a prompts file (what: prompts file, extended prompts
+// ReadPromptsFile reads a prompts file (what: prompts file, extended prompts
 // file) of at most MaxPromptsFile bytes.
-func readBounded(path, what string) ([]byte, error) {
+func ReadPromptsFile(path, what string) ([]byte, error) {
 	b, err := limitread.File(path, MaxPromptsFile, what+"s")
 	if err != nil {
 		return nil, fmt.Errorf("runfolder: %s: %w", what, err)

@@ -204,9 +204,9 @@ type RunState struct {
 	Snapshots bool `json:"snapshots"`
 }
 
-// bankBytes returns the live bytes of each layer's DensityKV bank, or nil
+// BankBytes returns the live bytes of each layer's DensityKV bank, or nil
 // for other policies.
-func bankBytes(p memory.Policy) []int64 {
+func BankBytes(p memory.Policy) []int64 {
 	d, ok := p.(*memory.DensityKV)
 	if !ok {
 		return nil
@@ -218,8 +218,8 @@ func bankBytes(p memory.Policy) []int64 {
 	return out
 }
 
-// statsOf returns the policy's latest per-call record.
-func statsOf(p memory.Policy) memory.Stats {
+// StatsOf returns the policy's latest per-call record.
+func StatsOf(p memory.Policy) memory.Stats {
 	if r, ok := p.(memory.StatsReporter); ok {
 		return r.LastStats()
 	}

@@ -55,13 +55,13 @@ type Hooks struct {
 	Progress func(stage string, done, total int)
 }
 
-func (h Hooks) info(format string, a ...any) {
+func (h Hooks) Infof(format string, a ...any) {
 	if h.Info != nil {
 		h.Info(fmt.Sprintf(format, a...))
 	}
 }
 
-func (h Hooks) warn(format string, a ...any) {
+func (h Hooks) Warnf(format string, a ...any) {
 	if h.Warn != nil {
 		h.Warn(fmt.Sprintf(format, a...))
 	}
@@ -102,7 +102,7 @@ func Simulate(ctx context.Context, command string, cfg config.Config, dir string
 	// result files, the figures and summary.json, each written atomically
 	// and synced. A failure before it leaves the previous checkpoint, which
 	// --resume continues from.
-	res := &Result{Summary: newSummary(command, dir, cfg, st, interrupted, time.Since(start), replayed), Interrupted: interrupted}
+	res := &Result{Summary: NewSummary(command, dir, cfg, st, interrupted, time.Since(start), replayed), Interrupted: interrupted}
 	if !interrupted && cfg.Run.Plots {
 		pngs, err := Render(dir)
 		if err != nil {
@@ -299,7 +299,7 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 		}
 	}
 	if replayTo > 0 {
-		hooks.info("resume: policies cannot be snapshotted; recomputing blocks 0..%d (not logged again)", replayTo-1)
+		hooks.Infof("resume: policies cannot be snapshotted; recomputing blocks 0..%d (not logged again)", replayTo-1)
 	}
 	if hooks.Start != nil {
 		hooks.Start(st.NextBlock, blocks)
@@ -365,7 +365,7 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 		return nil, false, 0, runErr
 	}
 	if done := first + sum.Blocks; done < blocks {
-		hooks.warn("stream ended after %d blocks (config asked for %d)", done, blocks)
+		hooks.Warnf("stream ended after %d blocks (config asked for %d)", done, blocks)
 	}
 	// The log is durable and its size noted; the final checkpoint is
 	// Simulate's last write (commitComplete).
@@ -397,7 +397,7 @@ func blockLines(cfg config.Config, pols []memory.Policy, st *RunState, b int, at
 	sec := float64((b+1)*cfg.Memory.Layout.FramesPerBlock) / cfg.Stream.FPS
 	var lines []LogLine
 	for i, p := range pols {
-		s := statsOf(p)
+		s := StatsOf(p)
 		var decs []bank.Decision
 		if d, ok := p.(*memory.DensityKV); ok {
 			decs = d.LastDecisions()
@@ -412,7 +412,7 @@ func blockLines(cfg config.Config, pols []memory.Policy, st *RunState, b int, at
 		tot.UpdateSeconds += s.UpdateSeconds
 		st.Bytes[i] = append(st.Bytes[i], tot.Bytes)
 		tot.OccMin, tot.OccMax = 1<<62, 0
-		banks := bankBytes(p)
+		banks := BankBytes(p)
 		for l := 0; l < L; l++ {
 			ln := LineFor(cfg.Policies[i], b, l, sec, s, decs, tot.Bytes, attend[i][l])
 			ln.Diag = DiagFor(p, l, decs, ln.Offered)

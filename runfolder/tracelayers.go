@@ -23,15 +23,15 @@ import (
 // max_frames, the layers, the heads and the traced denoising step.
 const traceDefinition = "Full-softmax attention mass from current query tokens to K tokens, grouped by query latent frame and K provenance latent frame, with the corresponding visible K-token count per provenance frame."
 
-// writeTraceLayers writes lt to path atomically.
-func writeTraceLayers(path string, lt record.LayerTrace, step int) error {
-	_, err := writeTraceLayersSum(path, lt, step)
+// WriteTraceLayers writes lt to path atomically.
+func WriteTraceLayers(path string, lt record.LayerTrace, step int) error {
+	_, err := WriteTraceLayersSum(path, lt, step)
 	return err
 }
 
-// writeTraceLayersSum writes lt to path atomically and returns the file's
+// WriteTraceLayersSum writes lt to path atomically and returns the file's
 // SHA-256.
-func writeTraceLayersSum(path string, lt record.LayerTrace, step int) (string, error) {
+func WriteTraceLayersSum(path string, lt record.LayerTrace, step int) (string, error) {
 	H, F := lt.Heads, lt.Frames
 	var ts []checkpoint.WriteTensor
 	for i, l := range lt.Layers {
@@ -51,15 +51,15 @@ func writeTraceLayersSum(path string, lt record.LayerTrace, step int) (string, e
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// traceLayersName names the per-layer trace saved in DirState with the
+// TraceLayersName names the per-layer trace saved in DirState with the
 // checkpoint before block (the number of completed blocks).
-func traceLayersName(block int) string { return fmt.Sprintf("trace-layers-b%06d.safetensors", block) }
+func TraceLayersName(block int) string { return fmt.Sprintf("trace-layers-b%06d.safetensors", block) }
 
-// readTraceLayersSum reads a per-layer trace saved with a checkpoint,
+// ReadTraceLayersSum reads a per-layer trace saved with a checkpoint,
 // checking its SHA-256 (want; "" skips the check).
-func readTraceLayersSum(path, want string) (record.LayerTrace, error) {
+func ReadTraceLayersSum(path, want string) (record.LayerTrace, error) {
 	if want != "" {
-		b, err := readRecord(path)
+		b, err := ReadRecord(path)
 		if err != nil {
 			return record.LayerTrace{}, err
 		}

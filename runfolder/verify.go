@@ -23,10 +23,10 @@ import (
 // file changed or damaged since the run wrote it is refused, by name,
 // before anything is written.
 
-// readCheckpointState reads the state of a run folder's checkpoint, a
+// ReadCheckpointState reads the state of a run folder's checkpoint, a
 // generate or a simulate one, checking its seal. It returns nil, nil
 // when the folder has none.
-func readCheckpointState(dir string) (*GenerateState, error) {
+func ReadCheckpointState(dir string) (*GenerateState, error) {
 	path := filepath.Join(dir, DirState, FileCheckpoint)
 	var env struct {
 		Format string `json:"format"`
@@ -43,13 +43,13 @@ func readCheckpointState(dir string) (*GenerateState, error) {
 		}
 		return &GenerateState{RunState: rs}, nil
 	}
-	return readGenCheckpoint(path)
+	return ReadGenerateCheckpointFile(path)
 }
 
-// checkConfigRecord checks the run folder's config.resolved.yaml against
+// CheckConfigRecord checks the run folder's config.resolved.yaml against
 // the SHA-256 its checkpoint records (st nil or without one: nothing to
 // check).
-func checkConfigRecord(dir string, st *GenerateState) error {
+func CheckConfigRecord(dir string, st *GenerateState) error {
 	if st == nil || st.ConfigSHA256 == "" {
 		return nil
 	}
@@ -65,12 +65,12 @@ func checkConfigRecord(dir string, st *GenerateState) error {
 	return nil
 }
 
-// checkLatents checks the latent shards manifest.json lists before they
+// CheckLatents checks the latent shards manifest.json lists before they
 // are read: each is the block's file (latents/block_NNNNN.safetensors)
 // with the SHA-256 the manifest records, and the checkpoint (st, when the
 // folder has one) records the same SHA-256 for the blocks it covers.
 // The error names the shard and what mismatched.
-func checkLatents(dir string, man rollout.Manifest, st *GenerateState) error {
+func CheckLatents(dir string, man rollout.Manifest, st *GenerateState) error {
 	manPath := filepath.Join(dir, rollout.ManifestFile)
 	if st != nil && len(st.Shards) > len(man.Shards) {
 		return fmt.Errorf("%s lists %d latent shards, fewer than the %d of the run's checkpoint (%s)", manPath, len(man.Shards), len(st.Shards), filepath.Join(DirState, FileCheckpoint))
@@ -106,11 +106,11 @@ func checkLatents(dir string, man rollout.Manifest, st *GenerateState) error {
 // size once the run is complete: Inspect) and of the lineage (at least:
 // its closing lines follow the final checkpoint's record).
 func checkRecorded(dir string) error {
-	st, err := readCheckpointState(dir)
+	st, err := ReadCheckpointState(dir)
 	if err != nil || st == nil {
 		return err
 	}
-	if err := checkConfigRecord(dir, st); err != nil {
+	if err := CheckConfigRecord(dir, st); err != nil {
 		return err
 	}
 	complete := Inspect(dir).Complete

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// checkInputs identifies a run folder's own files by their place in the
+// CheckInputs identifies a run folder's own files by their place in the
 // folder (in the checkpoints of earlier versions: by the path the run
 // spelled, whose tail is that place) and the files outside it by content.
 func TestCheckInputsByPlaceAndContent(t *testing.T) {
@@ -35,7 +35,7 @@ func TestCheckInputsByPlaceAndContent(t *testing.T) {
 		{"roles", []FileFingerprint{ck, emb}, []FileFingerprint{emb, ck}, 0, "input 0 is checkpoint"},
 		{"count", []FileFingerprint{ck, emb}, []FileFingerprint{ck}, 0, "fingerprints 2 input files"},
 	} {
-		moved, err := checkInputs(c.saved, c.now)
+		moved, err := CheckInputs(c.saved, c.now)
 		switch {
 		case c.err == "" && err != nil:
 			t.Errorf("%s: %v", c.name, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/video"
 )
@@ -16,7 +17,7 @@ import (
 func init() { register(newDecodeCmd) }
 
 func newDecodeCmd() *cobra.Command {
-	var o runfolder.DecodeOptions
+	var o generate.DecodeOptions
 	var jsonOut, quiet bool
 	var precision string
 	var fps, crf int
@@ -77,7 +78,7 @@ joins what is decoded.`,
 				},
 				Warn: func(msg string) { fmt.Fprintln(stderr, msg) },
 			}
-			res, err := runfolder.Decode(cmd.Context(), dir, o, hooks)
+			res, err := generate.Decode(cmd.Context(), dir, o, hooks)
 			if prog != nil {
 				prog.finish()
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/limitread"
 	"github.com/densitykv/densitykv/memory"
@@ -525,7 +526,7 @@ func capGenerateHeap(arch string) {
 }
 
 // runGenerate runs a rollout into its run folder or, with --resume,
-// continues a stopped one (runfolder.Generate), and reports.
+// continues a stopped one (generate.Generate), and reports.
 func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, configFile string) error {
 	stdout := cmd.OutOrStdout()
 	g := gc.Generate
@@ -542,7 +543,7 @@ func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, conf
 	if !rf.resume {
 		warnVideoDisk(cmd.ErrOrStderr(), gc)
 	}
-	res, err := runfolder.Generate(cmd.Context(), gc, rf.resume, rf.force, hooks)
+	res, err := generate.Generate(cmd.Context(), gc, rf.resume, rf.force, hooks)
 	finish()
 	if err != nil && !errors.Is(err, runfolder.ErrInterrupted) {
 		return inputError(err, g)
@@ -561,7 +562,7 @@ func runGenerate(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, conf
 			fmt.Fprintln(stdout, res.Preview)
 		}
 	}
-	if res.Interrupted && errors.Is(err, runfolder.ErrDriftStop) {
+	if res.Interrupted && errors.Is(err, generate.ErrDriftStop) {
 		return fmt.Errorf("%w with %d of %d blocks done (%s); continue with: densitykv generate --out %s --name %s --resume (the rule that tripped does not stop it again)",
 			err, res.Summary.CompletedBlocks, g.Blocks, runfolder.FileDrift, gc.Run.Out, gc.Run.Name)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/runfolder"
 )
@@ -41,7 +42,7 @@ func resumeList(f *pflag.FlagSet, gc *config.GenerateConfig, out, name string, s
 }
 
 // runList makes a prompt list's videos, or this worker's shard of them
-// (runfolder.GenerateList; configFile, the --config file, is one of its
+// (generate.GenerateList; configFile, the --config file, is one of its
 // inputs), and reports each prompt's state.
 func runList(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, lf listFlags, configFile string) error {
 	if gc.Generate.PromptsFile == "" {
@@ -63,7 +64,7 @@ func runList(cmd *cobra.Command, gc config.GenerateConfig, rf runFlags, lf listF
 		updates = nil
 	}
 	hooks, finish := generateHooks(cmd, gc, rf, updates)
-	res, err := runfolder.GenerateList(cmd.Context(), gc, runfolder.ListOptions{Shard: shard, Resume: rf.resume, Force: rf.force, DryRun: lf.dryRun,
+	res, err := generate.GenerateList(cmd.Context(), gc, generate.ListOptions{Shard: shard, Resume: rf.resume, Force: rf.force, DryRun: lf.dryRun,
 		Inputs: []atomicfile.Input{{Role: "--config", Path: configFile}}}, hooks)
 	finish()
 	if err != nil && !errors.Is(err, runfolder.ErrInterrupted) {

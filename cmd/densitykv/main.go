@@ -39,6 +39,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/runfolder"
 )
 
@@ -188,7 +189,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ue usageError
 	var re *runfolder.UserError
 	switch {
-	case errors.Is(err, runfolder.ErrDriftStop):
+	case errors.Is(err, generate.ErrDriftStop):
 		return exitDriftStop
 	case errors.Is(err, errInterrupted):
 		return exitInterrupted

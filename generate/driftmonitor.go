@@ -1,8 +1,9 @@
-package runfolder
+package generate
 
 import (
 	"errors"
 	"fmt"
+	"github.com/densitykv/densitykv/runfolder"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,7 +21,7 @@ type driftStopError struct{ why string }
 func (e *driftStopError) Error() string { return ErrDriftStop.Error() + ": " + e.why }
 
 func (e *driftStopError) Is(target error) bool {
-	return target == ErrDriftStop || target == ErrInterrupted
+	return target == ErrDriftStop || target == runfolder.ErrInterrupted
 }
 
 // driftMonitor writes a generate run's drift.jsonl: one record per block
@@ -28,7 +29,7 @@ func (e *driftStopError) Is(target error) bool {
 // from the video stream while the block is decoded).
 type driftMonitor struct {
 	st    drift.State
-	log   *LogWriter
+	log   *runfolder.LogWriter
 	rules []drift.Rule
 	// spent are the rules that stopped the run once: a resumed run is not
 	// stopped by them again (its configuration cannot change on resume).
@@ -42,16 +43,16 @@ type driftMonitor struct {
 // back to the checkpoint's size with the checkpoint's comparisons. A run
 // resumed from a checkpoint written before the monitor existed has no
 // comparisons: it writes no drift.jsonl (nil, nil).
-func openDrift(dir string, gs *GenerateState, resume bool, start int, rules string, hooks Hooks) (*driftMonitor, error) {
+func openDrift(dir string, gs *runfolder.GenerateState, resume bool, start int, rules string, hooks runfolder.Hooks) (*driftMonitor, error) {
 	rs, err := drift.ParseRules(rules, "--stop-on-drift (generate.stop_on_drift)")
 	if err != nil {
-		return nil, &UserError{err}
+		return nil, &runfolder.UserError{Err: err}
 	}
 	d := &driftMonitor{rules: rs}
 	size := int64(0)
 	if resume && start > 0 {
 		if gs.Drift == nil {
-			hooks.info("resume: the run began without the drift monitor; no %s for its remaining blocks", FileDrift)
+			hooks.Infof("resume: the run began without the drift monitor; no %s for its remaining blocks", runfolder.FileDrift)
 			return nil, nil
 		}
 		if gs.Drift.Blocks != start {
@@ -59,7 +60,7 @@ func openDrift(dir string, gs *GenerateState, resume bool, start int, rules stri
 		}
 		d.st, size, d.spent = *gs.Drift, gs.DriftBytes, slices.Clone(gs.DriftSpent)
 	}
-	if d.log, err = OpenLog(filepath.Join(dir, FileDrift), size); err != nil {
+	if d.log, err = runfolder.OpenLog(filepath.Join(dir, runfolder.FileDrift), size); err != nil {
 		return nil, fmt.Errorf("drift: %w", err)
 	}
 	return d, nil
@@ -105,7 +106,7 @@ func (d *driftMonitor) block(b int, latents []float32) (drift.Record, *drift.Rul
 }
 
 // stage syncs drift.jsonl and records its size and the comparisons in gs.
-func (d *driftMonitor) stage(gs *GenerateState) error {
+func (d *driftMonitor) stage(gs *runfolder.GenerateState) error {
 	if d == nil {
 		gs.Drift, gs.DriftBytes, gs.DriftSpent = nil, 0, nil
 		return nil

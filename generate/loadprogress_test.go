@@ -1,13 +1,17 @@
-package runfolder
+package generate
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/densitykv/densitykv/runfolder"
+)
 
 // TestLoadProgress: a model's loading is reported in MiB, once per MiB
 // step, ending exactly at the total.
 func TestLoadProgress(t *testing.T) {
 	type call struct{ done, total int }
 	var calls []call
-	f := loadProgress(Hooks{Progress: func(stage string, done, total int) {
+	f := loadProgress(runfolder.Hooks{Progress: func(stage string, done, total int) {
 		if stage != "load" {
 			t.Fatalf("stage %q", stage)
 		}
@@ -26,7 +30,7 @@ func TestLoadProgress(t *testing.T) {
 			t.Fatalf("calls %v, want %v", calls, want)
 		}
 	}
-	if loadProgress(Hooks{}, "load") != nil {
+	if loadProgress(runfolder.Hooks{}, "load") != nil {
 		t.Fatal("a reporter without a Progress hook")
 	}
 }

@@ -1,16 +1,16 @@
-package runfolder
+package generate
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/densitykv/densitykv/runfolder"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/video"
 )
@@ -59,25 +59,25 @@ type DecodeResult struct {
 // hooks.Progress reports stage
 // "decode" per block. When ctx is cancelled it stops after the current
 // block, joins what is decoded and returns ErrInterrupted.
-func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*DecodeResult, error) {
+func Decode(ctx context.Context, dir string, o DecodeOptions, hooks runfolder.Hooks) (*DecodeResult, error) {
 	man, err := rollout.ReadManifest(dir)
 	if err != nil {
 		return nil, userf("decode: %s is not a generate run folder with latents: %w", dir, err)
 	}
 	// What the folder recorded, checked before anything is read or
 	// replaced: the configuration and every latent shard.
-	st, err := readCheckpointState(dir)
+	st, err := runfolder.ReadCheckpointState(dir)
 	if err == nil {
-		err = checkConfigRecord(dir, st)
+		err = runfolder.CheckConfigRecord(dir, st)
 	}
 	if err == nil {
-		err = checkLatents(dir, man, st)
+		err = runfolder.CheckLatents(dir, man, st)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("decode: %w; nothing was decoded, the folder's video files are as they were", err)
 	}
 	gc := config.GenerateDefaults() // keys a run folder written before they existed keep the values that run used
-	if err := LoadConfig(dir, &gc); err != nil {
+	if err := runfolder.LoadConfig(dir, &gc); err != nil {
 		return nil, userf("decode: %w", err)
 	}
 	if o.VAE == "" {
@@ -106,23 +106,23 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*Dec
 	if len(man.Shards) == 0 {
 		return nil, userf("decode: %s has no finished block", dir)
 	}
-	m, err := generate.LoadVAE(o.VAE, o.Mean, o.Std, man.Channels)
+	m, err := LoadVAE(o.VAE, o.Mean, o.Std, man.Channels)
 	if err != nil {
 		return nil, userf("--vae %s: %w", o.VAE, err)
 	}
-	var prov generate.Provenance
-	if err := ReadJSON(filepath.Join(dir, FileGeneration), &prov); err != nil && !errors.Is(err, os.ErrNotExist) {
+	var prov Provenance
+	if err := runfolder.ReadJSON(filepath.Join(dir, runfolder.FileGeneration), &prov); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
 	ff, err := video.LookFFmpeg()
 	if err != nil {
-		hooks.warn("warning: ffmpeg is not on PATH: the video will be PNG frames in %s (%s)", filepath.Join(dir, video.DirFrames), video.InstallHint)
+		hooks.Warnf("warning: ffmpeg is not on PATH: the video will be PNG frames in %s (%s)", filepath.Join(dir, video.DirFrames), video.InstallHint)
 	}
 	// Only the files the decode writes are replaced.
 	os.RemoveAll(filepath.Join(dir, video.DirSegments))
 	os.RemoveAll(filepath.Join(dir, video.DirFrames))
-	vs, err := generate.NewVideoStream(m, generate.VideoOptions{Dir: dir, FFmpeg: ff, Tags: prov.Tags(), FPS: enc.FPS, CRF: enc.CRF,
-		Lossless: filepath.Join(dir, DirState, DirDecodeState), Mean: o.Mean, Std: o.Std, Precision: prec})
+	vs, err := NewVideoStream(m, VideoOptions{Dir: dir, FFmpeg: ff, Tags: prov.Tags(), FPS: enc.FPS, CRF: enc.CRF,
+		Lossless: filepath.Join(dir, runfolder.DirState, runfolder.DirDecodeState), Mean: o.Mean, Std: o.Std, Precision: prec})
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +169,7 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks Hooks) (*Dec
 	}
 	res.Seconds = time.Since(began).Seconds()
 	if res.Interrupted {
-		return res, ErrInterrupted
+		return res, runfolder.ErrInterrupted
 	}
 	return res, nil
 }

@@ -1,10 +1,11 @@
-package runfolder
+package generate
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -151,4 +152,20 @@ func (r *streamRecord) finish() error {
 	}
 	r.done = true
 	return errors.Join(r.sw.Close(), r.f.Close())
+}
+
+// hashWriter counts what passes through it and, when h is set, hashes it.
+type hashWriter struct {
+	w io.Writer
+	h hash.Hash
+	n int64
+}
+
+func (h *hashWriter) Write(p []byte) (int, error) {
+	n, err := h.w.Write(p)
+	if h.h != nil {
+		h.h.Write(p[:n])
+	}
+	h.n += int64(n)
+	return n, err
 }

@@ -1,8 +1,9 @@
-package runfolder
+package generate
 
 import (
 	"context"
 	"encoding/json"
+	"github.com/densitykv/densitykv/runfolder"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,7 +55,7 @@ func TestListOwnership(t *testing.T) {
 	ctx := context.Background()
 
 	sim := filepath.Join(root, "sim")
-	if err := Claim(sim, "simulate", false, false); err != nil {
+	if err := runfolder.Claim(sim, "simulate", false, false); err != nil {
 		t.Fatal(err)
 	}
 	user := filepath.Join(root, "user")
@@ -66,7 +67,7 @@ func TestListOwnership(t *testing.T) {
 	} {
 		before := tree(t, filepath.Join(root, c.name))
 		for _, dry := range []bool{true, false} {
-			_, err := GenerateList(ctx, listConfig(t, root, c.name, pf), ListOptions{DryRun: dry}, Hooks{})
+			_, err := GenerateList(ctx, listConfig(t, root, c.name, pf), ListOptions{DryRun: dry}, runfolder.Hooks{})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("%s (dry run %v): %v, want %q", c.name, dry, err, c.want)
 			}
@@ -76,42 +77,42 @@ func TestListOwnership(t *testing.T) {
 		}
 	}
 	// --force of the whole list takes the user's folder, leaving its files.
-	res, err := GenerateList(ctx, listConfig(t, root, "user", pf), ListOptions{Force: true}, Hooks{})
+	res, err := GenerateList(ctx, listConfig(t, root, "user", pf), ListOptions{Force: true}, runfolder.Hooks{})
 	if err != nil || res.Batch[0].State != "generated" {
 		t.Fatalf("--force: %+v %v", res, err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(user, "notes")); string(b) != "mine" {
 		t.Fatalf("--force removed the user's file: %q", b)
 	}
-	if o, err := ReadOwner(user); o != ListCommand || err != nil {
+	if o, err := runfolder.ReadOwner(user); o != runfolder.ListCommand || err != nil {
 		t.Fatalf("list marker %q %v", o, err)
 	}
-	if o, err := ReadOwner(BatchDir(user, 0)); o != "generate" || err != nil {
+	if o, err := runfolder.ReadOwner(runfolder.BatchDir(user, 0)); o != "generate" || err != nil {
 		t.Fatalf("prompt folder marker %q %v", o, err)
 	}
 	// A single run, or another command, in the list's folder: refused.
-	if err := Claim(user, "generate", false, false); err == nil || !strings.Contains(err.Error(), "belongs to a "+ListCommand+" run") {
+	if err := runfolder.Claim(user, "generate", false, false); err == nil || !strings.Contains(err.Error(), "belongs to a "+runfolder.ListCommand+" run") {
 		t.Fatalf("a single run in a list folder: %v", err)
 	}
 	// The list joined again: done, nothing rewritten.
 	before := tree(t, user)
-	res, err = GenerateList(ctx, listConfig(t, root, "user", pf), ListOptions{}, Hooks{})
+	res, err = GenerateList(ctx, listConfig(t, root, "user", pf), ListOptions{}, runfolder.Hooks{})
 	if err != nil || res.Batch[0].State != "done" {
 		t.Fatalf("again: %+v %v", res, err)
 	}
 	for p, s := range before {
-		if !strings.Contains(p, DirShards) && tree(t, user)[p] != s {
+		if !strings.Contains(p, runfolder.DirShards) && tree(t, user)[p] != s {
 			t.Fatalf("joining the list changed %s", p)
 		}
 	}
 	// Without its final checkpoint (a run that died between summary.json
 	// and the checkpoint) the prompt is not done.
-	os.Remove(filepath.Join(BatchDir(user, 0), DirState, FileCheckpoint))
-	res, err = GenerateList(ctx, listConfig(t, root, "user", pf), ListOptions{DryRun: true}, Hooks{})
+	os.Remove(filepath.Join(runfolder.BatchDir(user, 0), runfolder.DirState, runfolder.FileCheckpoint))
+	res, err = GenerateList(ctx, listConfig(t, root, "user", pf), ListOptions{DryRun: true}, runfolder.Hooks{})
 	if err != nil || res.Batch[0].State != "to generate" {
 		t.Fatalf("no final checkpoint: %+v %v", res, err)
 	}
-	if rep, err := Collect([]string{user}); err != nil || rep.Prompts[0].State != "stopped" || rep.Complete != 0 {
+	if rep, err := runfolder.Collect([]string{user}); err != nil || rep.Prompts[0].State != "stopped" || rep.Complete != 0 {
 		t.Fatalf("collect without the final checkpoint: %+v %v", rep, err)
 	}
 
@@ -119,32 +120,32 @@ func TestListOwnership(t *testing.T) {
 	// marker and batch.yaml, no list.json yet) joins.
 	racing := filepath.Join(root, "racing")
 	os.MkdirAll(racing, 0o755)
-	mark, _ := json.Marshal(Owner{Format: ownerFormat, Command: ListCommand})
-	os.WriteFile(filepath.Join(racing, FileOwner), mark, 0o644)
-	os.WriteFile(filepath.Join(racing, FileBatch), []byte("# half written\n"), 0o644)
-	os.WriteFile(filepath.Join(racing, "."+FileBatchPrompts+".tmp123"), nil, 0o644)
-	if _, err := GenerateList(ctx, listConfig(t, root, "racing", pf), ListOptions{DryRun: true}, Hooks{}); err != nil {
+	mark, _ := json.Marshal(runfolder.Owner{Format: runfolder.OwnerFormat, Command: runfolder.ListCommand})
+	os.WriteFile(filepath.Join(racing, runfolder.FileOwner), mark, 0o644)
+	os.WriteFile(filepath.Join(racing, runfolder.FileBatch), []byte("# half written\n"), 0o644)
+	os.WriteFile(filepath.Join(racing, "."+runfolder.FileBatchPrompts+".tmp123"), nil, 0o644)
+	if _, err := GenerateList(ctx, listConfig(t, root, "racing", pf), ListOptions{DryRun: true}, runfolder.Hooks{}); err != nil {
 		t.Fatalf("a shard joining a list being created: %v", err)
 	}
 	// Only the temporary file of another shard's marker: an empty folder.
 	empty := filepath.Join(root, "empty")
 	os.MkdirAll(empty, 0o755)
-	os.WriteFile(filepath.Join(empty, "."+FileOwner+".tmp4"), nil, 0o644)
-	if _, err := GenerateList(ctx, listConfig(t, root, "empty", pf), ListOptions{DryRun: true}, Hooks{}); err != nil {
+	os.WriteFile(filepath.Join(empty, "."+runfolder.FileOwner+".tmp4"), nil, 0o644)
+	if _, err := GenerateList(ctx, listConfig(t, root, "empty", pf), ListOptions{DryRun: true}, runfolder.Hooks{}); err != nil {
 		t.Fatalf("a folder with another shard's temporary marker: %v", err)
 	}
 
 	// A prompt folder of another command is refused, and left as it was.
 	other := filepath.Join(root, "other")
-	if err := Claim(BatchDir(other, 0), "simulate", false, false); err != nil {
+	if err := runfolder.Claim(runfolder.BatchDir(other, 0), "simulate", false, false); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(other, FileOwner), append(mark, '\n'), 0o644)
-	_, err = GenerateList(ctx, listConfig(t, root, "other", pf), ListOptions{}, Hooks{})
+	os.WriteFile(filepath.Join(other, runfolder.FileOwner), append(mark, '\n'), 0o644)
+	_, err = GenerateList(ctx, listConfig(t, root, "other", pf), ListOptions{}, runfolder.Hooks{})
 	if err == nil || !strings.Contains(err.Error(), "prompt 0") || !strings.Contains(err.Error(), "belongs to a simulate run") {
 		t.Fatalf("a prompt folder of simulate: %v", err)
 	}
-	if o, _ := ReadOwner(BatchDir(other, 0)); o != "simulate" {
+	if o, _ := runfolder.ReadOwner(runfolder.BatchDir(other, 0)); o != "simulate" {
 		t.Fatalf("the simulate folder was taken: %q", o)
 	}
 }
@@ -159,39 +160,39 @@ func TestCheckListOutputs(t *testing.T) {
 	os.WriteFile(pf, []byte("a cat\nA dog\n"), 0o644)
 	gc := listConfig(t, root, "list", pf)
 	list := filepath.Join(root, "list")
-	cfg := filepath.Join(BatchDir(list, 1), FileConfig)
+	cfg := filepath.Join(runfolder.BatchDir(list, 1), runfolder.FileConfig)
 	os.MkdirAll(filepath.Dir(cfg), 0o755)
 	os.WriteFile(cfg, []byte("run: {}\n"), 0o644)
-	if err := CheckListOutputs(gc, false); err != nil {
+	if err := runfolder.CheckListOutputs(gc, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckListOutputs(gc, false, atomicfile.Input{Role: "--config", Path: cfg}); err == nil || !strings.Contains(err.Error(), "--config") {
+	if err := runfolder.CheckListOutputs(gc, false, atomicfile.Input{Role: "--config", Path: cfg}); err == nil || !strings.Contains(err.Error(), "--config") {
 		t.Fatalf("--config in a prompt folder: %v", err)
 	}
 	link := filepath.Join(root, "link")
-	if err := os.Symlink(BatchDir(list, 1), link); err != nil {
+	if err := os.Symlink(runfolder.BatchDir(list, 1), link); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckListOutputs(gc, false, atomicfile.Input{Role: "--config", Path: filepath.Join(link, FileConfig)}); err == nil || !strings.Contains(err.Error(), "overwrite an input") {
+	if err := runfolder.CheckListOutputs(gc, false, atomicfile.Input{Role: "--config", Path: filepath.Join(link, runfolder.FileConfig)}); err == nil || !strings.Contains(err.Error(), "overwrite an input") {
 		t.Fatalf("--config through a link into a prompt folder: %v", err)
 	}
 	// A file of a prompt folder that is not a run file is not written.
-	notes := filepath.Join(BatchDir(list, 1), "notes.yaml")
+	notes := filepath.Join(runfolder.BatchDir(list, 1), "notes.yaml")
 	os.WriteFile(notes, nil, 0o644)
-	if err := CheckListOutputs(gc, false, atomicfile.Input{Role: "--config", Path: notes}); err != nil {
+	if err := runfolder.CheckListOutputs(gc, false, atomicfile.Input{Role: "--config", Path: notes}); err != nil {
 		t.Fatalf("a user's file in a prompt folder: %v", err)
 	}
-	own := filepath.Join(list, FileBatchPrompts)
+	own := filepath.Join(list, runfolder.FileBatchPrompts)
 	os.WriteFile(own, []byte("a cat\nA dog\n"), 0o644)
 	gc.Generate.PromptsFile = own
-	if err := CheckListOutputs(gc, false); err != nil {
+	if err := runfolder.CheckListOutputs(gc, false); err != nil {
 		t.Fatalf("the list's own prompts copy, read: %v", err)
 	}
-	if err := CheckListOutputs(gc, true); err == nil || !strings.Contains(err.Error(), "--prompts") {
+	if err := runfolder.CheckListOutputs(gc, true); err == nil || !strings.Contains(err.Error(), "--prompts") {
 		t.Fatalf("the list's own prompts copy with --force: %v", err)
 	}
 	gc.Generate.RecordStream = filepath.Join(root, "stream.bin")
-	if err := CheckListOutputs(gc, false); err == nil || !strings.Contains(err.Error(), "--record-stream") {
+	if err := runfolder.CheckListOutputs(gc, false); err == nil || !strings.Contains(err.Error(), "--record-stream") {
 		t.Fatalf("--record-stream: %v", err)
 	}
 }
@@ -205,12 +206,12 @@ func TestCheckListFolderMarkerRace(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	l := &PromptList{Path: "p.txt"}
-	var man ListManifest
-	marker, _ := json.Marshal(Owner{Format: ownerFormat, Command: ListCommand})
+	l := &runfolder.PromptList{Path: "p.txt"}
+	var man runfolder.ListManifest
+	marker, _ := json.Marshal(runfolder.Owner{Format: runfolder.OwnerFormat, Command: runfolder.ListCommand})
 	defer func() { hookAfterOwnerRead = nil }()
 	hookAfterOwnerRead = func(d string) {
-		if err := os.WriteFile(filepath.Join(d, FileOwner), append(marker, '\n'), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(d, runfolder.FileOwner), append(marker, '\n'), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		hookAfterOwnerRead = nil

@@ -1,9 +1,10 @@
-package runfolder
+package generate
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/densitykv/densitykv/runfolder"
 	"image"
 	"image/color"
 	"image/png"
@@ -21,7 +22,7 @@ import (
 // writePreview writes one PNG per latent frame: channels 0..2 mapped to RGB
 // (each scaled by its ±3σ range), upscaled 4× with nearest neighbours.
 func writePreview(dir string, b int, latents []float32, C, H, W int) error {
-	pd := filepath.Join(dir, DirPreview)
+	pd := filepath.Join(dir, runfolder.DirPreview)
 	if err := os.MkdirAll(pd, 0o755); err != nil {
 		return err
 	}
@@ -48,7 +49,7 @@ func writePreview(dir string, b int, latents []float32, C, H, W int) error {
 		if err := png.Encode(&buf, img); err != nil {
 			return err
 		}
-		if err := WriteFile(filepath.Join(pd, fmt.Sprintf("frame_%05d.png", b*F+f)), buf.Bytes()); err != nil {
+		if err := runfolder.WriteFile(filepath.Join(pd, fmt.Sprintf("frame_%05d.png", b*F+f)), buf.Bytes()); err != nil {
 			return err
 		}
 	}
@@ -62,8 +63,8 @@ func previewVideo(dir string) (string, error) {
 	if err != nil {
 		return "", errors.New("ffmpeg is not installed")
 	}
-	out := filepath.Join(dir, FilePreviewVideo)
-	c := exec.Command(ff, "-y", "-loglevel", "error", "-framerate", "4", "-i", filepath.Join(dir, DirPreview, "frame_%05d.png"),
+	out := filepath.Join(dir, runfolder.FilePreviewVideo)
+	c := exec.Command(ff, "-y", "-loglevel", "error", "-framerate", "4", "-i", filepath.Join(dir, runfolder.DirPreview, "frame_%05d.png"),
 		"-c:v", "libx264", "-pix_fmt", "yuv420p", "-vf", "scale=trunc(iw/2)*2:trunc(ih/2)*2", out)
 	if msg, err := c.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("ffmpeg failed: %v: %s", err, bytes.TrimSpace(msg))

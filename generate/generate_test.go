@@ -1,9 +1,10 @@
-package runfolder
+package generate
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/densitykv/densitykv/runfolder"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/internal/goldendir"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/vae"
@@ -71,7 +71,7 @@ func TestGenerateEndToEnd(t *testing.T) {
 	const prompt = "a heron lands on a lake"
 	gc := tinyPipeline(t, dir, "e2e", config.PromptSpec{Text: prompt})
 	var warns []string
-	res, err := Generate(context.Background(), gc, false, false, Hooks{Warn: func(m string) { warns = append(warns, m) }})
+	res, err := Generate(context.Background(), gc, false, false, runfolder.Hooks{Warn: func(m string) { warns = append(warns, m) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestGenerateEndToEnd(t *testing.T) {
 		info.Duration != "2.812500" || info.KeyFrames >= gc.Generate.Blocks || info.Codec != "h264" || info.PixFmt != "yuv420p" {
 		t.Fatalf("video.mp4: %+v, want 45 frames at exactly 16 fps for 2.8125 s, one encode (not a keyframe per block)", info)
 	}
-	if _, err := os.Stat(filepath.Join(rd, DirState, DirVideoState)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(rd, runfolder.DirState, runfolder.DirVideoState)); !os.IsNotExist(err) {
 		t.Fatalf("the lossless copies are kept after the run is complete: %v", err)
 	}
 	if !strings.Contains(res.Video, "45 frames") {
@@ -104,12 +104,12 @@ func TestGenerateEndToEnd(t *testing.T) {
 			t.Errorf("tag %s = %q", k, info.Tags[k])
 		}
 	}
-	var prov generate.Provenance
-	if err := ReadJSON(filepath.Join(rd, FileGeneration), &prov); err != nil || len(prov.Prompts) != 1 || !prov.Prompts[0].Truncated || len(prov.Files) != 4 {
+	var prov Provenance
+	if err := runfolder.ReadJSON(filepath.Join(rd, runfolder.FileGeneration), &prov); err != nil || len(prov.Prompts) != 1 || !prov.Prompts[0].Truncated || len(prov.Files) != 4 {
 		t.Fatalf("generation.json: %+v %v", prov, err)
 	}
 	// The bank really admits (blocks 0 and 1 offer nothing).
-	lines, err := ReadLog(filepath.Join(rd, FileLog))
+	lines, err := runfolder.ReadLog(filepath.Join(rd, runfolder.FileLog))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestGenerateEndToEnd(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	gc2 := tinyPipeline(t, dir, "png", config.PromptSpec{Text: prompt})
 	warns = nil
-	res, err = Generate(context.Background(), gc2, false, false, Hooks{Warn: func(m string) { warns = append(warns, m) }})
+	res, err = Generate(context.Background(), gc2, false, false, runfolder.Hooks{Warn: func(m string) { warns = append(warns, m) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,30 +219,30 @@ func TestGeneratePrecision(t *testing.T) {
 	const prompt = "a heron lands on a lake"
 	gc := tinyPipeline(t, dir, "bf16", config.PromptSpec{Text: prompt})
 	gc.Generate.Precision, gc.Generate.Blocks = gemm.BF16, 2 // 21 frames (bf16 is slow in the pure-Go build)
-	if _, err := Generate(context.Background(), gc, false, false, Hooks{}); err != nil {
+	if _, err := Generate(context.Background(), gc, false, false, runfolder.Hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	rd := filepath.Join(dir, "bf16")
-	var prov generate.Provenance
-	if err := ReadJSON(filepath.Join(rd, FileGeneration), &prov); err != nil || prov.Precision != "bf16" {
+	var prov Provenance
+	if err := runfolder.ReadJSON(filepath.Join(rd, runfolder.FileGeneration), &prov); err != nil || prov.Precision != "bf16" {
 		t.Fatalf("generation.json precision %q (%v)", prov.Precision, err)
 	}
 	var saved config.GenerateConfig
-	if err := LoadConfig(rd, &saved); err != nil || saved.Generate.Precision != gemm.BF16 {
-		t.Fatalf("%s precision %v (%v)", FileConfig, saved.Generate.Precision, err)
+	if err := runfolder.LoadConfig(rd, &saved); err != nil || saved.Generate.Precision != gemm.BF16 {
+		t.Fatalf("%s precision %v (%v)", runfolder.FileConfig, saved.Generate.Precision, err)
 	}
 	// The text encoder.
-	emb, err := generate.ReadEmbedding(embeddingPath(rd, 0))
+	emb, err := ReadEmbedding(runfolder.EmbeddingPath(rd, 0))
 	if err != nil || emb.Precision != "bf16" {
 		t.Fatalf("the run's embedding: precision %q (%v)", emb.Precision, err)
 	}
 	encode := func(p gemm.Precision) []float32 {
-		o := generate.TextOptions{Encoder: gc.Generate.TextEncoder, Tokenizer: gc.Generate.Tokenizer, TextLen: gc.Generate.Model.TextLen, Precision: p}
-		in, err := generate.CheckText(o)
+		o := TextOptions{Encoder: gc.Generate.TextEncoder, Tokenizer: gc.Generate.Tokenizer, TextLen: gc.Generate.Model.TextLen, Precision: p}
+		in, err := CheckText(o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		es, err := generate.EncodePrompts(o, in, []string{prompt})
+		es, err := EncodePrompts(o, in, []string{prompt})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,8 +254,8 @@ func TestGeneratePrecision(t *testing.T) {
 	// The DiT: the same embedding at fp32 gives other latents.
 	gf := tinyPipeline(t, dir, "fp32", config.PromptSpec{Text: prompt})
 	gf.Generate.Prompts, gf.Generate.Blocks, gf.Generate.VAE = nil, 2, "" // latents only
-	gf.Generate.Texts = []config.TextSpec{{Path: embeddingPath(rd, 0)}}
-	if _, err := Generate(context.Background(), gf, false, false, Hooks{}); err != nil {
+	gf.Generate.Texts = []config.TextSpec{{Path: runfolder.EmbeddingPath(rd, 0)}}
+	if _, err := Generate(context.Background(), gf, false, false, runfolder.Hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	man16, err1 := rollout.ReadManifest(rd)
@@ -287,11 +287,11 @@ func TestGeneratePrecision(t *testing.T) {
 	if bytes.Equal(got, want32) {
 		t.Fatal("the bf16 run's frames are the fp32 decode of its latents")
 	}
-	if _, err := Decode(context.Background(), rd, DecodeOptions{}, Hooks{}); err != nil || !bytes.Equal(frames("bf16"), got) {
+	if _, err := Decode(context.Background(), rd, DecodeOptions{}, runfolder.Hooks{}); err != nil || !bytes.Equal(frames("bf16"), got) {
 		t.Fatalf("decode at the run's precision: %v, frames equal the run's %v", err, bytes.Equal(frames("bf16"), got))
 	}
 	f32 := gemm.F32
-	if _, err := Decode(context.Background(), rd, DecodeOptions{Precision: &f32}, Hooks{}); err != nil || !bytes.Equal(frames("bf16"), want32) {
+	if _, err := Decode(context.Background(), rd, DecodeOptions{Precision: &f32}, runfolder.Hooks{}); err != nil || !bytes.Equal(frames("bf16"), want32) {
 		t.Fatalf("decode --precision fp32: %v, frames equal the fp32 decode %v", err, bytes.Equal(frames("bf16"), want32))
 	}
 }
@@ -362,7 +362,7 @@ func TestGenerateBatch(t *testing.T) {
 		return gc
 	}
 	blocks := 0
-	hooks := Hooks{Block: func(int, []LogLine) { blocks++ }}
+	hooks := runfolder.Hooks{Block: func(int, []runfolder.LogLine) { blocks++ }}
 	res, err := Generate(context.Background(), batch("full"), false, false, hooks)
 	if err != nil {
 		t.Fatal(err)
@@ -372,14 +372,14 @@ func TestGenerateBatch(t *testing.T) {
 	}
 	for _, i := range []int{0, 2, 3} {
 		e := res.Batch[i]
-		if e.Index != i || e.State != "generated" || e.Video != "" && !strings.Contains(e.Video, BatchDir(filepath.Join(dir, "full"), i)) {
+		if e.Index != i || e.State != "generated" || e.Video != "" && !strings.Contains(e.Video, runfolder.BatchDir(filepath.Join(dir, "full"), i)) {
 			t.Fatalf("prompt %d: %+v", i, e)
 		}
-		if _, err := os.Stat(filepath.Join(BatchDir(filepath.Join(dir, "full"), i), video.FileVideo)); err != nil {
+		if _, err := os.Stat(filepath.Join(runfolder.BatchDir(filepath.Join(dir, "full"), i), video.FileVideo)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := os.Stat(BatchDir(filepath.Join(dir, "full"), 1)); !os.IsNotExist(err) {
+	if _, err := os.Stat(runfolder.BatchDir(filepath.Join(dir, "full"), 1)); !os.IsNotExist(err) {
 		t.Fatalf("the blank line has a folder: %v", err)
 	}
 	blocks = 0
@@ -392,13 +392,13 @@ func TestGenerateBatch(t *testing.T) {
 	// Stopped during the second video, after its block 0.
 	ctx, cancel := context.WithCancel(context.Background())
 	blocks = 0
-	stop := Hooks{Block: func(int, []LogLine) {
+	stop := runfolder.Hooks{Block: func(int, []runfolder.LogLine) {
 		if blocks++; blocks == 3 {
 			cancel()
 		}
 	}}
 	res, err = Generate(ctx, batch("stop"), false, false, stop)
-	if err != ErrInterrupted || res.Batch[2].State != "interrupted" || res.Batch[3].State != "pending" {
+	if err != runfolder.ErrInterrupted || res.Batch[2].State != "interrupted" || res.Batch[3].State != "pending" {
 		t.Fatalf("stopped batch: %v %+v", err, res.Batch)
 	}
 	blocks = 0
@@ -409,17 +409,17 @@ func TestGenerateBatch(t *testing.T) {
 		t.Fatalf("continued batch: %d blocks, %+v", blocks, res.Batch)
 	}
 	for _, i := range []int{0, 2, 3} {
-		a, na, err := video.ReadFrames(ff, filepath.Join(BatchDir(filepath.Join(dir, "full"), i), video.FileVideo), 64, 48)
+		a, na, err := video.ReadFrames(ff, filepath.Join(runfolder.BatchDir(filepath.Join(dir, "full"), i), video.FileVideo), 64, 48)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, nb, err := video.ReadFrames(ff, filepath.Join(BatchDir(filepath.Join(dir, "stop"), i), video.FileVideo), 64, 48)
+		b, nb, err := video.ReadFrames(ff, filepath.Join(runfolder.BatchDir(filepath.Join(dir, "stop"), i), video.FileVideo), 64, 48)
 		if err != nil || na != 21 || nb != 21 || !bytes.Equal(a, b) {
 			t.Fatalf("prompt %d: %d and %d frames, equal %v (%v)", i, na, nb, bytes.Equal(a, b), err)
 		}
 	}
-	var status ShardStatus
-	if b, err := os.ReadFile(filepath.Join(dir, "stop", DirShards, "shard-0-of-1.json")); err != nil || json.Unmarshal(b, &status) != nil || len(status.Entries) != 4 || !status.Complete {
+	var status runfolder.ShardStatus
+	if b, err := os.ReadFile(filepath.Join(dir, "stop", runfolder.DirShards, "shard-0-of-1.json")); err != nil || json.Unmarshal(b, &status) != nil || len(status.Entries) != 4 || !status.Complete {
 		t.Fatalf("shard status: %v %+v", err, status)
 	}
 	// Another prompts file in the same folder is refused.

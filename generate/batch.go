@@ -1,10 +1,11 @@
-package runfolder
+package generate
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/densitykv/densitykv/runfolder"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,15 +14,15 @@ import (
 	"time"
 
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/internal/atomicfile"
+	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/tokenizer"
 	"github.com/densitykv/densitykv/video"
 )
 
 // ListOptions say how GenerateList runs a list.
 type ListOptions struct {
-	Shard Shard
+	Shard runfolder.Shard
 	// Resume takes the configuration and the prompts from the list folder
 	// (the caller read the configuration from its FileBatch).
 	Resume bool
@@ -45,12 +46,12 @@ func batchRunConfig(gc config.GenerateConfig, dir string, i int, text string) co
 	g.PromptsFile, g.ExtendedPromptsFile, g.PromptIndices, g.TextCache = "", "", nil, ""
 	g.SkipExisting = true
 	g.Prompts = []config.PromptSpec{{Text: text}}
-	sub.Run.Out, sub.Run.Name = dir, filepath.Base(BatchDir(dir, i))
+	sub.Run.Out, sub.Run.Name = dir, filepath.Base(runfolder.BatchDir(dir, i))
 	return sub
 }
 
 // GenerateBatch runs a whole prompts file (GenerateList without shards).
-func GenerateBatch(ctx context.Context, gc config.GenerateConfig, resume, force bool, hooks Hooks) (*Result, error) {
+func GenerateBatch(ctx context.Context, gc config.GenerateConfig, resume, force bool, hooks runfolder.Hooks) (*runfolder.Result, error) {
 	return GenerateList(ctx, gc, ListOptions{Resume: resume, Force: force}, hooks)
 }
 
@@ -73,13 +74,13 @@ func GenerateBatch(ctx context.Context, gc config.GenerateConfig, resume, force 
 // folder or a folder that is no run folder is refused unless o.Force),
 // its outputs are checked against its inputs first (CheckListOutputs), and
 // each prompt's folder is a generate run folder (runListPrompt).
-func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, hooks Hooks) (*Result, error) {
+func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, hooks runfolder.Hooks) (*runfolder.Result, error) {
 	g := gc.Generate
 	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
 	if o.Force && !o.Shard.Whole() {
 		return nil, userf("--force starts the whole list %s over and would remove other shards' videos; remove the prompts' folders by hand, or run without --shard", dir)
 	}
-	if err := CheckListOutputs(gc, o.Force, o.Inputs...); err != nil {
+	if err := runfolder.CheckListOutputs(gc, o.Force, o.Inputs...); err != nil {
 		return nil, err
 	}
 	list, err := readList(dir, gc, o.Resume)
@@ -103,7 +104,7 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 		return nil, err
 	}
 	entries, encode, encodeAt, redo := planList(dir, g, list, mine, o.DryRun, hooks)
-	res := &Result{Batch: entries}
+	res := &runfolder.Result{Batch: entries}
 	if o.DryRun {
 		return res, nil
 	}
@@ -115,12 +116,12 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 	if len(encode) > 0 && g.TextCache == "" {
 		return nil, userf("--prompts needs a text cache (generate.text_cache)")
 	}
-	embeds := make([]*generate.Embedding, len(mine))
+	embeds := make([]*Embedding, len(mine))
 	es, err := encodePrompts(in, g, dedupe(encode), true, hooks) // values read back per prompt
 	if err != nil {
 		return nil, err
 	}
-	byText := map[string]*generate.Embedding{}
+	byText := map[string]*Embedding{}
 	for _, e := range es {
 		byText[e.Prompt] = e
 	}
@@ -133,14 +134,14 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 			todo++
 		}
 	}
-	st := ShardStatus{Shard: o.Shard.String(), Started: now(), Entries: entries}
+	st := runfolder.ShardStatus{Shard: o.Shard.String(), Started: now(), Entries: entries}
 	st.Host, _ = os.Hostname()
-	statusPath := filepath.Join(dir, DirShards, o.Shard.Name()+".json")
+	statusPath := filepath.Join(dir, runfolder.DirShards, o.Shard.Name()+".json")
 	writeStatus := func() error {
 		st.Updated = now()
-		return WriteJSON(statusPath, st)
+		return runfolder.WriteJSON(statusPath, st)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, DirShards), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, runfolder.DirShards), 0o755); err != nil {
 		return nil, err
 	}
 	if err := writeStatus(); err != nil {
@@ -151,7 +152,7 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 			return nil, err
 		}
 	}
-	hooks.info("list %s: shard %s makes %d of its %d prompts (%d selected of %d lines)", dir, o.Shard, todo, len(mine), len(selected), len(list.Prompts))
+	hooks.Infof("list %s: shard %s makes %d of its %d prompts (%d selected of %d lines)", dir, o.Shard, todo, len(mine), len(selected), len(list.Prompts))
 	for k, i := range mine {
 		e := &entries[k]
 		if e.State != "pending" {
@@ -163,7 +164,7 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 		}
 		if unlock == nil {
 			e.State = "busy"
-			hooks.warn("prompt %d: another worker holds %s; skipped (is a shard of another --shard count running on this list?)", i, filepath.Join(DirLocks, fmt.Sprintf("%05d.lock", i)))
+			hooks.Warnf("prompt %d: another worker holds %s; skipped (is a shard of another --shard count running on this list?)", i, filepath.Join(runfolder.DirLocks, fmt.Sprintf("%05d.lock", i)))
 			continue
 		}
 		e.Started = now()
@@ -174,7 +175,7 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 			res.Summary, res.Preview = r.Summary, r.Preview
 			e.Video = r.Video
 		}
-		if err != nil && !errors.Is(err, ErrInterrupted) {
+		if err != nil && !errors.Is(err, runfolder.ErrInterrupted) {
 			return nil, fmt.Errorf("prompt %d (%s): %w", i, e.Dir, err)
 		}
 		e.State = state
@@ -183,7 +184,7 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 		}
 		if state == "interrupted" {
 			res.Interrupted = true
-			return res, ErrInterrupted
+			return res, runfolder.ErrInterrupted
 		}
 	}
 	st.Complete = true
@@ -202,16 +203,16 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 // nothing (complete or blank), resume, a new run, or (skip_existing false)
 // a run again (redo, by place in mine). encode are the prompts to encode,
 // encodeAt their places in mine; a dry run's entries say what it would do.
-func planList(dir string, g config.GenerateSection, list *PromptList, mine []int, dryRun bool, hooks Hooks) (entries []BatchEntry, encode []config.PromptSpec, encodeAt []int, redo map[int]bool) {
-	entries = make([]BatchEntry, len(mine))
+func planList(dir string, g config.GenerateSection, list *runfolder.PromptList, mine []int, dryRun bool, hooks runfolder.Hooks) (entries []runfolder.BatchEntry, encode []config.PromptSpec, encodeAt []int, redo map[int]bool) {
+	entries = make([]runfolder.BatchEntry, len(mine))
 	redo = map[int]bool{}
 	for k, i := range mine {
-		sd := BatchDir(dir, i)
+		sd := runfolder.BatchDir(dir, i)
 		e := &entries[k]
-		*e = BatchEntry{Index: i, Prompt: list.Prompts[i], Dir: sd, State: "pending"}
+		*e = runfolder.BatchEntry{Index: i, Prompt: list.Prompts[i], Dir: sd, State: "pending"}
 		if list.Blank(i) {
 			e.State = "blank"
-			hooks.warn("prompt %d (line %d of %s) is blank: no video (the authors' TextDataset would make one from the empty prompt)", i, i+1, list.Path)
+			hooks.Warnf("prompt %d (line %d of %s) is blank: no video (the authors' TextDataset would make one from the empty prompt)", i, i+1, list.Path)
 			continue
 		}
 		if video, ok := completeRun(sd, g); ok && g.SkipExisting {
@@ -220,7 +221,7 @@ func planList(dir string, g config.GenerateSection, list *PromptList, mine []int
 		} else if ok || !g.SkipExisting {
 			redo[k] = true
 		}
-		checkpointed, _ := Status(sd)
+		checkpointed, _ := runfolder.Status(sd)
 		switch {
 		case dryRun && redo[k]:
 			e.State = "to redo"
@@ -244,25 +245,25 @@ func planList(dir string, g config.GenerateSection, list *PromptList, mine []int
 // killed worker left; made anew, it is claimed as a generate run, its own
 // earlier files replaced (a list's prompt is made again from the start
 // when nothing in its folder can be continued).
-func runListPrompt(ctx context.Context, gc config.GenerateConfig, dir string, i int, text string, in *genInputs, emb *generate.Embedding, redo bool, extra []atomicfile.Input, hooks Hooks, n, k int) (*Result, string, error) {
-	sd := BatchDir(dir, i)
+func runListPrompt(ctx context.Context, gc config.GenerateConfig, dir string, i int, text string, in *genInputs, emb *Embedding, redo bool, extra []atomicfile.Input, hooks runfolder.Hooks, n, k int) (*runfolder.Result, string, error) {
+	sd := runfolder.BatchDir(dir, i)
 	sub := batchRunConfig(gc, dir, i, text)
-	if err := CheckGenerateOutputs(sub, extra...); err != nil {
+	if err := runfolder.CheckGenerateOutputs(sub, extra...); err != nil {
 		return nil, "", err
 	}
-	checkpointed, _ := Status(sd)
+	checkpointed, _ := runfolder.Status(sd)
 	resume := checkpointed && !redo
-	hooks.info("prompt %d (%d of %d in this shard, %s): %q", i, k+1, n, sd, short(text))
-	gs := &GenerateState{}
-	var subEmbeds []*generate.Embedding
+	hooks.Infof("prompt %d (%d of %d in this shard, %s): %q", i, k+1, n, sd, short(text))
+	gs := &runfolder.GenerateState{}
+	var subEmbeds []*Embedding
 	if resume {
-		if err := CheckOwner(sd, "generate"); err != nil {
+		if err := runfolder.CheckOwner(sd, "generate"); err != nil {
 			return nil, "", err
 		}
 		if err := atomicfile.CleanTemps(sd); err != nil {
 			return nil, "", fmt.Errorf("--resume: %w", err)
 		}
-		saved, err := resumeState(sd, filepath.Join(sd, DirState, FileCheckpoint), sub, hooks)
+		saved, err := resumeState(sd, filepath.Join(sd, runfolder.DirState, runfolder.FileCheckpoint), sub, hooks)
 		if err != nil {
 			return nil, "", err
 		}
@@ -271,11 +272,11 @@ func runListPrompt(ctx context.Context, gc config.GenerateConfig, dir string, i 
 			return nil, "", err
 		}
 	} else {
-		e, err := generate.ReadEmbedding(generate.CachePath(gc.Generate.TextCache, emb.Key))
+		e, err := ReadEmbedding(CachePath(gc.Generate.TextCache, emb.Key))
 		if err != nil {
 			return nil, "", fmt.Errorf("text cache: %w", err)
 		}
-		subEmbeds = []*generate.Embedding{e}
+		subEmbeds = []*Embedding{e}
 	}
 	// A folder without a checkpoint holds nothing to continue from: it is
 	// started over (Claim with overwriteOwn), as is one made again; a
@@ -283,7 +284,7 @@ func runListPrompt(ctx context.Context, gc config.GenerateConfig, dir string, i 
 	// over).
 	r, err := generateRun(ctx, sub, in, subEmbeds, gs, resume, false, true, hooks)
 	switch {
-	case errors.Is(err, ErrInterrupted):
+	case errors.Is(err, runfolder.ErrInterrupted):
 		return r, "interrupted", err
 	case err != nil:
 		return nil, "", err
@@ -299,7 +300,7 @@ func runListPrompt(ctx context.Context, gc config.GenerateConfig, dir string, i 
 // (video.mp4, or the PNG frames) and every horizon's video are there. It
 // returns the video's path.
 func completeRun(sd string, g config.GenerateSection) (string, bool) {
-	if s := Inspect(sd); !s.Complete || s.Command != "generate" {
+	if s := runfolder.Inspect(sd); !s.Complete || s.Command != "generate" {
 		return "", false
 	}
 	if g.VAE == "" {
@@ -322,20 +323,20 @@ func completeRun(sd string, g config.GenerateSection) (string, bool) {
 
 // readList reads the list's prompts: from the list folder's copies with
 // resume, else from the configuration's files.
-func readList(dir string, gc config.GenerateConfig, resume bool) (*PromptList, error) {
+func readList(dir string, gc config.GenerateConfig, resume bool) (*runfolder.PromptList, error) {
 	g := gc.Generate
 	if resume {
 		ext := ""
-		if _, err := os.Stat(filepath.Join(dir, FileBatchExtended)); err == nil {
-			ext = filepath.Join(dir, FileBatchExtended)
+		if _, err := os.Stat(filepath.Join(dir, runfolder.FileBatchExtended)); err == nil {
+			ext = filepath.Join(dir, runfolder.FileBatchExtended)
 		}
-		l, err := ReadPromptList(filepath.Join(dir, FileBatchPrompts), ext)
+		l, err := runfolder.ReadPromptList(filepath.Join(dir, runfolder.FileBatchPrompts), ext)
 		if err != nil {
 			return nil, userf("--resume: %s is not a prompt-list folder: %w", dir, err)
 		}
 		return l, nil
 	}
-	l, err := ReadPromptList(g.PromptsFile, g.ExtendedPromptsFile)
+	l, err := runfolder.ReadPromptList(g.PromptsFile, g.ExtendedPromptsFile)
 	if err != nil {
 		flags := "--prompts"
 		if g.ExtendedPromptsFile != "" {
@@ -354,21 +355,21 @@ const listVersion = 2
 // listIdentity is the list's FileBatch bytes and its manifest. With
 // resume, an input that is not where the configuration says is refused
 // with the flag that gives its new place.
-func listIdentity(gc config.GenerateConfig, l *PromptList, selected []int, resume bool) ([]byte, ListManifest, error) {
+func listIdentity(gc config.GenerateConfig, l *runfolder.PromptList, selected []int, resume bool) ([]byte, runfolder.ListManifest, error) {
 	y, err := config.MarshalGenerate(config.ListIdentity(gc))
 	if err != nil {
-		return nil, ListManifest{}, err
+		return nil, runfolder.ListManifest{}, err
 	}
 	key, err := listKey(gc)
 	if err != nil {
-		return nil, ListManifest{}, err
+		return nil, runfolder.ListManifest{}, err
 	}
 	ins, err := listInputs(gc.Generate, resume)
 	if err != nil {
-		return nil, ListManifest{}, err
+		return nil, runfolder.ListManifest{}, err
 	}
-	man := ListManifest{Version: listVersion, PromptsSHA256: l.SHA256, ExtendedSHA256: l.ExtendedSHA256, Prompts: len(l.Prompts),
-		Selected: selected, ConfigSHA256: sha256Hex(key), Inputs: ins}
+	man := runfolder.ListManifest{Version: listVersion, PromptsSHA256: l.SHA256, ExtendedSHA256: l.ExtendedSHA256, Prompts: len(l.Prompts),
+		Selected: selected, ConfigSHA256: filehash.Bytes(key), Inputs: ins}
 	return y, man, nil
 }
 
@@ -390,7 +391,7 @@ func listKey(gc config.GenerateConfig) ([]byte, error) {
 // listInputs fingerprints the files every prompt of a list reads: the
 // checkpoint, LoRA, text files, VAE, LongLive-RAG's autoencoder, the text
 // encoder and the tokenizer (its spiece.model).
-func listInputs(g config.GenerateSection, resume bool) ([]FileFingerprint, error) {
+func listInputs(g config.GenerateSection, resume bool) ([]runfolder.FileFingerprint, error) {
 	type in struct{ role, flag, path string }
 	ins := []in{{"checkpoint", "--checkpoint", g.Checkpoint}, {"lora", "--lora", g.LoRA}}
 	for _, t := range g.Texts {
@@ -401,12 +402,12 @@ func listInputs(g config.GenerateSection, resume bool) ([]FileFingerprint, error
 		tok = filepath.Join(tok, tokenizer.ModelFile)
 	}
 	ins = append(ins, in{"vae", "--vae", g.VAE}, in{"rag-ae", "--rag-ae", g.RAGAE}, in{"text-encoder", "--text-encoder", g.TextEncoder}, in{"tokenizer", "--tokenizer", tok}, in{"noise", "--noise", g.Noise})
-	var out []FileFingerprint
+	var out []runfolder.FileFingerprint
 	for _, i := range ins {
 		if i.path == "" {
 			continue
 		}
-		fp, err := fingerprint(i.role, i.path)
+		fp, err := runfolder.Fingerprint(i.role, i.path)
 		switch {
 		case err != nil && resume && errors.Is(err, os.ErrNotExist):
 			return nil, userf("--resume: %s %s: %w (if it moved since the list began, give its new place: --resume %s FILE; it is checked to be the same file by its content)", i.flag, i.path, err, i.flag)
@@ -425,46 +426,46 @@ func listInputs(g config.GenerateSection, resume bool) ([]FileFingerprint, error
 // force (a whole run) starts the list over: the list's files and its
 // prompts' folders are removed, and a folder of another command taken
 // over (its run files removed, as Claim does).
-func openList(dir string, gc config.GenerateConfig, l *PromptList, ident []byte, man ListManifest, force bool) error {
+func openList(dir string, gc config.GenerateConfig, l *runfolder.PromptList, ident []byte, man runfolder.ListManifest, force bool) error {
 	if err := checkListFolder(dir, l, ident, man, force); err != nil {
 		return err
 	}
-	prompts, err := readBounded(l.Path, "prompts file")
+	prompts, err := runfolder.ReadPromptsFile(l.Path, "prompts file")
 	if err != nil {
 		return userf("--prompts: %w", err)
 	}
 	files := []struct {
 		name string
 		data []byte
-	}{{FileBatchPrompts, prompts}}
+	}{{runfolder.FileBatchPrompts, prompts}}
 	if l.Extended != nil {
-		ext, err := readBounded(l.ExtendedPath, "extended prompts file")
+		ext, err := runfolder.ReadPromptsFile(l.ExtendedPath, "extended prompts file")
 		if err != nil {
 			return userf("--extended-prompts: %w", err)
 		}
 		files = append(files, struct {
 			name string
 			data []byte
-		}{FileBatchExtended, ext})
+		}{runfolder.FileBatchExtended, ext})
 	}
 	mj, err := jsonBytes(man)
 	if err != nil {
 		return err
 	}
-	owner, _ := json.Marshal(Owner{Format: ownerFormat, Command: ListCommand})
+	owner, _ := json.Marshal(runfolder.Owner{Format: runfolder.OwnerFormat, Command: runfolder.ListCommand})
 	files = append(files, struct {
 		name string
 		data []byte
-	}{FileBatch, ident}, struct {
+	}{runfolder.FileBatch, ident}, struct {
 		name string
 		data []byte
-	}{FileList, mj})
+	}{runfolder.FileList, mj})
 	if force {
 		if err := atomicfile.CleanTemps(dir); err != nil {
 			return fmt.Errorf("list folder: %w", err)
 		}
-		if _, err := os.Stat(filepath.Join(dir, FileConfig)); err == nil {
-			for _, f := range runFiles {
+		if _, err := os.Stat(filepath.Join(dir, runfolder.FileConfig)); err == nil {
+			for _, f := range runfolder.RunFiles {
 				if err := os.RemoveAll(filepath.Join(dir, f)); err != nil {
 					return err
 				}
@@ -472,9 +473,9 @@ func openList(dir string, gc config.GenerateConfig, l *PromptList, ident []byte,
 		}
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
-			_, ok := batchIndex(e.Name())
+			_, ok := runfolder.PromptFolderIndex(e.Name())
 			switch e.Name() {
-			case FileOwner, FileBatch, FileBatchPrompts, FileBatchExtended, FileList, DirShards, DirLocks, "batch.json":
+			case runfolder.FileOwner, runfolder.FileBatch, runfolder.FileBatchPrompts, runfolder.FileBatchExtended, runfolder.FileList, runfolder.DirShards, runfolder.DirLocks, "batch.json":
 				ok = true
 			}
 			if ok {
@@ -488,7 +489,7 @@ func openList(dir string, gc config.GenerateConfig, l *PromptList, ident []byte,
 		return fmt.Errorf("list folder: %w", err)
 	}
 	// The marker first: a shard arriving meanwhile sees the list's folder.
-	if err := createOnce(filepath.Join(dir, FileOwner), append(owner, '\n')); err != nil {
+	if err := createOnce(filepath.Join(dir, runfolder.FileOwner), append(owner, '\n')); err != nil {
 		return err
 	}
 	for _, f := range files {
@@ -509,8 +510,8 @@ func openList(dir string, gc config.GenerateConfig, l *PromptList, ident []byte,
 // list are never refused by one another's files: a shard that finds the
 // marker but not yet list.json (another shard is creating the list's
 // files) passes, and openList compares once its own are in place.
-func checkListFolder(dir string, l *PromptList, ident []byte, man ListManifest, force bool) error {
-	owner, err := ReadOwner(dir)
+func checkListFolder(dir string, l *runfolder.PromptList, ident []byte, man runfolder.ListManifest, force bool) error {
+	owner, err := runfolder.ReadOwner(dir)
 	if err != nil && !force {
 		return userf("list folder %s: %v; start the list over with --force (without --shard) or pick another --name", dir, err)
 	}
@@ -529,12 +530,12 @@ func checkListFolder(dir string, l *PromptList, ident []byte, man ListManifest, 
 		return nil
 	}
 	if owner == "" {
-		owner = legacyOwner(dir)
+		owner = runfolder.LegacyOwner(dir)
 	}
-	_, lerr := os.Stat(filepath.Join(dir, FileList))
+	_, lerr := os.Stat(filepath.Join(dir, runfolder.FileList))
 	hasList := lerr == nil
 	switch {
-	case owner == ListCommand:
+	case owner == runfolder.ListCommand:
 		if !hasList {
 			return nil
 		}
@@ -546,10 +547,10 @@ func checkListFolder(dir string, l *PromptList, ident []byte, man ListManifest, 
 		if err := checkLegacyBatch(dir); err != nil {
 			return err
 		}
-		if _, err := os.Stat(filepath.Join(dir, FileBatch)); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, runfolder.FileBatch)); err == nil {
 			return checkList(dir, l, ident, man) // a list from before list.json: refused there
 		}
-		if _, err := os.Stat(filepath.Join(dir, FileConfig)); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, runfolder.FileConfig)); err == nil {
 			return userf("%s is the run folder of an earlier run (made before run folders recorded their command), not a prompt list (--prompts); pick another --name, or overwrite it with --force", dir)
 		}
 		ents, err := os.ReadDir(dir)
@@ -565,7 +566,7 @@ func checkListFolder(dir string, l *PromptList, ident []byte, man ListManifest, 
 		if n > 0 {
 			// Another shard may have marked the folder since the marker
 			// was read above: what was counted may be its marker.
-			if o, err := ReadOwner(dir); err == nil && o == ListCommand {
+			if o, err := runfolder.ReadOwner(dir); err == nil && o == runfolder.ListCommand {
 				return checkListFolder(dir, l, ident, man, force)
 			}
 			return userf("%s exists and is not a densitykv prompt list (%d entries); pick another --name or --out, or write the list's files into it with --force", dir, n)
@@ -586,12 +587,12 @@ var hookAfterOwnerRead func(dir string)
 // checkList compares an existing list folder's identity with this
 // worker's: the prompts, the configuration and the selection. A folder
 // without a list (new) passes.
-func checkList(dir string, l *PromptList, ident []byte, man ListManifest) error {
-	var have ListManifest
-	err := ReadJSON(filepath.Join(dir, FileList), &have)
+func checkList(dir string, l *runfolder.PromptList, ident []byte, man runfolder.ListManifest) error {
+	var have runfolder.ListManifest
+	err := runfolder.ReadJSON(filepath.Join(dir, runfolder.FileList), &have)
 	if errors.Is(err, os.ErrNotExist) {
-		if _, err := os.Stat(filepath.Join(dir, FileBatch)); err == nil {
-			return userf("%s holds a prompt list from an older densitykv (no %s); continue it with that version or pick another --name", dir, FileList)
+		if _, err := os.Stat(filepath.Join(dir, runfolder.FileBatch)); err == nil {
+			return userf("%s holds a prompt list from an older densitykv (no %s); continue it with that version or pick another --name", dir, runfolder.FileList)
 		}
 		return nil
 	}
@@ -604,20 +605,20 @@ func checkList(dir string, l *PromptList, ident []byte, man ListManifest) error 
 			dir, have.Prompts, have.PromptsSHA256, l.Path, man.Prompts, man.PromptsSHA256)
 	case have.ExtendedSHA256 != man.ExtendedSHA256:
 		return userf("list folder %s was made with other extended prompts (SHA-256 %q, this run %q); pick another --name", dir, have.ExtendedSHA256, man.ExtendedSHA256)
-	case have.Version < listVersion && have.ConfigSHA256 != sha256Hex(ident):
+	case have.Version < listVersion && have.ConfigSHA256 != filehash.Bytes(ident):
 		// A list of an earlier version: its configuration with the paths.
-		old, _ := readRecord(filepath.Join(dir, FileBatch))
+		old, _ := runfolder.ReadRecord(filepath.Join(dir, runfolder.FileBatch))
 		return userf("list folder %s was made with another configuration (%s%s); every shard of a list runs the same configuration: pick another --name, or continue the list with --resume",
-			dir, FileBatch, firstDiff(old, ident))
+			dir, runfolder.FileBatch, firstDiff(old, ident))
 	case have.Version >= listVersion && have.ConfigSHA256 != man.ConfigSHA256:
-		old, _ := readRecord(filepath.Join(dir, FileBatch))
+		old, _ := runfolder.ReadRecord(filepath.Join(dir, runfolder.FileBatch))
 		return userf("list folder %s was made with another configuration (%s%s); every shard of a list runs the same configuration: pick another --name, or continue the list with --resume",
-			dir, FileBatch, firstDiff(keyOf(old), keyOf(ident)))
+			dir, runfolder.FileBatch, firstDiff(keyOf(old), keyOf(ident)))
 	case fmt.Sprint(have.Selected) != fmt.Sprint(man.Selected):
 		return userf("list folder %s makes prompts %v, this run %v (generate.prompt_indices); pick another --name", dir, have.Selected, man.Selected)
 	}
 	if have.Version >= listVersion {
-		if err := sameListInputs(have.Inputs, man.Inputs); err != nil {
+		if err := runfolder.SameListInputs(have.Inputs, man.Inputs); err != nil {
 			return userf("list folder %s was made with other input files: %w; every shard of a list reads the same files (wherever each worker sees them): pick another --name", dir, err)
 		}
 	}
@@ -642,7 +643,7 @@ func keyOf(b []byte) []byte {
 // (blank lines skipped, so its folder numbers are not line indices).
 func checkLegacyBatch(dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, "batch.json")); err == nil {
-		if _, err := os.Stat(filepath.Join(dir, FileList)); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, runfolder.FileList)); err != nil {
 			return userf("%s holds a batch from an older densitykv whose folders count non-blank lines; start it over with --force or pick another --name", dir)
 		}
 	}
@@ -700,10 +701,10 @@ func createOnce(path string, data []byte) error {
 // lockPrompt takes prompt i's lock file without waiting: it returns the
 // unlock function, or nil when another process holds the lock.
 func lockPrompt(dir string, i int) (func(), error) {
-	if err := os.MkdirAll(filepath.Join(dir, DirLocks), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, runfolder.DirLocks), 0o755); err != nil {
 		return nil, err
 	}
-	p := filepath.Join(dir, DirLocks, fmt.Sprintf("%05d.lock", i))
+	p := filepath.Join(dir, runfolder.DirLocks, fmt.Sprintf("%05d.lock", i))
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", p, err)
@@ -737,12 +738,3 @@ func jsonBytes(v any) ([]byte, error) {
 }
 
 func now() string { return time.Now().UTC().Format(time.RFC3339) }
-
-// short abbreviates a prompt for messages.
-func short(s string) string {
-	r := []rune(s)
-	if len(r) > 60 {
-		return string(r[:57]) + "..."
-	}
-	return s
-}

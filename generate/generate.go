@@ -1,9 +1,10 @@
-package runfolder
+package generate
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/densitykv/densitykv/runfolder"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/internal/finite"
@@ -29,7 +29,7 @@ import (
 // folder per prompt: GenerateBatch). The stages, in order:
 //
 //  1. every input is checked before any work: the backbone's tensors
-//     (names, shapes, dtypes; generate.CheckBackbone), the text files, the
+//     (names, shapes, dtypes; CheckBackbone), the text files, the
 //     VAE (loaded) and ffmpeg, the tokenizer and the text encoder's tensors;
 //  2. the prompts are encoded (package generate: tokenizer, umT5, the
 //     embedding cache), and the encoder is released;
@@ -39,7 +39,7 @@ import (
 //     manifest, the memory log, the DensityKV provenance and admissions, the
 //     attention trace (record.AttentionTracer), the latent preview, the
 //     drift records, and with a VAE the block decoded into its video
-//     segment (generate.VideoStream) and the horizons;
+//     segment (VideoStream) and the horizons;
 //  5. summary.json, the figures, latent_preview.mp4 and video.mp4 (the
 //     segments joined) at the end.
 //
@@ -51,28 +51,28 @@ import (
 // checkpoint without computing the completed blocks again, after checking
 // that the configuration, inputs, latents, video segments and snapshot are
 // those of the checkpoint; the video decoder is warmed up on the latents
-// before the block it continues at (generate.VideoStream.Resume). When ctx
+// before the block it continues at (VideoStream.Resume). When ctx
 // is cancelled it stops after the current block, saves a checkpoint, joins
 // the finished segments into video.mp4 and returns the partial result with
 // ErrInterrupted.
-func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool, hooks Hooks) (*Result, error) {
+func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool, hooks runfolder.Hooks) (*runfolder.Result, error) {
 	if gc.Generate.PromptsFile != "" {
 		return GenerateBatch(ctx, gc, resume, force, hooks)
 	}
 	g := gc.Generate
 	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
-	gs := &GenerateState{}
-	if err := CheckGenerateOutputs(gc); err != nil {
+	gs := &runfolder.GenerateState{}
+	if err := runfolder.CheckGenerateOutputs(gc); err != nil {
 		return nil, err
 	}
 	if resume {
-		if err := CheckOwner(dir, "generate"); err != nil {
+		if err := runfolder.CheckOwner(dir, "generate"); err != nil {
 			return nil, err
 		}
 		if err := atomicfile.CleanTemps(dir); err != nil {
 			return nil, fmt.Errorf("--resume: %w", err)
 		}
-		saved, err := resumeState(dir, filepath.Join(dir, DirState, FileCheckpoint), gc, hooks)
+		saved, err := resumeState(dir, filepath.Join(dir, runfolder.DirState, runfolder.FileCheckpoint), gc, hooks)
 		if err != nil {
 			return nil, err
 		}
@@ -85,7 +85,7 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 		return nil, err
 	}
 	defer in.close()
-	var embeds []*generate.Embedding
+	var embeds []*Embedding
 	if resume {
 		embeds, err = readRunEmbeddings(dir, g)
 	} else {
@@ -103,9 +103,9 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 // genInputs are a generate run's checked inputs and, once loaded, its
 // models.
 type genInputs struct {
-	text   *generate.TextInputs // nil without prompts
-	vae    *vae.Model           // nil without --vae
-	ffmpeg string               // "" = PNG frames (with a VAE)
+	text   *TextInputs // nil without prompts
+	vae    *vae.Model  // nil without --vae
+	ffmpeg string      // "" = PNG frames (with a VAE)
 	wan    *wan.Model
 	sched  *rollout.Schedule // the denoising schedule (first: block 0's when it differs)
 	first  *rollout.Schedule
@@ -123,32 +123,33 @@ func (in *genInputs) close() {
 // big ones whole: the backbone's tensors, the text files, the VAE (loaded:
 // it is small), ffmpeg, and with text the tokenizer and the encoder's
 // tensors.
-func checkGenerateInputs(g config.GenerateSection, hooks Hooks, text bool) (*genInputs, error) {
+func checkGenerateInputs(g config.GenerateSection, hooks runfolder.Hooks, text bool) (*genInputs, error) {
 	in := &genInputs{}
-	if err := generate.CheckBackbone(g.Checkpoint, g.Entry, g.Model); err != nil {
-		return nil, &UserError{&rollout.InputError{Prompt: -1, Name: g.Checkpoint, Err: err}}
+	if err := CheckBackbone(g.Checkpoint, g.Entry, g.Model); err != nil {
+		return nil, &runfolder.UserError{Err: &rollout.InputError{Prompt: -1, Name: g.Checkpoint, Err: err}}
 	}
 	for i, ts := range g.Texts {
 		if _, rows, dim, err := rollout.LoadText(ts.Path, ts.Tensor); err != nil {
-			return nil, &UserError{&rollout.InputError{Prompt: i, Name: ts.Path, Err: err}}
+			return nil, &runfolder.UserError{Err: &rollout.InputError{Prompt: i, Name: ts.Path, Err: err}}
 		} else if dim != g.Model.TextDim || rows > g.Model.TextLen {
-			return nil, &UserError{&rollout.InputError{Prompt: i, Name: ts.Path,
+			return nil, &runfolder.UserError{Err: &rollout.InputError{Prompt: i, Name: ts.Path,
 				Err: fmt.Errorf("text embeddings [%d, %d], the model needs at most %d rows of %d", rows, dim, g.Model.TextLen, g.Model.TextDim)}}
+
 		}
 	}
 	if g.VAE != "" {
-		m, err := generate.LoadVAE(g.VAE, g.VAEMean, g.VAEStd, g.Model.OutDim)
+		m, err := LoadVAE(g.VAE, g.VAEMean, g.VAEStd, g.Model.OutDim)
 		if err != nil {
 			return nil, userf("--vae %s: %w", g.VAE, err)
 		}
-		hooks.info("VAE: %s", m.Loaded)
+		hooks.Infof("VAE: %s", m.Loaded)
 		in.vae = m
 		if in.ffmpeg, err = video.LookFFmpeg(); err != nil {
-			hooks.warn("warning: ffmpeg is not on PATH: the video will be PNG frames in %s/ (%s; then `densitykv decode` writes video.mp4)", video.DirFrames, video.InstallHint)
+			hooks.Warnf("warning: ffmpeg is not on PATH: the video will be PNG frames in %s/ (%s; then `densitykv decode` writes video.mp4)", video.DirFrames, video.InstallHint)
 		}
 	}
 	if text && (len(g.Prompts) > 0 || g.PromptsFile != "") {
-		ti, err := generate.CheckText(generate.TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen})
+		ti, err := CheckText(TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen})
 		if err != nil {
 			return nil, userf("--text-encoder/--tokenizer: %w", err)
 		}
@@ -173,7 +174,7 @@ func checkGenerateInputs(g config.GenerateSection, hooks Hooks, text bool) (*gen
 // encodePrompts encodes the prompts' texts (the cache first), warning
 // about truncated prompts and reporting progress as stage "encode"; with
 // discard the embeddings' values stay in the cache only.
-func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.PromptSpec, discard bool, hooks Hooks) ([]*generate.Embedding, error) {
+func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.PromptSpec, discard bool, hooks runfolder.Hooks) ([]*Embedding, error) {
 	if len(prompts) == 0 {
 		return nil, nil
 	}
@@ -181,17 +182,17 @@ func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.Pro
 	for i, p := range prompts {
 		texts[i] = p.Text
 	}
-	o := generate.TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen, CacheDir: g.TextCache, Discard: discard, Precision: g.Precision,
-		Warn:    func(msg string) { hooks.warn("%s", msg) },
+	o := TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen, CacheDir: g.TextCache, Discard: discard, Precision: g.Precision,
+		Warn:    func(msg string) { hooks.Warnf("%s", msg) },
 		Loading: loadProgress(hooks, "load text encoder (MiB)"),
-		Loaded:  func(desc string) { hooks.info("text encoder: %s", desc) },
+		Loaded:  func(desc string) { hooks.Infof("text encoder: %s", desc) },
 		Progress: func(done, total int) {
 			if hooks.Progress != nil {
 				hooks.Progress("encode", done, total)
 			}
 		}}
 	began := time.Now()
-	embeds, err := generate.EncodePrompts(o, in.text, texts)
+	embeds, err := EncodePrompts(o, in.text, texts)
 	if err != nil {
 		return nil, userf("text: %w", err)
 	}
@@ -201,21 +202,21 @@ func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.Pro
 			cached++
 		}
 	}
-	hooks.info("text: %d prompts (%d from the cache %s) in %.1f s", len(prompts), cached, g.TextCache, time.Since(began).Seconds())
+	hooks.Infof("text: %d prompts (%d from the cache %s) in %.1f s", len(prompts), cached, g.TextCache, time.Since(began).Seconds())
 	return embeds, nil
 }
 
 // readRunEmbeddings reads a resumed run's prompt embeddings from its
 // folder (their fingerprints are checked with the other inputs).
-func readRunEmbeddings(dir string, g config.GenerateSection) ([]*generate.Embedding, error) {
-	var out []*generate.Embedding
+func readRunEmbeddings(dir string, g config.GenerateSection) ([]*Embedding, error) {
+	var out []*Embedding
 	for i, p := range g.Prompts {
-		e, err := generate.ReadEmbedding(embeddingPath(dir, i))
+		e, err := ReadEmbedding(runfolder.EmbeddingPath(dir, i))
 		if err != nil {
 			return nil, fmt.Errorf("--resume: %w", err)
 		}
 		if e.Prompt != p.Text {
-			return nil, fmt.Errorf("--resume: %s holds the embedding of %q, the run's prompt %d is %q", embeddingPath(dir, i), e.Prompt, i, p.Text)
+			return nil, fmt.Errorf("--resume: %s holds the embedding of %q, the run's prompt %d is %q", runfolder.EmbeddingPath(dir, i), e.Prompt, i, p.Text)
 		}
 		out = append(out, e)
 	}
@@ -225,7 +226,7 @@ func readRunEmbeddings(dir string, g config.GenerateSection) ([]*generate.Embedd
 // loadBackbone loads the DiT (after the text encoder is gone), reporting
 // the bytes read as stage "load DiT (MiB)" and what was read (the
 // checkpoint's layout, the LoRA merged).
-func (in *genInputs) loadBackbone(g config.GenerateSection, hooks Hooks) error {
+func (in *genInputs) loadBackbone(g config.GenerateSection, hooks runfolder.Hooks) error {
 	sch, first, err := g.Schedule.Options().Build()
 	if err != nil {
 		return userf("generate.schedule: %w", err)
@@ -233,11 +234,11 @@ func (in *genInputs) loadBackbone(g config.GenerateSection, hooks Hooks) error {
 	m, err := wan.Load(g.Checkpoint, g.Model, wan.LoadOptions{Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Precision: g.Precision,
 		Progress: loadProgress(hooks, "load DiT (MiB)")})
 	if err != nil {
-		return &UserError{&rollout.InputError{Prompt: -1, Name: g.Checkpoint, Err: err}}
+		return &runfolder.UserError{Err: &rollout.InputError{Prompt: -1, Name: g.Checkpoint, Err: err}}
 	}
-	hooks.info("DiT: %s, %s", m.Loaded.Source, m.Precision)
+	hooks.Infof("DiT: %s, %s", m.Loaded.Source, m.Precision)
 	if m.Loaded.LoRA != "" {
-		hooks.info("lora: merged %s", m.Loaded.LoRA)
+		hooks.Infof("lora: merged %s", m.Loaded.LoRA)
 	}
 	in.wan, in.sched, in.first = m, sch, first
 	return nil
@@ -245,7 +246,7 @@ func (in *genInputs) loadBackbone(g config.GenerateSection, hooks Hooks) error {
 
 // loadProgress reports a model's loading as hooks' stage (MiB read of the
 // total), or nil without a Progress hook.
-func loadProgress(hooks Hooks, stage string) func(done, total int64) {
+func loadProgress(hooks runfolder.Hooks, stage string) func(done, total int64) {
 	if hooks.Progress == nil {
 		return nil
 	}
@@ -264,7 +265,7 @@ func loadProgress(hooks Hooks, stage string) func(done, total int64) {
 
 // schedule returns the run's prompt schedule for the rollout: the text
 // files, then the prompts (indices as in config.GenerateSection.PromptSchedule).
-func schedule(g config.GenerateSection, embeds []*generate.Embedding) []rollout.PromptText {
+func schedule(g config.GenerateSection, embeds []*Embedding) []rollout.PromptText {
 	var out []rollout.PromptText
 	for _, ts := range g.Texts {
 		out = append(out, rollout.PromptText{FromBlock: ts.FromBlock, Text: rollout.TextFile{Path: ts.Path, Tensor: ts.Tensor}})
@@ -296,9 +297,9 @@ func noiseSource(gc config.GenerateConfig, n *rollout.NoiseFile) (string, error)
 // and the horizons are encoded) are checked too: one that is missing or
 // differs from the checkpoint's, or all of them for a checkpoint that
 // records none (an earlier version's), are made again from the latents.
-func openVideo(dir string, m *vae.Model, ffmpeg string, g config.GenerateSection, gs *GenerateState, prov generate.Provenance, resume bool, start int, man rollout.Manifest, hooks Hooks) (*generate.VideoStream, error) {
-	vs, err := generate.NewVideoStream(m, generate.VideoOptions{Dir: dir, FFmpeg: ffmpeg, Tags: prov.Tags(), FPS: g.Video.FPS, CRF: g.Video.CRF,
-		Lossless: filepath.Join(dir, DirState, DirVideoState), Mean: g.VAEMean, Std: g.VAEStd, Precision: g.Precision})
+func openVideo(dir string, m *vae.Model, ffmpeg string, g config.GenerateSection, gs *runfolder.GenerateState, prov Provenance, resume bool, start int, man rollout.Manifest, hooks runfolder.Hooks) (*VideoStream, error) {
+	vs, err := NewVideoStream(m, VideoOptions{Dir: dir, FFmpeg: ffmpeg, Tags: prov.Tags(), FPS: g.Video.FPS, CRF: g.Video.CRF,
+		Lossless: filepath.Join(dir, runfolder.DirState, runfolder.DirVideoState), Mean: g.VAEMean, Std: g.VAEStd, Precision: g.Precision})
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +334,7 @@ func openVideo(dir string, m *vae.Model, ffmpeg string, g config.GenerateSection
 			remake++
 		}
 		if remake > 0 {
-			hooks.info("resume: %d of the %d lossless copies of the video segments in %s are missing, damaged or unrecorded; they are made again from the latents",
+			hooks.Infof("resume: %d of the %d lossless copies of the video segments in %s are missing, damaged or unrecorded; they are made again from the latents",
 				remake, start, vs.Folder().LosslessDir())
 		}
 	}
@@ -363,7 +364,7 @@ func openVideo(dir string, m *vae.Model, ffmpeg string, g config.GenerateSection
 // finishVideo encodes video.mp4 from the video's segments (blocks of
 // them; one continuous encode of their lossless copies) and says where the
 // video is.
-func finishVideo(vs *generate.VideoStream, blocks int) (string, error) {
+func finishVideo(vs *VideoStream, blocks int) (string, error) {
 	f := vs.Folder()
 	if blocks == 0 {
 		return "no video yet (no block finished)", nil
@@ -382,22 +383,22 @@ func finishVideo(vs *generate.VideoStream, blocks int) (string, error) {
 // resumeState reads and checks a generate run's checkpoint: the
 // configuration it was saved with, its block, its snapshot, the input
 // files' fingerprints.
-func resumeState(dir, cpPath string, gc config.GenerateConfig, hooks Hooks) (*GenerateState, error) {
+func resumeState(dir, cpPath string, gc config.GenerateConfig, hooks runfolder.Hooks) (*runfolder.GenerateState, error) {
 	g := gc.Generate
-	gs, err := readGenCheckpoint(cpPath)
+	gs, err := runfolder.ReadGenerateCheckpointFile(cpPath)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, userf("--resume: %s has no checkpoint (%s); start the run again without --resume", dir, filepath.Join(DirState, FileCheckpoint))
+		return nil, userf("--resume: %s has no checkpoint (%s); start the run again without --resume", dir, filepath.Join(runfolder.DirState, runfolder.FileCheckpoint))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--resume: %w", err)
 	}
-	y, err := readRecord(filepath.Join(dir, FileConfig))
+	y, err := runfolder.ReadRecord(filepath.Join(dir, runfolder.FileConfig))
 	if err != nil {
 		return nil, fmt.Errorf("--resume: %w", err)
 	}
-	if sum := sha256Hex(y); sum != gs.ConfigSHA256 {
+	if sum := filehash.Bytes(y); sum != gs.ConfigSHA256 {
 		return nil, fmt.Errorf("--resume: %s changed since the checkpoint (SHA-256 %.12s…, was %.12s…); resume needs the configuration the run started with",
-			filepath.Join(dir, FileConfig), sum, gs.ConfigSHA256)
+			filepath.Join(dir, runfolder.FileConfig), sum, gs.ConfigSHA256)
 	}
 	if gs.NextBlock < 0 || gs.NextBlock > g.Blocks || len(gs.Shards) != gs.NextBlock || gs.Adm == nil ||
 		len(gs.Totals) != 1 || len(gs.Bytes) != 1 || len(gs.Bytes[0]) != gs.NextBlock {
@@ -417,12 +418,12 @@ func resumeState(dir, cpPath string, gc config.GenerateConfig, hooks Hooks) (*Ge
 		}
 		return nil, fmt.Errorf("--resume: %w", err)
 	}
-	moved, err := checkInputs(gs.Inputs, inputs)
+	moved, err := runfolder.CheckInputs(gs.Inputs, inputs)
 	if err != nil {
 		return nil, fmt.Errorf("--resume: %w", err)
 	}
 	for _, m := range moved {
-		hooks.info("resume: %s: the file the run started with, identified by its content", m)
+		hooks.Infof("resume: %s: the file the run started with, identified by its content", m)
 	}
 	// The inputs as read now (files of the folder by their path in it).
 	gs.Inputs = inputs
@@ -432,29 +433,29 @@ func resumeState(dir, cpPath string, gc config.GenerateConfig, hooks Hooks) (*Ge
 // newGenerateFolder prepares the run folder of a new generate run: its
 // configuration, the prompts' embeddings, the provenance, and in gs its
 // fingerprint, the inputs' and the empty state.
-func newGenerateFolder(dir string, force, overwriteOwn bool, gc config.GenerateConfig, gs *GenerateState, embeds []*generate.Embedding, text *generate.TextInputs) (generate.Provenance, error) {
-	var prov generate.Provenance
-	if err := Claim(dir, "generate", force, overwriteOwn); err != nil {
+func newGenerateFolder(dir string, force, overwriteOwn bool, gc config.GenerateConfig, gs *runfolder.GenerateState, embeds []*Embedding, text *TextInputs) (Provenance, error) {
+	var prov Provenance
+	if err := runfolder.Claim(dir, "generate", force, overwriteOwn); err != nil {
 		return prov, err
 	}
-	for _, d := range []string{rollout.ManifestFile, rollout.LatentDir, DirPreview, FilePreviewVideo, FileTrace, FileLineage, FileTraceLayers, FileGeneration, DirText} {
+	for _, d := range []string{rollout.ManifestFile, rollout.LatentDir, runfolder.DirPreview, runfolder.FilePreviewVideo, runfolder.FileTrace, runfolder.FileLineage, runfolder.FileTraceLayers, runfolder.FileGeneration, runfolder.DirText} {
 		os.RemoveAll(filepath.Join(dir, d))
 	}
 	y, err := config.MarshalGenerate(gc)
 	if err != nil {
 		return prov, err
 	}
-	if err := WriteFile(filepath.Join(dir, FileConfig), y); err != nil {
+	if err := runfolder.WriteFile(filepath.Join(dir, runfolder.FileConfig), y); err != nil {
 		return prov, err
 	}
-	gs.ConfigSHA256 = sha256Hex(y)
+	gs.ConfigSHA256 = filehash.Bytes(y)
 	if len(embeds) > 0 {
-		if err := os.MkdirAll(filepath.Join(dir, DirText), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, runfolder.DirText), 0o755); err != nil {
 			return prov, err
 		}
 	}
 	for i, e := range embeds {
-		if err := e.Write(embeddingPath(dir, i)); err != nil {
+		if err := e.Write(runfolder.EmbeddingPath(dir, i)); err != nil {
 			return prov, err
 		}
 	}
@@ -462,40 +463,40 @@ func newGenerateFolder(dir string, force, overwriteOwn bool, gc config.GenerateC
 		return prov, err
 	}
 	prov = provenance(gc, gs.Inputs, embeds, text)
-	if err := WriteJSON(filepath.Join(dir, FileGeneration), prov); err != nil {
+	if err := runfolder.WriteJSON(filepath.Join(dir, runfolder.FileGeneration), prov); err != nil {
 		return prov, err
 	}
-	gs.RunState = RunState{Adm: NewAdmissions(gc.Config), Totals: []*PolicyTotals{{Policy: gc.Policies[0]}}, Bytes: make([][]int64, 1)}
+	gs.RunState = runfolder.RunState{Adm: runfolder.NewAdmissions(gc.Config), Totals: []*runfolder.PolicyTotals{{Policy: gc.Policies[0]}}, Bytes: make([][]int64, 1)}
 	return prov, nil
 }
 
 // provenance describes a new run: its schedule, seed, policy, backbone and
 // the identity of every input file.
-func provenance(gc config.GenerateConfig, inputs []FileFingerprint, embeds []*generate.Embedding, text *generate.TextInputs) generate.Provenance {
+func provenance(gc config.GenerateConfig, inputs []runfolder.FileFingerprint, embeds []*Embedding, text *TextInputs) Provenance {
 	g := gc.Generate
-	p := generate.Provenance{Seed: uint64(gc.Run.Seed), Policy: gc.Policies[0], Backbone: g.Arch, Entry: g.Entry, Precision: g.Precision.String()}
+	p := Provenance{Seed: uint64(gc.Run.Seed), Policy: gc.Policies[0], Backbone: g.Arch, Entry: g.Entry, Precision: g.Precision.String()}
 	if g.Backbone != config.BackboneNone {
 		p.Preset = g.Backbone.String()
 	}
 	for _, ts := range g.Texts {
-		p.Prompts = append(p.Prompts, generate.PromptRecord{FromBlock: ts.FromBlock, File: ts.Path})
+		p.Prompts = append(p.Prompts, PromptRecord{FromBlock: ts.FromBlock, File: ts.Path})
 	}
 	for i, ps := range g.Prompts {
 		e := embeds[i]
-		p.Prompts = append(p.Prompts, generate.PromptRecord{FromBlock: ps.FromBlock, Text: ps.Text, Cleaned: e.Cleaned, Pieces: e.Pieces,
-			Truncated: e.Truncated, File: embeddingName(i)})
+		p.Prompts = append(p.Prompts, PromptRecord{FromBlock: ps.FromBlock, Text: ps.Text, Cleaned: e.Cleaned, Pieces: e.Pieces,
+			Truncated: e.Truncated, File: runfolder.EmbeddingName(i)})
 	}
 	for _, in := range inputs {
 		if in.Role == "embedding" {
 			continue
 		}
 		sum := filehash.Sum{Size: in.Size, SHA256: in.SHA256, Sampled: in.Size > filehash.Whole}
-		p.Files = append(p.Files, generate.FileRecord{Role: in.Role, Path: in.Path, Size: in.Size, Sum: sum.String()})
+		p.Files = append(p.Files, FileRecord{Role: in.Role, Path: in.Path, Size: in.Size, Sum: sum.String()})
 	}
 	if text != nil && len(g.Prompts) > 0 {
 		p.Files = append(p.Files,
-			generate.FileRecord{Role: "text_encoder", Path: g.TextEncoder, Size: text.EncoderSum.Size, Sum: text.EncoderSum.String()},
-			generate.FileRecord{Role: "tokenizer", Path: text.TokenizerPath, Size: text.TokenizerSum.Size, Sum: text.TokenizerSum.String()})
+			FileRecord{Role: "text_encoder", Path: g.TextEncoder, Size: text.EncoderSum.Size, Sum: text.EncoderSum.String()},
+			FileRecord{Role: "tokenizer", Path: text.TokenizerPath, Size: text.TokenizerSum.Size, Sum: text.TokenizerSum.String()})
 	}
 	return p
 }
@@ -504,7 +505,7 @@ func provenance(gc config.GenerateConfig, inputs []FileFingerprint, embeds []*ge
 // resume the folder's, after the cheap check of the completed blocks
 // (their shards exist with the checksums of the manifest and of the
 // checkpoint, and the manifest describes this rollout).
-func openLatents(dir string, resume bool, start, framesPerBlock int, gs *GenerateState, man rollout.Manifest) (*rollout.Writer, error) {
+func openLatents(dir string, resume bool, start, framesPerBlock int, gs *runfolder.GenerateState, man rollout.Manifest) (*rollout.Writer, error) {
 	if !resume {
 		return rollout.NewWriter(dir, man)
 	}
@@ -528,22 +529,22 @@ func openLatents(dir string, resume bool, start, framesPerBlock int, gs *Generat
 		return nil, fmt.Errorf("--resume: %s describes another rollout (%+v, want %+v)", filepath.Join(dir, rollout.ManifestFile), cmp, man)
 	}
 	// Preview frames of blocks after the checkpoint are written again.
-	old, _ := filepath.Glob(filepath.Join(dir, DirPreview, "frame_*.png"))
+	old, _ := filepath.Glob(filepath.Join(dir, runfolder.DirPreview, "frame_*.png"))
 	for _, f := range old {
 		var fr int
 		if _, err := fmt.Sscanf(filepath.Base(f), "frame_%d.png", &fr); err == nil && fr >= start*framesPerBlock {
 			os.Remove(f)
 		}
 	}
-	os.Remove(filepath.Join(dir, FilePreviewVideo))
+	os.Remove(filepath.Join(dir, runfolder.FilePreviewVideo))
 	return w, nil
 }
 
 // generateLines records block b of the rollout in st (totals, bytes by
 // block, admissions) and returns its log lines, from the policy's
 // statistics with the block's first-call counts of the rollout's log bl.
-func generateLines(gc config.GenerateConfig, pol memory.Policy, st *RunState, b int, bl rollout.BlockLog) []LogLine {
-	s := statsOf(pol)
+func generateLines(gc config.GenerateConfig, pol memory.Policy, st *runfolder.RunState, b int, bl rollout.BlockLog) []runfolder.LogLine {
+	s := runfolder.StatsOf(pol)
 	s.Offered, s.Admitted, s.EvictedMandatory, s.EvictedCapacity = bl.Offered, bl.Admitted, bl.EvictedMandatory, bl.EvictedCapacity
 	s.UpdateSeconds = bl.UpdateSeconds
 	var decs []bank.Decision
@@ -557,12 +558,12 @@ func generateLines(gc config.GenerateConfig, pol memory.Policy, st *RunState, b 
 	tot.UpdateSeconds += s.UpdateSeconds
 	st.Bytes[0] = append(st.Bytes[0], tot.Bytes)
 	sec := float64((b+1)*gc.Generate.BlockFrames()) / 4
-	var lines []LogLine
+	var lines []runfolder.LogLine
 	tot.OccMin, tot.OccMax = 1<<62, 0
-	banks := bankBytes(pol)
+	banks := runfolder.BankBytes(pol)
 	for l := 0; l < gc.Memory.Layout.Layers; l++ {
-		ln := LineFor(gc.Policies[0], b, l, sec, s, decs, tot.Bytes, 0)
-		ln.Diag = DiagFor(pol, l, decs, ln.Offered)
+		ln := runfolder.LineFor(gc.Policies[0], b, l, sec, s, decs, tot.Bytes, 0)
+		ln.Diag = runfolder.DiagFor(pol, l, decs, ln.Offered)
 		if l == 0 {
 			ln.Recached = bl.Recached
 		}
@@ -589,7 +590,7 @@ type recorded struct {
 }
 
 // LastStats reports the wrapped policy's statistics.
-func (r recorded) LastStats() memory.Stats { return statsOf(r.stats) }
+func (r recorded) LastStats() memory.Stats { return runfolder.StatsOf(r.stats) }
 
 // setRAGAE gives LongLive-RAG the authors' autoencoder (generate.rag_ae)
 // when its descriptor is ae.
@@ -649,4 +650,72 @@ func checkTextProjections(gen *rollout.Generator, texts []config.TextSpec) error
 		}
 	}
 	return nil
+}
+
+// inputFlags are the flags that name a generate run's input files by
+// role: --resume takes them to read an input from another place (its
+// content checked against the checkpoint's fingerprint).
+var inputFlags = map[string]string{"checkpoint": "--checkpoint", "lora": "--lora", "text": "--text", "vae": "--vae", "rag-ae": "--rag-ae", "noise": "--noise"}
+
+// generateInputs fingerprints the files a generate run in dir reads: the
+// checkpoint, LoRA, text files, the prompts' embeddings saved in dir
+// (recorded by their path in the folder), the VAE, LongLive-RAG's
+// autoencoder and the --noise file. (The text encoder
+// and tokenizer are not read again on resume: the embeddings made with
+// them are.)
+func generateInputs(g config.GenerateSection, dir string) ([]runfolder.FileFingerprint, error) {
+	type in struct{ role, path, rel string }
+	ins := []in{{"checkpoint", g.Checkpoint, ""}}
+	if g.LoRA != "" {
+		ins = append(ins, in{"lora", g.LoRA, ""})
+	}
+	for _, t := range g.Texts {
+		ins = append(ins, in{"text", t.Path, ""})
+	}
+	for i := range g.Prompts {
+		ins = append(ins, in{"embedding", runfolder.EmbeddingPath(dir, i), runfolder.EmbeddingName(i)})
+	}
+	if g.VAE != "" {
+		ins = append(ins, in{"vae", g.VAE, ""})
+	}
+	if g.RAGAE != "" {
+		ins = append(ins, in{"rag-ae", g.RAGAE, ""})
+	}
+	if g.Noise != "" {
+		ins = append(ins, in{"noise", g.Noise, ""})
+	}
+	var out []runfolder.FileFingerprint
+	for _, i := range ins {
+		fp, err := runfolder.Fingerprint(i.role, i.path)
+		if err != nil && i.rel == "" && errors.Is(err, os.ErrNotExist) {
+			return nil, &movedInput{role: i.role, err: err}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", i.role, err)
+		}
+		if i.rel != "" {
+			fp.Path = i.rel
+		}
+		out = append(out, fp)
+	}
+	return out, nil
+}
+
+// movedInput is the error of an input file outside the run folder that
+// is not where the configuration says: moved since the run began, its
+// new place is given to --resume by its flag.
+type movedInput struct {
+	role string
+	err  error
+}
+
+func (e *movedInput) Error() string {
+	return fmt.Sprintf("%s: %v (if it moved since the run began, give its new place: --resume %s FILE; it is checked to be the same file by its content)", e.role, e.err, inputFlags[e.role])
+}
+
+func (e *movedInput) Unwrap() error { return e.err }
+
+// userf is a runfolder.UserError: a mistake in the command's input.
+func userf(format string, a ...any) error {
+	return &runfolder.UserError{Err: fmt.Errorf(format, a...)}
 }

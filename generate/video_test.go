@@ -1,9 +1,10 @@
-package runfolder
+package generate
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/densitykv/densitykv/runfolder"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,34 +25,34 @@ func TestResumeOlderCheckpointVideo(t *testing.T) {
 	prompt := config.PromptSpec{Text: "a heron lands on a lake"}
 	full := tinyPipeline(t, dir, "full", prompt)
 	full.Generate.Horizons = []float64{2.25}
-	if _, err := Generate(context.Background(), full, false, false, Hooks{}); err != nil {
+	if _, err := Generate(context.Background(), full, false, false, runfolder.Hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	gc := tinyPipeline(t, dir, "stop", prompt)
 	gc.Generate.Horizons = []float64{2.25}
 	gc.Run.SnapshotEvery = 1
 	ctx, cancel := context.WithCancel(context.Background())
-	if _, err := Generate(ctx, gc, false, false, Hooks{Block: func(b int, _ []LogLine) {
+	if _, err := Generate(ctx, gc, false, false, runfolder.Hooks{Block: func(b int, _ []runfolder.LogLine) {
 		if b == 1 {
 			cancel()
 		}
-	}}); !errors.Is(err, ErrInterrupted) {
+	}}); !errors.Is(err, runfolder.ErrInterrupted) {
 		t.Fatalf("stopped run: %v", err)
 	}
 	rd := filepath.Join(dir, "stop")
-	gs, err := ReadGenerateCheckpoint(rd)
+	gs, err := runfolder.ReadGenerateCheckpoint(rd)
 	if err != nil || gs.NextBlock != 2 || len(gs.LosslessSHA256) != 2 {
 		t.Fatalf("checkpoint at block %d with %d lossless copies (%v)", gs.NextBlock, len(gs.LosslessSHA256), err)
 	}
 	gs.LosslessSHA256 = nil
-	if err := writeGenCheckpoint(filepath.Join(rd, DirState, FileCheckpoint), gs); err != nil {
+	if err := runfolder.WriteGenerateCheckpoint(filepath.Join(rd, runfolder.DirState, runfolder.FileCheckpoint), gs); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(filepath.Join(rd, DirState, DirVideoState)); err != nil {
+	if err := os.RemoveAll(filepath.Join(rd, runfolder.DirState, runfolder.DirVideoState)); err != nil {
 		t.Fatal(err)
 	}
 	var infos []string
-	if _, err := Generate(context.Background(), gc, true, false, Hooks{Info: func(m string) { infos = append(infos, m) }}); err != nil {
+	if _, err := Generate(context.Background(), gc, true, false, runfolder.Hooks{Info: func(m string) { infos = append(infos, m) }}); err != nil {
 		t.Fatalf("resume: %v (%q)", err, infos)
 	}
 	for _, name := range []string{video.FileVideo, config.HorizonName(2.25)} {
@@ -61,7 +62,7 @@ func TestResumeOlderCheckpointVideo(t *testing.T) {
 			t.Errorf("%s: %d bytes after resume, uninterrupted %d, equal %v", name, len(b), len(a), bytes.Equal(a, b))
 		}
 	}
-	if _, err := os.Stat(filepath.Join(rd, DirState, DirVideoState)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(rd, runfolder.DirState, runfolder.DirVideoState)); !os.IsNotExist(err) {
 		t.Fatalf("the lossless copies are kept after the run is complete: %v", err)
 	}
 }

@@ -1,15 +1,15 @@
-package runfolder
+package generate
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/densitykv/densitykv/runfolder"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/rollout"
@@ -48,10 +48,10 @@ type genRun struct {
 	gc                          config.GenerateConfig
 	g                           config.GenerateSection
 	in                          *genInputs
-	embeds                      []*generate.Embedding
-	gs                          *GenerateState
-	st                          *RunState
-	hooks                       Hooks
+	embeds                      []*Embedding
+	gs                          *runfolder.GenerateState
+	st                          *runfolder.RunState
+	hooks                       runfolder.Hooks
 	resume, force, overwriteOwn bool
 	dir, stateDir, cpPath       string
 
@@ -59,7 +59,7 @@ type genRun struct {
 	pol      memory.Policy
 	run      memory.Policy // the policy the rollout calls: pol, traced, recorded
 	ro       rollout.RunOptions
-	prov     generate.Provenance
+	prov     Provenance
 	mode     string // the video: "" (latents only), "png" or "mp4"
 	ffmpeg   string
 	idOffset int64 // provenance ids less this (the authors' ids)
@@ -67,7 +67,7 @@ type genRun struct {
 	sinks   []blockSink // every sink, in the order opened
 	trace   *traceSink
 	memlog  *memoryLogSink
-	vs      *generate.VideoStream // nil without a VAE
+	vs      *VideoStream // nil without a VAE
 	hv      *horizonVideos
 	latents *rollout.Writer
 	// snapAt is the block of the checkpoint with a snapshot on disk (−1:
@@ -80,11 +80,11 @@ type genRun struct {
 
 // generateRun is one run into its folder with the models in in; a new run
 // claims its folder as a generate run (Claim with force and overwriteOwn).
-func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, embeds []*generate.Embedding, gs *GenerateState, resume, force, overwriteOwn bool, hooks Hooks) (*Result, error) {
+func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, embeds []*Embedding, gs *runfolder.GenerateState, resume, force, overwriteOwn bool, hooks runfolder.Hooks) (*runfolder.Result, error) {
 	dir := filepath.Join(gc.Run.Out, gc.Run.Name)
 	r := &genRun{gc: gc, g: gc.Generate, in: in, embeds: embeds, gs: gs, st: &gs.RunState, hooks: hooks,
 		resume: resume, force: force, overwriteOwn: overwriteOwn,
-		dir: dir, stateDir: filepath.Join(dir, DirState), cpPath: filepath.Join(dir, DirState, FileCheckpoint)}
+		dir: dir, stateDir: filepath.Join(dir, runfolder.DirState), cpPath: filepath.Join(dir, runfolder.DirState, runfolder.FileCheckpoint)}
 	// A --stop-on-drift rule that trips stops the rollout as Ctrl-C does.
 	r.ctx, r.stopForDrift = context.WithCancel(ctx)
 	defer r.stopForDrift()
@@ -114,7 +114,7 @@ func (r *genRun) prepare() error {
 	g, gc := r.g, r.gc
 	gen, err := rollout.NewGeneratorFor(r.in.wan, r.in.sched, schedule(g, r.embeds))
 	if err != nil {
-		return &UserError{err}
+		return &runfolder.UserError{Err: err}
 	}
 	gen.FirstSchedule, gen.Update = r.in.first, g.Schedule.Update
 	texts := g.Texts // checkTextProjections names a --text file by its place among the prompts
@@ -125,14 +125,14 @@ func (r *genRun) prepare() error {
 		return err
 	}
 	if _, err := g.Model.Memory(gc.Memory, g.LatentHeight, g.LatentWidth, g.BlockFrames()); err != nil {
-		return userf("%s: %w", FileConfig, err)
+		return userf("%s: %w", runfolder.FileConfig, err)
 	}
 	if r.pol, err = memory.New(gc.Policies[0], gc.Memory); err != nil {
 		return err
 	}
 	r.gen, r.run = gen, r.pol
 	if err := setRAGAE(r.pol, gc); err != nil {
-		return &UserError{err}
+		return &runfolder.UserError{Err: err}
 	}
 	return nil
 }
@@ -155,7 +155,7 @@ func (r *genRun) folder() error {
 		}
 		r.gs.Video = r.mode
 	} else {
-		if err := ReadJSON(filepath.Join(r.dir, FileGeneration), &r.prov); errors.Is(err, os.ErrNotExist) && len(r.g.Prompts) == 0 {
+		if err := runfolder.ReadJSON(filepath.Join(r.dir, runfolder.FileGeneration), &r.prov); errors.Is(err, os.ErrNotExist) && len(r.g.Prompts) == 0 {
 			r.prov = provenance(r.gc, r.gs.Inputs, nil, nil) // a run folder from before generation.json
 		} else if err != nil {
 			return fmt.Errorf("--resume: %w", err)
@@ -164,7 +164,7 @@ func (r *genRun) folder() error {
 		case r.gs.Video == "mp4" && r.mode != "mp4":
 			return userf("--resume: %s writes its video as mp4 segments, and ffmpeg is not on PATH now; %s", r.dir, video.InstallHint)
 		case r.gs.Video == "png" && r.mode == "mp4":
-			r.hooks.info("resume: the run began without ffmpeg; it goes on writing PNG frames (densitykv decode %s makes video.mp4 afterwards)", r.dir)
+			r.hooks.Infof("resume: the run began without ffmpeg; it goes on writing PNG frames (densitykv decode %s makes video.mp4 afterwards)", r.dir)
 			r.ffmpeg = ""
 		}
 	}
@@ -180,7 +180,7 @@ func (r *genRun) policy() error {
 		return fmt.Errorf("policy %s cannot be snapshotted for --resume", policy)
 	}
 	if r.resume {
-		if err := loadSnapshotSum(filepath.Join(r.stateDir, r.gs.Snapshot), r.gs.SnapshotSHA256, snap); err != nil {
+		if err := runfolder.LoadSnapshotSum(filepath.Join(r.stateDir, r.gs.Snapshot), r.gs.SnapshotSHA256, snap); err != nil {
 			return fmt.Errorf("--resume: policy %s: %w", policy, err)
 		}
 	}
@@ -231,11 +231,11 @@ func (r *genRun) traced() error {
 		}
 		copy(tr.Mass, gs.TraceMass)
 		if len(layers) > 0 {
-			path, sum := filepath.Join(r.dir, FileTraceLayers), ""
+			path, sum := filepath.Join(r.dir, runfolder.FileTraceLayers), ""
 			if gs.TraceLayers != "" {
 				path, sum = filepath.Join(r.stateDir, gs.TraceLayers), gs.TraceLayersSHA256
 			}
-			lt, err := readTraceLayersSum(path, sum)
+			lt, err := runfolder.ReadTraceLayersSum(path, sum)
 			if err == nil {
 				err = tr.SetLayers(lt)
 			}
@@ -293,7 +293,7 @@ func (r *genRun) openSinks() error {
 			if err := r.hv.start(start); err != nil {
 				return err
 			}
-			r.hooks.info("horizons: %s", r.hv.describe())
+			r.hooks.Infof("horizons: %s", r.hv.describe())
 		}
 		r.sinks = append(r.sinks, horizonSink{hv: r.hv})
 	}
@@ -322,7 +322,7 @@ func (r *genRun) openSinks() error {
 func (r *genRun) rollout() (interrupted bool, err error) {
 	g, start := r.g, r.st.NextBlock
 	if r.resume {
-		r.hooks.info("resume: continuing at block %d of %d from the checkpoint in %s", start, g.Blocks, r.stateDir)
+		r.hooks.Infof("resume: continuing at block %d of %d from the checkpoint in %s", start, g.Blocks, r.stateDir)
 	}
 	if r.hooks.Start != nil {
 		r.hooks.Start(start, g.Blocks)
@@ -337,7 +337,7 @@ func (r *genRun) rollout() (interrupted bool, err error) {
 	r.ro.Progress = func(p rollout.Progress) {
 		if !stopping && r.ctx.Err() != nil {
 			stopping = true
-			r.hooks.info("\ngenerate: stopping after block %d to save a resume checkpoint", p.Block)
+			r.hooks.Infof("\ngenerate: stopping after block %d to save a resume checkpoint", p.Block)
 		}
 	}
 	r.ro.BlockDone = r.blockDone
@@ -404,7 +404,7 @@ func (r *genRun) stage(withSnap bool) error {
 // commit writes the checkpoint staged, the commit point, and then removes
 // the snapshots and per-layer traces it does not name.
 func (r *genRun) commit(withSnap bool) error {
-	if err := writeGenCheckpoint(r.cpPath, r.gs); err != nil {
+	if err := runfolder.WriteGenerateCheckpoint(r.cpPath, r.gs); err != nil {
 		return err
 	}
 	r.snapAt = -1
@@ -431,7 +431,7 @@ func (r *genRun) checkpoint(withSnap bool) error {
 // finish writes the run's result files (the saved noise, artifacts,
 // summary, figures, previews, video.mp4) and, for a complete run, the
 // final checkpoint last.
-func (r *genRun) finish(interrupted bool) (*Result, error) {
+func (r *genRun) finish(interrupted bool) (*runfolder.Result, error) {
 	gc, g, dir, st := r.gc, r.g, r.dir, r.st
 	if g.SaveNoise != "" && !interrupted {
 		// Made again from the noise source (addressed by frame and draw),
@@ -444,22 +444,22 @@ func (r *genRun) finish(interrupted bool) (*Result, error) {
 			return nil, fmt.Errorf("--save-noise: %w", err)
 		}
 	}
-	if err := writeArtifactsIDs(dir, gc.Config, []memory.Policy{r.pol}, st, r.idOffset); err != nil {
+	if err := runfolder.WriteArtifactsIDs(dir, gc.Config, []memory.Policy{r.pol}, st, r.idOffset); err != nil {
 		return nil, err
 	}
-	res := &Result{Summary: newSummary("generate", dir, gc.Config, st, interrupted, time.Since(r.began), 0), Interrupted: interrupted}
+	res := &runfolder.Result{Summary: runfolder.NewSummary("generate", dir, gc.Config, st, interrupted, time.Since(r.began), 0), Interrupted: interrupted}
 	if g.SaveNoise != "" && !interrupted {
 		res.Summary.Files = append(res.Summary.Files, g.SaveNoise)
 	}
 	if !interrupted {
-		pngs, err := Render(dir)
+		pngs, err := runfolder.Render(dir)
 		if err != nil {
 			return nil, fmt.Errorf("plots: %w", err)
 		}
 		res.Summary.Plots = pngs
 	}
 	if g.Preview && !interrupted {
-		res.Preview = "latent preview PNGs in " + filepath.Join(dir, DirPreview) + " (3 latent channels as RGB, not decoded video)"
+		res.Preview = "latent preview PNGs in " + filepath.Join(dir, runfolder.DirPreview) + " (3 latent channels as RGB, not decoded video)"
 		if mp4, err := previewVideo(dir); err == nil {
 			res.Preview += "; " + mp4
 		} else {
@@ -476,14 +476,14 @@ func (r *genRun) finish(interrupted bool) (*Result, error) {
 		}
 		res.Summary.Files = append(res.Summary.Files, r.hv.files(st.NextBlock)...)
 	}
-	if err := WriteJSON(filepath.Join(dir, FileSummary), res.Summary); err != nil {
+	if err := runfolder.WriteJSON(filepath.Join(dir, runfolder.FileSummary), res.Summary); err != nil {
 		return nil, err
 	}
 	if interrupted && r.driftStop != "" {
 		return res, &driftStopError{r.driftStop}
 	}
 	if interrupted {
-		return res, ErrInterrupted
+		return res, runfolder.ErrInterrupted
 	}
 	if err := r.commit(false); err != nil {
 		return nil, err
@@ -492,7 +492,7 @@ func (r *genRun) finish(interrupted bool) (*Result, error) {
 		// Complete: the videos are encoded for good, and the lossless
 		// copies they were encoded from are no longer needed.
 		if err := r.vs.Folder().RemoveLossless(); err != nil {
-			r.hooks.warn("warning: %v (the lossless copies of the video segments are not needed any more)", err)
+			r.hooks.Warnf("warning: %v (the lossless copies of the video segments are not needed any more)", err)
 		}
 	}
 	return res, nil

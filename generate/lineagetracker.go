@@ -1,7 +1,8 @@
-package runfolder
+package generate
 
 import (
 	"fmt"
+	"github.com/densitykv/densitykv/runfolder"
 
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/memory"
@@ -35,13 +36,13 @@ func (lg *lineage) snapshot() {
 }
 
 // header returns the file's first line.
-func (lg *lineage) header(tau float64) LineageHeader {
+func (lg *lineage) header(tau float64) runfolder.LineageHeader {
 	l := lg.pol.Layout()
 	ids, off := "global", 0
 	if lg.offset != 0 {
 		ids, off = "authors", lg.pol.Config().SinkFrames
 	}
-	return LineageHeader{Kind: "header", Format: "density_kv_lineage_v1", FrameSeqLength: l.TokensPerFrame(), SpatialHeight: l.Height, SpatialWidth: l.Width,
+	return runfolder.LineageHeader{Kind: "header", Format: "density_kv_lineage_v1", FrameSeqLength: l.TokensPerFrame(), SpatialHeight: l.Height, SpatialWidth: l.Width,
 		SourceFrameOffset: off, SourceIDs: ids, Layers: lg.layers, Heads: lg.heads, Tau: tau}
 }
 
@@ -57,7 +58,7 @@ func (lg *lineage) insertFrame(e bank.Entry) int32 {
 // events returns the lineage events of block b's bank update (decs, one
 // per layer; offered[l] candidates per head, 0 when layer l was not
 // updated) and moves the recorded state on.
-func (lg *lineage) events(b int, decs []bank.Decision, offered []int) ([]LineageEvent, error) {
+func (lg *lineage) events(b int, decs []bank.Decision, offered []int) ([]runfolder.LineageEvent, error) {
 	defer lg.snapshot()
 	cfg := lg.pol.Config()
 	lay := cfg.Layout
@@ -65,7 +66,7 @@ func (lg *lineage) events(b int, decs []bank.Decision, offered []int) ([]Lineage
 	// The update at block b offers frames [max(S, bF − W), bF + F − W):
 	// candidate row x is token x of that range.
 	first := int64(max(S, b*F-W)) * int64(P)
-	var out []LineageEvent
+	var out []runfolder.LineageEvent
 	for i, l := range lg.layers {
 		if l >= len(decs) || l >= len(offered) || offered[l] == 0 {
 			continue
@@ -88,7 +89,7 @@ func (lg *lineage) events(b int, decs []bank.Decision, offered []int) ([]Lineage
 				}
 			}
 			prev := lg.prev[i][j]
-			ev := LineageEvent{Kind: "event", QueryFrame: b * F, SourceBase: first - int64(S*P), Layer: l, Head: h, Mode: "frozen_snapshot",
+			ev := runfolder.LineageEvent{Kind: "event", QueryFrame: b * F, SourceBase: first - int64(S*P), Layer: l, Head: h, Mode: "frozen_snapshot",
 				Update: d.Update, EvictedMandatory: hd.Mandatory,
 				CandidateIndex: make([]int32, N), Accepted: make([]int, N), TargetSlot: make([]int32, N),
 				CandidateDensity: make([]float64, N), ReplacementDensity: make([]float64, N), EvictedDensity: make([]float64, N),
@@ -132,12 +133,12 @@ func (lg *lineage) events(b int, decs []bank.Decision, offered []int) ([]Lineage
 }
 
 // finals returns the traced banks' final states.
-func (lg *lineage) finals() []LineageFinal {
-	var out []LineageFinal
+func (lg *lineage) finals() []runfolder.LineageFinal {
+	var out []runfolder.LineageFinal
 	for _, l := range lg.layers {
 		for _, h := range lg.heads {
 			es := lg.pol.Banks()[l].Entries(h)
-			f := LineageFinal{Kind: "final", Layer: l, Head: h, Count: len(es), SourceIndex: make([]int64, len(es)),
+			f := runfolder.LineageFinal{Kind: "final", Layer: l, Head: h, Count: len(es), SourceIndex: make([]int64, len(es)),
 				InsertQueryFrame: make([]int32, len(es)), Density: make([]float64, len(es)), DensityBaseline: make([]float64, len(es))}
 			for i, e := range es {
 				f.SourceIndex[i] = e.Source - lg.offset

@@ -1,12 +1,12 @@
-package runfolder
+package generate
 
 import (
 	"fmt"
+	"github.com/densitykv/densitykv/runfolder"
 	"os"
 	"path/filepath"
 
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/record"
@@ -32,7 +32,7 @@ type blockSink interface {
 	// --resume needs to continue it: a size to cut back to, a hash, a
 	// state. withSnap: the checkpoint is one to resume from (with the
 	// policy's snapshot), not the final one of a complete run.
-	stage(gs *GenerateState, withSnap bool) error
+	stage(gs *runfolder.GenerateState, withSnap bool) error
 	// end is called once after the rollout, after the last stage: complete
 	// is false when the run was stopped.
 	end(complete bool) error
@@ -44,7 +44,7 @@ type blockSink interface {
 type sinkBase struct{}
 
 func (sinkBase) block(int, []float32, rollout.BlockLog) error { return nil }
-func (sinkBase) stage(*GenerateState, bool) error             { return nil }
+func (sinkBase) stage(*runfolder.GenerateState, bool) error   { return nil }
 func (sinkBase) end(bool) error                               { return nil }
 func (sinkBase) close()                                       {}
 
@@ -53,15 +53,15 @@ func (sinkBase) close()                                       {}
 // block so that the log can be watched while the run goes.
 type memoryLogSink struct {
 	sinkBase
-	w     *LogWriter
+	w     *runfolder.LogWriter
 	gc    config.GenerateConfig
 	pol   memory.Policy
-	st    *RunState
-	lines []LogLine // the last block's, for Hooks.Block
+	st    *runfolder.RunState
+	lines []runfolder.LogLine // the last block's, for Hooks.Block
 }
 
-func openMemoryLog(dir string, gc config.GenerateConfig, pol memory.Policy, st *RunState) (*memoryLogSink, error) {
-	w, err := OpenLog(filepath.Join(dir, FileLog), st.LogBytes)
+func openMemoryLog(dir string, gc config.GenerateConfig, pol memory.Policy, st *runfolder.RunState) (*memoryLogSink, error) {
+	w, err := runfolder.OpenLog(filepath.Join(dir, runfolder.FileLog), st.LogBytes)
 	if err != nil {
 		return nil, fmt.Errorf("memory log: %w", err)
 	}
@@ -79,7 +79,7 @@ func (s *memoryLogSink) block(b int, _ []float32, bl rollout.BlockLog) error {
 	return err
 }
 
-func (s *memoryLogSink) stage(gs *GenerateState, _ bool) error {
+func (s *memoryLogSink) stage(gs *runfolder.GenerateState, _ bool) error {
 	n, err := s.w.Sync()
 	if err != nil {
 		return fmt.Errorf("memory log: %w", err)
@@ -96,13 +96,13 @@ func (s *memoryLogSink) close() { s.w.Close() }
 type lineageSink struct {
 	sinkBase
 	lg *lineage
-	w  *LogWriter
+	w  *runfolder.LogWriter
 }
 
 // openLineage opens lineage.jsonl (cut back to the checkpoint's size),
 // with its header when new; nil, nil when the run records no lineage
 // (not DensityKV, or no layers or heads chosen).
-func openLineage(dir string, gc config.GenerateConfig, pol memory.Policy, gs *GenerateState, idOffset int64) (*lineageSink, error) {
+func openLineage(dir string, gc config.GenerateConfig, pol memory.Policy, gs *runfolder.GenerateState, idOffset int64) (*lineageSink, error) {
 	dk, ok := pol.(*memory.DensityKV)
 	if !ok {
 		return nil, nil
@@ -120,7 +120,7 @@ func openLineage(dir string, gc config.GenerateConfig, pol memory.Policy, gs *Ge
 		return nil, nil
 	}
 	s := &lineageSink{lg: newLineage(dk, layers, heads, idOffset)}
-	if s.w, err = OpenLog(filepath.Join(dir, FileLineage), gs.LineageBytes); err != nil {
+	if s.w, err = runfolder.OpenLog(filepath.Join(dir, runfolder.FileLineage), gs.LineageBytes); err != nil {
 		return nil, fmt.Errorf("lineage: %w", err)
 	}
 	if gs.LineageBytes == 0 {
@@ -145,7 +145,7 @@ func (s *lineageSink) block(b int, _ []float32, bl rollout.BlockLog) error {
 	return nil
 }
 
-func (s *lineageSink) stage(gs *GenerateState, _ bool) error {
+func (s *lineageSink) stage(gs *runfolder.GenerateState, _ bool) error {
 	n, err := s.w.Sync()
 	if err != nil {
 		return fmt.Errorf("lineage: %w", err)
@@ -182,13 +182,13 @@ func (s previewSink) block(b int, latents []float32, _ rollout.BlockLog) error {
 	return writePreview(s.dir, b, latents, s.C, s.H, s.W)
 }
 
-// videoSink decodes a block into its video segment (generate.VideoStream)
+// videoSink decodes a block into its video segment (VideoStream)
 // and, for mp4, records the hashes of the segment and its lossless copy in
 // the run's state as soon as they are written (a resume checks them).
 type videoSink struct {
 	sinkBase
-	vs         *generate.VideoStream
-	gs         *GenerateState
+	vs         *VideoStream
+	gs         *runfolder.GenerateState
 	F, C, H, W int
 }
 
@@ -227,7 +227,7 @@ type driftSink struct {
 	sinkBase
 	dm     *driftMonitor
 	blocks int
-	hooks  Hooks
+	hooks  runfolder.Hooks
 	stop   func(why string)
 }
 
@@ -241,16 +241,16 @@ func (s *driftSink) block(b int, latents []float32, _ rollout.BlockLog) error {
 	}
 	if r != nil && b+1 < s.blocks {
 		why := tripMessage(b, *r, rec)
-		s.hooks.info("\ngenerate: --stop-on-drift: %s", why)
+		s.hooks.Infof("\ngenerate: --stop-on-drift: %s", why)
 		s.stop(why)
 	} else if r != nil {
-		s.hooks.info("\ngenerate: --stop-on-drift: %s, the last block: the run completes", tripMessage(b, *r, rec))
+		s.hooks.Infof("\ngenerate: --stop-on-drift: %s, the last block: the run completes", tripMessage(b, *r, rec))
 	}
 	return nil
 }
 
-func (s *driftSink) stage(gs *GenerateState, _ bool) error { return s.dm.stage(gs) }
-func (s *driftSink) close()                                { s.dm.close() }
+func (s *driftSink) stage(gs *runfolder.GenerateState, _ bool) error { return s.dm.stage(gs) }
+func (s *driftSink) close()                                          { s.dm.close() }
 
 // recordSink is the --record-stream file (nil: none), fed by the
 // recorder the rollout calls; it is finished when the rollout ends.
@@ -259,7 +259,7 @@ type recordSink struct {
 	rec *streamRecord
 }
 
-func (s recordSink) stage(gs *GenerateState, _ bool) error {
+func (s recordSink) stage(gs *runfolder.GenerateState, _ bool) error {
 	gs.RecordBytes, gs.RecordSHA256 = -1, ""
 	if s.rec == nil {
 		return nil
@@ -297,13 +297,13 @@ type snapshotSink struct {
 	stateDir string
 }
 
-func (s snapshotSink) stage(gs *GenerateState, withSnap bool) error {
+func (s snapshotSink) stage(gs *runfolder.GenerateState, withSnap bool) error {
 	gs.Snapshot, gs.SnapshotSHA256, gs.Snapshots = "", "", withSnap
 	if !withSnap {
 		return nil
 	}
-	gs.Snapshot = SnapshotName(0, s.policy, gs.NextBlock)
-	sum, err := saveSnapshotSum(filepath.Join(s.stateDir, gs.Snapshot), s.snap)
+	gs.Snapshot = runfolder.SnapshotName(0, s.policy, gs.NextBlock)
+	sum, err := runfolder.SaveSnapshotSum(filepath.Join(s.stateDir, gs.Snapshot), s.snap)
 	if err != nil {
 		return fmt.Errorf("checkpoint: policy %s: %w", s.policy, err)
 	}
@@ -318,7 +318,7 @@ type shardSink struct {
 	w *rollout.Writer
 }
 
-func (s shardSink) stage(gs *GenerateState, _ bool) error {
+func (s shardSink) stage(gs *runfolder.GenerateState, _ bool) error {
 	gs.Shards = gs.Shards[:0]
 	for _, sh := range s.w.Manifest().Shards {
 		gs.Shards = append(gs.Shards, sh.SHA256)
@@ -343,10 +343,10 @@ func (s *traceSink) writeFile() error {
 	if s.tr == nil {
 		return nil
 	}
-	return WriteJSON(filepath.Join(s.dir, FileTrace), s.tr.File(s.policy))
+	return runfolder.WriteJSON(filepath.Join(s.dir, runfolder.FileTrace), s.tr.File(s.policy))
 }
 
-func (s *traceSink) stage(gs *GenerateState, withSnap bool) error {
+func (s *traceSink) stage(gs *runfolder.GenerateState, withSnap bool) error {
 	gs.TraceMass = nil
 	if s.tr != nil {
 		gs.TraceMass = s.tr.Mass
@@ -359,8 +359,8 @@ func (s *traceSink) stage(gs *GenerateState, withSnap bool) error {
 	if !withSnap || s.tr == nil || len(s.tr.LayerIndex) == 0 {
 		return nil
 	}
-	gs.TraceLayers = traceLayersName(gs.NextBlock)
-	sum, err := writeTraceLayersSum(filepath.Join(s.stateDir, gs.TraceLayers), s.tr.Layers(), s.step)
+	gs.TraceLayers = runfolder.TraceLayersName(gs.NextBlock)
+	sum, err := runfolder.WriteTraceLayersSum(filepath.Join(s.stateDir, gs.TraceLayers), s.tr.Layers(), s.step)
 	gs.TraceLayersSHA256 = sum
 	return err
 }
@@ -369,12 +369,12 @@ func (s *traceSink) end(bool) error {
 	if s.tr == nil || len(s.tr.LayerIndex) == 0 {
 		return nil
 	}
-	return writeTraceLayers(filepath.Join(s.dir, FileTraceLayers), s.tr.Layers(), s.step)
+	return runfolder.WriteTraceLayers(filepath.Join(s.dir, runfolder.FileTraceLayers), s.tr.Layers(), s.step)
 }
 
 // removeStale removes the snapshots and per-layer traces in stateDir that
 // the checkpoint gs does not name.
-func removeStale(stateDir string, gs *GenerateState) {
+func removeStale(stateDir string, gs *runfolder.GenerateState) {
 	old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
 	traces, _ := filepath.Glob(filepath.Join(stateDir, "trace-layers-b*.safetensors"))
 	for _, f := range append(old, traces...) {
