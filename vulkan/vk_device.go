@@ -76,11 +76,16 @@ const (
 	accessTransferRead  = 0x800
 	accessTransferWrite = 0x1000
 	accessHostRead      = 0x2000
-
-	// stagingSize bounds the staging buffer of devices whose buffers are
-	// not host-visible; larger transfers go through it in pieces.
-	stagingSize = 64 << 20
 )
+
+// stagingSize bounds the staging buffer of devices whose buffers are not
+// host-visible; larger transfers go through it in pieces. (A variable for
+// the tests.)
+var stagingSize int64 = 64 << 20
+
+// forceStaging, set by tests, leaves host-visible buffers unmapped so that
+// transfers take the staging path of discrete GPUs.
+var forceStaging bool
 
 // deviceImpl is an opened VkDevice and what every call shares.
 type deviceImpl struct {
@@ -99,6 +104,7 @@ type deviceImpl struct {
 	buffers  map[*Buffer]struct{}
 	kernels  map[string]*Kernel
 	pipeline []*kernelImpl // every pipeline, for Close
+	pools    int           // live descriptor pools (tests: none outlives a Run)
 }
 
 // bufferImpl is a VkBuffer with its own memory.
@@ -315,7 +321,7 @@ func (d *deviceImpl) allocBuffer(b *Buffer, host bool) error {
 		err = check("vkBindBufferMemory", call(d.fn.BindBufferMemory, d.handle, uintptr(b.impl.buf), uintptr(b.impl.mem), 0))
 	}
 	const hostFlags = memHostVisible | memHostCoherent
-	if err == nil && d.phys.mem.memoryTypes[ti].propertyFlags&hostFlags == hostFlags {
+	if err == nil && d.phys.mem.memoryTypes[ti].propertyFlags&hostFlags == hostFlags && (host || !forceStaging) {
 		var p unsafe.Pointer
 		err = check("vkMapMemory", call(d.fn.MapMemory, d.handle, uintptr(b.impl.mem), 0, uintptr(wholeSize), 0, uintptr(unsafe.Pointer(&p))))
 		b.impl.mapped = p

@@ -137,6 +137,7 @@ func (d *deviceImpl) descriptorSets(ops []op) (pool uint64, sets []uint64, err e
 	if err := check("vkCreateDescriptorPool", call(d.fn.CreateDescriptorPool, d.handle, uintptr(unsafe.Pointer(dpi)), 0, uintptr(unsafe.Pointer(&pool)))); err != nil {
 		return 0, nil, err
 	}
+	d.pools++
 	got := make([]uint64, len(layouts))
 	dai := &vkDescriptorSetAllocateInfo{sType: stDescriptorSetAllocateInfo, descriptorPool: pool, descriptorSetCount: uint32(len(layouts)), pSetLayouts: unsafe.Pointer(&layouts[0])}
 	if err := check("vkAllocateDescriptorSets", call(d.fn.AllocateDescriptorSets, d.handle, uintptr(unsafe.Pointer(dai)), uintptr(unsafe.Pointer(&got[0])))); err != nil {
@@ -161,7 +162,10 @@ func (d *deviceImpl) descriptorSets(ops []op) (pool uint64, sets []uint64, err e
 func (d *deviceImpl) run(_ *Device, ops []op, timed bool) (time.Duration, error) {
 	pool, sets, err := d.descriptorSets(ops)
 	if pool != 0 {
-		defer call(d.fn.DestroyDescriptorPool, d.handle, uintptr(pool), 0)
+		defer func() {
+			call(d.fn.DestroyDescriptorPool, d.handle, uintptr(pool), 0)
+			d.pools--
+		}()
 	}
 	if err != nil {
 		return 0, err
