@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/densitykv/densitykv/runfolder"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/filehash"
+	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/tokenizer"
 	"github.com/densitykv/densitykv/video"
 )

@@ -9,6 +9,7 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/tokenizer"
 )
 
 // TestLockPrompt: a prompt's lock is exclusive (a second holder, here
@@ -90,5 +91,13 @@ func TestGenerateListExtended(t *testing.T) {
 	gc.Generate.PromptIndices = []int{0}
 	if _, err := GenerateList(context.Background(), gc, ListOptions{DryRun: true}, runfolder.Hooks{}); err == nil || !strings.Contains(err.Error(), "another configuration") {
 		t.Fatalf("another selection: %v", err)
+	}
+}
+
+// TestPromptBoundIsTokenizers: a prompts file refuses a line the
+// tokenizer would refuse, and no line the tokenizer accepts.
+func TestPromptBoundIsTokenizers(t *testing.T) {
+	if runfolder.MaxPromptBytes != tokenizer.MaxTextBytes {
+		t.Fatalf("runfolder.MaxPromptBytes = %d, tokenizer.MaxTextBytes = %d", runfolder.MaxPromptBytes, tokenizer.MaxTextBytes)
 	}
 }

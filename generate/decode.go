@@ -2,9 +2,11 @@ package generate
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/densitykv/densitykv/runfolder"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/rollout"
+	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/video"
 )
 
@@ -71,7 +74,7 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks runfolder.Ho
 		err = runfolder.CheckConfigRecord(dir, st)
 	}
 	if err == nil {
-		err = runfolder.CheckLatents(dir, man, st)
+		err = checkLatents(dir, man, st)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("decode: %w; nothing was decoded, the folder's video files are as they were", err)
@@ -172,4 +175,53 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks runfolder.Ho
 		return res, runfolder.ErrInterrupted
 	}
 	return res, nil
+}
+
+// checkLatents checks the latent shards manifest.json lists before they
+// are read: each is the block's file (latents/block_NNNNN.safetensors)
+// with the SHA-256 the manifest records, and the checkpoint (st, when the
+// folder has one) records the same SHA-256 for the blocks it covers.
+// The error names the shard and what mismatched.
+func checkLatents(dir string, man rollout.Manifest, st *runfolder.GenerateState) error {
+	manPath := filepath.Join(dir, rollout.ManifestFile)
+	if st != nil && len(st.Shards) > len(man.Shards) {
+		return fmt.Errorf("%s lists %d latent shards, fewer than the %d of the run's checkpoint (%s)", manPath, len(man.Shards), len(st.Shards), filepath.Join(runfolder.DirState, runfolder.FileCheckpoint))
+	}
+	F := man.FramesPerBlock
+	for b, sh := range man.Shards {
+		want := fmt.Sprintf("%s/block_%05d.safetensors", rollout.LatentDir, b)
+		if sh.Block != b || filepath.ToSlash(sh.File) != want || sh.Frames != [2]int{b * F, (b + 1) * F} {
+			return fmt.Errorf("%s: shard %d is block %d in %s, want block %d in %s", manPath, b, sh.Block, sh.File, b, want)
+		}
+		path := filepath.Join(dir, filepath.FromSlash(want))
+		if st != nil && b < len(st.Shards) && st.Shards[b] != sh.SHA256 {
+			return fmt.Errorf("latent shard %s (block %d): %s records SHA-256 %.12s…, the run's checkpoint %.12s…", path, b, rollout.ManifestFile, sh.SHA256, st.Shards[b])
+		}
+		if sh.SHA256 == "" {
+			continue // a manifest from before shards were hashed
+		}
+		sum, err := sha256File(path)
+		if err != nil {
+			return fmt.Errorf("latent shard of block %d: %w", b, err)
+		}
+		if sum != sh.SHA256 {
+			return fmt.Errorf("latent shard %s (block %d) has SHA-256 %.12s…, the run recorded %.12s… (%s): the file was changed or damaged since the run wrote it",
+				path, b, sum, sh.SHA256, rollout.ManifestFile)
+		}
+	}
+	return nil
+}
+
+// sha256File is the SHA-256 (hex) of the whole file at path.
+func sha256File(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -44,10 +44,13 @@
 // statistics, and Provenance is what a video records about its making
 // (mp4 metadata, generation.json).
 //
-// The stages run in this order in runfolder.Generate, the one generate
-// path (the densitykv command's generate calls it): all inputs checked,
-// prompts encoded and the encoder released, the DiT loaded, then the
-// rollout with each block decoded into the video as it finishes.
-// runfolder.GenerateBatch runs a list of prompts (generate --prompts), one
-// run folder each.
+// The generate job: the stages run in this order in Generate, the one
+// generate path (the densitykv command's generate calls it): all inputs
+// checked, prompts encoded and the encoder released, the DiT loaded, then
+// the rollout (genRun, its steps named, the crash-consistency order of its
+// writes stated once on it) with each block's outputs written by a
+// blockSink (sinks.go) as it finishes. GenerateList and GenerateBatch run
+// a list of prompts (generate --prompts), one run folder each; Decode
+// re-decodes a run's latents. The run folder's files, records and
+// checkpoints are package runfolder's.
 package generate

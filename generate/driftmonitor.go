@@ -3,12 +3,12 @@ package generate
 import (
 	"errors"
 	"fmt"
-	"github.com/densitykv/densitykv/runfolder"
 	"path/filepath"
 	"slices"
 	"strconv"
 
 	"github.com/densitykv/densitykv/drift"
+	"github.com/densitykv/densitykv/runfolder"
 )
 
 // ErrDriftStop is matched (errors.Is) by the error of a generate run that

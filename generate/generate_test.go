@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/densitykv/densitykv/runfolder"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/goldendir"
 	"github.com/densitykv/densitykv/rollout"
+	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/vae"
 	"github.com/densitykv/densitykv/video"
 )

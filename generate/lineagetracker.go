@@ -2,10 +2,10 @@ package generate
 
 import (
 	"fmt"
-	"github.com/densitykv/densitykv/runfolder"
 
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/runfolder"
 )
 
 // lineage records the traced banks of a DensityKV policy: prev holds each

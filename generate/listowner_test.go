@@ -3,7 +3,6 @@ package generate
 import (
 	"context"
 	"encoding/json"
-	"github.com/densitykv/densitykv/runfolder"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/atomicfile"
+	"github.com/densitykv/densitykv/runfolder"
 )
 
 // listConfig is a one-block prompt list of the prompts file pf on the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/densitykv/densitykv/runfolder"
 	"image"
 	"image/color"
 	"image/png"
@@ -12,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/densitykv/densitykv/runfolder"
 )
 
 // The latent preview of a generate run (--preview): each finished block's

@@ -2,7 +2,6 @@ package generate
 
 import (
 	"fmt"
-	"github.com/densitykv/densitykv/runfolder"
 	"os"
 	"path/filepath"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/rollout"
+	"github.com/densitykv/densitykv/runfolder"
 )
 
 // A blockSink is one thing a generate run's finished blocks feed (a file

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/densitykv/densitykv/runfolder"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/video"
 )
 

@@ -1,10 +1,12 @@
 // Package runfolder writes and reads densitykv's run folders
 // (<out>/<name>/, see the README): the memory log, provenance, admissions,
-// storage and summary files, the figures drawn from them, and the resume
-// checkpoints; and it runs the two jobs that fill one, Simulate (memory
-// policies over a KV stream, driven by package sim) and Generate (a Wan
-// rollout through package rollout's generate path). A run reports what it
-// does through Hooks and leaves printing to its caller.
+// storage and summary files, the figures drawn from them, the resume
+// checkpoints, ownership and the checks of a folder against its records.
+// It is the folder's format: the jobs that fill one live elsewhere (the
+// generate job in package generate: Generate, GenerateList, Decode) and
+// reach the format through this package; Simulate and Collect are still
+// here. A run reports what it does through Hooks and leaves printing to
+// its caller.
 //
 // Resuming: a run saves a checkpoint (state/checkpoint.json, sealed with
 // the SHA-256 of its state, written last and atomically: it is the commit

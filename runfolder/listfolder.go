@@ -22,6 +22,10 @@ const (
 	DirLocks          = "locks"                // NNNNN.lock: held (flock) by the worker making prompt NNNNN
 	// MaxPromptsFile bounds a prompts file.
 	MaxPromptsFile = 64 << 20
+	// MaxPromptBytes bounds one prompt of a prompts file: the text
+	// encoder's tokenizer accepts no more (tokenizer.MaxTextBytes, which
+	// package generate's tests check it equals).
+	MaxPromptBytes = 1 << 18
 	// MaxRecordFile bounds a run folder's JSON and YAML records
 	// (checkpoints, markers, configurations, manifests) and traces.
 	MaxRecordFile = 1 << 30

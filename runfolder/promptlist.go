@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/densitykv/densitykv/internal/limitread"
-	"github.com/densitykv/densitykv/tokenizer"
 )
 
 // PromptList is a prompts file read as the authors' TextDataset reads it
@@ -120,8 +119,8 @@ func ParsePromptList(path string, b []byte) (*PromptList, error) {
 			s = s[i+1:]
 		}
 		line = strings.TrimRightFunc(line, pyIsSpace)
-		if len(line) > tokenizer.MaxTextBytes {
-			return nil, fmt.Errorf("runfolder: prompts file %s: line %d has %d bytes, at most %d accepted", path, len(l.Prompts)+1, len(line), tokenizer.MaxTextBytes)
+		if len(line) > MaxPromptBytes {
+			return nil, fmt.Errorf("runfolder: prompts file %s: line %d has %d bytes, at most %d accepted", path, len(l.Prompts)+1, len(line), MaxPromptBytes)
 		}
 		l.Prompts = append(l.Prompts, line)
 	}

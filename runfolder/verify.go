@@ -2,16 +2,12 @@ package runfolder
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-
-	"github.com/densitykv/densitykv/rollout"
 )
 
 // A run folder records what it wrote: manifest.json the SHA-256 of every
@@ -61,41 +57,6 @@ func CheckConfigRecord(dir string, st *GenerateState) error {
 	if sum := sha256Hex(y); sum != st.ConfigSHA256 {
 		return fmt.Errorf("%s has SHA-256 %.12s…, the run's checkpoint (%s) records %.12s…: the configuration was changed since the run wrote it",
 			path, sum, filepath.Join(DirState, FileCheckpoint), st.ConfigSHA256)
-	}
-	return nil
-}
-
-// CheckLatents checks the latent shards manifest.json lists before they
-// are read: each is the block's file (latents/block_NNNNN.safetensors)
-// with the SHA-256 the manifest records, and the checkpoint (st, when the
-// folder has one) records the same SHA-256 for the blocks it covers.
-// The error names the shard and what mismatched.
-func CheckLatents(dir string, man rollout.Manifest, st *GenerateState) error {
-	manPath := filepath.Join(dir, rollout.ManifestFile)
-	if st != nil && len(st.Shards) > len(man.Shards) {
-		return fmt.Errorf("%s lists %d latent shards, fewer than the %d of the run's checkpoint (%s)", manPath, len(man.Shards), len(st.Shards), filepath.Join(DirState, FileCheckpoint))
-	}
-	F := man.FramesPerBlock
-	for b, sh := range man.Shards {
-		want := fmt.Sprintf("%s/block_%05d.safetensors", rollout.LatentDir, b)
-		if sh.Block != b || filepath.ToSlash(sh.File) != want || sh.Frames != [2]int{b * F, (b + 1) * F} {
-			return fmt.Errorf("%s: shard %d is block %d in %s, want block %d in %s", manPath, b, sh.Block, sh.File, b, want)
-		}
-		path := filepath.Join(dir, filepath.FromSlash(want))
-		if st != nil && b < len(st.Shards) && st.Shards[b] != sh.SHA256 {
-			return fmt.Errorf("latent shard %s (block %d): %s records SHA-256 %.12s…, the run's checkpoint %.12s…", path, b, rollout.ManifestFile, sh.SHA256, st.Shards[b])
-		}
-		if sh.SHA256 == "" {
-			continue // a manifest from before shards were hashed
-		}
-		sum, err := sha256File(path)
-		if err != nil {
-			return fmt.Errorf("latent shard of block %d: %w", b, err)
-		}
-		if sum != sh.SHA256 {
-			return fmt.Errorf("latent shard %s (block %d) has SHA-256 %.12s…, the run recorded %.12s… (%s): the file was changed or damaged since the run wrote it",
-				path, b, sum, sh.SHA256, rollout.ManifestFile)
-		}
 	}
 	return nil
 }
@@ -154,20 +115,6 @@ func checkLogRecord(path string, recorded int64, complete bool) error {
 		}
 	}
 	return nil
-}
-
-// sha256File is the SHA-256 (hex) of the whole file at path.
-func sha256File(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // intact reports whether a checkpoint's state has the SHA-256 its
