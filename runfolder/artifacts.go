@@ -12,9 +12,9 @@ import (
 	"github.com/densitykv/densitykv/memory"
 )
 
-// writeArtifacts writes the provenance of the banks, the admission counts
+// WriteArtifacts writes the provenance of the banks, the admission counts
 // and the storage by block as they stand (at the end, or when stopped).
-func writeArtifacts(dir string, cfg config.Config, pols []memory.Policy, st *RunState) error {
+func WriteArtifacts(dir string, cfg config.Config, pols []memory.Policy, st *RunState) error {
 	return WriteArtifactsIDs(dir, cfg, pols, st, 0)
 }
 

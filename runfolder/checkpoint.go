@@ -268,14 +268,14 @@ func SnapshotName(i int, policy string, block int) string {
 	return fmt.Sprintf("policy-%02d-%s-b%06d.snap", i, policy, block)
 }
 
-func saveSnapshot(path string, s memory.Snapshotter) error {
+func SaveSnapshot(path string, s memory.Snapshotter) error {
 	if err := atomicfile.Write(path, s.Save); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	return nil
 }
 
-func loadSnapshot(path string, s memory.Snapshotter) error {
+func LoadSnapshot(path string, s memory.Snapshotter) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err

@@ -2,7 +2,6 @@ package runfolder
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,34 +71,5 @@ func TestCheckLogRecord(t *testing.T) {
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), path)):
 			t.Errorf("%s: error %v, want %q naming the file", c.name, err, c.err)
 		}
-	}
-}
-
-// Inspect does not take a damaged checkpoint for the run's: a complete
-// run whose checkpoint's state no longer has its SHA-256 is not complete.
-func TestInspectDamagedCheckpoint(t *testing.T) {
-	root := t.TempDir()
-	cfg := faultConfig(t, root, "r", false)
-	dir := newRun(t, cfg)
-	if _, err := Simulate(context.Background(), "simulate", cfg, dir, false, Hooks{}); err != nil {
-		t.Fatal(err)
-	}
-	if !Inspect(dir).Complete {
-		t.Fatal("the complete run is not complete")
-	}
-	path := filepath.Join(dir, DirState, FileCheckpoint)
-	b, _ := os.ReadFile(path)
-	i := bytes.Index(b, []byte(`"log_bytes": `))
-	if i < 0 {
-		t.Fatalf("no log_bytes in %s", b)
-	}
-	i += len(`"log_bytes": `)
-	b[i] = '1' + (b[i]-'0')%8 // another size
-	os.WriteFile(path, b, 0o644)
-	if Inspect(dir).Complete {
-		t.Fatal("Inspect takes a damaged checkpoint for a complete run")
-	}
-	if _, err := Render(dir); err == nil || !strings.Contains(err.Error(), "damaged") {
-		t.Fatalf("trace with a damaged checkpoint: %v", err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/runinput"
+	"github.com/densitykv/densitykv/sim"
 )
 
 func init() { register(newSimulateCmd) }
@@ -84,7 +85,7 @@ identical results.`,
 }
 
 // runSimulateCommand resolves the configuration, prepares the run folder,
-// runs (runfolder.Simulate), and reports. Shared by simulate and demo.
+// runs (sim.Simulate), and reports. Shared by simulate and demo.
 func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf runFlags, base config.Config) error {
 	if !slices.Contains([]string{"all", "densitykv", "none"}, rf.updates) {
 		return usagef("--updates is %q, want all, densitykv or none", rf.updates)
@@ -191,7 +192,7 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 		},
 		Warn: func(msg string) { fmt.Fprintln(stderr, msg) },
 	}
-	res, runErr := runfolder.Simulate(cmd.Context(), command, cfg, dir, rf.resume, hooks)
+	res, runErr := sim.Simulate(cmd.Context(), command, cfg, dir, rf.resume, hooks)
 	if prog != nil {
 		prog.finish()
 	}

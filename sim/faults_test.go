@@ -1,4 +1,4 @@
-package runfolder
+package sim
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/runfolder"
 )
 
 // faultConfig is a simulate run small enough to fail at every one of its
@@ -43,14 +44,14 @@ func faultConfig(t *testing.T, out, name string, plots bool) config.Config {
 func newRun(t *testing.T, cfg config.Config) string {
 	t.Helper()
 	dir := filepath.Join(cfg.Run.Out, cfg.Run.Name)
-	if err := Claim(dir, "simulate", false, false); err != nil {
+	if err := runfolder.Claim(dir, "simulate", false, false); err != nil {
 		t.Fatal(err)
 	}
 	y, err := config.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFile(filepath.Join(dir, FileConfig), y); err != nil {
+	if err := runfolder.WriteFile(filepath.Join(dir, runfolder.FileConfig), y); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -72,7 +73,7 @@ func resultFiles(t *testing.T, dir string) map[string][]byte {
 		}
 		rel, _ := filepath.Rel(dir, p)
 		if d.IsDir() {
-			if rel == DirState {
+			if rel == runfolder.DirState {
 				return filepath.SkipDir
 			}
 			return nil
@@ -84,7 +85,7 @@ func resultFiles(t *testing.T, dir string) map[string][]byte {
 		b = timingFields.ReplaceAll(b, []byte(`"$1":0`))
 		b = bytes.ReplaceAll(b, []byte(dir), []byte("RUN"))
 		b = bytes.ReplaceAll(b, []byte(filepath.Dir(dir)), []byte("OUT"))
-		if rel == FileConfig {
+		if rel == runfolder.FileConfig {
 			b = bytes.ReplaceAll(b, []byte("name: "+filepath.Base(dir)+"\n"), []byte("name: RUN\n"))
 		}
 		out[rel] = b
@@ -116,7 +117,7 @@ func sameFiles(want, got map[string][]byte) string {
 
 // complete reports whether the folder's checkpoint records the whole run.
 func complete(dir string, blocks int) bool {
-	st, err := ReadSimulateCheckpoint(dir)
+	st, err := runfolder.ReadSimulateCheckpoint(dir)
 	return err == nil && st.NextBlock == blocks
 }
 
@@ -141,7 +142,7 @@ func TestSimulateFailsAtEveryWrite(t *testing.T) {
 	defer atomicfile.Use(atomicfile.NoSync)()
 	counter := &atomicfile.Faulty{FS: atomicfile.NoSync}
 	restore := atomicfile.Use(counter)
-	_, err := Simulate(context.Background(), "simulate", ref, refDir, false, Hooks{})
+	_, err := Simulate(context.Background(), "simulate", ref, refDir, false, runfolder.Hooks{})
 	restore()
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +166,7 @@ func TestSimulateFailsAtEveryWrite(t *testing.T) {
 			dir := newRun(t, cfg)
 			fy := &atomicfile.Faulty{FS: atomicfile.NoSync, FailAt: k, Err: fault.err, Sticky: fault.sticky}
 			restore := atomicfile.Use(fy)
-			_, err := Simulate(context.Background(), "simulate", cfg, dir, false, Hooks{})
+			_, err := Simulate(context.Background(), "simulate", cfg, dir, false, runfolder.Hooks{})
 			restore()
 			got := resultFiles(t, dir)
 			if err == nil && (!complete(dir, cfg.Blocks()) || sameFiles(want, got) != "") {
@@ -179,29 +180,29 @@ func TestSimulateFailsAtEveryWrite(t *testing.T) {
 					t.Errorf("%s: fault at %s left the temporary file %s", name, fy.Failed, f)
 				}
 			}
-			var sum Summary
-			if ReadJSON(filepath.Join(dir, FileSummary), &sum) == nil && sum.Complete || complete(dir, cfg.Blocks()) {
+			var sum runfolder.Summary
+			if runfolder.ReadJSON(filepath.Join(dir, runfolder.FileSummary), &sum) == nil && sum.Complete || complete(dir, cfg.Blocks()) {
 				if d := sameFiles(want, got); d != "" {
 					t.Fatalf("%s: fault at %s: the folder says complete but %s", name, fy.Failed, d)
 				}
 			}
 			if k%16 == 0 { // trace renders any state (slow: a sample)
-				if _, err := Render(dir); err != nil && !strings.Contains(err.Error(), "completed no block") && !errors.Is(err, os.ErrNotExist) {
+				if _, err := runfolder.Render(dir); err != nil && !strings.Contains(err.Error(), "completed no block") && !errors.Is(err, os.ErrNotExist) {
 					t.Errorf("%s: fault at %s: trace: %v", name, fy.Failed, err)
 				}
-				os.RemoveAll(filepath.Join(dir, DirPlots))
+				os.RemoveAll(filepath.Join(dir, runfolder.DirPlots))
 			}
 			// The disk works again: --resume.
 			first := -1
-			_, err = Simulate(context.Background(), "simulate", cfg, dir, true, Hooks{Start: func(f, _ int) { first = f }})
-			var ue *UserError
+			_, err = Simulate(context.Background(), "simulate", cfg, dir, true, runfolder.Hooks{Start: func(f, _ int) { first = f }})
+			var ue *runfolder.UserError
 			switch {
 			case err == nil:
 				resumed++
 				if d := sameFiles(want, resultFiles(t, dir)); d != "" {
 					t.Fatalf("%s: fault at %s: resumed run %s", name, fy.Failed, d)
 				}
-				if cp, _ := os.ReadFile(filepath.Join(dir, DirState, FileCheckpoint)); first == 0 && strings.Contains(string(cp), `"next_block":2`) {
+				if cp, _ := os.ReadFile(filepath.Join(dir, runfolder.DirState, runfolder.FileCheckpoint)); first == 0 && strings.Contains(string(cp), `"next_block":2`) {
 					t.Errorf("%s: resume started at block 0 despite a checkpoint", name)
 				}
 			case errors.As(err, &ue) && (strings.Contains(err.Error(), "--force") || strings.Contains(err.Error(), "without --resume") || strings.Contains(err.Error(), "already complete")):
@@ -242,11 +243,11 @@ func TestTornLogLine(t *testing.T) {
 	root := t.TempDir()
 	cfg := faultConfig(t, root, "torn", true)
 	dir := newRun(t, cfg)
-	if _, err := Simulate(context.Background(), "simulate", cfg, dir, false, Hooks{}); err != nil {
+	if _, err := Simulate(context.Background(), "simulate", cfg, dir, false, runfolder.Hooks{}); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, FileLog)
-	all, err := ReadLog(path)
+	path := filepath.Join(dir, runfolder.FileLog)
+	all, err := runfolder.ReadLog(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,11 +258,11 @@ func TestTornLogLine(t *testing.T) {
 	if err := os.WriteFile(path, append(bytes.Clone(b), b[last:last+40]...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	lines, err := ReadLog(path)
-	if !errors.Is(err, ErrTornLine) || len(lines) != len(all) || !strings.Contains(err.Error(), "line "+itoa(len(all)+1)) {
+	lines, err := runfolder.ReadLog(path)
+	if !errors.Is(err, runfolder.ErrTornLine) || len(lines) != len(all) || !strings.Contains(err.Error(), "line "+itoa(len(all)+1)) {
 		t.Fatalf("torn log: %d lines (want %d), err %v", len(lines), len(all), err)
 	}
-	if _, err := Render(dir); err != nil {
+	if _, err := runfolder.Render(dir); err != nil {
 		t.Fatalf("trace of a torn log: %v", err)
 	}
 	// The log cut into the lines the checkpoint records (40 bytes into
@@ -270,14 +271,43 @@ func TestTornLogLine(t *testing.T) {
 	if err := os.WriteFile(path, b[:last+40], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Render(dir); err == nil || !strings.Contains(err.Error(), path+" has") || !strings.Contains(err.Error(), "fewer than") {
+	if _, err := runfolder.Render(dir); err == nil || !strings.Contains(err.Error(), path+" has") || !strings.Contains(err.Error(), "fewer than") {
 		t.Fatalf("trace of a log cut below the checkpoint's record: %v", err)
 	}
 	// A line torn in the middle of the file is still an error.
 	mid := bytes.IndexByte(b, '\n')
 	bad := append(append(append([]byte(nil), b[:mid-10]...), '\n'), b[mid+1:]...)
 	os.WriteFile(path, bad, 0o644)
-	if _, err := ReadLog(path); err == nil || errors.Is(err, ErrTornLine) || !strings.Contains(err.Error(), "line 1") {
+	if _, err := runfolder.ReadLog(path); err == nil || errors.Is(err, runfolder.ErrTornLine) || !strings.Contains(err.Error(), "line 1") {
 		t.Fatalf("damaged first line: %v", err)
+	}
+}
+
+// runfolder.Inspect does not take a damaged checkpoint for the run's: a complete
+// run whose checkpoint's state no longer has its SHA-256 is not complete.
+func TestInspectDamagedCheckpoint(t *testing.T) {
+	root := t.TempDir()
+	cfg := faultConfig(t, root, "r", false)
+	dir := newRun(t, cfg)
+	if _, err := Simulate(context.Background(), "simulate", cfg, dir, false, runfolder.Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	if !runfolder.Inspect(dir).Complete {
+		t.Fatal("the complete run is not complete")
+	}
+	path := filepath.Join(dir, runfolder.DirState, runfolder.FileCheckpoint)
+	b, _ := os.ReadFile(path)
+	i := bytes.Index(b, []byte(`"log_bytes": `))
+	if i < 0 {
+		t.Fatalf("no log_bytes in %s", b)
+	}
+	i += len(`"log_bytes": `)
+	b[i] = '1' + (b[i]-'0')%8 // another size
+	os.WriteFile(path, b, 0o644)
+	if runfolder.Inspect(dir).Complete {
+		t.Fatal("runfolder.Inspect takes a damaged checkpoint for a complete run")
+	}
+	if _, err := runfolder.Render(dir); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("trace with a damaged checkpoint: %v", err)
 	}
 }

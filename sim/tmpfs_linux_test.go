@@ -1,6 +1,6 @@
 //go:build linux
 
-package runfolder
+package sim
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/runfolder"
 )
 
 // envRequireTmpfs makes TestSimulateOnFullTmpfs fail, instead of skip,
@@ -53,7 +54,7 @@ func TestSimulateOnFullTmpfs(t *testing.T) {
 	syscall.Unmount(probe, syscall.MNT_DETACH)
 	cfg := tmpfsConfig(t, root, "ref")
 	refDir := newRun(t, cfg)
-	if _, err := Simulate(context.Background(), "simulate", cfg, refDir, false, Hooks{}); err != nil {
+	if _, err := Simulate(context.Background(), "simulate", cfg, refDir, false, runfolder.Hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	want := resultFiles(t, refDir)
@@ -67,10 +68,10 @@ func TestSimulateOnFullTmpfs(t *testing.T) {
 		c := tmpfsConfig(t, mnt, "run")
 		dir := filepath.Join(mnt, "run")
 		var err error
-		if err = Claim(dir, "simulate", false, false); err == nil {
+		if err = runfolder.Claim(dir, "simulate", false, false); err == nil {
 			var y []byte
 			if y, err = config.Marshal(c); err == nil {
-				err = WriteFile(filepath.Join(dir, FileConfig), y)
+				err = runfolder.WriteFile(filepath.Join(dir, runfolder.FileConfig), y)
 			}
 		}
 		if err != nil {
@@ -80,15 +81,15 @@ func TestSimulateOnFullTmpfs(t *testing.T) {
 			outcomes["no room for the folder"]++
 			continue
 		}
-		_, err = Simulate(context.Background(), "simulate", c, dir, false, Hooks{})
+		_, err = Simulate(context.Background(), "simulate", c, dir, false, runfolder.Hooks{})
 		got := resultFiles(t, dir)
 		for f := range got {
 			if tempFile.MatchString(f) {
 				t.Errorf("%d bytes: temporary file %s left", size, f)
 			}
 		}
-		var sum Summary
-		if err == nil || ReadJSON(filepath.Join(dir, FileSummary), &sum) == nil && sum.Complete || complete(dir, c.Blocks()) {
+		var sum runfolder.Summary
+		if err == nil || runfolder.ReadJSON(filepath.Join(dir, runfolder.FileSummary), &sum) == nil && sum.Complete || complete(dir, c.Blocks()) {
 			if d := sameFiles(want, got); d != "" {
 				t.Fatalf("%d bytes: the folder says complete (run error %v) but %s", size, err, d)
 			}
@@ -103,8 +104,8 @@ func TestSimulateOnFullTmpfs(t *testing.T) {
 		if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_REMOUNT, "size=16m"); err != nil {
 			t.Fatal(err)
 		}
-		_, err = Simulate(context.Background(), "simulate", c, dir, true, Hooks{})
-		var ue *UserError
+		_, err = Simulate(context.Background(), "simulate", c, dir, true, runfolder.Hooks{})
+		var ue *runfolder.UserError
 		switch {
 		case err == nil:
 			if d := sameFiles(want, resultFiles(t, dir)); d != "" {

@@ -1,4 +1,4 @@
-package runfolder
+package sim
 
 import (
 	"context"
@@ -13,75 +13,9 @@ import (
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/runinput"
-	"github.com/densitykv/densitykv/sim"
 )
-
-// The formats of state/checkpoint.json ("format" in the file).
-const (
-	SimulateCheckpoint = "densitykv-simulate-checkpoint"
-	GenerateCheckpoint = "densitykv-generate-checkpoint"
-)
-
-const simCheckpointVersion = 1
-
-// ReadSimulateCheckpoint reads and checks the resume checkpoint of a
-// simulate (or demo) run folder.
-func ReadSimulateCheckpoint(dir string) (*RunState, error) {
-	var st RunState
-	if err := readSealed(filepath.Join(dir, DirState, FileCheckpoint), SimulateCheckpoint, simCheckpointVersion, &st); err != nil {
-		return nil, err
-	}
-	return &st, nil
-}
-
-// Hooks report a run's progress to its caller (printing, progress bars,
-// tests). Every field is optional; they run on the run's goroutine.
-type Hooks struct {
-	// Start is called once the run is set up, with the first block it
-	// computes and the total (a resumed run starts past the blocks it
-	// restores).
-	Start func(first, total int)
-	// Block is called after every block: lines are the block's log lines
-	// (every policy, then every layer), nil for a block recomputed on
-	// resume without being logged again.
-	Block func(block int, lines []LogLine)
-	// Info reports what the run does besides its blocks (resuming,
-	// stopping); Warn what the caller should see even when quiet.
-	Info, Warn func(msg string)
-	// Progress reports a stage besides the blocks: done of total steps of
-	// stage ("encode": prompts through the text encoder; "video warm-up":
-	// latent blocks decoded again to resume a video).
-	Progress func(stage string, done, total int)
-}
-
-func (h Hooks) Infof(format string, a ...any) {
-	if h.Info != nil {
-		h.Info(fmt.Sprintf(format, a...))
-	}
-}
-
-func (h Hooks) Warnf(format string, a ...any) {
-	if h.Warn != nil {
-		h.Warn(fmt.Sprintf(format, a...))
-	}
-}
-
-// Result is what a finished (or stopped) run leaves: its summary, also in
-// summary.json.
-type Result struct {
-	Summary     *Summary
-	Interrupted bool
-	// Preview says where a generate run's latent preview is (and its
-	// video, or why there is none); empty without one.
-	Preview string
-	// Video says where a generate run's video is (video.mp4, or PNG
-	// frames without ffmpeg); empty without a VAE.
-	Video string
-	// Batch lists the prompts of a batch (GenerateBatch) and their runs;
-	// Summary is then the last run's.
-	Batch []BatchEntry
-}
 
 // Simulate runs cfg's policies over its stream (package sim drives them,
 // block by block) into the run folder dir, which must exist with the run's
@@ -92,7 +26,7 @@ type Result struct {
 // a policy cannot be snapshotted) with results identical to an
 // uninterrupted run. When ctx is cancelled it finishes the current block,
 // saves a checkpoint and returns the partial result with ErrInterrupted.
-func Simulate(ctx context.Context, command string, cfg config.Config, dir string, resume bool, hooks Hooks) (*Result, error) {
+func Simulate(ctx context.Context, command string, cfg config.Config, dir string, resume bool, hooks runfolder.Hooks) (*runfolder.Result, error) {
 	start := time.Now()
 	st, interrupted, replayed, err := simulate(ctx, cfg, dir, resume, hooks)
 	if err != nil && !interrupted {
@@ -102,19 +36,19 @@ func Simulate(ctx context.Context, command string, cfg config.Config, dir string
 	// result files, the figures and summary.json, each written atomically
 	// and synced. A failure before it leaves the previous checkpoint, which
 	// --resume continues from.
-	res := &Result{Summary: NewSummary(command, dir, cfg, st, interrupted, time.Since(start), replayed), Interrupted: interrupted}
+	res := &runfolder.Result{Summary: runfolder.NewSummary(command, dir, cfg, st, interrupted, time.Since(start), replayed), Interrupted: interrupted}
 	if !interrupted && cfg.Run.Plots {
-		pngs, err := Render(dir)
+		pngs, err := runfolder.Render(dir)
 		if err != nil {
 			return nil, fmt.Errorf("plots: %w", err)
 		}
 		res.Summary.Plots = pngs
 	}
-	if err := WriteJSON(filepath.Join(dir, FileSummary), res.Summary); err != nil {
+	if err := runfolder.WriteJSON(filepath.Join(dir, runfolder.FileSummary), res.Summary); err != nil {
 		return nil, err
 	}
 	if interrupted {
-		return res, ErrInterrupted
+		return res, runfolder.ErrInterrupted
 	}
 	if err := commitComplete(dir, st); err != nil {
 		return nil, err
@@ -125,10 +59,10 @@ func Simulate(ctx context.Context, command string, cfg config.Config, dir string
 // commitComplete writes the final checkpoint of a simulate run (st at its
 // last block, no snapshots) once every result file is durable, and then
 // removes the snapshots of the earlier checkpoints.
-func commitComplete(dir string, st *RunState) error {
-	stateDir := filepath.Join(dir, DirState)
+func commitComplete(dir string, st *runfolder.RunState) error {
+	stateDir := filepath.Join(dir, runfolder.DirState)
 	st.Snapshots = false
-	if err := writeSealed(filepath.Join(stateDir, FileCheckpoint), SimulateCheckpoint, simCheckpointVersion, st); err != nil {
+	if err := runfolder.WriteSimulateCheckpoint(filepath.Join(stateDir, runfolder.FileCheckpoint), st); err != nil {
 		return err
 	}
 	old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
@@ -140,7 +74,7 @@ func commitComplete(dir string, st *RunState) error {
 
 // newSimulateRun makes a simulate run's policies and its state before
 // block 0.
-func newSimulateRun(cfg config.Config) ([]memory.Policy, *RunState, error) {
+func newSimulateRun(cfg config.Config) ([]memory.Policy, *runfolder.RunState, error) {
 	pols := make([]memory.Policy, len(cfg.Policies))
 	for i, name := range cfg.Policies {
 		p, err := memory.New(name, cfg.Memory)
@@ -149,9 +83,9 @@ func newSimulateRun(cfg config.Config) ([]memory.Policy, *RunState, error) {
 		}
 		pols[i] = p
 	}
-	st := &RunState{Adm: NewAdmissions(cfg)}
+	st := &runfolder.RunState{Adm: runfolder.NewAdmissions(cfg)}
 	for _, n := range cfg.Policies {
-		st.Totals = append(st.Totals, &PolicyTotals{Policy: n})
+		st.Totals = append(st.Totals, &runfolder.PolicyTotals{Policy: n})
 	}
 	st.Bytes = make([][]int64, len(pols))
 	return pols, st, nil
@@ -161,20 +95,20 @@ func newSimulateRun(cfg config.Config) ([]memory.Policy, *RunState, error) {
 // dir: st and the policies' snapshots, or (policies that cannot be
 // snapshotted) the block to replay the stream to without logging it again
 // (replayTo; 0 when restored from snapshots).
-func resumeSimulate(cfg config.Config, dir string, pols []memory.Policy, st *RunState) (replayTo int, err error) {
+func resumeSimulate(cfg config.Config, dir string, pols []memory.Policy, st *runfolder.RunState) (replayTo int, err error) {
 	blocks := cfg.Blocks()
 	// Temporary files of writes a crash interrupted.
 	if err := atomicfile.CleanTemps(dir); err != nil {
 		return 0, fmt.Errorf("--resume: %w", err)
 	}
-	var saved RunState
-	if err := readSealed(filepath.Join(dir, DirState, FileCheckpoint), SimulateCheckpoint, simCheckpointVersion, &saved); err != nil {
+	var saved runfolder.RunState
+	if err := runfolder.ReadSimulateCheckpointFile(filepath.Join(dir, runfolder.DirState, runfolder.FileCheckpoint), &saved); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			again := "start it again without --resume"
-			if _, logged := Status(dir); logged {
+			if _, logged := runfolder.Status(dir); logged {
 				again += " and with --force (its log has blocks it cannot continue from)"
 			}
-			return 0, userf("--resume: %s has no checkpoint (%s): the run stopped before saving one; %s", dir, filepath.Join(DirState, FileCheckpoint), again)
+			return 0, userf("--resume: %s has no checkpoint (%s): the run stopped before saving one; %s", dir, filepath.Join(runfolder.DirState, runfolder.FileCheckpoint), again)
 		}
 		return 0, fmt.Errorf("--resume: %w", err)
 	}
@@ -190,13 +124,13 @@ func resumeSimulate(cfg config.Config, dir string, pols []memory.Policy, st *Run
 			if !ok {
 				return 0, fmt.Errorf("--resume: policy %s cannot load the checkpoint's snapshot", cfg.Policies[i])
 			}
-			if err := loadSnapshot(filepath.Join(dir, DirState, SnapshotName(i, cfg.Policies[i], saved.NextBlock)), sn); err != nil {
+			if err := runfolder.LoadSnapshot(filepath.Join(dir, runfolder.DirState, runfolder.SnapshotName(i, cfg.Policies[i], saved.NextBlock)), sn); err != nil {
 				return 0, fmt.Errorf("--resume: policy %s: %w", cfg.Policies[i], err)
 			}
 		}
 		*st = saved
 		if st.Adm == nil {
-			st.Adm = NewAdmissions(cfg)
+			st.Adm = runfolder.NewAdmissions(cfg)
 		}
 	} else {
 		replayTo = saved.NextBlock
@@ -208,7 +142,7 @@ func resumeSimulate(cfg config.Config, dir string, pols []memory.Policy, st *Run
 // checkpointSimulate records a simulate run's completed blocks (the memory
 // log synced and its size noted); with snaps it also saves the policies'
 // state (not needed once the run is complete).
-func checkpointSimulate(cfg config.Config, stateDir string, logw *LogWriter, pols []memory.Policy, st *RunState, snaps bool) error {
+func checkpointSimulate(cfg config.Config, stateDir string, logw *runfolder.LogWriter, pols []memory.Policy, st *runfolder.RunState, snaps bool) error {
 	n, err := logw.Sync()
 	if err != nil {
 		return fmt.Errorf("memory log: %w", err)
@@ -217,14 +151,14 @@ func checkpointSimulate(cfg config.Config, stateDir string, logw *LogWriter, pol
 	st.Snapshots = snaps
 	if snaps {
 		for i, p := range pols {
-			if err := saveSnapshot(filepath.Join(stateDir, SnapshotName(i, cfg.Policies[i], st.NextBlock)), p.(memory.Snapshotter)); err != nil {
+			if err := runfolder.SaveSnapshot(filepath.Join(stateDir, runfolder.SnapshotName(i, cfg.Policies[i], st.NextBlock)), p.(memory.Snapshotter)); err != nil {
 				return fmt.Errorf("checkpoint: policy %s: %w", cfg.Policies[i], err)
 			}
 		}
 	}
 	// checkpoint.json names the block of its snapshots; it is written
 	// last, so a crash in between leaves the previous checkpoint valid.
-	if err := writeSealed(filepath.Join(stateDir, FileCheckpoint), SimulateCheckpoint, simCheckpointVersion, st); err != nil {
+	if err := runfolder.WriteSimulateCheckpoint(filepath.Join(stateDir, runfolder.FileCheckpoint), st); err != nil {
 		return err
 	}
 	old, _ := filepath.Glob(filepath.Join(stateDir, "policy-*.snap"))
@@ -238,7 +172,7 @@ func checkpointSimulate(cfg config.Config, stateDir string, logw *LogWriter, pol
 
 // simulate is Simulate's run; st is nil when it stopped before restoring a
 // state.
-func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, hooks Hooks) (st *RunState, interrupted bool, replayed int, err error) {
+func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, hooks runfolder.Hooks) (st *runfolder.RunState, interrupted bool, replayed int, err error) {
 	L := cfg.Memory.Layout.Layers
 	blocks := cfg.Blocks()
 	pols, st, err := newSimulateRun(cfg)
@@ -246,7 +180,7 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 		return nil, false, 0, err
 	}
 
-	stateDir := filepath.Join(dir, DirState)
+	stateDir := filepath.Join(dir, runfolder.DirState)
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		return nil, false, 0, err
 	}
@@ -255,7 +189,7 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 	var archived []memory.Archiver
 	for i, p := range pols {
 		if a, ok := p.(memory.Archiver); ok && (cfg.Policies[i] == memory.NameFullHistory || cfg.Policies[i] == memory.NameLongLiveRAG) {
-			if err := a.UseArchive(filepath.Join(stateDir, ArchiveName(i, cfg.Policies[i]))); err != nil {
+			if err := a.UseArchive(filepath.Join(stateDir, runfolder.ArchiveName(i, cfg.Policies[i]))); err != nil {
 				return nil, false, 0, fmt.Errorf("policy %s: %w", cfg.Policies[i], err)
 			}
 			archived = append(archived, a)
@@ -275,7 +209,7 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 			return nil, false, 0, err
 		}
 	}
-	logw, err := OpenLog(filepath.Join(dir, FileLog), st.LogBytes)
+	logw, err := runfolder.OpenLog(filepath.Join(dir, runfolder.FileLog), st.LogBytes)
 	if err != nil {
 		return nil, false, 0, fmt.Errorf("memory log: %w", err)
 	}
@@ -315,13 +249,13 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 	offered := make([]int, L)
 	bytes := make([]int64, len(pols))
 	first := st.NextBlock
-	sum, runErr := sim.Run(stream, pols, sim.Options{
+	sum, runErr := Run(stream, pols, Options{
 		MaxBlocks: blocks - first, FirstBlock: first, Context: ctx,
-		OnLayer: func(r sim.LayerRecord) error {
+		OnLayer: func(r LayerRecord) error {
 			attend[r.Policy][r.Layer] = r.AttendSeconds
 			return nil
 		},
-		OnBlock: func(r sim.BlockRecord) error {
+		OnBlock: func(r BlockRecord) error {
 			bytes[r.Policy] = r.Bytes
 			return nil
 		},
@@ -356,7 +290,7 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 		if err := checkpoint(true); err != nil {
 			return nil, false, 0, err
 		}
-		if err := writeArtifacts(dir, cfg, pols, st); err != nil {
+		if err := runfolder.WriteArtifacts(dir, cfg, pols, st); err != nil {
 			return nil, false, 0, err
 		}
 		return st, true, replayTo, nil
@@ -374,30 +308,23 @@ func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, h
 		return nil, false, 0, fmt.Errorf("memory log: %w", err)
 	}
 	st.LogBytes = n
-	if err := writeArtifacts(dir, cfg, pols, st); err != nil {
+	if err := runfolder.WriteArtifacts(dir, cfg, pols, st); err != nil {
 		return nil, false, 0, err
 	}
 	complete = true
 	return st, false, replayTo, nil
 }
 
-// ArchiveName names policy i's archive in DirState (memory.Archiver: the
-// frames of full-history and longlive-rag, removed once the run is
-// complete).
-func ArchiveName(i int, policy string) string {
-	return fmt.Sprintf("archive-%02d-%s.f32", i, policy)
-}
-
 // blockLines records block b of every policy in st (totals, bytes by
 // block, admissions) and returns its log lines: from the policies'
 // statistics and bank decisions, the layers' Attend times and the live
 // bytes after the block. offered is scratch of one entry per layer.
-func blockLines(cfg config.Config, pols []memory.Policy, st *RunState, b int, attend [][]float64, bytes []int64, offered []int) []LogLine {
+func blockLines(cfg config.Config, pols []memory.Policy, st *runfolder.RunState, b int, attend [][]float64, bytes []int64, offered []int) []runfolder.LogLine {
 	L := cfg.Memory.Layout.Layers
 	sec := float64((b+1)*cfg.Memory.Layout.FramesPerBlock) / cfg.Stream.FPS
-	var lines []LogLine
+	var lines []runfolder.LogLine
 	for i, p := range pols {
-		s := StatsOf(p)
+		s := runfolder.StatsOf(p)
 		var decs []bank.Decision
 		if d, ok := p.(*memory.DensityKV); ok {
 			decs = d.LastDecisions()
@@ -412,10 +339,10 @@ func blockLines(cfg config.Config, pols []memory.Policy, st *RunState, b int, at
 		tot.UpdateSeconds += s.UpdateSeconds
 		st.Bytes[i] = append(st.Bytes[i], tot.Bytes)
 		tot.OccMin, tot.OccMax = 1<<62, 0
-		banks := BankBytes(p)
+		banks := runfolder.BankBytes(p)
 		for l := 0; l < L; l++ {
-			ln := LineFor(cfg.Policies[i], b, l, sec, s, decs, tot.Bytes, attend[i][l])
-			ln.Diag = DiagFor(p, l, decs, ln.Offered)
+			ln := runfolder.LineFor(cfg.Policies[i], b, l, sec, s, decs, tot.Bytes, attend[i][l])
+			ln.Diag = runfolder.DiagFor(p, l, decs, ln.Offered)
 			ln.Layer += cfg.Stream.FirstLayer
 			if banks != nil {
 				ln.BankBytes = banks[l]
@@ -432,4 +359,9 @@ func blockLines(cfg config.Config, pols []memory.Policy, st *RunState, b int, at
 		}
 	}
 	return lines
+}
+
+// userf is a runfolder.UserError: a mistake in the command's input.
+func userf(format string, a ...any) error {
+	return &runfolder.UserError{Err: fmt.Errorf(format, a...)}
 }
