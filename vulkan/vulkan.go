@@ -62,54 +62,56 @@ var (
 // DeviceInfo describes a physical device: what densitykv reads to choose a
 // device and its kernels.
 type DeviceInfo struct {
-	Index      int    // position in Vulkan's enumeration order (Open's argument)
-	Name       string // deviceName, e.g. "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)"
-	Type       string // "discrete-gpu", "integrated-gpu", "virtual-gpu", "cpu" or "other"
-	VendorID   uint32
-	DeviceID   uint32
-	APIVersion string // the device's Vulkan version, "1.3.230"
-	DriverName string // VkPhysicalDeviceDriverProperties.driverName, "llvmpipe"
-	DriverInfo string // driverInfo, "Mesa 22.3.6 (LLVM 15.0.6)"
-	Heaps      []Heap
+	Index      int    `json:"index"` // position in Vulkan's enumeration order (Open's argument)
+	Name       string `json:"name"`  // deviceName, e.g. "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)"
+	Type       string `json:"type"`  // "discrete-gpu", "integrated-gpu", "virtual-gpu", "cpu" or "other"
+	VendorID   uint32 `json:"vendor_id"`
+	DeviceID   uint32 `json:"device_id"`
+	APIVersion string `json:"api_version"` // the device's Vulkan version, "1.3.230"
+	DriverName string `json:"driver_name"` // VkPhysicalDeviceDriverProperties.driverName, "llvmpipe"
+	DriverInfo string `json:"driver_info"` // driverInfo, "Mesa 22.3.6 (LLVM 15.0.6)"
+	Heaps      []Heap `json:"heaps"`
 
-	SubgroupSize            uint32
-	MaxWorkgroupInvocations uint32
-	MaxWorkgroupSize        [3]uint32
-	MaxWorkgroupCount       [3]uint32 // groups per dispatch in each dimension
-	MaxSharedMemory         uint32    // bytes of shared memory per workgroup
-	MaxPushConstants        uint32    // bytes
-	MaxStorageBufferRange   uint32    // bytes: the largest buffer a binding sees whole
-	MaxAllocation           uint64    // maxMemoryAllocationSize, bytes (0 when unknown)
+	SubgroupSize            uint32    `json:"subgroup_size"`
+	MaxWorkgroupInvocations uint32    `json:"max_workgroup_invocations"`
+	MaxWorkgroupSize        [3]uint32 `json:"max_workgroup_size"`
+	MaxWorkgroupCount       [3]uint32 `json:"max_workgroup_count"`      // groups per dispatch in each dimension
+	MaxSharedMemory         uint32    `json:"max_shared_memory"`        // bytes of shared memory per workgroup
+	MaxPushConstants        uint32    `json:"max_push_constants"`       // bytes
+	MaxStorageBufferRange   uint32    `json:"max_storage_buffer_range"` // bytes: the largest buffer a binding sees whole
+	MaxAllocation           uint64    `json:"max_allocation"`           // maxMemoryAllocationSize, bytes (0 when unknown)
 
 	// 32-bit float controls (Vulkan 1.2 / VK_KHR_shader_float_controls):
 	// together they make exact mode possible (ExactMode).
-	DenormPreserve32           bool
-	DenormFlushToZero32        bool
-	RoundingModeRTE32          bool
-	SignedZeroInfNanPreserve32 bool
+	DenormPreserve32           bool `json:"denorm_preserve32"`
+	DenormFlushToZero32        bool `json:"denorm_flush_to_zero32"`
+	RoundingModeRTE32          bool `json:"rounding_mode_rte32"`
+	SignedZeroInfNanPreserve32 bool `json:"signed_zero_inf_nan_preserve32"`
 
-	Float64, Int64 bool // shaderFloat64, shaderInt64
-	Int16, Float16 bool // shaderInt16, shaderFloat16
-	Int8           bool // shaderInt8
-	Storage16Bit   bool // storageBuffer16BitAccess: 16-bit types in storage buffers
-	Storage8Bit    bool // storageBuffer8BitAccess
+	Float64      bool `json:"float64"`       // shaderFloat64
+	Int64        bool `json:"int64"`         // shaderInt64
+	Int16        bool `json:"int16"`         // shaderInt16
+	Float16      bool `json:"float16"`       // shaderFloat16
+	Int8         bool `json:"int8"`          // shaderInt8
+	Storage16Bit bool `json:"storage_16bit"` // storageBuffer16BitAccess: 16-bit types in storage buffers
+	Storage8Bit  bool `json:"storage_8bit"`  // storageBuffer8BitAccess
 
 	// CooperativeMatrix lists the VK_KHR_cooperative_matrix shapes; empty
 	// when the extension is not offered.
-	CooperativeMatrix []CoopMatrixShape
+	CooperativeMatrix []CoopMatrixShape `json:"cooperative_matrix,omitempty"`
 	// TimestampPeriod is nanoseconds per timestamp tick; 0 when the compute
 	// queue has no timestamps (RunTimed then measures wall time).
-	TimestampPeriod float32
+	TimestampPeriod float32 `json:"timestamp_period"`
 
 	// Unsupported says why Open refuses this device ("Vulkan 1.1; densitykv
 	// needs 1.2"); empty when it can be opened.
-	Unsupported string
+	Unsupported string `json:"unsupported,omitempty"`
 }
 
 // Heap is one memory heap of a device.
 type Heap struct {
-	Size        uint64 // bytes
-	DeviceLocal bool
+	Size        uint64 `json:"size"` // bytes
+	DeviceLocal bool   `json:"device_local"`
 }
 
 // CoopMatrixShape is one VkCooperativeMatrixPropertiesKHR: an M×K by K×N
