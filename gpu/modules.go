@@ -4,14 +4,34 @@ package gpu
 
 import _ "embed"
 
+//go:embed spv/attn_exact.spv
+var spvAttnExact []byte
+
 //go:embed spv/exact_probe.spv
 var spvExactProbe []byte
+
+//go:embed spv/exactops.spv
+var spvExactops []byte
+
+//go:embed spv/gemm.spv
+var spvGemm []byte
+
+//go:embed spv/gemm_softfma.spv
+var spvGemmSoftfma []byte
+
+//go:embed spv/riesz_rowstats.spv
+var spvRieszRowstats []byte
 
 //go:embed spv/round_bf16.spv
 var spvRoundBf16 []byte
 
 // modules holds the SPIR-V of every shader, by name (shaders/NAME.comp).
 var modules = map[string][]byte{
-	"exact_probe": spvExactProbe,
-	"round_bf16":  spvRoundBf16,
+	"attn_exact":     spvAttnExact,
+	"exact_probe":    spvExactProbe,
+	"exactops":       spvExactops,
+	"gemm":           spvGemm,
+	"gemm_softfma":   spvGemmSoftfma,
+	"riesz_rowstats": spvRieszRowstats,
+	"round_bf16":     spvRoundBf16,
 }
