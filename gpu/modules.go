@@ -13,12 +13,6 @@ var spvExactProbe []byte
 //go:embed spv/exactops.spv
 var spvExactops []byte
 
-//go:embed spv/gemm.spv
-var spvGemm []byte
-
-//go:embed spv/gemm_softfma.spv
-var spvGemmSoftfma []byte
-
 //go:embed spv/riesz_rowstats.spv
 var spvRieszRowstats []byte
 
@@ -30,8 +24,6 @@ var modules = map[string][]byte{
 	"attn_exact":     spvAttnExact,
 	"exact_probe":    spvExactProbe,
 	"exactops":       spvExactops,
-	"gemm":           spvGemm,
-	"gemm_softfma":   spvGemmSoftfma,
 	"riesz_rowstats": spvRieszRowstats,
 	"round_bf16":     spvRoundBf16,
 }

@@ -1,0 +1,113 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/vulkan"
+)
+
+// Limits of the attention kernel (shaders/attn_exact.comp).
+const (
+	// AttnMaxD is the largest head dimension (two output columns per
+	// invocation of a 128-wide workgroup).
+	AttnMaxD = 256
+	// attnRows is the number of query rows per workgroup.
+	attnRows = 4
+)
+
+// Attention records into batch the exact-mode equivalent of
+//
+//	attn.AttentionAs(prec, out, q, k, v, T, S, H, D, scale)
+//
+// on device buffers of float32 values: q and out [T][H][D], k and v
+// [S][H][D], row-major. out gets the CPU's bits (NaN payloads aside): per
+// output row the same key tiles (attn.BlockS), online softmax (running
+// maximum, rescaling, row sums in key order, vmath.Exp32 with attn's
+// clamps), products by gemm's float32 or bfloat16 definition (with
+// gemm.BF16: q, k, v and the probabilities rounded to bfloat16 operands)
+// and the final division, correctly rounded. out must not share a buffer
+// with q, k or v. Sizes are checked (S ≥ 1 when T, H ≥ 1; D ≤ AttnMaxD;
+// buffers large enough); T = 0, H = 0 or D = 0 records nothing.
+func Attention(dev *vulkan.Device, batch *vulkan.Batch, prec gemm.Precision, out, q, k, v *vulkan.Buffer, T, S, H, D int, scale float32) error {
+	if err := checkAttention(dev, prec, out, q, k, v, T, S, H, D); err != nil {
+		return fmt.Errorf("gpu: Attention: %w", err)
+	}
+	if T == 0 || H == 0 || D == 0 {
+		return nil
+	}
+	kern, err := dev.Kernel(vulkan.KernelSpec{Name: "attn_exact", SPIRV: modules["attn_exact"], Bindings: 4, PushSize: 24})
+	if err != nil {
+		return fmt.Errorf("gpu: Attention: %w", err)
+	}
+	bf16 := uint32(0)
+	if prec == gemm.BF16 {
+		bf16 = 1
+	}
+	push := words(uint32(T), uint32(S), uint32(H), uint32(D), math.Float32bits(scale), bf16)
+	batch.Dispatch(kern, [3]uint32{uint32((T + attnRows - 1) / attnRows), uint32(H), 1}, push, out, q, k, v)
+	return nil
+}
+
+func checkAttention(dev *vulkan.Device, prec gemm.Precision, out, q, k, v *vulkan.Buffer, T, S, H, D int) error {
+	switch {
+	case prec != gemm.F32 && prec != gemm.BF16:
+		return fmt.Errorf("unknown precision %v", prec)
+	case T < 0 || S < 0 || H < 0 || D < 0:
+		return fmt.Errorf("negative size T=%d S=%d H=%d D=%d", T, S, H, D)
+	case T > 0 && H > 0 && S == 0:
+		return fmt.Errorf("%d queries but no keys", T)
+	case D > AttnMaxD:
+		return fmt.Errorf("head dimension D=%d beyond %d", D, AttnMaxD)
+	case T == 0 || H == 0 || D == 0:
+		return nil
+	}
+	if out == q || out == k || out == v {
+		return fmt.Errorf("out shares a buffer with an input")
+	}
+	for _, b := range []struct {
+		name string
+		buf  *vulkan.Buffer
+		n    int64
+	}{{"out", out, int64(T) * int64(H) * int64(D)}, {"q", q, int64(T) * int64(H) * int64(D)},
+		{"k", k, int64(S) * int64(H) * int64(D)}, {"v", v, int64(S) * int64(H) * int64(D)}} {
+		if err := checkElems(b.name, b.buf, b.n, 4, "float32"); err != nil {
+			return fmt.Errorf("%w (T=%d S=%d H=%d D=%d)", err, T, S, H, D)
+		}
+	}
+	groups := [2]int{(T + attnRows - 1) / attnRows, H}
+	for i, g := range groups {
+		if m := dev.Info().MaxWorkgroupCount[i]; m > 0 && uint64(g) > uint64(m) {
+			return fmt.Errorf("%d workgroups in dimension %d (T=%d, H=%d), beyond the device's %d", g, i, T, H, m)
+		}
+	}
+	return nil
+}
+
+// maxElems bounds the elements a kernel indexes: its indices are 32-bit.
+const maxElems = math.MaxUint32
+
+// checkElems checks that buf holds n elements of size bytes (kind names
+// them) and that they can be indexed in 32 bits.
+func checkElems(name string, buf *vulkan.Buffer, n, size int64, kind string) error {
+	switch {
+	case buf == nil:
+		return fmt.Errorf("%s is nil", name)
+	case n > maxElems:
+		return fmt.Errorf("%s: %d elements, beyond a kernel's 32-bit indices", name, n)
+	case buf.Size() < size*n:
+		return fmt.Errorf("%s holds %d bytes, need %d (%d %s)", name, buf.Size(), size*n, n, kind)
+	}
+	return nil
+}
+
+// words returns 32-bit values as little-endian push-constant bytes.
+func words(v ...uint32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], x)
+	}
+	return b
+}

@@ -1,0 +1,161 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/densitykv/densitykv/riesz"
+	"github.com/densitykv/densitykv/vulkan"
+)
+
+// RieszMaxD is the largest vector dimension of the Soft-Riesz passes.
+const RieszMaxD = 256
+
+// rieszRows is the number of rows of a per workgroup (riesz_rowstats.comp).
+const rieszRows = 4
+
+// RieszSet is a riesz.Set in device memory: X holds N vectors of dimension
+// D as float32 values ([N][D], row-major), Norms their N squared norms
+// (float32, as riesz.Norms computes them). BF16 marks a set of bfloat16
+// values (a bank's BF16 keys): the kernels round X to bfloat16 operands,
+// so X may hold the bfloat16 values widened to float32. Two BF16 sets take
+// gemm's bfloat16 product, two float32 sets its float32 product.
+type RieszSet struct {
+	X, Norms *vulkan.Buffer
+	N, D     int
+	BF16     bool
+}
+
+// RieszRowStats records into batch the exact-mode equivalent of
+//
+//	k.RowStats(a, b, inv, sum, mean, max, ws)
+//
+// for exponents p = 1, 2, 4: for every row x of a, sum[x] += Σ_i W[x][i],
+// mean[x] = (1/|b|) Σ_i W[x][i]·inv[i], max[x] = max_i W[x][i]·inv[i]
+// (W[x][i] = w(a_x, b_i)), with the CPU's bits: the same products, the
+// epilogue's interaction, its lane sums per 512-column tile and the tiles
+// in order. inv is float32 [b.N]; sum, mean and max are float64 [a.N]
+// (sum read and added to). The device needs shaderFloat64.
+func RieszRowStats(dev *vulkan.Device, batch *vulkan.Batch, k riesz.Kernel, a, b RieszSet, inv, sum, mean, max *vulkan.Buffer) error {
+	if err := rieszPass(dev, batch, k, a, b, inv, sum, mean, max); err != nil {
+		return fmt.Errorf("gpu: RieszRowStats: %w", err)
+	}
+	return nil
+}
+
+// RieszRowSums records into batch the exact-mode equivalent of
+//
+//	k.Sums(a, b, rows, nil, ws)
+//
+// for p = 1, 2, 4: rows[x] += Σ_i w(a_x, b_i) (float64 [a.N]), with the
+// CPU's bits (see RieszRowStats).
+func RieszRowSums(dev *vulkan.Device, batch *vulkan.Batch, k riesz.Kernel, a, b RieszSet, rows *vulkan.Buffer) error {
+	if err := rieszPass(dev, batch, k, a, b, nil, rows, nil, nil); err != nil {
+		return fmt.Errorf("gpu: RieszRowSums: %w", err)
+	}
+	return nil
+}
+
+// rieszPass records riesz_rowstats: with inv, RowStats; without, row sums.
+func rieszPass(dev *vulkan.Device, batch *vulkan.Batch, k riesz.Kernel, a, b RieszSet, inv, sum, mean, max *vulkan.Buffer) error {
+	pw, err := checkRiesz(dev, k, a, b, inv, sum, mean, max)
+	if err != nil {
+		return err
+	}
+	if a.N == 0 {
+		return nil
+	}
+	if b.N == 0 {
+		// No interactions: sum unchanged, mean and max 0 (as the CPU).
+		if inv != nil {
+			batch.Fill(mean, 0, 8*int64(a.N), 0)
+			batch.Fill(max, 0, 8*int64(a.N), 0)
+		}
+		return nil
+	}
+	kern, err := dev.Kernel(vulkan.KernelSpec{Name: "riesz_rowstats", SPIRV: modules["riesz_rowstats"], Bindings: 8, PushSize: 40})
+	if err != nil {
+		return err
+	}
+	bf16, hasInv := uint32(0), uint32(1)
+	if a.BF16 {
+		bf16 = 1
+	}
+	if inv == nil {
+		// Unused bindings of the row-sum pass: any buffers.
+		inv, mean, max, hasInv = a.Norms, sum, sum, 0
+	}
+	invS2 := float32(1 / (k.Sigma() * k.Sigma())) // riesz.New's
+	push := words(uint32(a.N), uint32(b.N), uint32(a.D), uint32(pw), bf16, hasInv,
+		math.Float32bits(float32(k.Eps())), math.Float32bits(invS2), 0, 0)
+	binary.LittleEndian.PutUint64(push[32:], math.Float64bits(1/float64(b.N)))
+	groups := [3]uint32{uint32((a.N + rieszRows - 1) / rieszRows), 1, 1}
+	batch.Dispatch(kern, groups, push, a.X, a.Norms, b.X, b.Norms, inv, sum, mean, max)
+	return nil
+}
+
+// checkRiesz validates a pass and returns the exponent as an integer.
+func checkRiesz(dev *vulkan.Device, k riesz.Kernel, a, b RieszSet, inv, sum, mean, max *vulkan.Buffer) (int, error) {
+	pw := 0
+	switch k.P() {
+	case 1, 2, 4:
+		pw = int(k.P())
+	default:
+		return 0, fmt.Errorf("exponent p = %v: exact mode has p = 1, 2 and 4 (the CPU computes other exponents with float64 math.Pow)", k.P())
+	}
+	if k.Sigma() == 0 {
+		return 0, fmt.Errorf("a zero riesz.Kernel: construct it with riesz.New")
+	}
+	for _, s := range []struct {
+		name string
+		set  RieszSet
+	}{{"a", a}, {"b", b}} {
+		if s.set.N < 0 || s.set.D <= 0 || s.set.D > RieszMaxD {
+			return 0, fmt.Errorf("set %s has N=%d D=%d: want N ≥ 0 and 1 ≤ D ≤ %d", s.name, s.set.N, s.set.D, RieszMaxD)
+		}
+		if s.set.N == 0 {
+			continue
+		}
+		if err := checkElems(s.name+".X", s.set.X, int64(s.set.N)*int64(s.set.D), 4, "float32"); err != nil {
+			return 0, err
+		}
+		if err := checkElems(s.name+".Norms", s.set.Norms, int64(s.set.N), 4, "float32"); err != nil {
+			return 0, err
+		}
+	}
+	if a.D != b.D {
+		return 0, fmt.Errorf("dimensions %d and %d differ", a.D, b.D)
+	}
+	if a.BF16 != b.BF16 {
+		return 0, fmt.Errorf("a pass over a set with BF16=%v and one with BF16=%v", a.BF16, b.BF16)
+	}
+	if a.N == 0 {
+		return pw, nil
+	}
+	names, outs := []string{"sum"}, []*vulkan.Buffer{sum}
+	if inv != nil {
+		if err := checkElems("inv", inv, int64(b.N), 4, "float32"); err != nil {
+			return 0, err
+		}
+		names, outs = append(names, "mean", "max"), append(outs, mean, max)
+	}
+	for i, o := range outs {
+		if err := checkElems(names[i], o, int64(a.N), 8, "float64"); err != nil {
+			return 0, err
+		}
+		if o == a.X || o == a.Norms || o == b.X || o == b.Norms || o == inv {
+			return 0, fmt.Errorf("output %s shares a buffer with an input", names[i])
+		}
+	}
+	if inv != nil && (sum == mean || sum == max || mean == max) {
+		return 0, fmt.Errorf("sum, mean and max must be three buffers")
+	}
+	if b.N > 0 && !dev.Info().Float64 {
+		return 0, fmt.Errorf("device %v lacks shaderFloat64 (the row sums are float64, as the CPU's)", dev)
+	}
+	if g := (a.N + rieszRows - 1) / rieszRows; uint64(g) > uint64(dev.Info().MaxWorkgroupCount[0]) && dev.Info().MaxWorkgroupCount[0] > 0 {
+		return 0, fmt.Errorf("%d rows need %d workgroups, beyond the device's %d", a.N, g, dev.Info().MaxWorkgroupCount[0])
+	}
+	return pw, nil
+}
