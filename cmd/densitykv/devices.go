@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/densitykv/densitykv/bench"
+	"github.com/densitykv/densitykv/device"
+	"github.com/densitykv/densitykv/vulkan"
+)
+
+func init() { register(newDevicesCmd) }
+
+// devicesJSON is the --json output of `densitykv devices`.
+type devicesJSON struct {
+	CPU    cpuJSON    `json:"cpu"`
+	Vulkan vulkanJSON `json:"vulkan"`
+	Auto   autoJSON   `json:"auto"` // what --device auto picks
+}
+
+type cpuJSON struct {
+	Model   string               `json:"model"` // /proc/cpuinfo's model name, or the architecture
+	Cores   int                  `json:"cores"` // runtime.NumCPU
+	Kernels []bench.KernelChoice `json:"kernels"`
+}
+
+type vulkanJSON struct {
+	Built   bool               `json:"built"`           // this binary has the Vulkan runtime (-tags vulkan)
+	Error   string             `json:"error,omitempty"` // why no device is listed (no loader, no device)
+	Devices []vulkanDeviceJSON `json:"devices"`
+}
+
+type vulkanDeviceJSON struct {
+	vulkan.DeviceInfo
+	Device           string `json:"device"` // its --device value, "vulkan:0"
+	DeviceLocalBytes uint64 `json:"device_local_bytes"`
+	ExactMode        bool   `json:"exact_mode"` // the 32-bit float controls exact mode needs
+}
+
+type autoJSON struct {
+	Device string `json:"device"` // "cpu" or "vulkan:N"
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+func newDevicesCmd() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "devices",
+		Short: "The CPU and every Vulkan device, with what densitykv uses of them, and what --device auto picks",
+		Long: `devices lists the CPU (model, cores, the matrix kernels products run on) and
+every Vulkan device, in Vulkan's order (its --device vulkan:N): name, type,
+driver, Vulkan version, device-local memory, subgroup size, whether exact
+mode is possible (32-bit float controls: denormals preserved, round to
+nearest even, signed zero/Inf/NaN preserved), float64/int64 and the
+cooperative-matrix shapes (tensor cores) of VK_KHR_cooperative_matrix. Last,
+what --device auto picks: the first Vulkan GPU, never a CPU implementation
+such as lavapipe, else the CPU.
+
+The default build is a static binary without Vulkan; build with
+-tags vulkan (go build -tags vulkan ./cmd/densitykv) for the GPU backend.`,
+		Example: `  densitykv devices
+  densitykv devices --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res := listDevices()
+			if jsonOut {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			printDevices(cmd.OutOrStdout(), res)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the devices as JSON")
+	return cmd
+}
+
+// listDevices gathers the CPU, the Vulkan devices and auto's choice.
+func listDevices() devicesJSON {
+	res := devicesJSON{CPU: cpuJSON{Model: cpuModel(), Cores: runtime.NumCPU(), Kernels: bench.Kernels()}}
+	res.Vulkan.Built = vulkan.Built
+	infos, err := vulkan.Enumerate()
+	if err != nil && !errors.Is(err, vulkan.ErrNotBuilt) {
+		res.Vulkan.Error = err.Error()
+	}
+	res.Vulkan.Devices = []vulkanDeviceJSON{}
+	for _, d := range infos {
+		res.Vulkan.Devices = append(res.Vulkan.Devices, vulkanDeviceJSON{DeviceInfo: d, Device: device.VulkanIndex(d.Index).String(),
+			DeviceLocalBytes: d.DeviceLocalBytes(), ExactMode: d.ExactMode()})
+	}
+	c, _ := device.ResolveWith(device.Auto, func() ([]vulkan.DeviceInfo, error) { return infos, err }) // auto never fails
+	res.Auto = autoJSON{Device: "cpu", Name: res.CPU.Model, Reason: c.Reason}
+	if c.Vulkan {
+		res.Auto.Device, res.Auto.Name = device.VulkanIndex(c.Device.Index).String(), c.Device.Name
+	}
+	return res
+}
+
+// cpuModel is the model name of /proc/cpuinfo, or the OS and architecture
+// where there is none.
+func cpuModel() string {
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return runtime.GOOS + "/" + runtime.GOARCH
+}
+
+func printDevices(w io.Writer, res devicesJSON) {
+	var ks []string
+	for _, k := range res.CPU.Kernels {
+		ks = append(ks, fmt.Sprintf("%s %s", k.Precision, k.Kernel))
+	}
+	fmt.Fprintf(w, "cpu: %s, %d cores; matrix kernels: %s\n", res.CPU.Model, res.CPU.Cores, strings.Join(ks, ", "))
+	switch {
+	case !res.Vulkan.Built:
+		fmt.Fprintln(w, "Vulkan: not in this build (static binary); rebuild with -tags vulkan")
+	case res.Vulkan.Error != "":
+		fmt.Fprintf(w, "Vulkan: %s\n", res.Vulkan.Error)
+	case len(res.Vulkan.Devices) == 0:
+		fmt.Fprintln(w, "Vulkan: no device")
+	}
+	for _, d := range res.Vulkan.Devices {
+		printVulkanDevice(w, d)
+	}
+	fmt.Fprintf(w, "--device auto picks %s: %s\n", res.Auto.Device, res.Auto.Reason)
+}
+
+func printVulkanDevice(w io.Writer, d vulkanDeviceJSON) {
+	yes := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	fmt.Fprintf(w, "%s  %s\n", d.Device, d.Name)
+	row := func(k, format string, a ...any) { fmt.Fprintf(w, "  %-19s %s\n", k+":", fmt.Sprintf(format, a...)) }
+	row("type", "%s", d.Type)
+	row("driver", "%s, %s", d.DriverName, d.DriverInfo)
+	row("Vulkan", "%s", d.APIVersion)
+	if d.Unsupported != "" {
+		row("unsupported", "%s", d.Unsupported)
+	}
+	row("device memory", "%.1f GiB", float64(d.DeviceLocalBytes)/(1<<30))
+	row("subgroup size", "%d", d.SubgroupSize)
+	row("exact mode", "%s (32-bit denormals preserved %s, round to nearest even %s, signed zero/Inf/NaN preserved %s)",
+		yes(d.ExactMode), yes(d.DenormPreserve32), yes(d.RoundingModeRTE32), yes(d.SignedZeroInfNanPreserve32))
+	row("float64, int64", "%s, %s", yes(d.Float64), yes(d.Int64))
+	coop := "none"
+	if len(d.CooperativeMatrix) > 0 {
+		var s []string
+		for _, c := range d.CooperativeMatrix {
+			s = append(s, c.String())
+		}
+		coop = strings.Join(s, "; ")
+	}
+	row("cooperative matrix", "%s", coop)
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/densitykv/densitykv/vulkan"
+	"github.com/densitykv/densitykv/vulkan/vulkantest"
+)
+
+// TestDevices runs `densitykv devices` in either build: the default one
+// says Vulkan is not in it; with -tags vulkan it lists the devices (at
+// least one when DENSITYKV_TEST_DEVICE demands one), and auto never picks
+// a CPU-type Vulkan device.
+func TestDevices(t *testing.T) {
+	code, out, errs := run(t, context.Background(), "devices")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.HasPrefix(out, "cpu: ") || !strings.Contains(out, "matrix kernels: fp32 ") || !strings.Contains(out, "--device auto picks ") {
+		t.Errorf("output lacks the CPU or auto's choice:\n%s", out)
+	}
+	code, js, errs := run(t, context.Background(), "devices", "--json")
+	if code != 0 {
+		t.Fatalf("--json: exit %d: %s", code, errs)
+	}
+	var res devicesJSON
+	if err := json.Unmarshal([]byte(js), &res); err != nil {
+		t.Fatalf("--json: %v\n%s", err, js)
+	}
+	if res.CPU.Model == "" || res.CPU.Cores < 1 || len(res.CPU.Kernels) != 2 || res.Vulkan.Built != vulkan.Built {
+		t.Errorf("--json: %+v", res)
+	}
+	if !vulkan.Built {
+		if !strings.Contains(out, "Vulkan: not in this build (static binary); rebuild with -tags vulkan") || res.Auto.Device != "cpu" || len(res.Vulkan.Devices) != 0 {
+			t.Errorf("default build:\n%s\n%+v", out, res)
+		}
+		return
+	}
+	if _, required, _ := vulkantest.Wanted(); required && len(res.Vulkan.Devices) == 0 {
+		t.Fatalf("%s demands a Vulkan device; devices found none (%s):\n%s", vulkantest.Env, res.Vulkan.Error, out)
+	}
+	for i, d := range res.Vulkan.Devices {
+		if d.Index != i || d.Device != fmt.Sprintf("vulkan:%d", i) {
+			t.Errorf("device %d listed as %s (index %d)", i, d.Device, d.Index)
+		}
+		if !strings.Contains(out, d.Device+"  "+d.Name+"\n") || d.DriverName == "" || d.SubgroupSize == 0 {
+			t.Errorf("device %d: %+v not listed in full:\n%s", i, d.DeviceInfo, out)
+		}
+		if d.ExactMode != d.DeviceInfo.ExactMode() {
+			t.Errorf("device %d: exact_mode %v", i, d.ExactMode)
+		}
+		if res.Auto.Device == d.Device && !d.IsGPU() {
+			t.Errorf("auto picks %s, a %s device", d.Device, d.Type)
+		}
+	}
+	for _, row := range []string{"subgroup size:", "exact mode:", "float64, int64:", "cooperative matrix:", "device memory:"} {
+		if len(res.Vulkan.Devices) > 0 && !strings.Contains(out, row) {
+			t.Errorf("no %q row:\n%s", row, out)
+		}
+	}
+}
