@@ -13,6 +13,12 @@ var spvExactProbe []byte
 //go:embed spv/exactops.spv
 var spvExactops []byte
 
+//go:embed spv/gemm.spv
+var spvGemm []byte
+
+//go:embed spv/gemm_softfma.spv
+var spvGemmSoftfma []byte
+
 //go:embed spv/riesz_rowstats.spv
 var spvRieszRowstats []byte
 
@@ -24,6 +30,8 @@ var modules = map[string][]byte{
 	"attn_exact":     spvAttnExact,
 	"exact_probe":    spvExactProbe,
 	"exactops":       spvExactops,
+	"gemm":           spvGemm,
+	"gemm_softfma":   spvGemmSoftfma,
 	"riesz_rowstats": spvRieszRowstats,
 	"round_bf16":     spvRoundBf16,
 }
