@@ -102,7 +102,7 @@ func (p Product) Record(dev *vulkan.Device, batch *vulkan.Batch) error {
 	module, bf16, nn := "gemm", uint32(0), uint32(0)
 	if p.A.Prec == gemm.BF16 {
 		bf16 = 1
-	} else if !props.FMA {
+	} else if !props.FMA || forceSoftFMA {
 		module = "gemm_softfma"
 	}
 	if p.NN {
@@ -126,6 +126,10 @@ func (p Product) Record(dev *vulkan.Device, batch *vulkan.Batch) error {
 	batch.Dispatch(k, groups, push, p.A.Buf, p.B.Buf, p.C.Buf)
 	return nil
 }
+
+// forceSoftFMA makes the float32 product use exact.glsl's fma32 on every
+// device (tests: both paths on a device with a fused fma).
+var forceSoftFMA bool
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 

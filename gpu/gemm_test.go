@@ -50,7 +50,7 @@ func (m testMat) words() []uint32 {
 }
 
 // upload puts m in a buffer of its own.
-func (m testMat) upload(t *testing.T, dev *vulkan.Device) Matrix {
+func (m testMat) upload(t testing.TB, dev *vulkan.Device) Matrix {
 	t.Helper()
 	w := m.words()
 	buf, err := dev.Alloc(int64(4 * len(w)))
@@ -412,4 +412,31 @@ func block32(v map[int]float32) []float32 {
 		b[q] = x
 	}
 	return b
+}
+
+// TestProductsRandom compares random products (shapes, tiles, layouts,
+// precisions, offsets) with gemm. On a device whose fma is fused, half
+// the float32 products use the integer fma32 path instead.
+func TestProductsRandom(t *testing.T) {
+	dev := vulkantest.Open(t)
+	props, err := CheckExact(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := uint64(5)
+	r := rand.New(rand.NewPCG(seed, 6))
+	tiles := []Tile{{}, smallTile, {WX: 8, WY: 4, TM: 3, TN: 2}, {WX: 16, WY: 1, TM: 1, TN: 8}, {WX: 1, WY: 1, TM: 1, TN: 1}}
+	for i := range 30 {
+		pc := productCase{
+			m: 1 + r.IntN(70), n: 1 + r.IntN(70), k: 1 + r.IntN(100),
+			nn: r.IntN(2) == 0, acc: r.IntN(2) == 0, prec: gemm.Precision(r.IntN(2)),
+			tile: tiles[r.IntN(len(tiles))], pad: r.IntN(3), off: r.IntN(5), specials: r.IntN(3) > 0,
+		}
+		forceSoftFMA = props.FMA && i%2 == 1
+		runProduct(t, dev, r, pc)
+		forceSoftFMA = false
+		if t.Failed() {
+			t.Fatalf("seed %d, case %d: %v", seed, i, pc)
+		}
+	}
 }
