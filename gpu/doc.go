@@ -1,33 +1,76 @@
-// Package gpu holds the project's exact kernels for Vulkan compute: GLSL
-// compute shaders (shaders/*.comp, shared code in shaders/*.glsl) compiled
-// to SPIR-V by a generator (gen.go, internal/spvgen) and embedded
-// (modules.go), each computing one CPU definition bit for bit.
+// Package gpu holds the project's exact kernels for Vulkan compute (package
+// vulkan): GLSL compute shaders (shaders/*.comp, shared code in
+// shaders/*.glsl) compiled to SPIR-V by a generator and embedded, each
+// computing one CPU definition bit for bit, with a Go function that
+// records it into a vulkan.Batch, so that a model chains many operations
+// without a host round trip:
+//
+//	Product, NT, NN   gemm's float32 and bfloat16 products (gemm/doc.go;
+//	                  gemm/define.go's dotF32 and dotBF16 are the oracle)
+//	                  on Matrix views of device buffers (shaders/gemm.glsl)
+//	RoundBF16         gemm.RoundBF16, or gemm.BF16OperandBits, of a matrix
+//	Attention, RieszRowStats, …  attn's and riesz's definitions (see
+//	                  their files), on exact.glsl's math library
+//	CheckExact        the exactness probe of a device
+//
+// Every function returns an error for bad shapes, naming the operand, and
+// records nothing then. Package gpu compiles in every build; without the
+// tag vulkan, opening a device fails (vulkan.ErrNotBuilt).
 //
 // # Exact mode
 //
 // A shader is exact-mode unless its name ends in _fast. The generator makes
-// every exact-mode module declare the float controls for 32-bit floats (DenormPreserve,
-// SignedZeroInfNanPreserve, RoundingModeRTE; and for any other float width
-// it uses) and puts
-// NoContraction on every float add, subtract, multiply and negate, so no
-// driver may fuse a·b + c: fusion happens only where a shader calls fma.
-// It refuses (internal/spirv.CheckExact) division and remainder, the
-// vector and matrix products (their order of additions is open), the
-// GLSL.std.450 functions that Vulkan does not round correctly (exp, log,
-// pow, sqrt, inversesqrt, the trigonometric ones, …) or whose result it
-// leaves open (round's ties; fmin, fmax and clamp on floats: signed zeros
-// and NaN — use a comparison and a select). Such functions come from
-// the project's own exact code in GLSL.
-// fma is allowed, but Vulkan lets a driver compute it as a multiply and an
-// add; the device probe checks it.
+// every exact-mode module declare the float controls (DenormPreserve,
+// SignedZeroInfNanPreserve, RoundingModeRTE, for 32-bit floats and any
+// other width the module uses) and puts NoContraction on every float add,
+// subtract, multiply and negate, so that no driver may fuse a·b + c:
+// fusion happens only where a shader calls fma. It refuses
+// (internal/spirv.CheckExact) division and remainder, the vector and matrix
+// products (their order of additions is open), the GLSL.std.450 functions
+// that Vulkan does not round correctly (exp, log, pow, sqrt, inversesqrt,
+// the trigonometric ones, …) or whose result it leaves open (round's ties;
+// fmin, fmax and clamp on floats: signed zeros and NaN — use a comparison
+// and a select). What they would compute comes from exact.glsl: division
+// and square root in integer arithmetic, vmath.Exp32, fma32.
+//
+// The declared modes are not a guarantee: a driver may lack them (lavapipe
+// reports no DenormPreserve, yet preserves denormals), and Vulkan lets
+// fma() be a multiply and an add (lavapipe's is). CheckExact runs a probe
+// shader once per device — fused multiply-adds on cases a multiply and an
+// add get wrong, denormal operands and results, signed zeros, Inf and NaN,
+// ties to even, a·b + c left unfused — and compares with Go. Every kernel
+// calls it first and refuses exact mode, naming the failed properties, on
+// a device that fails any but the fused multiply-add; without a fused one
+// (lavapipe) the float32 product takes exact.glsl's integer fma32
+// (shaders/gemm_softfma.comp) instead of fma() (shaders/gemm.comp).
+//
+// The bfloat16 product needs neither: a·b of two bfloat16 values has 16
+// significant bits, so its float32 product is exact and one add rounds
+// the step once; a product that underflows or overflows, and the sum
+// near 2^-126, are handled by exact scaled recomputation and bit tests
+// (shaders/gemm_exact.glsl), so tininess after rounding at 24 bits (the
+// window just below 2^-126 included) and the zero's sign come out as
+// gemm's definition says on any device, denormals preserved or flushed.
 //
 // # Building the shaders
 //
-// go generate ./gpu runs glslc (Debian's glslc) on each shader, edits the
-// SPIR-V words in Go (internal/spirv), validates the result with spirv-val
-// and writes spv/NAME.spv, spv/GLSLC_VERSION and modules.go. Tests:
+// go generate ./gpu (gen.go) runs glslc (Debian's glslc) on each shader,
+// edits the SPIR-V words in Go (internal/spirv), validates the result with
+// spirv-val and writes spv/NAME.spv, spv/GLSLC_VERSION and modules.go
+// (internal/spvgen's documentation gives the exact flags). Tests:
 // TestSPIRVUpToDate (the checked-in files equal a fresh build; it needs
-// the recorded glslc version), TestExactModules (every exact-mode module
-// passes CheckExact, and the same rules on spirv-dis's text),
-// TestExactCheckCatches (broken modules fail both checks).
+// the glslc recorded in spv/GLSLC_VERSION and fails naming both versions
+// otherwise), TestExactModules (every exact-mode module passes CheckExact,
+// and the same rules read off spirv-dis's text), TestExactCheckCatches
+// (broken modules fail both checks).
+//
+// # Tests
+//
+// The kernels' tests (go test -tags vulkan ./gpu, on lavapipe in CI with
+// DENSITYKV_TEST_DEVICE=vulkan, where a missing device fails them) compare
+// every output bit with the CPU: the products with gemm's definition
+// (ported literally in the test on vmath.Round32), gemm's selected kernel
+// and its pure-Go kernel, on tiny and odd shapes, tile tails, offsets and
+// leading dimensions, special values, and constructed cases for every
+// corner of the bfloat16 steps; BenchmarkProducts times them.
 package gpu
