@@ -3,10 +3,10 @@
 // storage and summary files, the figures drawn from them, the resume
 // checkpoints, ownership and the checks of a folder against its records.
 // It is the folder's format: the jobs that fill one live elsewhere (the
-// generate job in package generate: Generate, GenerateList, Decode) and
-// reach the format through this package; Simulate and Collect are still
-// here. A run reports what it does through Hooks and leaves printing to
-// its caller.
+// generate job in package generate: Generate, GenerateList, Decode, and
+// Collect, a list's report; the simulate job in package sim; the eval job
+// in package eval) and reach the format through this package. A run
+// reports what it does through Hooks and leaves printing to its caller.
 //
 // Resuming: a run saves a checkpoint (state/checkpoint.json, sealed with
 // the SHA-256 of its state, written last and atomically: it is the commit

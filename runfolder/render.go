@@ -20,7 +20,7 @@ import (
 // config.resolved.yaml, memory_log.jsonl, admissions.json, storage.json and
 // attention_trace.json) and returns the PNG paths (SVG beside each).
 func Render(dir string) ([]string, error) {
-	if err := checkRecorded(dir); err != nil {
+	if err := CheckRecorded(dir); err != nil {
 		return nil, fmt.Errorf("trace: %w; no figure was drawn", err)
 	}
 	var cfg config.Config

@@ -61,12 +61,12 @@ func CheckConfigRecord(dir string, st *GenerateState) error {
 	return nil
 }
 
-// checkRecorded checks, before a reader uses them, the files of run
+// CheckRecorded checks, before a reader uses them, the files of run
 // folder dir that its checkpoint (when it has one) records: the
 // configuration's SHA-256 and the sizes of the memory log (exactly its
 // size once the run is complete: Inspect) and of the lineage (at least:
 // its closing lines follow the final checkpoint's record).
-func checkRecorded(dir string) error {
+func CheckRecorded(dir string) error {
 	st, err := ReadCheckpointState(dir)
 	if err != nil || st == nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/densitykv/densitykv/drift"
+	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/runfolder"
 )
 
@@ -37,7 +38,7 @@ and prints the Markdown (or, with --json, the JSON).`,
   densitykv collect node0/list node1/list node2/list --out report/`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, dirs []string) error {
-			rep, err := runfolder.Collect(dirs)
+			rep, err := generate.Collect(dirs)
 			if err != nil {
 				return err
 			}
@@ -48,17 +49,17 @@ and prints the Markdown (or, with --json, the JSON).`,
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
-			if err := runfolder.WriteJSON(filepath.Join(out, runfolder.FileReport), rep); err != nil {
+			if err := runfolder.WriteJSON(filepath.Join(out, generate.FileReport), rep); err != nil {
 				return err
 			}
-			if err := runfolder.WriteFile(filepath.Join(out, runfolder.FileReportMD), []byte(md)); err != nil {
+			if err := runfolder.WriteFile(filepath.Join(out, generate.FileReportMD), []byte(md)); err != nil {
 				return err
 			}
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), rep)
 			}
 			io.WriteString(cmd.OutOrStdout(), md)
-			fmt.Fprintf(cmd.OutOrStdout(), "\nreport: %s, %s\n", filepath.Join(out, runfolder.FileReport), filepath.Join(out, runfolder.FileReportMD))
+			fmt.Fprintf(cmd.OutOrStdout(), "\nreport: %s, %s\n", filepath.Join(out, generate.FileReport), filepath.Join(out, generate.FileReportMD))
 			return nil
 		},
 	}
@@ -68,7 +69,7 @@ and prints the Markdown (or, with --json, the JSON).`,
 }
 
 // reportMarkdown renders a collected report.
-func reportMarkdown(r *runfolder.Report) string {
+func reportMarkdown(r *generate.Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Prompt list report\n\n")
 	fmt.Fprintf(&b, "List: %d prompts selected of %d lines (prompts SHA-256 %.12s…, configuration %.12s…), from %s.\n\n",

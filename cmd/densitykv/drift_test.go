@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/drift"
+	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/runfolder"
 )
 
@@ -146,7 +147,7 @@ func TestCollectDrift(t *testing.T) {
 		t.Fatal(errs)
 	}
 	code, out, errs := run(t, context.Background(), "collect", "--json", "--out", filepath.Join(dir, "report"), filepath.Join(dir, "list"))
-	var r runfolder.Report
+	var r generate.Report
 	if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
 		t.Fatalf("collect: exit %d\n%s\n%s", code, out, errs)
 	}
@@ -177,7 +178,7 @@ func TestCollectDrift(t *testing.T) {
 	if len(r.Drift[0].Watch) != len(watch) {
 		t.Errorf("watch %+v", r.Drift[0].Watch)
 	}
-	md, err := os.ReadFile(filepath.Join(dir, "report", runfolder.FileReportMD))
+	md, err := os.ReadFile(filepath.Join(dir, "report", generate.FileReportMD))
 	if err != nil || !strings.Contains(string(md), "## Drift") || !strings.Contains(string(md), "| densitykv | 2 | seam_flicker | 2 |") {
 		t.Fatalf("report.md: %v\n%s", err, md)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
 )
@@ -214,7 +215,7 @@ func TestCollectChecksRecords(t *testing.T) {
 	if code == 0 || !strings.Contains(errs, "prompt 1") || !strings.Contains(errs, log+" has") || !strings.Contains(errs, "fewer than") {
 		t.Fatalf("collect of a cut log: exit %d: %s", code, errs)
 	}
-	if _, err := os.Stat(filepath.Join(report, runfolder.FileReport)); err == nil {
+	if _, err := os.Stat(filepath.Join(report, generate.FileReport)); err == nil {
 		t.Fatal("collect refused the list but wrote its report")
 	}
 	os.WriteFile(log, b, 0o644)

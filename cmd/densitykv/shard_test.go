@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/video"
 )
@@ -184,10 +185,10 @@ func TestShardContract(t *testing.T) {
 		}
 		os.Remove(filepath.Join(d, runfolder.DirShards, fmt.Sprintf("shard-%d-of-2.json", 1-k)))
 	}
-	reports := map[string]*runfolder.Report{}
+	reports := map[string]*generate.Report{}
 	for name, dirs := range map[string][]string{"whole": {whole}, "shared": {sharded}, "split": split} {
 		code, out, errs := run(t, context.Background(), append([]string{"collect", "--json", "--out", filepath.Join(dir, "report-"+name)}, dirs...)...)
-		var r runfolder.Report
+		var r generate.Report
 		if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
 			t.Fatalf("collect %s: exit %d\n%s\n%s", name, code, out, errs)
 		}
@@ -203,7 +204,7 @@ func TestShardContract(t *testing.T) {
 			}
 		}
 		reports[name] = &r
-		if _, err := os.Stat(filepath.Join(dir, "report-"+name, runfolder.FileReportMD)); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, "report-"+name, generate.FileReportMD)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -220,7 +221,7 @@ func TestShardContract(t *testing.T) {
 	}
 	// Half a list is reported with its missing prompts; another list refused.
 	code, out, _ := run(t, context.Background(), "collect", "--json", "--out", filepath.Join(dir, "r0"), split[0])
-	var half runfolder.Report
+	var half generate.Report
 	if code != 0 || json.Unmarshal([]byte(out), &half) != nil || !slices.Equal(half.Missing, []int{3}) || half.Complete != 2 {
 		t.Fatalf("collect of shard 0's folder: exit %d %+v", code, half)
 	}

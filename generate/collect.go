@@ -1,4 +1,4 @@
-package runfolder
+package generate
 
 import (
 	"errors"
@@ -11,14 +11,15 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/drift"
+	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/storage"
 	"github.com/densitykv/densitykv/video"
 )
 
 // Report is what Collect makes of a prompt list's folders (report.json).
 type Report struct {
-	List    ListManifest `json:"list"`
-	Folders []string     `json:"folders"`
+	List    runfolder.ListManifest `json:"list"`
+	Folders []string               `json:"folders"`
 	// Prompts are the selected prompts in run order; Missing the indices
 	// with no complete video in any folder (blank lines are not missing).
 	Prompts  []ReportPrompt `json:"prompts"`
@@ -50,9 +51,9 @@ type ReportPrompt struct {
 	Dir    string `json:"dir,omitempty"`
 	Video  string `json:"video,omitempty"`
 	// Horizons are the horizon videos present.
-	Horizons []string      `json:"horizons,omitempty"`
-	Blocks   int           `json:"completed_blocks"`
-	Policy   *PolicyTotals `json:"totals,omitempty"`
+	Horizons []string                `json:"horizons,omitempty"`
+	Blocks   int                     `json:"completed_blocks"`
+	Policy   *runfolder.PolicyTotals `json:"totals,omitempty"`
 	// Drift summarises the prompt's drift.jsonl against drift.Watch.
 	Drift *drift.Summary `json:"drift,omitempty"`
 }
@@ -116,40 +117,40 @@ const (
 // readListFolders reads the list of the folders dirs (the first's
 // configuration and prompts; the others must hold the same list) into
 // rep.List, with every shard's status in rep.Shards.
-func readListFolders(dirs []string, rep *Report) (gc config.GenerateConfig, prompts *PromptList, err error) {
+func readListFolders(dirs []string, rep *Report) (gc config.GenerateConfig, prompts *runfolder.PromptList, err error) {
 	for k, d := range dirs {
-		var man ListManifest
-		if err := ReadJSON(filepath.Join(d, FileList), &man); err != nil {
+		var man runfolder.ListManifest
+		if err := runfolder.ReadJSON(filepath.Join(d, runfolder.FileList), &man); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
-				return gc, nil, userf("collect: %s is not a prompt-list folder (no %s; generate --prompts makes one)", d, FileList)
+				return gc, nil, userf("collect: %s is not a prompt-list folder (no %s; generate --prompts makes one)", d, runfolder.FileList)
 			}
 			return gc, nil, fmt.Errorf("collect: %w", err)
 		}
 		if k == 0 {
 			rep.List = man
-			b, err := ReadRecord(filepath.Join(d, FileBatch))
+			b, err := runfolder.ReadRecord(filepath.Join(d, runfolder.FileBatch))
 			if err != nil {
 				return gc, nil, fmt.Errorf("collect: %w", err)
 			}
 			if _, err := config.Decode(b, &gc, false); err != nil {
-				return gc, nil, fmt.Errorf("collect: %s: %w", filepath.Join(d, FileBatch), err)
+				return gc, nil, fmt.Errorf("collect: %s: %w", filepath.Join(d, runfolder.FileBatch), err)
 			}
 			ext := ""
-			if _, err := os.Stat(filepath.Join(d, FileBatchExtended)); err == nil {
-				ext = filepath.Join(d, FileBatchExtended)
+			if _, err := os.Stat(filepath.Join(d, runfolder.FileBatchExtended)); err == nil {
+				ext = filepath.Join(d, runfolder.FileBatchExtended)
 			}
-			if prompts, err = ReadPromptList(filepath.Join(d, FileBatchPrompts), ext); err != nil {
+			if prompts, err = runfolder.ReadPromptList(filepath.Join(d, runfolder.FileBatchPrompts), ext); err != nil {
 				return gc, nil, fmt.Errorf("collect: %w", err)
 			}
 		} else if man.PromptsSHA256 != rep.List.PromptsSHA256 || man.ConfigSHA256 != rep.List.ConfigSHA256 || !slices.Equal(man.Selected, rep.List.Selected) ||
-			SameListInputs(man.Inputs, rep.List.Inputs) != nil {
+			runfolder.SameListInputs(man.Inputs, rep.List.Inputs) != nil {
 			return gc, nil, userf("collect: %s holds another list than %s (prompts %.12s…/%.12s…, configuration %.12s…/%.12s…)",
 				d, dirs[0], man.PromptsSHA256, rep.List.PromptsSHA256, man.ConfigSHA256, rep.List.ConfigSHA256)
 		}
-		shards, _ := filepath.Glob(filepath.Join(d, DirShards, "shard-*.json"))
+		shards, _ := filepath.Glob(filepath.Join(d, runfolder.DirShards, "shard-*.json"))
 		for _, f := range shards {
-			var st ShardStatus
-			if err := ReadJSON(f, &st); err != nil {
+			var st runfolder.ShardStatus
+			if err := runfolder.ReadJSON(f, &st); err != nil {
 				return gc, nil, fmt.Errorf("collect: %w", err)
 			}
 			rep.Shards = append(rep.Shards, ReportShard{File: f, Shard: st.Shard, Host: st.Host, Updated: st.Updated, Complete: st.Complete, Prompts: len(st.Entries)})
@@ -191,14 +192,14 @@ func Collect(dirs []string) (*Report, error) {
 		}
 		found := 0
 		for _, d := range dirs {
-			sd := BatchDir(d, i)
-			var s Summary
-			if ReadJSON(filepath.Join(sd, FileSummary), &s) != nil {
+			sd := runfolder.BatchDir(d, i)
+			var s runfolder.Summary
+			if runfolder.ReadJSON(filepath.Join(sd, runfolder.FileSummary), &s) != nil {
 				continue
 			}
 			// Complete: the summary and the final checkpoint, written after
 			// every result file, agree (Inspect).
-			if !s.Complete || !Inspect(sd).Complete {
+			if !s.Complete || !runfolder.Inspect(sd).Complete {
 				if p.State == "missing" {
 					p.State, p.Dir, p.Blocks = "stopped", sd, s.CompletedBlocks
 				}
@@ -219,17 +220,17 @@ func Collect(dirs []string) (*Report, error) {
 					p.Horizons = append(p.Horizons, config.HorizonName(h))
 				}
 			}
-			if err := checkRecorded(sd); err != nil {
+			if err := runfolder.CheckRecorded(sd); err != nil {
 				return nil, fmt.Errorf("collect: prompt %d: %w; no report was written", i, err)
 			}
-			lines, err := ReadLog(filepath.Join(sd, FileLog))
+			lines, err := runfolder.ReadLog(filepath.Join(sd, runfolder.FileLog))
 			if err != nil {
 				return nil, fmt.Errorf("collect: prompt %d: %w", i, err)
 			}
 			for _, ln := range lines {
 				a := logs[ln.Policy]
 				if a == nil {
-					a = &logAcc{s: LogStats{Policy: ln.Policy, FinalOccMin: math.MaxInt}, last: map[int]LogLine{}}
+					a = &logAcc{s: LogStats{Policy: ln.Policy, FinalOccMin: math.MaxInt}, last: map[int]runfolder.LogLine{}}
 					logs[ln.Policy] = a
 					order = append(order, ln.Policy)
 				}
@@ -254,8 +255,8 @@ func Collect(dirs []string) (*Report, error) {
 				}
 				a.add(i, recs)
 			}
-			var sr StorageRun
-			if err := ReadJSON(filepath.Join(sd, FileStorage), &sr); err == nil {
+			var sr runfolder.StorageRun
+			if err := runfolder.ReadJSON(filepath.Join(sd, runfolder.FileStorage), &sr); err == nil {
 				for pol, bytes := range sr.Policies {
 					for _, h := range horizons {
 						for b, sec := range sr.Seconds {
@@ -311,7 +312,7 @@ func Collect(dirs []string) (*Report, error) {
 // logAcc accumulates one policy's memory-log lines.
 type logAcc struct {
 	s           LogStats
-	last        map[int]LogLine // per layer, the prompt's last line
+	last        map[int]runfolder.LogLine // per layer, the prompt's last line
 	finalN      int
 	dens, score struct {
 		sum float64
@@ -319,7 +320,7 @@ type logAcc struct {
 	}
 }
 
-func (a *logAcc) add(ln LogLine) {
+func (a *logAcc) add(ln runfolder.LogLine) {
 	s := &a.s
 	s.Lines++
 	if ln.Update >= 0 {
@@ -363,7 +364,7 @@ func (a *logAcc) endPrompt() {
 		a.s.FinalOccMean += float64(ln.OccMin+ln.OccMax) / 2
 		a.finalN++
 	}
-	a.last = map[int]LogLine{}
+	a.last = map[int]runfolder.LogLine{}
 }
 
 func (a *logAcc) stats() LogStats {
@@ -412,4 +413,106 @@ func storageFormula(gc config.GenerateConfig, horizons []float64) map[string]map
 		out[r.Policy][r.Seconds] = r.Bytes
 	}
 	return out
+}
+
+// DriftStats aggregates one policy's drift.jsonl over a list's complete
+// prompts (Collect).
+type DriftStats struct {
+	Policy  string `json:"policy"`
+	Prompts int    `json:"prompts"` // prompts with drift records
+	// Stats summarise each statistic over every block of every prompt.
+	Stats map[string]DriftStat `json:"stats"`
+	// Watch is, for each of drift.Watch's thresholds, how many prompts
+	// cross it and the earliest block that does.
+	Watch []DriftWatch `json:"watch"`
+}
+
+// DriftStat is one statistic over a policy's blocks.
+type DriftStat struct {
+	Blocks    int     `json:"blocks"`
+	Median    float64 `json:"median"`
+	Max       float64 `json:"max"`
+	MaxPrompt int     `json:"max_prompt"` // the prompt index and block of the maximum
+	MaxBlock  int     `json:"max_block"`
+}
+
+// DriftWatch is one threshold over a policy's prompts.
+type DriftWatch struct {
+	Rule    string `json:"rule"`
+	Prompts int    `json:"prompts"` // prompts with a block beyond it
+	// FirstBlock is the earliest such block over the prompts (−1: none),
+	// FirstPrompt its prompt.
+	FirstBlock  int `json:"first_block"`
+	FirstPrompt int `json:"first_prompt"`
+}
+
+// driftAcc accumulates one policy's drift records.
+type driftAcc struct {
+	s      DriftStats
+	values map[string][]float64
+}
+
+// readPromptDrift reads prompt folder sd's drift.jsonl for Collect: nil
+// without one (a run without the monitor).
+func readPromptDrift(sd string) ([]drift.Record, error) {
+	recs, err := drift.ReadFile(filepath.Join(sd, runfolder.FileDrift))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return recs, err
+}
+
+func (a *driftAcc) add(prompt int, recs []drift.Record) {
+	if a.values == nil {
+		a.values = map[string][]float64{}
+		a.s.Stats = map[string]DriftStat{}
+		rs, _ := drift.ParseRules(drift.Watch, "drift.Watch")
+		for _, r := range rs {
+			a.s.Watch = append(a.s.Watch, DriftWatch{Rule: r.String(), FirstBlock: -1, FirstPrompt: -1})
+		}
+	}
+	a.s.Prompts++
+	for _, r := range recs {
+		for _, name := range drift.Names {
+			v, ok := r.Stat(name)
+			if !ok {
+				continue
+			}
+			st := a.s.Stats[name]
+			if st.Blocks == 0 || v > st.Max {
+				st.Max, st.MaxPrompt, st.MaxBlock = v, prompt, r.Block
+			}
+			st.Blocks++
+			a.s.Stats[name] = st
+			a.values[name] = append(a.values[name], v)
+		}
+	}
+	for i := range a.s.Watch {
+		w := &a.s.Watch[i]
+		rs, _ := drift.ParseRules(w.Rule, "drift.Watch")
+		for _, r := range recs {
+			if rs[0].Trips(r) {
+				w.Prompts++
+				if w.FirstBlock < 0 || r.Block < w.FirstBlock {
+					w.FirstBlock, w.FirstPrompt = r.Block, prompt
+				}
+				break
+			}
+		}
+	}
+}
+
+func (a *driftAcc) stats() DriftStats {
+	for name, vs := range a.values {
+		st := a.s.Stats[name]
+		sorted := slices.Clone(vs)
+		slices.Sort(sorted)
+		if m := len(sorted) / 2; len(sorted)%2 == 1 {
+			st.Median = sorted[m]
+		} else {
+			st.Median = (sorted[m-1] + sorted[m]) / 2
+		}
+		a.s.Stats[name] = st
+	}
+	return a.s
 }
