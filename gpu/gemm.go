@@ -102,7 +102,7 @@ func (p Product) Record(dev *vulkan.Device, batch *vulkan.Batch) error {
 	module, bf16, nn := "gemm", uint32(0), uint32(0)
 	if p.A.Prec == gemm.BF16 {
 		bf16 = 1
-	} else if !props.FMA || forceSoftFMA {
+	} else if fmaPath == "soft" || (!props.FMA && fmaPath != "hardware") {
 		module = "gemm_softfma"
 	}
 	if p.NN {
@@ -127,9 +127,10 @@ func (p Product) Record(dev *vulkan.Device, batch *vulkan.Batch) error {
 	return nil
 }
 
-// forceSoftFMA makes the float32 product use exact.glsl's fma32 on every
-// device (tests: both paths on a device with a fused fma).
-var forceSoftFMA bool
+// fmaPath overrides the float32 product's choice of fused multiply-add
+// for tests: "soft" (exact.glsl's fma32) or "hardware" (fma(), even where
+// the probe found it unfused); "" chooses by the probe.
+var fmaPath string
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 

@@ -174,6 +174,7 @@ type productCase struct {
 	tile     Tile
 	pad, off int // every operand's leading-dimension padding and offset
 	specials bool
+	ints     bool // small integers: every product and sum exact, fused or not
 }
 
 func (pc productCase) String() string {
@@ -195,6 +196,13 @@ func runProduct(t *testing.T, dev *vulkan.Device, r *rand.Rand, pc productCase) 
 		b = newMat(r, pc.prec, pc.k, pc.n, pc.pad, pc.off, pc.specials)
 	}
 	c := newMat(r, gemm.F32, pc.m, pc.n, pc.pad, pc.off, pc.specials)
+	if pc.ints {
+		for _, m := range []*testMat{&a, &b, &c} {
+			for i := range m.v {
+				m.v[i] = math.Float32bits(float32(r.IntN(33) - 16))
+			}
+		}
+	}
 	cm := c.upload(t, dev)
 	batch := dev.NewBatch()
 	p := Product{C: cm, A: a.upload(t, dev), B: b.upload(t, dev), NN: pc.nn, Acc: pc.acc, Tile: pc.tile}
@@ -432,11 +440,54 @@ func TestProductsRandom(t *testing.T) {
 			nn: r.IntN(2) == 0, acc: r.IntN(2) == 0, prec: gemm.Precision(r.IntN(2)),
 			tile: tiles[r.IntN(len(tiles))], pad: r.IntN(3), off: r.IntN(5), specials: r.IntN(3) > 0,
 		}
-		forceSoftFMA = props.FMA && i%2 == 1
+		if props.FMA && i%2 == 1 {
+			fmaPath = "soft"
+		}
 		runProduct(t, dev, r, pc)
-		forceSoftFMA = false
+		fmaPath = ""
 		if t.Failed() {
 			t.Fatalf("seed %d, case %d: %v", seed, i, pc)
 		}
 	}
+}
+
+// TestProductsHardwareFMAPath runs the float32 product's fma() kernel
+// (shaders/gemm.comp) on every device, also where the probe found fma()
+// unfused (lavapipe): on small integers, where every product and sum is
+// exact, fused or not, so the test checks its tiling, indexing and
+// accumulation, and the probe its rounding.
+func TestProductsHardwareFMAPath(t *testing.T) {
+	dev := vulkantest.Open(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	fmaPath = "hardware"
+	defer func() { fmaPath = "" }()
+	for _, pc := range []productCase{
+		{m: 1, n: 1, k: 1},
+		{m: 5, n: 13, k: 33, acc: true, tile: smallTile, pad: 1, off: 3},
+		{m: 70, n: 65, k: 70, nn: true},
+		{m: 9, n: 30, k: 100, nn: true, acc: true, tile: Tile{WX: 8, WY: 4, TM: 3, TN: 2}},
+	} {
+		pc.prec, pc.ints = gemm.F32, true
+		runProduct(t, dev, r, pc)
+	}
+}
+
+// FuzzProducts compares products of fuzzed shapes, layout, precision,
+// tile, offsets and values (from seed) with gemm: go test -tags vulkan
+// -fuzz Products ./gpu (its seeds run in every test run).
+func FuzzProducts(f *testing.F) {
+	f.Add(uint8(1), uint8(1), uint8(1), uint8(0), uint64(1))
+	f.Add(uint8(33), uint8(7), uint8(65), uint8(0x3f), uint64(2))
+	f.Add(uint8(64), uint8(65), uint8(31), uint8(0xa5), uint64(3))
+	dev := vulkantest.Open(f)
+	tiles := []Tile{{}, smallTile, {WX: 8, WY: 4, TM: 3, TN: 2}, {WX: 1, WY: 1, TM: 1, TN: 1}}
+	f.Fuzz(func(t *testing.T, m, n, k, flags uint8, seed uint64) {
+		if m == 0 || n == 0 || k == 0 || m > 96 || n > 96 {
+			t.Skip("shapes 1…96 × 1…96 × 1…255")
+		}
+		pc := productCase{m: int(m), n: int(n), k: int(k),
+			nn: flags&1 != 0, acc: flags&2 != 0, prec: gemm.Precision(flags >> 2 & 1), specials: flags&8 != 0,
+			tile: tiles[flags>>4&3], pad: int(flags >> 6 & 1), off: int(flags >> 7)}
+		runProduct(t, dev, rand.New(rand.NewPCG(seed, 11)), pc)
+	})
 }
