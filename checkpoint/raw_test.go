@@ -4,7 +4,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"io"
 	"math"
@@ -13,8 +12,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/densitykv/densitykv/internal/goldendir"
 )
 
 // readRaw reads every tensor of f and decodes it with the float32 decoder.
@@ -170,59 +167,6 @@ func TestRawSafetensors(t *testing.T) {
 	}
 	if _, err := OpenRaw(filepath.Join(t.TempDir(), "missing.pth"), TorchOptions{}); err == nil {
 		t.Fatal("missing file opened")
-	}
-}
-
-// TestRawGoldenT5: the tiny umT5 checkpoints (bf16 and f32 .pth, f32
-// safetensors) read raw hold the same numbers as LoadFile's, and the bf16
-// file's tensors stay BF16.
-func TestRawGoldenT5(t *testing.T) {
-	dir := goldendir.MustFind(t, goldendir.EnvT5, "t5")
-	// The encoder's tensors in checkpoint order, as encode.json lists them.
-	var side struct {
-		Weights struct {
-			Keys []string `json:"keys"`
-		} `json:"weights"`
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "encode.json"))
-	if err == nil {
-		err = json.Unmarshal(b, &side)
-	}
-	keys := side.Weights.Keys
-	if err != nil || len(keys) == 0 {
-		t.Fatalf("encode.json: %v (%d weight keys)", err, len(keys))
-	}
-	for _, c := range []struct {
-		file  string
-		dtype DType
-	}{{"weights.pth", F32}, {"weights_bf16.pth", BF16}, {"weights.safetensors", F32}} {
-		t.Run(c.file, func(t *testing.T) {
-			p := filepath.Join(dir, c.file)
-			want, err := LoadFile(p, TorchOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			f, err := OpenRaw(p, TorchOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			if len(f.Tensors) != len(want) || len(want) != len(keys) {
-				t.Fatalf("%d raw tensors, %d loaded, encode.json lists %d", len(f.Tensors), len(want), len(keys))
-			}
-			if f.Tensors[0].Name != keys[0] {
-				t.Fatalf("first tensor %s, encode.json's first %s", f.Tensors[0].Name, keys[0])
-			}
-			got := readRaw(t, f)
-			for _, rt := range f.Tensors {
-				if rt.DType != c.dtype {
-					t.Fatalf("%s: dtype %s, want %s", rt.Name, rt.DType, c.dtype)
-				}
-				if !slices.Equal(got[rt.Name], want[rt.Name].Data) {
-					t.Fatalf("%s differs from LoadFile", rt.Name)
-				}
-			}
-		})
 	}
 }
 
