@@ -31,14 +31,29 @@ const (
 // and the final division, correctly rounded. out must not share a buffer
 // with q, k or v. Sizes are checked (S ≥ 1 when T, H ≥ 1; D ≤ AttnMaxD;
 // buffers large enough); T = 0, H = 0 or D = 0 records nothing.
+//
+// It runs the exactness probe first (CheckExact, once per device) and
+// returns its error on a device unfit for exact mode. The float32 fused
+// multiply-add is the device's fma() where the probe found it one rounding,
+// exact.glsl's integer fma32 elsewhere (the same bits, slower).
 func Attention(dev *vulkan.Device, batch *vulkan.Batch, prec gemm.Precision, out, q, k, v *vulkan.Buffer, T, S, H, D int, scale float32) error {
+	module, err := exactModule(dev, "attn_exact")
+	if err != nil {
+		return err
+	}
+	return attention(dev, batch, module, prec, out, q, k, v, T, S, H, D, scale)
+}
+
+// attention is Attention with the module chosen (attn_exact or
+// attn_exact_softfma).
+func attention(dev *vulkan.Device, batch *vulkan.Batch, module string, prec gemm.Precision, out, q, k, v *vulkan.Buffer, T, S, H, D int, scale float32) error {
 	if err := checkAttention(dev, prec, out, q, k, v, T, S, H, D); err != nil {
 		return fmt.Errorf("gpu: Attention: %w", err)
 	}
 	if T == 0 || H == 0 || D == 0 {
 		return nil
 	}
-	kern, err := dev.Kernel(vulkan.KernelSpec{Name: "attn_exact", SPIRV: modules["attn_exact"], Bindings: 4, PushSize: 24})
+	kern, err := dev.Kernel(vulkan.KernelSpec{Name: module, SPIRV: modules[module], Bindings: 4, PushSize: 24})
 	if err != nil {
 		return fmt.Errorf("gpu: Attention: %w", err)
 	}
@@ -110,4 +125,20 @@ func words(v ...uint32) []byte {
 		binary.LittleEndian.PutUint32(b[4*i:], x)
 	}
 	return b
+}
+
+// exactModule returns the module of the exact kernel name for dev: name
+// itself (the float32 fused multiply-add as fma()) where the exactness
+// probe found fma() one rounding, else name_softfma (exact.glsl's integer
+// fma32, exact everywhere). It returns the probe's error on a device unfit
+// for exact mode.
+func exactModule(dev *vulkan.Device, name string) (string, error) {
+	props, err := CheckExact(dev)
+	if err != nil {
+		return "", err
+	}
+	if props.FMA {
+		return name, nil
+	}
+	return name + "_softfma", nil
 }

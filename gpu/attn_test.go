@@ -82,6 +82,7 @@ func (c attnCase) inputs(r *rand.Rand) (q, k, v []float32) {
 // NaN inputs.
 func TestAttentionExact(t *testing.T) {
 	dev := vulkantest.Open(t)
+	mods := testModules(t, dev, "attn_exact")
 	r := rand.New(rand.NewPCG(1, 2))
 	cases := []attnCase{
 		{1, 1, 1, 1, 1, ""}, {3, 5, 2, 3, 0.5, ""}, {5, 600, 2, 16, 0.25, ""},
@@ -94,33 +95,52 @@ func TestAttentionExact(t *testing.T) {
 			t.Run(c.String()+"_"+prec.String(), func(t *testing.T) {
 				want := make([]float32, c.T*c.H*c.D)
 				attn.AttentionAs(prec, want, q, k, v, c.T, c.S, c.H, c.D, c.scale)
-				out := upFloats(t, dev, make([]float32, len(want)))
-				batch := dev.NewBatch()
-				if err := Attention(dev, batch, prec, out, upFloats(t, dev, q), upFloats(t, dev, k), upFloats(t, dev, v), c.T, c.S, c.H, c.D, c.scale); err != nil {
-					t.Fatal(err)
-				}
-				if err := batch.Run(); err != nil {
-					t.Fatal(err)
-				}
-				got := make([]float32, len(want))
-				if err := dev.DownloadFloat32s(out, 0, got); err != nil {
-					t.Fatal(err)
-				}
-				bad := 0
-				for i := range want {
-					if !exSameBits(exBits(got[i]), exBits(want[i])) {
-						if bad < 5 {
-							t.Errorf("out[%d] = %g (%#08x), CPU %g (%#08x)", i, got[i], exBits(got[i]), want[i], exBits(want[i]))
-						}
-						bad++
+				gq, gk, gv := upFloats(t, dev, q), upFloats(t, dev, k), upFloats(t, dev, v)
+				for _, module := range mods {
+					out := upFloats(t, dev, make([]float32, len(want)))
+					batch := dev.NewBatch()
+					if err := attention(dev, batch, module, prec, out, gq, gk, gv, c.T, c.S, c.H, c.D, c.scale); err != nil {
+						t.Fatal(err)
 					}
-				}
-				if bad > 0 {
-					t.Errorf("%d of %d outputs differ", bad, len(want))
+					if err := batch.Run(); err != nil {
+						t.Fatal(err)
+					}
+					got := make([]float32, len(want))
+					if err := dev.DownloadFloat32s(out, 0, got); err != nil {
+						t.Fatal(err)
+					}
+					bad := 0
+					for i := range want {
+						if !exSameBits(exBits(got[i]), exBits(want[i])) {
+							if bad < 5 {
+								t.Errorf("%s: out[%d] = %g (%#08x), CPU %g (%#08x)", module, i, got[i], exBits(got[i]), want[i], exBits(want[i]))
+							}
+							bad++
+						}
+					}
+					if bad > 0 {
+						t.Errorf("%s: %d of %d outputs differ", module, bad, len(want))
+					}
 				}
 			})
 		}
 	}
+}
+
+// testModules returns the modules of exact kernel name to test on dev:
+// name_softfma (integer fma32) always, and name (fma()) where the
+// exactness probe found fma() one rounding (not on lavapipe).
+func testModules(t *testing.T, dev *vulkan.Device, name string) []string {
+	t.Helper()
+	props, err := CheckExact(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if props.FMA {
+		return []string{name + "_softfma", name}
+	}
+	t.Logf("%v: fma() is not one rounding: %s tested alone", dev, name+"_softfma")
+	return []string{name + "_softfma"}
 }
 
 // TestAttentionErrors: bad sizes and buffers are refused, naming what.

@@ -7,6 +7,9 @@ import _ "embed"
 //go:embed spv/attn_exact.spv
 var spvAttnExact []byte
 
+//go:embed spv/attn_exact_softfma.spv
+var spvAttnExactSoftfma []byte
+
 //go:embed spv/exact_probe.spv
 var spvExactProbe []byte
 
@@ -22,16 +25,21 @@ var spvGemmSoftfma []byte
 //go:embed spv/riesz_rowstats.spv
 var spvRieszRowstats []byte
 
+//go:embed spv/riesz_rowstats_softfma.spv
+var spvRieszRowstatsSoftfma []byte
+
 //go:embed spv/round_bf16.spv
 var spvRoundBf16 []byte
 
 // modules holds the SPIR-V of every shader, by name (shaders/NAME.comp).
 var modules = map[string][]byte{
-	"attn_exact":     spvAttnExact,
-	"exact_probe":    spvExactProbe,
-	"exactops":       spvExactops,
-	"gemm":           spvGemm,
-	"gemm_softfma":   spvGemmSoftfma,
-	"riesz_rowstats": spvRieszRowstats,
-	"round_bf16":     spvRoundBf16,
+	"attn_exact":             spvAttnExact,
+	"attn_exact_softfma":     spvAttnExactSoftfma,
+	"exact_probe":            spvExactProbe,
+	"exactops":               spvExactops,
+	"gemm":                   spvGemm,
+	"gemm_softfma":           spvGemmSoftfma,
+	"riesz_rowstats":         spvRieszRowstats,
+	"riesz_rowstats_softfma": spvRieszRowstatsSoftfma,
+	"round_bf16":             spvRoundBf16,
 }

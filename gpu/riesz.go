@@ -36,12 +36,15 @@ type RieszSet struct {
 // (W[x][i] = w(a_x, b_i)), with the CPU's bits: the same products, the
 // epilogue's interaction, its lane sums per 512-column tile and the tiles
 // in order. inv is float32 [b.N]; sum, mean and max are float64 [a.N]
-// (sum read and added to). The device needs shaderFloat64.
+// (sum read and added to). The device needs shaderFloat64. Like Attention, it
+// runs the exactness probe and uses fma() only where the probe found it
+// exact.
 func RieszRowStats(dev *vulkan.Device, batch *vulkan.Batch, k riesz.Kernel, a, b RieszSet, inv, sum, mean, max *vulkan.Buffer) error {
-	if err := rieszPass(dev, batch, k, a, b, inv, sum, mean, max); err != nil {
-		return fmt.Errorf("gpu: RieszRowStats: %w", err)
+	module, err := exactModule(dev, "riesz_rowstats")
+	if err != nil {
+		return err
 	}
-	return nil
+	return rieszPass(dev, batch, module, k, a, b, inv, sum, mean, max)
 }
 
 // RieszRowSums records into batch the exact-mode equivalent of
@@ -51,17 +54,23 @@ func RieszRowStats(dev *vulkan.Device, batch *vulkan.Batch, k riesz.Kernel, a, b
 // for p = 1, 2, 4: rows[x] += Σ_i w(a_x, b_i) (float64 [a.N]), with the
 // CPU's bits (see RieszRowStats).
 func RieszRowSums(dev *vulkan.Device, batch *vulkan.Batch, k riesz.Kernel, a, b RieszSet, rows *vulkan.Buffer) error {
-	if err := rieszPass(dev, batch, k, a, b, nil, rows, nil, nil); err != nil {
-		return fmt.Errorf("gpu: RieszRowSums: %w", err)
-	}
-	return nil
-}
-
-// rieszPass records riesz_rowstats: with inv, RowStats; without, row sums.
-func rieszPass(dev *vulkan.Device, batch *vulkan.Batch, k riesz.Kernel, a, b RieszSet, inv, sum, mean, max *vulkan.Buffer) error {
-	pw, err := checkRiesz(dev, k, a, b, inv, sum, mean, max)
+	module, err := exactModule(dev, "riesz_rowstats")
 	if err != nil {
 		return err
+	}
+	return rieszPass(dev, batch, module, k, a, b, nil, rows, nil, nil)
+}
+
+// rieszPass records module (riesz_rowstats or riesz_rowstats_softfma):
+// with inv, RowStats; without, row sums.
+func rieszPass(dev *vulkan.Device, batch *vulkan.Batch, module string, k riesz.Kernel, a, b RieszSet, inv, sum, mean, max *vulkan.Buffer) error {
+	op := "RieszRowSums"
+	if inv != nil {
+		op = "RieszRowStats"
+	}
+	pw, err := checkRiesz(dev, k, a, b, inv, sum, mean, max)
+	if err != nil {
+		return fmt.Errorf("gpu: %s: %w", op, err)
 	}
 	if a.N == 0 {
 		return nil
@@ -74,9 +83,9 @@ func rieszPass(dev *vulkan.Device, batch *vulkan.Batch, k riesz.Kernel, a, b Rie
 		}
 		return nil
 	}
-	kern, err := dev.Kernel(vulkan.KernelSpec{Name: "riesz_rowstats", SPIRV: modules["riesz_rowstats"], Bindings: 8, PushSize: 40})
+	kern, err := dev.Kernel(vulkan.KernelSpec{Name: module, SPIRV: modules[module], Bindings: 8, PushSize: 40})
 	if err != nil {
-		return err
+		return fmt.Errorf("gpu: %s: %w", op, err)
 	}
 	bf16, hasInv := uint32(0), uint32(1)
 	if a.BF16 {

@@ -81,6 +81,7 @@ func (c rieszCase) sets(t *testing.T, dev *vulkan.Device, r *rand.Rand) (a, b ri
 // coincident rows, and σ so small that t^p reaches riesz.MaxDenominator.
 func TestRieszExact(t *testing.T) {
 	dev := vulkantest.Open(t)
+	mods := testModules(t, dev, "riesz_rowstats")
 	r := rand.New(rand.NewPCG(1, 2))
 	cases := []rieszCase{
 		{1, 1, 1, 2, false, 1}, {5, 70, 3, 2, false, 1}, {9, 1100, 16, 1, false, 2},
@@ -105,27 +106,30 @@ func TestRieszExact(t *testing.T) {
 			k.RowStats(a, b, inv, sum, mean, mx, &ws)
 			k.Sums(a, b, rows, nil, &ws)
 
-			gsum, gmean, gmax, grows := upDoubles(t, dev, sum0), upDoubles(t, dev, make([]float64, c.N)), upDoubles(t, dev, make([]float64, c.N)), upDoubles(t, dev, sum0)
-			batch := dev.NewBatch()
-			if err := RieszRowStats(dev, batch, k, ga, gb, upFloats(t, dev, inv), gsum, gmean, gmax); err != nil {
-				t.Fatal(err)
-			}
-			if err := RieszRowSums(dev, batch, k, ga, gb, grows); err != nil {
-				t.Fatal(err)
-			}
-			if err := batch.Run(); err != nil {
-				t.Fatal(err)
-			}
-			for _, o := range []struct {
-				name      string
-				got, want []float64
-			}{
-				{"RowStats sum", downDoubles(t, dev, gsum, c.N), sum}, {"RowStats mean", downDoubles(t, dev, gmean, c.N), mean},
-				{"RowStats max", downDoubles(t, dev, gmax, c.N), mx}, {"Sums rows", downDoubles(t, dev, grows, c.N), rows},
-			} {
-				for i := range o.want {
-					if math.Float64bits(o.got[i]) != math.Float64bits(o.want[i]) {
-						t.Errorf("%s[%d] = %v, CPU %v", o.name, i, o.got[i], o.want[i])
+			ginv := upFloats(t, dev, inv)
+			for _, module := range mods {
+				gsum, gmean, gmax, grows := upDoubles(t, dev, sum0), upDoubles(t, dev, make([]float64, c.N)), upDoubles(t, dev, make([]float64, c.N)), upDoubles(t, dev, sum0)
+				batch := dev.NewBatch()
+				if err := rieszPass(dev, batch, module, k, ga, gb, ginv, gsum, gmean, gmax); err != nil {
+					t.Fatal(err)
+				}
+				if err := rieszPass(dev, batch, module, k, ga, gb, nil, grows, nil, nil); err != nil {
+					t.Fatal(err)
+				}
+				if err := batch.Run(); err != nil {
+					t.Fatal(err)
+				}
+				for _, o := range []struct {
+					name      string
+					got, want []float64
+				}{
+					{"RowStats sum", downDoubles(t, dev, gsum, c.N), sum}, {"RowStats mean", downDoubles(t, dev, gmean, c.N), mean},
+					{"RowStats max", downDoubles(t, dev, gmax, c.N), mx}, {"Sums rows", downDoubles(t, dev, grows, c.N), rows},
+				} {
+					for i := range o.want {
+						if math.Float64bits(o.got[i]) != math.Float64bits(o.want[i]) {
+							t.Errorf("%s: %s[%d] = %v, CPU %v", module, o.name, i, o.got[i], o.want[i])
+						}
 					}
 				}
 			}

@@ -8,19 +8,22 @@
 //	round_bf16       gemm.RoundBF16; bf16_to_f32 gemm.BF16ToFloat32;
 //	bf16_operand     what a bfloat16 product reads (a denormal as zero)
 //	daz              gemm's dazC: a denormal accumulator read as zero
-//	fma32            vmath.FMA32, IEEE fusedMultiplyAdd (through float64)
-//	fma_ftz, add_ftz gemm's fmaBF16 and addBF16: ftz(a·b + c), ftz(x + y)
+//	fma32            vmath.FMA32, IEEE fusedMultiplyAdd (integer arithmetic)
+//	fma_ftz, add_ftz gemm's fmaBF16 and addBF16: ftz(a·b + c) (integer
+//	                 arithmetic), ftz(x + y): the reference of
+//	                 gemm_exact.glsl's float versions, which the kernels use
 //
 // Rules: every float operation is an IEEE binary32 operation rounded to
 // nearest even with gradual underflow (the generator marks every add, sub
 // and mul NoContraction and sets the float-controls execution modes; the
-// variables here are `precise` as well); a fused multiply-add is fma32
-// where the Go definition fuses and nowhere else (GLSL's fma() may be two
-// roundings: see round32). NaN and infinity
-// tests read the bits, so no compiler may fold them away. Division and
-// square root are integer algorithms (restoring long division, digit by
-// digit square root, one rounding at the end with a sticky bit), which
-// are exact by construction, including denormal operands and results.
+// variables here are `precise` as well); a fused multiply-add is
+// EXACT_FMA32 (fma32, or fma() in a module for a device whose fma() the
+// probe found exact) where the Go definition fuses and nowhere else. NaN
+// and infinity tests read the bits, so no compiler may fold them away.
+// Division and square root are integer algorithms (restoring long
+// division, digit by digit square root, one rounding at the end with a
+// sticky bit), exact by construction, denormal operands and results
+// included.
 #ifndef EXACT_GLSL
 #define EXACT_GLSL
 
@@ -52,6 +55,14 @@ const float EXPC7 = 0.00019841270113829523;
 // fma32 (below) is vmath.FMA32, the fused multiply-add.
 float fma32(float a, float b, float c);
 
+// EXACT_FMA32 is the fused multiply-add of the float32 chains (exp32, the
+// float32 product): by default fma32; a module for a device whose fma()
+// the exactness probe found one rounding defines it as fma() before
+// including this file.
+#ifndef EXACT_FMA32
+#define EXACT_FMA32(a, b, c) fma32(a, b, c)
+#endif
+
 // pow2 returns 2^k for −126 ≤ k ≤ 127 (exact).
 float pow2(int k) { return uintBitsToFloat(uint(k + 127) << 23); }
 
@@ -65,16 +76,16 @@ float pow2(int k) { return uintBitsToFloat(uint(k + 127) << 23); }
 // (q·2^(n+64))·2^−64 (the first product exact) for a denormal result.
 float exp32(float x) {
 	precise float n = roundEven(x * LOG2E32);
-	precise float u = fma32(n, -LN2HI32, x);
-	u = fma32(n, -LN2LO32, u);
+	precise float u = EXACT_FMA32(n, -LN2HI32, x);
+	u = EXACT_FMA32(n, -LN2LO32, u);
 	precise float q = EXPC7;
-	q = fma32(q, u, EXPC6);
-	q = fma32(q, u, EXPC5);
-	q = fma32(q, u, EXPC4);
-	q = fma32(q, u, EXPC3);
-	q = fma32(q, u, EXPC2);
-	q = fma32(q, u, EXPC1);
-	q = fma32(q, u, EXPC0);
+	q = EXACT_FMA32(q, u, EXPC6);
+	q = EXACT_FMA32(q, u, EXPC5);
+	q = EXACT_FMA32(q, u, EXPC4);
+	q = EXACT_FMA32(q, u, EXPC3);
+	q = EXACT_FMA32(q, u, EXPC2);
+	q = EXACT_FMA32(q, u, EXPC1);
+	q = EXACT_FMA32(q, u, EXPC0);
 	int k = int(n);
 	precise float e;
 	if (k > 127) {

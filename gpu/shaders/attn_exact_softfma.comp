@@ -1,0 +1,9 @@
+#version 450
+// attn_exact_softfma: attn.glsl with the float32 product's step as
+// exact.glsl's fma32 (integer arithmetic: exact on every device), for
+// devices whose fma() is not one rounding (lavapipe's is a multiply and
+// an add). See attn.glsl.
+#extension GL_GOOGLE_include_directive : require
+#include "exact.glsl"
+#include "gemm_exact.glsl"
+#include "attn.glsl"
