@@ -123,6 +123,11 @@ func (p Product) Record(dev *vulkan.Device, batch *vulkan.Batch) error {
 	push := le32(uint32(m), uint32(n), uint32(p.A.Cols), uint32(p.A.Ld), uint32(p.B.Ld), uint32(p.C.Ld),
 		uint32(p.A.Off), uint32(p.B.Off), uint32(p.C.Off), acc)
 	groups := [3]uint32{uint32(ceilDiv(n, t.WX*t.TN)), uint32(ceilDiv(m, t.WY*t.TM)), 1}
+	for i, g := range groups[:2] {
+		if lim := dev.Info().MaxWorkgroupCount[i]; lim > 0 && g > lim {
+			return fmt.Errorf("gpu: %s: C %d×%d needs %d workgroups in dimension %d with tile %+v, beyond the device's %d: use a larger tile or split C", name, m, n, g, i, t, lim)
+		}
+	}
 	batch.Dispatch(k, groups, push, p.A.Buf, p.B.Buf, p.C.Buf)
 	return nil
 }

@@ -152,3 +152,30 @@ func TestProductErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestProductTooManyGroups requires an error, not a failed batch, for a C
+// wider than the device's workgroup count allows with the tile.
+func TestProductTooManyGroups(t *testing.T) {
+	dev := vulkantest.Open(t)
+	lim := int(dev.Info().MaxWorkgroupCount[0])
+	if lim == 0 || lim > 1<<18 {
+		t.Skipf("the device allows %d workgroups: a C too wide would not fit in memory here", lim)
+	}
+	n := (lim + 1) * 12 // smallTile: 12 columns a workgroup
+	var ms []Matrix
+	for _, s := range []struct {
+		prec       gemm.Precision
+		rows, cols int
+	}{{gemm.F32, 1, n}, {gemm.BF16, 1, 1}, {gemm.BF16, n, 1}} {
+		m, err := NewMatrix(dev, s.prec, s.rows, s.cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Buf.Free()
+		ms = append(ms, m)
+	}
+	err := Product{C: ms[0], A: ms[1], B: ms[2], Tile: smallTile}.Record(dev, dev.NewBatch())
+	if err == nil || !strings.Contains(err.Error(), "workgroups in dimension 0") {
+		t.Errorf("C 1×%d with 12-column tiles: error %v", n, err)
+	}
+}

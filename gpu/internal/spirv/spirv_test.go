@@ -1,0 +1,105 @@
+package spirv
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// modules reads package gpu's checked-in modules.
+func modules(t *testing.T) map[string][]byte {
+	t.Helper()
+	files, err := filepath.Glob("../../spv/*.spv")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no modules in gpu/spv: %v", err)
+	}
+	ms := map[string][]byte{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms[filepath.Base(f)] = b
+	}
+	return ms
+}
+
+// TestRoundTrip parses every module and encodes it again, byte for byte,
+// and requires MakeExact to add nothing to a module it made.
+func TestRoundTrip(t *testing.T) {
+	for name, b := range modules(t) {
+		m, err := Parse(b)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !bytes.Equal(m.Bytes(), b) {
+			t.Errorf("%s: Bytes(Parse(b)) differs from b", name)
+		}
+		n := len(m.Insts)
+		m.MakeExact()
+		if len(m.Insts) != n {
+			t.Errorf("%s: MakeExact on an exact module added %d instructions", name, len(m.Insts)-n)
+		}
+	}
+}
+
+// TestMakeExact strips a module of what MakeExact adds and requires it
+// back, checked by CheckExact.
+func TestMakeExact(t *testing.T) {
+	for name, b := range modules(t) {
+		m, _ := Parse(b)
+		m.Insts = slices.DeleteFunc(m.Insts, func(in Inst) bool {
+			switch in.Op {
+			case OpCapability:
+				return in.Args[0] == CapDenormPreserve || in.Args[0] == CapSignedZeroInfNanPreserve || in.Args[0] == CapRoundingModeRTE
+			case OpExecutionMode:
+				return in.Args[1] >= ModeDenormPreserve && in.Args[1] <= ModeRoundingModeRTZ
+			case OpDecorate:
+				return in.Args[1] == DecorationNoContraction
+			}
+			return false
+		})
+		if len(CheckExact(m)) == 0 {
+			t.Fatalf("%s: stripped, CheckExact finds nothing", name)
+		}
+		m.MakeExact()
+		if bad := CheckExact(m); len(bad) > 0 {
+			t.Errorf("%s: after MakeExact: %s", name, strings.Join(bad, "; "))
+		}
+		if !bytes.Equal(m.Bytes(), b) {
+			t.Logf("%s: MakeExact's order differs from the generator's (fine)", name)
+		}
+	}
+}
+
+// TestParseErrors feeds Parse broken modules.
+func TestParseErrors(t *testing.T) {
+	good := modules(t)["round_bf16.spv"]
+	for _, c := range []struct {
+		b    []byte
+		want string
+	}{
+		{good[:18], "not a module"},
+		{good[:len(good)-2], "not a module"},
+		{append([]byte{1, 2, 3, 4}, good[4:]...), "magic"},
+		{append(slices.Clone(good[:20]), 0x11, 0, 9, 0), "word count 9"},
+		{append(slices.Clone(good[:20]), 0x11, 0, 0, 0), "word count 0"},
+	} {
+		if _, err := Parse(c.b); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%d bytes: error %v, want %q", len(c.b), err, c.want)
+		}
+	}
+}
+
+// TestString decodes literal strings.
+func TestString(t *testing.T) {
+	for _, s := range []string{"", "abc", "abcd", "GLSL.std.450", "SPV_KHR_float_controls"} {
+		w := literal(s)
+		if got, n := String(append(w, 7)); got != s || n != len(w) {
+			t.Errorf("%q: String gives %q in %d words, want %d", s, got, n, len(w))
+		}
+	}
+}
