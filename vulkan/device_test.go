@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -421,4 +422,61 @@ func TestVulkanClosed(t *testing.T) {
 		t.Errorf("Run after Close: %v, want ErrClosed", err)
 	}
 	b.Free() // no-op
+}
+
+// TestVulkanConcurrent shares one device between goroutines, each with its
+// own buffers and batches.
+func TestVulkanConcurrent(t *testing.T) {
+	d := vulkantest.Open(t)
+	k := addKernel(t, d, 0, 16)
+	const workers, rounds, n = 4, 15, 100
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			errs <- func() error {
+				for r := range rounds {
+					bufs := make([]*vulkan.Buffer, 3)
+					for i := range bufs {
+						b, err := d.Alloc(4 * n)
+						if err != nil {
+							return err
+						}
+						defer b.Free()
+						bufs[i] = b
+					}
+					x := make([]float32, n)
+					for i := range x {
+						x[i] = float32(w*1000 + r)
+					}
+					if err := d.UploadFloat32s(bufs[0], 0, x); err != nil {
+						return err
+					}
+					if err := d.UploadFloat32s(bufs[1], 0, x); err != nil {
+						return err
+					}
+					batch := d.NewBatch()
+					batch.Dispatch(k, [3]uint32{(n + 15) / 16, 1, 1}, addPush(n, 1), bufs...)
+					if err := batch.Run(); err != nil {
+						return err
+					}
+					got := make([]float32, n)
+					if err := d.DownloadFloat32s(bufs[2], 0, got); err != nil {
+						return err
+					}
+					if want := 2 * x[0]; got[0] != want || got[n-1] != want {
+						return fmt.Errorf("worker %d round %d: %v…%v, want %v", w, r, got[0], got[n-1], want)
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if n := vulkan.LiveBuffers(d); n != 0 {
+		t.Errorf("%d buffers live after every worker freed its own", n)
+	}
 }
