@@ -26,7 +26,9 @@ var DefaultTile = Tile{WX: 16, WY: 16, TM: 4, TN: 4}
 // (gemm/doc.go): float32, per element c = fma(a[q], b[q], c) in depth
 // order; bfloat16, blocks of 32 depths with even and odd chains. Every
 // bit equals gemm.NTAs/NNAs (or MulPacked with acc) on the same values.
-// K is A's columns, at least 1 (a Matrix is never empty).
+// K is A's columns, at least 1 (a Matrix is never empty). C may not share
+// a buffer with A or B. For gemm.NTAs(gemm.BF16, …) on float32 activations,
+// round them first (RoundBF16 into a bfloat16 Matrix, in the same batch).
 type Product struct {
 	C, A, B Matrix
 	NN      bool // B is K×N; otherwise N×K
