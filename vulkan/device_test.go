@@ -480,3 +480,19 @@ func TestVulkanConcurrent(t *testing.T) {
 		t.Errorf("%d buffers live after every worker freed its own", n)
 	}
 }
+
+func TestVulkanDeviceLost(t *testing.T) {
+	d := vulkantest.Open(t)
+	b := alloc(t, d, 16)
+	vulkan.LoseDevice(d, "vkWaitForFences")
+	err := d.Upload(b, 0, []byte{1})
+	if !errors.Is(err, vulkan.ErrDeviceLost) || !strings.Contains(err.Error(), "vkWaitForFences: device lost (VK_ERROR_DEVICE_LOST)") {
+		t.Errorf("Upload after a device loss: %v", err)
+	}
+	if _, err := d.Alloc(16); !errors.Is(err, vulkan.ErrDeviceLost) {
+		t.Errorf("Alloc after a device loss: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("Close after a device loss: %v", err)
+	}
+}

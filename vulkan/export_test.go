@@ -2,6 +2,8 @@
 
 package vulkan
 
+import "fmt"
+
 // Hooks for the external tests.
 
 // LiveDescriptorPools is the number of d's descriptor pools not yet freed.
@@ -29,3 +31,10 @@ func ForceStaging(stagingBytes int64) (restore func()) {
 
 // Mapped reports whether b's memory is mapped (transfers without staging).
 func Mapped(b *Buffer) bool { return b.impl.mapped != nil }
+
+// LoseDevice makes d behave as after VK_ERROR_DEVICE_LOST from fn.
+func LoseDevice(d *Device, fn string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failed(fmt.Errorf("batch: %w", &ResultError{Func: fn, Result: -4}))
+}

@@ -32,7 +32,19 @@
 // concurrent recording. Buffers and kernels belong to their device; Close
 // frees them all, after which every method returns ErrClosed.
 //
-// Only 64-bit platforms are supported (handles are passed in registers).
+// # Faults
+//
+// Failed Vulkan calls are *ResultError values naming the function. A lost
+// device (ErrDeviceLost) makes every later call on it return that error
+// (close it; a new Open may work, or continue on the CPU); out of device
+// memory (ErrOutOfDeviceMemory) leaves the device usable.
+//
+// # Loader
+//
+// The loader is libvulkan.so.1 (Linux), libvulkan.1.dylib or
+// libMoltenVK.dylib (macOS), or the file DENSITYKV_VULKAN_LOADER names (one
+// carried to a machine without it installed). Only 64-bit platforms are
+// supported (handles are passed in registers).
 package vulkan
 
 import (
@@ -178,6 +190,7 @@ type Device struct {
 	info   DeviceInfo
 	mu     sync.Mutex // serialises every call into the device
 	closed bool
+	lost   error // the first error that lost the device: every later call returns it
 	impl   deviceImpl
 }
 
@@ -198,14 +211,28 @@ func (d *Device) Close() error {
 	return d.impl.close()
 }
 
-// lock takes the device for a call, or says it is closed.
+// lock takes the device for a call, or says it is closed or lost.
 func (d *Device) lock(what string) error {
 	d.mu.Lock()
-	if d.closed {
+	switch {
+	case d.closed:
 		d.mu.Unlock()
 		return fmt.Errorf("%s on %v: %w", what, d, ErrClosed)
+	case d.lost != nil:
+		d.mu.Unlock()
+		return fmt.Errorf("%s on %v: the device was lost earlier: %w", what, d, d.lost)
 	}
 	return nil
+}
+
+// failed records err when it lost the device (VK_ERROR_DEVICE_LOST: the
+// device can do nothing more; close it and reopen, or continue on the CPU)
+// and returns it.
+func (d *Device) failed(err error) error {
+	if err != nil && d.lost == nil && errors.Is(err, ErrDeviceLost) {
+		d.lost = err
+	}
+	return err
 }
 
 // Buffer is a device-local storage buffer.
@@ -252,7 +279,7 @@ func (d *Device) Alloc(size int64) (*Buffer, error) {
 		return nil, fmt.Errorf("vulkan: Alloc of %d bytes on %v: beyond the device's maxMemoryAllocationSize (%d bytes): %w", size, d, m, ErrOutOfDeviceMemory)
 	}
 	b := &Buffer{dev: d, size: size}
-	if err := d.impl.alloc(b); err != nil {
+	if err := d.failed(d.impl.alloc(b)); err != nil {
 		return nil, fmt.Errorf("vulkan: Alloc of %d bytes on %v: %w", size, d, err)
 	}
 	return b, nil
@@ -285,7 +312,7 @@ func (d *Device) Upload(dst *Buffer, off int64, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return d.impl.upload(dst, off, src)
+	return d.failed(d.impl.upload(dst, off, src))
 }
 
 // Download copies len(dst) bytes of src from byte offset off into dst.
@@ -300,7 +327,7 @@ func (d *Device) Download(src *Buffer, off int64, dst []byte) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	return d.impl.download(src, off, dst)
+	return d.failed(d.impl.download(src, off, dst))
 }
 
 // UploadFloat32s uploads src as little-endian float32s at byte offset off.
@@ -425,7 +452,8 @@ func (d *Device) Kernel(s KernelSpec) (*Kernel, error) {
 	if err := d.checkKernelSpec(s); err != nil {
 		return nil, fmt.Errorf("vulkan: kernel %s: %w", s.Name, err)
 	}
-	return d.impl.kernel(d, s)
+	k, err := d.impl.kernel(d, s)
+	return k, d.failed(err)
 }
 
 func (d *Device) checkKernelSpec(s KernelSpec) error {
@@ -601,7 +629,8 @@ func (b *Batch) run(timed bool) (time.Duration, error) {
 	if len(b.ops) == 0 {
 		return 0, nil
 	}
-	return d.impl.run(d, b.ops, timed)
+	dt, err := d.impl.run(d, b.ops, timed)
+	return dt, d.failed(err)
 }
 
 // deviceTypeName names VkPhysicalDeviceType.
