@@ -208,7 +208,11 @@ func (d *Device) Close() error {
 		return nil
 	}
 	d.closed = true
-	return d.impl.close()
+	err := d.impl.close()
+	if d.lost != nil && errors.Is(err, ErrDeviceLost) {
+		err = nil // known: the device was lost before
+	}
+	return err
 }
 
 // lock takes the device for a call, or says it is closed or lost.
