@@ -491,3 +491,48 @@ func FuzzProducts(f *testing.F) {
 		runProduct(t, dev, rand.New(rand.NewPCG(seed, 11)), pc)
 	})
 }
+
+// TestChainedNTAs records, in one batch, the rounding of float32 operands
+// to bfloat16 and their product, and compares with gemm.NTAs(gemm.BF16),
+// which rounds and multiplies on the CPU.
+func TestChainedNTAs(t *testing.T) {
+	dev := vulkantest.Open(t)
+	r := rand.New(rand.NewPCG(12, 13))
+	m, n, k := 7, 19, 45
+	a, b := newMat(r, gemm.F32, m, k, 0, 0, true), newMat(r, gemm.F32, n, k, 0, 0, true)
+	batch := dev.NewBatch()
+	var ops []Matrix
+	for _, x := range []testMat{a, b} {
+		h, err := NewMatrix(dev, gemm.BF16, x.rows, x.cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Buf.Free()
+		if err := RoundBF16(dev, batch, h, x.upload(t, dev), false); err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, h)
+	}
+	c, err := NewMatrix(dev, gemm.F32, m, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Buf.Free()
+	if err := NT(dev, batch, c, ops[0], ops[1], false); err != nil {
+		t.Fatal(err)
+	}
+	if err := batch.Run(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.DownloadF32(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, m*n)
+	gemm.NTAs(gemm.BF16, m, n, k, a.f32(), k, b.f32(), k, want, n)
+	for i := range want {
+		if g, w := math.Float32bits(got[i]), math.Float32bits(want[i]); !sameBits(g, w) {
+			t.Errorf("C[%d][%d] = %#08x, gemm.NTAs %#08x", i/n, i%n, g, w)
+		}
+	}
+}
