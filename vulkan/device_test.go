@@ -496,3 +496,36 @@ func TestVulkanDeviceLost(t *testing.T) {
 		t.Errorf("Close after a device loss: %v", err)
 	}
 }
+
+// BenchmarkVulkanRun is the cost of one Run of a batch of dispatches
+// (descriptor pool, sets, recording, submission, fence) on tiny data.
+func BenchmarkVulkanRun(b *testing.B) {
+	for _, n := range []int{1, 100} {
+		b.Run(fmt.Sprintf("dispatches=%d", n), func(b *testing.B) {
+			d := vulkantest.Open(b)
+			spv, err := os.ReadFile("testdata/add.spv")
+			if err != nil {
+				b.Fatal(err)
+			}
+			k, err := d.Kernel(vulkan.KernelSpec{Name: "add", SPIRV: spv, Bindings: 3, PushSize: 8, Spec: []uint32{0, 64}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			bufs := make([]*vulkan.Buffer, 3)
+			for i := range bufs {
+				if bufs[i], err = d.Alloc(256); err != nil {
+					b.Fatal(err)
+				}
+			}
+			batch := d.NewBatch()
+			for range n {
+				batch.Dispatch(k, [3]uint32{1, 1, 1}, addPush(64, 1), bufs...)
+			}
+			for b.Loop() {
+				if err := batch.Run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
