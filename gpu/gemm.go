@@ -101,6 +101,9 @@ func (p Product) Record(dev *vulkan.Device, batch *vulkan.Batch) error {
 	if t.WX*t.WY > int(dev.Info().MaxWorkgroupInvocations) {
 		return fmt.Errorf("gpu: %s: tile %+v: %d invocations, beyond the device's %d", name, t, t.WX*t.WY, dev.Info().MaxWorkgroupInvocations)
 	}
+	if shared := 4 * 32 * (t.WY*t.TM + t.WX*t.TN); shared > int(dev.Info().MaxSharedMemory) {
+		return fmt.Errorf("gpu: %s: tile %+v: %d bytes of shared memory, beyond the device's %d", name, t, shared, dev.Info().MaxSharedMemory)
+	}
 	module, bf16, nn := "gemm", uint32(0), uint32(0)
 	if p.A.Prec == gemm.BF16 {
 		bf16 = 1

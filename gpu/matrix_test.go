@@ -140,6 +140,7 @@ func TestProductErrors(t *testing.T) {
 		{Product{C: Matrix{Buf: c.Buf, Prec: gemm.F32, Rows: 3, Cols: 5, Ld: 4}, A: a, B: b}, "leading dimension 4 for 5 columns"},
 		{Product{C: c, A: Matrix{Prec: gemm.BF16, Rows: 3, Cols: 4, Ld: 4}, B: b}, "A: no buffer"},
 		{Product{C: c, A: a, B: b, Tile: Tile{WX: 64, WY: 32, TM: 1, TN: 1}}, "at most 1024 invocations"},
+		{Product{C: c, A: a, B: b, Tile: Tile{WX: 1, WY: 1024, TM: 64, TN: 1}}, "bytes of shared memory"},
 		{Product{C: Matrix{Buf: a.Buf, Prec: gemm.F32, Rows: 3, Cols: 2, Ld: 2}, A: a, B: mk(gemm.BF16, 2, 4)}, "shares a buffer"},
 	} {
 		batch := dev.NewBatch()
