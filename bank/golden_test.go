@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 )
 
 type goldenCase struct {
@@ -90,7 +90,7 @@ func goldenConfig(t *testing.T, gc goldenCase) Config {
 
 func goldenFiles(t *testing.T) []string {
 	t.Helper()
-	dir := goldendir.DensityKV(t)
+	dir := golden.DensityKV(t)
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -15,11 +15,11 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 )
 
 func TestGoldenWeightsSafetensorsEqualTorch(t *testing.T) {
-	dir := goldendir.Wan(t)
+	dir := golden.Wan(t)
 	st, err := checkpoint.LoadFile(filepath.Join(dir, "weights.safetensors"), checkpoint.TorchOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestGoldenWeightsSafetensorsEqualTorch(t *testing.T) {
 // safetensors) read raw hold the same numbers as checkpoint.LoadFile's, and the bf16
 // file's tensors stay checkpoint.BF16.
 func TestRawGoldenT5(t *testing.T) {
-	dir := goldendir.MustFind(t, goldendir.EnvT5, "t5")
+	dir := golden.MustFind(t, golden.EnvT5, "t5")
 	// The encoder's tensors in checkpoint order, as encode.json lists them.
 	var side struct {
 		Weights struct {
@@ -155,7 +155,7 @@ func readRaw(t testing.TB, f *checkpoint.RawFile) map[string][]float32 {
 // shape. Seeds: testdata/fuzz/FuzzTorch (a transposed view, strides 1, 2)
 // and, when the golden folder is present, the Wan generator's .pt file.
 func FuzzTorch(f *testing.F) {
-	if dir, err := goldendir.Find(goldendir.EnvWan, "wan"); err == nil {
+	if dir, err := golden.Find(golden.EnvWan, "wan"); err == nil {
 		if b, err := os.ReadFile(filepath.Join(dir, "weights_generator.pt")); err == nil {
 			f.Add(b)
 		}

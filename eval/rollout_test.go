@@ -7,7 +7,7 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/eval"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/rollout"
@@ -18,7 +18,7 @@ import (
 // the Go Wan backbone (the golden tiny weights) through record.Recorder and
 // evaluates policies on the replayed stream.
 func TestRecordedRolloutStream(t *testing.T) {
-	dir := goldendir.Wan(t)
+	dir := golden.Wan(t)
 	m, err := wan.Load(filepath.Join(dir, "weights_generator.pt"), wan.TinyConfig(), wan.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/wan"
 )
 
@@ -18,7 +18,7 @@ import (
 // file and the tensor named; so is the right file for another
 // configuration.
 func TestCheckBackbone(t *testing.T) {
-	g := goldendir.Wan(t)
+	g := golden.Wan(t)
 	cfg := wan.TinyConfig()
 	for _, f := range []string{"weights.safetensors", "weights_generator.pt"} {
 		if err := CheckBackbone(filepath.Join(g, f), "", cfg); err != nil {
@@ -91,7 +91,7 @@ func TestCheckBackbone(t *testing.T) {
 // Wan's statistics; the 4-channel golden VAE does not, and wrong
 // statistics are refused.
 func TestLoadVAE(t *testing.T) {
-	p := filepath.Join(goldendir.PipelineVAE(t), "weights.pth")
+	p := filepath.Join(golden.PipelineVAE(t), "weights.pth")
 	if _, err := LoadVAE(p, nil, nil, 16); err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +102,11 @@ func TestLoadVAE(t *testing.T) {
 			ZDim int `json:"z_dim"`
 		} `json:"config"`
 	}
-	if b, err := os.ReadFile(filepath.Join(goldendir.VAE(t), "weights.json")); err != nil || json.Unmarshal(b, &side) != nil || side.Config.ZDim <= 0 || side.Config.ZDim == 16 {
+	if b, err := os.ReadFile(filepath.Join(golden.VAE(t), "weights.json")); err != nil || json.Unmarshal(b, &side) != nil || side.Config.ZDim <= 0 || side.Config.ZDim == 16 {
 		t.Fatalf("vae weights.json: z_dim %d (%v)", side.Config.ZDim, err)
 	}
 	z := side.Config.ZDim
-	four := filepath.Join(goldendir.VAE(t), "weights.pth")
+	four := filepath.Join(golden.VAE(t), "weights.pth")
 	if _, err := LoadVAE(four, nil, nil, 16); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("decodes %d latent channels, the DiT makes 16", z)) {
 		t.Fatalf("%d-channel VAE: %v", z, err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/vae"
@@ -26,10 +26,10 @@ func tinyPipeline(t *testing.T, out, name string, prompts ...config.PromptSpec) 
 	t.Helper()
 	gc := config.GenerateDefaults()
 	g := &gc.Generate
-	g.Arch, g.Checkpoint = "tiny", filepath.Join(goldendir.Wan(t), "weights.safetensors")
-	g.TextEncoder = filepath.Join(goldendir.T5(t), "weights.pth")
-	g.Tokenizer = filepath.Join(goldendir.T5(t), "spiece.model")
-	g.VAE = filepath.Join(goldendir.PipelineVAE(t), "weights.pth")
+	g.Arch, g.Checkpoint = "tiny", filepath.Join(golden.Wan(t), "weights.safetensors")
+	g.TextEncoder = filepath.Join(golden.T5(t), "weights.pth")
+	g.Tokenizer = filepath.Join(golden.T5(t), "spiece.model")
+	g.VAE = filepath.Join(golden.PipelineVAE(t), "weights.pth")
 	g.Prompts = prompts
 	g.LatentHeight, g.LatentWidth, g.Blocks, g.Preview, g.TraceStep = 6, 8, 4, false, -1
 	gc.Run.Out, gc.Run.Name = out, name

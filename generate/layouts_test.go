@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/weights"
 	"github.com/densitykv/densitykv/weights/weightstest"
 )
@@ -18,7 +18,7 @@ import (
 // goldenEncoder returns the golden umT5 encoder's tensors.
 func goldenEncoder(t *testing.T) []weightstest.Tensor {
 	t.Helper()
-	sd, err := checkpoint.LoadFile(filepath.Join(goldendir.T5(t), "weights.safetensors"), checkpoint.TorchOptions{})
+	sd, err := checkpoint.LoadFile(filepath.Join(golden.T5(t), "weights.safetensors"), checkpoint.TorchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func goldenEncoder(t *testing.T) []weightstest.Tensor {
 // UMT5EncoderModel layout, sharded with an index; tokenizer/ with
 // spiece.model) gives the embeddings of the official files, bit for bit.
 func TestTextFromDiffusersFolder(t *testing.T) {
-	g := goldendir.T5(t)
+	g := golden.T5(t)
 	dir := filepath.Join(t.TempDir(), "Wan2.1-T2V-1.3B-Diffusers")
 	if err := weightstest.ModelFolder(dir); err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func f32b(v []float32) []byte {
 // more (another model's tokenizer: 4,000 pieces against umT5-XXL's
 // 256,384 rows was accepted); T5's sentinel rows (umT5: 384) are not.
 func TestCheckTextVocabulary(t *testing.T) {
-	g := goldendir.T5(t)
+	g := golden.T5(t)
 	base := goldenEncoder(t)
 	in, err := CheckText(TextOptions{Encoder: filepath.Join(g, "weights.safetensors"), Tokenizer: filepath.Join(g, "spiece.model"), TextLen: 16})
 	if err != nil {

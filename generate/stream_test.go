@@ -9,14 +9,14 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/vae"
 	"github.com/densitykv/densitykv/video"
 )
 
 func pipelineVAE(t *testing.T) *vae.Model {
 	t.Helper()
-	m, err := vae.Load(filepath.Join(goldendir.PipelineVAE(t), "weights.safetensors"))
+	m, err := vae.Load(filepath.Join(golden.PipelineVAE(t), "weights.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}

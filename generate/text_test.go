@@ -12,11 +12,11 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 )
 
 func textOptions(t *testing.T, textLen int) TextOptions {
-	g := goldendir.T5(t)
+	g := golden.T5(t)
 	return TextOptions{Encoder: filepath.Join(g, "weights_bf16.pth"), Tokenizer: filepath.Join(g, "spiece.model"), TextLen: textLen}
 }
 
@@ -34,7 +34,7 @@ func mustCheck(t *testing.T, o TextOptions) *TextInputs {
 // rows [0, seq_len) within the golden tolerance (1e-4 relative L2), with
 // the golden seq_len, piece count and truncation.
 func TestEncodePromptsGolden(t *testing.T) {
-	g := goldendir.T5(t)
+	g := golden.T5(t)
 	var side struct {
 		Config struct {
 			TextLen int `json:"text_len"`

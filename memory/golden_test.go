@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 )
 
 // TestGoldenBlock0RoPE checks the RoPE geometry of block 0 against the Wan
@@ -16,7 +16,7 @@ import (
 // policy must then return the golden rotated q, k and the values, in token
 // order, to float32 precision.
 func TestGoldenBlock0RoPE(t *testing.T) {
-	dir := goldendir.Wan(t)
+	dir := golden.Wan(t)
 	st, err := checkpoint.OpenSafetensors(filepath.Join(dir, "forward_a_first_block_t1000.safetensors"))
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/bank"
-	"github.com/densitykv/densitykv/internal/goldencov"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/memory"
 )
 
@@ -401,12 +401,12 @@ func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []
 			}
 			continue
 		}
-		if !goldencov.SameJSON(t, raw, want) {
+		if !golden.SameJSON(t, raw, want) {
 			t.Errorf("%s: sidecar density.%s = %s, the policy uses %v", g.Name(), k, raw, want)
 		}
 		g.MarkSidecar("density." + k)
 	}
-	if !goldencov.SameJSON(t, sc.Capacity, pc.Capacity) {
+	if !golden.SameJSON(t, sc.Capacity, pc.Capacity) {
 		t.Errorf("%s: capacity_tokens_per_head = %s, the policy uses %d", g.Name(), sc.Capacity, pc.Capacity)
 	}
 	g.MarkSidecar("capacity_tokens_per_head")
@@ -427,7 +427,7 @@ func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []
 			evicted += d.Heads[0].Mandatory + d.Heads[0].Capacity
 		}
 	}
-	if !goldencov.SameJSON(t, sc.TotalEvicted, evicted) {
+	if !golden.SameJSON(t, sc.TotalEvicted, evicted) {
 		t.Errorf("%s: total_evicted_entries_all_layers = %s, the run evicted %d per head", g.Name(), sc.TotalEvicted, evicted)
 	}
 	g.MarkSidecar("total_evicted_entries_all_layers")
@@ -530,7 +530,7 @@ func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []
 				w := want.(float64)
 				ok = json.Unmarshal(raw, &v) == nil && math.Abs(v-w) <= goldenTol*math.Abs(v)+1e-12
 			} else {
-				ok = goldencov.SameJSON(t, raw, want)
+				ok = golden.SameJSON(t, raw, want)
 			}
 			if !ok {
 				t.Errorf("%s: layer0_memory_log block %d: %s = %s, the run has %v", g.Name(), b, k, raw, want)

@@ -8,9 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/goldencov"
-	"github.com/densitykv/densitykv/internal/goldendir"
-	"github.com/densitykv/densitykv/internal/goldenfile"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/wan"
 )
@@ -24,17 +22,17 @@ const goldenH, goldenW, goldenF = 6, 8, 3
 // goldenRollouts lists the golden rollout files (without extension).
 var goldenRollouts = []string{"rollout_native", "rollout_densitykv", "rollout_densitykv_cap60", "rollout_densitykv_large"}
 
-// goldenFile is an opened golden safetensors file (package goldenfile).
-type goldenFile = goldenfile.File
+// goldenFile is an opened golden safetensors file (package golden).
+type goldenFile = golden.File
 
 var (
-	openGolden = goldenfile.Open
-	relErr     = goldenfile.RelErr
+	openGolden = golden.Open
+	relErr     = golden.RelErr
 )
 
 func goldenModel(t *testing.T) *wan.Model {
 	t.Helper()
-	m, err := wan.Load(filepath.Join(goldendir.Wan(t), "weights_generator.pt"), wan.TinyConfig(), wan.LoadOptions{})
+	m, err := wan.Load(filepath.Join(golden.Wan(t), "weights_generator.pt"), wan.TinyConfig(), wan.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +233,7 @@ func checkRollout(t *testing.T, g *goldenFile, m *wan.Model, pol memory.Policy, 
 			t.Errorf("%s: sidecar rollout.%s = %s is not compared: add it to checkRollout", g.Name(), k, raw)
 			continue
 		}
-		if !goldencov.SameJSON(t, raw, want) {
+		if !golden.SameJSON(t, raw, want) {
 			t.Errorf("%s: sidecar rollout.%s = %s, the rollout used %v", g.Name(), k, raw, want)
 		}
 		g.MarkSidecar("rollout." + k)

@@ -11,7 +11,7 @@ import (
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/internal/kerneltest"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/wan"
@@ -105,7 +105,7 @@ func runGoldenRollout(t *testing.T, m *wan.Model, g *goldenFile, capacity int) r
 // TestGoldenRolloutBF16 runs the four golden rollouts with the model in
 // bf16 (checkRolloutBF16).
 func TestGoldenRolloutBF16(t *testing.T) {
-	m, err := wan.Load(filepath.Join(goldendir.Wan(t), "weights_generator.pt"), wan.TinyConfig(), wan.LoadOptions{Precision: gemm.BF16})
+	m, err := wan.Load(filepath.Join(golden.Wan(t), "weights_generator.pt"), wan.TinyConfig(), wan.LoadOptions{Precision: gemm.BF16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ const otherWeightsSeed = 2
 // and sums in another order. It returns the model at precision prec.
 func otherWeightsModel(t *testing.T, seed uint64, prec gemm.Precision) *wan.Model {
 	t.Helper()
-	sd, err := checkpoint.LoadFile(filepath.Join(goldendir.Wan(t), "weights_generator.pt"), checkpoint.TorchOptions{})
+	sd, err := checkpoint.LoadFile(filepath.Join(golden.Wan(t), "weights_generator.pt"), checkpoint.TorchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

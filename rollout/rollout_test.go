@@ -12,7 +12,7 @@ import (
 
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/wan"
 )
@@ -189,7 +189,7 @@ func TestGenerateEndToEnd(t *testing.T) {
 	if err := checkpoint.WriteSafetensorsFile(textPath, []checkpoint.WriteTensor{{Name: "context", Shape: []int{1, 5, 32}, Data: g.F32("context")[:5*32]}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	m, err := wan.Load(filepath.Join(goldendir.Wan(t), "weights_generator.pt"), wan.TinyConfig(), wan.LoadOptions{})
+	m, err := wan.Load(filepath.Join(golden.Wan(t), "weights_generator.pt"), wan.TinyConfig(), wan.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

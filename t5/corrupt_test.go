@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 )
 
 // The golden comparison must notice corrupted data: a changed weight (in
@@ -18,7 +18,7 @@ import (
 // prompt0 returns the golden prompt 0's ids, mask and reference output.
 func prompt0(t *testing.T) (ids, mask []int32, want []float64) {
 	t.Helper()
-	dir := goldendir.T5(t)
+	dir := golden.T5(t)
 	st, err := checkpoint.OpenSafetensors(filepath.Join(dir, "encode.safetensors"))
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +40,7 @@ func prompt0(t *testing.T) (ids, mask []int32, want []float64) {
 }
 
 func TestGoldenDetectsCorruptWeights(t *testing.T) {
-	dir := goldendir.T5(t)
+	dir := golden.T5(t)
 	ids, mask, want := prompt0(t)
 	m, err := Load(filepath.Join(dir, "weights_bf16.pth"), LoadOptions{})
 	if err != nil {
@@ -108,7 +108,7 @@ func TestGoldenDetectsCorruptWeights(t *testing.T) {
 // of weights.safetensors: the file still loads, the output no longer
 // matches. A NaN written there is a load error naming the tensor.
 func TestGoldenDetectsCorruptFile(t *testing.T) {
-	dir := goldendir.T5(t)
+	dir := golden.T5(t)
 	ids, mask, want := prompt0(t)
 	src := filepath.Join(dir, "weights.safetensors")
 	raw, err := os.ReadFile(src)
@@ -158,7 +158,7 @@ func TestGoldenDetectsCorruptFile(t *testing.T) {
 // TestGoldenDetectsCorruptReference: one reference value changed by 0.05
 // (a few % of its scale) fails the comparison.
 func TestGoldenDetectsCorruptReference(t *testing.T) {
-	dir := goldendir.T5(t)
+	dir := golden.T5(t)
 	ids, mask, want := prompt0(t)
 	m, err := Load(filepath.Join(dir, "weights.pth"), LoadOptions{})
 	if err != nil {
@@ -190,9 +190,9 @@ func (f *fakeTB) Fatalf(string, ...any) { f.failed = true }
 // the test (never skips).
 func TestGoldenFolderMissingFails(t *testing.T) {
 	for _, dir := range []string{filepath.Join(t.TempDir(), "missing"), t.TempDir()} {
-		t.Setenv(goldendir.EnvT5, dir)
+		t.Setenv(golden.EnvT5, dir)
 		f := &fakeTB{}
-		goldendir.T5(f)
+		golden.T5(f)
 		if !f.failed {
 			t.Fatalf("golden folder %s accepted", dir)
 		}

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 )
 
 // The golden folder ../shared/golden/t5 (README.md there): a tiny umT5
@@ -179,7 +179,7 @@ func (g *goldenCase) check(label string, got []float32, want []float64) {
 
 func openGolden(t *testing.T) (dir string, g *goldenCase) {
 	t.Helper()
-	dir = goldendir.T5(t)
+	dir = golden.T5(t)
 	st, err := checkpoint.OpenSafetensors(filepath.Join(dir, "encode.safetensors"))
 	if err != nil {
 		t.Fatal(err)

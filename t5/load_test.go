@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/internal/torchtest"
 )
 
@@ -21,7 +21,7 @@ import (
 // checkpoint order.
 func goldenTensors(t *testing.T) []checkpoint.WriteTensor {
 	t.Helper()
-	dir := goldendir.T5(t)
+	dir := golden.T5(t)
 	sd, err := checkpoint.LoadFile(filepath.Join(dir, "weights.pth"), checkpoint.TorchOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +287,7 @@ func testLoadBadFiles(t *testing.T, ts []checkpoint.WriteTensor) {
 // TestLoadTruncatedAndMissing: a cut .pth or safetensors file, a missing
 // file and a file that is no checkpoint are errors naming the file.
 func TestLoadTruncatedAndMissing(t *testing.T) {
-	dir := goldendir.T5(t)
+	dir := golden.T5(t)
 	for _, name := range []string{"weights_bf16.pth", "weights.safetensors"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
@@ -331,7 +331,7 @@ func TestLoadTruncatedAndMissing(t *testing.T) {
 // float32 values between bfloat16 values are rounded to nearest even and
 // counted; norms and tables keep their float32 values.
 func TestLoadDTypes(t *testing.T) {
-	dir := goldendir.T5(t)
+	dir := golden.T5(t)
 	ref, err := Load(filepath.Join(dir, "weights_bf16.pth"), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 )
 
 // goldenCase is the part of a tokenize.json case the clean is checked against.
@@ -20,7 +20,7 @@ type goldenCase struct {
 
 func loadGoldenCases(t *testing.T) []goldenCase {
 	t.Helper()
-	dir := goldendir.T5(t)
+	dir := golden.T5(t)
 	data, err := os.ReadFile(filepath.Join(dir, "tokenize.json"))
 	if err != nil {
 		t.Fatalf("reading tokenize.json: %v", err)

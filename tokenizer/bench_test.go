@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 )
 
 func BenchmarkParse(b *testing.B) {
 	for _, name := range []string{"testdata/custom.model", "golden:spiece.model"} {
 		path := name
 		if rest, ok := strings.CutPrefix(name, "golden:"); ok {
-			path = filepath.Join(goldendir.T5(b), rest)
+			path = filepath.Join(golden.T5(b), rest)
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -54,7 +54,7 @@ func benchPrompt(b *testing.B, m *Model, n int, cjk bool) string {
 }
 
 func loadGoldenForBench(b *testing.B) (*goldenFile, string) {
-	dir := goldendir.T5(b)
+	dir := golden.T5(b)
 	data, err := os.ReadFile(filepath.Join(dir, "tokenize.json"))
 	if err != nil {
 		b.Fatal(err)
@@ -69,7 +69,7 @@ func loadGoldenForBench(b *testing.B) (*goldenFile, string) {
 // BenchmarkEncode times a 512-piece prompt: Encode alone (normalize and
 // Viterbi), and EncodeT5 (Clean, Encode, padding to 512).
 func BenchmarkEncode(b *testing.B) {
-	m, err := Load(filepath.Join(goldendir.T5(b), "spiece.model"))
+	m, err := Load(filepath.Join(golden.T5(b), "spiece.model"))
 	if err != nil {
 		b.Fatal(err)
 	}

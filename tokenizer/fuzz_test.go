@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 )
 
 // FuzzParse: any bytes give a model or an ErrFormat/ErrUnsupported error,
@@ -50,7 +50,7 @@ func FuzzParse(f *testing.F) {
 // fuzzModels are the models FuzzEncode runs on: the golden byte-fallback and
 // plain T5 models and the small test models.
 func fuzzModels(t testing.TB) []*Model {
-	dir := goldendir.T5(t)
+	dir := golden.T5(t)
 	var ms []*Model
 	for _, p := range []string{
 		filepath.Join(dir, "spiece.model"), filepath.Join(dir, "spiece_nobytefallback.model"),

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 )
 
 // The schema of tokenize.json (see ../shared/golden/t5/README.md).
@@ -113,7 +113,7 @@ func (g *goldenModelTokens) UnmarshalJSON(b []byte) error {
 
 var (
 	goldenOnce sync.Once
-	golden     *goldenFile
+	goldenData *goldenFile
 	goldenDir  string
 	goldenErr  error
 )
@@ -122,7 +122,7 @@ var (
 // folder or file is missing.
 func loadGolden(t *testing.T) (*goldenFile, string) {
 	t.Helper()
-	dir := goldendir.T5(t)
+	dir := golden.T5(t)
 	goldenOnce.Do(func() {
 		goldenDir = dir
 		data, err := os.ReadFile(filepath.Join(dir, "tokenize.json"))
@@ -130,19 +130,19 @@ func loadGolden(t *testing.T) (*goldenFile, string) {
 			goldenErr = err
 			return
 		}
-		golden = &goldenFile{}
-		goldenErr = json.Unmarshal(data, golden)
+		goldenData = &goldenFile{}
+		goldenErr = json.Unmarshal(data, goldenData)
 	})
 	if goldenErr != nil {
 		t.Fatalf("tokenize.json: %v", goldenErr)
 	}
-	if len(golden.Cases) == 0 || len(golden.Cases) != golden.NCases {
-		t.Fatalf("tokenize.json holds %d cases, n_cases says %d", len(golden.Cases), golden.NCases)
+	if len(goldenData.Cases) == 0 || len(goldenData.Cases) != goldenData.NCases {
+		t.Fatalf("tokenize.json holds %d cases, n_cases says %d", len(goldenData.Cases), goldenData.NCases)
 	}
-	if len(golden.Models) != 2 || len(golden.TextLens) == 0 {
-		t.Fatalf("tokenize.json: %d models, text_lens %v", len(golden.Models), golden.TextLens)
+	if len(goldenData.Models) != 2 || len(goldenData.TextLens) == 0 {
+		t.Fatalf("tokenize.json: %d models, text_lens %v", len(goldenData.Models), goldenData.TextLens)
 	}
-	return golden, goldenDir
+	return goldenData, goldenDir
 }
 
 func goldenModelNames(g *goldenFile) []string {

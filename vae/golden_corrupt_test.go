@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/internal/torchtest"
 )
 
@@ -81,16 +81,16 @@ func maxAbsOf(t *testing.T, path, name string) (float64, int) {
 // 2), when a golden tensor has no computed counterpart, and that a missing
 // golden folder is an error.
 func TestGoldenDetectsCorruption(t *testing.T) {
-	checkDetectsCorruption(t, goldendir.VAE(t))
+	checkDetectsCorruption(t, golden.VAE(t))
 
-	// A missing golden folder is an error (goldendir.VAE fails the test).
+	// A missing golden folder is an error (golden.VAE fails the test).
 	tmp := t.TempDir()
-	t.Setenv(goldendir.EnvVAE, filepath.Join(tmp, "missing"))
-	if _, err := goldendir.Find(goldendir.EnvVAE, "vae"); err == nil || !strings.Contains(err.Error(), goldendir.EnvVAE) {
+	t.Setenv(golden.EnvVAE, filepath.Join(tmp, "missing"))
+	if _, err := golden.Find(golden.EnvVAE, "vae"); err == nil || !strings.Contains(err.Error(), golden.EnvVAE) {
 		t.Errorf("missing folder: %v", err)
 	}
-	t.Setenv(goldendir.EnvPipeline, tmp+"/none")
-	if _, err := goldendir.Find(goldendir.EnvPipeline, "pipeline/vae"); err == nil {
+	t.Setenv(golden.EnvPipeline, tmp+"/none")
+	if _, err := golden.Find(golden.EnvPipeline, "pipeline/vae"); err == nil {
 		t.Error("missing pipeline folder: no error")
 	}
 }
@@ -178,7 +178,7 @@ func checkDetectsCorruption(t *testing.T, dir string) {
 // (z_denorm, the de-normalised latents, is multiplied by s_c, exactly).
 // weights.pth is written again as a plain dictionary of the same tensors.
 func TestGoldenDetectsCorruptionOtherStats(t *testing.T) {
-	src, dir := goldendir.VAE(t), t.TempDir()
+	src, dir := golden.VAE(t), t.TempDir()
 	scale := func(c int) float64 { return []float64{2, 0.5, 4, 0.25}[c%4] }
 	for _, name := range []string{"decode_full.json", "decode_stream.json"} {
 		b, err := os.ReadFile(filepath.Join(src, name))

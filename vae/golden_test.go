@@ -16,7 +16,7 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 )
 
 // goldenTol is the README's tolerance for a float32 port: relative L2 error
@@ -756,7 +756,7 @@ func logReport(t *testing.T, r *goldenReport) {
 // sidecars, and that the stream, and the sidecar's other chunkings, equal
 // the whole-video decode; from the .safetensors, decode_stream again.
 func TestGoldenVAE(t *testing.T) {
-	dir := goldendir.VAE(t)
+	dir := golden.VAE(t)
 	pth, st := goldenModels(t, dir)
 	t.Run("weights.pth", func(t *testing.T) {
 		r, video, mean, std := checkFull(pth, dir)
@@ -788,7 +788,7 @@ func TestGoldenVAE(t *testing.T) {
 // from both weight files, the stream against the whole-video decode, and
 // the naive reset's frame counts.
 func TestGoldenPipelineVAE(t *testing.T) {
-	dir := goldendir.PipelineVAE(t)
+	dir := golden.PipelineVAE(t)
 	pth, st := goldenModels(t, dir)
 	t.Run("weights.pth", func(t *testing.T) {
 		r := checkStream(pth, dir, Options{}, true, nil)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/internal/kerneltest"
 )
 
@@ -39,7 +39,7 @@ const goldenTolBF16 = 8 * bf16U
 // rounding happened), and a decode in chunks must equal the whole-video
 // decode bit for bit, as at fp32.
 func TestGoldenVAEBF16(t *testing.T) {
-	dir := goldendir.VAE(t)
+	dir := golden.VAE(t)
 	pth, _ := goldenModels(t, dir)
 	got, video, side, err := fullDecodeAs(pth, dir, gemm.BF16)
 	if err != nil {

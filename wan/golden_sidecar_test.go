@@ -8,8 +8,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldencov"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/rope"
 )
 
@@ -17,7 +16,7 @@ import (
 // weights_generator.pt into the tiny model (Load rejects missing, extra and
 // mis-shaped tensors) and checks that they hold bit-identical parameters.
 func TestGoldenWeightFiles(t *testing.T) {
-	dir := goldendir.Wan(t)
+	dir := golden.Wan(t)
 	st := filepath.Join(dir, "weights.safetensors")
 	ref, err := Load(st, TinyConfig(), LoadOptions{})
 	if err != nil {
@@ -36,7 +35,7 @@ func TestGoldenWeightFiles(t *testing.T) {
 		if !params[checkpoint.NormalizeKey(n)] {
 			t.Errorf("weights.safetensors: %s is not a parameter of the model", n)
 		}
-		goldencov.Mark("weights.safetensors", n)
+		golden.Mark("weights.safetensors", n)
 	}
 	pt := filepath.Join(dir, "weights_generator.pt")
 	f, err := os.Open(pt)
@@ -65,7 +64,7 @@ func TestGoldenWeightFiles(t *testing.T) {
 					t.Fatalf("entry %s: %s[%d] = %v, weights.safetensors has %v", e, p.Name, j, a[j], b[j])
 				}
 			}
-			goldencov.Mark("weights_generator.pt", e+":"+p.Name)
+			golden.Mark("weights_generator.pt", e+":"+p.Name)
 		}
 	}
 }
@@ -75,7 +74,7 @@ func TestGoldenWeightFiles(t *testing.T) {
 // package derives from it), and the latent geometry against the constants
 // the golden tests use. An unknown model_config key fails the test.
 func TestGoldenSidecars(t *testing.T) {
-	dir := goldendir.Wan(t)
+	dir := golden.Wan(t)
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no sidecars in %s: %v", dir, err)
@@ -95,7 +94,7 @@ func TestGoldenSidecars(t *testing.T) {
 			TPF         json.RawMessage            `json:"tokens_per_frame"`
 			FPB         json.RawMessage            `json:"frames_per_block"`
 		}
-		if err := goldencov.Sidecar(dir, file, &sc); err != nil {
+		if err := golden.Sidecar(dir, file, &sc); err != nil {
 			t.Fatal(err)
 		}
 		if len(sc.ModelConfig) == 0 {
@@ -103,10 +102,10 @@ func TestGoldenSidecars(t *testing.T) {
 		}
 		check := func(item string, raw json.RawMessage, want any) {
 			t.Helper()
-			if !goldencov.SameJSON(t, raw, want) {
+			if !golden.SameJSON(t, raw, want) {
 				t.Errorf("%s: %s = %s, the Go side has %v", file, item, raw, want)
 			}
-			goldencov.Mark(file, "json:"+item)
+			golden.Mark(file, "json:"+item)
 		}
 		for k, raw := range sc.ModelConfig {
 			var want any

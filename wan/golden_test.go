@@ -5,18 +5,16 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/goldencov"
-	"github.com/densitykv/densitykv/internal/goldendir"
-	"github.com/densitykv/densitykv/internal/goldenfile"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/memory"
 )
 
-// goldenFile is an opened golden safetensors file (package goldenfile).
-type goldenFile = goldenfile.File
+// goldenFile is an opened golden safetensors file (package golden).
+type goldenFile = golden.File
 
 var (
-	openGolden = goldenfile.Open
-	relErr     = goldenfile.RelErr
+	openGolden = golden.Open
+	relErr     = golden.RelErr
 )
 
 const goldenTol = 1e-4
@@ -27,7 +25,7 @@ const goldenH, goldenW, goldenF = 6, 8, 3
 
 func goldenModel(t *testing.T) *Model {
 	t.Helper()
-	m, err := Load(filepath.Join(goldendir.Wan(t), "weights.safetensors"), TinyConfig(), LoadOptions{})
+	m, err := Load(filepath.Join(golden.Wan(t), "weights.safetensors"), TinyConfig(), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,15 +73,15 @@ func TestGoldenForwards(t *testing.T) {
 			g := openGolden(t, file)
 			pol := nativePolicy(t, m)
 			txt := goldenText(t, m, g)
-			goldencov.Mark(file, "x", "timestep", "context")
+			golden.Mark(file, "x", "timestep", "context")
 			if c.file == "forward_a_first_block_t1000" {
 				if e := relErr(txt.Embed, g.F64("inter.context_embed")); e > goldenTol {
 					t.Errorf("context_embed: relative error %.3g", e)
 				}
-				goldencov.Mark(file, "inter.context_embed")
+				golden.Mark(file, "inter.context_embed")
 			}
 			if c.check.Block == 1 {
-				goldencov.Mark(file, "history_x")
+				golden.Mark(file, "history_x")
 				hist := make([]float32, goldenF*m.Cfg.InDim*goldenH*goldenW)
 				err := m.Forward(hist, Call{Latent: g.F32("history_x"), Height: goldenH, Width: goldenW, Timesteps: []float32{0, 0, 0},
 					Text: txt, Mem: memory.Call{Block: 0, First: true, Clean: true, Step: 4}}, pol)
@@ -108,7 +106,7 @@ func TestGoldenForwards(t *testing.T) {
 			} else {
 				t.Logf("flow_pred: relative error %.3g", e)
 			}
-			goldencov.Mark(file, "flow_pred")
+			golden.Mark(file, "flow_pred")
 			for _, n := range g.Names() {
 				var key string
 				switch {
@@ -136,7 +134,7 @@ func TestGoldenForwards(t *testing.T) {
 				if e := relErr(x, g.F64(n)); e > goldenTol {
 					t.Errorf("%s: relative error %.3g > %g", n, e, goldenTol)
 				}
-				goldencov.Mark(file, n)
+				golden.Mark(file, n)
 			}
 		})
 	}

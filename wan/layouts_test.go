@@ -9,7 +9,7 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/weights"
 	"github.com/densitykv/densitykv/weights/weightstest"
@@ -135,7 +135,7 @@ func TestLoadedStaysBF16(t *testing.T) {
 func TestLoadProgress(t *testing.T) {
 	var last, total int64
 	calls := 0
-	p := filepath.Join(goldendir.Wan(t), "weights.safetensors")
+	p := filepath.Join(golden.Wan(t), "weights.safetensors")
 	if _, err := Load(p, TinyConfig(), LoadOptions{Progress: func(done, tot int64) {
 		if done < last || tot <= 0 {
 			t.Fatalf("progress %d/%d after %d", done, tot, last)

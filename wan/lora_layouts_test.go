@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/weights"
 )
 
@@ -19,7 +19,7 @@ import (
 // the model LongLive's .pt layout gives at the same scale, bit for bit,
 // and says what it merged; then the refusals.
 func TestLoRANamings(t *testing.T) {
-	basePath := filepath.Join(goldendir.Wan(t), "weights_generator.pt")
+	basePath := filepath.Join(golden.Wan(t), "weights_generator.pt")
 	base, err := Load(basePath, TinyConfig(), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)

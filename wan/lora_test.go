@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/internal/torchtest"
 )
 
@@ -86,7 +86,7 @@ func writeLoRAPt(t *testing.T, path string, f loraFactors, skip string) {
 // with alpha 256 (LongLive) and alpha 0 (= the rank) both give scale 1; a
 // rank-16 adapter with alpha 64 gives scale 4.
 func TestLoadLoRAFromTorchGeneratorLoRA(t *testing.T) {
-	basePath := filepath.Join(goldendir.Wan(t), "weights_generator.pt")
+	basePath := filepath.Join(golden.Wan(t), "weights_generator.pt")
 	base, err := Load(basePath, TinyConfig(), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)

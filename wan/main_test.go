@@ -4,9 +4,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/goldencov"
+	"github.com/densitykv/densitykv/internal/golden"
 )
 
 // TestMain runs the tests, then fails if some golden item this package owns
-// was compared by no test (see package goldencov).
-func TestMain(m *testing.M) { os.Exit(goldencov.Main(m, goldencov.Wan)) }
+// was compared by no test (see package golden).
+func TestMain(m *testing.M) { os.Exit(golden.Main(m, golden.OwnerWan)) }

@@ -11,13 +11,13 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/memory"
 )
 
 func goldenStateDict(t *testing.T) checkpoint.StateDict {
 	t.Helper()
-	sd, err := checkpoint.LoadFile(filepath.Join(goldendir.Wan(t), "weights.safetensors"), checkpoint.TorchOptions{})
+	sd, err := checkpoint.LoadFile(filepath.Join(golden.Wan(t), "weights.safetensors"), checkpoint.TorchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

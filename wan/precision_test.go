@@ -8,8 +8,7 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/goldencov"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/internal/kerneltest"
 	"github.com/densitykv/densitykv/memory"
 )
@@ -19,7 +18,7 @@ import (
 const bf16U = 0x1p-8
 
 // goldenTolBF16 is the bf16 model's tolerance against the float64
-// goldens, max |Δ| over max |ref| per tensor (goldenfile.RelErr).
+// goldens, max |Δ| over max |ref| per tensor (golden.RelErr).
 //
 // Derivation. A bf16 product rounds both operands, so each term a·b moves
 // by at most (2u + u²)·|a·b| and a dot product by at most 2u·Σ|a·b|; for
@@ -40,7 +39,7 @@ const goldenTolBF16 = 4 * bf16U
 
 func goldenModelAs(t *testing.T, prec gemm.Precision) *Model {
 	t.Helper()
-	m, err := Load(filepath.Join(goldendir.Wan(t), "weights.safetensors"), TinyConfig(), LoadOptions{Precision: prec})
+	m, err := Load(filepath.Join(golden.Wan(t), "weights.safetensors"), TinyConfig(), LoadOptions{Precision: prec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +97,7 @@ func TestGoldenForwardsBF16(t *testing.T) {
 				t.Errorf("bf16 flow_pred: relative error %.3g (%.2fu) > %g", e, e/bf16U, goldenTolBF16)
 			}
 			t.Logf("bf16 flow_pred: relative error %.3g = %.2fu", e, e/bf16U)
-			goldencov.Mark(file, "flow_pred")
+			golden.Mark(file, "flow_pred")
 			if d := relErr(flow, f64(run(m32, nil))); d < bf16U/16 {
 				t.Errorf("bf16 and fp32 flows differ by only %.3g of the largest value: is bf16 rounding at all?", d)
 			}
@@ -189,7 +188,7 @@ func checkBits(t *testing.T, prec gemm.Precision) string {
 		}
 	})
 	h := kerneltest.Hash(ref...)
-	dir := goldendir.Wan(t)
+	dir := golden.Wan(t)
 	var inputs []string
 	for _, f := range bitsInputs {
 		inputs = append(inputs, filepath.Join(dir, f))
@@ -209,8 +208,8 @@ func checkBits(t *testing.T, prec gemm.Precision) string {
 // has no pin: the check passes, saying so. (Before the pins were kept per
 // input content, this failed as every other golden set did.)
 func TestBitsOtherGoldenSet(t *testing.T) {
-	golden := goldendir.Wan(t)
-	sd, err := checkpoint.LoadFile(filepath.Join(golden, "weights.safetensors"), checkpoint.TorchOptions{})
+	src := golden.Wan(t)
+	sd, err := checkpoint.LoadFile(filepath.Join(src, "weights.safetensors"), checkpoint.TorchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,15 +258,15 @@ func TestBitsOtherGoldenSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range bitsInputs[1:] {
-		if err := os.Symlink(filepath.Join(golden, f), filepath.Join(dir, f)); err != nil {
+		if err := os.Symlink(filepath.Join(src, f), filepath.Join(dir, f)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, prec := range []gemm.Precision{gemm.F32, gemm.BF16} {
 		t.Run(prec.String(), func(t *testing.T) {
-			t.Setenv(goldendir.EnvWan, golden)
+			t.Setenv(golden.EnvWan, src)
 			h := checkBits(t, prec)
-			t.Setenv(goldendir.EnvWan, dir)
+			t.Setenv(golden.EnvWan, dir)
 			if other := checkBits(t, prec); other == h {
 				t.Fatalf("the permuted weights give the golden weights' bits (%s): the test tests nothing", h)
 			}

@@ -9,20 +9,20 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/weights"
 	"github.com/densitykv/densitykv/weights/weightstest"
 )
 
-func golden(t *testing.T, kind weights.Kind) string {
+func goldenPart(t *testing.T, kind weights.Kind) string {
 	t.Helper()
 	switch kind {
 	case weights.DiT:
-		return filepath.Join(goldendir.Wan(t), "weights.safetensors")
+		return filepath.Join(golden.Wan(t), "weights.safetensors")
 	case weights.VAE:
-		return filepath.Join(goldendir.VAE(t), "weights.safetensors")
+		return filepath.Join(golden.VAE(t), "weights.safetensors")
 	}
-	return filepath.Join(goldendir.T5(t), "weights.safetensors")
+	return filepath.Join(golden.T5(t), "weights.safetensors")
 }
 
 func writeST(t *testing.T, p string, names ...string) string {
@@ -54,10 +54,10 @@ func TestRefusals(t *testing.T) {
 		want weights.Kind
 		says []string
 	}{
-		{"VAE as DiT", golden(t, weights.VAE), weights.DiT, []string{"--checkpoint", "not a Wan DiT", "found: weights.safetensors, 194 tensors: conv1.bias", "a Wan VAE in the official naming: pass it to --vae", "diffusers naming"}},
-		{"DiT as VAE", golden(t, weights.DiT), weights.VAE, []string{"--vae", "a Wan DiT in the official naming: pass it to --checkpoint"}},
-		{"T5 as DiT", golden(t, weights.TextEncoder), weights.DiT, []string{"umT5 text encoder in the official naming: pass it to --text-encoder"}},
-		{"DiT as text encoder", golden(t, weights.DiT), weights.TextEncoder, []string{"--text-encoder", "pass it to --checkpoint", "UMT5EncoderModel"}},
+		{"VAE as DiT", goldenPart(t, weights.VAE), weights.DiT, []string{"--checkpoint", "not a Wan DiT", "found: weights.safetensors, 194 tensors: conv1.bias", "a Wan VAE in the official naming: pass it to --vae", "diffusers naming"}},
+		{"DiT as VAE", goldenPart(t, weights.DiT), weights.VAE, []string{"--vae", "a Wan DiT in the official naming: pass it to --checkpoint"}},
+		{"T5 as DiT", goldenPart(t, weights.TextEncoder), weights.DiT, []string{"umT5 text encoder in the official naming: pass it to --text-encoder"}},
+		{"DiT as text encoder", goldenPart(t, weights.DiT), weights.TextEncoder, []string{"--text-encoder", "pass it to --checkpoint", "UMT5EncoderModel"}},
 		{"LoRA as DiT", lora, weights.DiT, []string{"LoRA adapters: pass them to --lora"}},
 		{"unknown", other, weights.VAE, []string{"nothing of Wan2.1", "visual.proj"}},
 	}

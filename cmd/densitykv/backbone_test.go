@@ -14,7 +14,7 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/internal/torchtest"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
@@ -26,7 +26,7 @@ import (
 // released Self-Forcing / Causal-Forcing checkpoints hold both.
 func writeTwoEntryCheckpoint(t *testing.T, path string) {
 	t.Helper()
-	sd, err := checkpoint.LoadFile(filepath.Join(goldendir.Wan(t), "weights.safetensors"), checkpoint.TorchOptions{})
+	sd, err := checkpoint.LoadFile(filepath.Join(golden.Wan(t), "weights.safetensors"), checkpoint.TorchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestBackbonePresets(t *testing.T) {
 // lists are usage errors naming the flags.
 func TestGenerateScheduleFlags(t *testing.T) {
 	dir := t.TempDir()
-	g := goldendir.Wan(t)
+	g := golden.Wan(t)
 	text := tinyText(t, dir)
 	base := func(name string, extra ...string) []string {
 		return append([]string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(g, "weights.safetensors"), "--text", text,

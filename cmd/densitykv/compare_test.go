@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/parity"
 )
 
@@ -22,7 +22,7 @@ func TestCompareRuns(t *testing.T) {
 	text := tinyText(t, dir)
 	n := filepath.Join(dir, "n.safetensors")
 	base := func(name, seed string, extra ...string) []string {
-		return append([]string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(goldendir.Wan(t), "weights.safetensors"), "--text", text,
+		return append([]string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(golden.Wan(t), "weights.safetensors"), "--text", text,
 			"--latent-height", "6", "--latent-width", "8", "--blocks", "4", "--policy", "densitykv", "--capacity", "24", "--sigma", "4",
 			"--lineage-heads", "all", "--preview=false", "--out", dir, "--name", name, "--quiet", "--seed", seed}, extra...)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 )
 
 // refinedList writes a 128-line prompt list.
@@ -50,9 +50,9 @@ func TestSlurmScriptDryRun(t *testing.T) {
 	cmd.Env = append(os.Environ(), envTestMain+"=1", "DENSITYKV="+os.Args[0],
 		"SLURM_ARRAY_TASK_ID=6", "SLURM_ARRAY_TASK_MIN=1", "SLURM_ARRAY_TASK_COUNT=8",
 		"PROMPTS="+refinedList(t, dir), "OUT="+dir,
-		"CHECKPOINT="+filepath.Join(goldendir.Wan(t), "weights.safetensors"),
-		"TEXT_ENCODER="+filepath.Join(goldendir.T5(t), "weights.pth"), "TOKENIZER="+filepath.Join(goldendir.T5(t), "spiece.model"),
-		"VAE="+filepath.Join(goldendir.PipelineVAE(t), "weights.pth"))
+		"CHECKPOINT="+filepath.Join(golden.Wan(t), "weights.safetensors"),
+		"TEXT_ENCODER="+filepath.Join(golden.T5(t), "weights.pth"), "TOKENIZER="+filepath.Join(golden.T5(t), "spiece.model"),
+		"VAE="+filepath.Join(golden.PipelineVAE(t), "weights.pth"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -95,10 +95,10 @@ func TestKubernetesJobDryRun(t *testing.T) {
 	refinedList(t, filepath.Join(dir, "prompts"))
 	repo, _ := filepath.Abs("../..")
 	golden := map[string]string{
-		"--checkpoint":   filepath.Join(goldendir.Wan(t), "weights.safetensors"),
-		"--text-encoder": filepath.Join(goldendir.T5(t), "weights.pth"),
-		"--tokenizer":    filepath.Join(goldendir.T5(t), "spiece.model"),
-		"--vae":          filepath.Join(goldendir.PipelineVAE(t), "weights.pth"),
+		"--checkpoint":   filepath.Join(golden.Wan(t), "weights.safetensors"),
+		"--text-encoder": filepath.Join(golden.T5(t), "weights.pth"),
+		"--tokenizer":    filepath.Join(golden.T5(t), "spiece.model"),
+		"--vae":          filepath.Join(golden.PipelineVAE(t), "weights.pth"),
 	}
 	args := append([]string(nil), c.Args...)
 	for i := 1; i < len(args); i++ {

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/runfolder"
 )
@@ -91,7 +91,7 @@ func readLog(t *testing.T, path string) []runfolder.LogLine {
 //     counts are the keys the clean pass read, and averaged over layers and
 //     heads it is attention_trace.json.
 func TestGenerateDiagnostics(t *testing.T) {
-	g := goldendir.Wan(t)
+	g := golden.Wan(t)
 	dir := t.TempDir()
 	const blocks, M, tau = 6, 24, 2.0
 	args := func(name string, extra ...string) []string {
@@ -298,7 +298,7 @@ func TestGenerateDiagnostics(t *testing.T) {
 // the memory log (and that the trace knows their frames), and the recache
 // flag: the frames recomputed at the switch, and its refusals.
 func TestGenerateRAGAndRecacheDiagnostics(t *testing.T) {
-	g := goldendir.Wan(t)
+	g := golden.Wan(t)
 	dir := t.TempDir()
 	text := tinyText(t, dir)
 	base := func(name string, extra ...string) []string {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/runfolder"
 )
@@ -18,7 +18,7 @@ import (
 // generate shares simulate's memory flags and reads --config; a failed
 // generate leaves no run folder behind, so that trying again just works.
 func TestGenerateFlagsConfigAndFailures(t *testing.T) {
-	g := goldendir.Wan(t)
+	g := golden.Wan(t)
 	dir := t.TempDir()
 	base := []string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(g, "weights.safetensors"),
 		"--text", filepath.Join(g, "rollout_native.safetensors"), "--text-tensor", "context",

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/video"
 )
@@ -195,7 +195,7 @@ func TestSIGKILLGenerate(t *testing.T) {
 	text := tinyText(t, dir)
 	args := func(name string) []string {
 		return genResumeArgs(t, dir, name, text, 8, "--policy", "densitykv", "--capacity", "24", "--sigma", "4", "--snapshot-every", "2", "--preview=false",
-			"--vae", filepath.Join(goldendir.PipelineVAE(t), "weights.pth"), "--horizons", "3")
+			"--vae", filepath.Join(golden.PipelineVAE(t), "weights.pth"), "--horizons", "3")
 	}
 	complete := func(name string) {
 		t.Helper()

@@ -22,7 +22,7 @@ import (
 	"github.com/densitykv/densitykv/bench"
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/storage"
@@ -673,7 +673,7 @@ func TestConfigRoundTrip(t *testing.T) {
 }
 
 func TestGenerateTinyGolden(t *testing.T) {
-	g := goldendir.Wan(t)
+	g := golden.Wan(t)
 	dir := t.TempDir()
 	args := []string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(g, "weights.safetensors"),
 		"--text", filepath.Join(g, "rollout_native.safetensors"), "--text-tensor", "context",
@@ -809,7 +809,7 @@ func TestNoArgumentsRunsDemo(t *testing.T) {
 }
 
 func TestGeneratePreviewVideoWithFFmpeg(t *testing.T) {
-	g := goldendir.Wan(t)
+	g := golden.Wan(t)
 	dir := t.TempDir()
 	// A stand-in ffmpeg that records its arguments and writes the output.
 	bin := filepath.Join(dir, "bin")
@@ -842,7 +842,7 @@ func TestGeneratePreviewVideoWithFFmpeg(t *testing.T) {
 // recorded run's attention budget (--capacity 24, not given again), and
 // eval of the stream starts from that budget too unless told otherwise.
 func TestGenerateRecordReplaysInSimulate(t *testing.T) {
-	g := goldendir.Wan(t)
+	g := golden.Wan(t)
 	dir := t.TempDir()
 	stream := filepath.Join(dir, "rollout.dkvs")
 	mem := []string{"--policy", "densitykv", "--capacity", "24", "--sigma", "4", "--ordering", "max"}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/weights"
@@ -31,9 +31,9 @@ func writeDiffusersModel(t *testing.T, dir string) {
 		kind     weights.Kind
 		o        weightstest.Options
 	}{
-		{filepath.Join(goldendir.Wan(t), "weights.safetensors"), "transformer", weights.DiT, weightstest.Options{Layout: "diffusers", File: "diffusion_pytorch_model", Shards: 2}},
-		{filepath.Join(goldendir.PipelineVAE(t), "weights.safetensors"), "vae", weights.VAE, weightstest.Options{Layout: "diffusers", File: "diffusion_pytorch_model"}},
-		{filepath.Join(goldendir.T5(t), "weights.safetensors"), "text_encoder", weights.TextEncoder, weightstest.Options{Layout: "Hugging Face", Shards: 2,
+		{filepath.Join(golden.Wan(t), "weights.safetensors"), "transformer", weights.DiT, weightstest.Options{Layout: "diffusers", File: "diffusion_pytorch_model", Shards: 2}},
+		{filepath.Join(golden.PipelineVAE(t), "weights.safetensors"), "vae", weights.VAE, weightstest.Options{Layout: "diffusers", File: "diffusion_pytorch_model"}},
+		{filepath.Join(golden.T5(t), "weights.safetensors"), "text_encoder", weights.TextEncoder, weightstest.Options{Layout: "Hugging Face", Shards: 2,
 			Config: map[string]any{"relative_attention_max_distance": 128, "layer_norm_epsilon": 1e-6}}},
 	} {
 		sd, err := checkpoint.LoadFile(c.src, checkpoint.TorchOptions{})
@@ -44,7 +44,7 @@ func writeDiffusersModel(t *testing.T, dir string) {
 			t.Fatal(err)
 		}
 	}
-	spm, err := os.ReadFile(filepath.Join(goldendir.T5(t), "spiece.model"))
+	spm, err := os.ReadFile(filepath.Join(golden.T5(t), "spiece.model"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,9 +82,9 @@ func TestGenerateFromDiffusersModel(t *testing.T) {
 		}
 		return b
 	}
-	code, _, errs := run(t, context.Background(), append(common, "--name", "official", "--checkpoint", filepath.Join(goldendir.Wan(t), "weights.safetensors"),
-		"--text-encoder", filepath.Join(goldendir.T5(t), "weights.safetensors"), "--tokenizer", filepath.Join(goldendir.T5(t), "spiece.model"),
-		"--vae", filepath.Join(goldendir.PipelineVAE(t), "weights.safetensors"))...)
+	code, _, errs := run(t, context.Background(), append(common, "--name", "official", "--checkpoint", filepath.Join(golden.Wan(t), "weights.safetensors"),
+		"--text-encoder", filepath.Join(golden.T5(t), "weights.safetensors"), "--tokenizer", filepath.Join(golden.T5(t), "spiece.model"),
+		"--vae", filepath.Join(golden.PipelineVAE(t), "weights.safetensors"))...)
 	if code != 0 {
 		t.Fatalf("official files: exit %d: %s", code, errs)
 	}
@@ -112,7 +112,7 @@ func TestGenerateFromDiffusersModel(t *testing.T) {
 	}
 	// The transformer alone, by the model folder.
 	code, _, errs = run(t, context.Background(), append(common, "--name", "ckpt", "--checkpoint", model,
-		"--text-encoder", filepath.Join(goldendir.T5(t), "weights.safetensors"), "--tokenizer", filepath.Join(goldendir.T5(t), "spiece.model"))...)
+		"--text-encoder", filepath.Join(golden.T5(t), "weights.safetensors"), "--tokenizer", filepath.Join(golden.T5(t), "spiece.model"))...)
 	if code != 0 {
 		t.Fatalf("--checkpoint MODEL: exit %d: %s", code, errs)
 	}

@@ -10,15 +10,15 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/generate"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/runfolder"
 )
 
 // noiseArgs is a 2-block generate command line on the tiny golden model
 // with the golden VAE (video.mp4), seed and extra appended.
 func noiseArgs(t *testing.T, dir, name, text string, seed string, extra ...string) []string {
-	a := []string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(goldendir.Wan(t), "weights.safetensors"), "--text", text,
-		"--vae", filepath.Join(goldendir.PipelineVAE(t), "weights.pth"), "--latent-height", "6", "--latent-width", "8", "--blocks", "2",
+	a := []string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(golden.Wan(t), "weights.safetensors"), "--text", text,
+		"--vae", filepath.Join(golden.PipelineVAE(t), "weights.pth"), "--latent-height", "6", "--latent-width", "8", "--blocks", "2",
 		"--trace-step", "-1", "--out", dir, "--name", name, "--quiet", "--seed", seed}
 	return append(a, extra...)
 }
@@ -141,7 +141,7 @@ func TestGenerateNoiseRefusals(t *testing.T) {
 	text := tinyText(t, dir)
 	n := filepath.Join(dir, "n.safetensors")
 	base := func(name string, extra ...string) []string {
-		return append([]string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(goldendir.Wan(t), "weights.safetensors"), "--text", text,
+		return append([]string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(golden.Wan(t), "weights.safetensors"), "--text", text,
 			"--latent-height", "6", "--latent-width", "8", "--blocks", "1", "--trace-step", "-1", "--preview=false", "--out", dir, "--name", name, "--quiet"}, extra...)
 	}
 	if code, _, errs := run(t, context.Background(), base("one", "--save-noise", n)...); code != 0 {

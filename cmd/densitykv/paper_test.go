@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/wan"
 )
 
@@ -87,9 +87,9 @@ func TestPaperConfigsResolve(t *testing.T) {
 		set := strings.SplitN(f.Path, "/", 2)[0]
 		for _, shard := range []string{"0/1", "1/4"} {
 			args := []string{"generate", "--config", filepath.Join("..", "..", "configs", "paper", f.Path), "--prompts", pf,
-				"--checkpoint", filepath.Join(goldendir.Wan(t), "weights.safetensors"),
-				"--text-encoder", filepath.Join(goldendir.T5(t), "weights.pth"), "--tokenizer", filepath.Join(goldendir.T5(t), "spiece.model"),
-				"--vae", filepath.Join(goldendir.PipelineVAE(t), "weights.pth"), "--out", dir, "--dry-run", "--shard", shard}
+				"--checkpoint", filepath.Join(golden.Wan(t), "weights.safetensors"),
+				"--text-encoder", filepath.Join(golden.T5(t), "weights.pth"), "--tokenizer", filepath.Join(golden.T5(t), "spiece.model"),
+				"--vae", filepath.Join(golden.PipelineVAE(t), "weights.pth"), "--out", dir, "--dry-run", "--shard", shard}
 			if strings.Contains(f.Path, "/longlive/") {
 				args = append(args, "--lora", lora)
 			}

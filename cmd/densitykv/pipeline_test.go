@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/video"
 )
@@ -27,12 +27,12 @@ const readmeCommand = `densitykv generate --arch tiny --checkpoint ../shared/gol
     --sigma 4 --out runs --name e2e`
 
 // pipelineArgs is the README command's arguments with the golden folders
-// found by goldendir, out and name replaced, and extra appended.
+// found by package golden, out and name replaced, and extra appended.
 func pipelineArgs(t *testing.T, out, name string, extra ...string) []string {
 	t.Helper()
-	a := []string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(goldendir.Wan(t), "weights.safetensors"),
-		"--text-encoder", filepath.Join(goldendir.T5(t), "weights.pth"), "--tokenizer", filepath.Join(goldendir.T5(t), "spiece.model"),
-		"--vae", filepath.Join(goldendir.PipelineVAE(t), "weights.pth"), "--prompt", "a heron lands on a lake",
+	a := []string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(golden.Wan(t), "weights.safetensors"),
+		"--text-encoder", filepath.Join(golden.T5(t), "weights.pth"), "--tokenizer", filepath.Join(golden.T5(t), "spiece.model"),
+		"--vae", filepath.Join(golden.PipelineVAE(t), "weights.pth"), "--prompt", "a heron lands on a lake",
 		"--latent-height", "6", "--latent-width", "8", "--blocks", "4", "--policy", "densitykv", "--capacity", "24",
 		"--sigma", "4", "--out", out, "--name", name}
 	return append(a, extra...)
@@ -72,9 +72,9 @@ func TestREADMEGenerateCommand(t *testing.T) {
 			rest := strings.TrimPrefix(a, "../shared/golden/")
 			sub, file, _ := strings.Cut(rest, "/")
 			if strings.HasPrefix(rest, "pipeline/vae/") {
-				args[i] = filepath.Join(goldendir.PipelineVAE(t), filepath.Base(rest))
+				args[i] = filepath.Join(golden.PipelineVAE(t), filepath.Base(rest))
 			} else {
-				args[i] = filepath.Join(goldendir.MustFind(t, "DENSITYKV_GOLDEN_"+strings.ToUpper(sub), sub), file)
+				args[i] = filepath.Join(golden.MustFind(t, "DENSITYKV_GOLDEN_"+strings.ToUpper(sub), sub), file)
 			}
 		}
 	}
@@ -191,12 +191,12 @@ func TestGenerateRefusesBadInputs(t *testing.T) {
 		os.WriteFile(p, b[:len(b)/2], 0o644)
 		return p
 	}
-	vaeCut := cut(filepath.Join(goldendir.PipelineVAE(t), "weights.pth"), "vae_cut.pth")
-	encCut := cut(filepath.Join(goldendir.T5(t), "weights.pth"), "t5_cut.pth")
+	vaeCut := cut(filepath.Join(golden.PipelineVAE(t), "weights.pth"), "vae_cut.pth")
+	encCut := cut(filepath.Join(golden.T5(t), "weights.pth"), "t5_cut.pth")
 	garbage := filepath.Join(dir, "spiece.model")
 	os.WriteFile(garbage, []byte("not a sentencepiece model"), 0o644)
 	// A backbone checkpoint missing one tensor.
-	sd, err := checkpoint.LoadFile(filepath.Join(goldendir.Wan(t), "weights.safetensors"), checkpoint.TorchOptions{})
+	sd, err := checkpoint.LoadFile(filepath.Join(golden.Wan(t), "weights.safetensors"), checkpoint.TorchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,8 +227,8 @@ func TestGenerateRefusesBadInputs(t *testing.T) {
 	}{
 		{"vae missing", flag("--vae", filepath.Join(dir, "none.pth")), []string{"--vae", "none.pth"}},
 		{"vae cut", flag("--vae", vaeCut), []string{"--vae", vaeCut}},
-		{"vae of other channels", flag("--vae", filepath.Join(goldendir.VAE(t), "weights.pth")),
-			[]string{"--vae", fmt.Sprintf("decodes %d latent channels, the DiT makes 16", goldenConfigInt(t, goldendir.VAE(t), "weights.json", "z_dim"))}},
+		{"vae of other channels", flag("--vae", filepath.Join(golden.VAE(t), "weights.pth")),
+			[]string{"--vae", fmt.Sprintf("decodes %d latent channels, the DiT makes 16", goldenConfigInt(t, golden.VAE(t), "weights.json", "z_dim"))}},
 		{"vae statistics", func(a []string) []string { return append(a, "--vae-mean", "0,0", "--vae-std", "1,1") }, []string{"--vae", "2 values"}},
 		{"text encoder cut", flag("--text-encoder", encCut), []string{"--text-encoder", encCut}},
 		{"tokenizer garbage", flag("--tokenizer", garbage), []string{"--tokenizer", garbage}},
@@ -238,7 +238,7 @@ func TestGenerateRefusesBadInputs(t *testing.T) {
 	} {
 		args := c.mod(pipelineArgs(t, dir, "x", "--quiet"))
 		if c.name == "no encoder" {
-			args = []string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(goldendir.Wan(t), "weights.safetensors"), "--prompt", "a",
+			args = []string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(golden.Wan(t), "weights.safetensors"), "--prompt", "a",
 				"--latent-height", "6", "--latent-width", "8", "--blocks", "1", "--out", dir, "--name", "x"}
 			c.want = []string{"--prompt and --prompts need --text-encoder"}
 		}
@@ -346,8 +346,8 @@ func TestEncodeTextAndSchedules(t *testing.T) {
 	ff, _ := ffTools(t)
 	dir := t.TempDir()
 	emb := filepath.Join(dir, "emb.safetensors")
-	code, out, errs := run(t, context.Background(), "encode-text", "--text-encoder", filepath.Join(goldendir.T5(t), "weights_bf16.pth"),
-		"--tokenizer", goldendir.T5(t), "--prompt", "a heron lands on a lake", "--text-len", "8", "-o", emb, "--json", "--quiet")
+	code, out, errs := run(t, context.Background(), "encode-text", "--text-encoder", filepath.Join(golden.T5(t), "weights_bf16.pth"),
+		"--tokenizer", golden.T5(t), "--prompt", "a heron lands on a lake", "--text-len", "8", "-o", emb, "--json", "--quiet")
 	if code != 0 {
 		t.Fatal(errs)
 	}
@@ -359,14 +359,14 @@ func TestEncodeTextAndSchedules(t *testing.T) {
 	}
 	// A test-size encoder computes at fp32 by default (as generate --arch
 	// tiny does: the frames below match).
-	if err := json.Unmarshal([]byte(out), &r); err != nil || r.SeqLen != 8 || r.Dim != goldenConfigInt(t, goldendir.T5(t), "encode.json", "dim") || !r.Truncated || r.Precision != "fp32" || !strings.Contains(errs, "warning") {
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.SeqLen != 8 || r.Dim != goldenConfigInt(t, golden.T5(t), "encode.json", "dim") || !r.Truncated || r.Precision != "fp32" || !strings.Contains(errs, "warning") {
 		t.Fatalf("encode-text: %s %s (%v)", out, errs, err)
 	}
 	if code, _, errs := run(t, context.Background(), pipelineArgs(t, dir, "prompt", "--quiet", "--blocks", "2")...); code != 0 {
 		t.Fatal(errs)
 	}
-	textArgs := []string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(goldendir.Wan(t), "weights.safetensors"), "--text", emb,
-		"--vae", filepath.Join(goldendir.PipelineVAE(t), "weights.pth"), "--latent-height", "6", "--latent-width", "8", "--blocks", "2",
+	textArgs := []string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(golden.Wan(t), "weights.safetensors"), "--text", emb,
+		"--vae", filepath.Join(golden.PipelineVAE(t), "weights.pth"), "--latent-height", "6", "--latent-width", "8", "--blocks", "2",
 		"--policy", "densitykv", "--capacity", "24", "--sigma", "4", "--out", dir, "--name", "text", "--quiet"}
 	if code, _, errs := run(t, context.Background(), textArgs...); code != 0 {
 		t.Fatal(errs)

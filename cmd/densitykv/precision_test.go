@@ -9,7 +9,7 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/runfolder"
 )
 
@@ -21,7 +21,7 @@ func TestGeneratePrecision(t *testing.T) {
 	if config.DefaultPrecision("1.3b") != gemm.BF16 || config.DefaultPrecision("tiny") != gemm.F32 {
 		t.Fatalf("default precisions: 1.3b %v, tiny %v", config.DefaultPrecision("1.3b"), config.DefaultPrecision("tiny"))
 	}
-	g := goldendir.Wan(t)
+	g := golden.Wan(t)
 	dir := t.TempDir()
 	base := []string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(g, "weights.safetensors"),
 		"--text", filepath.Join(g, "rollout_native.safetensors"), "--text-tensor", "context",

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/internal/torchtest"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/ragae"
@@ -28,7 +28,7 @@ import (
 // to the last frame. Bad autoencoders and conflicting flags stop generate
 // before the run folder is made.
 func TestGenerateRAGAutoencoder(t *testing.T) {
-	g := goldendir.Wan(t)
+	g := golden.Wan(t)
 	dir := t.TempDir()
 	text := tinyText(t, dir)
 	cfg := aetest.Config{InChannels: 16, SpatialH: 60, SpatialW: 104, LatentDim: 24, HiddenDims: []int{8, 16}}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/ragae/aetest"
 	"github.com/densitykv/densitykv/runfolder"
 )
@@ -120,7 +120,7 @@ func TestRunFolderOwnership(t *testing.T) {
 // and text values that overflow in the text projections (3e38: before, it
 // failed mid-run blaming the memory policy).
 func TestGenerateRefusals(t *testing.T) {
-	g := goldendir.Wan(t)
+	g := golden.Wan(t)
 	dir := t.TempDir()
 	text := tinyText(t, dir)
 	weights := filepath.Join(dir, "w.safetensors")
@@ -238,7 +238,7 @@ func TestTraceSaysIncomplete(t *testing.T) {
 // memory: --config for every command, --prompts and --extended-prompts.
 func TestUnboundedInputsRefused(t *testing.T) {
 	dir := t.TempDir()
-	g, t5 := goldendir.Wan(t), goldendir.T5(t)
+	g, t5 := golden.Wan(t), golden.T5(t)
 	prompts := filepath.Join(t.TempDir(), "prompts.txt")
 	if err := os.WriteFile(prompts, []byte("a cat\na dog\n"), 0o644); err != nil {
 		t.Fatal(err)

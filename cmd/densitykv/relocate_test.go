@@ -18,7 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
 )
@@ -312,8 +312,8 @@ func TestGenerateResumeMovedInputs(t *testing.T) {
 	ffTools(t)
 	root := t.TempDir()
 	in1, in2 := filepath.Join(root, "in1"), filepath.Join(root, "in2")
-	copyFile(t, filepath.Join(goldendir.Wan(t), "weights.safetensors"), filepath.Join(in1, "w.safetensors"))
-	copyFile(t, filepath.Join(goldendir.PipelineVAE(t), "weights.pth"), filepath.Join(in1, "vae.pth"))
+	copyFile(t, filepath.Join(golden.Wan(t), "weights.safetensors"), filepath.Join(in1, "w.safetensors"))
+	copyFile(t, filepath.Join(golden.PipelineVAE(t), "weights.pth"), filepath.Join(in1, "vae.pth"))
 	text := tinyText(t, in1)
 	args := func(name string) []string {
 		a := pipelineArgs(t, filepath.Join(root, "a"), name, "--quiet", "--snapshot-every", "2",
@@ -434,7 +434,7 @@ func TestGenerateListRelocated(t *testing.T) {
 	// The checkpoint at another place (another node's mount point of the
 	// same volume): the list identifies it by content.
 	w := filepath.Join(root, "mnt2", "w.safetensors")
-	copyFile(t, filepath.Join(goldendir.Wan(t), "weights.safetensors"), w)
+	copyFile(t, filepath.Join(golden.Wan(t), "weights.safetensors"), w)
 	elsewhere := args(b, "elsewhere")
 	elsewhere[slices.Index(elsewhere, "--checkpoint")+1] = w
 	// A list folder of the previous version: list.json hashed batch.yaml

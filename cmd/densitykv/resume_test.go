@@ -17,7 +17,7 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/internal/goldendir"
+	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/ragae/aetest"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
@@ -26,7 +26,7 @@ import (
 // genResumeArgs is a generate command line on the tiny golden model that
 // records its stream next to the run folder.
 func genResumeArgs(t *testing.T, dir, name, text string, blocks int, extra ...string) []string {
-	g := goldendir.Wan(t)
+	g := golden.Wan(t)
 	a := []string{"generate", "--arch", "tiny", "--checkpoint", filepath.Join(g, "weights.safetensors"),
 		"--text", text, "--latent-height", "6", "--latent-width", "8", "--blocks", fmt.Sprint(blocks),
 		"--out", dir, "--name", name, "--quiet", "--record-stream", filepath.Join(dir, name+".dkvs")}
@@ -35,7 +35,7 @@ func genResumeArgs(t *testing.T, dir, name, text string, blocks int, extra ...st
 
 // tinyText writes the golden rollout's text context to a file of its own.
 func tinyText(t *testing.T, dir string) string {
-	g := goldendir.Wan(t)
+	g := golden.Wan(t)
 	s, err := checkpoint.OpenSafetensors(filepath.Join(g, "rollout_native.safetensors"))
 	if err != nil {
 		t.Fatal(err)

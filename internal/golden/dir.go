@@ -1,6 +1,34 @@
-// Package goldendir locates the shared reference data (../shared/golden beside
-// the checkout) for tests.
-package goldendir
+// Package golden is the tests' access to the shared reference data
+// (../shared/golden beside the checkout, or the folders the DENSITYKV_GOLDEN*
+// variables name), in three parts:
+//
+// Folders (dir.go): Find, MustFind and one function per folder (DensityKV,
+// Wan, T5, VAE, PipelineVAE) locate the data and fail a test (never skip)
+// when it is missing.
+//
+// Files (file.go): Open reads the Wan golden files for the wan and rollout
+// tests: the tensors of a safetensors file, its JSON sidecar, and the
+// coverage marks below. A missing file or tensor fails the test.
+//
+// Coverage (cov.go): the tests account for everything in the Wan golden
+// folder (../shared/golden/wan): every tensor of every file and every
+// sidecar field that carries data.
+//
+// Tests call Mark for the items they compared (or fed in as inputs whose
+// effect they compared). Each package that owns part of the folder (Owner:
+// OwnerWan, OwnerRollout) runs Main from its TestMain: after a complete,
+// passing run of the package's tests, Main fails the run and lists every
+// item the package owns that no test marked. This package's own tests fail
+// on any item that no ownership rule covers, so a new tensor or sidecar
+// field cannot go unnoticed either.
+//
+// Items are tensor names for .safetensors files, "<entry>:<name>" (the
+// normalised key, see checkpoint.NormalizeKey) for each tensor entry of a
+// PyTorch .pt file, and "json:<path>" for the leaves of a .json sidecar:
+// object keys joined by ".", arrays of objects as "<key>[]" (so
+// "json:layer0_memory_log[].accepted_entries" is that field of every log
+// entry), and any other value as one leaf.
+package golden
 
 import (
 	"errors"
@@ -32,7 +60,7 @@ func RepoRoot() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("goldendir: go.mod not found above the working directory")
+			return "", errors.New("golden: go.mod not found above the working directory")
 		}
 		dir = parent
 	}
@@ -52,10 +80,10 @@ func Find(env, sub string) (string, error) {
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return "", fmt.Errorf("goldendir: reference data %s missing (set %s): %w", dir, env, err)
+		return "", fmt.Errorf("golden: reference data %s missing (set %s): %w", dir, env, err)
 	}
 	if len(ents) == 0 {
-		return "", fmt.Errorf("goldendir: reference folder %s is empty (set %s)", dir, env)
+		return "", fmt.Errorf("golden: reference folder %s is empty (set %s)", dir, env)
 	}
 	return dir, nil
 }

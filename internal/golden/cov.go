@@ -1,22 +1,7 @@
-// Package goldencov makes the tests account for everything in the Wan
-// golden folder (../shared/golden/wan): every tensor of every file and every
-// sidecar field that carries data.
-//
-// Tests call Mark for the items they compared (or fed in as inputs whose
-// effect they compared). Each package that owns part of the folder (Owner)
-// runs Main from its TestMain: after a complete, passing run of the
-// package's tests, Main fails the run and lists every item the package owns
-// that no test marked. This package's own tests fail on any item that no
-// ownership rule covers, so a new tensor or sidecar field cannot go
-// unnoticed either.
-//
-// Items are tensor names for .safetensors files, "<entry>:<name>" (the
-// normalised key, see checkpoint.NormalizeKey) for each tensor entry of a
-// PyTorch .pt file, and "json:<path>" for the leaves of a .json sidecar:
-// object keys joined by ".", arrays of objects as "<key>[]" (so
-// "json:layer0_memory_log[].accepted_entries" is that field of every log
-// entry), and any other value as one leaf.
-package goldencov
+package golden
+
+// Coverage: the tests account for everything in the Wan golden folder
+// (see the package comment).
 
 import (
 	"encoding/json"
@@ -31,18 +16,17 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldendir"
 )
 
 // Owners of golden items: the package whose tests must mark them.
 const (
-	Wan     = "wan"       // model config, weights, forward outputs and intermediates
-	Rollout = "rollout"   // rollouts, schedules, bank decisions, memory logs
-	Self    = "goldencov" // sidecar tensor listings (checked against the files)
+	OwnerWan     = "wan"     // model config, weights, forward outputs and intermediates
+	OwnerRollout = "rollout" // rollouts, schedules, bank decisions, memory logs
+	OwnerSelf    = "golden"  // sidecar tensor listings (checked against the files)
 	// Prose marks sidecar text that describes rather than records data
 	// (descriptions of the procedure, layouts and formulas): nothing to
 	// compare, so nobody has to mark it.
-	Prose = "prose"
+	OwnerProse = "prose"
 )
 
 // prose lists the sidecar paths that are prose.
@@ -61,23 +45,23 @@ func Owner(file, item string) string {
 	if p, ok := strings.CutPrefix(item, "json:"); ok {
 		switch {
 		case prose[p]:
-			return Prose
+			return OwnerProse
 		case strings.HasPrefix(p, "tensors."):
-			return Self
+			return OwnerSelf
 		case strings.HasPrefix(p, "model_config."), p == "latent_frame_shape_CHW", p == "tokens_per_frame", p == "frames_per_block":
-			return Wan // every sidecar's model config and latent geometry
+			return OwnerWan // every sidecar's model config and latent geometry
 		}
 	}
 	switch {
 	case strings.HasPrefix(file, "weights"):
-		return Wan
+		return OwnerWan
 	case strings.HasPrefix(file, "forward_"):
 		if item == "x0_pred" {
-			return Rollout // needs the schedule's σ(t)
+			return OwnerRollout // needs the schedule's σ(t)
 		}
-		return Wan
+		return OwnerWan
 	case strings.HasPrefix(file, "rollout_"):
-		return Rollout
+		return OwnerRollout
 	}
 	return ""
 }
@@ -146,7 +130,7 @@ func Mark(file string, items ...string) { std.Mark(file, items...) }
 func Files(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("goldencov: %w", err)
+		return nil, fmt.Errorf("golden: %w", err)
 	}
 	var out []string
 	for _, e := range ents {
@@ -165,29 +149,29 @@ func Items(dir, file string) ([]string, error) {
 	case ".safetensors":
 		s, err := checkpoint.OpenSafetensors(p)
 		if err != nil {
-			return nil, fmt.Errorf("goldencov: %w", err)
+			return nil, fmt.Errorf("golden: %w", err)
 		}
 		defer s.Close()
 		return s.Names(), nil
 	case ".pt":
 		f, err := os.Open(p)
 		if err != nil {
-			return nil, fmt.Errorf("goldencov: %w", err)
+			return nil, fmt.Errorf("golden: %w", err)
 		}
 		defer f.Close()
 		st, err := f.Stat()
 		if err != nil {
-			return nil, fmt.Errorf("goldencov: %w", err)
+			return nil, fmt.Errorf("golden: %w", err)
 		}
 		ents, err := checkpoint.TorchEntries(f, st.Size())
 		if err != nil {
-			return nil, fmt.Errorf("goldencov: %s: %w", file, err)
+			return nil, fmt.Errorf("golden: %s: %w", file, err)
 		}
 		var out []string
 		for _, e := range ents {
 			sd, err := checkpoint.LoadTorch(f, st.Size(), checkpoint.TorchOptions{Entry: e})
 			if err != nil {
-				return nil, fmt.Errorf("goldencov: %s: %w", file, err)
+				return nil, fmt.Errorf("golden: %s: %w", file, err)
 			}
 			for _, n := range sd.Names() {
 				out = append(out, e+":"+n)
@@ -197,11 +181,11 @@ func Items(dir, file string) ([]string, error) {
 	case ".json":
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return nil, fmt.Errorf("goldencov: %w", err)
+			return nil, fmt.Errorf("golden: %w", err)
 		}
 		var v any
 		if err := json.Unmarshal(b, &v); err != nil {
-			return nil, fmt.Errorf("goldencov: %s: %w", file, err)
+			return nil, fmt.Errorf("golden: %s: %w", file, err)
 		}
 		set := map[string]bool{}
 		flatten("", v, set)
@@ -212,7 +196,7 @@ func Items(dir, file string) ([]string, error) {
 		sort.Strings(out)
 		return out, nil
 	}
-	return nil, fmt.Errorf("goldencov: %s: unknown kind of golden file (want .safetensors, .pt or .json)", file)
+	return nil, fmt.Errorf("golden: %s: unknown kind of golden file (want .safetensors, .pt or .json)", file)
 }
 
 // flatten adds the leaf paths of v under prefix to set.
@@ -254,10 +238,10 @@ func flatten(prefix string, v any, set map[string]bool) {
 func Sidecar(dir, file string, v any) error {
 	b, err := os.ReadFile(filepath.Join(dir, file))
 	if err != nil {
-		return fmt.Errorf("goldencov: %w", err)
+		return fmt.Errorf("golden: %w", err)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("goldencov: %s: %w", file, err)
+		return fmt.Errorf("golden: %s: %w", file, err)
 	}
 	return nil
 }
@@ -278,7 +262,7 @@ func filtered() bool {
 // the tests marked every golden item owned by owner, and fails, listing
 // them, when some are not. Call it from TestMain:
 //
-//	func TestMain(m *testing.M) { os.Exit(goldencov.Main(m, goldencov.Wan)) }
+//	func TestMain(m *testing.M) { os.Exit(Main(m, OwnerWan)) }
 func Main(m *testing.M, owner string) int {
 	code := m.Run()
 	if code != 0 {
@@ -286,26 +270,26 @@ func Main(m *testing.M, owner string) int {
 	}
 	if filtered() {
 		if testing.Verbose() {
-			fmt.Println("goldencov: golden coverage not checked (filtered run)")
+			fmt.Println("golden: golden coverage not checked (filtered run)")
 		}
 		return code
 	}
-	dir, err := goldendir.Find(goldendir.EnvWan, "wan")
+	dir, err := Find(EnvWan, "wan")
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "goldencov: %v\n", err)
+		fmt.Fprintf(os.Stderr, "golden: %v\n", err)
 		return 1
 	}
 	miss, err := std.Unmarked(dir, owner)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "goldencov: %v\n", err)
+		fmt.Fprintf(os.Stderr, "golden: %v\n", err)
 		return 1
 	}
 	if len(miss) > 0 {
-		fmt.Fprintf(os.Stderr, "FAIL goldencov: %d golden items owned by package %s were compared by no test:\n\t%s\n", len(miss), owner, strings.Join(miss, "\n\t"))
+		fmt.Fprintf(os.Stderr, "FAIL golden: %d golden items owned by package %s were compared by no test:\n\t%s\n", len(miss), owner, strings.Join(miss, "\n\t"))
 		return 1
 	}
 	if testing.Verbose() {
-		fmt.Printf("goldencov: every golden item owned by package %s was compared\n", owner)
+		fmt.Printf("golden: every golden item owned by package %s was compared\n", owner)
 	}
 	return code
 }

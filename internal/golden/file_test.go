@@ -1,4 +1,4 @@
-package goldenfile
+package golden
 
 import (
 	"slices"

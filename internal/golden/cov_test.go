@@ -1,4 +1,4 @@
-package goldencov
+package golden
 
 import (
 	"os"
@@ -9,15 +9,14 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldendir"
 )
 
-func TestMain(m *testing.M) { os.Exit(Main(m, Self)) }
+func TestMain(m *testing.M) { os.Exit(Main(m, OwnerSelf)) }
 
 // TestEveryGoldenItemOwned fails on a golden file of an unknown kind, a
 // tensor or a sidecar field that no ownership rule assigns to a package.
 func TestEveryGoldenItemOwned(t *testing.T) {
-	dir := goldendir.Wan(t)
+	dir := Wan(t)
 	files, err := Files(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +47,7 @@ func TestEveryGoldenItemOwned(t *testing.T) {
 // and shape of every tensor) against the header of its .safetensors file,
 // and that every .safetensors file has a sidecar.
 func TestSidecarTensorListings(t *testing.T) {
-	dir := goldendir.Wan(t)
+	dir := Wan(t)
 	files, err := Files(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -163,10 +162,10 @@ func TestUnmarkedAndOwners(t *testing.T) {
 		owner string
 		want  []string
 	}{
-		{Wan, []string{"forward_q.safetensors: flow_pred", "rollout_q.json: json:model_config.dim"}},
-		{Rollout, []string{"rollout_q.json: json:capacity_tokens_per_head", "rollout_q.safetensors: bank.new"}},
-		{Self, []string{"rollout_q.json: json:tensors.latents.dtype", "rollout_q.json: json:tensors.latents.shape"}},
-		{Prose, []string{"rollout_q.json: json:source"}},
+		{OwnerWan, []string{"forward_q.safetensors: flow_pred", "rollout_q.json: json:model_config.dim"}},
+		{OwnerRollout, []string{"rollout_q.json: json:capacity_tokens_per_head", "rollout_q.safetensors: bank.new"}},
+		{OwnerSelf, []string{"rollout_q.json: json:tensors.latents.dtype", "rollout_q.json: json:tensors.latents.shape"}},
+		{OwnerProse, []string{"rollout_q.json: json:source"}},
 	} {
 		got, err := r.Unmarked(dir, c.owner)
 		if err != nil {
@@ -179,7 +178,7 @@ func TestUnmarkedAndOwners(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "stray.bin"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Unmarked(dir, Wan); err == nil || !strings.Contains(err.Error(), "stray.bin") {
+	if _, err := r.Unmarked(dir, OwnerWan); err == nil || !strings.Contains(err.Error(), "stray.bin") {
 		t.Errorf("unknown file kind: %v", err)
 	}
 }

@@ -1,8 +1,7 @@
-// Package goldenfile reads the Wan golden files (../shared/golden/wan,
-// found by package goldendir) for the wan and rollout tests: the tensors of
-// a safetensors file, its JSON sidecar, and the coverage marks of package
-// goldencov. A missing file or tensor fails the test.
-package goldenfile
+package golden
+
+// Files: the Wan golden files (tensors of a safetensors file, its JSON
+// sidecar, the coverage marks) for the wan and rollout tests.
 
 import (
 	"math"
@@ -11,8 +10,6 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/goldencov"
-	"github.com/densitykv/densitykv/internal/goldendir"
 )
 
 // File is an opened golden safetensors file.
@@ -25,7 +22,7 @@ type File struct {
 // Open opens the golden file name; it is closed when the test ends.
 func Open(t testing.TB, name string) *File {
 	t.Helper()
-	s, err := checkpoint.OpenSafetensors(filepath.Join(goldendir.Wan(t), name))
+	s, err := checkpoint.OpenSafetensors(filepath.Join(Wan(t), name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +70,8 @@ func (g *File) I64(name string) ([]int64, []int) {
 }
 
 // Mark records that the test compared the named tensors of this file
-// (goldencov.Mark).
-func (g *File) Mark(names ...string) { goldencov.Mark(g.name, names...) }
+// (Mark).
+func (g *File) Mark(names ...string) { Mark(g.name, names...) }
 
 // sidecarName is the file's JSON sidecar.
 func (g *File) sidecarName() string { return strings.TrimSuffix(g.name, ".safetensors") + ".json" }
@@ -82,21 +79,21 @@ func (g *File) sidecarName() string { return strings.TrimSuffix(g.name, ".safete
 // Sidecar reads the file's JSON sidecar into v.
 func (g *File) Sidecar(v any) {
 	g.t.Helper()
-	if err := goldencov.Sidecar(goldendir.Wan(g.t), g.sidecarName(), v); err != nil {
+	if err := Sidecar(Wan(g.t), g.sidecarName(), v); err != nil {
 		g.t.Fatal(err)
 	}
 }
 
 // Prose reports whether the sidecar field at path is prose (nothing to
-// compare; see goldencov.Owner).
+// compare; see Owner).
 func (g *File) Prose(path string) bool {
-	return goldencov.Owner(g.sidecarName(), "json:"+path) == goldencov.Prose
+	return Owner(g.sidecarName(), "json:"+path) == OwnerProse
 }
 
 // MarkSidecar records that the test compared the named sidecar fields.
 func (g *File) MarkSidecar(paths ...string) {
 	for _, p := range paths {
-		goldencov.Mark(g.sidecarName(), "json:"+p)
+		Mark(g.sidecarName(), "json:"+p)
 	}
 }
 
