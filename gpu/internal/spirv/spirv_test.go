@@ -103,3 +103,26 @@ func TestString(t *testing.T) {
 		}
 	}
 }
+
+// TestMakeExactExtension: below SPIR-V 1.4 the float controls need
+// SPV_KHR_float_controls, once.
+func TestMakeExactExtension(t *testing.T) {
+	m, _ := Parse(modules(t)["round_bf16.spv"])
+	m.Version = 0x00010300
+	m.MakeExact()
+	m.MakeExact()
+	n := 0
+	for _, in := range m.Insts {
+		if s, _ := String(in.Args); in.Op == OpExtension && s == "SPV_KHR_float_controls" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("SPIR-V 1.3: %d OpExtension SPV_KHR_float_controls, want 1", n)
+	}
+	m, _ = Parse(modules(t)["round_bf16.spv"])
+	m.MakeExact()
+	if m.extension("SPV_KHR_float_controls") >= 0 {
+		t.Error("SPIR-V 1.5: OpExtension SPV_KHR_float_controls added (core since 1.4)")
+	}
+}
