@@ -244,3 +244,37 @@ func textCheck(t *testing.T, dis string, b []byte) []string {
 	}
 	return bad
 }
+
+// TestGeneratorRefuses runs the generator on a shader that divides and
+// requires it to refuse, naming the shader and OpFDiv, and to write
+// nothing; the same shader named _fast compiles.
+func TestGeneratorRefuses(t *testing.T) {
+	if _, err := exec.LookPath("glslc"); err != nil {
+		t.Fatalf("glslc not found: the generator needs Debian's glslc (apt-get install glslc spirv-tools)")
+	}
+	src := "#version 450\nlayout(local_size_x = 1) in;\nlayout(binding = 0) buffer B { float v[]; };\nvoid main() { v[0] = v[1] / v[2]; }\n"
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{{"divide", false}, {"divide_fast", true}} {
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, "shaders"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "shaders", c.name+".comp"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("go", "run", "./internal/spvgen", "-shaders", filepath.Join(dir, "shaders"), "-spv", filepath.Join(dir, "spv"), "-go", filepath.Join(dir, "modules.go"))
+		cmd.Env = append(os.Environ(), "GOFLAGS=")
+		out, err := cmd.CombinedOutput()
+		_, statErr := os.Stat(filepath.Join(dir, "spv", c.name+".spv"))
+		switch {
+		case c.ok && (err != nil || statErr != nil):
+			t.Errorf("%s: %v, %v\n%s", c.name, err, statErr, out)
+		case !c.ok && (err == nil || !strings.Contains(string(out), "divide.comp is not fit for exact mode") || !strings.Contains(string(out), "OpFDiv")):
+			t.Errorf("%s: the generator did not refuse it: %v\n%s", c.name, err, out)
+		case !c.ok && statErr == nil:
+			t.Errorf("%s: refused, but spv/%s.spv written", c.name, c.name)
+		}
+	}
+}
