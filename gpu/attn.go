@@ -5,18 +5,25 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/densitykv/densitykv/attn"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/vulkan"
 )
 
-// Limits of the attention kernel (shaders/attn_exact.comp).
-const (
-	// AttnMaxD is the largest head dimension (two output columns per
-	// invocation of a 128-wide workgroup).
-	AttnMaxD = 256
-	// attnRows is the number of query rows per workgroup.
-	attnRows = 4
-)
+// AttnMaxD is the largest head dimension of Attention.
+const AttnMaxD = 256
+
+// attnRows returns the query rows per workgroup of the attention kernel
+// for head dimension d: the most (16, 8, …, 1) whose shared memory (the
+// rows' queries, a key tile of scores, three values per row) the device
+// has.
+func attnRows(dev *vulkan.Device, d int) int {
+	rows := 16
+	for rows > 1 && int64(rows)*int64(d+attn.BlockS+3)*4 > int64(dev.Info().MaxSharedMemory) {
+		rows /= 2
+	}
+	return rows
+}
 
 // Attention records into batch the exact-mode equivalent of
 //
@@ -53,7 +60,8 @@ func attention(dev *vulkan.Device, batch *vulkan.Batch, module string, prec gemm
 	if T == 0 || H == 0 || D == 0 {
 		return nil
 	}
-	kern, err := dev.Kernel(vulkan.KernelSpec{Name: module, SPIRV: modules[module], Bindings: 4, PushSize: 24})
+	rows := attnRows(dev, D)
+	kern, err := dev.Kernel(vulkan.KernelSpec{Name: module, SPIRV: modules[module], Bindings: 4, PushSize: 20, Spec: []uint32{uint32(rows), uint32(D)}})
 	if err != nil {
 		return fmt.Errorf("gpu: Attention: %w", err)
 	}
@@ -61,8 +69,8 @@ func attention(dev *vulkan.Device, batch *vulkan.Batch, module string, prec gemm
 	if prec == gemm.BF16 {
 		bf16 = 1
 	}
-	push := words(uint32(T), uint32(S), uint32(H), uint32(D), math.Float32bits(scale), bf16)
-	batch.Dispatch(kern, [3]uint32{uint32((T + attnRows - 1) / attnRows), uint32(H), 1}, push, out, q, k, v)
+	push := words(uint32(T), uint32(S), uint32(H), math.Float32bits(scale), bf16)
+	batch.Dispatch(kern, [3]uint32{uint32((T + rows - 1) / rows), uint32(H), 1}, push, out, q, k, v)
 	return nil
 }
 
@@ -92,7 +100,8 @@ func checkAttention(dev *vulkan.Device, prec gemm.Precision, out, q, k, v *vulka
 			return fmt.Errorf("%w (T=%d S=%d H=%d D=%d)", err, T, S, H, D)
 		}
 	}
-	groups := [2]int{(T + attnRows - 1) / attnRows, H}
+	rows := attnRows(dev, D)
+	groups := [2]int{(T + rows - 1) / rows, H}
 	for i, g := range groups {
 		if m := dev.Info().MaxWorkgroupCount[i]; m > 0 && uint64(g) > uint64(m) {
 			return fmt.Errorf("%d workgroups in dimension %d (T=%d, H=%d), beyond the device's %d", g, i, T, H, m)

@@ -12,8 +12,16 @@ import (
 // RieszMaxD is the largest vector dimension of the Soft-Riesz passes.
 const RieszMaxD = 256
 
-// rieszRows is the number of rows of a per workgroup (riesz_rowstats.comp).
-const rieszRows = 4
+// rieszRows returns the rows of a per workgroup of the Soft-Riesz pass for
+// dimension d: the most (16, 8, …, 1) whose shared memory (the rows, a
+// tile of interactions, the lanes) the device has.
+func rieszRows(dev *vulkan.Device, d int) int {
+	rows := 16
+	for rows > 1 && int64(rows)*int64(4*d+4*riesz.TileCols+16*(8+8+4)) > int64(dev.Info().MaxSharedMemory) {
+		rows /= 2
+	}
+	return rows
+}
 
 // RieszSet is a riesz.Set in device memory: X holds N vectors of dimension
 // D as float32 values ([N][D], row-major), Norms their N squared norms
@@ -83,7 +91,8 @@ func rieszPass(dev *vulkan.Device, batch *vulkan.Batch, module string, k riesz.K
 		}
 		return nil
 	}
-	kern, err := dev.Kernel(vulkan.KernelSpec{Name: module, SPIRV: modules[module], Bindings: 8, PushSize: 40})
+	rows := rieszRows(dev, a.D)
+	kern, err := dev.Kernel(vulkan.KernelSpec{Name: module, SPIRV: modules[module], Bindings: 8, PushSize: 40, Spec: []uint32{uint32(rows), uint32(a.D)}})
 	if err != nil {
 		return fmt.Errorf("gpu: %s: %w", op, err)
 	}
@@ -96,10 +105,10 @@ func rieszPass(dev *vulkan.Device, batch *vulkan.Batch, module string, k riesz.K
 		inv, mean, max, hasInv = a.Norms, sum, sum, 0
 	}
 	invS2 := float32(1 / (k.Sigma() * k.Sigma())) // riesz.New's
-	push := words(uint32(a.N), uint32(b.N), uint32(a.D), uint32(pw), bf16, hasInv,
-		math.Float32bits(float32(k.Eps())), math.Float32bits(invS2), 0, 0)
+	push := words(uint32(a.N), uint32(b.N), uint32(pw), bf16, hasInv,
+		math.Float32bits(float32(k.Eps())), math.Float32bits(invS2), 0, 0, 0)
 	binary.LittleEndian.PutUint64(push[32:], math.Float64bits(1/float64(b.N)))
-	groups := [3]uint32{uint32((a.N + rieszRows - 1) / rieszRows), 1, 1}
+	groups := [3]uint32{uint32((a.N + rows - 1) / rows), 1, 1}
 	batch.Dispatch(kern, groups, push, a.X, a.Norms, b.X, b.Norms, inv, sum, mean, max)
 	return nil
 }
@@ -163,7 +172,7 @@ func checkRiesz(dev *vulkan.Device, k riesz.Kernel, a, b RieszSet, inv, sum, mea
 	if b.N > 0 && !dev.Info().Float64 {
 		return 0, fmt.Errorf("device %v lacks shaderFloat64 (the row sums are float64, as the CPU's)", dev)
 	}
-	if g := (a.N + rieszRows - 1) / rieszRows; uint64(g) > uint64(dev.Info().MaxWorkgroupCount[0]) && dev.Info().MaxWorkgroupCount[0] > 0 {
+	if g := (a.N + rieszRows(dev, a.D) - 1) / rieszRows(dev, a.D); uint64(g) > uint64(dev.Info().MaxWorkgroupCount[0]) && dev.Info().MaxWorkgroupCount[0] > 0 {
 		return 0, fmt.Errorf("%d rows need %d workgroups, beyond the device's %d", a.N, g, dev.Info().MaxWorkgroupCount[0])
 	}
 	return pw, nil

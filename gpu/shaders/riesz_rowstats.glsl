@@ -21,12 +21,16 @@
 //
 // and at the end mean[x] = mean·inm (inm = 1/float64(|b|), from the host).
 // sum is read and added to; mean and max are written (with has_inv).
-// A workgroup holds ROWS rows; the interactions of a tile are computed in
-// parallel, the 16 lanes of a row in parallel, the rest by one invocation
-// per row in the CPU's order.
-const uint ROWS = 4u;
+// A workgroup holds ROWS rows; an invocation computes the interactions of
+// its columns of a tile for all rows (b_j read once), the 16 lanes of a
+// row are computed in parallel, the rest by one invocation per row in the
+// CPU's order.
+
+// Specialization constants: ROWS rows of a per workgroup (the host picks
+// the most its shared memory holds) and the dimension D.
+layout(constant_id = 0) const uint ROWS = 4;
+layout(constant_id = 1) const uint D = 128;
 const uint TILE_COLS = 512u; // riesz.TileCols
-const uint MAX_D = 256u;
 const uint BF16_BLOCK = 32u;
 const uint LANES = 16u;
 const uint BLOCK = 64u; // sumLanes' block
@@ -43,7 +47,7 @@ layout(set = 0, binding = 6) writeonly buffer Mean { double meanv[]; };
 layout(set = 0, binding = 7) writeonly buffer Max { double maxv[]; };
 
 layout(push_constant) uniform Push {
-	uint N, M, D;
+	uint N, M;
 	uint pw;      // 1, 2 or 4
 	uint bf16;    // 1: both sets bfloat16
 	uint has_inv; // 1: RowStats (sum, mean, max); 0: row sums only
@@ -51,7 +55,7 @@ layout(push_constant) uniform Push {
 	double inm;   // 1/float64(M) (offset 32)
 } p;
 
-shared float as[ROWS][MAX_D]; // the rows of a (operand values)
+shared float as[ROWS][D]; // the rows of a (operand values)
 shared float wt[ROWS][TILE_COLS];
 shared double ls[ROWS][LANES], lq[ROWS][LANES];
 shared float lm[ROWS][LANES];
@@ -79,28 +83,46 @@ float interaction(float dot, float a2, float b2) {
 	return div32(1.0, x);
 }
 
-float dot_row(uint r, uint j) {
-	uint bb = j * p.D;
-	precise float c = 0.0;
+// interactions writes wt[r][j − j0] = w(a_r, b_j) for every row r < rows:
+// each dot product its own chain over d (gemm's product), b_j read once.
+void interactions(uint j, uint j0, uint x0, uint rows) {
+	uint bb = j * D;
+	float c[ROWS];
+	for (uint r = 0u; r < ROWS; r++) {
+		c[r] = 0.0;
+	}
 	if (p.bf16 == 0u) {
-		for (uint d = 0u; d < p.D; d++) {
-			c = EXACT_FMA32(as[r][d], bv[bb + d], c);
-		}
-		return c;
-	}
-	for (uint d0 = 0u; d0 < p.D; d0 += BF16_BLOCK) {
-		float ch[2] = float[2](0.0, 0.0);
-		for (uint i = 0u; i < BF16_BLOCK; i++) {
-			float x = 0.0, y = 0.0; // padding: +0 · +0
-			if (d0 + i < p.D) {
-				x = as[r][d0 + i];
-				y = to_bf16_operand(bv[bb + d0 + i]);
+		for (uint d = 0u; d < D; d++) {
+			float y = bv[bb + d];
+			for (uint r = 0u; r < rows; r++) {
+				c[r] = EXACT_FMA32(as[r][d], y, c[r]);
 			}
-			ch[i & 1u] = gemm_fma_bf16(x, y, ch[i & 1u]);
 		}
-		c = gemm_add_bf16(c, gemm_add_bf16(ch[0], ch[1]));
+	} else {
+		for (uint d0 = 0u; d0 < D; d0 += BF16_BLOCK) {
+			float ch[ROWS][2];
+			for (uint r = 0u; r < ROWS; r++) {
+				ch[r][0] = 0.0;
+				ch[r][1] = 0.0;
+			}
+			for (uint i = 0u; i < BF16_BLOCK; i++) {
+				float y = 0.0; // padding: +0 · +0
+				if (d0 + i < D) {
+					y = to_bf16_operand(bv[bb + d0 + i]);
+				}
+				for (uint r = 0u; r < rows; r++) {
+					float x = d0 + i < D ? as[r][d0 + i] : 0.0;
+					ch[r][i & 1u] = gemm_fma_bf16(x, y, ch[r][i & 1u]);
+				}
+			}
+			for (uint r = 0u; r < rows; r++) {
+				c[r] = gemm_add_bf16(c[r], gemm_add_bf16(ch[r][0], ch[r][1]));
+			}
+		}
 	}
-	return c;
+	for (uint r = 0u; r < rows; r++) {
+		wt[r][j - j0] = interaction(c[r], na[x0 + r], nb[j]);
+	}
 }
 
 // lanes16 is sumLanes' fixed tree over a row's 16 lanes.
@@ -130,7 +152,6 @@ void main() {
 	uint tid = gl_LocalInvocationID.x;
 	uint x0 = gl_WorkGroupID.x * ROWS;
 	uint rows = min(ROWS, p.N - x0);
-	uint D = p.D;
 	for (uint i = tid; i < rows * D; i += 128u) {
 		uint r = i / D, d = i % D;
 		float v = av[(x0 + r) * D + d];
@@ -144,13 +165,12 @@ void main() {
 	barrier();
 	for (uint j0 = 0u; j0 < p.M; j0 += TILE_COLS) {
 		uint cols = min(TILE_COLS, p.M - j0);
-		for (uint i = tid; i < rows * cols; i += 128u) {
-			uint r = i / cols, j = i % cols;
-			wt[r][j] = interaction(dot_row(r, j0 + j), na[x0 + r], nb[j0 + j]);
+		for (uint j = tid; j < cols; j += 128u) {
+			interactions(j0 + j, j0, x0, rows);
 		}
 		barrier();
-		if (tid < rows * LANES) {
-			uint r = tid / LANES, lane = tid % LANES;
+		for (uint i = tid; i < rows * LANES; i += 128u) {
+			uint r = i / LANES, lane = i % LANES;
 			precise double s = 0.0LF, q = 0.0LF;
 			float m = 0.0;
 			for (uint b0 = 0u; b0 < cols; b0 += BLOCK) {
