@@ -347,13 +347,16 @@ func (d *deviceImpl) free(b *Buffer) {
 	b.impl = bufferImpl{}
 }
 
-// submit records commands with rec into the device's command buffer, then
-// a barrier making their writes visible to the host, submits it and waits.
+// submit records commands with rec into the device's command buffer
+// between two barriers (the first orders them after every earlier
+// submission's writes, the second makes their writes visible to the host),
+// submits it and waits.
 func (d *deviceImpl) submit(rec func(cb uintptr)) error {
 	begin := &vkCommandBufferBeginInfo{sType: stCommandBufferBeginInfo, flags: 0x1 /* ONE_TIME_SUBMIT */}
 	if err := check("vkBeginCommandBuffer", call(d.fn.BeginCommandBuffer, d.cmd, uintptr(unsafe.Pointer(begin)))); err != nil {
 		return err
 	}
+	d.deviceBarrier()
 	rec(d.cmd)
 	d.barrier(stageCompute|stageTransfer, stageHost, accessShaderWrite|accessTransferWrite, accessHostRead)
 	if err := check("vkEndCommandBuffer", call(d.fn.EndCommandBuffer, d.cmd)); err != nil {
@@ -373,6 +376,13 @@ func (d *deviceImpl) submit(rec func(cb uintptr)) error {
 		err = e
 	}
 	return err
+}
+
+// deviceBarrier records a barrier between the compute and transfer
+// commands before it (in submission order) and after it.
+func (d *deviceImpl) deviceBarrier() {
+	d.barrier(stageCompute|stageTransfer, stageCompute|stageTransfer,
+		accessShaderWrite|accessTransferWrite, accessShaderRead|accessShaderWrite|accessTransferRead|accessTransferWrite)
 }
 
 // barrier records a global memory barrier into the command buffer.

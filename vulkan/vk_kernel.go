@@ -179,8 +179,7 @@ func (d *deviceImpl) run(_ *Device, ops []op, timed bool) (time.Duration, error)
 		}
 		for i := range ops {
 			if i > 0 {
-				d.barrier(stageCompute|stageTransfer, stageCompute|stageTransfer,
-					accessShaderWrite|accessTransferWrite, accessShaderRead|accessShaderWrite|accessTransferRead|accessTransferWrite)
+				d.deviceBarrier()
 			}
 			d.record(cb, &ops[i], sets[i])
 		}
