@@ -20,6 +20,8 @@ go test -count=1 -timeout 20m ./...
 echo "== pure-Go build (-tags noasm)"
 go test -count=1 -timeout 30m -tags noasm ./...
 echo "== Vulkan (lavapipe)"
+# purego needs no cgo: the Vulkan build still builds with CGO_ENABLED=0.
+CGO_ENABLED=0 go build -tags vulkan -o /dev/null ./cmd/densitykv
 # The runtime's tests run under Khronos' validation layer (with
 # synchronization validation) when it is installed: its messages, on the
 # tests' stdout, fail the suite. (gpu not yet: its exact-mode shaders
