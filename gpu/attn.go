@@ -13,11 +13,18 @@ import (
 // AttnMaxD is the largest head dimension of Attention.
 const AttnMaxD = 256
 
+// testRows, when positive, is the rows per workgroup of the attention and
+// Soft-Riesz kernels (tests: the results do not depend on it).
+var testRows int
+
 // attnRows returns the query rows per workgroup of the attention kernel
 // for head dimension d: the most (16, 8, …, 1) whose shared memory (the
 // rows' queries, a key tile of scores, three values per row) the device
 // has.
 func attnRows(dev *vulkan.Device, d int) int {
+	if testRows > 0 {
+		return testRows
+	}
 	rows := 16
 	for rows > 1 && int64(rows)*int64(d+attn.BlockS+3)*4 > int64(dev.Info().MaxSharedMemory) {
 		rows /= 2

@@ -87,7 +87,7 @@ func TestAttentionExact(t *testing.T) {
 	cases := []attnCase{
 		{1, 1, 1, 1, 1, ""}, {3, 5, 2, 3, 0.5, ""}, {5, 600, 2, 16, 0.25, ""},
 		{9, 1100, 1, 40, 0.1, "large"}, {6, 513, 2, 128, 0.088, ""}, {4, 70, 1, 8, 1, "naninf"},
-		{7, 1030, 1, 5, 1, "tiny"}, {2, 33, 3, 1, 2, ""},
+		{7, 1030, 1, 5, 1, "tiny"}, {2, 33, 3, 1, 2, ""}, {37, 40, 2, 8, 1, ""},
 	}
 	for _, c := range cases {
 		q, k, v := c.inputs(r)
@@ -141,6 +141,41 @@ func testModules(t *testing.T, dev *vulkan.Device, name string) []string {
 	}
 	t.Logf("%v: fma() is not one rounding: %s tested alone", dev, name+"_softfma")
 	return []string{name + "_softfma"}
+}
+
+// TestAttentionRows: the rows per workgroup change no bit (1, 3, 12 rows
+// against the CPU, on rows that fill some workgroups and not others).
+func TestAttentionRows(t *testing.T) {
+	dev := vulkantest.Open(t)
+	mods := testModules(t, dev, "attn_exact")
+	c := attnCase{T: 21, S: 530, H: 2, D: 4, scale: 0.5}
+	q, k, v := c.inputs(rand.New(rand.NewPCG(5, 6)))
+	want := make([]float32, c.T*c.H*c.D)
+	attn.Attention(want, q, k, v, c.T, c.S, c.H, c.D, c.scale)
+	gq, gk, gv := upFloats(t, dev, q), upFloats(t, dev, k), upFloats(t, dev, v)
+	defer func() { testRows = 0 }()
+	for _, rows := range []int{1, 3, 12} {
+		testRows = rows
+		for _, module := range mods {
+			out := upFloats(t, dev, make([]float32, len(want)))
+			batch := dev.NewBatch()
+			if err := attention(dev, batch, module, gemm.F32, out, gq, gk, gv, c.T, c.S, c.H, c.D, c.scale); err != nil {
+				t.Fatal(err)
+			}
+			if err := batch.Run(); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]float32, len(want))
+			if err := dev.DownloadFloat32s(out, 0, got); err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if !exSameBits(exBits(got[i]), exBits(want[i])) {
+					t.Fatalf("%s, %d rows: out[%d] = %g, CPU %g", module, rows, i, got[i], want[i])
+				}
+			}
+		}
+	}
 }
 
 // TestAttentionErrors: bad sizes and buffers are refused, naming what.

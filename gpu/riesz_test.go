@@ -86,7 +86,7 @@ func TestRieszExact(t *testing.T) {
 	cases := []rieszCase{
 		{1, 1, 1, 2, false, 1}, {5, 70, 3, 2, false, 1}, {9, 1100, 16, 1, false, 2},
 		{6, 600, 128, 4, true, 10}, {7, 515, 40, 2, true, 3}, {3, 130, 5, 4, false, 1e-9},
-		{4, 2, 33, 1, true, 0.5},
+		{4, 2, 33, 1, true, 0.5}, {37, 20, 4, 2, false, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.String(), func(t *testing.T) {
