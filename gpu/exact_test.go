@@ -25,6 +25,8 @@ const (
 	opFMAFTZ
 	opAddFTZ
 	opFMA32
+	opGemmFMABF16 // gemm_exact.glsl's gemm_fma_bf16
+	opGemmAddBF16 // gemm_exact.glsl's gemm_add_bf16
 )
 
 // exSameBits compares float32 bits, any NaN equal to any NaN (payloads are
@@ -221,8 +223,9 @@ func dazRef(c float32) float32 {
 }
 
 // TestExactBF16: round_bf16, bf16_to_f32, bf16_operand, daz, and the
-// bfloat16 product's steps fma_ftz and add_ftz (vmath.Round32 with ftz),
-// with results around 2^−126 where flushing decides.
+// bfloat16 product's steps (vmath.Round32 with ftz): exact.glsl's fma_ftz
+// and add_ftz and gemm_exact.glsl's gemm_fma_bf16 and gemm_add_bf16 (the
+// kernels'), with results around 2^−126 where flushing decides.
 func TestExactBF16(t *testing.T) {
 	dev := vulkantest.Open(t)
 	r := rand.New(rand.NewPCG(7, 8))
@@ -254,6 +257,12 @@ func TestExactBF16(t *testing.T) {
 		return exBits(vmath.Round32(float64(exF32(s.a[i]))*float64(exF32(s.b[i])), float64(exF32(s.c[i])), true))
 	})
 	exCheck(t, "add_ftz", s, exRun(t, dev, opAddFTZ, s.c, s.a, s.b), func(i int) uint32 {
+		return exBits(vmath.Round32(float64(exF32(s.c[i])), float64(exF32(s.a[i])), true))
+	})
+	exCheck(t, "gemm_fma_bf16", s, exRun(t, dev, opGemmFMABF16, s.a, s.b, s.c), func(i int) uint32 {
+		return exBits(vmath.Round32(float64(exF32(s.a[i]))*float64(exF32(s.b[i])), float64(exF32(s.c[i])), true))
+	})
+	exCheck(t, "gemm_add_bf16", s, exRun(t, dev, opGemmAddBF16, s.c, s.a, s.b), func(i int) uint32 {
 		return exBits(vmath.Round32(float64(exF32(s.c[i])), float64(exF32(s.a[i])), true))
 	})
 }
