@@ -14,7 +14,7 @@ import (
 type Tile struct{ WX, WY, TM, TN int }
 
 // DefaultTile is the product's tile when a Product has none: 16×16
-// invocations of 4×4 elements (64×64 tiles of C, 16 KiB of shared memory).
+// invocations of 4×4 elements (64×64 tiles of C, 16.25 KiB of shared memory).
 var DefaultTile = Tile{WX: 16, WY: 16, TM: 4, TN: 4}
 
 // Product is one matrix product recorded into a batch:
@@ -101,7 +101,7 @@ func (p Product) Record(dev *vulkan.Device, batch *vulkan.Batch) error {
 	if t.WX*t.WY > int(dev.Info().MaxWorkgroupInvocations) {
 		return fmt.Errorf("gpu: %s: tile %+v: %d invocations, beyond the device's %d", name, t, t.WX*t.WY, dev.Info().MaxWorkgroupInvocations)
 	}
-	if shared := 4 * 32 * (t.WY*t.TM + t.WX*t.TN); shared > int(dev.Info().MaxSharedMemory) {
+	if shared := 4 * 32 * (t.WY*t.TM + t.WX*t.TN + 2); shared > int(dev.Info().MaxSharedMemory) {
 		return fmt.Errorf("gpu: %s: tile %+v: %d bytes of shared memory, beyond the device's %d", name, t, shared, dev.Info().MaxSharedMemory)
 	}
 	module, bf16, nn := "gemm", uint32(0), uint32(0)

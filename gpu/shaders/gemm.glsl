@@ -28,6 +28,11 @@ layout(local_size_x_id = 0, local_size_y_id = 1) in;
 
 const uint BM = WY * TM;
 const uint BN = WX * TN;
+// Rows of the shared tiles, one longer than a tile: the loads write 32
+// depths of one row or column from consecutive invocations, which then
+// fall into distinct banks.
+const uint LA = BM + 1;
+const uint LB = BN + 1;
 const uint TK = 32;
 
 layout(set = 0, binding = 0) readonly buffer A { uint a[]; };
@@ -41,8 +46,8 @@ layout(push_constant) uniform Push {
 	uint acc; // 1: C = C + A·op(B)
 } p;
 
-shared float As[TK * BM]; // [q][i]
-shared float Bs[TK * BN]; // [q][j]
+shared float As[TK * LA]; // [q][i]
+shared float Bs[TK * LB]; // [q][j]
 
 // operand returns the value of element e of an operand buffer.
 float operandA(uint e) {
@@ -68,7 +73,7 @@ void load(uint row0, uint col0, uint k0) {
 	for (uint e = t; e < TK * BM; e += WX * WY) {
 		uint i = e / TK, q = e % TK;
 		uint row = row0 + i, d = k0 + q;
-		As[q * BM + i] = row < p.m && d < p.k ? operandA(p.offA + row * p.lda + d) : 0.0;
+		As[q * LA + i] = row < p.m && d < p.k ? operandA(p.offA + row * p.lda + d) : 0.0;
 	}
 	for (uint e = t; e < TK * BN; e += WX * WY) {
 		uint j, q;
@@ -84,7 +89,7 @@ void load(uint row0, uint col0, uint k0) {
 		if (col < p.n && d < p.k) {
 			v = operandB(NN == 0u ? p.offB + col * p.ldb + d : p.offB + d * p.ldb + col);
 		}
-		Bs[q * BN + j] = v;
+		Bs[q * LB + j] = v;
 	}
 }
 
@@ -116,10 +121,10 @@ void main() {
 		}
 		for (uint q = 0u; q < TK; q++) {
 			for (uint r = 0u; r < TM; r++) {
-				ar[r] = As[q * BM + ty + WY * r];
+				ar[r] = As[q * LA + ty + WY * r];
 			}
 			for (uint s = 0u; s < TN; s++) {
-				br[s] = Bs[q * BN + tx + WX * s];
+				br[s] = Bs[q * LB + tx + WX * s];
 			}
 			for (uint r = 0u; r < TM; r++) {
 				for (uint s = 0u; s < TN; s++) {
