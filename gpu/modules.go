@@ -22,6 +22,9 @@ var spvGemm []byte
 //go:embed spv/gemm_softfma.spv
 var spvGemmSoftfma []byte
 
+//go:embed spv/riesz_norms.spv
+var spvRieszNorms []byte
+
 //go:embed spv/riesz_rowstats.spv
 var spvRieszRowstats []byte
 
@@ -39,6 +42,7 @@ var modules = map[string][]byte{
 	"exactops":               spvExactops,
 	"gemm":                   spvGemm,
 	"gemm_softfma":           spvGemmSoftfma,
+	"riesz_norms":            spvRieszNorms,
 	"riesz_rowstats":         spvRieszRowstats,
 	"riesz_rowstats_softfma": spvRieszRowstatsSoftfma,
 	"round_bf16":             spvRoundBf16,

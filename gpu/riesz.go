@@ -180,3 +180,36 @@ func checkRiesz(dev *vulkan.Device, k riesz.Kernel, a, b RieszSet, inv, sum, mea
 	}
 	return pw, nil
 }
+
+// RieszNorms records into batch the exact-mode equivalent of
+//
+//	riesz.Norms(dst, x, n, d)
+//
+// dst[i] = |x_i|² (float32 [n]) for the n rows of x (float32 [n][d]), with
+// the CPU's bits: per row the float32 sum in order of the rounded squares.
+func RieszNorms(dev *vulkan.Device, batch *vulkan.Batch, dst, x *vulkan.Buffer, n, d int) error {
+	switch {
+	case n < 0 || d < 0:
+		return fmt.Errorf("gpu: RieszNorms: negative size n=%d d=%d", n, d)
+	case n == 0:
+		return nil
+	case dst == x:
+		return fmt.Errorf("gpu: RieszNorms: dst shares a buffer with x")
+	}
+	if err := checkElems("x", x, int64(n)*int64(d), 4, "float32"); err != nil {
+		return fmt.Errorf("gpu: RieszNorms: %w", err)
+	}
+	if err := checkElems("dst", dst, int64(n), 4, "float32"); err != nil {
+		return fmt.Errorf("gpu: RieszNorms: %w", err)
+	}
+	if _, err := CheckExact(dev); err != nil {
+		return err
+	}
+	kern, err := dev.Kernel(vulkan.KernelSpec{Name: "riesz_norms", SPIRV: modules["riesz_norms"], Bindings: 2, PushSize: 8})
+	if err != nil {
+		return fmt.Errorf("gpu: RieszNorms: %w", err)
+	}
+	groups := uint32((n + 63) / 64)
+	batch.Dispatch(kern, [3]uint32{min(groups, 1024), (groups + 1023) / 1024, 1}, words(uint32(n), uint32(d)), dst, x)
+	return nil
+}

@@ -189,3 +189,41 @@ func TestRieszEmptyAndErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRieszNorms: RieszNorms equals riesz.Norms bit for bit (rows of one
+// value, of 129, values whose squares are denormal or overflow).
+func TestRieszNorms(t *testing.T) {
+	dev := vulkantest.Open(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, c := range []struct{ n, d int }{{1, 1}, {70, 3}, {5, 129}, {3000, 2}} {
+		x := make([]float32, c.n*c.d)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+			switch i % 17 {
+			case 3:
+				x[i] *= 1e-20 // a denormal square
+			case 5:
+				x[i] *= 1e19 // an overflowing square
+			}
+		}
+		want := make([]float32, c.n)
+		riesz.Norms(want, x, c.n, c.d)
+		dst := upFloats(t, dev, make([]float32, c.n))
+		batch := dev.NewBatch()
+		if err := RieszNorms(dev, batch, dst, upFloats(t, dev, x), c.n, c.d); err != nil {
+			t.Fatal(err)
+		}
+		if err := batch.Run(); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, c.n)
+		if err := dev.DownloadFloat32s(dst, 0, got); err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if !exSameBits(exBits(got[i]), exBits(want[i])) {
+				t.Errorf("n=%d d=%d: norm %d = %g, CPU %g", c.n, c.d, i, got[i], want[i])
+			}
+		}
+	}
+}
