@@ -80,16 +80,16 @@ var probeCases = []probeCase{
 	{PropFMA, probeFMA, 0x1p-70, 0x1p-70, 0},                                   // a denormal result
 	{PropFMA, probeFMA, 0x1p-140, 0x1p10, 0x1p-149},                            // denormal operands
 	{PropFMA, probeFMA, 1.5 * 0x1p-75, 0x1p-74, 0},                             // a tie on the denormal grid
-	{PropFMA, probeFMA, -1, 0, -0.0},                                           // set below: −0
+	{PropFMA, probeFMA, -1, 0, negZero},                                        // −0
 	{PropNoContraction, probeMulAdd, 1 + 0x1p-23, 1 + 0x1p-23, -(1 + 0x1p-22)}, // +0; fused 2^-46
 	{PropRTE, probeAdd, 1, 0x1p-24, 0},                                         // tie to even: 1
 	{PropRTE, probeAdd, 1 + 0x1p-23, 0x1p-24, 0},                               // tie to even: 1 + 2^-22
 	{PropRTE, probeAdd, -(1 + 0x1p-23), -0x1p-24, 0},                           // −(1 + 2^-22)
 	{PropRTE, probeAdd, 1, 0x1p-24 + 0x1p-47, 0},                               // above the tie: 1 + 2^-23
 	{PropRTE, probeMul, 1 + 0x1p-12, 1 + 0x1p-12 + 0x1p-23, 0},                 // rounds up
-	{PropSignedZeros, probeAdd, 0, 0, 0},                                       // set below: −0 + −0
+	{PropSignedZeros, probeAdd, negZero, negZero, 0},                           // −0
 	{PropSignedZeros, probeAdd, 1, -1, 0},                                      // +0
-	{PropSignedZeros, probeMul, 0, 1, 0},                                       // set below: −0 · 1
+	{PropSignedZeros, probeMul, negZero, 1, 0},                                 // −0
 	{PropSignedZeros, probeMul, -1e-30, 1e-30, 0},                              // −0 by underflow
 	{PropInfNaN, probeAdd, float32(math.Inf(1)), float32(math.Inf(-1)), 0},     // NaN
 	{PropInfNaN, probeMul, float32(math.Inf(1)), 0, 0},                         // NaN
@@ -104,12 +104,8 @@ var probeCases = []probeCase{
 	{PropDenormals, probeMulAdd, 0x1p-149, 1, 0x1p-149},                        // 2^-148
 }
 
-func init() {
-	negZero := float32(math.Copysign(0, -1))
-	probeCases[6].c = negZero
-	probeCases[13].a, probeCases[13].b = negZero, negZero
-	probeCases[15].a = negZero
-}
+// negZero is −0 (a constant expression cannot be: −0.0 is +0 in Go).
+var negZero = float32(math.Copysign(0, -1))
 
 // probeWant is the IEEE binary32 result of a probe case.
 func probeWant(pc probeCase) float32 {
