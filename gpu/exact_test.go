@@ -88,9 +88,11 @@ var exSpecials = []uint32{
 type exCase struct{ a, b, c []uint32 }
 
 // exInputs returns n random bit patterns per operand, after every pair of
-// specials (a against b, c random), with the hard cases of division in a
-// third of the rest: quotients exactly halfway between two floats,
-// denormal quotients, huge and tiny ratios.
+// specials (a against b, c random), with the hard cases of division in
+// half of the rest: quotients within an ulp of a float32 (a = b·q rounded:
+// the last bits decide), quotients exactly halfway between two denormals
+// (a = M·2^e with M odd, b = 2^(e+150): the tie goes to even), denormal
+// quotients, huge and tiny ratios.
 func exInputs(r *rand.Rand, n int) exCase {
 	var x exCase
 	for _, a := range exSpecials {
@@ -100,11 +102,15 @@ func exInputs(r *rand.Rand, n int) exCase {
 	}
 	for len(x.a) < n {
 		a, b := r.Uint32(), r.Uint32()
-		switch r.IntN(6) {
-		case 0: // a = b·q with q of 25 bits: a/b rounds a tie (when a is exact)
+		switch r.IntN(8) {
+		case 0: // a = b·q rounded: a/b within an ulp of q
 			b = b&0x807fffff | uint32(r.IntN(60)+100)<<23
 			q := r.Uint32()&0x807fffff | uint32(r.IntN(200)+20)<<23
 			a = math.Float32bits(float32(float64(math.Float32frombits(b)) * float64(math.Float32frombits(q))))
+		case 3: // a/b = M·2^−150, M odd: halfway between two denormals
+			e := r.IntN(21) - 20 // a's exponent, so that b = 2^(e+127) is normal
+			a = a&0x807fffff | 1 | uint32(e+127)<<23
+			b = uint32(e+254) << 23
 		case 1: // denormal results
 			a = r.Uint32() & 0x81ffffff
 			b = b&0x807fffff | uint32(r.IntN(40)+120)<<23
