@@ -13,6 +13,7 @@ import (
 
 	"github.com/densitykv/densitykv/bench"
 	"github.com/densitykv/densitykv/device"
+	"github.com/densitykv/densitykv/gpu"
 	"github.com/densitykv/densitykv/vulkan"
 )
 
@@ -41,7 +42,13 @@ type vulkanDeviceJSON struct {
 	vulkan.DeviceInfo
 	Device           string `json:"device"` // its --device value, "vulkan:0"
 	DeviceLocalBytes uint64 `json:"device_local_bytes"`
-	ExactMode        bool   `json:"exact_mode"` // the 32-bit float controls exact mode needs
+	// ExactMode: the exactness probe (gpu.CheckExact) passed, so exact
+	// mode runs there; ExactError says why not (or why the probe could not
+	// run). FusedFMA: the device's fma() rounds once (else the float32
+	// product's fused steps run in integer arithmetic, same bits, slower).
+	ExactMode  bool   `json:"exact_mode"`
+	ExactError string `json:"exact_error,omitempty"`
+	FusedFMA   bool   `json:"fused_fma"`
 }
 
 type autoJSON struct {
@@ -58,8 +65,9 @@ func newDevicesCmd() *cobra.Command {
 		Long: `devices lists the CPU (model, cores, the matrix kernels products run on) and
 every Vulkan device, in Vulkan's order (its --device vulkan:N): name, type,
 driver, Vulkan version, device-local memory, subgroup size, whether exact
-mode is possible (32-bit float controls: denormals preserved, round to
-nearest even, signed zero/Inf/NaN preserved), float64/int64 and the
+mode runs there (the exactness probe: fused multiply-add, denormals, signed
+zeros, Inf/NaN, ties to even, no contraction, each compared with Go; and
+the float controls the driver declares), float64/int64 and the
 cooperative-matrix shapes (tensor cores) of VK_KHR_cooperative_matrix. Last,
 what --device auto picks: the first Vulkan GPU, never a CPU implementation
 such as lavapipe, else the CPU.
@@ -92,8 +100,9 @@ func listDevices() devicesJSON {
 	}
 	res.Vulkan.Devices = []vulkanDeviceJSON{}
 	for _, d := range infos {
-		res.Vulkan.Devices = append(res.Vulkan.Devices, vulkanDeviceJSON{DeviceInfo: d, Device: device.VulkanIndex(d.Index).String(),
-			DeviceLocalBytes: d.DeviceLocalBytes(), ExactMode: d.ExactMode()})
+		dj := vulkanDeviceJSON{DeviceInfo: d, Device: device.VulkanIndex(d.Index).String(), DeviceLocalBytes: d.DeviceLocalBytes()}
+		dj.ExactMode, dj.FusedFMA, dj.ExactError = probeExact(d)
+		res.Vulkan.Devices = append(res.Vulkan.Devices, dj)
 	}
 	c, _ := device.ResolveWith(device.Auto, func() ([]vulkan.DeviceInfo, error) { return infos, err }) // auto never fails
 	res.Auto = autoJSON{Device: "cpu", Name: res.CPU.Model, Reason: c.Reason}
@@ -101,6 +110,23 @@ func listDevices() devicesJSON {
 		res.Auto.Device, res.Auto.Name = device.VulkanIndex(c.Device.Index).String(), c.Device.Name
 	}
 	return res
+}
+
+// probeExact opens device d and runs the exactness probe on it.
+func probeExact(d vulkan.DeviceInfo) (exact, fusedFMA bool, why string) {
+	if d.Unsupported != "" {
+		return false, false, d.Unsupported
+	}
+	dev, err := vulkan.Open(d.Index)
+	if err != nil {
+		return false, false, err.Error()
+	}
+	defer dev.Close()
+	props, err := gpu.CheckExact(dev)
+	if err != nil {
+		return false, props.FMA, err.Error()
+	}
+	return true, props.FMA, ""
 }
 
 // cpuModel is the model name of /proc/cpuinfo, or the OS and architecture
@@ -155,8 +181,16 @@ func printVulkanDevice(w io.Writer, d vulkanDeviceJSON) {
 	}
 	row("device memory", "%.1f GiB", float64(d.DeviceLocalBytes)/(1<<30))
 	row("subgroup size", "%d", d.SubgroupSize)
-	row("exact mode", "%s (32-bit denormals preserved %s, round to nearest even %s, signed zero/Inf/NaN preserved %s)",
-		yes(d.ExactMode), yes(d.DenormPreserve32), yes(d.RoundingModeRTE32), yes(d.SignedZeroInfNanPreserve32))
+	switch {
+	case d.ExactMode && d.FusedFMA:
+		row("exact mode", "yes (the exactness probe passed; fma() is fused)")
+	case d.ExactMode:
+		row("exact mode", "yes (the exactness probe passed; fma() is not fused: the float32 product's fused steps run in integer arithmetic)")
+	default:
+		row("exact mode", "no: %s", d.ExactError)
+	}
+	row("float controls", "32-bit denormals preserved %s, round to nearest even %s, signed zero/Inf/NaN preserved %s (declared by the driver)",
+		yes(d.DenormPreserve32), yes(d.RoundingModeRTE32), yes(d.SignedZeroInfNanPreserve32))
 	row("float64, int64", "%s, %s", yes(d.Float64), yes(d.Int64))
 	coop := "none"
 	if len(d.CooperativeMatrix) > 0 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/densitykv/densitykv/gpu"
 	"github.com/densitykv/densitykv/vulkan"
 	"github.com/densitykv/densitykv/vulkan/vulkantest"
 )
@@ -50,14 +51,23 @@ func TestDevices(t *testing.T) {
 		if !strings.Contains(out, d.Device+"  "+d.Name+"\n") || d.DriverName == "" || d.SubgroupSize == 0 {
 			t.Errorf("device %d: %+v not listed in full:\n%s", i, d.DeviceInfo, out)
 		}
-		if d.ExactMode != d.DeviceInfo.ExactMode() {
-			t.Errorf("device %d: exact_mode %v", i, d.ExactMode)
+		if d.ExactMode != (d.ExactError == "") {
+			t.Errorf("device %d: exact_mode %v with exact_error %q", i, d.ExactMode, d.ExactError)
+		}
+		// The probe runs on every listed device: its verdict is the
+		// kernels' (gpu.CheckExact), whatever the driver declares.
+		if dev, err := vulkan.Open(d.Index); err == nil {
+			props, err := gpu.CheckExact(dev)
+			if (err == nil) != d.ExactMode || props.FMA != d.FusedFMA {
+				t.Errorf("device %d: listed exact %v, fused fma %v; the probe says %v, %v", i, d.ExactMode, d.FusedFMA, err, props.FMA)
+			}
+			dev.Close()
 		}
 		if res.Auto.Device == d.Device && !d.IsGPU() {
 			t.Errorf("auto picks %s, a %s device", d.Device, d.Type)
 		}
 	}
-	for _, row := range []string{"subgroup size:", "exact mode:", "float64, int64:", "cooperative matrix:", "device memory:"} {
+	for _, row := range []string{"subgroup size:", "exact mode:", "float controls:", "float64, int64:", "cooperative matrix:", "device memory:"} {
 		if len(res.Vulkan.Devices) > 0 && !strings.Contains(out, row) {
 			t.Errorf("no %q row:\n%s", row, out)
 		}
