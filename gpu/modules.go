@@ -10,6 +10,9 @@ var spvAttnExact []byte
 //go:embed spv/attn_exact_softfma.spv
 var spvAttnExactSoftfma []byte
 
+//go:embed spv/exact64ops.spv
+var spvExact64ops []byte
+
 //go:embed spv/exact_probe.spv
 var spvExactProbe []byte
 
@@ -38,6 +41,7 @@ var spvRoundBf16 []byte
 var modules = map[string][]byte{
 	"attn_exact":             spvAttnExact,
 	"attn_exact_softfma":     spvAttnExactSoftfma,
+	"exact64ops":             spvExact64ops,
 	"exact_probe":            spvExactProbe,
 	"exactops":               spvExactops,
 	"gemm":                   spvGemm,
