@@ -34,6 +34,9 @@ var spvRieszRowstats []byte
 //go:embed spv/riesz_rowstats_softfma.spv
 var spvRieszRowstatsSoftfma []byte
 
+//go:embed spv/riesz_scan.spv
+var spvRieszScan []byte
+
 //go:embed spv/round_bf16.spv
 var spvRoundBf16 []byte
 
@@ -49,5 +52,6 @@ var modules = map[string][]byte{
 	"riesz_norms":            spvRieszNorms,
 	"riesz_rowstats":         spvRieszRowstats,
 	"riesz_rowstats_softfma": spvRieszRowstatsSoftfma,
+	"riesz_scan":             spvRieszScan,
 	"round_bf16":             spvRoundBf16,
 }

@@ -75,13 +75,31 @@ func RieszRowSums(dev *vulkan.Device, batch *vulkan.Batch, k riesz.Kernel, a, b 
 // rieszPass records module (riesz_rowstats or riesz_rowstats_softfma):
 // with inv, RowStats; without, row sums.
 func rieszPass(dev *vulkan.Device, batch *vulkan.Batch, module string, k riesz.Kernel, a, b RieszSet, inv, sum, mean, max *vulkan.Buffer) error {
+	return rieszPassCached(dev, batch, module, k, a, b, inv, sum, mean, max, nil)
+}
+
+// rieszPassCached is rieszPass that also writes W into cache (not nil).
+func rieszPassCached(dev *vulkan.Device, batch *vulkan.Batch, module string, k riesz.Kernel, a, b RieszSet, inv, sum, mean, max, cache *vulkan.Buffer) error {
 	op := "RieszRowSums"
-	if inv != nil {
+	switch {
+	case cache != nil:
+		op = "RieszRowStatsCached"
+	case inv != nil:
 		op = "RieszRowStats"
 	}
 	pw, err := checkRiesz(dev, k, a, b, inv, sum, mean, max)
 	if err != nil {
 		return fmt.Errorf("gpu: %s: %w", op, err)
+	}
+	if cache != nil && a.N > 0 {
+		if err := checkElems("cache", cache, int64(a.N)*int64(b.N), 4, "float32"); err != nil {
+			return fmt.Errorf("gpu: %s: %w", op, err)
+		}
+		for _, in := range []*vulkan.Buffer{a.X, a.Norms, b.X, b.Norms, inv, sum, mean, max} {
+			if cache == in {
+				return fmt.Errorf("gpu: %s: cache shares a buffer with another operand", op)
+			}
+		}
 	}
 	if a.N == 0 {
 		return nil
@@ -95,7 +113,7 @@ func rieszPass(dev *vulkan.Device, batch *vulkan.Batch, module string, k riesz.K
 		return nil
 	}
 	rows := rieszRows(dev, a.D)
-	kern, err := dev.Kernel(vulkan.KernelSpec{Name: module, SPIRV: modules[module], Bindings: 8, PushSize: 40, Spec: []uint32{uint32(rows), uint32(a.D)}})
+	kern, err := dev.Kernel(vulkan.KernelSpec{Name: module, SPIRV: modules[module], Bindings: 9, PushSize: 40, Spec: []uint32{uint32(rows), uint32(a.D)}})
 	if err != nil {
 		return fmt.Errorf("gpu: %s: %w", op, err)
 	}
@@ -108,11 +126,17 @@ func rieszPass(dev *vulkan.Device, batch *vulkan.Batch, module string, k riesz.K
 		inv, mean, max, hasInv = a.Norms, sum, sum, 0
 	}
 	invS2 := float32(1 / (k.Sigma() * k.Sigma())) // riesz.New's
+	hasCache := uint32(0)
+	if cache != nil {
+		hasCache = 1
+	} else {
+		cache = sum // unused binding
+	}
 	push := words(uint32(a.N), uint32(b.N), uint32(pw), bf16, hasInv,
-		math.Float32bits(float32(k.Eps())), math.Float32bits(invS2), 0, 0, 0)
+		math.Float32bits(float32(k.Eps())), math.Float32bits(invS2), hasCache, 0, 0)
 	binary.LittleEndian.PutUint64(push[32:], math.Float64bits(1/float64(b.N)))
 	groups := [3]uint32{uint32((a.N + rows - 1) / rows), 1, 1}
-	batch.Dispatch(kern, groups, push, a.X, a.Norms, b.X, b.Norms, inv, sum, mean, max)
+	batch.Dispatch(kern, groups, push, a.X, a.Norms, b.X, b.Norms, inv, sum, mean, max, cache)
 	return nil
 }
 
@@ -212,4 +236,102 @@ func RieszNorms(dev *vulkan.Device, batch *vulkan.Batch, dst, x *vulkan.Buffer, 
 	groups := uint32((n + 63) / 64)
 	batch.Dispatch(kern, [3]uint32{min(groups, 1024), (groups + 1023) / 1024, 1}, words(uint32(n), uint32(d)), dst, x)
 	return nil
+}
+
+// RieszRowStatsCached is RieszRowStats that also writes the interaction
+// matrix W[x][i] = w(a_x, b_i) into cache (float32 [a.N][b.N], row stride
+// b.N), as k.RowStatsCached: for a later RieszScanRows.
+func RieszRowStatsCached(dev *vulkan.Device, batch *vulkan.Batch, k riesz.Kernel, a, b RieszSet, inv, sum, mean, max, cache *vulkan.Buffer) error {
+	if cache == nil {
+		return fmt.Errorf("gpu: RieszRowStatsCached: cache is nil")
+	}
+	module, err := exactModule(dev, "riesz_rowstats")
+	if err != nil {
+		return err
+	}
+	return rieszPassCached(dev, batch, module, k, a, b, inv, sum, mean, max, cache)
+}
+
+// RieszScanRows records into batch the exact-mode equivalent of
+//
+//	riesz.ScanRows(w, m, rows, rem, cross, every, ckpt, ws)
+//
+// (equal to k.PrefixScan over the candidates rows[0], rows[1], … in that
+// order): w is a cached interaction matrix (float32, wrows rows of m), rows
+// int32 [n], rem float64 [m] (the headrooms), cross int32 [m] (written),
+// ckpt float64 [(n/every)·m], with one more slot of m for the final sums
+// when n is not a multiple of every and the buffer holds it (as the CPU's
+// len(ckpt)). every is 0 or a multiple of riesz.TileRows. The row indices
+// are on the device and not checked here: one outside [0, wrows) makes
+// the kernel set every cross[j] to −1 (the CPU panics).
+func RieszScanRows(dev *vulkan.Device, batch *vulkan.Batch, w *vulkan.Buffer, wrows, m int, rows *vulkan.Buffer, n int, rem, cross *vulkan.Buffer, every int, ckpt *vulkan.Buffer) error {
+	final, err := checkScan(w, wrows, m, rows, n, rem, cross, every, ckpt)
+	if err != nil {
+		return fmt.Errorf("gpu: RieszScanRows: %w", err)
+	}
+	if m == 0 {
+		return nil
+	}
+	if _, err := CheckExact(dev); err != nil {
+		return err
+	}
+	if !dev.Info().Float64 {
+		return fmt.Errorf("gpu: RieszScanRows: device %v lacks shaderFloat64 (the sums are float64, as the CPU's)", dev)
+	}
+	kern, err := dev.Kernel(vulkan.KernelSpec{Name: "riesz_scan", SPIRV: modules["riesz_scan"], Bindings: 5, PushSize: 20})
+	if err != nil {
+		return fmt.Errorf("gpu: RieszScanRows: %w", err)
+	}
+	fin := uint32(0)
+	if final {
+		fin = 1
+	}
+	if ckpt == nil {
+		ckpt = cross // unused binding
+	}
+	if rows == nil {
+		rows = cross // n = 0: unused binding
+	}
+	groups := uint32((m + 63) / 64)
+	push := words(uint32(n), uint32(m), uint32(wrows), uint32(every), fin)
+	batch.Dispatch(kern, [3]uint32{min(groups, 1024), (groups + 1023) / 1024, 1}, push, w, rows, rem, cross, ckpt)
+	return nil
+}
+
+// checkScan validates RieszScanRows and returns whether the final sums
+// have a checkpoint slot.
+func checkScan(w *vulkan.Buffer, wrows, m int, rows *vulkan.Buffer, n int, rem, cross *vulkan.Buffer, every int, ckpt *vulkan.Buffer) (final bool, err error) {
+	switch {
+	case wrows < 0 || m < 0 || n < 0:
+		return false, fmt.Errorf("negative size: %d×%d matrix, %d rows", wrows, m, n)
+	case every < 0 || every%riesz.TileRows != 0:
+		return false, fmt.Errorf("checkpoint interval %d is not a multiple of %d", every, riesz.TileRows)
+	case m == 0:
+		return false, nil
+	}
+	if err := checkElems("w", w, int64(wrows)*int64(m), 4, "float32"); err != nil {
+		return false, err
+	}
+	if n > 0 {
+		if err := checkElems("rows", rows, int64(n), 4, "int32"); err != nil {
+			return false, err
+		}
+	}
+	if err := checkElems("rem", rem, int64(m), 8, "float64"); err != nil {
+		return false, err
+	}
+	if err := checkElems("cross", cross, int64(m), 4, "int32"); err != nil {
+		return false, err
+	}
+	if cross == w || cross == rows || cross == rem || (ckpt != nil && (ckpt == w || ckpt == rows || ckpt == rem || ckpt == cross)) {
+		return false, fmt.Errorf("an output shares a buffer with another operand")
+	}
+	if every == 0 {
+		return false, nil
+	}
+	slots := int64(n / every)
+	if err := checkElems("ckpt", ckpt, slots*int64(m), 8, "float64"); err != nil {
+		return false, err
+	}
+	return n%every != 0 && ckpt.Size() >= 8*(slots+1)*int64(m), nil
 }

@@ -227,3 +227,147 @@ func TestRieszNorms(t *testing.T) {
 		}
 	}
 }
+
+// TestRieszCachedScan: RieszRowStatsCached writes the CPU's interaction
+// matrix (and the same statistics), and RieszScanRows over it gives
+// riesz.ScanRows' crossings and checkpoints bit for bit: candidates in a
+// shuffled order, headrooms ≤ 0, NaN, crossed at every depth and never,
+// checkpoints every 128 rows with and without the final slot, and none.
+func TestRieszCachedScan(t *testing.T) {
+	dev := vulkantest.Open(t)
+	mods := testModules(t, dev, "riesz_rowstats")
+	r := rand.New(rand.NewPCG(9, 10))
+	c := rieszCase{N: 300, M: 45, D: 5, p: 2, sigma: 1}
+	k := riesz.MustNew(c.sigma, c.p, 1e-3)
+	a, b, ga, gb := c.sets(t, dev, r)
+	inv := make([]float32, c.M)
+	for i := range inv {
+		inv[i] = 1
+	}
+	sum, mean, mx := make([]float64, c.N), make([]float64, c.N), make([]float64, c.N)
+	cache := make([]float32, c.N*c.M)
+	var ws riesz.Workspace
+	k.RowStatsCached(a, b, inv, sum, mean, mx, cache, &ws)
+
+	ginv := upFloats(t, dev, inv)
+	var gcache *vulkan.Buffer
+	for _, module := range mods {
+		gcache = upFloats(t, dev, make([]float32, c.N*c.M))
+		gsum, gmean, gmax := upDoubles(t, dev, make([]float64, c.N)), upDoubles(t, dev, make([]float64, c.N)), upDoubles(t, dev, make([]float64, c.N))
+		batch := dev.NewBatch()
+		if err := rieszPassCached(dev, batch, module, k, ga, gb, ginv, gsum, gmean, gmax, gcache); err != nil {
+			t.Fatal(err)
+		}
+		if err := batch.Run(); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, len(cache))
+		if err := dev.DownloadFloat32s(gcache, 0, got); err != nil {
+			t.Fatal(err)
+		}
+		for i := range cache {
+			if exBits(got[i]) != exBits(cache[i]) {
+				t.Fatalf("%s: W[%d][%d] = %g, CPU %g", module, i/c.M, i%c.M, got[i], cache[i])
+			}
+		}
+		if gs := downDoubles(t, dev, gsum, c.N); fmt.Sprint(gs) != fmt.Sprint(sum) {
+			t.Errorf("%s: cached pass: sums differ from the CPU's", module)
+		}
+	}
+
+	order := make([]int32, c.N)
+	for i, x := range r.Perm(c.N) {
+		order[i] = int32(x)
+	}
+	colSum := make([]float64, c.M)
+	for i, w := range cache {
+		colSum[i%c.M] += float64(w)
+	}
+	rem := make([]float64, c.M)
+	for j := range rem {
+		switch j % 9 {
+		case 0:
+			rem[j] = 0
+		case 1:
+			rem[j] = -1
+		case 2:
+			rem[j] = math.NaN()
+		case 3:
+			rem[j] = math.Inf(1) // never
+		default:
+			rem[j] = (0.05 + 0.9*r.Float64()) * colSum[j] // crossed mid-scan
+		}
+	}
+	rowsBuf := exUpload(t, dev, func() []uint32 {
+		v := make([]uint32, len(order))
+		for i, x := range order {
+			v[i] = uint32(x)
+		}
+		return v
+	}())
+	for _, sc := range []struct{ every, slots int }{{0, 0}, {128, 2}, {128, 3}} {
+		cross := make([]int32, c.M)
+		ckpt := make([]float64, sc.slots*c.M)
+		riesz.ScanRows(cache, c.M, order, rem, cross, sc.every, ckpt, &ws)
+
+		gcross := exUpload(t, dev, make([]uint32, c.M))
+		var gckpt *vulkan.Buffer
+		if sc.slots > 0 {
+			gckpt = upDoubles(t, dev, make([]float64, sc.slots*c.M))
+		}
+		batch := dev.NewBatch()
+		if err := RieszScanRows(dev, batch, gcache, c.N, c.M, rowsBuf, c.N, upDoubles(t, dev, rem), gcross, sc.every, gckpt); err != nil {
+			t.Fatal(err)
+		}
+		if err := batch.Run(); err != nil {
+			t.Fatal(err)
+		}
+		gc := make([]uint32, c.M)
+		if err := dev.DownloadUint32s(gcross, 0, gc); err != nil {
+			t.Fatal(err)
+		}
+		crossed := 0
+		for j := range cross {
+			if int32(gc[j]) != cross[j] {
+				t.Errorf("every %d: cross[%d] = %d, CPU %d", sc.every, j, int32(gc[j]), cross[j])
+			}
+			if cross[j] > 0 && cross[j] < riesz.Never {
+				crossed++
+			}
+		}
+		if crossed < c.M/3 {
+			t.Errorf("every %d: only %d columns cross mid-scan: the test does not test crossings", sc.every, crossed)
+		}
+		if sc.slots > 0 {
+			g := downDoubles(t, dev, gckpt, sc.slots*c.M)
+			for i := range ckpt {
+				if math.Float64bits(g[i]) != math.Float64bits(ckpt[i]) {
+					t.Fatalf("every %d, %d slots: ckpt[%d] = %v, CPU %v", sc.every, sc.slots, i, g[i], ckpt[i])
+				}
+			}
+		}
+	}
+
+	// A row index outside the matrix: cross = −1 everywhere.
+	bad := exUpload(t, dev, []uint32{0, uint32(c.N)})
+	gcross := exUpload(t, dev, make([]uint32, c.M))
+	batch := dev.NewBatch()
+	if err := RieszScanRows(dev, batch, gcache, c.N, c.M, bad, 2, upDoubles(t, dev, rem), gcross, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := batch.Run(); err != nil {
+		t.Fatal(err)
+	}
+	gc := make([]uint32, c.M)
+	if err := dev.DownloadUint32s(gcross, 0, gc); err != nil {
+		t.Fatal(err)
+	}
+	for j, x := range gc {
+		if int32(x) != -1 {
+			t.Fatalf("row index %d of %d rows: cross[%d] = %d, want -1", c.N, c.N, j, int32(x))
+		}
+	}
+	if err := RieszScanRows(dev, dev.NewBatch(), gcache, c.N, c.M, rowsBuf, c.N, upDoubles(t, dev, rem), gcross, 100, nil); err == nil || !strings.Contains(err.Error(), "not a multiple of 128") {
+		t.Errorf("every = 100: error %v, want one about the interval", err)
+	}
+}

@@ -1,8 +1,9 @@
 // riesz_rowstats.glsl: the body of riesz_rowstats.comp and
 // riesz_rowstats_softfma.comp (they define EXACT_FMA32, the float32
 // product's step, and include exact.glsl and gemm_exact.glsl):
-// riesz's fused row pass (Kernel.RowStats; with has_inv 0,
-// Kernel.Sums with row sums only) bit for bit, for pow = 1, 2, 4 and
+// riesz's fused row pass (Kernel.RowStats, with has_cache
+// Kernel.RowStatsCached; with has_inv 0, Kernel.Sums with row sums only)
+// bit for bit, for pow = 1, 2, 4 and
 // float32 or bfloat16 sets (package riesz: tiles.go, passes.go,
 // epilogue.go, epilogue_generic.go). For every row x of a against the
 // rows of b, in column tiles of TILE_COLS from 0:
@@ -20,7 +21,8 @@
 //	sum[x] += s; mean += sn; max = float64(m) if greater   (tile by tile)
 //
 // and at the end mean[x] = mean·inm (inm = 1/float64(|b|), from the host).
-// sum is read and added to; mean and max are written (with has_inv).
+// sum is read and added to; mean and max are written (with has_inv); with
+// has_cache, W[x][j] is written to cache[x·M + j].
 // A workgroup holds ROWS rows; an invocation computes the interactions of
 // its columns of a tile for all rows (b_j read once), the 16 lanes of a
 // row are computed in parallel, the rest by one invocation per row in the
@@ -45,14 +47,16 @@ layout(set = 0, binding = 4) readonly buffer Inv { float inv[]; };
 layout(set = 0, binding = 5) buffer Sum { double sumv[]; };
 layout(set = 0, binding = 6) writeonly buffer Mean { double meanv[]; };
 layout(set = 0, binding = 7) writeonly buffer Max { double maxv[]; };
+layout(set = 0, binding = 8) writeonly buffer Cache { float cache[]; };
 
 layout(push_constant) uniform Push {
 	uint N, M;
 	uint pw;      // 1, 2 or 4
 	uint bf16;    // 1: both sets bfloat16
 	uint has_inv; // 1: RowStats (sum, mean, max); 0: row sums only
-	float eps, s; // the kernel's eps32 and invS2
-	double inm;   // 1/float64(M) (offset 32)
+	float eps, s;   // the kernel's eps32 and invS2
+	uint has_cache; // 1: W written to cache
+	double inm;     // 1/float64(M) (offset 32)
 } p;
 
 shared float as[ROWS][D]; // the rows of a (operand values)
@@ -169,6 +173,12 @@ void main() {
 			interactions(j0 + j, j0, x0, rows);
 		}
 		barrier();
+		if (p.has_cache != 0u) {
+			for (uint i = tid; i < rows * cols; i += 128u) {
+				uint r = i / cols, j = i % cols;
+				cache[(x0 + r) * p.M + j0 + j] = wt[r][j];
+			}
+		}
 		for (uint i = tid; i < rows * LANES; i += 128u) {
 			uint r = i / LANES, lane = i % LANES;
 			precise double s = 0.0LF, q = 0.0LF;
