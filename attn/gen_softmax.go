@@ -30,11 +30,11 @@ type gen struct{ asmtext.Writer }
 
 var z = asmtext.Z
 
-// The clamps of expDef (softmax.go), as the same Go constant expressions;
-// the exponential itself is vmath.Exp32.
+// The clamps of expDef (softmax.go), vmath.Exp32Clamped's; the
+// exponential itself is vmath.Exp32.
 const (
-	expLo = -104.0
-	expHi = 89.0
+	expLo = vmath.Exp32Lo
+	expHi = vmath.Exp32Hi
 )
 
 // Registers of softmaxPanelAVX512.

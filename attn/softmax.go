@@ -64,30 +64,21 @@ func forceGeneric() (restore func()) {
 // score so far is −Inf, so that exp(−Inf − m) = 0 rather than NaN.
 const minMax = -math.MaxFloat32
 
-// The clamps of expDef.
-const (
-	expLo = -104.0 // below: e^y < 2^−150, which rounds to 0 in float32
-	expHi = 89.0   // above: e^y > 2^128, which rounds to +Inf in float32
-)
-
-// expDef is the exponential of the softmax: y clamped to [expLo, expHi]
-// (NaN: the result is NaN), then vmath.Exp32 (a Cody–Waite reduction, a
-// degree-7 Taylor polynomial by fused multiply-adds and a scaling by 2^n,
-// every step an IEEE float32 operation). The result is within 0.9 ulp of
-// e^y (TestExpDef measures it; correctly rounded in about 95 % of cases),
-// with gradual underflow to 0 below about −103.97 and +Inf above 88.72.
-// expDef(0) = 1 exactly.
+// expDef is the exponential of the softmax, vmath.Exp32Clamped: y clamped
+// to [vmath.Exp32Lo, vmath.Exp32Hi] = [−104, 89] (NaN: the result is NaN),
+// then vmath.Exp32 (a Cody–Waite reduction, a degree-7 Taylor polynomial by
+// fused multiply-adds and a scaling by 2^n, every step an IEEE float32
+// operation): the one exponential of every model. The result is within 0.9
+// ulp of e^y (TestExpDef measures it; correctly rounded in about 95 % of
+// cases), with gradual underflow to 0 below about −103.97 and +Inf above
+// 88.72. expDef(0) = 1 exactly.
 //
-// Before 2026-11-25 the exponential was vmath.Exp in float64 (0.51 ulp,
-// two conversions and twice the vector lanes per value): about twice the
-// softmax's time, for an accuracy float32 attention does not use (the
-// scores and sums are float32; PyTorch's softmax uses a float32 expf).
-func expDef(y float32) float32 {
-	if y != y {
-		return y
-	}
-	return vmath.Exp32(min(max(y, expLo), expHi))
-}
+// Before 2026-11-25 the exponential was a float64 one (0.51 ulp, two
+// conversions and twice the vector lanes per value; removed from
+// internal/vmath since): about twice the softmax's time, for an accuracy
+// float32 attention does not use (the scores and sums are float32;
+// PyTorch's softmax uses a float32 expf).
+func expDef(y float32) float32 { return vmath.Exp32Clamped(y) }
 
 func softmaxPanelGo(p []float32, cols int, scale float32, st *panelState, first bool) {
 	var mx [lanes]float32

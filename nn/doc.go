@@ -11,9 +11,11 @@
 //   - Norms: RMSNorm (rows, float64 statistic: wan's q/k norms, umT5),
 //     LayerNorm (wan), GroupNorm (ragae), RMSNormChannels (the VAE's,
 //     over the channels of [ch][P] tensors, with its SiLU fused).
-//   - Activations: GELUTanh (the DiT's FFN, float64), GELUTanh32 (umT5's
-//     FFN, float32), SiLU (wan's time embedding), SiLU32 (the VAE's),
-//     SiLU64 (ragae's GroupNorm).
+//   - Activations, one float32 definition each on the one exponential
+//     vmath.Exp32: GELUTanh32 (GELU, tanh form; GELUTanh on a slice: the
+//     DiT's and umT5's FFNs) and SiLU32 (SiLU on a slice: wan's time
+//     embedding; fused into RMSNormChannels for the VAE and GroupNorm for
+//     ragae).
 //   - Attention: multi-head softmax attention (package attn).
 //   - The steps of the VAE's convolutions: AddBias, WidenBF16, GatherRows.
 //
@@ -22,11 +24,12 @@
 // product rounded before it is added (explicit conversions: no fused
 // multiply-add at any GOAMD64 level), so a model's outputs are the same
 // bits on every CPU and build; the models' pinned hashes depend on them.
-// Where two models compute "the same" layer differently (SiLU in float64
-// with two different exponentials, GELU in float32 or float64), each
-// definition is kept under its own name: merging them changes the bits of
-// one model, which is a deliberate, re-pinned change, not a refactoring.
-// The exponentials themselves live in internal/vmath.
+// Every model computes a layer with the same definition: the GELU, the
+// SiLU and the softmaxes all use vmath.Exp32 (internal/vmath), the one
+// exponential a second backend has to reproduce (until issue #24 the
+// models kept five exponentials and three SiLUs; merging them was one
+// deliberate, re-pinned change). Changing a definition changes the
+// models' bits: re-pin once and say why.
 //
 // Kernels: GELUTanh and the VAE's operations (RMSNormChannels with its
 // SiLU, AddBias, WidenBF16, GatherRows) also exist as generated AVX-512

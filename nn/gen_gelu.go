@@ -1,56 +1,83 @@
 //go:build ignore
 
 // gen_gelu writes gelu_amd64.s, the AVX-512 GELU kernel of package nn. It
-// computes exactly geluDef (gelu.go): the same IEEE operations in the same
-// order on eight float64 lanes per register (VFMADD213PD for math.FMA,
-// VRNDSCALEPD $0 for math.RoundToEven, VSCALEFPD for the exact scaling by
-// 2^n), so results are identical bit for bit; TestGELUKernelBitIdentical
-// checks it and TestGeneratedAssemblyUpToDate keeps the .s file in sync.
+// computes exactly GELUTanh32 (act.go): the same IEEE float32 operations in
+// the same order on sixteen lanes per register (VMULPS for the rounded
+// products, VFMADD213PS for vmath.FMA32, VMAXPS and VMINPS for
+// vmath.Exp32Clamped's clamp, then vmath.Exp32 as asmtext.ExpPS writes it,
+// VADDPS and VDIVPS), so results are identical bit for bit;
+// TestGELUKernelBitIdentical checks it and
+// TestGELUGeneratedAssemblyUpToDate keeps the .s file in sync.
 //
 //	go run gen_gelu.go [-o gelu_amd64.s]
 //
-// Operand order is Go's (sources first, destination last); for VMAXPD and
-// VMINPD the first operand is the one returned when either is NaN.
+// Operand order is Go's (sources first, destination last); for VMAXPS and
+// VMINPS the first operand is the one returned when either is NaN.
 package main
 
 import (
 	"flag"
 	"log"
+	"math"
 	"os"
 
 	"github.com/densitykv/densitykv/internal/asmtext"
 	"github.com/densitykv/densitykv/internal/vmath"
 )
 
-// The constants of geluDef (gelu.go), as the same Go constant expressions;
-// the exponential is vmath.Exp.
+// The constants of GELUTanh32 (act.go), as the same Go constant
+// expressions.
 const (
-	geluCubic = 0.044715
-	geluK     = -2 * 0.7978845608028654
-	geluExpLo = -708.0
-	geluExpHi = 709.0
+	geluCubic float32 = 0.044715
+	geluK     float32 = -2 * 0.7978845608028654
 )
 
-// Constant registers; Z0…Z11 are the working registers.
+// Constant registers; Z0…Z3 (the first block) and Z4…Z7 (the second) are
+// the working registers.
 const (
-	zCubic = 31
-	zK     = 30
-	zLo    = 29
-	zHi    = 28
-	zLog2e = 27
-	zNLn2  = 26
-	zC0    = 17 // Z17 … Z25 = 1/0! … 1/8!  (1/0! = 1 is also the "1 +")
+	zCubic  = 31
+	zK      = 30
+	zLo     = 29 // vmath.Exp32Lo
+	zHi     = 28 // vmath.Exp32Hi
+	zLog2e  = 27
+	zNLn2Hi = 26
+	zNLn2Lo = 25
+	zC0     = 17 // Z17 … Z24 = 1/0! … 1/7!  (1/0! = 1 is also the "1 +")
 )
 
 type gen struct{ asmtext.Writer }
 
-var z, y = asmtext.Z, asmtext.Y
+var z = asmtext.Z
 
-// each emits one instruction per half h (lanes 0–7, 8–15).
-func (g *gen) each(f func(h int)) {
-	for h := 0; h < 2; h++ {
-		f(h)
+func (g *gen) broadcast(v float32, reg int) { g.Broadcast32(math.Float32bits(v), reg) }
+
+// blocks emits GELUTanh32 on the len(off) blocks of sixteen values at
+// off[k](SI), in place, interleaved over the blocks; block k uses the
+// registers 4k … 4k+3 (v, s/z/e/d, n, u).
+func (g *gen) blocks(off []int) {
+	V, S, N, U := make([]int, len(off)), make([]int, len(off)), make([]int, len(off)), make([]int, len(off))
+	for k := range off {
+		V[k], S[k], N[k], U[k] = 4*k, 4*k+1, 4*k+2, 4*k+3
 	}
+	each := func(f func(k int)) {
+		for k := range off {
+			f(k)
+		}
+	}
+	each(func(k int) { g.I("VMOVUPS %d(SI), %s", off[k], z(V[k])) })
+	// w = (cubic·v)·v; s = FMA(w, v, v); z = K·s.
+	each(func(k int) { g.I("VMULPS %s, %s, %s", z(V[k]), z(zCubic), z(S[k])) })
+	each(func(k int) { g.I("VMULPS %s, %s, %s", z(V[k]), z(S[k]), z(S[k])) })
+	each(func(k int) { g.I("VFMADD213PS %s, %s, %s", z(V[k]), z(V[k]), z(S[k])) })
+	each(func(k int) { g.I("VMULPS %s, %s, %s", z(S[k]), z(zK), z(S[k])) })
+	// vmath.Exp32Clamped(z): clamp (NaN kept), then vmath.Exp32.
+	each(func(k int) { g.I("VMAXPS %s, %s, %s", z(S[k]), z(zLo), z(S[k])) })
+	each(func(k int) { g.I("VMINPS %s, %s, %s", z(S[k]), z(zHi), z(S[k])) })
+	g.ExpPS(S, N, U, S, zLog2e, zNLn2Hi, zNLn2Lo, zC0)
+	// v / (1 + e).
+	each(func(k int) { g.I("VADDPS %s, %s, %s", z(zC0), z(S[k]), z(S[k])) })
+	each(func(k int) { g.I("VDIVPS %s, %s, %s", z(S[k]), z(V[k]), z(V[k])) })
+	each(func(k int) { g.I("VMOVUPS %s, %d(SI)", z(V[k]), off[k]) })
 }
 
 func main() {
@@ -65,53 +92,37 @@ func main() {
 
 // func geluTanhAVX512(x *float32, blocks int)
 //
-// geluDef (gelu.go) on blocks×16 float32 values at x, in place, bit for bit.
+// GELUTanh32 (act.go) on blocks×16 float32 values at x, in place, bit for
+// bit: two blocks per iteration, then the last one if blocks is odd.
 TEXT ·geluTanhAVX512(SB), NOSPLIT, $0-16
 `)
 	g.I("MOVQ x+0(FP), SI")
 	g.I("MOVQ blocks+8(FP), CX")
 	g.I("TESTQ CX, CX")
 	g.I("JZ gelu_end")
-	g.Broadcast64(geluCubic, zCubic)
-	g.Broadcast64(geluK, zK)
-	g.Broadcast64(geluExpLo, zLo)
-	g.Broadcast64(geluExpHi, zHi)
-	g.Broadcast64(vmath.Log2e, zLog2e)
-	g.Broadcast64(-vmath.Ln2, zNLn2)
-	for k, c := range vmath.ExpTaylor {
-		g.Broadcast64(c, zC0+k)
+	g.broadcast(geluCubic, zCubic)
+	g.broadcast(geluK, zK)
+	g.broadcast(vmath.Exp32Lo, zLo)
+	g.broadcast(vmath.Exp32Hi, zHi)
+	g.broadcast(vmath.Log2e32, zLog2e)
+	g.broadcast(-vmath.Ln2Hi32, zNLn2Hi)
+	g.broadcast(-vmath.Ln2Lo32, zNLn2Lo)
+	for k, c := range vmath.ExpTaylor32 {
+		g.broadcast(c, zC0+k)
 	}
-	// Per half h (lanes 0–7, 8–15): v = V[h], t = T[h], n = N[h], q = Q[h].
-	V := [2]int{0, 1}
-	T := [2]int{2, 3}
-	N := [2]int{4, 5}
-	Q := [2]int{6, 7}
-	U := [2]int{8, 9}
-	g.Text("gelu_loop:\n")
-	g.I("VMOVUPS (SI), %s", z(10))
-	g.I("VCVTPS2PD %s, %s", y(10), z(V[0]))
-	g.I("VEXTRACTF64X4 $1, %s, %s", z(10), y(11))
-	g.I("VCVTPS2PD %s, %s", y(11), z(V[1]))
-	// t = ((cubic·v)·v)·v; z = K·(v + t), kept in T.
-	g.each(func(h int) { g.I("VMULPD %s, %s, %s", z(V[h]), z(zCubic), z(T[h])) })
-	g.each(func(h int) { g.I("VMULPD %s, %s, %s", z(V[h]), z(T[h]), z(T[h])) })
-	g.each(func(h int) { g.I("VMULPD %s, %s, %s", z(V[h]), z(T[h]), z(T[h])) })
-	g.each(func(h int) { g.I("VADDPD %s, %s, %s", z(T[h]), z(V[h]), z(T[h])) })
-	g.each(func(h int) { g.I("VMULPD %s, %s, %s", z(T[h]), z(zK), z(T[h])) })
-	// expGELU(T): clamp (NaN kept), then vmath.Exp.
-	g.each(func(h int) { g.I("VMAXPD %s, %s, %s", z(T[h]), z(zLo), z(T[h])) })
-	g.each(func(h int) { g.I("VMINPD %s, %s, %s", z(T[h]), z(zHi), z(T[h])) })
-	g.ExpPD(T[:], N[:], U[:], Q[:], zLog2e, zNLn2, zC0)
-	// v / (1 + e), rounded once to float32.
-	g.each(func(h int) { g.I("VADDPD %s, %s, %s", z(Q[h]), z(zC0), z(Q[h])) })
-	g.each(func(h int) { g.I("VDIVPD %s, %s, %s", z(Q[h]), z(V[h]), z(V[h])) })
-	g.each(func(h int) { g.I("VCVTPD2PS %s, %s", z(V[h]), y(V[h])) })
-	g.I("VINSERTF64X4 $1, %s, %s, %s", y(V[1]), z(V[0]), z(V[0]))
-	g.I("VMOVUPS %s, (SI)", z(V[0]))
-	g.I("ADDQ $64, SI")
+	g.I("SHRQ $1, CX")
+	g.I("JZ gelu_one")
+	g.Label("gelu_loop")
+	g.blocks([]int{0, 64})
+	g.I("ADDQ $128, SI")
 	g.I("DECQ CX")
 	g.I("JNZ gelu_loop")
-	g.Text("gelu_end:\n")
+	g.Label("gelu_one")
+	g.I("MOVQ blocks+8(FP), CX")
+	g.I("TESTQ $1, CX")
+	g.I("JZ gelu_end")
+	g.blocks([]int{0})
+	g.Label("gelu_end")
 	g.I("VZEROUPPER")
 	g.I("RET")
 	if err := os.WriteFile(*out, []byte(g.String()), 0o644); err != nil {

@@ -6,17 +6,17 @@
 // panel rows, and the RMS norm (with its optional SiLU) on one block of
 // normBlock pixels. The norm computes exactly normBlockGo (ops.go): the
 // same float32 operations in the same order on sixteen lanes (VSQRTPS is
-// the correctly rounded square root that float32(math.Sqrt) gives;
-// VSCALEFPS scales by 2^n with one rounding, as vmath.Exp32NoFMA's one or
-// two exact multiplications by powers of two do), so the results are
-// identical bit for bit (NaN payloads aside);
-// TestNormKernelBitIdentical checks it and TestNormGeneratedAssemblyUpToDate
-// keeps the .s file in sync.
+// the correctly rounded square root that float32(math.Sqrt) gives; SiLU32
+// is VMAXPS and VMINPS for vmath.Exp32Clamped's clamp, vmath.Exp32 as
+// asmtext.ExpPS writes it, VADDPS and VDIVPS), so the results are
+// identical bit for bit (NaN payloads aside); TestNormKernelBitIdentical
+// checks it and TestNormGeneratedAssemblyUpToDate keeps the .s file in
+// sync.
 //
 //	go run gen_ops.go [-o ops_amd64.s]
 //
-// Operand order is Go's (sources first, destination last); for VMAXPS the
-// first operand is the one returned when either is NaN.
+// Operand order is Go's (sources first, destination last); for VMAXPS and
+// VMINPS the first operand is the one returned when either is NaN.
 package main
 
 import (
@@ -35,33 +35,20 @@ import (
 const normBlock = 256
 
 // Constant registers. Z0…Z15 hold the sums of squares during the first
-// pass (Z16 is its scratch); the second pass uses Z0…Z10 as scratch, Z14
-// for the channel's gamma, and Z15, Z16 for constants loaded after the
+// pass (Z16 is its scratch); the second pass uses Z0…Z3 as scratch, Z14
+// for the channel's gamma, and Z15, Z16 for the clamps loaded after the
 // first pass.
 const (
-	zTiny  = 31 // 1e-12, the norm's floor
-	zScale = 30 // √ch
-	zSign  = 29 // 0x80000000
-	zLog2e = 28
-	zHalf  = 27 // 0.5
-	zNHalf = 26 // −0.5
-	zLn2Hi = 25
-	zLn2Lo = 24
-	zC7    = 23 // Z23 … Z19 = 1/5040, 1/720, 1/120, 1/24, 1/6
-	zOne   = 18
-	zHi    = 17 // 88.7: above, e^x = +Inf
-	zLo    = 16 // −87.3: below, e^x = 0 (second pass only)
-	zInf   = 15 // +Inf (second pass only)
-	zGamma = 14
-)
-
-// The constants of vmath.Exp32NoFMA, SiLU's exponential: poly holds the
-// coefficients 1/7! … 1/3! (1/2! and 1/0! = 1/1! are zHalf and zOne).
-var (
-	log2e = vmath.Log2e32
-	ln2hi = vmath.Ln2Hi32
-	ln2lo = vmath.Ln2Lo32
-	poly  = []float32{vmath.ExpTaylor32[7], vmath.ExpTaylor32[6], vmath.ExpTaylor32[5], vmath.ExpTaylor32[4], vmath.ExpTaylor32[3]}
+	zTiny   = 31 // 1e-12, the norm's floor
+	zScale  = 30 // √ch
+	zSign   = 29 // 0x80000000
+	zLog2e  = 28
+	zNLn2Hi = 27
+	zNLn2Lo = 26
+	zC0     = 18 // Z18 … Z25 = 1/0! … 1/7! (1/0! = 1 is also the "1 +")
+	zHi     = 16 // vmath.Exp32Hi (second pass only)
+	zLo     = 15 // vmath.Exp32Lo (second pass only)
+	zGamma  = 14
 )
 
 type gen struct{ asmtext.Writer }
@@ -70,36 +57,15 @@ var z = asmtext.Z
 
 func (g *gen) broadcast(v float32, reg int) { g.Broadcast32(math.Float32bits(v), reg) }
 
-// silu replaces Z0 (y) by y / (1 + e^−y), as silu (ops.go) with
-// vmath.Exp32NoFMA.
+// silu replaces Z0 (y) by SiLU32(y) = y / (1 + vmath.Exp32Clamped(−y))
+// (act.go), with Z1…Z3 as scratch.
 func (g *gen) silu() {
-	g.I("VPXORD %s, %s, %s", z(zSign), z(0), z(2))   // x = −y
-	g.I("VMULPS %s, %s, %s", z(zLog2e), z(2), z(3))  // t = x·log2e
-	g.I("VADDPS %s, %s, %s", z(zHalf), z(3), z(4))   // t + 0.5
-	g.I("VSUBPS %s, %s, %s", z(zHalf), z(3), z(5))   // t − 0.5
-	g.I("VCMPPS $0x11, %s, %s, K1", z(zNHalf), z(3)) // t < −0.5 (ordered)
-	g.I("VMOVAPS %s, K1, %s", z(5), z(4))
-	g.I("VCVTTPS2DQ %s, %s", z(4), z(6)) // n, truncated
-	g.I("VCVTDQ2PS %s, %s", z(6), z(6))  // float32(n)
-	g.I("VMULPS %s, %s, %s", z(zLn2Hi), z(6), z(7))
-	g.I("VSUBPS %s, %s, %s", z(7), z(2), z(8)) // x − n·ln2hi
-	g.I("VMULPS %s, %s, %s", z(zLn2Lo), z(6), z(7))
-	g.I("VSUBPS %s, %s, %s", z(7), z(8), z(8)) // r
-	g.I("VMULPS %s, %s, %s", z(8), z(zC7), z(9))
-	adds := []int{zC7 - 1, zC7 - 2, zC7 - 3, zC7 - 4, zHalf, zOne, zOne}
-	for i, c := range adds {
-		if i > 0 {
-			g.I("VMULPS %s, %s, %s", z(8), z(9), z(9))
-		}
-		g.I("VADDPS %s, %s, %s", z(c), z(9), z(9))
-	}
-	g.I("VSCALEFPS %s, %s, %s", z(6), z(9), z(10)) // p·2^n
-	g.I("VCMPPS $0x1e, %s, %s, K2", z(zHi), z(2))  // x > 88.7
-	g.I("VMOVAPS %s, K2, %s", z(zInf), z(10))
-	g.I("VCMPPS $0x11, %s, %s, K3", z(zLo), z(2)) // x < −87.3
-	g.I("VPXORD %s, %s, K3, %s", z(10), z(10), z(10))
-	g.I("VADDPS %s, %s, %s", z(zOne), z(10), z(10)) // 1 + e
-	g.I("VDIVPS %s, %s, %s", z(10), z(0), z(0))
+	g.I("VPXORD %s, %s, %s", z(zSign), z(0), z(1)) // x = −y
+	g.I("VMAXPS %s, %s, %s", z(1), z(zLo), z(1))   // clamp, NaN kept
+	g.I("VMINPS %s, %s, %s", z(1), z(zHi), z(1))
+	g.ExpPS([]int{1}, []int{2}, []int{3}, []int{1}, zLog2e, zNLn2Hi, zNLn2Lo, zC0)
+	g.I("VADDPS %s, %s, %s", z(zC0), z(1), z(1)) // 1 + e
+	g.I("VDIVPS %s, %s, %s", z(1), z(0), z(0))
 }
 
 // normPass emits the second pass's loop over the channels: each block of
@@ -262,16 +228,12 @@ TEXT ·rmsNormAVX512(SB), NOSPLIT, $0-56
 	g.broadcast(1e-12, zTiny)
 	g.I("VBROADCASTSS scale+40(FP), %s", z(zScale))
 	g.Broadcast32(0x80000000, zSign)
-	g.broadcast(log2e, zLog2e)
-	g.broadcast(0.5, zHalf)
-	g.broadcast(-0.5, zNHalf)
-	g.broadcast(ln2hi, zLn2Hi)
-	g.broadcast(ln2lo, zLn2Lo)
-	for i, c := range poly {
-		g.broadcast(c, zC7-i)
+	g.broadcast(vmath.Log2e32, zLog2e)
+	g.broadcast(-vmath.Ln2Hi32, zNLn2Hi)
+	g.broadcast(-vmath.Ln2Lo32, zNLn2Lo)
+	for k, c := range vmath.ExpTaylor32 {
+		g.broadcast(c, zC0+k)
 	}
-	g.broadcast(1, zOne)
-	g.broadcast(88.7, zHi)
 	// First pass: the sums of squares over the channels, in order.
 	for k := 0; k < normBlock/16; k++ {
 		g.I("VPXORD %s, %s, %s", z(k), z(k), z(k))
@@ -290,8 +252,8 @@ TEXT ·rmsNormAVX512(SB), NOSPLIT, $0-56
 		g.I("VMAXPS %s, %s, %s", z(k), z(zTiny), z(k))
 		g.I("VMOVUPS %s, %d(R9)", z(k), 64*k)
 	}
-	g.broadcast(-87.3, zLo)
-	g.Broadcast32(0x7f800000, zInf)
+	g.broadcast(vmath.Exp32Lo, zLo)
+	g.broadcast(vmath.Exp32Hi, zHi)
 	g.I("MOVQ R10, SI")
 	g.I("MOVQ R11, CX")
 	g.I("MOVBLZX act+44(FP), AX")

@@ -64,8 +64,9 @@ func LayerNorm(y, x []float32, rows, d int, eps float64, w, b []float32) {
 // GroupNorm normalises x [channels][P] in place by groups of
 // channels/groups channels (nn.GroupNorm: mean and biased variance over
 // the group's channels and positions, in float64), applies the affine
-// weights w and b [channels] in float64, then SiLU64 when silu is set, and
-// rounds once to float32. LongLive-RAG's autoencoder (package ragae).
+// weights w and b [channels] in float64, rounds once to float32, then
+// applies SiLU32 when silu is set. LongLive-RAG's autoencoder (package
+// ragae).
 func GroupNorm(x []float32, channels, P, groups int, w, b []float32, eps float64, silu bool) {
 	cpg := channels / groups
 	n := float64(cpg * P)
@@ -79,18 +80,18 @@ func GroupNorm(x []float32, channels, P, groups int, w, b []float32, eps float64
 		var ss float64
 		for _, v := range part {
 			dv := float64(v) - mean
-			ss += dv * dv
+			ss += float64(dv * dv)
 		}
 		inv := 1 / math.Sqrt(ss/n+eps)
 		for k := 0; k < cpg; k++ {
 			c := gi*cpg + k
 			a, bc := inv*float64(w[c]), float64(b[c])
 			for p, v := range part[k*P : (k+1)*P] {
-				y := (float64(v)-mean)*a + bc
+				y := float32(float64((float64(v)-mean)*a) + bc) // rounded product: no fused multiply-add
 				if silu {
-					y = SiLU64(y)
+					y = SiLU32(y)
 				}
-				part[k*P+p] = float32(y)
+				part[k*P+p] = y
 			}
 		}
 	}

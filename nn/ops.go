@@ -5,7 +5,6 @@ import (
 
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/parallel"
-	"github.com/densitykv/densitykv/internal/vmath"
 )
 
 // normBlock is the number of pixels normalised together (their sums of
@@ -133,7 +132,3 @@ var (
 	widenBF16Asm  func(dst []float32, src []uint16)
 	gatherRowsAsm func(dst, src []float32, stride, rows int)
 )
-
-// SiLU32 returns v·sigmoid(v) = v / (1 + e^−v) in float32 steps with
-// vmath.Exp32NoFMA (within a few float32 ulp): the VAE's activation.
-func SiLU32(v float32) float32 { return v / (1 + vmath.Exp32NoFMA(-v)) }

@@ -24,7 +24,7 @@ func normInputs(rng *rand.Rand, ch, P int) (src, gamma []float32) {
 			src[i] = float32(rng.NormFloat64() * math.Pow(10, float64(rng.IntN(7)-3)))
 		}
 	}
-	gs := []float32{0, 1e-30, 0.3, 1, 5, 30, 87.2, 87.4, 88.6, 88.8, 89, 100, 1e30}
+	gs := []float32{0, 1e-30, 0.3, 1, 5, 30, 87.2, 87.4, 88.6, 88.8, 89, 100, 103.5, 104, 104.5, 1e30}
 	gamma = make([]float32, ch)
 	for c := range gamma {
 		gamma[c] = gs[rng.IntN(len(gs))] * float32(1-2*rng.IntN(2))

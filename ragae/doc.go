@@ -39,6 +39,7 @@
 //
 // Compute is float32 with the convolutions as gemm products (im2col) and
 // the normalisation statistics, pooling and norm in float64 sums in a
-// fixed order, and SiLU's exponential from internal/vmath (defined bits),
-// so a descriptor is the same on every CPU and thread count.
+// fixed order, and the SiLU in float32 (nn.SiLU32 on vmath.Exp32, the one
+// exponential of every model: defined bits), so a descriptor is the same
+// on every CPU and thread count.
 package ragae

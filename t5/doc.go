@@ -30,8 +30,9 @@
 // to bfloat16 — and multiplies with gemm.MulPacked; attention runs per head (scores q·kᵀ,
 // softmax with bias and mask, then p·v) on gemm's packed products, at bf16
 // with q, k, v and the probabilities rounded to bfloat16. The RMS
-// statistics and the softmax sums are accumulated in float64, the GELU and
-// the exponential are float32 without fused multiply-adds. Results are
+// statistics and the softmax sums are accumulated in float64; the GELU
+// (nn.GELUTanh) and the softmax's exponential are float32, on the one
+// exponential of every model, vmath.Exp32 (internal/vmath). Results are
 // deterministic and the same bits on every CPU, gemm kernel, build and
 // thread count: every output element is computed by one goroutine in a
 // fixed order with one definition per product. Against Wan's float64

@@ -65,9 +65,10 @@
 // precision used. Results are the same bits for every thread count, gemm
 // kernel, build and CPU (the tests force each kernel and pin a hash). The
 // RMS norm and its SiLU, the convolution's bias and its other element-wise
-// steps are package nn's (nn.RMSNormChannels, nn.SiLU32, nn.AddBias): one
-// definition each and, on AVX-512 CPUs in the default build, a generated
-// kernel with the same bits.
+// steps are package nn's (nn.RMSNormChannels, nn.SiLU32 on vmath.Exp32,
+// the one exponential of every model, nn.AddBias): one definition each
+// and, on AVX-512 CPUs in the default build, a generated kernel with the
+// same bits.
 //
 // Parameters mirror the checkpoint names ("decoder.upsamples.3.time_conv.weight",
 // see Model.Params); Load reads Wan2.1_VAE.pth (the encoder's keys are

@@ -48,11 +48,14 @@
 // kernel and every build (the tests force each kernel and pin a hash of
 // the outputs): the products have one definition per precision, the
 // element-wise steps are written so that no multiply-add can be fused
-// (explicit conversions), and the exponentials are pure Go (internal/vmath). The
-// time embedding's sinusoid uses math.Pow and math.Sincos from the
-// standard library: on amd64, math.Exp (under Pow) is assembly that uses
-// FMA on CPUs with AVX and FMA, so a CPU without them could differ in the
-// last bit of a float64 sinusoid value before its rounding to float32.
+// (explicit conversions), and the GELU, the SiLU and the attention's
+// softmax compute in float32 on the one exponential of every model,
+// vmath.Exp32 (pure Go, reproduced bit for bit by nn's and attn's
+// kernels). The time embedding's sinusoid uses math.Pow and math.Sincos
+// from the standard library: on amd64, math.Exp (under Pow) is assembly
+// that uses FMA on CPUs with AVX and FMA, so a CPU without them could
+// differ in the last bit of a float64 sinusoid value before its rounding
+// to float32.
 //
 // Parameters mirror the checkpoint names ("blocks.3.self_attn.q.weight",
 // see Model.Params); Load reads them in every layout package weights

@@ -2,10 +2,10 @@
 // gemm's kernels (gemm/internal/asmgen) and the element-wise kernels
 // (attn/gen_softmax.go, riesz/gen_epilogue.go, nn/gen_gelu.go,
 // nn/gen_ops.go). It holds an instruction buffer, register names, constant
-// broadcasts, the exponentials of internal/vmath as instruction sequences,
-// instructions Go's assembler lacks written as bytes (Encode, with the
-// list of them for a disassembler check), and the check that keeps a
-// checked-in generated file in sync with its generator.
+// broadcasts, the one exponential of internal/vmath (Exp32) as an
+// instruction sequence, instructions Go's assembler lacks written as bytes
+// (Encode, with the list of them for a disassembler check), and the check
+// that keeps a checked-in generated file in sync with its generator.
 package asmtext
 
 import (
@@ -123,54 +123,40 @@ func CheckGenerated(t TB, generator, file string) {
 	}
 }
 
-// ExpPD emits vmath.Exp on the float64 lanes of the registers x[k]
-// (clamped by the caller), interleaved over k: VMULPD by log2e, VRNDSCALEPD
-// $0 (round to nearest even), u = FMA(n, −ln2, x) by VFMADD231PD, the
-// Horner polynomial by VFMADD213PD from the coefficient registers
-// c … c+8 (vmath.ExpTaylor), and VSCALEFPD. The results land in q[k]; n[k]
-// and u[k] are scratch; log2e and nln2 hold vmath.Log2e and −vmath.Ln2.
-func (w *Writer) ExpPD(x, n, u, q []int, log2e, nln2, c int) {
-	w.exp("PD", x, n, u, q, log2e, []int{nln2}, c, len(vmath.ExpTaylor)-1)
-}
-
 // ExpPS emits vmath.Exp32 on the float32 lanes of the registers x[k]
-// (clamped by the caller) as ExpPD does, with the reduction in two steps,
-// u = FMA(n, −ln2hi, x) and u = FMA(n, −ln2lo, u), and the coefficient
-// registers c … c+7 (vmath.ExpTaylor32); nln2hi and nln2lo hold
+// (clamped by the caller to [vmath.Exp32Lo, vmath.Exp32Hi], NaN kept, as
+// vmath.Exp32Clamped does), interleaved over k: VMULPS by log2e,
+// VRNDSCALEPS $0 (round to nearest even), the reduction in two steps, u =
+// FMA(n, −ln2hi, x) and u = FMA(n, −ln2lo, u) by VFMADD231PS, the Horner
+// polynomial by VFMADD213PS from the coefficient registers c … c+7
+// (vmath.ExpTaylor32), and VSCALEFPS. The results land in q[k]; n[k] and
+// u[k] are scratch; log2e, nln2hi and nln2lo hold vmath.Log2e32,
 // −vmath.Ln2Hi32 and −vmath.Ln2Lo32. x and q may be the same registers (x
 // is read only before q is written).
 func (w *Writer) ExpPS(x, n, u, q []int, log2e, nln2hi, nln2lo, c int) {
-	w.exp("PS", x, n, u, q, log2e, []int{nln2hi, nln2lo}, c, len(vmath.ExpTaylor32)-1)
-}
-
-// exp emits the exponential of ExpPD and ExpPS on vectors of element type
-// t ("PD" or "PS"): the reduction by the constants −ln2 (split into as many
-// parts as nln2 has), then the Horner polynomial of degree deg.
-func (w *Writer) exp(t string, x, n, u, q []int, log2e int, nln2 []int, c, deg int) {
+	deg := len(vmath.ExpTaylor32) - 1
 	for k := range x {
-		w.I("VMUL%s %s, %s, %s", t, Z(log2e), Z(x[k]), Z(n[k])) // x·log2e
+		w.I("VMULPS %s, %s, %s", Z(log2e), Z(x[k]), Z(n[k])) // x·log2e
 	}
 	for k := range x {
-		w.I("VRNDSCALE%s $0, %s, %s", t, Z(n[k]), Z(n[k])) // RoundToEven
+		w.I("VRNDSCALEPS $0, %s, %s", Z(n[k]), Z(n[k])) // RoundToEven
 	}
 	for k := range x {
-		w.I("VMOVAP%s %s, %s", t[1:], Z(x[k]), Z(u[k]))
-		w.I("VFMADD231%s %s, %s, %s", t, Z(nln2[0]), Z(n[k]), Z(u[k])) // u = FMA(n, −ln2 or its high part, x)
-	}
-	for _, l := range nln2[1:] {
-		for k := range x {
-			w.I("VFMADD231%s %s, %s, %s", t, Z(l), Z(n[k]), Z(u[k])) // u = FMA(n, −ln2's low part, u)
-		}
+		w.I("VMOVAPS %s, %s", Z(x[k]), Z(u[k]))
+		w.I("VFMADD231PS %s, %s, %s", Z(nln2hi), Z(n[k]), Z(u[k])) // u = FMA(n, −ln2hi, x)
 	}
 	for k := range x {
-		w.I("VMOVAP%s %s, %s", t[1:], Z(c+deg), Z(q[k])) // q = c_deg
+		w.I("VFMADD231PS %s, %s, %s", Z(nln2lo), Z(n[k]), Z(u[k])) // u = FMA(n, −ln2lo, u)
+	}
+	for k := range x {
+		w.I("VMOVAPS %s, %s", Z(c+deg), Z(q[k])) // q = c_deg
 	}
 	for j := deg - 1; j >= 0; j-- {
 		for k := range x {
-			w.I("VFMADD213%s %s, %s, %s", t, Z(c+j), Z(u[k]), Z(q[k])) // q = FMA(q, u, c)
+			w.I("VFMADD213PS %s, %s, %s", Z(c+j), Z(u[k]), Z(q[k])) // q = FMA(q, u, c)
 		}
 	}
 	for k := range x {
-		w.I("VSCALEF%s %s, %s, %s", t, Z(n[k]), Z(q[k]), Z(q[k])) // q·2^n
+		w.I("VSCALEFPS %s, %s, %s", Z(n[k]), Z(q[k]), Z(q[k])) // q·2^n
 	}
 }

@@ -3,8 +3,8 @@ package vmath
 import "math"
 
 // The float32 functions: one rounding per step, every step an IEEE float32
-// operation; the assembly versions (package attn's softmax) compute the
-// same bits.
+// operation; the assembly versions (package attn's softmax, package nn's
+// GELU and SiLU kernels) compute the same bits.
 
 const (
 	minNormal32 = 0x1p-126 // smallest normal float32
@@ -103,4 +103,24 @@ func Exp32(x float32) float32 {
 		q = FMA32(q, u, ExpTaylor32[k])
 	}
 	return float32(float64(q) * math.Float64frombits(uint64(int64(n)+1023)<<52))
+}
+
+// The clamps of Exp32Clamped.
+const (
+	Exp32Lo float32 = -104 // below: e^x < 2^−150, which rounds to 0 in float32
+	Exp32Hi float32 = 89   // above: e^x > 2^128, which rounds to +Inf in float32
+)
+
+// Exp32Clamped returns e^x in float32 for every float32 x: NaN for NaN (x
+// itself), otherwise Exp32(min(max(x, Exp32Lo), Exp32Hi)), which is 0
+// below about −103.97 (gradual underflow before), +Inf above about 88.72,
+// and 1 at ±0. It is the exponential every model computes (the softmaxes
+// of attn and umT5, nn's GELU and SiLU). The assembly versions clamp with
+// VMAXPS and VMINPS (a NaN argument stays NaN through the steps) and then
+// compute Exp32's steps.
+func Exp32Clamped(x float32) float32 {
+	if x != x {
+		return x
+	}
+	return Exp32(min(max(x, Exp32Lo), Exp32Hi))
 }
