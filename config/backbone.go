@@ -2,14 +2,9 @@ package config
 
 import (
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 
 	"github.com/densitykv/densitykv/internal/vocab"
 	"github.com/densitykv/densitykv/rollout"
-	"github.com/densitykv/densitykv/wan"
-	"github.com/densitykv/densitykv/weights"
 )
 
 // Backbone names a released few-step causal generator whose settings a
@@ -166,69 +161,9 @@ func (gc *GenerateConfig) ApplyPreset(explicit func(key string) bool) error {
 	return nil
 }
 
-// resolveLoRA checks --lora before any work: its adapters are read
-// (weights.OpenLoRA: names, shapes, the rank and alpha the file states)
-// and held against the backbone. A backbone that takes no LoRA
-// (self-forcing, causal-forcing) refuses one, and LongLive one of another
-// rank than its own (256: its authors' loader refuses those, and its
-// alpha 256 would scale a rank-64 adapter by 4), unless the alpha is
-// given explicitly (--lora-alpha, generate.lora_alpha): then the scale
-// alpha/rank is the user's. The alpha used is the one given, else the
-// file's (".alpha" tensors, adapter_config.json, its metadata), else the
-// preset's, else the rank (scale 1); it is recorded in G.LoRAAlpha. A
-// given alpha the file contradicts is refused.
-func (gc *GenerateConfig) resolveLoRA(model wan.Config, given bool) error {
-	G := &gc.Generate
-	if G.LoRA == "" {
-		return nil
-	}
-	if _, err := os.Stat(G.LoRA); err != nil {
-		return fmt.Errorf("--lora: %w", err)
-	}
-	shell := &wan.Model{Cfg: model, Blocks: make([]wan.Block, model.Layers)}
-	var targets []string
-	for _, e := range shell.Expected() {
-		if len(e.Shape) == 2 && strings.HasSuffix(e.Name, ".weight") {
-			targets = append(targets, e.Name)
-		}
-	}
-	f, err := weights.OpenLoRA(G.LoRA, targets)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	ranks := fmt.Sprint(f.Ranks())
-	if r := f.Rank(); r > 0 {
-		ranks = strconv.Itoa(r)
-	}
-	p, preset := G.Backbone.Preset()
-	switch {
-	case preset && !p.NeedsLoRA && !given:
-		return fmt.Errorf("--lora %s: --backbone %s takes no LoRA (its authors merge none); to merge these rank-%s adapters anyway, give their alpha with --lora-alpha (the scale is alpha/rank)", G.LoRA, G.Backbone, ranks)
-	case preset && p.NeedsLoRA && f.Rank() != p.LoRARank && !given:
-		return fmt.Errorf("--lora %s has rank-%s adapters; --backbone %s's are rank %d with alpha %g (its authors' loader refuses other ranks, and alpha %g would scale these by %s); to merge them anyway, give their alpha with --lora-alpha (the scale is alpha/rank)",
-			G.LoRA, ranks, G.Backbone, p.LoRARank, p.LoRAAlpha, p.LoRAAlpha, scaleOf(p.LoRAAlpha, f.Ranks()))
-	case given && f.Alpha > 0 && f.Alpha != G.LoRAAlpha:
-		return fmt.Errorf("--lora-alpha (generate.lora_alpha) is %g, but --lora %s says alpha %g (its %s)", G.LoRAAlpha, G.LoRA, f.Alpha, f.AlphaFrom)
-	case !given && f.Alpha > 0:
-		G.LoRAAlpha = f.Alpha
-	}
-	if G.LoRAAlpha == 0 && len(f.Ranks()) > 1 {
-		return fmt.Errorf("--lora %s has adapters of ranks %v and states no alpha: give it with --lora-alpha (alpha = the rank needs one rank)", G.LoRA, f.Ranks())
-	}
-	// Everything wan.Load checks before it reads the factors: shapes
-	// against the model, every block Linear adapted.
-	if _, err := wan.CheckLoRA(G.LoRA, model, G.LoRAAlpha); err != nil {
-		return fmt.Errorf("--lora: %w", err)
-	}
-	return nil
-}
-
-// scaleOf writes alpha/r for each rank.
-func scaleOf(alpha float64, ranks []int) string {
-	var s []string
-	for _, r := range ranks {
-		s = append(s, strconv.FormatFloat(alpha/float64(r), 'g', 4, 64))
-	}
-	return strings.Join(s, ", ")
+// LoRAAlphaGiven reports whether the LoRA alpha was given (a flag or the
+// file: ApplyPreset's explicit, or keys, the file's): the input stage then
+// holds the LoRA file's own alpha against it.
+func (gc *GenerateConfig) LoRAAlphaGiven(keys Keys) bool {
+	return gc.loraAlphaGiven || keys.Set["generate.lora_alpha"]
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,14 +12,12 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/drift"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/video"
 	"github.com/densitykv/densitykv/wan"
-	"github.com/densitykv/densitykv/weights"
 )
 
 // GenerateConfig is config.resolved.yaml of a generate run: the run,
@@ -337,8 +334,10 @@ func (g *GenerateSection) PromptSchedule() []ScheduleEntry {
 // are applied (keys are the file's, named file in errors) and derives what
 // follows from it: the model from the architecture, the stream from the
 // block count, the layout and RoPE base from the model and latent size,
-// and the resolved memory. Input files are checked to exist here and read
-// later, before the run folder is made.
+// and the resolved memory. It reads no file: the input stage
+// (runinput.ResolveGenerate) fills a model folder's parts in before it and
+// checks the input files after it (the checkpoint's entry, the LoRA
+// against the backbone, the text and VAE files).
 func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 	G := &gc.Generate
 	has := func(key string) bool { return keys.Set[key] }
@@ -360,39 +359,8 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 	if !has("generate.precision") {
 		G.Precision = DefaultPrecision(G.Arch)
 	}
-	if err := G.resolveModelDir(); err != nil {
-		return err
-	}
 	if G.Checkpoint == "" {
 		return fmt.Errorf("--checkpoint is required (a .safetensors or .pt file of the causal Wan generator, or a diffusers folder; --model for a whole diffusers model)")
-	}
-	if _, err := os.Stat(G.Checkpoint); err != nil {
-		return fmt.Errorf("--checkpoint: %w", err)
-	}
-	files, err := weights.Files(G.Checkpoint, weights.DiT)
-	if err != nil {
-		return err
-	}
-	// Record the entry that will be loaded (the automatic choice resolved).
-	entry := ""
-	if len(files) == 1 {
-		entry, err = checkpoint.TorchEntry(files[0], checkpoint.TorchOptions{Entry: G.Entry})
-	}
-	if err != nil {
-		from := fmt.Sprintf("--entry %q", G.Entry)
-		if p, ok := G.Backbone.Preset(); ok && p.Entry == G.Entry {
-			from += fmt.Sprintf(", the %s preset's; name another with --entry", G.Backbone)
-		}
-		return fmt.Errorf("--checkpoint %s (%s): %w", G.Checkpoint, from, err)
-	}
-	if G.Entry == "" && G.Backbone == BackboneNone && entry == "generator" {
-		if ents, err := torchEntries(files[0]); err == nil && slices.Contains(ents, "generator_ema") {
-			gc.Warnings = append(gc.Warnings, fmt.Sprintf("generate: %s holds generator and generator_ema; loading generator (name the entry with --entry, or use --backbone: self-forcing runs generator_ema)", G.Checkpoint))
-		}
-	}
-	G.Entry = entry
-	if err := gc.resolveLoRA(model, gc.loraAlphaGiven || has("generate.lora_alpha")); err != nil {
-		return err
 	}
 	if G.FramesPerBlock <= 0 {
 		return fmt.Errorf("--frames-per-block (generate.frames_per_block) is %d, want >= 1", G.FramesPerBlock)
@@ -510,16 +478,10 @@ func (G *GenerateSection) resolveText(model wan.Config, out string) error {
 		if len(G.Texts) > 0 || len(G.Prompts) > 0 {
 			return fmt.Errorf("--prompts makes one video per line of %s; leave out --text and --prompt", G.PromptsFile)
 		}
-		if _, err := os.Stat(G.PromptsFile); err != nil {
-			return fmt.Errorf("--prompts: %w", err)
-		}
 	} else if len(G.Texts) == 0 && len(G.Prompts) == 0 {
 		return fmt.Errorf("--prompt (with --text-encoder and --tokenizer) or --text is required (a tensor file with the text-encoder output [L, %d])", model.TextDim)
 	}
 	for i, ts := range G.Texts {
-		if _, err := os.Stat(ts.Path); err != nil {
-			return fmt.Errorf("--text: %w", err)
-		}
 		if i > 0 && ts.FromBlock <= G.Texts[i-1].FromBlock {
 			return fmt.Errorf("--text: prompt %s starts at block %d, not after the previous one's %d", ts.Path, ts.FromBlock, G.Texts[i-1].FromBlock)
 		}
@@ -559,66 +521,12 @@ func (G *GenerateSection) resolveText(model wan.Config, out string) error {
 			G.TextCache = filepath.Join(out, "text_cache")
 		}
 	}
-	for _, f := range []struct{ flag, path string }{{"--text-encoder", G.TextEncoder}, {"--tokenizer", G.Tokenizer}} {
-		if f.path == "" {
-			continue
-		}
-		if _, err := os.Stat(f.path); err != nil {
-			return fmt.Errorf("%s: %w", f.flag, err)
-		}
-	}
-	// Find the files in folders now (generate.CheckText reads the
-	// tensors and the tokenizer before any work).
-	if G.TextEncoder != "" {
-		if _, err := weights.Files(G.TextEncoder, weights.TextEncoder); err != nil {
-			return err
-		}
-	}
-	if G.Tokenizer != "" {
-		if _, err := weights.TokenizerFile(G.Tokenizer); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
-// resolveModelDir fills the model's parts not given (Checkpoint, VAE,
-// TextEncoder, Tokenizer) from the diffusers model folder ModelDir: its
-// component folders (weights.Component). A folder without
-// model_index.json, or without one of the components, is an error.
-func (G *GenerateSection) resolveModelDir() error {
-	if G.ModelDir == "" {
-		return nil
-	}
-	if _, err := os.Stat(filepath.Join(G.ModelDir, weights.ModelIndex)); err != nil {
-		return fmt.Errorf("--model %s: not a diffusers model folder (no %s); give its parts with --checkpoint, --vae, --text-encoder and --tokenizer: %w", G.ModelDir, weights.ModelIndex, err)
-	}
-	for _, c := range []struct {
-		dst  *string
-		kind weights.Kind
-	}{{&G.Checkpoint, weights.DiT}, {&G.VAE, weights.VAE}, {&G.TextEncoder, weights.TextEncoder}, {&G.Tokenizer, weights.Tokenizer}} {
-		if *c.dst != "" {
-			continue
-		}
-		p, err := weights.Component(G.ModelDir, c.kind)
-		if err != nil {
-			return fmt.Errorf("--model: %w", err)
-		}
-		*c.dst = p
-	}
-	return nil
-}
-
-// resolveVAE checks the VAE file and the latent statistics.
+// resolveVAE checks the latent statistics (the VAE file itself: the input
+// stage, runinput.ResolveGenerate).
 func (G *GenerateSection) resolveVAE() error {
-	if G.VAE != "" {
-		if _, err := os.Stat(G.VAE); err != nil {
-			return fmt.Errorf("--vae: %w", err)
-		}
-		if _, err := weights.Files(G.VAE, weights.VAE); err != nil {
-			return err
-		}
-	}
 	if (G.VAEMean == nil) != (G.VAEStd == nil) || len(G.VAEMean) != len(G.VAEStd) {
 		return fmt.Errorf("--vae-mean and --vae-std (generate.vae_mean, vae_std) give %d and %d values; give both with one value per latent channel, or neither (Wan2.1's statistics)", len(G.VAEMean), len(G.VAEStd))
 	}
@@ -635,20 +543,6 @@ func (G *GenerateSection) resolveVAE() error {
 		}
 	}
 	return nil
-}
-
-// torchEntries lists a PyTorch checkpoint's entries of tensors.
-func torchEntries(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	return checkpoint.TorchEntries(f, st.Size())
 }
 
 // resolveRAGAE checks LongLive-RAG's autoencoder against the descriptor

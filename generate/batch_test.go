@@ -9,6 +9,7 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/runinput"
 	"github.com/densitykv/densitykv/tokenizer"
 )
 
@@ -68,7 +69,7 @@ func TestGenerateListExtended(t *testing.T) {
 	os.WriteFile(e, []byte("a grey cat sleeps on a sofa\n"), 0o644)
 	gc := tinyPipeline(t, dir, "x", config.PromptSpec{Text: "x"})
 	gc.Generate.Prompts, gc.Generate.PromptsFile, gc.Generate.ExtendedPromptsFile, gc.Generate.Blocks = nil, p, e, 1
-	if err := gc.Resolve(config.NewKeys(), "test"); err != nil {
+	if err := runinput.ResolveGenerate(&gc, config.NewKeys(), "test"); err != nil {
 		t.Fatal(err)
 	}
 	res, err := GenerateList(context.Background(), gc, ListOptions{}, runfolder.Hooks{})

@@ -15,6 +15,7 @@ import (
 	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/runinput"
 	"github.com/densitykv/densitykv/vae"
 	"github.com/densitykv/densitykv/video"
 )
@@ -36,7 +37,7 @@ func tinyPipeline(t *testing.T, out, name string, prompts ...config.PromptSpec) 
 	gc.Memory.Capacity, gc.Memory.Bank.Sigma = 24, 4
 	keys := config.NewKeys()
 	keys.Set["memory.capacity"], keys.Set["memory.bank.sigma"] = true, true
-	if err := gc.Resolve(keys, "test"); err != nil {
+	if err := runinput.ResolveGenerate(&gc, keys, "test"); err != nil {
 		t.Fatal(err)
 	}
 	return gc
@@ -356,7 +357,7 @@ func TestGenerateBatch(t *testing.T) {
 	batch := func(name string) config.GenerateConfig {
 		gc := tinyPipeline(t, dir, name, config.PromptSpec{Text: "x"})
 		gc.Generate.Prompts, gc.Generate.PromptsFile, gc.Generate.Blocks = nil, pf, 2
-		if err := gc.Resolve(config.NewKeys(), "test"); err != nil {
+		if err := runinput.ResolveGenerate(&gc, config.NewKeys(), "test"); err != nil {
 			t.Fatal(err)
 		}
 		return gc

@@ -11,6 +11,7 @@ import (
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/runinput"
 )
 
 // listConfig is a one-block prompt list of the prompts file pf on the
@@ -19,7 +20,7 @@ func listConfig(t *testing.T, out, name, pf string) config.GenerateConfig {
 	t.Helper()
 	gc := tinyPipeline(t, out, name, config.PromptSpec{Text: "x"})
 	gc.Generate.Prompts, gc.Generate.PromptsFile, gc.Generate.Blocks = nil, pf, 1
-	if err := gc.Resolve(config.NewKeys(), "test"); err != nil {
+	if err := runinput.ResolveGenerate(&gc, config.NewKeys(), "test"); err != nil {
 		t.Fatal(err)
 	}
 	return gc

@@ -336,10 +336,12 @@ func setIf[T any](f *pflag.FlagSet, flag string, dst *T, v T) {
 
 // resolveGenerate builds a new generate run's configuration: the defaults,
 // the --config file, then the flags given on the command line (g and gf
-// hold their values), validated (config.GenerateConfig.Resolve), with the
+// hold their values), validated with its input files checked
+// (runinput.ResolveGenerate: a model folder's parts, the checkpoint's
+// entry, the LoRA; config.GenerateConfig.Resolve in between), with the
 // LongLive-RAG autoencoder read (runinput.CheckRAGAE: it records the
-// descriptor size); every other input file is read later, before the run
-// folder is created.
+// descriptor size); the weights are read later, before the run folder is
+// created.
 func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection, gf generateFlags) (config.GenerateConfig, error) {
 	gc := config.GenerateDefaults()
 	if err := cf.load(gc.Config, &gc.Config, &gc); err != nil {
@@ -481,7 +483,7 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 		}
 		G.Blocks = b
 	}
-	if err := gc.Resolve(cf.keys, cf.file); err != nil {
+	if err := runinput.ResolveGenerate(&gc, cf.keys, cf.file); err != nil {
 		return gc, usageError{err}
 	}
 	if err := runinput.CheckRAGAE(&gc); err != nil {

@@ -1,4 +1,4 @@
-package config
+package runinput
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/wan"
 )
 
@@ -60,27 +61,28 @@ func TestResolveLoRA(t *testing.T) {
 	os.WriteFile(filepath.Join(peft, "adapter_config.json"), b, 0o644)
 	for _, c := range []struct {
 		name      string
-		backbone  Backbone
+		backbone  config.Backbone
 		lora      string
 		alpha     float64
 		given     bool
 		says      string // "" accepted
 		wantAlpha float64
 	}{
-		{"longlive rank 256", BackboneLongLive, r256, 256, false, "", 256},
-		{"longlive rank 64", BackboneLongLive, r64, 256, false, "rank-64 adapters; --backbone longlive's are rank 256 with alpha 256 (its authors' loader refuses other ranks, and alpha 256 would scale these by 4)", 0},
-		{"longlive rank 64 asked", BackboneLongLive, r64, 64, true, "", 64},
-		{"self-forcing", BackboneSelfForcing, r256, 0, false, "--backbone self-forcing takes no LoRA", 0},
-		{"self-forcing asked", BackboneSelfForcing, r256, 128, true, "", 128},
-		{"none: the file's alpha", BackboneNone, kohya, 0, false, "", 8},
-		{"none: adapter_config.json", BackboneNone, peft, 0, false, "", 2},
-		{"given alpha against the file's", BackboneNone, kohya, 16, true, "--lora-alpha (generate.lora_alpha) is 16, but --lora " + kohya + " says alpha 8 (its .alpha tensors)", 0},
-		{"not a LoRA", BackboneNone, filepath.Join(dir, "peft", "adapter_config.json"), 0, false, "--lora", 0},
+		{"longlive rank 256", config.BackboneLongLive, r256, 256, false, "", 256},
+		{"longlive rank 64", config.BackboneLongLive, r64, 256, false, "rank-64 adapters; --backbone longlive's are rank 256 with alpha 256 (its authors' loader refuses other ranks, and alpha 256 would scale these by 4)", 0},
+		{"longlive rank 64 asked", config.BackboneLongLive, r64, 64, true, "", 64},
+		{"self-forcing", config.BackboneSelfForcing, r256, 0, false, "--backbone self-forcing takes no LoRA", 0},
+		{"self-forcing asked", config.BackboneSelfForcing, r256, 128, true, "", 128},
+		{"none: the file's alpha", config.BackboneNone, kohya, 0, false, "", 8},
+		{"none: adapter_config.json", config.BackboneNone, peft, 0, false, "", 2},
+		{"given alpha against the file's", config.BackboneNone, kohya, 16, true, "--lora-alpha (generate.lora_alpha) is 16, but --lora " + kohya + " says alpha 8 (its .alpha tensors)", 0},
+		{"not a LoRA", config.BackboneNone, filepath.Join(dir, "peft", "adapter_config.json"), 0, false, "--lora", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			gc := GenerateConfig{}
+			gc := config.GenerateConfig{}
 			gc.Generate.Backbone, gc.Generate.LoRA, gc.Generate.LoRAAlpha = c.backbone, c.lora, c.alpha
-			err := gc.resolveLoRA(wan.TinyConfig(), c.given)
+			gc.Generate.Model = wan.TinyConfig()
+			err := resolveLoRA(&gc, c.given)
 			switch {
 			case c.says == "" && err != nil:
 				t.Fatal(err)
@@ -105,9 +107,9 @@ func TestResolveLoRA(t *testing.T) {
 		}
 	}
 	checkpoint.WriteSafetensorsFile(partial, pts, nil)
-	pc := GenerateConfig{}
-	pc.Generate.LoRA = partial
-	if err := pc.resolveLoRA(wan.TinyConfig(), false); err == nil || !strings.Contains(err.Error(), "1 block Linear layers have no adapter: blocks.1.cross_attn.k.weight") {
+	pc := config.GenerateConfig{}
+	pc.Generate.LoRA, pc.Generate.Model = partial, wan.TinyConfig()
+	if err := resolveLoRA(&pc, false); err == nil || !strings.Contains(err.Error(), "1 block Linear layers have no adapter: blocks.1.cross_attn.k.weight") {
 		t.Fatalf("a missing adapter: %v", err)
 	}
 	// Mixed ranks need an alpha.
@@ -130,9 +132,68 @@ func TestResolveLoRA(t *testing.T) {
 		ts = append(ts, checkpoint.WriteTensor{Name: n, Shape: w.Shape, Data: w.Data})
 	}
 	checkpoint.WriteSafetensorsFile(mixed, ts, nil)
-	gc := GenerateConfig{}
-	gc.Generate.LoRA = mixed
-	if err := gc.resolveLoRA(wan.TinyConfig(), false); err == nil || !strings.Contains(err.Error(), fmt.Sprint([]int{4, 8})) {
+	gc := config.GenerateConfig{}
+	gc.Generate.LoRA, gc.Generate.Model = mixed, wan.TinyConfig()
+	if err := resolveLoRA(&gc, false); err == nil || !strings.Contains(err.Error(), fmt.Sprint([]int{4, 8})) {
 		t.Fatalf("mixed ranks without an alpha: %v", err)
+	}
+}
+
+// TestResolveGenerateFiles: the input stage names the input file that is
+// missing (config.GenerateConfig.Resolve reads none), and resolves the
+// entry of a checkpoint that is there.
+func TestResolveGenerateFiles(t *testing.T) {
+	dir := t.TempDir()
+	ckpt := writeLoRA(t, dir, "w.safetensors", 4, 0, false) // any safetensors file
+	file := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	text, enc, tok := file("t.safetensors"), file("enc.pth"), file("spiece.model")
+	base := func() config.GenerateConfig {
+		gc := config.GenerateDefaults()
+		g := &gc.Generate
+		g.Arch, g.Checkpoint, g.LatentHeight, g.LatentWidth, g.Blocks = "tiny", ckpt, 6, 8, 4
+		g.TextEncoder, g.Tokenizer, g.Prompts = enc, tok, []config.PromptSpec{{Text: "a"}}
+		gc.Run.Out = dir
+		return gc
+	}
+	none := filepath.Join(dir, "none")
+	for _, c := range []struct {
+		name string
+		mod  func(*config.GenerateSection)
+		want string
+	}{
+		{"checkpoint missing", func(g *config.GenerateSection) { g.Checkpoint = none }, "--checkpoint: stat " + none},
+		{"tokenizer missing", func(g *config.GenerateSection) { g.Tokenizer = none }, "--tokenizer: stat " + none},
+		{"text encoder missing", func(g *config.GenerateSection) { g.TextEncoder = none }, "--text-encoder: stat " + none},
+		{"text missing", func(g *config.GenerateSection) {
+			g.Prompts, g.Texts = nil, []config.TextSpec{{Path: none}}
+		}, "--text: stat " + none},
+		{"prompts file missing", func(g *config.GenerateSection) { g.Prompts, g.PromptsFile = nil, none }, "--prompts: stat " + none},
+		{"vae missing", func(g *config.GenerateSection) { g.VAE = none + ".pth" }, "--vae: stat " + none},
+		{"lora missing", func(g *config.GenerateSection) { g.LoRA = none }, "--lora: stat " + none},
+		{"model folder", func(g *config.GenerateSection) { g.ModelDir = dir }, "--model " + dir + ": not a diffusers model folder"},
+		{"all there", func(g *config.GenerateSection) { g.Texts = []config.TextSpec{{Path: text, FromBlock: 1}} }, ""},
+	} {
+		gc := base()
+		c.mod(&gc.Generate)
+		err := ResolveGenerate(&gc, config.NewKeys(), "test")
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want mention of %q", c.name, err, c.want)
+		}
+		// The configuration itself resolves: the missing file is the input
+		// stage's to find.
+		data := base()
+		c.mod(&data.Generate)
+		if err := data.Resolve(config.NewKeys(), "test"); err != nil {
+			t.Errorf("%s: config.GenerateConfig.Resolve: %v", c.name, err)
+		}
 	}
 }
