@@ -161,28 +161,59 @@ const snapChunk = 16 << 20
 // admission counters) only after it matched, so a damaged snapshot reports
 // the checksum. r is read no further than the snapshot's end.
 func load(r io.Reader) (*Bank, int64, error) {
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("bank: read snapshot: %w: %s", ErrSnapshot, fmt.Sprintf(format, args...))
-	}
-	var hdr [snapHeader]byte
-	if k, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, int64(k), fail("header: %v", err)
-	}
-	le := binary.LittleEndian
-	if string(hdr[:8]) != snapMagic {
-		return nil, snapHeader, fail("magic %q", hdr[:8])
-	}
-	if v := le.Uint32(hdr[8:]); v != snapVersion {
-		return nil, snapHeader, fail("unsupported version %d (want %d)", v, snapVersion)
-	}
-	bodyLen := le.Uint64(hdr[12:])
-	const maxBody = 1 << 40
-	if bodyLen > maxBody {
-		return nil, snapHeader, fail("body length %d exceeds %d", bodyLen, int64(maxBody))
+	hdr, bodyLen, k, err := readSnapHeader(r)
+	if err != nil {
+		return nil, k, err
 	}
 	cr := &rawio.CountReader{R: io.LimitReader(r, int64(bodyLen)+4)}
 	d := &snapDecoder{r: bufio.NewReaderSize(cr, 1<<16), left: int64(bodyLen), crc: crc32.Checksum(hdr[:], castagnoli)}
 	read := func() int64 { return snapHeader + cr.N }
+	cfg, err := d.config(bodyLen)
+	if err != nil {
+		return nil, read(), err
+	}
+	b, err := d.bank(cfg)
+	if err != nil {
+		return nil, read(), err
+	}
+	if err := d.checksum(); err != nil {
+		return nil, read(), err
+	}
+	if err := b.checkLoaded(); err != nil {
+		return nil, read(), err
+	}
+	return b, read(), nil
+}
+
+// snapFail is a snapshot's error: ErrSnapshot and what is wrong.
+func snapFail(format string, args ...any) error {
+	return fmt.Errorf("bank: read snapshot: %w: %s", ErrSnapshot, fmt.Sprintf(format, args...))
+}
+
+// readSnapHeader reads and checks a snapshot's header (magic, version) and
+// returns it with the body's length and the bytes read.
+func readSnapHeader(r io.Reader) (hdr [snapHeader]byte, bodyLen uint64, n int64, err error) {
+	if k, err := io.ReadFull(r, hdr[:]); err != nil {
+		return hdr, 0, int64(k), snapFail("header: %v", err)
+	}
+	le := binary.LittleEndian
+	if string(hdr[:8]) != snapMagic {
+		return hdr, 0, snapHeader, snapFail("magic %q", hdr[:8])
+	}
+	if v := le.Uint32(hdr[8:]); v != snapVersion {
+		return hdr, 0, snapHeader, snapFail("unsupported version %d (want %d)", v, snapVersion)
+	}
+	bodyLen = le.Uint64(hdr[12:])
+	const maxBody = 1 << 40
+	if bodyLen > maxBody {
+		return hdr, 0, snapHeader, snapFail("body length %d exceeds %d", bodyLen, int64(maxBody))
+	}
+	return hdr, bodyLen, snapHeader, nil
+}
+
+// config reads the bank's configuration and checks it, and that its
+// heads can fit in the body's bodyLen bytes.
+func (d *snapDecoder) config(bodyLen uint64) (Config, error) {
 	var dims [6]uint64
 	for i := range dims {
 		dims[i] = d.u64()
@@ -196,11 +227,11 @@ func load(r io.Reader) (*Bank, int64, error) {
 		en[i] = d.u8()
 	}
 	if d.err != nil {
-		return nil, read(), fail("config: %v", d.err)
+		return Config{}, snapFail("config: %v", d.err)
 	}
 	for i, v := range dims {
 		if v > 1<<31 {
-			return nil, read(), fail("config field %d = %d too large", i, v)
+			return Config{}, snapFail("config field %d = %d too large", i, v)
 		}
 	}
 	var payload Payload
@@ -210,7 +241,7 @@ func load(r io.Reader) (*Bank, int64, error) {
 	case BF16:
 		payload = PayloadBF16
 	default:
-		return nil, read(), fail("config: payload dtype %v must be f32 or bf16", DType(en[5]))
+		return Config{}, snapFail("config: payload dtype %v must be f32 or bf16", DType(en[5]))
 	}
 	cfg := Config{
 		Heads: int(dims[0]), KeyDim: int(dims[1]), ValueDim: int(dims[2]), DescDim: int(dims[3]), Capacity: int(dims[4]), Workers: int(dims[5]),
@@ -219,74 +250,101 @@ func load(r io.Reader) (*Bank, int64, error) {
 		Admission: Admission(en[4]), Payload: payload, Density: DType(en[6]),
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, read(), fail("%v", err)
+		return Config{}, snapFail("%v", err)
 	}
 	// Bound the allocation by what the body can hold before New allocates.
 	minPerHead := uint64(8)
 	if uint64(cfg.Heads)*minPerHead > bodyLen {
-		return nil, read(), fail("%d heads cannot fit in %d bytes", cfg.Heads, bodyLen)
+		return Config{}, snapFail("%d heads cannot fit in %d bytes", cfg.Heads, bodyLen)
 	}
+	return cfg, nil
+}
+
+// bank reads the counters and every head's states into a new bank of cfg.
+func (d *snapDecoder) bank(cfg Config) (*Bank, error) {
 	updates := int32(d.u32())
 	offered := int64(d.u64())
 	if d.err != nil || updates < 0 || offered < 0 {
-		return nil, read(), fail("counters: updates %d offered %d %v", updates, offered, d.err)
+		return nil, snapFail("counters: updates %d offered %d %v", updates, offered, d.err)
 	}
-	perState := uint64(cfg.KeyDim+cfg.ValueDim)*uint64(cfg.Payload.DType().Size()) + uint64(cfg.DescDim)*4 + 12 + 2*uint64(cfg.Density.Size())
 	b, err := New(cfg)
 	if err != nil {
-		return nil, read(), fail("%v", err)
+		return nil, snapFail("%v", err)
 	}
 	b.updates, b.offered = updates, offered
-	dd := cfg.descDim()
 	for h := range b.heads {
-		hd := &b.heads[h]
-		n64 := d.u64()
-		if d.err != nil || n64 > uint64(cfg.Capacity) {
-			return nil, read(), fail("head %d: occupancy %d (capacity %d) %v", h, n64, cfg.Capacity, d.err)
+		if err := d.head(b, h); err != nil {
+			return nil, err
 		}
-		n := int(n64)
-		if uint64(d.left) < uint64(n)*perState {
-			return nil, read(), fail("head %d: %d states need %d bytes, %d left", h, n, uint64(n)*perState, d.left)
-		}
-		hd.n = n
-		for _, p := range []*vectors{&hd.keys, &hd.vals} {
-			if p.bf {
-				p.b16 = readArray[uint16](d, n*p.dim)
-			} else {
-				p.f32 = readArray[float32](d, n*p.dim)
-			}
-		}
-		switch {
-		case cfg.DescDim > 0:
-			hd.desc = readArray[float32](d, n*dd)
-		case !b.descBF16() && d.err == nil:
-			hd.desc = make([]float32, n*dd)
-			for i := 0; i < n; i++ {
-				hd.keys.get(i, hd.desc[i*dd:])
-			}
-		}
-		hd.src = readArray[int64](d, n)
-		hd.adm = readArray[int32](d, n)
-		if cfg.Density == F32 {
-			hd.rho, hd.base = widen(readArray[float32](d, n)), widen(readArray[float32](d, n))
-		} else {
-			hd.rho, hd.base = readArray[float64](d, n), readArray[float64](d, n)
-		}
-		if d.err != nil {
-			return nil, read(), fail("head %d: %v", h, d.err)
-		}
-		hd.norms = make([]float32, n)
 	}
 	if d.left != 0 {
-		return nil, read(), fail("%d trailing bytes", d.left)
+		return nil, snapFail("%d trailing bytes", d.left)
 	}
+	return b, nil
+}
+
+// head reads head h's states into b.
+func (d *snapDecoder) head(b *Bank, h int) error {
+	cfg := b.cfg
+	perState := uint64(cfg.KeyDim+cfg.ValueDim)*uint64(cfg.Payload.DType().Size()) + uint64(cfg.DescDim)*4 + 12 + 2*uint64(cfg.Density.Size())
+	dd := cfg.descDim()
+	hd := &b.heads[h]
+	n64 := d.u64()
+	if d.err != nil || n64 > uint64(cfg.Capacity) {
+		return snapFail("head %d: occupancy %d (capacity %d) %v", h, n64, cfg.Capacity, d.err)
+	}
+	n := int(n64)
+	if uint64(d.left) < uint64(n)*perState {
+		return snapFail("head %d: %d states need %d bytes, %d left", h, n, uint64(n)*perState, d.left)
+	}
+	hd.n = n
+	for _, p := range []*vectors{&hd.keys, &hd.vals} {
+		if p.bf {
+			p.b16 = readArray[uint16](d, n*p.dim)
+		} else {
+			p.f32 = readArray[float32](d, n*p.dim)
+		}
+	}
+	switch {
+	case cfg.DescDim > 0:
+		hd.desc = readArray[float32](d, n*dd)
+	case !b.descBF16() && d.err == nil:
+		hd.desc = make([]float32, n*dd)
+		for i := 0; i < n; i++ {
+			hd.keys.get(i, hd.desc[i*dd:])
+		}
+	}
+	hd.src = readArray[int64](d, n)
+	hd.adm = readArray[int32](d, n)
+	if cfg.Density == F32 {
+		hd.rho, hd.base = widen(readArray[float32](d, n)), widen(readArray[float32](d, n))
+	} else {
+		hd.rho, hd.base = readArray[float64](d, n), readArray[float64](d, n)
+	}
+	if d.err != nil {
+		return snapFail("head %d: %v", h, d.err)
+	}
+	hd.norms = make([]float32, n)
+	return nil
+}
+
+// checksum reads the snapshot's checksum and compares it with the body's.
+func (d *snapDecoder) checksum() error {
 	var tail [4]byte
 	if _, err := io.ReadFull(d.r, tail[:]); err != nil {
-		return nil, read(), fail("truncated: no checksum: %v", err)
+		return snapFail("truncated: no checksum: %v", err)
 	}
-	if got := le.Uint32(tail[:]); got != d.crc {
-		return nil, read(), fail("checksum %08x, want %08x", got, d.crc)
+	if got := binary.LittleEndian.Uint32(tail[:]); got != d.crc {
+		return snapFail("checksum %08x, want %08x", got, d.crc)
 	}
+	return nil
+}
+
+// checkLoaded checks the states of a loaded bank (finite descriptors, whose
+// norms it computes; densities, baselines, admission counters; a shared
+// prefix's equal occupancies).
+func (b *Bank) checkLoaded() error {
+	dd := b.cfg.descDim()
 	row := make([]float32, dd)
 	for h := range b.heads {
 		hd := &b.heads[h]
@@ -294,31 +352,31 @@ func load(r io.Reader) (*Bank, int64, error) {
 			b.descRow(h, i, row)
 			for _, v := range row {
 				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-					return nil, read(), fail("head %d: non-finite descriptor at state %d", h, i)
+					return snapFail("head %d: non-finite descriptor at state %d", h, i)
 				}
 			}
 			riesz.Norms(hd.norms[i:i+1], row, 1, dd)
 		}
 		for i := 0; i < hd.n; i++ {
 			if !(hd.rho[i] >= 0) || math.IsInf(hd.rho[i], 0) || !(hd.base[i] > 0) || math.IsInf(hd.base[i], 0) {
-				return nil, read(), fail("head %d state %d: density %v baseline %v", h, i, hd.rho[i], hd.base[i])
+				return snapFail("head %d state %d: density %v baseline %v", h, i, hd.rho[i], hd.base[i])
 			}
-			if hd.adm[i] < 0 || hd.adm[i] >= updates {
-				return nil, read(), fail("head %d state %d: admitted at update %d of %d", h, i, hd.adm[i], updates)
+			if hd.adm[i] < 0 || hd.adm[i] >= b.updates {
+				return snapFail("head %d state %d: admitted at update %d of %d", h, i, hd.adm[i], b.updates)
 			}
 			if !(hd.norms[i] <= MaxNorm2) {
-				return nil, read(), fail("head %d state %d: descriptor norm overflows", h, i)
+				return snapFail("head %d state %d: descriptor norm overflows", h, i)
 			}
 		}
 	}
-	if cfg.Prefix == PrefixShared {
+	if b.cfg.Prefix == PrefixShared {
 		for h := range b.heads {
 			if b.heads[h].n != b.heads[0].n {
-				return nil, read(), fail("shared prefix but head %d holds %d states, head 0 %d", h, b.heads[h].n, b.heads[0].n)
+				return snapFail("shared prefix but head %d holds %d states, head 0 %d", h, b.heads[h].n, b.heads[0].n)
 			}
 		}
 	}
-	return b, read(), nil
+	return nil
 }
 
 // errTruncated is the snapDecoder's error for a body that ends early.

@@ -120,53 +120,15 @@ type Options struct {
 // state after block FirstBlock−1, and share src's layout. Block indices
 // passed to the policies count from FirstBlock at the start of the run.
 func Run(src synth.Reader, policies []memory.Policy, opt Options) (Summary, error) {
-	l := src.Layout()
-	if len(policies) == 0 {
-		return Summary{}, errors.New("sim: no policies")
+	if err := checkRun(src, policies, opt); err != nil {
+		return Summary{}, err
 	}
-	if opt.Steps < 0 || opt.MaxBlocks < 0 || opt.FirstBlock < 0 {
-		return Summary{}, fmt.Errorf("sim: steps %d, max blocks %d and first block %d must be ≥ 0", opt.Steps, opt.MaxBlocks, opt.FirstBlock)
-	}
-	for i, p := range policies {
-		if p == nil {
-			return Summary{}, fmt.Errorf("sim: policy %d is nil", i)
-		}
-		if p.Layout() != l {
-			return Summary{}, fmt.Errorf("sim: policy %d (%s) layout %+v differs from stream layout %+v", i, p.Name(), p.Layout(), l)
-		}
-	}
-	total := src.Blocks()
-	if opt.MaxBlocks > 0 && (total < 0 || opt.MaxBlocks < total) {
-		total = opt.MaxBlocks
-	}
-	n := l.TokensPerBlock() * l.Heads * l.HeadDim
-	type scratch struct{ q, k, v []float32 }
-	bufs := make([]scratch, len(policies))
-	for i := range bufs {
-		bufs[i] = scratch{make([]float32, n), make([]float32, n), make([]float32, n)}
-	}
-	cache := make([]scratch, l.Layers) // the block's layers when Steps > 0
-	sum := Summary{Policies: make([]PolicySummary, len(policies))}
-	for i, p := range policies {
-		sum.Policies[i].Name = p.Name()
-		if _, ok := p.(memory.StatsReporter); !ok {
-			sum.Policies[i].UpdateSeconds, sum.Policies[i].Admitted, sum.Policies[i].Evicted = -1, -1, -1
-		}
-	}
-	ctxs := make([]memory.Context, len(policies))
-	secs := make([]float64, len(policies))
-	upd := make([]float64, len(policies))
-	parts := make([][]memory.Parts, len(policies)) // clean pass, [policy][layer]
-	attendSecs := make([][]float64, len(policies))
-	for i := range policies {
-		parts[i] = make([]memory.Parts, l.Layers)
-		attendSecs[i] = make([]float64, l.Layers)
-	}
+	r := newLockstep(src, policies, opt)
 	for done := 0; opt.MaxBlocks == 0 || done < opt.MaxBlocks; done++ {
 		b := opt.FirstBlock + done
 		if opt.Context != nil {
 			if err := opt.Context.Err(); err != nil {
-				return sum, fmt.Errorf("sim: stopped before block %d: %w", b, err)
+				return r.sum, fmt.Errorf("sim: stopped before block %d: %w", b, err)
 			}
 		}
 		info, err := src.NextBlock()
@@ -174,127 +136,264 @@ func Run(src synth.Reader, policies []memory.Policy, opt Options) (Summary, erro
 			break
 		}
 		if err != nil {
-			return sum, fmt.Errorf("sim: block %d: %w", b, err)
+			return r.sum, fmt.Errorf("sim: block %d: %w", b, err)
 		}
-		clear(secs)
-		clear(upd)
-		for step := 0; step <= opt.Steps; step++ {
-			clean := step == opt.Steps
-			call := memory.Call{Block: b, Step: step, Clean: clean, First: step == 0, Latent: info.Latent}
-			for i, p := range policies {
-				t0 := time.Now()
-				if err := p.Begin(call); err != nil {
-					return sum, fmt.Errorf("sim: block %d step %d: %s: %w", b, step, p.Name(), err)
-				}
-				secs[i] += time.Since(t0).Seconds()
-			}
-			for layer := 0; layer < l.Layers; layer++ {
-				var q, k, v []float32
-				if step == 0 {
-					if q, k, v, err = src.Layer(layer); err != nil {
-						return sum, fmt.Errorf("sim: block %d layer %d: %w", b, layer, err)
-					}
-					if opt.Steps > 0 { // later calls of the block reuse the layer
-						cache[layer] = scratch{append(cache[layer].q[:0], q...), append(cache[layer].k[:0], k...), append(cache[layer].v[:0], v...)}
-					}
-				} else {
-					q, k, v = cache[layer].q, cache[layer].k, cache[layer].v
-				}
-				for i, p := range policies {
-					s := bufs[i]
-					copy(s.q, q)
-					copy(s.k, k)
-					copy(s.v, v)
-					t0 := time.Now()
-					c, err := p.Attend(layer, s.q, s.k, s.v)
-					dt := time.Since(t0).Seconds()
-					secs[i] += dt
-					if err != nil {
-						return sum, fmt.Errorf("sim: block %d step %d layer %d: %s: %w", b, step, layer, p.Name(), err)
-					}
-					if got, want := len(c.K), c.Parts.Total()*l.Heads*l.HeadDim; got != want || len(c.V) != want || len(c.Q) != n {
-						return sum, fmt.Errorf("sim: block %d layer %d: %s: context has %d keys, %d values, %d queries for parts %+v (want %d, %d, %d)",
-							b, layer, p.Name(), len(c.K), len(c.V), len(c.Q), c.Parts, want, want, n)
-					}
-					ctxs[i] = c
-					if clean {
-						parts[i][layer], attendSecs[i][layer] = c.Parts, dt
-					}
-				}
-				if clean && opt.ObserveLayer != nil {
-					if err := opt.ObserveLayer(LayerView{Block: b, Layer: layer, Q: q, K: k, V: v, Contexts: ctxs}); err != nil {
-						return sum, fmt.Errorf("sim: block %d layer %d: observer: %w", b, layer, err)
-					}
-				}
-			}
-			for i, p := range policies {
-				t0 := time.Now()
-				if err := p.End(); err != nil {
-					return sum, fmt.Errorf("sim: block %d step %d: %s: end: %w", b, step, p.Name(), err)
-				}
-				secs[i] += time.Since(t0).Seconds()
-				sr, ok := p.(memory.StatsReporter)
-				var st memory.Stats
-				if ok {
-					st = sr.LastStats()
-					upd[i] += st.UpdateSeconds
-				}
-				if !clean {
-					continue
-				}
-				ps := &sum.Policies[i]
-				for layer := 0; layer < l.Layers; layer++ {
-					rec := LayerRecord{Policy: i, Name: p.Name(), Block: b, Layer: layer, Parts: parts[i][layer],
-						Offered: -1, Admitted: -1, EvictedMandatory: -1, EvictedCapacity: -1, AttendSeconds: attendSecs[i][layer]}
-					if ok && layer < len(st.Occupancy) {
-						rec.Occupancy = append([]int(nil), st.Occupancy[layer]...)
-						rec.Offered, rec.Admitted = at(st.Offered, layer), at(st.Admitted, layer)
-						rec.EvictedMandatory, rec.EvictedCapacity = at(st.EvictedMandatory, layer), at(st.EvictedCapacity, layer)
-						ps.Admitted += int64(max(rec.Admitted, 0))
-						ps.Evicted += int64(max(rec.EvictedMandatory, 0) + max(rec.EvictedCapacity, 0))
-					} else {
-						rec.Occupancy = make([]int, l.Heads)
-						for h := range rec.Occupancy {
-							rec.Occupancy[h] = rec.Parts.Memory
-						}
-					}
-					if opt.OnLayer != nil {
-						if err := opt.OnLayer(rec); err != nil {
-							return sum, fmt.Errorf("sim: block %d layer %d: layer callback: %w", b, layer, err)
-						}
-					}
-				}
-			}
-		}
-		for i, p := range policies {
-			ps := &sum.Policies[i]
-			bytes := p.Bytes()
-			ps.Blocks++
-			ps.FinalBytes = bytes
-			ps.PeakBytes = max(ps.PeakBytes, bytes)
-			ps.Seconds += secs[i]
-			rec := BlockRecord{Policy: i, Name: p.Name(), Block: b, Bytes: bytes, UpdateSeconds: -1, Seconds: secs[i]}
-			if _, ok := p.(memory.StatsReporter); ok {
-				rec.UpdateSeconds = upd[i]
-				ps.UpdateSeconds += upd[i]
-			}
-			if opt.OnBlock != nil {
-				if err := opt.OnBlock(rec); err != nil {
-					return sum, fmt.Errorf("sim: block %d: block callback: %w", b, err)
-				}
-			}
-		}
-		sum.Blocks++
-		if opt.EndBlock != nil {
-			if err := opt.EndBlock(b); err != nil {
-				return sum, fmt.Errorf("sim: block %d: %w", b, err)
-			}
-		}
-		if opt.Progress != nil {
-			opt.Progress(sum.Blocks, total)
+		if err := r.block(b, info); err != nil {
+			return r.sum, err
 		}
 	}
-	return sum, nil
+	return r.sum, nil
+}
+
+// checkRun checks Run's arguments: policies, all of the stream's layout,
+// and non-negative counts.
+func checkRun(src synth.Reader, policies []memory.Policy, opt Options) error {
+	l := src.Layout()
+	if len(policies) == 0 {
+		return errors.New("sim: no policies")
+	}
+	if opt.Steps < 0 || opt.MaxBlocks < 0 || opt.FirstBlock < 0 {
+		return fmt.Errorf("sim: steps %d, max blocks %d and first block %d must be ≥ 0", opt.Steps, opt.MaxBlocks, opt.FirstBlock)
+	}
+	for i, p := range policies {
+		if p == nil {
+			return fmt.Errorf("sim: policy %d is nil", i)
+		}
+		if p.Layout() != l {
+			return fmt.Errorf("sim: policy %d (%s) layout %+v differs from stream layout %+v", i, p.Name(), p.Layout(), l)
+		}
+	}
+	return nil
+}
+
+// scratch holds one block's q, k and v of a layer.
+type scratch struct{ q, k, v []float32 }
+
+// lockstep is one Run: the policies driven through every call of a block
+// (Begin, Attend per layer, End; Steps denoising calls, then the clean
+// one), the stream's layers read once per block, and what the callbacks
+// and the summary are told.
+type lockstep struct {
+	src   synth.Reader
+	pols  []memory.Policy
+	opt   Options
+	l     memory.Layout
+	n     int       // values of one layer's q (and k, v) of a block
+	total int       // blocks Progress reports (−1: unknown)
+	bufs  []scratch // per policy: the layer's inputs, which a policy may overwrite
+	cache []scratch // the block's layers when Steps > 0
+	sum   Summary
+	ctxs  []memory.Context // the layer's context of each policy
+	secs  []float64        // the block's seconds in each policy's calls
+	upd   []float64        // and in its bank updates
+	// parts and attendSecs are the clean pass's, [policy][layer].
+	parts      [][]memory.Parts
+	attendSecs [][]float64
+}
+
+func newLockstep(src synth.Reader, policies []memory.Policy, opt Options) *lockstep {
+	l := src.Layout()
+	r := &lockstep{src: src, pols: policies, opt: opt, l: l, n: l.TokensPerBlock() * l.Heads * l.HeadDim, total: src.Blocks()}
+	if opt.MaxBlocks > 0 && (r.total < 0 || opt.MaxBlocks < r.total) {
+		r.total = opt.MaxBlocks
+	}
+	r.bufs = make([]scratch, len(policies))
+	for i := range r.bufs {
+		r.bufs[i] = scratch{make([]float32, r.n), make([]float32, r.n), make([]float32, r.n)}
+	}
+	r.cache = make([]scratch, l.Layers)
+	r.sum = Summary{Policies: make([]PolicySummary, len(policies))}
+	for i, p := range policies {
+		r.sum.Policies[i].Name = p.Name()
+		if _, ok := p.(memory.StatsReporter); !ok {
+			r.sum.Policies[i].UpdateSeconds, r.sum.Policies[i].Admitted, r.sum.Policies[i].Evicted = -1, -1, -1
+		}
+	}
+	r.ctxs = make([]memory.Context, len(policies))
+	r.secs = make([]float64, len(policies))
+	r.upd = make([]float64, len(policies))
+	r.parts = make([][]memory.Parts, len(policies))
+	r.attendSecs = make([][]float64, len(policies))
+	for i := range policies {
+		r.parts[i] = make([]memory.Parts, l.Layers)
+		r.attendSecs[i] = make([]float64, l.Layers)
+	}
+	return r
+}
+
+// block runs block b: every call of it, then the block's records.
+func (r *lockstep) block(b int, info synth.BlockInfo) error {
+	clear(r.secs)
+	clear(r.upd)
+	for step := 0; step <= r.opt.Steps; step++ {
+		if err := r.call(b, step, info); err != nil {
+			return err
+		}
+	}
+	return r.endBlock(b)
+}
+
+// call is one call of block b (step; the clean one is the last): every
+// policy's Begin, each layer's Attend, every policy's End.
+func (r *lockstep) call(b, step int, info synth.BlockInfo) error {
+	clean := step == r.opt.Steps
+	call := memory.Call{Block: b, Step: step, Clean: clean, First: step == 0, Latent: info.Latent}
+	for i, p := range r.pols {
+		t0 := time.Now()
+		if err := p.Begin(call); err != nil {
+			return fmt.Errorf("sim: block %d step %d: %s: %w", b, step, p.Name(), err)
+		}
+		r.secs[i] += time.Since(t0).Seconds()
+	}
+	for layer := 0; layer < r.l.Layers; layer++ {
+		if err := r.layer(b, step, layer, clean); err != nil {
+			return err
+		}
+	}
+	for i, p := range r.pols {
+		if err := r.end(i, p, b, step, clean); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inputs returns the layer's q, k and v: read from the stream at step 0
+// (and kept when later steps reuse them), the kept ones after.
+func (r *lockstep) inputs(b, step, layer int) (q, k, v []float32, err error) {
+	if step > 0 {
+		c := r.cache[layer]
+		return c.q, c.k, c.v, nil
+	}
+	if q, k, v, err = r.src.Layer(layer); err != nil {
+		return nil, nil, nil, fmt.Errorf("sim: block %d layer %d: %w", b, layer, err)
+	}
+	if r.opt.Steps > 0 { // later calls of the block reuse the layer
+		c := &r.cache[layer]
+		*c = scratch{append(c.q[:0], q...), append(c.k[:0], k...), append(c.v[:0], v...)}
+	}
+	return q, k, v, nil
+}
+
+// layer attends one layer with every policy (each on its own copy of the
+// inputs) and checks the contexts' sizes; the clean call's parts and
+// times are kept for the records, and shown to ObserveLayer.
+func (r *lockstep) layer(b, step, layer int, clean bool) error {
+	q, k, v, err := r.inputs(b, step, layer)
+	if err != nil {
+		return err
+	}
+	l := r.l
+	for i, p := range r.pols {
+		s := r.bufs[i]
+		copy(s.q, q)
+		copy(s.k, k)
+		copy(s.v, v)
+		t0 := time.Now()
+		c, err := p.Attend(layer, s.q, s.k, s.v)
+		dt := time.Since(t0).Seconds()
+		r.secs[i] += dt
+		if err != nil {
+			return fmt.Errorf("sim: block %d step %d layer %d: %s: %w", b, step, layer, p.Name(), err)
+		}
+		if got, want := len(c.K), c.Parts.Total()*l.Heads*l.HeadDim; got != want || len(c.V) != want || len(c.Q) != r.n {
+			return fmt.Errorf("sim: block %d layer %d: %s: context has %d keys, %d values, %d queries for parts %+v (want %d, %d, %d)",
+				b, layer, p.Name(), len(c.K), len(c.V), len(c.Q), c.Parts, want, want, r.n)
+		}
+		r.ctxs[i] = c
+		if clean {
+			r.parts[i][layer], r.attendSecs[i][layer] = c.Parts, dt
+		}
+	}
+	if clean && r.opt.ObserveLayer != nil {
+		if err := r.opt.ObserveLayer(LayerView{Block: b, Layer: layer, Q: q, K: k, V: v, Contexts: r.ctxs}); err != nil {
+			return fmt.Errorf("sim: block %d layer %d: observer: %w", b, layer, err)
+		}
+	}
+	return nil
+}
+
+// end ends policy i's call; after the clean call it reports the policy's
+// layers (OnLayer) and adds them to the summary.
+func (r *lockstep) end(i int, p memory.Policy, b, step int, clean bool) error {
+	t0 := time.Now()
+	if err := p.End(); err != nil {
+		return fmt.Errorf("sim: block %d step %d: %s: end: %w", b, step, p.Name(), err)
+	}
+	r.secs[i] += time.Since(t0).Seconds()
+	sr, ok := p.(memory.StatsReporter)
+	var st memory.Stats
+	if ok {
+		st = sr.LastStats()
+		r.upd[i] += st.UpdateSeconds
+	}
+	if !clean {
+		return nil
+	}
+	for layer := 0; layer < r.l.Layers; layer++ {
+		rec := r.layerRecord(i, p, b, layer, st, ok)
+		if r.opt.OnLayer != nil {
+			if err := r.opt.OnLayer(rec); err != nil {
+				return fmt.Errorf("sim: block %d layer %d: layer callback: %w", b, layer, err)
+			}
+		}
+	}
+	return nil
+}
+
+// layerRecord is policy i's record of a layer of block b's clean call
+// (from its statistics st when it reports them: ok), counted into the
+// summary.
+func (r *lockstep) layerRecord(i int, p memory.Policy, b, layer int, st memory.Stats, ok bool) LayerRecord {
+	ps := &r.sum.Policies[i]
+	rec := LayerRecord{Policy: i, Name: p.Name(), Block: b, Layer: layer, Parts: r.parts[i][layer],
+		Offered: -1, Admitted: -1, EvictedMandatory: -1, EvictedCapacity: -1, AttendSeconds: r.attendSecs[i][layer]}
+	if ok && layer < len(st.Occupancy) {
+		rec.Occupancy = append([]int(nil), st.Occupancy[layer]...)
+		rec.Offered, rec.Admitted = at(st.Offered, layer), at(st.Admitted, layer)
+		rec.EvictedMandatory, rec.EvictedCapacity = at(st.EvictedMandatory, layer), at(st.EvictedCapacity, layer)
+		ps.Admitted += int64(max(rec.Admitted, 0))
+		ps.Evicted += int64(max(rec.EvictedMandatory, 0) + max(rec.EvictedCapacity, 0))
+		return rec
+	}
+	rec.Occupancy = make([]int, r.l.Heads)
+	for h := range rec.Occupancy {
+		rec.Occupancy[h] = rec.Parts.Memory
+	}
+	return rec
+}
+
+// endBlock reports block b of every policy (OnBlock), counts it into the
+// summary, and calls EndBlock and Progress.
+func (r *lockstep) endBlock(b int) error {
+	for i, p := range r.pols {
+		ps := &r.sum.Policies[i]
+		bytes := p.Bytes()
+		ps.Blocks++
+		ps.FinalBytes = bytes
+		ps.PeakBytes = max(ps.PeakBytes, bytes)
+		ps.Seconds += r.secs[i]
+		rec := BlockRecord{Policy: i, Name: p.Name(), Block: b, Bytes: bytes, UpdateSeconds: -1, Seconds: r.secs[i]}
+		if _, ok := p.(memory.StatsReporter); ok {
+			rec.UpdateSeconds = r.upd[i]
+			ps.UpdateSeconds += r.upd[i]
+		}
+		if r.opt.OnBlock != nil {
+			if err := r.opt.OnBlock(rec); err != nil {
+				return fmt.Errorf("sim: block %d: block callback: %w", b, err)
+			}
+		}
+	}
+	r.sum.Blocks++
+	if r.opt.EndBlock != nil {
+		if err := r.opt.EndBlock(b); err != nil {
+			return fmt.Errorf("sim: block %d: %w", b, err)
+		}
+	}
+	if r.opt.Progress != nil {
+		r.opt.Progress(r.sum.Blocks, r.total)
+	}
+	return nil
 }
 
 func at(s []int, i int) int {
