@@ -79,17 +79,42 @@ type MeansRow struct {
 	Marks   [nDims + 1]int
 }
 
+// scoreKey names one folder's scores: a method on a backbone at a horizon.
+type scoreKey struct {
+	h        float64
+	backbone string
+	method   string
+}
+
+// scoreGrid holds a suite's scores (×100) by folder.
+type scoreGrid map[scoreKey]*[nDims]float64
+
 // suiteTables computes the tables of the folders of one suite from their
 // scores; every folder must have all six, and every method every backbone
 // at every horizon.
 func suiteTables(m *Manifest, suite Suite, scores map[string]*folderScores) (*SuiteTables, error) {
 	t := &SuiteTables{Suite: suite.ID, Videos: suite.Videos}
-	type key struct {
-		h        float64
-		backbone string
-		method   string
+	raw, err := t.gather(m, suite, scores)
+	if err != nil {
+		return nil, err
 	}
-	raw := map[key]*[nDims]float64{}
+	if err := t.checkGrid(suite, raw); err != nil {
+		return nil, err
+	}
+	if err := t.mainTable(raw); err != nil {
+		return nil, err
+	}
+	if err := t.meansTables(raw); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// gather reads the scores of the suite's folders, and the horizons,
+// backbones and methods they cover (in order) and their protocol (Mode);
+// a folder without all six scores is an error.
+func (t *SuiteTables) gather(m *Manifest, suite Suite, scores map[string]*folderScores) (scoreGrid, error) {
+	raw := scoreGrid{}
 	methods := map[string]bool{}
 	var missing []string
 	found := false
@@ -117,7 +142,7 @@ func suiteTables(m *Manifest, suite Suite, scores map[string]*folderScores) (*Su
 		for d := range r {
 			r[d] = fs.score[d] * 100
 		}
-		raw[key{f.Horizon, f.Backbone, f.Method}] = &r
+		raw[scoreKey{f.Horizon, f.Backbone, f.Method}] = &r
 		if !slices.Contains(t.Horizons, f.Horizon) {
 			t.Horizons = append(t.Horizons, f.Horizon)
 		}
@@ -139,19 +164,32 @@ func suiteTables(m *Manifest, suite Suite, scores map[string]*folderScores) (*Su
 			t.Methods = append(t.Methods, &m.Methods[i])
 		}
 	}
+	return raw, nil
+}
+
+// checkGrid requires a folder for every method on every backbone at every
+// horizon.
+func (t *SuiteTables) checkGrid(suite Suite, raw scoreGrid) error {
 	var gaps []string
 	for _, h := range t.Horizons {
 		for _, b := range t.Backbones {
 			for _, x := range t.Methods {
-				if raw[key{h, b, x.ID}] == nil {
+				if raw[scoreKey{h, b, x.ID}] == nil {
 					gaps = append(gaps, fmt.Sprintf("%s on %s at %g s", x.Label, b, h))
 				}
 			}
 		}
 	}
 	if len(gaps) > 0 {
-		return nil, userf("vbench table: prompt set %s is not a full grid of methods, backbones and horizons: no folder for %s (export and evaluate those runs too)", suite.ID, strings.Join(head(gaps, 8), "; "))
+		return userf("vbench table: prompt set %s is not a full grid of methods, backbones and horizons: no folder for %s (export and evaluate those runs too)", suite.ID, strings.Join(head(gaps, 8), "; "))
 	}
+	return nil
+}
+
+// mainTable fills the main table (a row per method, backbone and horizon:
+// displayed values, midranks, marks, the Avg. Rank), the ties per horizon
+// and the overall rows (the Avg. Rank over every cell, the wins).
+func (t *SuiteTables) mainTable(raw scoreGrid) error {
 	nm := len(t.Methods)
 	t.Cells = len(t.Backbones) * nDims
 	t.Tied = make([]int, len(t.Horizons))
@@ -162,33 +200,12 @@ func suiteTables(m *Manifest, suite Suite, scores map[string]*folderScores) (*Su
 	}
 	for hi, h := range t.Horizons {
 		for _, b := range t.Backbones {
-			rows := make([]MainRow, nm)
-			for mi, x := range t.Methods {
-				rows[mi] = MainRow{Horizon: h, Backbone: b, Method: x, Raw: *raw[key{h, b, x.ID}]}
-				for d := range nDims {
-					v, err := display(rows[mi].Raw[d])
-					if err != nil {
-						return nil, fmt.Errorf("vbench table: %s on %s at %g s: %s: %w", x.Label, b, h, Dimensions[d].Name, err)
-					}
-					rows[mi].Values[d] = v
-				}
+			rows, err := t.mainRows(raw, h, b)
+			if err != nil {
+				return err
 			}
 			for d := range nDims {
-				col := make([]cents, nm)
-				for mi := range rows {
-					col[mi] = rows[mi].Values[d]
-				}
-				r2, mk := midRanks2(col), marks(col, false)
-				best := 0
-				for mi := range rows {
-					rows[mi].Ranks2[d], rows[mi].Marks[d] = r2[mi], mk[mi]
-					sum2[mi] += int64(r2[mi])
-					if mk[mi] == 1 {
-						wins[mi][hi]++
-						best++
-					}
-				}
-				if best > 1 {
+				if t.rankColumn(rows, d, sum2, wins, hi) > 1 {
 					t.Tied[hi]++
 				}
 			}
@@ -220,54 +237,112 @@ func suiteTables(m *Manifest, suite Suite, scores map[string]*folderScores) (*Su
 	for mi, mk := range marks(avg, true) {
 		t.Overall[mi].Mark = mk
 	}
+	return nil
+}
+
+// mainRows are the methods' rows on backbone b at horizon h, with their
+// displayed values.
+func (t *SuiteTables) mainRows(raw scoreGrid, h float64, b string) ([]MainRow, error) {
+	rows := make([]MainRow, len(t.Methods))
+	for mi, x := range t.Methods {
+		rows[mi] = MainRow{Horizon: h, Backbone: b, Method: x, Raw: *raw[scoreKey{h, b, x.ID}]}
+		for d := range nDims {
+			v, err := display(rows[mi].Raw[d])
+			if err != nil {
+				return nil, fmt.Errorf("vbench table: %s on %s at %g s: %s: %w", x.Label, b, h, Dimensions[d].Name, err)
+			}
+			rows[mi].Values[d] = v
+		}
+	}
+	return rows, nil
+}
+
+// rankColumn ranks the rows on dimension d (midranks, twice, added to
+// sum2; marks, the best counted as wins at horizon hi) and returns how
+// many rows are best.
+func (t *SuiteTables) rankColumn(rows []MainRow, d int, sum2 []int64, wins [][]int, hi int) (best int) {
+	col := make([]cents, len(rows))
+	for mi := range rows {
+		col[mi] = rows[mi].Values[d]
+	}
+	r2, mk := midRanks2(col), marks(col, false)
+	for mi := range rows {
+		rows[mi].Ranks2[d], rows[mi].Marks[d] = r2[mi], mk[mi]
+		sum2[mi] += int64(r2[mi])
+		if mk[mi] == 1 {
+			wins[mi][hi]++
+			best++
+		}
+	}
+	return best
+}
+
+// meansTables fills the ablation tables: per horizon, each group's rows of
+// means over the backbones, ranked within the group.
+func (t *SuiteTables) meansTables(raw scoreGrid) error {
 	groups := meansGroups(t.Methods)
 	for _, h := range t.Horizons {
 		blk := MeansBlock{Horizon: h, Backbones: t.Backbones}
 		for _, g := range groups {
 			mg := MeansGroup{Name: g.name}
 			for _, gr := range g.rows {
-				row := MeansRow{Method: gr.method, Setting: gr.setting}
-				for d := range nDims {
-					// The unweighted mean over the backbones, in their order.
-					s := 0.0
-					for _, b := range t.Backbones {
-						s += raw[key{h, b, gr.method.ID}][d]
-					}
-					v, err := display(s / float64(len(t.Backbones)))
-					if err != nil {
-						return nil, fmt.Errorf("vbench table: %s at %g s: %s: %w", gr.method.Label, h, Dimensions[d].Name, err)
-					}
-					row.Values[d] = v
+				row, err := t.meansRow(raw, h, gr)
+				if err != nil {
+					return err
 				}
 				mg.Rows = append(mg.Rows, row)
 			}
-			for d := range nDims {
-				col := make([]cents, len(mg.Rows))
-				for i := range mg.Rows {
-					col[i] = mg.Rows[i].Values[d]
-				}
-				rk, mk := competitionRanks(col), marks(col, false)
-				for i := range mg.Rows {
-					mg.Rows[i].Ranks[d], mg.Rows[i].Marks[d] = rk[i], mk[i]
-				}
-			}
-			avg := make([]cents, len(mg.Rows))
-			for i := range mg.Rows {
-				s := 0
-				for _, r := range mg.Rows[i].Ranks {
-					s += r
-				}
-				mg.Rows[i].Avg = ratio{int64(s), nDims}
-				avg[i] = mg.Rows[i].Avg.round2()
-			}
-			for i, mk := range marks(avg, true) {
-				mg.Rows[i].Marks[nDims] = mk
-			}
+			mg.rank()
 			blk.Groups = append(blk.Groups, mg)
 		}
 		t.Means = append(t.Means, blk)
 	}
-	return t, nil
+	return nil
+}
+
+// meansRow is gr's row at horizon h: the unweighted mean over the
+// backbones, in their order, of each dimension, displayed.
+func (t *SuiteTables) meansRow(raw scoreGrid, h float64, gr groupRow) (MeansRow, error) {
+	row := MeansRow{Method: gr.method, Setting: gr.setting}
+	for d := range nDims {
+		s := 0.0
+		for _, b := range t.Backbones {
+			s += raw[scoreKey{h, b, gr.method.ID}][d]
+		}
+		v, err := display(s / float64(len(t.Backbones)))
+		if err != nil {
+			return row, fmt.Errorf("vbench table: %s at %g s: %s: %w", gr.method.Label, h, Dimensions[d].Name, err)
+		}
+		row.Values[d] = v
+	}
+	return row, nil
+}
+
+// rank gives the group's rows their competition ranks and marks per
+// dimension, and their Avg. Rank and its mark.
+func (mg *MeansGroup) rank() {
+	for d := range nDims {
+		col := make([]cents, len(mg.Rows))
+		for i := range mg.Rows {
+			col[i] = mg.Rows[i].Values[d]
+		}
+		rk, mk := competitionRanks(col), marks(col, false)
+		for i := range mg.Rows {
+			mg.Rows[i].Ranks[d], mg.Rows[i].Marks[d] = rk[i], mk[i]
+		}
+	}
+	avg := make([]cents, len(mg.Rows))
+	for i := range mg.Rows {
+		s := 0
+		for _, r := range mg.Rows[i].Ranks {
+			s += r
+		}
+		mg.Rows[i].Avg = ratio{int64(s), nDims}
+		avg[i] = mg.Rows[i].Avg.round2()
+	}
+	for i, mk := range marks(avg, true) {
+		mg.Rows[i].Marks[nDims] = mk
+	}
 }
 
 // groupRow is one row of an ablation group: a method and its setting.
