@@ -171,9 +171,41 @@ func (h *heapSampler) done() uint64 { close(h.stop); h.wg.Wait(); return h.peak.
 // RunWan measures per-call and per-block time and peak memory of the model
 // with random weights (see WanOptions).
 func RunWan(o WanOptions) (WanResult, error) {
+	if err := o.defaults(); err != nil {
+		return WanResult{}, err
+	}
+	start := time.Now()
+	w := &wanBench{o: o, full: o.Model, run: o.Model}
+	w.run.Layers = o.LayersRun
+	w.res = WanResult{Name: o.Name, Precision: o.Precision, Kernel: gemm.KernelName(o.Precision), Layers: o.Model.Layers, LayersRun: o.LayersRun, Threads: gemm.Threads()}
+	w.res.PeakGFLOPS = gemm.PeakGFLOPS(o.Precision)
+	runtime.GC()
+	hs := startHeapSampler()
+	if err := w.model(); err != nil {
+		hs.done()
+		return WanResult{}, err
+	}
+	err := w.text()
+	if err == nil && o.Blocks > 0 {
+		err = w.rollout()
+	} else if err == nil {
+		err = w.calls()
+	}
+	if err != nil {
+		hs.done()
+		return w.res, err
+	}
+	w.res.PeakHeapBytes = hs.done()
+	w.rates()
+	w.res.SecondsElapsed = time.Since(start).Seconds()
+	return w.res, nil
+}
+
+// defaults fills o's zero fields in and checks the combination.
+func (o *WanOptions) defaults() error {
 	full := o.Model
 	if err := full.Validate(); err != nil {
-		return WanResult{}, err
+		return err
 	}
 	if o.FramesPerBlock == 0 {
 		o.FramesPerBlock = 3
@@ -188,133 +220,161 @@ func RunWan(o WanOptions) (WanResult, error) {
 		o.ContextFrames = 12
 	}
 	if o.ContextFrames < o.FramesPerBlock {
-		return WanResult{}, fmt.Errorf("bench: wan: context %d frames < block %d frames", o.ContextFrames, o.FramesPerBlock)
+		return fmt.Errorf("bench: wan: context %d frames < block %d frames", o.ContextFrames, o.FramesPerBlock)
 	}
 	if o.Blocks > 0 && o.LayersRun < full.Layers {
-		return WanResult{}, fmt.Errorf("bench: wan: a real rollout runs every layer (%d of %d requested): its policy's per-layer state cannot be extrapolated", o.LayersRun, full.Layers)
+		return fmt.Errorf("bench: wan: a real rollout runs every layer (%d of %d requested): its policy's per-layer state cannot be extrapolated", o.LayersRun, full.Layers)
 	}
-	run := full
-	run.Layers = o.LayersRun
-	start := time.Now()
-	res := WanResult{Name: o.Name, Precision: o.Precision, Kernel: gemm.KernelName(o.Precision), Layers: full.Layers, LayersRun: o.LayersRun, Threads: gemm.Threads()}
-	res.PeakGFLOPS = gemm.PeakGFLOPS(o.Precision)
-	runtime.GC()
-	hs := startHeapSampler()
-	m, err := wan.Random(run, o.Seed, o.Precision)
+	return nil
+}
+
+// wanBench is one RunWan: the model run (the full one's first LayersRun
+// layers) and what it measures.
+type wanBench struct {
+	o         WanOptions
+	full, run wan.Config
+	m         *wan.Model
+	res       WanResult
+	lay       memory.Layout
+	r         *rand.Rand
+	txt       *wan.Text
+}
+
+// model builds the model of random weights and records its sizes.
+func (w *wanBench) model() error {
+	o, full, res := w.o, w.full, &w.res
+	m, err := wan.Random(w.run, o.Seed, o.Precision)
 	if err != nil {
-		hs.done()
-		return WanResult{}, err
+		return err
 	}
+	w.m = m
 	perLayer := blockParams(full)
 	res.Params = m.NumParams() + int64(full.Layers-o.LayersRun)*perLayer
 	res.ParamBytesRun, res.ParamBytesPerLayer = m.WeightBytes(), m.Blocks[0].WeightBytes()
 	res.ParamBytes = res.ParamBytesRun + int64(full.Layers-o.LayersRun)*res.ParamBytesPerLayer
-	lay := run.Layout(o.Height, o.Width, o.FramesPerBlock)
-	tpf := lay.TokensPerFrame()
-	res.Tokens = lay.TokensPerBlock()
+	w.lay = w.run.Layout(o.Height, o.Width, o.FramesPerBlock)
+	res.Tokens = w.lay.TokensPerBlock()
 	res.CallsPerBlock = 5
-	r := rand.New(rand.NewPCG(o.Seed, 1))
+	return nil
+}
+
+// text embeds a random text context and records its K/V bytes.
+func (w *wanBench) text() error {
+	full, res := w.full, &w.res
+	w.r = rand.New(rand.NewPCG(w.o.Seed, 1))
 	ctx := make([]float32, full.TextLen*full.TextDim)
 	for i := range ctx {
-		ctx[i] = float32(r.NormFloat64())
+		ctx[i] = float32(w.r.NormFloat64())
 	}
-	txt, err := m.EmbedText(ctx, full.TextLen)
+	txt, err := w.m.EmbedText(ctx, full.TextLen)
 	if err != nil {
-		hs.done()
-		return res, err
+		return err
 	}
+	w.txt = txt
 	for l := range txt.K {
 		res.TextBytesRun += 4 * int64(len(txt.K[l])+len(txt.V[l]))
 	}
-	res.TextBytesPerLayer = res.TextBytesRun / int64(o.LayersRun)
-	if o.Blocks > 0 {
-		name := o.Policy
-		if name == "" {
-			name = memory.NameNative
-		}
-		mc, err := run.Memory(memory.Config{}, o.Height, o.Width, o.FramesPerBlock)
-		if err != nil {
-			hs.done()
-			return res, err
-		}
-		pol, err := memory.New(name, mc)
-		if err != nil {
-			hs.done()
-			return res, err
-		}
-		sch := rollout.DefaultSchedule()
-		res.CallsPerBlock = len(sch.Timesteps) + 1
-		var last time.Time
-		var cpuFull, cpuLast time.Duration
-		timed, calls := 0, 0
-		err = rollout.Run(m, pol, rollout.Options{Blocks: o.Blocks, FramesPerBlock: o.FramesPerBlock, Height: o.Height, Width: o.Width, Schedule: sch,
-			Noise: rollout.Seeded{Seed: o.Seed, StepsPerBlock: len(sch.Timesteps) - 1}, Prompts: []rollout.Prompt{{Text: txt}}, Context: o.Context,
-			Progress: func(p rollout.Progress) {
-				if calls++; o.Progress != nil {
-					o.Progress(calls, o.Blocks*res.CallsPerBlock)
-				}
-				now, cpu := time.Now(), cputime.Process()
-				if !last.IsZero() && (p.Block+1)*o.FramesPerBlock > 12 {
-					res.CallSeconds = append(res.CallSeconds, now.Sub(last).Seconds())
-					cpuFull += cpu - cpuLast
-					timed++
-				}
-				last, cpuLast = now, cpu
-			},
-			BlockDone: func(b int, _ []float32, log rollout.BlockLog) error {
-				if (b+1)*o.FramesPerBlock > 12 {
-					res.BlockSeconds = append(res.BlockSeconds, log.Seconds)
-					if len(log.Attention) > 0 {
-						res.Keys = log.Attention[0].Total()
-					}
-				}
-				return nil
-			}})
-		if err != nil {
-			hs.done()
-			return res, err
-		}
-		res.MedianBlock = Median(res.BlockSeconds)
-		if timed > 0 {
-			res.CallCPU = cpuFull.Seconds() / float64(timed)
-		}
-	} else {
-		S := o.ContextFrames * tpf
-		res.Keys = S
-		pol := newFixedPolicy(lay, S, o.Seed)
-		res.PolicyBytesRun = pol.heldBytes()
-		res.PolicyBytesPerLayer = res.PolicyBytesRun / int64(o.LayersRun)
-		in := make([]float32, o.FramesPerBlock*full.InDim*o.Height*o.Width)
-		for i := range in {
-			in[i] = float32(r.NormFloat64())
-		}
-		flow := make([]float32, len(in))
-		ts := make([]float32, o.FramesPerBlock)
-		cpu0 := cputime.Process()
-		for c := 0; c < o.Calls; c++ {
-			if o.Context != nil && o.Context.Err() != nil {
-				hs.done()
-				return res, fmt.Errorf("bench: wan: stopped after %d of %d calls: %w", c, o.Calls, o.Context.Err())
-			}
-			for i := range ts {
-				ts[i] = rollout.DefaultSchedule().Timesteps[c%4]
-			}
-			t0 := time.Now()
-			if err := m.Forward(flow, wan.Call{Latent: in, Height: o.Height, Width: o.Width, Timesteps: ts, Text: txt, Mem: memory.Call{Block: 0, Step: c}}, pol); err != nil {
-				hs.done()
-				return res, err
-			}
-			res.CallSeconds = append(res.CallSeconds, time.Since(t0).Seconds())
-			if o.Progress != nil {
-				o.Progress(c+1, o.Calls)
-			}
-		}
-		res.CallCPU = (cputime.Process() - cpu0).Seconds() / float64(o.Calls)
-		res.MedianBlock = Median(res.CallSeconds) * float64(res.CallsPerBlock)
+	res.TextBytesPerLayer = res.TextBytesRun / int64(w.o.LayersRun)
+	return nil
+}
+
+// rollout times a real rollout of Blocks blocks with the Policy: its
+// forward calls and blocks once the cache holds 12 frames.
+func (w *wanBench) rollout() error {
+	o, res := w.o, &w.res
+	name := o.Policy
+	if name == "" {
+		name = memory.NameNative
 	}
-	res.PeakHeapBytes = hs.done()
+	mc, err := w.run.Memory(memory.Config{}, o.Height, o.Width, o.FramesPerBlock)
+	if err != nil {
+		return err
+	}
+	pol, err := memory.New(name, mc)
+	if err != nil {
+		return err
+	}
+	sch := rollout.DefaultSchedule()
+	res.CallsPerBlock = len(sch.Timesteps) + 1
+	var last time.Time
+	var cpuFull, cpuLast time.Duration
+	timed, calls := 0, 0
+	err = rollout.Run(w.m, pol, rollout.Options{Blocks: o.Blocks, FramesPerBlock: o.FramesPerBlock, Height: o.Height, Width: o.Width, Schedule: sch,
+		Noise: rollout.Seeded{Seed: o.Seed, StepsPerBlock: len(sch.Timesteps) - 1}, Prompts: []rollout.Prompt{{Text: w.txt}}, Context: o.Context,
+		Progress: func(p rollout.Progress) {
+			if calls++; o.Progress != nil {
+				o.Progress(calls, o.Blocks*res.CallsPerBlock)
+			}
+			now, cpu := time.Now(), cputime.Process()
+			if !last.IsZero() && (p.Block+1)*o.FramesPerBlock > 12 {
+				res.CallSeconds = append(res.CallSeconds, now.Sub(last).Seconds())
+				cpuFull += cpu - cpuLast
+				timed++
+			}
+			last, cpuLast = now, cpu
+		},
+		BlockDone: func(b int, _ []float32, log rollout.BlockLog) error {
+			if (b+1)*o.FramesPerBlock > 12 {
+				res.BlockSeconds = append(res.BlockSeconds, log.Seconds)
+				if len(log.Attention) > 0 {
+					res.Keys = log.Attention[0].Total()
+				}
+			}
+			return nil
+		}})
+	if err != nil {
+		return err
+	}
+	res.MedianBlock = Median(res.BlockSeconds)
+	if timed > 0 {
+		res.CallCPU = cpuFull.Seconds() / float64(timed)
+	}
+	return nil
+}
+
+// calls times Calls forward calls of one block against a fixed history of
+// ContextFrames frames.
+func (w *wanBench) calls() error {
+	o, full, res := w.o, w.full, &w.res
+	S := o.ContextFrames * w.lay.TokensPerFrame()
+	res.Keys = S
+	pol := newFixedPolicy(w.lay, S, o.Seed)
+	res.PolicyBytesRun = pol.heldBytes()
+	res.PolicyBytesPerLayer = res.PolicyBytesRun / int64(o.LayersRun)
+	in := make([]float32, o.FramesPerBlock*full.InDim*o.Height*o.Width)
+	for i := range in {
+		in[i] = float32(w.r.NormFloat64())
+	}
+	flow := make([]float32, len(in))
+	ts := make([]float32, o.FramesPerBlock)
+	cpu0 := cputime.Process()
+	for c := 0; c < o.Calls; c++ {
+		if o.Context != nil && o.Context.Err() != nil {
+			return fmt.Errorf("bench: wan: stopped after %d of %d calls: %w", c, o.Calls, o.Context.Err())
+		}
+		for i := range ts {
+			ts[i] = rollout.DefaultSchedule().Timesteps[c%4]
+		}
+		t0 := time.Now()
+		if err := w.m.Forward(flow, wan.Call{Latent: in, Height: o.Height, Width: o.Width, Timesteps: ts, Text: w.txt, Mem: memory.Call{Block: 0, Step: c}}, pol); err != nil {
+			return err
+		}
+		res.CallSeconds = append(res.CallSeconds, time.Since(t0).Seconds())
+		if o.Progress != nil {
+			o.Progress(c+1, o.Calls)
+		}
+	}
+	res.CallCPU = (cputime.Process() - cpu0).Seconds() / float64(o.Calls)
+	res.MedianBlock = Median(res.CallSeconds) * float64(res.CallsPerBlock)
+	return nil
+}
+
+// rates derives the medians, the rates against the kernel's peak and the
+// full model's figures from what was measured.
+func (w *wanBench) rates() {
+	o, full, res := w.o, w.full, &w.res
 	res.MedianCall = Median(res.CallSeconds)
-	res.FLOPsPerCall = run.FLOPs(res.Tokens, res.Keys, o.FramesPerBlock)
+	res.FLOPsPerCall = w.run.FLOPs(res.Tokens, res.Keys, o.FramesPerBlock)
 	if res.MedianCall > 0 {
 		res.GFLOPS = res.FLOPsPerCall / res.MedianCall / 1e9
 	}
@@ -333,8 +393,6 @@ func RunWan(o WanOptions) (WanResult, error) {
 		res.Note = fmt.Sprintf("measured with %d of %d layers; per-block time scaled by %d/%d; peak_heap_bytes_full_model = peak_heap_bytes + %d × (param + kv_cache + text_kv bytes per layer)",
 			res.LayersRun, res.Layers, res.Layers, res.LayersRun, res.Layers-res.LayersRun)
 	}
-	res.SecondsElapsed = time.Since(start).Seconds()
-	return res, nil
 }
 
 // blockParams returns the parameter count of one transformer layer.
