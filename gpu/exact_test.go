@@ -20,13 +20,11 @@ const (
 	opSqrt
 	opRoundBF16
 	opBF16ToF32
-	opBF16Operand
-	opDaz
-	opFMAFTZ
-	opAddFTZ
+	opBF16Operand // gemm_exact.glsl's gemm_bf16_operand
+	opDaz         // gemm_daz
+	opFMABF16     // gemm_fma_bf16
+	opAddBF16     // gemm_add_bf16
 	opFMA32
-	opGemmFMABF16 // gemm_exact.glsl's gemm_fma_bf16
-	opGemmAddBF16 // gemm_exact.glsl's gemm_add_bf16
 )
 
 // exSameBits compares float32 bits, any NaN equal to any NaN (payloads are
@@ -228,18 +226,18 @@ func dazRef(c float32) float32 {
 	return c
 }
 
-// TestExactBF16: round_bf16, bf16_to_f32, bf16_operand, daz, and the
-// bfloat16 product's steps (vmath.Round32 with ftz): exact.glsl's fma_ftz
-// and add_ftz and gemm_exact.glsl's gemm_fma_bf16 and gemm_add_bf16 (the
-// kernels'), with results around 2^−126 where flushing decides.
+// TestExactBF16: round_bf16, bf16_to_f32 and the bfloat16 product's steps
+// of gemm_exact.glsl: gemm_bf16_operand, gemm_daz, gemm_fma_bf16 and
+// gemm_add_bf16 (vmath.Round32 with ftz), with results around 2^−126
+// where flushing decides.
 func TestExactBF16(t *testing.T) {
 	dev := vulkantest.Open(t)
 	r := rand.New(rand.NewPCG(7, 8))
 	x := exInputs(r, 1<<18)
 	exCheck(t, "round_bf16", x, exRun(t, dev, opRoundBF16, x.a, x.b, x.c), func(i int) uint32 { return uint32(gemm.RoundBF16(exF32(x.a[i]))) })
 	exCheck(t, "bf16_to_f32", x, exRun(t, dev, opBF16ToF32, x.a, x.b, x.c), func(i int) uint32 { return exBits(gemm.BF16ToFloat32(uint16(x.a[i]))) })
-	exCheck(t, "bf16_operand", x, exRun(t, dev, opBF16Operand, x.a, x.b, x.c), func(i int) uint32 { return exBits(bf16OperandRef(uint16(x.a[i]))) })
-	exCheck(t, "daz", x, exRun(t, dev, opDaz, x.a, x.b, x.c), func(i int) uint32 { return exBits(dazRef(exF32(x.a[i]))) })
+	exCheck(t, "gemm_bf16_operand", x, exRun(t, dev, opBF16Operand, x.a, x.b, x.c), func(i int) uint32 { return exBits(bf16OperandRef(uint16(x.a[i]))) })
+	exCheck(t, "gemm_daz", x, exRun(t, dev, opDaz, x.a, x.b, x.c), func(i int) uint32 { return exBits(dazRef(exF32(x.a[i]))) })
 
 	// Chain steps: a, b bfloat16 operands, c not denormal; half of them in
 	// the range where a·b + c is near 2^−126, and the band [2^−126 − 2^−150,
@@ -259,16 +257,10 @@ func TestExactBF16(t *testing.T) {
 		}
 		s.a, s.b, s.c = append(s.a, exBits(a)), append(s.b, exBits(b)), append(s.c, exBits(c))
 	}
-	exCheck(t, "fma_ftz", s, exRun(t, dev, opFMAFTZ, s.a, s.b, s.c), func(i int) uint32 {
+	exCheck(t, "gemm_fma_bf16", s, exRun(t, dev, opFMABF16, s.a, s.b, s.c), func(i int) uint32 {
 		return exBits(vmath.Round32(float64(exF32(s.a[i]))*float64(exF32(s.b[i])), float64(exF32(s.c[i])), true))
 	})
-	exCheck(t, "add_ftz", s, exRun(t, dev, opAddFTZ, s.c, s.a, s.b), func(i int) uint32 {
-		return exBits(vmath.Round32(float64(exF32(s.c[i])), float64(exF32(s.a[i])), true))
-	})
-	exCheck(t, "gemm_fma_bf16", s, exRun(t, dev, opGemmFMABF16, s.a, s.b, s.c), func(i int) uint32 {
-		return exBits(vmath.Round32(float64(exF32(s.a[i]))*float64(exF32(s.b[i])), float64(exF32(s.c[i])), true))
-	})
-	exCheck(t, "gemm_add_bf16", s, exRun(t, dev, opGemmAddBF16, s.c, s.a, s.b), func(i int) uint32 {
+	exCheck(t, "gemm_add_bf16", s, exRun(t, dev, opAddBF16, s.c, s.a, s.b), func(i int) uint32 {
 		return exBits(vmath.Round32(float64(exF32(s.c[i])), float64(exF32(s.a[i])), true))
 	})
 }

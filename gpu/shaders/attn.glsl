@@ -1,6 +1,5 @@
 // attn.glsl: the body of attn_exact.comp and attn_exact_softfma.comp (they
-// define EXACT_FMA32, the float32 product's step, and include exact.glsl and
-// gemm_exact.glsl):
+// define EXACT_FMA32, the float32 product's step, and include exact.glsl):
 // attn.Attention and attn.AttentionAs(gemm.BF16, …) bit for bit
 // (package attn: attn.go, flash.go, softmax.go).
 //
@@ -21,7 +20,7 @@
 //	o[d]    = o[d]·alpha (not first), then the product Vᵀ·Pᵀ continued
 //	          from o[d] (from +0 on the first tile): float32 (EXACT_FMA32
 //	          chain over the tile's keys) or bfloat16 (p and v rounded to
-//	          bfloat16 operands, o read through daz, blocks of 32 keys
+//	          bfloat16 operands, o read through gemm_daz, blocks of 32 keys
 //	          from the tile's start)
 //
 // and finally out[t][h][d] = o[d] · div32(1, l). The parallel work is over
@@ -118,7 +117,7 @@ void pv(inout float o[ROWS], uint d, uint s0, uint cols, uint rows, uint h, bool
 		return;
 	}
 	for (uint r = 0u; r < rows; r++) {
-		o[r] = first ? 0.0 : daz(o[r]);
+		o[r] = first ? 0.0 : gemm_daz(floatBitsToUint(o[r]));
 	}
 	for (uint b0 = 0u; b0 < cols; b0 += BF16_BLOCK) {
 		float ch[ROWS][2];

@@ -5,5 +5,4 @@
 #extension GL_GOOGLE_include_directive : require
 #define EXACT_FMA32(a, b, c) fma(a, b, c)
 #include "exact.glsl"
-#include "gemm_exact.glsl"
 #include "attn.glsl"

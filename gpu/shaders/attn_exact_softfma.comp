@@ -5,5 +5,4 @@
 // an add). See attn.glsl.
 #extension GL_GOOGLE_include_directive : require
 #include "exact.glsl"
-#include "gemm_exact.glsl"
 #include "attn.glsl"

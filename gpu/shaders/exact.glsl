@@ -6,12 +6,13 @@
 //	div32, sqrt32    float32 a/b and float32(math.Sqrt(float64(x))), IEEE
 //	                 correctly rounded (Vulkan's OpFDiv and Sqrt are not)
 //	round_bf16       gemm.RoundBF16; bf16_to_f32 gemm.BF16ToFloat32;
-//	bf16_operand     what a bfloat16 product reads (a denormal as zero)
-//	daz              gemm's dazC: a denormal accumulator read as zero
+//	to_bf16_operand  a float32 rounded to a bfloat16 product's operand
 //	fma32            vmath.FMA32, IEEE fusedMultiplyAdd (integer arithmetic)
-//	fma_ftz, add_ftz gemm's fmaBF16 and addBF16: ftz(a·b + c) (integer
-//	                 arithmetic), ftz(x + y): the reference of
-//	                 gemm_exact.glsl's float versions, which the kernels use
+//
+// The bfloat16 product's steps (gemm's bf16Operand, dazC, fmaBF16 and
+// addBF16, with its flush of tiny results) are gemm_exact.glsl's
+// gemm_bf16_operand, gemm_daz, gemm_fma_bf16 and gemm_add_bf16, included
+// here: one definition for every kernel.
 //
 // Rules: every float operation is an IEEE binary32 operation rounded to
 // nearest even with gradual underflow (the generator marks every add, sub
@@ -26,6 +27,8 @@
 // included.
 #ifndef EXACT_GLSL
 #define EXACT_GLSL
+
+#include "gemm_exact.glsl"
 
 const uint SIGN32 = 0x80000000u;
 const uint ABS32 = 0x7fffffffu;
@@ -124,49 +127,9 @@ uint round_bf16(float v) {
 // bf16_to_f32 is gemm.BF16ToFloat32 (exact).
 float bf16_to_f32(uint h) { return uintBitsToFloat((h & 0xffffu) << 16); }
 
-// bf16_operand is the value a bfloat16 product reads for bits h: a
-// denormal reads as the zero of its sign.
-float bf16_operand(uint h) {
-	h &= 0xffffu;
-	if ((h & 0x7f80u) == 0u) {
-		h &= 0x8000u;
-	}
-	return uintBitsToFloat(h << 16);
-}
-
 // to_bf16_operand is roundOperand(BF16, v): v rounded to bfloat16 and read
 // as a product operand.
-float to_bf16_operand(float v) { return bf16_operand(round_bf16(v)); }
-
-// daz is gemm's dazC: a denormal accumulator reads as the zero of its sign.
-float daz(float c) {
-	uint b = floatBitsToUint(c);
-	if ((b & INF32) == 0u) {
-		return uintBitsToFloat(b & SIGN32);
-	}
-	return c;
-}
-
-// flush_tiny returns r, or the zero of r's sign when r is denormal (or
-// zero): the flush of a result whose rounding with an unbounded exponent
-// is below 2^−126, for results that are multiples of 2^−149 (sums of
-// values that are not denormal): for those, tiny after rounding means a
-// gradually underflowed result below 2^−126.
-float flush_tiny(float r) {
-	uint b = floatBitsToUint(r);
-	if ((b & INF32) == 0u) {
-		return uintBitsToFloat(b & SIGN32);
-	}
-	return r;
-}
-
-// add_ftz is gemm's addBF16, ftz(x + y) rounded once, for x and y not
-// denormal: their exact sum is a multiple of 2^−149, so it is tiny after
-// rounding exactly when the gradually underflowed sum is below 2^−126.
-float add_ftz(float x, float y) {
-	precise float r = x + y;
-	return flush_tiny(r);
-}
+float to_bf16_operand(float v) { return gemm_bf16_operand(round_bf16(v)); }
 
 // ---- correctly rounded division and square root ----
 
@@ -474,27 +437,6 @@ float fma32(float a, float b, float c) {
 	bool sticky;
 	if (fma_parts(a, b, c, bits, sign, q, E, sticky)) {
 		return uintBitsToFloat(bits);
-	}
-	return uintBitsToFloat(sign | pack_round32(q, 2, E, sticky));
-}
-
-// fma_ftz is gemm's fmaBF16 (vmath.Round32 with ftz): a·b + c rounded
-// once; a result tiny after rounding to 24 bits with an unbounded
-// exponent (below 2^−126) becomes the zero of its sign.
-float fma_ftz(float a, float b, float c) {
-	uint bits, sign, q;
-	int E;
-	bool sticky;
-	if (fma_parts(a, b, c, bits, sign, q, E, sticky)) {
-		return uintBitsToFloat(bits);
-	}
-	if (E < 1) {
-		uint m = q >> 2, rest = q & 3u;
-		if (rest > 2u || (rest == 2u && (sticky || (m & 1u) != 0u))) {
-			m += 1u;
-		}
-		// Only E = 0 rounded up to 2^24 reaches 2^−126.
-		return uintBitsToFloat(sign | (E == 0 && m == 0x1000000u ? 0x00800000u : 0u));
 	}
 	return uintBitsToFloat(sign | pack_round32(q, 2, E, sticky));
 }

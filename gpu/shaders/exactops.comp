@@ -1,6 +1,6 @@
 #version 450
-// exactops: each function of exact.glsl (and the bfloat16 steps of
-// gemm_exact.glsl, which the kernels use) over arrays, for the tests
+// exactops: each function of exact.glsl (with the bfloat16 product's steps
+// of gemm_exact.glsl, which it includes) over arrays, for the tests
 // (exact_test.go compares every element with the Go definition).
 //
 //	out[i] = op(a[i], b[i], c[i])   (bits in, bits out), i < n
@@ -8,7 +8,6 @@
 // op (push constant): see the opXxx constants in exact.go.
 #extension GL_GOOGLE_include_directive : require
 #include "exact.glsl"
-#include "gemm_exact.glsl"
 
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) writeonly buffer Out { uint o[]; };
@@ -33,13 +32,11 @@ void main() {
 	case 3u: r = floatBitsToUint(sqrt32(x)); break;
 	case 4u: r = round_bf16(x); break;
 	case 5u: r = floatBitsToUint(bf16_to_f32(a[i])); break;
-	case 6u: r = floatBitsToUint(bf16_operand(a[i])); break;
-	case 7u: r = floatBitsToUint(daz(x)); break;
-	case 8u: r = floatBitsToUint(fma_ftz(x, y, z)); break;
-	case 9u: r = floatBitsToUint(add_ftz(x, y)); break;
+	case 6u: r = floatBitsToUint(gemm_bf16_operand(a[i] & 0xffffu)); break;
+	case 7u: r = floatBitsToUint(gemm_daz(a[i])); break;
+	case 8u: r = floatBitsToUint(gemm_fma_bf16(x, y, z)); break;
+	case 9u: r = floatBitsToUint(gemm_add_bf16(x, y)); break;
 	case 10u: r = floatBitsToUint(fma32(x, y, z)); break;
-	case 11u: r = floatBitsToUint(gemm_fma_bf16(x, y, z)); break;
-	case 12u: r = floatBitsToUint(gemm_add_bf16(x, y)); break;
 	}
 	o[i] = r;
 }

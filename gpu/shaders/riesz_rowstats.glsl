@@ -1,6 +1,6 @@
 // riesz_rowstats.glsl: the body of riesz_rowstats.comp and
 // riesz_rowstats_softfma.comp (they define EXACT_FMA32, the float32
-// product's step, and include exact.glsl and gemm_exact.glsl):
+// product's step, and include exact.glsl):
 // riesz's fused row pass (Kernel.RowStats, with has_cache
 // Kernel.RowStatsCached; with has_inv 0, Kernel.Sums with row sums only)
 // bit for bit, for pow = 1, 2, 4 and

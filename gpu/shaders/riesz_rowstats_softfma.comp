@@ -5,5 +5,4 @@
 // an add). See riesz_rowstats.glsl.
 #extension GL_GOOGLE_include_directive : require
 #include "exact.glsl"
-#include "gemm_exact.glsl"
 #include "riesz_rowstats.glsl"
