@@ -41,19 +41,20 @@ bool is_nan(float x) { return (floatBitsToUint(x) & ABS32) > INF32; }
 
 // ---- exponential (internal/vmath/float32.go) ----
 
-// vmath's constants: each literal is the exact decimal value of the float32
-// (its bits in the comment), so parsing it rounds nothing.
-const float LOG2E32 = 1.4426950216293335;
-const float LN2HI32 = 0.693359375;
-const float LN2LO32 = -0.00021219444170128554;
-const float EXPC0 = 1.0;
-const float EXPC1 = 1.0;
-const float EXPC2 = 0.5;
-const float EXPC3 = 0.1666666716337204;
-const float EXPC4 = 0.0416666679084301;
-const float EXPC5 = 0.008333333767950535;
-const float EXPC6 = 0.0013888889225199819;
-const float EXPC7 = 0.00019841270113829523;
+// vmath's constants (Log2e32, Ln2Hi32, Ln2Lo32, ExpTaylor32): each literal
+// is the exact decimal value of the float32 (its bits in the comment), so
+// parsing it rounds nothing; TestExactExp checks the results.
+const float LOG2E32 = 1.4426950216293335; // 0x3fb8aa3b
+const float LN2HI32 = 0.693359375; // 0x3f318000
+const float LN2LO32 = -0.00021219444170128554; // 0xb95e8083
+const float EXPC0 = 1.0; // 0x3f800000
+const float EXPC1 = 1.0; // 0x3f800000
+const float EXPC2 = 0.5; // 0x3f000000
+const float EXPC3 = 0.1666666716337204; // 0x3e2aaaab
+const float EXPC4 = 0.0416666679084301; // 0x3d2aaaab
+const float EXPC5 = 0.008333333767950535; // 0x3c088889
+const float EXPC6 = 0.0013888889225199819; // 0x3ab60b61
+const float EXPC7 = 0.00019841270113829523; // 0x39500d01
 
 // fma32 (below) is vmath.FMA32, the fused multiply-add.
 float fma32(float a, float b, float c);
@@ -149,11 +150,11 @@ void unpack32(uint x, out uint m, out int e) {
 	}
 }
 
-// pack_round32 returns the magnitude bits of q·2^(E−1−23−g) rounded once
-// to nearest even (sticky: nonzero bits below q), where q has exactly
-// 24+g significant bits (leading bit 23+g) and E is the biased exponent
-// the result has before rounding: ±Inf beyond the range, denormal or zero
-// below it.
+// pack_round32 returns the magnitude bits of the float32 nearest (ties to
+// even) to the exact value q·2^(E−127−23−g) + (sticky: something below q's
+// last bit), where q has its leading bit at 23+g (g ≥ 2 guard bits) and E
+// is the biased exponent of the exact value: E ≥ 255 gives +Inf, E < 1 a
+// denormal (gradual underflow) or zero.
 uint pack_round32(uint q, int g, int E, bool sticky) {
 	if (E >= 255) {
 		return INF32;
@@ -167,7 +168,7 @@ uint pack_round32(uint q, int g, int E, bool sticky) {
 	uint hf;
 	if (s > 31) {
 		m = 0u;
-		rest = 1u; // nonzero, below hf (q < 2^(24+g) ≤ 2^(s−1)... the value is far below hf)
+		rest = 1u; // below half the smallest denormal: rounds to 0
 		hf = 2u;
 	} else {
 		m = q >> uint(s);
