@@ -11,6 +11,7 @@ import (
 
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/synth"
+	"github.com/densitykv/densitykv/synth/synthtest"
 )
 
 func smallConfig() synth.Config {
@@ -20,34 +21,6 @@ func smallConfig() synth.Config {
 	c.PanAmplitude = 3
 	c.PanPeriod = 8
 	return c
-}
-
-type layerData struct{ q, k, v []float32 }
-
-func readAll(t *testing.T, r synth.Reader) ([]synth.BlockInfo, [][]layerData) {
-	t.Helper()
-	var infos []synth.BlockInfo
-	var out [][]layerData
-	for {
-		info, err := r.NextBlock()
-		if err == io.EOF {
-			return infos, out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		info.Latent = append([]float32(nil), info.Latent...)
-		infos = append(infos, info)
-		var ls []layerData
-		for l := 0; l < r.Layout().Layers; l++ {
-			q, k, v, err := r.Layer(l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ls = append(ls, layerData{append([]float32(nil), q...), append([]float32(nil), k...), append([]float32(nil), v...)})
-		}
-		out = append(out, ls)
-	}
 }
 
 func mustGen(t testing.TB, c synth.Config) *synth.Generator {
@@ -93,7 +66,7 @@ func writeStream(t testing.TB, c synth.Config, d DType) []byte {
 
 func TestFileRoundTrip(t *testing.T) {
 	c := smallConfig()
-	infos, want := readAll(t, mustGen(t, c))
+	infos, want := synthtest.ReadAll(t, mustGen(t, c))
 	for _, d := range []DType{Float32, BFloat16} {
 		data := writeStream(t, c, d)
 		r, err := NewFileReader(bytes.NewReader(data))
@@ -103,7 +76,7 @@ func TestFileRoundTrip(t *testing.T) {
 		if r.Layout() != c.Layout || r.Blocks() != c.Blocks || r.Header().Source != "test" {
 			t.Fatalf("%s: header %+v", d, r.Header())
 		}
-		ginfos, got := readAll(t, r)
+		ginfos, got := synthtest.ReadAll(t, r)
 		if len(got) != len(want) {
 			t.Fatalf("%s: %d blocks, want %d", d, len(got), len(want))
 		}
@@ -112,7 +85,7 @@ func TestFileRoundTrip(t *testing.T) {
 				t.Fatalf("%s: block %d info differs", d, b)
 			}
 			for l := range want[b] {
-				for i, pair := range [][2][]float32{{got[b][l].q, want[b][l].q}, {got[b][l].k, want[b][l].k}, {got[b][l].v, want[b][l].v}} {
+				for i, pair := range [][2][]float32{{got[b][l].Q, want[b][l].Q}, {got[b][l].K, want[b][l].K}, {got[b][l].V, want[b][l].V}} {
 					for j := range pair[1] {
 						g, w := pair[0][j], pair[1][j]
 						if d == Float32 && math.Float32bits(g) != math.Float32bits(w) {
@@ -130,7 +103,7 @@ func TestFileRoundTrip(t *testing.T) {
 
 func TestFileReaderSkipsLayers(t *testing.T) {
 	c := smallConfig()
-	_, want := readAll(t, mustGen(t, c))
+	_, want := synthtest.ReadAll(t, mustGen(t, c))
 	r, err := NewFileReader(bytes.NewReader(writeStream(t, c, Float32)))
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +119,7 @@ func TestFileReaderSkipsLayers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !equal(k, want[b][1].k) {
+		if !equal(k, want[b][1].K) {
 			t.Fatalf("block %d layer 1 differs after skipping", b)
 		}
 	}
@@ -266,7 +239,7 @@ func (f *fakePolicy) Attend(layer int, q, k, v []float32) (memory.Context, error
 func TestRecorder(t *testing.T) {
 	c := smallConfig()
 	g := mustGen(t, c)
-	_, want := readAll(t, mustGen(t, c))
+	_, want := synthtest.ReadAll(t, mustGen(t, c))
 	var buf bytes.Buffer
 	w, err := NewWriter(&buf, Header{Layout: c.Layout, Blocks: -1})
 	if err != nil {
@@ -289,7 +262,7 @@ func TestRecorder(t *testing.T) {
 				t.Fatal(err)
 			}
 			for l := 0; l < c.Layout.Layers; l++ {
-				q, k, v := want[b][l].q, want[b][l].k, want[b][l].v
+				q, k, v := want[b][l].Q, want[b][l].K, want[b][l].V
 				if step == 0 { // a noisy pass sees other projections
 					var err error
 					if q, k, v, err = g.Layer(l); err != nil {
@@ -315,7 +288,7 @@ func TestRecorder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	infos, got := readAll(t, r)
+	infos, got := synthtest.ReadAll(t, r)
 	if len(got) != c.Blocks {
 		t.Fatalf("recorded %d blocks, want %d", len(got), c.Blocks)
 	}
@@ -324,7 +297,7 @@ func TestRecorder(t *testing.T) {
 			t.Fatalf("block %d latent shape %v", b, infos[b].LatentShape)
 		}
 		for l := range got[b] {
-			if !equal(got[b][l].k, want[b][l].k) || !equal(got[b][l].v, want[b][l].v) {
+			if !equal(got[b][l].K, want[b][l].K) || !equal(got[b][l].V, want[b][l].V) {
 				t.Fatalf("block %d layer %d: recording differs from the clean pass", b, l)
 			}
 		}

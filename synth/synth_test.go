@@ -1,4 +1,4 @@
-package synth
+package synth_test
 
 import (
 	"io"
@@ -7,10 +7,12 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/synth"
+	"github.com/densitykv/densitykv/synth/synthtest"
 )
 
-func smallConfig() Config {
-	c := DefaultConfig()
+func smallConfig() synth.Config {
+	c := synth.DefaultConfig()
 	c.Layout = memory.Layout{Height: 4, Width: 6, FramesPerBlock: 2, Layers: 3, Heads: 2, HeadDim: 16}
 	c.Blocks = 5
 	c.PanAmplitude = 3
@@ -18,37 +20,9 @@ func smallConfig() Config {
 	return c
 }
 
-type layerData struct{ q, k, v []float32 }
-
-func readAll(t *testing.T, r Reader) ([]BlockInfo, [][]layerData) {
+func mustGen(t testing.TB, c synth.Config) *synth.Generator {
 	t.Helper()
-	var infos []BlockInfo
-	var out [][]layerData
-	for {
-		info, err := r.NextBlock()
-		if err == io.EOF {
-			return infos, out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		info.Latent = append([]float32(nil), info.Latent...)
-		infos = append(infos, info)
-		var ls []layerData
-		for l := 0; l < r.Layout().Layers; l++ {
-			q, k, v, err := r.Layer(l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ls = append(ls, layerData{append([]float32(nil), q...), append([]float32(nil), k...), append([]float32(nil), v...)})
-		}
-		out = append(out, ls)
-	}
-}
-
-func mustGen(t testing.TB, c Config) *Generator {
-	t.Helper()
-	g, err := NewGenerator(c)
+	g, err := synth.NewGenerator(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,25 +43,25 @@ func equal(a, b []float32) bool {
 
 func TestGeneratorDeterministic(t *testing.T) {
 	c := smallConfig()
-	_, a := readAll(t, mustGen(t, c))
+	_, a := synthtest.ReadAll(t, mustGen(t, c))
 	g := mustGen(t, c)
-	_, b := readAll(t, g)
+	_, b := synthtest.ReadAll(t, g)
 	g.Reset()
-	_, again := readAll(t, g)
+	_, again := synthtest.ReadAll(t, g)
 	c.Seed++
-	_, other := readAll(t, mustGen(t, c))
+	_, other := synthtest.ReadAll(t, mustGen(t, c))
 	if len(a) != c.Blocks {
 		t.Fatalf("got %d blocks, want %d", len(a), c.Blocks)
 	}
 	for bi := range a {
 		for l := range a[bi] {
-			if !equal(a[bi][l].k, b[bi][l].k) || !equal(a[bi][l].q, b[bi][l].q) || !equal(a[bi][l].v, b[bi][l].v) {
+			if !equal(a[bi][l].K, b[bi][l].K) || !equal(a[bi][l].Q, b[bi][l].Q) || !equal(a[bi][l].V, b[bi][l].V) {
 				t.Fatalf("block %d layer %d differs between two generators with the same seed", bi, l)
 			}
-			if !equal(a[bi][l].k, again[bi][l].k) {
+			if !equal(a[bi][l].K, again[bi][l].K) {
 				t.Fatalf("block %d layer %d differs after Reset", bi, l)
 			}
-			if equal(a[bi][l].k, other[bi][l].k) {
+			if equal(a[bi][l].K, other[bi][l].K) {
 				t.Fatalf("block %d layer %d identical for a different seed", bi, l)
 			}
 		}
@@ -96,7 +70,7 @@ func TestGeneratorDeterministic(t *testing.T) {
 
 func TestGeneratorLayerSkipMatchesSequential(t *testing.T) {
 	c := smallConfig()
-	_, all := readAll(t, mustGen(t, c))
+	_, all := synthtest.ReadAll(t, mustGen(t, c))
 	g := mustGen(t, c)
 	for b := 0; b < c.Blocks; b++ {
 		if _, err := g.NextBlock(); err != nil {
@@ -106,7 +80,7 @@ func TestGeneratorLayerSkipMatchesSequential(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !equal(k, all[b][2].k) {
+		if !equal(k, all[b][2].K) {
 			t.Fatalf("block %d: skipping to layer 2 gives different keys", b)
 		}
 		if _, _, _, err := g.Layer(1); err == nil {
@@ -121,16 +95,16 @@ func TestGeneratorLayerSkipMatchesSequential(t *testing.T) {
 func TestGeneratorKeyGeometry(t *testing.T) {
 	c := smallConfig()
 	g := mustGen(t, c)
-	_, all := readAll(t, g)
+	_, all := synthtest.ReadAll(t, g)
 	D := c.Layout.HeadDim
 	for _, blk := range all {
 		for _, ld := range blk {
-			for r := 0; r < len(ld.k)/D; r++ {
+			for r := 0; r < len(ld.K)/D; r++ {
 				var ss, vs float64
-				for _, x := range ld.k[r*D : (r+1)*D] {
+				for _, x := range ld.K[r*D : (r+1)*D] {
 					ss += float64(x) * float64(x)
 				}
-				for _, x := range ld.v[r*D : (r+1)*D] {
+				for _, x := range ld.V[r*D : (r+1)*D] {
 					if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 						t.Fatalf("value row %d not finite", r)
 					}
@@ -149,7 +123,7 @@ func TestGeneratorKeyGeometry(t *testing.T) {
 }
 
 func TestSceneSchedule(t *testing.T) {
-	c := DefaultConfig() // 120 frames, cut at 54, return at 90
+	c := synth.DefaultConfig() // 120 frames, cut at 54, return at 90
 	g := mustGen(t, c)
 	for _, tc := range []struct{ frame, scene int }{{0, 0}, {53, 0}, {54, 1}, {89, 1}, {90, 0}, {119, 0}} {
 		if got := g.SceneAt(tc.frame); got != tc.scene {
@@ -164,7 +138,7 @@ func TestSceneSchedule(t *testing.T) {
 }
 
 // frameDistance is the mean per-token feature distance between two frames.
-func frameDistance(g *Generator, a, b int) float64 {
+func frameDistance(g *synth.Generator, a, b int) float64 {
 	c := g.Config()
 	n := c.Layout.TokensPerFrame() * c.Channels
 	fa := g.Frame(make([]float32, n), a)
@@ -178,7 +152,7 @@ func frameDistance(g *Generator, a, b int) float64 {
 }
 
 func TestSceneContentReturns(t *testing.T) {
-	c := DefaultConfig()
+	c := synth.DefaultConfig()
 	c.Drift = 0
 	c.PanAmplitude = 0
 	c.Objects = 0
@@ -191,18 +165,18 @@ func TestSceneContentReturns(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for name, mut := range map[string]func(*Config){
-		"blocks":   func(c *Config) { c.Blocks = 0 },
-		"headdim":  func(c *Config) { c.Layout.HeadDim = 7 },
-		"heads":    func(c *Config) { c.Layout.Heads = 0 },
-		"channels": func(c *Config) { c.Channels = 0 },
-		"noise":    func(c *Config) { c.Noise = math.NaN() },
-		"period":   func(c *Config) { c.PanPeriod = 0 },
-		"regions":  func(c *Config) { c.Regions = 0 },
+	for name, mut := range map[string]func(*synth.Config){
+		"blocks":   func(c *synth.Config) { c.Blocks = 0 },
+		"headdim":  func(c *synth.Config) { c.Layout.HeadDim = 7 },
+		"heads":    func(c *synth.Config) { c.Layout.Heads = 0 },
+		"channels": func(c *synth.Config) { c.Channels = 0 },
+		"noise":    func(c *synth.Config) { c.Noise = math.NaN() },
+		"period":   func(c *synth.Config) { c.PanPeriod = 0 },
+		"regions":  func(c *synth.Config) { c.Regions = 0 },
 	} {
 		c := smallConfig()
 		mut(&c)
-		if _, err := NewGenerator(c); err == nil || !strings.HasPrefix(err.Error(), "synth: ") {
+		if _, err := synth.NewGenerator(c); err == nil || !strings.HasPrefix(err.Error(), "synth: ") {
 			t.Errorf("%s: error %v, want a synth error", name, err)
 		}
 	}
@@ -211,8 +185,8 @@ func TestConfigValidate(t *testing.T) {
 func BenchmarkGeneratorBlock(b *testing.B) {
 	for _, tc := range []struct {
 		name string
-		cfg  Config
-	}{{"default", DefaultConfig()}, {"paper", PaperConfig(4)}} {
+		cfg  synth.Config
+	}{{"default", synth.DefaultConfig()}, {"paper", synth.PaperConfig(4)}} {
 		b.Run(tc.name, func(b *testing.B) {
 			g := mustGen(b, tc.cfg)
 			for b.Loop() {
