@@ -25,6 +25,21 @@ var spvGemm []byte
 //go:embed spv/gemm_softfma.spv
 var spvGemmSoftfma []byte
 
+//go:embed spv/nn_act.spv
+var spvNnAct []byte
+
+//go:embed spv/nn_act_softfma.spv
+var spvNnActSoftfma []byte
+
+//go:embed spv/nn_elementwise.spv
+var spvNnElementwise []byte
+
+//go:embed spv/nn_norm.spv
+var spvNnNorm []byte
+
+//go:embed spv/nn_rope.spv
+var spvNnRope []byte
+
 //go:embed spv/riesz_norms.spv
 var spvRieszNorms []byte
 
@@ -49,6 +64,11 @@ var modules = map[string][]byte{
 	"exactops":               spvExactops,
 	"gemm":                   spvGemm,
 	"gemm_softfma":           spvGemmSoftfma,
+	"nn_act":                 spvNnAct,
+	"nn_act_softfma":         spvNnActSoftfma,
+	"nn_elementwise":         spvNnElementwise,
+	"nn_norm":                spvNnNorm,
+	"nn_rope":                spvNnRope,
 	"riesz_norms":            spvRieszNorms,
 	"riesz_rowstats":         spvRieszRowstats,
 	"riesz_rowstats_softfma": spvRieszRowstatsSoftfma,
