@@ -1,12 +1,15 @@
 package wan
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"sync"
+
+	"github.com/densitykv/densitykv/compute"
 
 	"github.com/densitykv/densitykv/internal/finite"
 	"github.com/densitykv/densitykv/memory"
-	"github.com/densitykv/densitykv/nn"
 )
 
 // Text is an embedded prompt: the text embedding of all TextLen rows and
@@ -16,6 +19,30 @@ type Text struct {
 	Rows  int         // non-padded rows supplied
 	Embed []float32   // [TextLen][dim] text_embedding output
 	K, V  [][]float32 // per layer [TextLen][dim]
+
+	mu sync.Mutex
+	on *textOn // K and V on a device backend, uploaded once
+}
+
+// textOn is a Text's keys and values on a backend.
+type textOn struct {
+	be   compute.Backend
+	k, v []compute.Tensor
+}
+
+// Release frees what the Text holds on a device backend (its keys and
+// values, kept there by EmbedText or the first Forward); a later Forward
+// uploads them again.
+func (t *Text) Release() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if o := t.on; o != nil {
+		for i := range o.k {
+			o.be.Free(o.k[i])
+			o.be.Free(o.v[i])
+		}
+	}
+	t.on = nil
 }
 
 // EmbedText embeds a text-encoder output ctx [rows][TextDim] (rows ≤
@@ -33,23 +60,69 @@ func (m *Model) EmbedText(ctx []float32, rows int) (*Text, error) {
 		return nil, fmt.Errorf("wan: embed text: value %v at row %d column %d", ctx[i], i/c.TextDim, i%c.TextDim)
 	}
 	m.repack()
-	L, d := c.TextLen, c.Dim
+	w := m.weights()
+	be, L, d := w.be, c.TextLen, c.Dim
+	t := &Text{Rows: rows, Embed: make([]float32, L*d), K: make([][]float32, c.Layers), V: make([][]float32, c.Layers)}
 	pad := make([]float32, L*c.TextDim)
 	copy(pad, ctx)
-	h := make([]float32, L*d)
-	m.TextEmbedding0.Apply(h, pad, L)
-	nn.GELUTanh(h)
-	t := &Text{Rows: rows, Embed: make([]float32, L*d), K: make([][]float32, c.Layers), V: make([][]float32, c.Layers)}
-	m.TextEmbedding2.Apply(t.Embed, h, L)
+	io := newHostIO(be)
+	x, h := io.in(pad), be.New(L*d)
+	defer func() { io.free(x, h) }()
+	be.Linear(h, w.text0, x, L)
+	be.GELUTanh(h)
+	embed := io.out(t.Embed)
+	defer io.free(embed)
+	be.Linear(embed, w.text2, h, L)
+	on := &textOn{be: be, k: make([]compute.Tensor, c.Layers), v: make([]compute.Tensor, c.Layers)}
 	for l := range m.Blocks {
-		ca := &m.Blocks[l].CrossAttn
-		t.K[l] = make([]float32, L*d)
-		t.V[l] = make([]float32, L*d)
-		ca.K.Apply(t.K[l], t.Embed, L)
-		nn.RMSNorm(t.K[l], t.K[l], L, d, c.Eps, ca.NormK)
-		ca.V.Apply(t.V[l], t.Embed, L)
+		cw := &w.blocks[l].cross
+		t.K[l], t.V[l] = make([]float32, L*d), make([]float32, L*d)
+		on.k[l], on.v[l] = io.out(t.K[l]), io.out(t.V[l])
+		be.Linear(on.k[l], cw.k, embed, L)
+		be.RMSNorm(on.k[l], on.k[l], L, d, c.Eps, cw.normK)
+		be.Linear(on.v[l], cw.v, embed, L)
+	}
+	err := io.read(t.Embed, embed)
+	for l := 0; l < c.Layers && err == nil; l++ {
+		if err = io.read(t.K[l], on.k[l]); err == nil {
+			err = io.read(t.V[l], on.v[l])
+		}
+	}
+	if !io.host {
+		t.on = on
+		if err != nil {
+			t.Release()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wan: embed text on %v: %w", be, err)
 	}
 	return t, nil
+}
+
+// onBackend returns the text's keys and values on be: the host slices
+// themselves on host memory, else uploaded once and kept.
+func (t *Text) onBackend(be compute.Backend) *textOn {
+	io := newHostIO(be)
+	if io.host {
+		on := &textOn{be: be, k: make([]compute.Tensor, len(t.K)), v: make([]compute.Tensor, len(t.V))}
+		for l := range t.K {
+			on.k[l], on.v[l] = io.in(t.K[l]), io.in(t.V[l])
+		}
+		return on
+	}
+	if t.on != nil && t.on.be == be {
+		return t.on
+	}
+	t.Release()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	on := &textOn{be: be, k: make([]compute.Tensor, len(t.K)), v: make([]compute.Tensor, len(t.V))}
+	for l := range t.K {
+		on.k[l], on.v[l] = io.in(t.K[l]), io.in(t.V[l])
+	}
+	t.on = on
+	return on
 }
 
 // Call is one forward call on one block of latent frames.
@@ -71,38 +144,147 @@ type Call struct {
 	Trace func(name string, data []float32)
 }
 
-// workspace holds the buffers of Forward, reused while the block's shape
-// does not change.
+// hostIO moves values between the host and a backend: on a backend of
+// host memory (the CPU) a tensor is the host slice itself and nothing is
+// copied; elsewhere in and out make tensors of their own, which read and
+// Upload fill.
+type hostIO struct {
+	be   compute.Backend
+	mem  compute.HostMemory
+	host bool
+}
+
+func newHostIO(be compute.Backend) hostIO {
+	mem, host := be.(compute.HostMemory)
+	return hostIO{be: be, mem: mem, host: host}
+}
+
+// in returns a tensor holding v's values (v itself on host memory).
+func (io hostIO) in(v []float32) compute.Tensor {
+	if io.host {
+		return io.mem.Wrap(v)
+	}
+	t := io.be.New(len(v))
+	io.be.Upload(t, v)
+	return t
+}
+
+// out returns a tensor whose values read copies into v (v itself on host
+// memory).
+func (io hostIO) out(v []float32) compute.Tensor {
+	if io.host {
+		return io.mem.Wrap(v)
+	}
+	return io.be.New(len(v))
+}
+
+// read copies t's values into v (t made by out(v), or a tensor whose Host
+// is v, on host memory) and returns the backend's first error.
+func (io hostIO) read(v []float32, t compute.Tensor) error {
+	if io.host {
+		return io.be.Flush()
+	}
+	return io.be.Download(v, t)
+}
+
+// send writes v into t (made by out(v): nothing to do on host memory).
+func (io hostIO) send(t compute.Tensor, v []float32) {
+	if !io.host {
+		io.be.Upload(t, v)
+	}
+}
+
+// free frees tensors made by in or out (nothing on host memory).
+func (io hostIO) free(ts ...compute.Tensor) {
+	if !io.host {
+		for _, t := range ts {
+			io.be.Free(t)
+		}
+	}
+}
+
+// workspace holds the tensors of Forward on the model's backend, reused
+// while the block's shape does not change, and their host sides (on a
+// backend of host memory, the same values).
 type workspace struct {
-	T                     int
-	x, y, q, k, v, att, o []float32 // [T][dim]
-	h                     []float32 // [T][ffn_dim]
-	patches, out          []float32 // [T][patch_len], [T][out_len]
-	mods, e0              []float32 // [F][6][dim]
-	e, sin, tmp, headMods []float32 // [F][dim], [F][freq], scratch, [F][2][dim]
+	io                    hostIO
+	T, F                  int
+	x, y, q, k, v, att, o compute.Tensor // [T][dim]
+	h                     compute.Tensor // [T][ffn_dim]
+	patches, out          compute.Tensor // [T][patch_len], [T][out_len]
+	mods, e0              compute.Tensor // [F][6][dim]
+	e, sin, tmp, headMods compute.Tensor // [F][dim], [F][freq], [F][dim], [F][2][dim]
+	ctx                   [3]compute.Tensor
+	// The host sides: q, k, v (read for the memory policy), the patches,
+	// the sinusoid and the head's output.
+	hq, hk, hv, hpatches, hsin, hout []float32
 }
 
 func (m *Model) workspace(T, F int) *workspace {
 	c := m.Cfg
 	d := c.Dim
-	if w := m.ws; w != nil && w.T == T && len(w.e) == F*d {
+	be := m.Backend()
+	if w := m.ws; w != nil && w.io.be == be && w.T == T && w.F == F {
 		return w
 	}
-	w := &workspace{T: T}
-	for _, b := range []*[]float32{&w.x, &w.y, &w.q, &w.k, &w.v, &w.att, &w.o} {
-		*b = make([]float32, T*d)
+	m.ws.free()
+	w := &workspace{io: newHostIO(be), T: T, F: F}
+	for _, b := range []*compute.Tensor{&w.x, &w.y, &w.q, &w.k, &w.v, &w.att, &w.o} {
+		*b = be.New(T * d)
 	}
-	w.h = make([]float32, T*c.FFNDim)
-	w.patches = make([]float32, T*c.PatchLen())
-	w.out = make([]float32, T*c.OutLen())
-	w.mods = make([]float32, F*6*d)
-	w.e = make([]float32, F*d)
-	w.e0 = make([]float32, F*6*d)
-	w.sin = make([]float32, F*c.FreqDim)
-	w.tmp = make([]float32, F*max(d, c.FreqDim))
-	w.headMods = make([]float32, F*2*d)
+	w.h = be.New(T * c.FFNDim)
+	w.mods, w.e0 = be.New(F*6*d), be.New(F*6*d)
+	w.e, w.tmp, w.headMods = be.New(F*d), be.New(F*d), be.New(F*2*d)
+	w.hq, w.hk, w.hv = w.hostSide(w.q), w.hostSide(w.k), w.hostSide(w.v)
+	w.hpatches, w.hsin, w.hout = make([]float32, T*c.PatchLen()), make([]float32, F*c.FreqDim), make([]float32, T*c.OutLen())
+	w.patches, w.sin, w.out = w.io.out(w.hpatches), w.io.out(w.hsin), w.io.out(w.hout)
 	m.ws = w
 	return w
+}
+
+// hostSide returns t's values on host memory, else a slice of t's length.
+func (w *workspace) hostSide(t compute.Tensor) []float32 {
+	if w.io.host {
+		return w.io.mem.Host(t)
+	}
+	return make([]float32, t.Len())
+}
+
+// free frees the workspace's tensors (nil: nothing).
+func (w *workspace) free() {
+	if w == nil {
+		return
+	}
+	be := w.io.be
+	for _, t := range []compute.Tensor{w.x, w.y, w.q, w.k, w.v, w.att, w.o, w.h, w.patches, w.out,
+		w.mods, w.e0, w.e, w.sin, w.tmp, w.headMods, w.ctx[0], w.ctx[1], w.ctx[2]} {
+		if t != nil {
+			be.Free(t)
+		}
+	}
+}
+
+// context returns the memory policy's q, k, v as tensors: the slices
+// themselves on host memory, else uploaded into the workspace's tensors
+// (grown as the context grows).
+func (w *workspace) context(vs ...[]float32) [3]compute.Tensor {
+	var ts [3]compute.Tensor
+	for i, v := range vs {
+		if w.io.host {
+			ts[i] = w.io.mem.Wrap(v)
+			continue
+		}
+		be := w.io.be
+		if w.ctx[i] == nil || w.ctx[i].Len() < len(v) {
+			if w.ctx[i] != nil {
+				be.Free(w.ctx[i])
+			}
+			w.ctx[i] = be.New(len(v))
+		}
+		ts[i] = be.View(w.ctx[i], 0, len(v))
+		be.Upload(ts[i], v)
+	}
+	return ts
 }
 
 // Sinusoid writes the freq-dim sinusoidal embedding of t into dst:
@@ -118,22 +300,41 @@ func Sinusoid(dst []float32, t float64) {
 }
 
 // pass is the state of one Forward call that the steps share: the block's
-// geometry, the buffers, the text, the memory policy and the trace.
+// geometry, the backend, the weights and tensors on it, the text, the
+// memory policy and the trace.
 type pass struct {
 	m       *Model
+	be      compute.Backend
+	w       *weightsOn
 	ws      *workspace
+	text    *textOn
 	c       *Call
 	pol     memory.Policy
 	F, H, W int // frames, latent height and width
 	gh, gw  int // token grid of a frame
 	tpf, T  int // tokens per frame, tokens
 	scale   float32
+	err     error // a trace's read-back error
 }
 
-func (p *pass) trace(name string, x []float32) {
-	if p.c.Trace != nil {
-		p.c.Trace(name, x)
+// trace hands x's values to the call's Trace, if any (read back from a
+// device backend).
+func (p *pass) trace(name string, x compute.Tensor) {
+	if p.c.Trace == nil {
+		return
 	}
+	if p.ws.io.host {
+		p.c.Trace(name, p.ws.io.mem.Host(x))
+		return
+	}
+	v := make([]float32, x.Len())
+	if err := p.be.Download(v, x); err != nil {
+		if p.err == nil {
+			p.err = fmt.Errorf("trace %s: %w", name, err)
+		}
+		return
+	}
+	p.c.Trace(name, v)
 }
 
 // Forward runs the model on one block and writes the flow prediction
@@ -144,16 +345,20 @@ func (p *pass) trace(name string, x []float32) {
 //	x = Block.Forward(x) for every layer      (memory policy per layer)
 //	flow = unpatchify(head(x, e))
 //
+// on the model's backend (UseBackend): the latents go in, the flow comes
+// out, and per layer the memory policy's q, k, v and context cross (see
+// Attention.self).
+//
 // It calls pol.Begin(c.Mem), then pol.Attend for every layer in order,
 // then pol.End(). Inputs are validated before Begin, so an input error
-// leaves the policy untouched; an error returned by the policy itself
-// leaves the call open, and that policy should then be discarded.
+// leaves the policy untouched; an error returned by the policy itself, or
+// by the backend, leaves the call open, and that policy should then be
+// discarded.
 func (m *Model) Forward(flow []float32, c Call, pol memory.Policy) error {
 	p, err := m.newPass(flow, &c, pol)
 	if err != nil {
 		return err
 	}
-	m.repack()
 	x := p.patchify()
 	p.timeEmbedding()
 	if err := pol.Begin(c.Mem); err != nil {
@@ -161,7 +366,7 @@ func (m *Model) Forward(flow []float32, c Call, pol memory.Policy) error {
 	}
 	for l := range m.Blocks {
 		if err := m.Blocks[l].Forward(p, l, x); err != nil {
-			return fmt.Errorf("wan: forward block %d step %d layer %d: %w", c.Mem.Block, c.Mem.Step, l, err)
+			return fmt.Errorf("wan: forward block %d step %d layer %d on %v: %w", c.Mem.Block, c.Mem.Step, l, p.be, err)
 		}
 		p.trace(fmt.Sprintf("block_out.%d", l), x)
 	}
@@ -169,6 +374,9 @@ func (m *Model) Forward(flow []float32, c Call, pol memory.Policy) error {
 		return fmt.Errorf("wan: forward block %d step %d: %w", c.Mem.Block, c.Mem.Step, err)
 	}
 	p.head(x)
+	if err := cmp.Or(p.ws.io.read(p.ws.hout, p.ws.out), p.err); err != nil {
+		return fmt.Errorf("wan: forward block %d step %d on %v: %w", c.Mem.Block, c.Mem.Step, p.be, err)
+	}
 	p.unpatchify(flow)
 	return nil
 }
@@ -208,25 +416,29 @@ func (m *Model) newPass(flow []float32, c *Call, pol memory.Policy) (*pass, erro
 			return nil, fmt.Errorf("wan: forward block %d: memory policy %s applies RoPE with base %v, the model's rope_theta is %v", c.Mem.Block, pol.Name(), th, cfg.RoPEBase)
 		}
 	}
-	p := &pass{m: m, c: c, pol: pol, F: F, H: H, W: W, gh: H / ph, gw: W / pw}
+	m.repack()
+	p := &pass{m: m, w: m.weights(), c: c, pol: pol, F: F, H: H, W: W, gh: H / ph, gw: W / pw}
+	p.be = p.w.be
 	p.tpf = p.gh * p.gw
 	p.T = F * p.tpf
 	p.scale = float32(1 / math.Sqrt(float64(cfg.HeadDim())))
 	p.ws = m.workspace(p.T, F)
+	p.text = c.Text.onBackend(p.be)
 	return p, nil
 }
 
 // patchify embeds the latent's patches (PatchEmbedding, a Conv3d with
 // stride = kernel = the patch, as a Linear over patch vectors (c, q, r))
 // and returns the tokens x [T][dim], token (f, h, w) at (f·gh + h)·gw + w.
-func (p *pass) patchify() []float32 {
+// The patches are gathered on the host (the call's input) and sent.
+func (p *pass) patchify() compute.Tensor {
 	cfg, ws, lat := p.m.Cfg, p.ws, p.c.Latent
 	ph, pw, C := cfg.Patch[1], cfg.Patch[2], cfg.InDim
 	pl := cfg.PatchLen()
 	for f := 0; f < p.F; f++ {
 		for hh := 0; hh < p.gh; hh++ {
 			for ww := 0; ww < p.gw; ww++ {
-				v := ws.patches[((f*p.gh+hh)*p.gw+ww)*pl:]
+				v := ws.hpatches[((f*p.gh+hh)*p.gw+ww)*pl:]
 				for ch := 0; ch < C; ch++ {
 					for q := 0; q < ph; q++ {
 						row := lat[((f*C+ch)*p.H+hh*ph+q)*p.W+ww*pw:]
@@ -238,7 +450,8 @@ func (p *pass) patchify() []float32 {
 			}
 		}
 	}
-	p.m.PatchEmbedding.Apply(ws.x, ws.patches, p.T)
+	ws.io.send(ws.patches, ws.hpatches)
+	p.be.Linear(ws.x, p.w.patch, ws.patches, p.T)
 	p.trace("patch_embed_tokens", ws.x)
 	return ws.x
 }
@@ -248,25 +461,27 @@ func (p *pass) patchify() []float32 {
 //	e[f]  = TimeEmbedding2(SiLU(TimeEmbedding0(sinusoid(t_f))))   [dim]
 //	e0[f] = TimeProjection(SiLU(e[f]))                            [6][dim]
 func (p *pass) timeEmbedding() {
-	m, ws, F := p.m, p.ws, p.F
-	fd, d := m.Cfg.FreqDim, m.Cfg.Dim
+	be, w, ws, F := p.be, p.w, p.ws, p.F
+	fd := p.m.Cfg.FreqDim
 	for f, t := range p.c.Timesteps {
-		Sinusoid(ws.sin[f*fd:(f+1)*fd], float64(t))
+		Sinusoid(ws.hsin[f*fd:(f+1)*fd], float64(t))
 	}
+	ws.io.send(ws.sin, ws.hsin)
 	p.trace("time_sinusoid", ws.sin)
-	m.TimeEmbedding0.Apply(ws.tmp[:F*d], ws.sin, F)
-	nn.SiLU(ws.tmp[:F*d], ws.tmp[:F*d])
-	m.TimeEmbedding2.Apply(ws.e, ws.tmp[:F*d], F)
+	be.Linear(ws.tmp, w.time0, ws.sin, F)
+	be.SiLU(ws.tmp, ws.tmp)
+	be.Linear(ws.e, w.time2, ws.tmp, F)
 	p.trace("e", ws.e)
-	nn.SiLU(ws.tmp[:F*d], ws.e)
-	m.TimeProjection.Apply(ws.e0, ws.tmp[:F*d], F)
+	be.SiLU(ws.tmp, ws.e)
+	be.Linear(ws.e0, w.timeProj, ws.tmp, F)
 	p.trace("e0", ws.e0)
 }
 
-// mod returns modulation row i (0…5) of frame f: m_i = modulation + e0[f].
-func (p *pass) mod(i int) func(f int) []float32 {
+// mod returns modulation row i (0…5) of every frame: m_i = modulation +
+// e0[f], row i of mods [F][6][dim].
+func (p *pass) mod(i int) compute.Vec {
 	d := p.m.Cfg.Dim
-	return func(f int) []float32 { return p.ws.mods[(f*6+i)*d : (f*6+i+1)*d] }
+	return compute.Vec{T: p.ws.mods, Off: i * d, Stride: 6 * d}
 }
 
 // Forward runs layer l on the tokens x [T][dim] in place, with
@@ -275,46 +490,57 @@ func (p *pass) mod(i int) func(f int) []float32 {
 //	x += SelfAttn(LN(x)·(1+m1) + m0) · m2     (keys and values from the memory policy)
 //	x += CrossAttn(LN_affine(x), text)
 //	x += FFN(LN(x)·(1+m4) + m3) · m5
-func (b *Block) Forward(p *pass, l int, x []float32) error {
-	cfg, ws := p.m.Cfg, p.ws
-	T, d := p.T, cfg.Dim
-	for f := 0; f < p.F; f++ {
-		for i := 0; i < 6*d; i++ {
-			ws.mods[f*6*d+i] = b.Modulation[i] + ws.e0[f*6*d+i]
-		}
-	}
-	nn.LayerNorm(ws.y, x, T, d, cfg.Eps, nil, nil)
-	modulate(ws.y, T, d, p.tpf, p.mod(0), p.mod(1))
+func (b *Block) Forward(p *pass, l int, x compute.Tensor) error {
+	be, ws, w := p.be, p.ws, &p.w.blocks[l]
+	T, d, eps, F, tpf := p.T, p.m.Cfg.Dim, p.m.Cfg.Eps, p.F, p.tpf
+	be.Copy(ws.mods, 0, ws.e0, 0, F*6*d)
+	be.AddBias(ws.mods, F, 6*d, w.mod)
+
+	compute.LayerNormModulate(be, ws.y, x, T, d, eps, tpf, p.mod(0), p.mod(1))
 	if err := b.SelfAttn.self(p, l, ws.y, ws.o); err != nil {
 		return err
 	}
-	gatedAdd(x, ws.o, T, d, p.tpf, p.mod(2))
+	be.GatedAdd(x, ws.o, T, d, tpf, p.mod(2))
 
-	nn.LayerNorm(ws.y, x, T, d, cfg.Eps, b.Norm3W, b.Norm3B)
+	be.LayerNorm(ws.y, x, T, d, eps, w.norm3W, w.norm3B)
 	b.CrossAttn.cross(p, l, ws.y, ws.o)
-	addInto(x, ws.o)
+	be.Add(x, ws.o)
 
-	nn.LayerNorm(ws.y, x, T, d, cfg.Eps, nil, nil)
-	modulate(ws.y, T, d, p.tpf, p.mod(3), p.mod(4))
-	b.FFN0.Apply(ws.h, ws.y, T)
-	nn.GELUTanh(ws.h)
-	b.FFN2.Apply(ws.o, ws.h, T)
-	gatedAdd(x, ws.o, T, d, p.tpf, p.mod(5))
+	compute.LayerNormModulate(be, ws.y, x, T, d, eps, tpf, p.mod(3), p.mod(4))
+	be.Linear(ws.h, w.ffn0, ws.y, T)
+	be.GELUTanh(ws.h)
+	be.Linear(ws.o, w.ffn2, ws.h, T)
+	be.GatedAdd(x, ws.o, T, d, tpf, p.mod(5))
 	return nil
 }
 
 // self is the self-attention of layer l: out [T][dim] = O(attention of
 // the RMS-normed q and k of y [T][dim] and v, against the keys and values
 // the memory policy returns for this layer (which rotates them with RoPE).
-func (a *Attention) self(p *pass, l int, y, out []float32) error {
-	cfg, ws, T := p.m.Cfg, p.ws, p.T
+//
+// The memory policy runs on the host: q, k and v are read back from the
+// backend and the context it returns is sent, once per layer (on the CPU
+// both are the same memory, nothing is copied). Keeping the history on
+// the device, the policy's work included, is the next step (issue #25).
+func (a *Attention) self(p *pass, l int, y, out compute.Tensor) error {
+	cfg, be, ws, w, T := p.m.Cfg, p.be, p.ws, &p.w.blocks[l].self, p.T
 	d := cfg.Dim
-	a.Q.Apply(ws.q, y, T)
-	a.K.Apply(ws.k, y, T)
-	a.V.Apply(ws.v, y, T)
-	nn.RMSNorm(ws.q, ws.q, T, d, cfg.Eps, a.NormQ)
-	nn.RMSNorm(ws.k, ws.k, T, d, cfg.Eps, a.NormK)
-	ctx, err := p.pol.Attend(l, ws.q, ws.k, ws.v)
+	be.Linear(ws.q, w.q, y, T)
+	be.Linear(ws.k, w.k, y, T)
+	be.Linear(ws.v, w.v, y, T)
+	be.RMSNorm(ws.q, ws.q, T, d, cfg.Eps, w.normQ)
+	be.RMSNorm(ws.k, ws.k, T, d, cfg.Eps, w.normK)
+	err := ws.io.read(ws.hq, ws.q)
+	if err == nil {
+		err = ws.io.read(ws.hk, ws.k)
+	}
+	if err == nil {
+		err = ws.io.read(ws.hv, ws.v)
+	}
+	if err != nil {
+		return err
+	}
+	ctx, err := p.pol.Attend(l, ws.hq, ws.hk, ws.hv)
 	if err != nil {
 		return err
 	}
@@ -323,43 +549,39 @@ func (a *Attention) self(p *pass, l int, y, out []float32) error {
 		return fmt.Errorf("policy %s returned q %d, k %d, v %d values for %d keys (want q %d, k = v = keys × %d)", p.pol.Name(), len(ctx.Q), len(ctx.K), len(ctx.V), S, T*d, d)
 	}
 	if p.c.Trace != nil {
-		p.trace(fmt.Sprintf("block%d_selfattn_q_roped", l), ctx.Q)
-		p.trace(fmt.Sprintf("block%d_selfattn_k_roped", l), ctx.K[(S-T)*d:])
-		p.trace(fmt.Sprintf("block%d_selfattn_v", l), ws.v)
+		p.c.Trace(fmt.Sprintf("block%d_selfattn_q_roped", l), ctx.Q)
+		p.c.Trace(fmt.Sprintf("block%d_selfattn_k_roped", l), ctx.K[(S-T)*d:])
+		p.c.Trace(fmt.Sprintf("block%d_selfattn_v", l), ws.hv)
 	}
-	nn.Attention(p.m.Precision, ws.att, ctx.Q, ctx.K, ctx.V, T, S, cfg.Heads, cfg.HeadDim(), p.scale)
-	a.O.Apply(out, ws.att, T)
+	c := ws.context(ctx.Q, ctx.K, ctx.V)
+	be.Attention(p.m.Precision, ws.att, c[0], c[1], c[2], T, S, cfg.Heads, cfg.HeadDim(), p.scale)
+	be.Linear(out, w.o, ws.att, T)
 	return nil
 }
 
 // cross is the cross-attention of layer l over the text: out [T][dim] =
 // O(attention of the RMS-normed q of y to the text's keys and values).
-func (a *Attention) cross(p *pass, l int, y, out []float32) {
-	cfg, ws, T := p.m.Cfg, p.ws, p.T
-	a.Q.Apply(ws.q, y, T)
-	nn.RMSNorm(ws.q, ws.q, T, cfg.Dim, cfg.Eps, a.NormQ)
-	nn.Attention(p.m.Precision, ws.att, ws.q, p.c.Text.K[l], p.c.Text.V[l], T, cfg.TextLen, cfg.Heads, cfg.HeadDim(), p.scale)
-	a.O.Apply(out, ws.att, T)
+func (a *Attention) cross(p *pass, l int, y, out compute.Tensor) {
+	cfg, be, ws, w, T := p.m.Cfg, p.be, p.ws, &p.w.blocks[l].cross, p.T
+	be.Linear(ws.q, w.q, y, T)
+	be.RMSNorm(ws.q, ws.q, T, cfg.Dim, cfg.Eps, w.normQ)
+	be.Attention(p.m.Precision, ws.att, ws.q, p.text.k[l], p.text.v[l], T, cfg.TextLen, cfg.Heads, cfg.HeadDim(), p.scale)
+	be.Linear(out, w.o, ws.att, T)
 }
 
 // head computes the output projection of the tokens x into ws.out
 // [T][out_len]: Head(LN(x)·(1+s1) + s0) with (s0, s1) = head.modulation +
 // e[frame] (e, not e0).
-func (p *pass) head(x []float32) {
-	m, ws := p.m, p.ws
-	cfg := m.Cfg
-	d := cfg.Dim
-	nn.LayerNorm(ws.y, x, p.T, d, cfg.Eps, nil, nil)
-	hm, sh := m.HeadModulation, ws.headMods
+func (p *pass) head(x compute.Tensor) {
+	be, ws, d := p.be, p.ws, p.m.Cfg.Dim
 	for f := 0; f < p.F; f++ {
-		for i := 0; i < 2*d; i++ {
-			sh[f*2*d+i] = hm[i] + ws.e[f*d+i%d]
-		}
+		be.Copy(ws.headMods, 2*f*d, ws.e, f*d, d)
+		be.Copy(ws.headMods, (2*f+1)*d, ws.e, f*d, d)
 	}
-	modulate(ws.y, p.T, d, p.tpf,
-		func(f int) []float32 { return sh[f*2*d : f*2*d+d] },
-		func(f int) []float32 { return sh[f*2*d+d : (f+1)*2*d] })
-	m.Head.Apply(ws.out, ws.y, p.T)
+	be.AddBias(ws.headMods, p.F, 2*d, p.w.headMod)
+	compute.LayerNormModulate(be, ws.y, x, p.T, d, p.m.Cfg.Eps, p.tpf,
+		compute.Vec{T: ws.headMods, Stride: 2 * d}, compute.Vec{T: ws.headMods, Off: d, Stride: 2 * d})
+	be.Linear(ws.out, p.w.head, ws.y, p.T)
 	p.trace("head_out", ws.out)
 }
 
@@ -372,7 +594,7 @@ func (p *pass) unpatchify(flow []float32) {
 	for f := 0; f < p.F; f++ {
 		for hh := 0; hh < p.gh; hh++ {
 			for ww := 0; ww < p.gw; ww++ {
-				o := p.ws.out[((f*p.gh+hh)*p.gw+ww)*ol:]
+				o := p.ws.hout[((f*p.gh+hh)*p.gw+ww)*ol:]
 				for q := 0; q < ph; q++ {
 					for r := 0; r < pw; r++ {
 						for ch := 0; ch < Co; ch++ {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/finite"
 	"github.com/densitykv/densitykv/nn"
@@ -51,6 +52,8 @@ type Model struct {
 	// Loaded says what Load read (empty for a model built otherwise).
 	Loaded Loaded
 
+	be compute.Backend // nil: the CPU (UseBackend)
+	w  *weightsOn      // the parameters on be
 	ws *workspace
 }
 
