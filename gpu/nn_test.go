@@ -334,3 +334,119 @@ func ropeCancel(r *rand.Rand, tab *rope.Table, x []float32, heads int, pos []rop
 		}
 	}
 }
+
+// TestBlockChain chains one DiT block's non-product steps (wan's
+// Block.Forward and Attention.self) in ONE batch, run once, and compares
+// the results with the CPU functions: the products are replaced by
+// identities and bias adds on the device (q = k = y + bias, o = RoPE'd q,
+// the cross-attention's output the normed y, the FFN's input the
+// modulated y), so that every step reads the one before it from device
+// memory; nothing is downloaded until the batch has run.
+//
+//	mods = modulation + e0;  y = modulate(LN(x), m0, m1)
+//	q = RMSNorm(y + bq, wq), RoPE;  k = RMSNorm(y + bk, wk), RoPE;  x += (q + bo)·m2
+//	y = LN_affine(x, w3, b3);  x += y + bc
+//	y = modulate(LN(x), m3, m4);  h = GELU(y + b0);  x += (h + b2)·m5
+func TestBlockChain(t *testing.T) {
+	dev := vulkantest.Open(t)
+	r := rand.New(rand.NewPCG(29, 30))
+	const F, H, W, heads, hd = 2, 2, 3, 2, 22
+	const tpf, T, d, eps = H * W, F * H * W, heads * hd, 1e-6
+	x, e0, modulation := nnValues(r, T*d, 0), nnValues(r, F*6*d, 0), nnValues(r, 6*d, 0)
+	w3, b3, wq, wk := nnValues(r, d, 0), nnValues(r, d, 0), nnValues(r, d, 0), nnValues(r, d, 0)
+	// Edge values in row 0 of x (an Inf and a NaN make that row NaN), a
+	// huge value and denormals in row 1, zeros and denormal weights.
+	copy(x, []float32{float32(math.Inf(1)), float32(math.NaN()), 0x1p-149})
+	copy(x[d:], []float32{0x1p120, -0x1p-140, float32(math.Copysign(0, -1)), 0x1p-149})
+	for _, w := range [][]float32{w3, b3, wq, wk} {
+		copy(w[3:], []float32{0, float32(math.Copysign(0, -1)), 0x1p-149, -0x1p-130})
+	}
+	bq, bk, bo, bc, b0, b2 := nnValues(r, d, 0), nnValues(r, d, 0), nnValues(r, d, 0), nnValues(r, d, 0), nnValues(r, d, 0), nnValues(r, d, 0)
+	for i := range e0 {
+		e0[i] *= 0.1
+	}
+	tab := rope.MustNew(hd)
+	rt, err := NewRopeTables(dev, tab, F, H, W)
+	must(t, err)
+	defer rt.Free()
+
+	up := func(v []float32) *vulkan.Buffer { return upFloats(t, dev, v) }
+	xb, e0b, modb := up(x), up(e0), up(modulation)
+	w3b, b3b, wqb, wkb := up(w3), up(b3), up(wq), up(wk)
+	bqb, bkb, bob, bcb, b0b, b2b := up(bq), up(bk), up(bo), up(bc), up(b0), up(b2)
+	mods, y, q, k, h := up(make([]float32, F*6*d)), up(make([]float32, T*d)), up(make([]float32, T*d)), up(make([]float32, T*d)), up(make([]float32, T*d))
+	m := func(i int) FrameVectors { return FrameVectors{mods, i * d, 6 * d} }
+	size := int64(4 * T * d)
+
+	batch := dev.NewBatch()
+	must(t, AddBias(dev, batch, mods, e0b, modb, F, 6*d))
+	must(t, LayerNorm(dev, batch, y, xb, T, d, eps, nil, nil))
+	must(t, Modulate(dev, batch, y, T, d, tpf, m(0), m(1)))
+	must(t, AddBias(dev, batch, q, y, bqb, T, d))
+	must(t, AddBias(dev, batch, k, y, bkb, T, d))
+	must(t, RMSNorm(dev, batch, q, q, T, d, eps, wqb))
+	must(t, RMSNorm(dev, batch, k, k, T, d, eps, wkb))
+	must(t, Rope(dev, batch, q, 0, heads, rt, 0, F))
+	must(t, Rope(dev, batch, k, 0, heads, rt, 0, F))
+	must(t, AddBias(dev, batch, h, q, bob, T, d))
+	must(t, GatedAdd(dev, batch, xb, h, T, d, tpf, m(2)))
+	must(t, LayerNorm(dev, batch, y, xb, T, d, eps, w3b, b3b))
+	must(t, AddBias(dev, batch, y, y, bcb, T, d))
+	must(t, Add(dev, batch, xb, y, T*d))
+	must(t, LayerNorm(dev, batch, y, xb, T, d, eps, nil, nil))
+	must(t, Modulate(dev, batch, y, T, d, tpf, m(3), m(4)))
+	batch.Copy(h, 0, y, 0, size)
+	must(t, AddBias(dev, batch, h, h, b0b, T, d))
+	must(t, GELUTanh(dev, batch, h, T*d))
+	must(t, AddBias(dev, batch, h, h, b2b, T, d))
+	must(t, GatedAdd(dev, batch, xb, h, T, d, tpf, m(5)))
+	if batch.Len() != 21 {
+		t.Fatalf("the batch holds %d commands, want 21", batch.Len())
+	}
+	run(t, batch)
+
+	cm := make([]float32, F*6*d)
+	cpuMods(cm, modulation, e0, F, d)
+	cx, cy, cq, ck, ch := append([]float32(nil), x...), make([]float32, T*d), make([]float32, T*d), make([]float32, T*d), make([]float32, T*d)
+	nn.LayerNorm(cy, cx, T, d, eps, nil, nil)
+	cpuModulate(cy, T, d, tpf, modRow(cm, d, 0), modRow(cm, d, 1))
+	copy(cq, cy)
+	copy(ck, cy)
+	cpuAddBias(cq, bq, T)
+	cpuAddBias(ck, bk, T)
+	nn.RMSNorm(cq, cq, T, d, eps, wq)
+	nn.RMSNorm(ck, ck, T, d, eps, wk)
+	rot := tab.NewRotator(H, W)
+	for f := 0; f < F; f++ {
+		rot.Frame(cq[f*tpf*d:], heads, f)
+		rot.Frame(ck[f*tpf*d:], heads, f)
+	}
+	copy(ch, cq)
+	cpuAddBias(ch, bo, T)
+	cpuGatedAdd(cx, ch, T, d, tpf, modRow(cm, d, 2))
+	nn.LayerNorm(cy, cx, T, d, eps, w3, b3)
+	cpuAddBias(cy, bc, T)
+	cpuAddInto(cx, cy)
+	nn.LayerNorm(cy, cx, T, d, eps, nil, nil)
+	cpuModulate(cy, T, d, tpf, modRow(cm, d, 3), modRow(cm, d, 4))
+	copy(ch, cy)
+	cpuAddBias(ch, b0, T)
+	nn.GELUTanh(ch)
+	cpuAddBias(ch, b2, T)
+	cpuGatedAdd(cx, ch, T, d, tpf, modRow(cm, d, 5))
+
+	sameFloats(t, "k (RMSNorm, RoPE)", down(t, dev, k, T*d), ck)
+	sameFloats(t, "y (LayerNorm, modulate)", down(t, dev, y, T*d), cy)
+	sameFloats(t, "h (GELU)", down(t, dev, h, T*d), ch)
+	if sameFloats(t, "x", down(t, dev, xb, T*d), cx) {
+		finite := 0
+		for _, v := range cx {
+			if !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) {
+				finite++
+			}
+		}
+		if finite < T*d*9/10 {
+			t.Errorf("only %d of %d outputs are finite: the chain tests little", finite, T*d)
+		}
+	}
+}
