@@ -11,6 +11,19 @@
 //	RoundBF16         gemm.RoundBF16, or gemm.BF16OperandBits, of a matrix
 //	Attention, RieszRowStats, …  attn's and riesz's definitions (see
 //	                  their files), on exact.glsl's math library
+//	LayerNorm, RMSNorm  nn.LayerNorm and nn.RMSNorm (nn/norm.go): one row
+//	                  per workgroup, the float64 statistics summed in the
+//	                  row's order by one invocation, 1/√ by exact64.glsl
+//	                  (shaders/nn_norm.comp)
+//	Modulate, GatedAdd, Add, AddBias  wan's modulate, gatedAdd, addInto
+//	                  (wan/ops.go), nn.Linear's addBias and wan's mods =
+//	                  modulation + e0 (shaders/nn_elementwise.comp)
+//	GELUTanh, SiLU    nn.GELUTanh32 and nn.SiLU32 (nn/act.go), on
+//	                  exact.glsl's exp_def (vmath.Exp32Clamped), fma32 and
+//	                  div32 (shaders/nn_act.glsl)
+//	Rope, RopeTables  rope's rotation (rope/rope.go's rotate) of frame
+//	                  grids, the float64 cosines and sines computed on the
+//	                  CPU and uploaded once per layout (shaders/nn_rope.comp)
 //	CheckExact        the exactness probe of a device
 //
 // Every function returns an error for bad shapes, naming the operand, and
@@ -31,7 +44,13 @@
 // the trigonometric ones, …) or whose result it leaves open (round's ties;
 // fmin, fmax and clamp on floats: signed zeros and NaN — use a comparison
 // and a select). What they would compute comes from exact.glsl: division
-// and square root in integer arithmetic, vmath.Exp32, fma32.
+// and square root in integer arithmetic, vmath.Exp32, fma32; exact64.glsl
+// the float64 division and square root (integer arithmetic on 64-bit
+// integers: the device's shaderInt64) and the float32 ↔ float64
+// conversions, for the kernels whose CPU definition divides or takes a
+// root in float64 (the norms) or converts (RoPE). Kernels with float64
+// steps need shaderFloat64 (Vulkan rounds its add, subtract and multiply
+// correctly) and refuse a device without it at record time.
 //
 // The declared modes are not a guarantee: a driver may lack them (lavapipe
 // reports no DenormPreserve, yet preserves denormals), and Vulkan lets
@@ -72,5 +91,10 @@
 // (ported literally in the test on vmath.Round32), gemm's selected kernel
 // and its pure-Go kernel, on tiny and odd shapes, tile tails, offsets and
 // leading dimensions, special values, and constructed cases for every
-// corner of the bfloat16 steps; BenchmarkProducts times them.
+// corner of the bfloat16 steps; BenchmarkProducts times them. The norms,
+// element-wise steps, activations and RoPE are compared with nn's, wan's
+// (ported literally: unexported there) and rope's functions on rows of
+// every kind (TestNorms, TestElementwise, TestActivations, TestRope) and
+// chained as one DiT block in one batch (TestBlockChain); exact64.glsl
+// with Go on a million inputs and constructed hard cases (TestExact64).
 package gpu

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/densitykv/densitykv/nn"
@@ -448,5 +449,54 @@ func TestBlockChain(t *testing.T) {
 		if finite < T*d*9/10 {
 			t.Errorf("only %d of %d outputs are finite: the chain tests little", finite, T*d)
 		}
+	}
+}
+
+// TestNNErrors: bad sizes and aliasing are errors at record time, naming
+// the function and the operand, and record nothing.
+func TestNNErrors(t *testing.T) {
+	dev := vulkantest.Open(t)
+	small, big, other := upFloats(t, dev, make([]float32, 10)), upFloats(t, dev, make([]float32, 100)), upFloats(t, dev, make([]float32, 100))
+	tab, err := NewRopeTables(dev, rope.MustNew(6), 2, 2, 2)
+	must(t, err)
+	defer tab.Free()
+	if _, err := NewRopeTables(dev, rope.MustNew(6), 2, 0, 2); err == nil || !strings.Contains(err.Error(), "height 0") {
+		t.Errorf("NewRopeTables with height 0: %v", err)
+	}
+	batch := dev.NewBatch()
+	for _, c := range []struct {
+		want string
+		err  error
+	}{
+		{"LayerNorm: x holds 40 bytes", LayerNorm(dev, batch, big, small, 4, 5, 1e-6, nil, nil)},
+		{"LayerNorm: y holds 40 bytes", LayerNorm(dev, batch, small, big, 4, 5, 1e-6, nil, nil)},
+		{"LayerNorm: rows -1", LayerNorm(dev, batch, big, big, -1, 5, 1e-6, nil, nil)},
+		{"LayerNorm: affine weights w and b: both or neither", LayerNorm(dev, batch, big, big, 4, 5, 1e-6, small, nil)},
+		{"LayerNorm: w holds 40 bytes", LayerNorm(dev, batch, big, big, 4, 20, 1e-6, small, big)},
+		{"LayerNorm: y shares a buffer with the weights", LayerNorm(dev, batch, big, other, 4, 5, 1e-6, big, small)},
+		{"RMSNorm: w is nil", RMSNorm(dev, batch, big, big, 4, 5, 1e-6, nil)},
+		{"Add: n -3 is negative", Add(dev, batch, big, big, -3)},
+		{"Add: y holds 40 bytes", Add(dev, batch, big, small, 11)},
+		{"AddBias: b holds 40 bytes", AddBias(dev, batch, big, big, small, 2, 11)},
+		{"AddBias: dst is the bias buffer", AddBias(dev, batch, small, big, small, 2, 5)},
+		{"Modulate: rows per frame 0", Modulate(dev, batch, big, 4, 5, 0, FrameVectors{small, 0, 5}, FrameVectors{small, 5, 0})},
+		{"Modulate: shift holds 40 bytes", Modulate(dev, batch, big, 4, 5, 2, FrameVectors{small, 0, 6}, FrameVectors{small, 5, 0})},
+		{"Modulate: scale: offset -1", Modulate(dev, batch, big, 4, 5, 2, FrameVectors{small, 0, 5}, FrameVectors{small, -1, 0})},
+		{"Modulate: y shares a buffer", Modulate(dev, batch, big, 4, 5, 2, FrameVectors{big, 0, 5}, FrameVectors{small, 5, 0})},
+		{"GatedAdd: gate holds 40 bytes", GatedAdd(dev, batch, big, other, 4, 5, 1, FrameVectors{small, 0, 3})},
+		{"GatedAdd: x shares a buffer with the gate", GatedAdd(dev, batch, big, other, 4, 5, 4, FrameVectors{big, 0, 5})},
+		{"GELUTanh: x holds 40 bytes", GELUTanh(dev, batch, small, 11)},
+		{"SiLU: y holds 40 bytes", SiLU(dev, batch, small, big, 11)},
+		{"Rope: frames 1 … 2 outside", Rope(dev, batch, big, 0, 1, tab, 1, 2)},
+		{"Rope: x holds 40 bytes", Rope(dev, batch, small, 0, 1, tab, 0, 1)},
+		{"Rope: tok0 0, heads 0", Rope(dev, batch, big, 0, 0, tab, 0, 1)},
+		{"Rope: no RopeTables", Rope(dev, batch, big, 0, 1, nil, 0, 1)},
+	} {
+		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
+			t.Errorf("got error %v, want one containing %q", c.err, c.want)
+		}
+	}
+	if batch.Len() != 0 {
+		t.Errorf("the failed calls recorded %d commands", batch.Len())
 	}
 }
