@@ -28,21 +28,148 @@ import (
 func init() { register(newGenerateCmd) }
 
 func newGenerateCmd() *cobra.Command {
-	var g config.GenerateSection
-	var rf runFlags
-	var texts, prompts []string
-	var textTensor, policy, backbone, update, sourceIDs, recache, precision string
-	var seconds float64
-	var seed uint64
-	var snapEvery int
-	var out, name string
-	var cf *configFlags
-	var lf listFlags
-	def := config.GenerateDefaults()
+	c := &generateCmd{}
 	cmd := &cobra.Command{
-		Use:   "generate",
-		Short: "Make a video: prompt → umT5 → the Wan backbone's rollout with any memory policy → VAE → mp4",
-		Long: `generate runs the whole pipeline of a streaming video generator: the prompts
+		Use:         "generate",
+		Short:       "Make a video: prompt → umT5 → the Wan backbone's rollout with any memory policy → VAE → mp4",
+		Long:        generateLong,
+		Example:     generateExample,
+		Args:        cobra.NoArgs,
+		Annotations: interruptible("stopping after the current forward call"),
+		RunE:        c.run,
+	}
+	c.bind(cmd.Flags())
+	return cmd
+}
+
+// generateCmd holds generate's flags.
+type generateCmd struct {
+	g  config.GenerateSection
+	rf runFlags
+	lf listFlags
+	cf *configFlags
+	// Flags parsed into the configuration by resolveGenerate.
+	texts, prompts                                                      []string
+	textTensor, policy, backbone, update, sourceIDs, recache, precision string
+	seconds                                                             float64
+	seed                                                                uint64
+	snapEvery                                                           int
+	out, name                                                           string
+}
+
+// run is generate: the configuration (a resumed run's saved one, or the
+// defaults, --config and the flags), then one run or a list.
+func (c *generateCmd) run(cmd *cobra.Command, _ []string) error {
+	f := cmd.Flags()
+	var gc config.GenerateConfig
+	if c.rf.resume {
+		var bad []string
+		f.Visit(func(fl *pflag.Flag) {
+			if !strings.Contains(" out name resume json quiet shard dry-run skip-existing "+relocatable, " "+fl.Name+" ") {
+				bad = append(bad, "--"+fl.Name)
+			}
+		})
+		if len(bad) > 0 {
+			return usagef("--resume continues a run with its saved %s; drop %v", runfolder.FileConfig, bad)
+		}
+		// Over the defaults: keys a run folder written before they
+		// existed keep the values that run used.
+		if err := checkRunName(c.name); err != nil {
+			return err
+		}
+		gc = config.GenerateDefaults()
+		if err := loadGenerateConfig(filepath.Join(c.out, c.name), &gc); err != nil {
+			return resumeLoadError(filepath.Join(c.out, c.name), err)
+		}
+		resumeList(f, &gc, c.out, c.name, c.g.SkipExisting)
+		// The folder named by --out/--name, wherever the run
+		// started (a folder moved or copied since).
+		gc.Run.Out, gc.Run.Name = c.out, c.name
+		if err := relocateInputs(f, &gc.Generate, c.g, c.texts); err != nil {
+			return err
+		}
+	} else {
+		var err error
+		if gc, err = resolveGenerate(f, c.cf, c.g, generateFlags{texts: c.texts, textTensor: c.textTensor, prompts: c.prompts, policy: c.policy, precision: c.precision,
+			seconds: c.seconds, seed: c.seed, out: c.out, name: c.name, snapEvery: c.snapEvery, backbone: c.backbone, update: c.update,
+			sourceIDs: c.sourceIDs, recache: c.recache}); err != nil {
+			return err
+		}
+	}
+	if gc.Generate.PromptsFile != "" || c.lf.shard != "" || c.lf.dryRun {
+		return runList(cmd, gc, c.rf, c.lf, c.cf.file)
+	}
+	return runGenerate(cmd, gc, c.rf, c.cf.file)
+}
+
+// bind defines generate's flags on f.
+func (c *generateCmd) bind(f *pflag.FlagSet) {
+	def := config.GenerateDefaults()
+	dg := def.Generate
+	f.StringVar(&c.g.Checkpoint, "checkpoint", dg.Checkpoint, "generator checkpoint (.safetensors or PyTorch .pt), or a folder of one (diffusers, sharded safetensors) (generate.checkpoint)")
+	f.StringVar(&c.g.ModelDir, "model", dg.ModelDir, "a diffusers model folder (model_index.json: Wan2.1-T2V-1.3B-Diffusers) giving --checkpoint, --vae, --text-encoder and --tokenizer not given (generate.model_dir)")
+	f.StringVar(&c.backbone, "backbone", dg.Backbone.String(), "backbone preset: "+strings.Join(dg.Backbone.Names(), ", ")+" (generate.backbone)")
+	f.StringVar(&c.g.Entry, "entry", dg.Entry, "PyTorch checkpoint entry (default: the backbone's, else generator, generator_ema, model) (generate.entry)")
+	f.StringVar(&c.g.LoRA, "lora", dg.LoRA, "LoRA merged into the weights: LongLive's longlive_lora.pt (generator_lora entry), or a PEFT, diffusers or ComfyUI file or folder; checked against --backbone (generate.lora)")
+	f.Float64Var(&c.g.LoRAAlpha, "lora-alpha", dg.LoRAAlpha, "LoRA alpha: each adapter is scaled by alpha/rank (0 = the file's, else the preset's, else the rank); giving it also merges a LoRA the backbone does not take (generate.lora_alpha)")
+	f.StringVar(&c.g.Arch, "arch", dg.Arch, "model architecture: 1.3b (Wan2.1-T2V-1.3B) or tiny (the golden test model) (generate.arch)")
+	f.StringVar(&c.precision, "precision", "", "model precision: fp32 or bf16 (default: bf16 for --arch 1.3b, fp32 for tiny) (generate.precision)")
+	f.StringSliceVar(&c.texts, "text", nil, "text-encoder output tensor file; PATH@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable) (generate.texts)")
+	f.StringVar(&c.textTensor, "text-tensor", "", "tensor name inside the text files (default: context, or the only tensor)")
+	f.StringArrayVar(&c.prompts, "prompt", nil, "prompt text; TEXT@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable) (generate.prompts)")
+	f.StringVar(&c.g.PromptsFile, "prompts", "", "file of prompts, one video per line, each in <out>/<name>/NNNNN/ (NNNNN: the line's index from 0) (generate.prompts_file)")
+	f.StringVar(&c.g.ExtendedPromptsFile, "extended-prompts", "", "file whose line i is the text encoded for line i of --prompts (the authors' extended prompts) (generate.extended_prompts_file)")
+	f.IntSliceVar(&c.g.PromptIndices, "prompt-indices", nil, "make only these lines of --prompts (indices from 0, e.g. the paper's ablation subset) (generate.prompt_indices)")
+	f.BoolVar(&c.g.SkipExisting, "skip-existing", dg.SkipExisting, "skip the prompts of a list whose video is complete; =false makes them again (generate.skip_existing)")
+	f.Float64SliceVar(&c.g.Horizons, "horizons", nil, "also write video_<S>s.mp4 for these lengths in seconds, exact prefixes of the one rollout (e.g. 30,60,120; sets the length when --seconds/--blocks are not given) (generate.horizons)")
+	f.StringVar(&c.lf.shard, "shard", "", "with --prompts, make only shard I of N of the list (I/N from 0; env or env/N: I from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID, N from DENSITYKV_SHARDS or SLURM_ARRAY_TASK_COUNT)")
+	f.BoolVar(&c.lf.dryRun, "dry-run", false, "with --prompts, print what this shard would make (each prompt's index and state) and exit, writing nothing")
+	f.StringVar(&c.g.TextEncoder, "text-encoder", dg.TextEncoder, "umT5 text encoder: models_t5_umt5-xxl-enc-bf16.pth or .safetensors, a Hugging Face UMT5EncoderModel folder (google/umt5-xxl) or a ComfyUI umt5_xxl file (generate.text_encoder)")
+	f.StringVar(&c.g.Tokenizer, "tokenizer", dg.Tokenizer, "the text encoder's spiece.model, or a folder holding it (google/umt5-xxl, a diffusers model's tokenizer/) (generate.tokenizer)")
+	f.StringVar(&c.g.TextCache, "text-cache", dg.TextCache, "folder of cached prompt embeddings (default <out>/text_cache) (generate.text_cache)")
+	f.StringVar(&c.g.VAE, "vae", dg.VAE, "Wan VAE (Wan2.1_VAE.pth, .safetensors, a diffusers vae/ folder): decode each block into video.mp4 (generate.vae)")
+	f.Float32SliceVar(&c.g.VAEMean, "vae-mean", nil, "latent mean per channel (default: Wan2.1's 16 values) (generate.vae_mean)")
+	f.Float32SliceVar(&c.g.VAEStd, "vae-std", nil, "latent std per channel (default: Wan2.1's 16 values) (generate.vae_std)")
+	f.IntVar(&c.g.Video.FPS, "fps", dg.Video.FPS, fmt.Sprintf("frames per second of video.mp4, the horizons and the segments (1..%d; the playback speed: the length in frames is the rollout's) (generate.video.fps)", video.MaxFPS))
+	f.IntVar(&c.g.Video.CRF, "crf", dg.Video.CRF, fmt.Sprintf("x264's constant rate factor of the mp4s, 0..%d (lower: better and larger) (generate.video.crf)", video.MaxCRF))
+	f.IntVar(&c.g.LatentHeight, "latent-height", dg.LatentHeight, "latent height (60 for 480×832 video) (generate.latent_height)")
+	f.IntVar(&c.g.LatentWidth, "latent-width", dg.LatentWidth, "latent width (104 for 480×832 video) (generate.latent_width)")
+	f.Float64Var(&c.seconds, "seconds", 5, "video length at 4 latent frames/s, rounded up to whole blocks (stream.seconds)")
+	f.IntVar(&c.g.Blocks, "blocks", 0, "number of blocks, instead of --seconds (generate.blocks)")
+	f.IntVar(&c.g.FramesPerBlock, "frames-per-block", dg.FramesPerBlock, "latent frames per block (generate.frames_per_block)")
+	f.IntSliceVar(&c.g.Schedule.Steps, "steps", dg.Schedule.Steps, "denoising step list, decreasing values in 0..1000 (generate.schedule.steps)")
+	f.IntSliceVar(&c.g.Schedule.FirstChunkSteps, "first-chunk-steps", nil, "step list of block 0 only (default: --steps) (generate.schedule.first_chunk_steps)")
+	f.BoolVar(&c.g.Schedule.Warp, "warp", dg.Schedule.Warp, "warp the steps onto the shifted scheduler table (false: the steps are the timesteps) (generate.schedule.warp)")
+	f.Float64Var(&c.g.Schedule.Shift, "shift", dg.Schedule.Shift, "timestep shift of the scheduler (generate.schedule.shift)")
+	f.StringVar(&c.update, "update", dg.Schedule.Update.String(), "denoising update: "+strings.Join(dg.Schedule.Update.Names(), ", ")+" (generate.schedule.update)")
+	f.Uint64Var(&c.seed, "seed", 0, "noise seed (run.seed)")
+	f.StringVar(&c.policy, "policy", def.Policies[0], "memory policy: "+strings.Join(memory.Names(), ", ")+" (policies)")
+	f.IntVar(&c.g.TraceStep, "trace-step", dg.TraceStep, "denoising step whose attention is traced (3 = 4th pass; default: 3, or the last step of a shorter schedule), -1 = off (generate.trace_step)")
+	f.StringVar(&c.g.TraceLayers, "trace-layers", dg.TraceLayers, "layers whose attention trace is kept per head (attention_trace_layers.safetensors, [1,H,F,F] per layer): all, none or a list (generate.trace_layers)")
+	f.StringVar(&c.g.LineageLayers, "lineage-layers", dg.LineageLayers, "DensityKV layers whose admissions and evictions density_kv_lineage.jsonl records: all, none or a list (generate.lineage_layers)")
+	f.StringVar(&c.g.LineageHeads, "lineage-heads", dg.LineageHeads, "heads of those layers: all, none or a list (generate.lineage_heads)")
+	f.StringVar(&c.sourceIDs, "source-ids", dg.SourceIDs.String(), "provenance ids in provenance.csv and the lineage: global (frame·P + position) or authors (non-sink token count, the authors' source_index) (generate.source_ids)")
+	f.StringVar(&c.recache, "recache", dg.Recache.String(), "at a prompt switch: none (the DensityKV authors': cross-attention only) or longlive (re-run the most recent frames under the new prompt) (generate.recache)")
+	f.BoolVar(&c.g.Preview, "preview", dg.Preview, "write PNG frames of a latent preview (not decoded video) in latent_preview/, and latent_preview.mp4 with ffmpeg; default on without --vae (generate.preview)")
+	f.StringVar(&c.g.RecordStream, "record-stream", dg.RecordStream, "record the clean passes' q/k/v into this stream file, replayed with simulate/eval --stream file (generate.record_stream)")
+	f.StringVar(&c.g.Noise, "noise", dg.Noise, "replay the draws of this noise file (initial noise and re-noise per block and step: a --save-noise file, or the authors' torch.save; docs/parity.md) instead of the seed's (generate.noise)")
+	f.StringVar(&c.g.SaveNoise, "save-noise", dg.SaveNoise, "write every draw the run uses to this safetensors file when it completes, replayed with --noise (generate.save_noise)")
+	f.StringVar(&c.g.StopOnDrift, "stop-on-drift", dg.StopOnDrift, "stop the run cleanly (resumable) after the first block whose drift record trips STAT>VALUE or STAT<VALUE, comma-separated, quoted for the shell, e.g. 'seam_flicker>3' (docs/drift.md; a rule stops a run once) (generate.stop_on_drift)")
+	f.StringVar(&c.g.RAGAE, "rag-ae", dg.RAGAE, "LongLive-RAG: the authors' retrieval autoencoder ae_latent_mem.pt; describes frames with it (descriptor ae) instead of the latent mean (generate.rag_ae)")
+	f.IntVar(&c.snapEvery, "snapshot-every", def.Run.SnapshotEvery, "save a resume checkpoint (policy snapshot) every N blocks, 0 = only when stopped with Ctrl-C (run.snapshot_every)")
+	f.StringVar(&c.out, "out", def.Run.Out, "parent folder of run folders (run.out)")
+	f.StringVar(&c.name, "name", def.Run.Name, "run folder name (run.name)")
+	c.cf = &configFlags{fs: f}
+	f.StringVar(&c.cf.file, "config", "", "YAML config in the format of a generate config.resolved.yaml (flags given on the command line override it)")
+	c.cf.bindMemoryFlags(def.Config)
+	f.BoolVar(&c.rf.json, "json", false, "print the summary as JSON")
+	f.BoolVar(&c.rf.resume, "resume", false, "continue the stopped run --out/--name with its saved config (input files that moved: their flags)")
+	f.BoolVar(&c.rf.force, "force", false, "overwrite an existing run folder")
+	f.BoolVar(&c.rf.quiet, "quiet", false, "no progress output")
+}
+
+// generateLong is generate's help.
+const generateLong = `generate runs the whole pipeline of a streaming video generator: the prompts
 through Wan2.1's umT5 text encoder (--text-encoder, --tokenizer; embeddings
 cached in --text-cache), the streaming block rollout (3 latent frames per
 block, 4 denoising steps at warped timesteps, then a clean t=0 pass whose K/V
@@ -121,123 +248,16 @@ every latent frame, the re-noise draw of every block and step) when it
 completes; --noise FILE replays the draws of such a file, or of one the
 authors' pipeline wrote with torch.save, instead of the seed's, so that a run
 is reproduced draw for draw from either side (docs/parity.md; densitykv
-compare diffs the results).`,
-		Example: `  densitykv generate --checkpoint self_forcing.pt --text-encoder models_t5_umt5-xxl-enc-bf16.pth \
+compare diffs the results).`
+
+// generateExample is generate's examples.
+const generateExample = `  densitykv generate --checkpoint self_forcing.pt --text-encoder models_t5_umt5-xxl-enc-bf16.pth \
       --tokenizer google/umt5-xxl --vae Wan2.1_VAE.pth --prompt "a red panda walks through snow, cinematic" \
       --seconds 30 --policy densitykv
   densitykv generate ... --prompt "a heron stands in a pond@0" --prompt "the heron takes off@20"
   densitykv generate ... --prompts prompts.txt
   densitykv generate --checkpoint wan_causal.pt --text prompt.safetensors --seconds 30 --policy densitykv
-  densitykv generate --config runs/generate/config.resolved.yaml --name again --tau 3`,
-		Args:        cobra.NoArgs,
-		Annotations: interruptible("stopping after the current forward call"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			f := cmd.Flags()
-			var gc config.GenerateConfig
-			if rf.resume {
-				var bad []string
-				f.Visit(func(fl *pflag.Flag) {
-					if !strings.Contains(" out name resume json quiet shard dry-run skip-existing "+relocatable, " "+fl.Name+" ") {
-						bad = append(bad, "--"+fl.Name)
-					}
-				})
-				if len(bad) > 0 {
-					return usagef("--resume continues a run with its saved %s; drop %v", runfolder.FileConfig, bad)
-				}
-				// Over the defaults: keys a run folder written before they
-				// existed keep the values that run used.
-				if err := checkRunName(name); err != nil {
-					return err
-				}
-				gc = config.GenerateDefaults()
-				if err := loadGenerateConfig(filepath.Join(out, name), &gc); err != nil {
-					return resumeLoadError(filepath.Join(out, name), err)
-				}
-				resumeList(f, &gc, out, name, g.SkipExisting)
-				// The folder named by --out/--name, wherever the run
-				// started (a folder moved or copied since).
-				gc.Run.Out, gc.Run.Name = out, name
-				if err := relocateInputs(f, &gc.Generate, g, texts); err != nil {
-					return err
-				}
-			} else {
-				var err error
-				if gc, err = resolveGenerate(f, cf, g, generateFlags{texts: texts, textTensor: textTensor, prompts: prompts, policy: policy, precision: precision,
-					seconds: seconds, seed: seed, out: out, name: name, snapEvery: snapEvery, backbone: backbone, update: update,
-					sourceIDs: sourceIDs, recache: recache}); err != nil {
-					return err
-				}
-			}
-			if gc.Generate.PromptsFile != "" || lf.shard != "" || lf.dryRun {
-				return runList(cmd, gc, rf, lf, cf.file)
-			}
-			return runGenerate(cmd, gc, rf, cf.file)
-		},
-	}
-	f := cmd.Flags()
-	dg := def.Generate
-	f.StringVar(&g.Checkpoint, "checkpoint", dg.Checkpoint, "generator checkpoint (.safetensors or PyTorch .pt), or a folder of one (diffusers, sharded safetensors) (generate.checkpoint)")
-	f.StringVar(&g.ModelDir, "model", dg.ModelDir, "a diffusers model folder (model_index.json: Wan2.1-T2V-1.3B-Diffusers) giving --checkpoint, --vae, --text-encoder and --tokenizer not given (generate.model_dir)")
-	f.StringVar(&backbone, "backbone", dg.Backbone.String(), "backbone preset: "+strings.Join(dg.Backbone.Names(), ", ")+" (generate.backbone)")
-	f.StringVar(&g.Entry, "entry", dg.Entry, "PyTorch checkpoint entry (default: the backbone's, else generator, generator_ema, model) (generate.entry)")
-	f.StringVar(&g.LoRA, "lora", dg.LoRA, "LoRA merged into the weights: LongLive's longlive_lora.pt (generator_lora entry), or a PEFT, diffusers or ComfyUI file or folder; checked against --backbone (generate.lora)")
-	f.Float64Var(&g.LoRAAlpha, "lora-alpha", dg.LoRAAlpha, "LoRA alpha: each adapter is scaled by alpha/rank (0 = the file's, else the preset's, else the rank); giving it also merges a LoRA the backbone does not take (generate.lora_alpha)")
-	f.StringVar(&g.Arch, "arch", dg.Arch, "model architecture: 1.3b (Wan2.1-T2V-1.3B) or tiny (the golden test model) (generate.arch)")
-	f.StringVar(&precision, "precision", "", "model precision: fp32 or bf16 (default: bf16 for --arch 1.3b, fp32 for tiny) (generate.precision)")
-	f.StringSliceVar(&texts, "text", nil, "text-encoder output tensor file; PATH@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable) (generate.texts)")
-	f.StringVar(&textTensor, "text-tensor", "", "tensor name inside the text files (default: context, or the only tensor)")
-	f.StringArrayVar(&prompts, "prompt", nil, "prompt text; TEXT@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable) (generate.prompts)")
-	f.StringVar(&g.PromptsFile, "prompts", "", "file of prompts, one video per line, each in <out>/<name>/NNNNN/ (NNNNN: the line's index from 0) (generate.prompts_file)")
-	f.StringVar(&g.ExtendedPromptsFile, "extended-prompts", "", "file whose line i is the text encoded for line i of --prompts (the authors' extended prompts) (generate.extended_prompts_file)")
-	f.IntSliceVar(&g.PromptIndices, "prompt-indices", nil, "make only these lines of --prompts (indices from 0, e.g. the paper's ablation subset) (generate.prompt_indices)")
-	f.BoolVar(&g.SkipExisting, "skip-existing", dg.SkipExisting, "skip the prompts of a list whose video is complete; =false makes them again (generate.skip_existing)")
-	f.Float64SliceVar(&g.Horizons, "horizons", nil, "also write video_<S>s.mp4 for these lengths in seconds, exact prefixes of the one rollout (e.g. 30,60,120; sets the length when --seconds/--blocks are not given) (generate.horizons)")
-	f.StringVar(&lf.shard, "shard", "", "with --prompts, make only shard I of N of the list (I/N from 0; env or env/N: I from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID, N from DENSITYKV_SHARDS or SLURM_ARRAY_TASK_COUNT)")
-	f.BoolVar(&lf.dryRun, "dry-run", false, "with --prompts, print what this shard would make (each prompt's index and state) and exit, writing nothing")
-	f.StringVar(&g.TextEncoder, "text-encoder", dg.TextEncoder, "umT5 text encoder: models_t5_umt5-xxl-enc-bf16.pth or .safetensors, a Hugging Face UMT5EncoderModel folder (google/umt5-xxl) or a ComfyUI umt5_xxl file (generate.text_encoder)")
-	f.StringVar(&g.Tokenizer, "tokenizer", dg.Tokenizer, "the text encoder's spiece.model, or a folder holding it (google/umt5-xxl, a diffusers model's tokenizer/) (generate.tokenizer)")
-	f.StringVar(&g.TextCache, "text-cache", dg.TextCache, "folder of cached prompt embeddings (default <out>/text_cache) (generate.text_cache)")
-	f.StringVar(&g.VAE, "vae", dg.VAE, "Wan VAE (Wan2.1_VAE.pth, .safetensors, a diffusers vae/ folder): decode each block into video.mp4 (generate.vae)")
-	f.Float32SliceVar(&g.VAEMean, "vae-mean", nil, "latent mean per channel (default: Wan2.1's 16 values) (generate.vae_mean)")
-	f.Float32SliceVar(&g.VAEStd, "vae-std", nil, "latent std per channel (default: Wan2.1's 16 values) (generate.vae_std)")
-	f.IntVar(&g.Video.FPS, "fps", dg.Video.FPS, fmt.Sprintf("frames per second of video.mp4, the horizons and the segments (1..%d; the playback speed: the length in frames is the rollout's) (generate.video.fps)", video.MaxFPS))
-	f.IntVar(&g.Video.CRF, "crf", dg.Video.CRF, fmt.Sprintf("x264's constant rate factor of the mp4s, 0..%d (lower: better and larger) (generate.video.crf)", video.MaxCRF))
-	f.IntVar(&g.LatentHeight, "latent-height", dg.LatentHeight, "latent height (60 for 480×832 video) (generate.latent_height)")
-	f.IntVar(&g.LatentWidth, "latent-width", dg.LatentWidth, "latent width (104 for 480×832 video) (generate.latent_width)")
-	f.Float64Var(&seconds, "seconds", 5, "video length at 4 latent frames/s, rounded up to whole blocks (stream.seconds)")
-	f.IntVar(&g.Blocks, "blocks", 0, "number of blocks, instead of --seconds (generate.blocks)")
-	f.IntVar(&g.FramesPerBlock, "frames-per-block", dg.FramesPerBlock, "latent frames per block (generate.frames_per_block)")
-	f.IntSliceVar(&g.Schedule.Steps, "steps", dg.Schedule.Steps, "denoising step list, decreasing values in 0..1000 (generate.schedule.steps)")
-	f.IntSliceVar(&g.Schedule.FirstChunkSteps, "first-chunk-steps", nil, "step list of block 0 only (default: --steps) (generate.schedule.first_chunk_steps)")
-	f.BoolVar(&g.Schedule.Warp, "warp", dg.Schedule.Warp, "warp the steps onto the shifted scheduler table (false: the steps are the timesteps) (generate.schedule.warp)")
-	f.Float64Var(&g.Schedule.Shift, "shift", dg.Schedule.Shift, "timestep shift of the scheduler (generate.schedule.shift)")
-	f.StringVar(&update, "update", dg.Schedule.Update.String(), "denoising update: "+strings.Join(dg.Schedule.Update.Names(), ", ")+" (generate.schedule.update)")
-	f.Uint64Var(&seed, "seed", 0, "noise seed (run.seed)")
-	f.StringVar(&policy, "policy", def.Policies[0], "memory policy: "+strings.Join(memory.Names(), ", ")+" (policies)")
-	f.IntVar(&g.TraceStep, "trace-step", dg.TraceStep, "denoising step whose attention is traced (3 = 4th pass; default: 3, or the last step of a shorter schedule), -1 = off (generate.trace_step)")
-	f.StringVar(&g.TraceLayers, "trace-layers", dg.TraceLayers, "layers whose attention trace is kept per head (attention_trace_layers.safetensors, [1,H,F,F] per layer): all, none or a list (generate.trace_layers)")
-	f.StringVar(&g.LineageLayers, "lineage-layers", dg.LineageLayers, "DensityKV layers whose admissions and evictions density_kv_lineage.jsonl records: all, none or a list (generate.lineage_layers)")
-	f.StringVar(&g.LineageHeads, "lineage-heads", dg.LineageHeads, "heads of those layers: all, none or a list (generate.lineage_heads)")
-	f.StringVar(&sourceIDs, "source-ids", dg.SourceIDs.String(), "provenance ids in provenance.csv and the lineage: global (frame·P + position) or authors (non-sink token count, the authors' source_index) (generate.source_ids)")
-	f.StringVar(&recache, "recache", dg.Recache.String(), "at a prompt switch: none (the DensityKV authors': cross-attention only) or longlive (re-run the most recent frames under the new prompt) (generate.recache)")
-	f.BoolVar(&g.Preview, "preview", dg.Preview, "write PNG frames of a latent preview (not decoded video) in latent_preview/, and latent_preview.mp4 with ffmpeg; default on without --vae (generate.preview)")
-	f.StringVar(&g.RecordStream, "record-stream", dg.RecordStream, "record the clean passes' q/k/v into this stream file, replayed with simulate/eval --stream file (generate.record_stream)")
-	f.StringVar(&g.Noise, "noise", dg.Noise, "replay the draws of this noise file (initial noise and re-noise per block and step: a --save-noise file, or the authors' torch.save; docs/parity.md) instead of the seed's (generate.noise)")
-	f.StringVar(&g.SaveNoise, "save-noise", dg.SaveNoise, "write every draw the run uses to this safetensors file when it completes, replayed with --noise (generate.save_noise)")
-	f.StringVar(&g.StopOnDrift, "stop-on-drift", dg.StopOnDrift, "stop the run cleanly (resumable) after the first block whose drift record trips STAT>VALUE or STAT<VALUE, comma-separated, quoted for the shell, e.g. 'seam_flicker>3' (docs/drift.md; a rule stops a run once) (generate.stop_on_drift)")
-	f.StringVar(&g.RAGAE, "rag-ae", dg.RAGAE, "LongLive-RAG: the authors' retrieval autoencoder ae_latent_mem.pt; describes frames with it (descriptor ae) instead of the latent mean (generate.rag_ae)")
-	f.IntVar(&snapEvery, "snapshot-every", def.Run.SnapshotEvery, "save a resume checkpoint (policy snapshot) every N blocks, 0 = only when stopped with Ctrl-C (run.snapshot_every)")
-	f.StringVar(&out, "out", def.Run.Out, "parent folder of run folders (run.out)")
-	f.StringVar(&name, "name", def.Run.Name, "run folder name (run.name)")
-	cf = &configFlags{fs: f}
-	f.StringVar(&cf.file, "config", "", "YAML config in the format of a generate config.resolved.yaml (flags given on the command line override it)")
-	cf.bindMemoryFlags(def.Config)
-	f.BoolVar(&rf.json, "json", false, "print the summary as JSON")
-	f.BoolVar(&rf.resume, "resume", false, "continue the stopped run --out/--name with its saved config (input files that moved: their flags)")
-	f.BoolVar(&rf.force, "force", false, "overwrite an existing run folder")
-	f.BoolVar(&rf.quiet, "quiet", false, "no progress output")
-	return cmd
-}
+  densitykv generate --config runs/generate/config.resolved.yaml --name again --tau 3`
 
 // relocatable are the flags --resume takes besides --out/--name: the
 // input files' (and the recording's) places, for inputs that moved since
