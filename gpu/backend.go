@@ -13,9 +13,11 @@ import (
 // buffers (float32), weights are uploaded once by LoadLinear (bfloat16
 // weights stay bfloat16 on the device), and every operation is recorded
 // into one command batch with this package's exact kernels, the CPU's
-// bits; Flush and Download run the batch. An operation whose kernel this
-// package does not have yet fails with compute.ErrNoKernel naming it:
-// nothing runs on the CPU behind the caller's back.
+// bits; Flush and Download run the batch. Every operation of
+// compute.Backend has its kernel here (nothing runs on the CPU behind the
+// caller's back). The kernels of nn.go bind whole
+// buffers: their tensors must not be views at an offset (Copy and Linear
+// take any view).
 type Backend struct {
 	dev     *vulkan.Device
 	batch   *vulkan.Batch
@@ -70,11 +72,6 @@ func (b *Backend) fail(op string, err error) {
 	if b.err == nil {
 		b.err = fmt.Errorf("gpu: %s: %w", op, err)
 	}
-}
-
-// noKernel fails op: its kernel is not in package gpu yet.
-func (b *Backend) noKernel(op string) {
-	b.fail(op, compute.ErrNoKernel)
 }
 
 // tensors checks op's operands (this backend's, long enough) and returns
@@ -322,30 +319,116 @@ func (b *Backend) Copy(dst compute.Tensor, dstOff int, src compute.Tensor, srcOf
 	}
 }
 
-// The operations below wait for their kernels (gpu/nn.go).
+// whole returns the tensors' buffers, failing op for a view at an offset:
+// the kernels of nn.go bind whole buffers.
+func (b *Backend) whole(op string, ts []*devTensor) []*vulkan.Buffer {
+	if ts == nil {
+		return nil
+	}
+	bufs := make([]*vulkan.Buffer, len(ts))
+	for i, t := range ts {
+		if t.off != 0 {
+			b.fail(op, fmt.Errorf("operand %d is a view at element %d: the kernel reads whole buffers", i, t.off))
+			return nil
+		}
+		bufs[i] = t.buf
+	}
+	return bufs
+}
+
+// record fails op with err, if any.
+func (b *Backend) record(op string, err error) {
+	if err != nil {
+		b.fail(op, err)
+	}
+}
 
 func (b *Backend) LayerNorm(y, x compute.Tensor, rows, d int, eps float64, w, bias compute.Tensor) {
-	b.noKernel("LayerNorm")
+	needs := []compute.Need{{Name: "y", T: y, N: rows * d}, {Name: "x", T: x, N: rows * d}}
+	if w != nil || bias != nil {
+		needs = append(needs, compute.Need{Name: "w", T: w, N: d}, compute.Need{Name: "b", T: bias, N: d})
+	}
+	bufs := b.whole("LayerNorm", b.tensors("LayerNorm", needs...))
+	if bufs == nil {
+		return
+	}
+	var wb, bb *vulkan.Buffer
+	if len(bufs) == 4 {
+		wb, bb = bufs[2], bufs[3]
+	}
+	b.record("LayerNorm", LayerNorm(b.dev, b.batch, bufs[0], bufs[1], rows, d, eps, wb, bb))
 }
 
 func (b *Backend) RMSNorm(y, x compute.Tensor, rows, d int, eps float64, w compute.Tensor) {
-	b.noKernel("RMSNorm")
+	bufs := b.whole("RMSNorm", b.tensors("RMSNorm", compute.Need{Name: "y", T: y, N: rows * d}, compute.Need{Name: "x", T: x, N: rows * d}, compute.Need{Name: "w", T: w, N: d}))
+	if bufs != nil {
+		b.record("RMSNorm", RMSNorm(b.dev, b.batch, bufs[0], bufs[1], rows, d, eps, bufs[2]))
+	}
 }
 
-func (b *Backend) GELUTanh(x compute.Tensor) { b.noKernel("GELUTanh") }
+func (b *Backend) GELUTanh(x compute.Tensor) {
+	bufs := b.whole("GELUTanh", b.tensors("GELUTanh", compute.Need{Name: "x", T: x}))
+	if bufs != nil {
+		b.record("GELUTanh", GELUTanh(b.dev, b.batch, bufs[0], x.Len()))
+	}
+}
 
-func (b *Backend) SiLU(y, x compute.Tensor) { b.noKernel("SiLU") }
+func (b *Backend) SiLU(y, x compute.Tensor) {
+	bufs := b.whole("SiLU", b.tensors("SiLU", compute.Need{Name: "y", T: y}, compute.Need{Name: "x", T: x}))
+	if bufs == nil {
+		return
+	}
+	if y.Len() != x.Len() {
+		b.fail("SiLU", fmt.Errorf("y has %d values, x %d", y.Len(), x.Len()))
+		return
+	}
+	b.record("SiLU", SiLU(b.dev, b.batch, bufs[0], bufs[1], x.Len()))
+}
+
+// frameVectors returns v as FrameVectors (its tensor's offset added).
+func (b *Backend) frameVectors(v compute.Vec, t *devTensor) FrameVectors {
+	return FrameVectors{Buf: t.buf, Off: t.off + v.Off, Stride: v.Stride}
+}
 
 func (b *Backend) Modulate(y compute.Tensor, rows, d, groupRows int, shift, scale compute.Vec) {
-	b.noKernel("Modulate")
+	g, err := compute.Groups("Modulate", rows, groupRows)
+	if err != nil {
+		b.fail("Modulate", err)
+		return
+	}
+	ts := b.tensors("Modulate", compute.Need{Name: "y", T: y, N: rows * d}, shift.Need("shift", g, d), scale.Need("scale", g, d))
+	if bufs := b.whole("Modulate", ts[:min(len(ts), 1)]); bufs != nil {
+		b.record("Modulate", Modulate(b.dev, b.batch, bufs[0], rows, d, groupRows, b.frameVectors(shift, ts[1]), b.frameVectors(scale, ts[2])))
+	}
 }
 
 func (b *Backend) GatedAdd(x, o compute.Tensor, rows, d, groupRows int, gate compute.Vec) {
-	b.noKernel("GatedAdd")
+	g, err := compute.Groups("GatedAdd", rows, groupRows)
+	if err != nil {
+		b.fail("GatedAdd", err)
+		return
+	}
+	ts := b.tensors("GatedAdd", compute.Need{Name: "x", T: x, N: rows * d}, compute.Need{Name: "o", T: o, N: rows * d}, gate.Need("gate", g, d))
+	if bufs := b.whole("GatedAdd", ts[:min(len(ts), 2)]); bufs != nil {
+		b.record("GatedAdd", GatedAdd(b.dev, b.batch, bufs[0], bufs[1], rows, d, groupRows, b.frameVectors(gate, ts[2])))
+	}
 }
 
-func (b *Backend) Add(x, y compute.Tensor) { b.noKernel("Add") }
+func (b *Backend) Add(x, y compute.Tensor) {
+	bufs := b.whole("Add", b.tensors("Add", compute.Need{Name: "x", T: x}, compute.Need{Name: "y", T: y}))
+	if bufs == nil {
+		return
+	}
+	if x.Len() != y.Len() {
+		b.fail("Add", fmt.Errorf("x has %d values, y %d", x.Len(), y.Len()))
+		return
+	}
+	b.record("Add", Add(b.dev, b.batch, bufs[0], bufs[1], x.Len()))
+}
 
 func (b *Backend) AddBias(x compute.Tensor, rows, d int, bias compute.Tensor) {
-	b.noKernel("AddBias")
+	bufs := b.whole("AddBias", b.tensors("AddBias", compute.Need{Name: "x", T: x, N: rows * d}, compute.Need{Name: "b", T: bias, N: d}))
+	if bufs != nil {
+		b.record("AddBias", AddBias(b.dev, b.batch, bufs[0], bufs[0], bufs[1], rows, d))
+	}
 }

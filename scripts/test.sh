@@ -41,4 +41,6 @@ else
   DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -tags vulkan ./vulkan/... ./device/...
 fi
 DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -timeout 20m -tags vulkan ./gpu/...
+# The models on the GPU backend: the same bits as on the CPU (package compute).
+DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -tags vulkan -run 'TestBackend' ./wan
 DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -tags vulkan ./cmd/densitykv -run 'Devices'

@@ -36,13 +36,18 @@ type textOn struct {
 func (t *Text) Release() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if o := t.on; o != nil {
+	t.on.free()
+	t.on = nil
+}
+
+// free frees the keys and values (nil: nothing).
+func (o *textOn) free() {
+	if o != nil {
 		for i := range o.k {
 			o.be.Free(o.k[i])
 			o.be.Free(o.v[i])
 		}
 	}
-	t.on = nil
 }
 
 // EmbedText embeds a text-encoder output ctx [rows][TextDim] (rows ≤
@@ -104,25 +109,23 @@ func (m *Model) EmbedText(ctx []float32, rows int) (*Text, error) {
 // themselves on host memory, else uploaded once and kept.
 func (t *Text) onBackend(be compute.Backend) *textOn {
 	io := newHostIO(be)
-	if io.host {
+	send := func() *textOn {
 		on := &textOn{be: be, k: make([]compute.Tensor, len(t.K)), v: make([]compute.Tensor, len(t.V))}
 		for l := range t.K {
 			on.k[l], on.v[l] = io.in(t.K[l]), io.in(t.V[l])
 		}
 		return on
 	}
-	if t.on != nil && t.on.be == be {
-		return t.on
+	if io.host {
+		return send()
 	}
-	t.Release()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	on := &textOn{be: be, k: make([]compute.Tensor, len(t.K)), v: make([]compute.Tensor, len(t.V))}
-	for l := range t.K {
-		on.k[l], on.v[l] = io.in(t.K[l]), io.in(t.V[l])
+	if t.on == nil || t.on.be != be {
+		t.on.free()
+		t.on = send()
 	}
-	t.on = on
-	return on
+	return t.on
 }
 
 // Call is one forward call on one block of latent frames.
