@@ -277,8 +277,10 @@ func TestActivations(t *testing.T) {
 }
 
 // TestRope: Rope against rope.Rotator.Frame and rope.Table.Apply on grids
-// with two and three frames after a leading token (left alone), head
-// dimensions 22 (5/3/3 pairs) and 32, edge values included.
+// with two and three frames after a leading token (left alone), and RopeAt
+// against Table.Apply and Rotator.Token at positions anywhere in the
+// tables; head dimensions 22 (5/3/3 pairs) and 32, edge values included,
+// pairs built to cancel (ropeCancel).
 func TestRope(t *testing.T) {
 	dev := vulkantest.Open(t)
 	r := rand.New(rand.NewPCG(27, 28))
@@ -306,6 +308,31 @@ func TestRope(t *testing.T) {
 		want = append(want[:0], x...)
 		must(t, tab.Apply(want[row:], c.heads, rope.Grid(c.frames, c.H, c.W, c.t0)))
 		sameFloats(t, "Table.Apply", got, want)
+
+		// RopeAt: tokens 2 … 9 at positions anywhere in the tables.
+		pos := make([]rope.Pos, 8)
+		for i := range pos {
+			pos[i] = rope.Pos{T: r.IntN(c.times), H: r.IntN(c.H), W: r.IntN(c.W)}
+		}
+		pos[0] = rope.Pos{T: c.times - 1, H: c.H - 1, W: c.W - 1}
+		rp, err := rt.Positions(dev, pos)
+		must(t, err)
+		defer rp.Free()
+		x = nnValues(r, tokens*row, 0.05)
+		ropeCancel(r, tab, x[2*row:], c.heads, pos)
+		xb = upFloats(t, dev, x)
+		batch = dev.NewBatch()
+		must(t, RopeAt(dev, batch, xb, 2, c.heads, rp))
+		run(t, batch)
+		got = down(t, dev, xb, len(x))
+		want = append(want[:0], x...)
+		must(t, tab.Apply(want[2*row:(2+len(pos))*row], c.heads, pos))
+		sameFloats(t, "RopeAt, Table.Apply", got, want)
+		want = append(want[:0], x...)
+		for i, p := range pos {
+			rot.Token(want[(2+i)*row:], c.heads, p.T, p.H, p.W)
+		}
+		sameFloats(t, "RopeAt, Rotator.Token", got, want)
 	}
 }
 
@@ -463,6 +490,12 @@ func TestNNErrors(t *testing.T) {
 	if _, err := NewRopeTables(dev, rope.MustNew(6), 2, 0, 2); err == nil || !strings.Contains(err.Error(), "height 0") {
 		t.Errorf("NewRopeTables with height 0: %v", err)
 	}
+	if _, err := tab.Positions(dev, []rope.Pos{{T: 1, H: 1, W: 1}, {T: 2}}); err == nil || !strings.Contains(err.Error(), "position 1 {T:2 H:0 W:0} outside") {
+		t.Errorf("Positions outside the tables: %v", err)
+	}
+	pos, err := tab.Positions(dev, []rope.Pos{{T: 1, H: 1, W: 1}, {}, {}})
+	must(t, err)
+	defer pos.Free()
 	batch := dev.NewBatch()
 	for _, c := range []struct {
 		want string
@@ -491,6 +524,8 @@ func TestNNErrors(t *testing.T) {
 		{"Rope: x holds 40 bytes", Rope(dev, batch, small, 0, 1, tab, 0, 1)},
 		{"Rope: tok0 0, heads 0", Rope(dev, batch, big, 0, 0, tab, 0, 1)},
 		{"Rope: no RopeTables", Rope(dev, batch, big, 0, 1, nil, 0, 1)},
+		{"RopeAt: x holds 400 bytes", RopeAt(dev, batch, big, 7, 3, pos)},
+		{"RopeAt: no RopePositions", RopeAt(dev, batch, big, 0, 1, nil)},
 	} {
 		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
 			t.Errorf("got error %v, want one containing %q", c.err, c.want)

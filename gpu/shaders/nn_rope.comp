@@ -1,8 +1,9 @@
 #version 450
-// nn_rope: rope's rotation (rope/rope.go's rotate) of the tokens of a
-// frame grid in place, one invocation per pair i < n (n = tokens·heads·
-// npair). x holds [token][head][2·npair] float32 values from element x0;
-// token k is frame t0 + k/hw at (h, w) = ((k%hw)/width, (k%hw)%width).
+// nn_rope: rope's rotation (rope/rope.go's rotate) of tokens in place,
+// one invocation per pair i < n (n = tokens·heads·npair). x holds
+// [token][head][2·npair] float32 values from element x0; token k is at
+// pos[3k], pos[3k+1], pos[3k+2] (t, h, w) when usePos is set, else in a
+// frame grid: frame t0 + k/hw at (h, w) = ((k%hw)/width, (k%hw)%width).
 // Pair j of a head turns by the angle of its axis: time for j < nt,
 // height for j < nt + nh, width above, whose float64 cosine and sine the
 // CPU computed (tab: (cos, sin) pairs, time [times][nt] from timeOff,
@@ -18,11 +19,13 @@ layout(local_size_x = 64) in;
 
 layout(std430, binding = 0) buffer X { uint x[]; }; // float32 bits
 layout(std430, binding = 1) readonly buffer Tab { double tab[]; };
+layout(std430, binding = 2) readonly buffer Pos { uint pos[]; };
 
 layout(push_constant) uniform Push {
 	uint n, x0, heads, npair;
 	uint nt, nh, width, hw;
 	uint t0, timeOff, heightOff, widthOff;
+	uint usePos;
 } p;
 
 void main() {
@@ -34,14 +37,20 @@ void main() {
 	uint ht = i / p.npair; // token·heads + head
 	uint k = ht / p.heads;
 	uint q = k % p.hw;
+	uint t = p.t0 + k / p.hw, h = q / p.width, w = q % p.width;
+	if (p.usePos != 0u) {
+		t = pos[3u * k];
+		h = pos[3u * k + 1u];
+		w = pos[3u * k + 2u];
+	}
 	uint idx;
 	if (j < p.nt) {
-		idx = p.timeOff + (p.t0 + k / p.hw) * p.nt + j;
+		idx = p.timeOff + t * p.nt + j;
 	} else if (j < p.nt + p.nh) {
-		idx = p.heightOff + (q / p.width) * p.nh + (j - p.nt);
+		idx = p.heightOff + h * p.nh + (j - p.nt);
 	} else {
 		uint nw = p.npair - p.nt - p.nh;
-		idx = p.widthOff + (q % p.width) * nw + (j - p.nt - p.nh);
+		idx = p.widthOff + w * nw + (j - p.nt - p.nh);
 	}
 	precise double c = tab[2u * idx];
 	precise double s = tab[2u * idx + 1u];
