@@ -21,9 +21,11 @@
 //	GELUTanh, SiLU    nn.GELUTanh32 and nn.SiLU32 (nn/act.go), on
 //	                  exact.glsl's exp_def (vmath.Exp32Clamped), fma32 and
 //	                  div32 (shaders/nn_act.glsl)
-//	Rope, RopeTables  rope's rotation (rope/rope.go's rotate) of frame
-//	                  grids, the float64 cosines and sines computed on the
-//	                  CPU and uploaded once per layout (shaders/nn_rope.comp)
+//	Rope, RopeAt      rope's rotation (rope/rope.go's rotate) of frame
+//	                  grids (Rotator.Frame) and of tokens at given positions
+//	                  (Table.Apply, Rotator.Token), the float64 cosines and
+//	                  sines computed on the CPU and uploaded once per layout
+//	                  (RopeTables; shaders/nn_rope.comp)
 //	CheckExact        the exactness probe of a device
 //
 // Every function returns an error for bad shapes, naming the operand, and
