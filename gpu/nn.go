@@ -196,7 +196,8 @@ func addBias(dev *vulkan.Device, batch *vulkan.Batch, dst, y, b *vulkan.Buffer, 
 
 // Modulate records, for each row r of y [rows][d] in frame f =
 // r/rowsPerFrame, y = float32(y·(1 + scale_f)) + shift_f (wan's modulate):
-// 1 + scale rounded, the product rounded, then the sum.
+// 1 + scale rounded, the product rounded, then the sum. y must not be the
+// shift's or the scale's buffer.
 func Modulate(dev *vulkan.Device, batch *vulkan.Batch, y *vulkan.Buffer, rows, d, rowsPerFrame int, shift, scale FrameVectors) error {
 	if err := modulate(dev, batch, y, rows, d, rowsPerFrame, shift, scale); err != nil {
 		return fmt.Errorf("gpu: Modulate: %w", err)
