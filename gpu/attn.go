@@ -68,7 +68,7 @@ func attention(dev *vulkan.Device, batch *vulkan.Batch, module string, prec gemm
 		return nil
 	}
 	rows := attnRows(dev, D)
-	kern, err := dev.Kernel(vulkan.KernelSpec{Name: module, SPIRV: modules[module], Bindings: 4, PushSize: 20, Spec: []uint32{uint32(rows), uint32(D)}})
+	kern, err := newKernel(dev, module, vulkan.KernelSpec{Name: module, Bindings: 4, PushSize: 20, Spec: []uint32{uint32(rows), uint32(D)}})
 	if err != nil {
 		return fmt.Errorf("gpu: Attention: %w", err)
 	}

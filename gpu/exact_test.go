@@ -51,7 +51,7 @@ func exUpload(t testing.TB, dev *vulkan.Device, v []uint32) *vulkan.Buffer {
 func exRun(t *testing.T, dev *vulkan.Device, op int, a, b, c []uint32) []uint32 {
 	t.Helper()
 	n := len(a)
-	k, err := dev.Kernel(vulkan.KernelSpec{Name: "exactops", SPIRV: modules["exactops"], Bindings: 4, PushSize: 8})
+	k, err := newKernel(dev, "exactops", vulkan.KernelSpec{Name: "exactops", Bindings: 4, PushSize: 8})
 	if err != nil {
 		t.Fatal(err)
 	}

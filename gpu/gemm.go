@@ -113,8 +113,8 @@ func (p Product) Record(dev *vulkan.Device, batch *vulkan.Batch) error {
 	if p.NN {
 		nn = 1
 	}
-	k, err := dev.Kernel(vulkan.KernelSpec{
-		Name: module + " " + name, SPIRV: modules[module], Bindings: 3, PushSize: 40,
+	k, err := newKernel(dev, module, vulkan.KernelSpec{
+		Name: module + " " + name, Bindings: 3, PushSize: 40,
 		Spec: []uint32{uint32(t.WX), uint32(t.WY), uint32(t.TM), uint32(t.TN), bf16, nn},
 	})
 	if err != nil {
@@ -166,7 +166,7 @@ func RoundBF16(dev *vulkan.Device, batch *vulkan.Batch, dst, src Matrix, operand
 		return err
 	}
 	const local = 256
-	k, err := dev.Kernel(vulkan.KernelSpec{Name: "round_bf16", SPIRV: modules["round_bf16"], Bindings: 2, PushSize: 28, Spec: []uint32{local}})
+	k, err := newKernel(dev, "round_bf16", vulkan.KernelSpec{Name: "round_bf16", Bindings: 2, PushSize: 28, Spec: []uint32{local}})
 	if err != nil {
 		return fmt.Errorf("gpu: RoundBF16: %w", err)
 	}

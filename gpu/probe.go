@@ -156,7 +156,7 @@ func CheckExact(dev *vulkan.Device) (Properties, error) {
 }
 
 func runProbe(dev *vulkan.Device) (Properties, error) {
-	k, err := dev.Kernel(vulkan.KernelSpec{Name: "exact_probe", SPIRV: modules["exact_probe"], Bindings: 2, PushSize: 4})
+	k, err := newKernel(dev, "exact_probe", vulkan.KernelSpec{Name: "exact_probe", Bindings: 2, PushSize: 4})
 	if err != nil {
 		return Properties{}, fmt.Errorf("gpu: exactness probe: %w", err)
 	}

@@ -113,7 +113,7 @@ func rieszPassCached(dev *vulkan.Device, batch *vulkan.Batch, module string, k r
 		return nil
 	}
 	rows := rieszRows(dev, a.D)
-	kern, err := dev.Kernel(vulkan.KernelSpec{Name: module, SPIRV: modules[module], Bindings: 9, PushSize: 40, Spec: []uint32{uint32(rows), uint32(a.D)}})
+	kern, err := newKernel(dev, module, vulkan.KernelSpec{Name: module, Bindings: 9, PushSize: 40, Spec: []uint32{uint32(rows), uint32(a.D)}})
 	if err != nil {
 		return fmt.Errorf("gpu: %s: %w", op, err)
 	}
@@ -229,7 +229,7 @@ func RieszNorms(dev *vulkan.Device, batch *vulkan.Batch, dst, x *vulkan.Buffer, 
 	if _, err := CheckExact(dev); err != nil {
 		return err
 	}
-	kern, err := dev.Kernel(vulkan.KernelSpec{Name: "riesz_norms", SPIRV: modules["riesz_norms"], Bindings: 2, PushSize: 8})
+	kern, err := newKernel(dev, "riesz_norms", vulkan.KernelSpec{Name: "riesz_norms", Bindings: 2, PushSize: 8})
 	if err != nil {
 		return fmt.Errorf("gpu: RieszNorms: %w", err)
 	}
@@ -278,7 +278,7 @@ func RieszScanRows(dev *vulkan.Device, batch *vulkan.Batch, w *vulkan.Buffer, wr
 	if !dev.Info().Float64 {
 		return fmt.Errorf("gpu: RieszScanRows: device %v lacks shaderFloat64 (the sums are float64, as the CPU's)", dev)
 	}
-	kern, err := dev.Kernel(vulkan.KernelSpec{Name: "riesz_scan", SPIRV: modules["riesz_scan"], Bindings: 5, PushSize: 20})
+	kern, err := newKernel(dev, "riesz_scan", vulkan.KernelSpec{Name: "riesz_scan", Bindings: 5, PushSize: 20})
 	if err != nil {
 		return fmt.Errorf("gpu: RieszScanRows: %w", err)
 	}

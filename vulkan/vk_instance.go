@@ -281,6 +281,9 @@ func (in *instance) describe12(p *physical) {
 	info.DenormFlushToZero32 = v12.shaderDenormFlushToZeroFloat32 != 0
 	info.RoundingModeRTE32 = v12.shaderRoundingModeRTEFloat32 != 0
 	info.SignedZeroInfNanPreserve32 = v12.shaderSignedZeroInfNanPreserveFloat32 != 0
+	info.DenormPreserve64 = v12.shaderDenormPreserveFloat64 != 0
+	info.RoundingModeRTE64 = v12.shaderRoundingModeRTEFloat64 != 0
+	info.SignedZeroInfNanPreserve64 = v12.shaderSignedZeroInfNanPreserveFloat64 != 0
 
 	p.feat12 = &vkPhysicalDeviceVulkan12Features{sType: stPhysicalDeviceVulkan12Features}
 	if slices.Contains(p.extensions, extCooperativeMatrix) {

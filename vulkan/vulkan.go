@@ -99,6 +99,11 @@ type DeviceInfo struct {
 	DenormFlushToZero32        bool `json:"denorm_flush_to_zero32"`
 	RoundingModeRTE32          bool `json:"rounding_mode_rte32"`
 	SignedZeroInfNanPreserve32 bool `json:"signed_zero_inf_nan_preserve32"`
+	// The same for 64-bit floats (modules that use float64 declare them
+	// too; package gpu leaves out of a module what the device lacks).
+	DenormPreserve64           bool `json:"denorm_preserve64"`
+	RoundingModeRTE64          bool `json:"rounding_mode_rte64"`
+	SignedZeroInfNanPreserve64 bool `json:"signed_zero_inf_nan_preserve64"`
 
 	Float64      bool `json:"float64"`       // shaderFloat64
 	Int64        bool `json:"int64"`         // shaderInt64

@@ -9,6 +9,7 @@ package spirv
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // Magic is the first word of every SPIR-V module.
@@ -302,4 +303,52 @@ func (m *Module) FloatWidths() []uint32 {
 		}
 	}
 	return ws
+}
+
+// capabilityOf maps each float-controls execution mode to its capability.
+var capabilityOf = map[uint32]uint32{
+	ModeDenormPreserve:           CapDenormPreserve,
+	ModeSignedZeroInfNanPreserve: CapSignedZeroInfNanPreserve,
+	ModeRoundingModeRTE:          CapRoundingModeRTE,
+}
+
+// DropModes removes the float-controls execution modes (DenormPreserve,
+// SignedZeroInfNanPreserve, RoundingModeRTE) for which keep(mode, width)
+// is false, and each of their capabilities that no remaining mode uses.
+// It reports whether anything was removed. A driver that lacks a mode
+// must not be given a module declaring it (Vulkan's valid usage); what
+// the mode promised is then checked by running code (package gpu's
+// exactness probe), not declared.
+func (m *Module) DropModes(keep func(mode, width uint32) bool) bool {
+	used := map[uint32]bool{}
+	n := len(m.Insts)
+	m.Insts = slices.DeleteFunc(m.Insts, func(in Inst) bool {
+		if in.Op != OpExecutionMode || len(in.Args) != 3 {
+			return false
+		}
+		c, ok := capabilityOf[in.Args[1]]
+		if !ok {
+			return false
+		}
+		if keep(in.Args[1], in.Args[2]) {
+			used[c] = true
+			return false
+		}
+		return true
+	})
+	if len(m.Insts) == n {
+		return false
+	}
+	m.Insts = slices.DeleteFunc(m.Insts, func(in Inst) bool {
+		if in.Op != OpCapability {
+			return false
+		}
+		for _, c := range capabilityOf {
+			if in.Args[0] == c {
+				return !used[c]
+			}
+		}
+		return false
+	})
+	return true
 }

@@ -126,3 +126,51 @@ func TestMakeExactExtension(t *testing.T) {
 		t.Error("SPIR-V 1.5: OpExtension SPV_KHR_float_controls added (core since 1.4)")
 	}
 }
+
+// TestDropModes removes the 32-bit DenormPreserve of every exact module:
+// the mode goes, its capability stays only where another width keeps the
+// mode, the rest of the module is unchanged, and keeping everything
+// changes nothing.
+func TestDropModes(t *testing.T) {
+	for name, b := range modules(t) {
+		m, err := Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.DropModes(func(uint32, uint32) bool { return true }) || !bytes.Equal(m.Bytes(), b) {
+			t.Errorf("%s: keeping every mode changed the module", name)
+		}
+		count := func(m *Module, op uint16, args ...uint32) int {
+			n := 0
+			for _, in := range m.Insts {
+				if in.Op == op && len(in.Args) >= len(args) && slices.Equal(in.Args[len(in.Args)-len(args):], args) {
+					n++
+				}
+			}
+			return n
+		}
+		had := count(m, OpExecutionMode, ModeDenormPreserve, 32)
+		if had == 0 {
+			continue // not an exact-mode module
+		}
+		other := count(m, OpExecutionMode, ModeDenormPreserve, 64)
+		before := len(m.Insts)
+		if !m.DropModes(func(mode, width uint32) bool { return mode != ModeDenormPreserve || width != 32 }) {
+			t.Fatalf("%s: nothing dropped", name)
+		}
+		if count(m, OpExecutionMode, ModeDenormPreserve, 32) != 0 || count(m, OpExecutionMode, ModeDenormPreserve, 64) != other {
+			t.Errorf("%s: DenormPreserve modes after the drop: 32-bit %d, 64-bit %d (had %d)", name,
+				count(m, OpExecutionMode, ModeDenormPreserve, 32), count(m, OpExecutionMode, ModeDenormPreserve, 64), other)
+		}
+		caps := count(m, OpCapability, CapDenormPreserve)
+		if (other > 0) != (caps == 1) {
+			t.Errorf("%s: %d DenormPreserve capabilities with %d 64-bit modes left", name, caps, other)
+		}
+		if want := before - had - (1 - caps); len(m.Insts) != want {
+			t.Errorf("%s: %d instructions after the drop, want %d", name, len(m.Insts), want)
+		}
+		if _, err := Parse(m.Bytes()); err != nil {
+			t.Errorf("%s: the edited module does not parse: %v", name, err)
+		}
+	}
+}
