@@ -9,7 +9,9 @@ import (
 
 // CPU is the host backend: tensors are []float32 and each operation is
 // package nn's function or the definition below, so a model on it
-// computes the bits it computes without this package (NewCPU).
+// computes the bits it computes without this package (NewCPU). Calls
+// that fail nothing write nothing in it, so goroutines may share one
+// (a model's EmbedText while its Forward runs) on their own tensors.
 type CPU struct {
 	err error
 }
@@ -131,6 +133,9 @@ func (c *CPU) Download(dst []float32, src Tensor) error {
 // Flush returns the first error since the last Flush or Download (and
 // forgets it).
 func (c *CPU) Flush() error {
+	if c.err == nil { // no write: calls that fail nothing may share a CPU
+		return nil
+	}
 	err := c.err
 	c.err = nil
 	return err

@@ -9,14 +9,20 @@ import (
 // its weights are uploaded once, at the next call, and what it held on the
 // previous backend is freed. Every backend computes the same bits (package
 // compute's contract); the public API does not change.
+//
+// On the CPU, EmbedText may run while a Forward runs, as before backends;
+// on a device backend the model runs one call at a time.
 func (m *Model) UseBackend(b compute.Backend) {
 	m.release()
+	if b == nil {
+		b = compute.NewCPU()
+	}
 	m.be = b
 }
 
 // Backend returns the backend the model computes on.
 func (m *Model) Backend() compute.Backend {
-	if m.be == nil {
+	if m.be == nil { // a Model built field by field
 		m.be = compute.NewCPU()
 	}
 	return m.be
@@ -85,16 +91,19 @@ func (w *weightsOn) params() []*compute.Tensor {
 }
 
 // weights returns the model's parameters on its backend: uploaded at the
-// first call on a device; on a backend of host memory (the CPU) handles
-// of the parameters themselves, made afresh each call (so that a
-// parameter changed in place between calls is seen, as before backends).
+// first call on a device and kept; on a backend of host memory (the CPU)
+// handles of the parameters themselves, made afresh each call and not
+// kept (so that a parameter changed in place between calls is seen, and
+// the call writes nothing in the model, as before backends).
 func (m *Model) weights() *weightsOn {
 	be := m.Backend()
-	if w := m.w; w != nil && w.be == be && !w.host {
+	_, host := be.(compute.HostMemory)
+	if w := m.w; !host && w != nil && w.be == be {
 		return w
 	}
-	m.releaseWeights()
-	_, host := be.(compute.HostMemory)
+	if !host {
+		m.releaseWeights()
+	}
 	w := &weightsOn{be: be, host: host, blocks: make([]blockWeights, len(m.Blocks))}
 	lin := func(l *nn.Linear[float32]) compute.Linear { return be.LoadLinear(l, m.Precision) }
 	w.patch, w.text0, w.text2 = lin(&m.PatchEmbedding), lin(&m.TextEmbedding0), lin(&m.TextEmbedding2)
@@ -109,6 +118,8 @@ func (m *Model) weights() *weightsOn {
 			norm3W: be.Param(b.Norm3W), norm3B: be.Param(b.Norm3B), mod: be.Param(b.Modulation),
 			ffn0: lin(&b.FFN0), ffn2: lin(&b.FFN2)}
 	}
-	m.w = w
+	if !host {
+		m.w = w
+	}
 	return w
 }

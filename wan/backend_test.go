@@ -10,6 +10,7 @@ import (
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/gpu"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/nn"
 	"github.com/densitykv/densitykv/vulkan/vulkantest"
 )
 
@@ -28,13 +29,17 @@ func TestBackendGPU(t *testing.T) {
 		t.Run(prec.String(), func(t *testing.T) {
 			want := bitsRun(t, goldenModelAs(t, prec))
 			m := goldenModelAs(t, prec)
-			m.UseBackend(be)
+			cb := &countingBackend{Backend: be}
+			m.UseBackend(cb)
 			defer m.UseBackend(nil)
 			got := bitsRun(t, m)
 			for i := range want {
 				if j := firstBitDiff(got[i], want[i]); j >= 0 {
 					t.Fatalf("output %d (of text embed, K, V, three flows) value %d: %v on %v, %v on the CPU", i, j, got[i][j], be, want[i][j])
 				}
+			}
+			if n := len(m.linears()); cb.loads != n {
+				t.Errorf("%d Linear uploads for EmbedText and three forwards, want %d (each weight once)", cb.loads, n)
 			}
 		})
 	}
@@ -53,6 +58,17 @@ func TestBackendGPU(t *testing.T) {
 			}
 		}
 	})
+}
+
+// countingBackend counts the Linear uploads of a backend.
+type countingBackend struct {
+	*gpu.Backend
+	loads int
+}
+
+func (c *countingBackend) LoadLinear(l *nn.Linear[float32], prec gemm.Precision) compute.Linear {
+	c.loads++
+	return c.Backend.LoadLinear(l, prec)
 }
 
 // traceRun returns the trace of one forward call of m (copies).

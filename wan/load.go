@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/finite"
 	"github.com/densitykv/densitykv/weights"
@@ -81,7 +82,7 @@ func Load(path string, cfg Config, opt LoadOptions) (*Model, error) {
 		}
 		defer lora.file.Close()
 	}
-	m := &Model{Cfg: cfg, Precision: opt.Precision, Blocks: make([]Block, cfg.Layers)}
+	m := &Model{Cfg: cfg, Precision: opt.Precision, Blocks: make([]Block, cfg.Layers), be: compute.NewCPU()}
 	byName := make(map[string]checkpoint.RawTensor, len(src.Tensors))
 	for _, t := range src.Tensors {
 		byName[t.Name] = t

@@ -32,8 +32,10 @@ type Block struct {
 	Modulation []float32          // "modulation" [1][6][dim]
 }
 
-// Model is a Wan2.1 causal DiT. Forward reuses buffers held by the model, so
-// one Model must not run two Forward calls at once.
+// Model is a Wan2.1 causal DiT. It computes on a compute.Backend
+// (UseBackend; the CPU by default), every backend with the same bits.
+// Forward reuses buffers held by the model, so one Model must not run two
+// Forward calls at once.
 type Model struct {
 	Cfg Config
 	// Precision is the precision of every matrix product and attention
@@ -104,7 +106,7 @@ func newRaw(cfg Config, prec gemm.Precision, alloc bool) (*Model, error) {
 	if err := checkPrecision(prec); err != nil {
 		return nil, err
 	}
-	m := &Model{Cfg: cfg, Precision: prec, Blocks: make([]Block, cfg.Layers)}
+	m := &Model{Cfg: cfg, Precision: prec, Blocks: make([]Block, cfg.Layers), be: compute.NewCPU()}
 	for _, p := range m.Params() {
 		if alloc {
 			*p.Data = make([]float32, prod(p.Shape))
@@ -256,7 +258,7 @@ func fromStateDict(cfg Config, sd checkpoint.StateDict, prec gemm.Precision, rel
 	if err := checkPrecision(prec); err != nil {
 		return nil, err
 	}
-	m := &Model{Cfg: cfg, Precision: prec, Blocks: make([]Block, cfg.Layers)}
+	m := &Model{Cfg: cfg, Precision: prec, Blocks: make([]Block, cfg.Layers), be: compute.NewCPU()}
 	if err := sd.Check(m.Expected()); err != nil {
 		return nil, fmt.Errorf("wan: %w", err)
 	}
