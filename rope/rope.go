@@ -132,12 +132,15 @@ func sincos(c, s, ang []float64) {
 
 // rotate turns each pair (v[2j], v[2j+1]) by the angle whose cosine and
 // sine are c[j] and s[j], in float64, rounding the results to float32: the
-// one rotation every method of the package applies.
+// one rotation every method of the package applies. Each product is
+// rounded before the sum (the explicit conversions): Go may otherwise fuse
+// a·b − c·d into a multiply-add on some targets (arm64, GOAMD64=v3), and
+// the rotation must give the same bits everywhere (and on the GPU).
 func rotate(v []float32, c, s []float64) {
 	for j := range c {
 		x0, x1 := float64(v[2*j]), float64(v[2*j+1])
-		v[2*j] = float32(x0*c[j] - x1*s[j])
-		v[2*j+1] = float32(x0*s[j] + x1*c[j])
+		v[2*j] = float32(float64(x0*c[j]) - float64(x1*s[j]))
+		v[2*j+1] = float32(float64(x0*s[j]) + float64(x1*c[j]))
 	}
 }
 
