@@ -49,6 +49,13 @@ func badAt(t []rune, i int) bool {
 		}
 	}
 
+	return badByClass(c, k, n1, k1, n2) || badByCharacter(i, at)
+}
+
+// badByClass reports whether one of BADNESS_RE's alternatives made of
+// character classes (and \s, \w, [a-z]) matches at c, followed by n1 (of
+// classes k1) and n2.
+func badByClass(c rune, k uint32, n1 rune, k1 uint32, n2 rune) bool {
 	// [c1]
 	if k&clC1 != 0 {
 		return true
@@ -117,6 +124,15 @@ func badAt(t []rune, i int) bool {
 	if k&(clLowerAccented|clUpperAccented) != 0 && k1&(clStartPunct|clEndPunct) != 0 && n2 >= 0 && isPyWord(n2) {
 		return true
 	}
+	return false
+}
+
+// badByCharacter reports whether one of BADNESS_RE's alternatives that
+// name characters (the mojibake of particular code pages) matches at text
+// position i; at(j) is the character at i+j, or -1 past the end.
+func badByCharacter(i int, at func(j int) rune) bool {
+	c, n1, n2 := at(0), at(1), at(2)
+	k, k1 := classes(c), classes(n1)
 	// [Œœ][^A-Za-z]: the ligature œ not followed by an unaccented Latin letter
 	if (c == 'Œ' || c == 'œ') && n1 >= 0 && !isASCIILetter(n1) {
 		return true
