@@ -43,7 +43,7 @@ func ex64Upload(t testing.TB, dev *vulkan.Device, v []uint64) *vulkan.Buffer {
 func ex64Run(t *testing.T, dev *vulkan.Device, op int, x ex64Case) []uint64 {
 	t.Helper()
 	n := len(x.a)
-	k, err := dev.Kernel(vulkan.KernelSpec{Name: "exact64ops", SPIRV: modules["exact64ops"], Bindings: 4, PushSize: 8})
+	k, err := newKernel(dev, "exact64ops", vulkan.KernelSpec{Name: "exact64ops", Bindings: 4, PushSize: 8})
 	if err != nil {
 		t.Fatal(err)
 	}

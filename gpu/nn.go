@@ -92,7 +92,7 @@ func norm(dev *vulkan.Device, batch *vulkan.Batch, mode uint32, y, x *vulkan.Buf
 	if err != nil {
 		return err
 	}
-	k, err := dev.Kernel(vulkan.KernelSpec{Name: "nn_norm", SPIRV: modules["nn_norm"], Bindings: 4, PushSize: 24})
+	k, err := newKernel(dev, "nn_norm", vulkan.KernelSpec{Name: "nn_norm", Bindings: 4, PushSize: 24})
 	if err != nil {
 		return err
 	}
@@ -285,7 +285,7 @@ func elementwise(dev *vulkan.Device, batch *vulkan.Batch, op uint32, n, d, rpf i
 	if err != nil {
 		return err
 	}
-	k, err := dev.Kernel(vulkan.KernelSpec{Name: "nn_elementwise", SPIRV: modules["nn_elementwise"], Bindings: 4, PushSize: 32})
+	k, err := newKernel(dev, "nn_elementwise", vulkan.KernelSpec{Name: "nn_elementwise", Bindings: 4, PushSize: 32})
 	if err != nil {
 		return err
 	}
@@ -336,7 +336,7 @@ func activation(dev *vulkan.Device, batch *vulkan.Batch, op uint32, y, x *vulkan
 	if err != nil {
 		return err
 	}
-	k, err := dev.Kernel(vulkan.KernelSpec{Name: module, SPIRV: modules[module], Bindings: 2, PushSize: 8})
+	k, err := newKernel(dev, module, vulkan.KernelSpec{Name: module, Bindings: 2, PushSize: 8})
 	if err != nil {
 		return err
 	}

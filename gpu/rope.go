@@ -177,7 +177,7 @@ func ropeRecord(dev *vulkan.Device, batch *vulkan.Batch, x *vulkan.Buffer, tok0,
 	if pos == nil {
 		pos, usePos = rt.Buf, 0 // an unused binding
 	}
-	k, err := dev.Kernel(vulkan.KernelSpec{Name: "nn_rope", SPIRV: modules["nn_rope"], Bindings: 3, PushSize: 52})
+	k, err := newKernel(dev, "nn_rope", vulkan.KernelSpec{Name: "nn_rope", Bindings: 3, PushSize: 52})
 	if err != nil {
 		return err
 	}

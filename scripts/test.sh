@@ -22,15 +22,14 @@ go test -count=1 -timeout 30m -tags noasm ./...
 echo "== Vulkan (lavapipe)"
 # purego needs no cgo: the Vulkan build still builds with CGO_ENABLED=0.
 CGO_ENABLED=0 go build -tags vulkan -o /dev/null ./cmd/densitykv
-# The runtime's tests run under Khronos' validation layer (with
-# synchronization validation) when it is installed: its messages, on the
-# tests' stdout, fail the suite. (gpu not yet: its exact-mode shaders
-# declare DenormPreserve, which lavapipe does not offer.)
+# The GPU tests (the runtime, device selection and every exact kernel) run
+# under Khronos' validation layer (with synchronization validation) when it
+# is installed: its messages, on the tests' stdout, fail the suite.
 if [ -e /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json ]; then
   log=$(mktemp)
   trap 'rm -f "$log"' EXIT
   VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT \
-    DENSITYKV_TEST_DEVICE=vulkan go test -v -count=1 -tags vulkan ./vulkan/... ./device/... >"$log" 2>&1 ||
+    DENSITYKV_TEST_DEVICE=vulkan go test -v -count=1 -timeout 20m -tags vulkan ./vulkan/... ./device/... ./gpu/... >"$log" 2>&1 ||
     { grep -v '^=== RUN' "$log" | tail -100; exit 1; }
   if grep -q 'Validation Error\|Validation Warning\|VUID-\|SYNC-' "$log"; then
     echo "the Vulkan validation layer reported:"; grep -B1 -A4 'Validation Error\|Validation Warning\|VUID-\|SYNC-' "$log" | head -100; exit 1
@@ -38,9 +37,8 @@ if [ -e /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json ]; th
   grep '^\(ok\|FAIL\|?\) ' "$log"
 else
   echo "(no Vulkan validation layer: apt-get install vulkan-validationlayers checks the runtime's API use too)"
-  DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -tags vulkan ./vulkan/... ./device/...
+  DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -timeout 20m -tags vulkan ./vulkan/... ./device/... ./gpu/...
 fi
-DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -timeout 20m -tags vulkan ./gpu/...
 # The models on the GPU backend: the same bits as on the CPU (package compute).
 DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -tags vulkan -run 'TestBackend' ./wan
 DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -tags vulkan ./cmd/densitykv -run 'Devices'
