@@ -123,3 +123,146 @@ func (m *Model) weights() *weightsOn {
 	}
 	return w
 }
+
+// hostIO moves values between the host and a backend: on a backend of
+// host memory (the CPU) a tensor is the host slice itself and nothing is
+// copied; elsewhere in and out make tensors of their own, which read and
+// Upload fill.
+type hostIO struct {
+	be   compute.Backend
+	mem  compute.HostMemory
+	host bool
+}
+
+func newHostIO(be compute.Backend) hostIO {
+	mem, host := be.(compute.HostMemory)
+	return hostIO{be: be, mem: mem, host: host}
+}
+
+// in returns a tensor holding v's values (v itself on host memory).
+func (io hostIO) in(v []float32) compute.Tensor {
+	if io.host {
+		return io.mem.Wrap(v)
+	}
+	t := io.be.New(len(v))
+	io.be.Upload(t, v)
+	return t
+}
+
+// out returns a tensor whose values read copies into v (v itself on host
+// memory).
+func (io hostIO) out(v []float32) compute.Tensor {
+	if io.host {
+		return io.mem.Wrap(v)
+	}
+	return io.be.New(len(v))
+}
+
+// read copies t's values into v (t made by out(v), or a tensor whose Host
+// is v, on host memory) and returns the backend's first error.
+func (io hostIO) read(v []float32, t compute.Tensor) error {
+	if io.host {
+		return io.be.Flush()
+	}
+	return io.be.Download(v, t)
+}
+
+// send writes v into t (made by out(v): nothing to do on host memory).
+func (io hostIO) send(t compute.Tensor, v []float32) {
+	if !io.host {
+		io.be.Upload(t, v)
+	}
+}
+
+// free frees tensors made by in or out (nothing on host memory).
+func (io hostIO) free(ts ...compute.Tensor) {
+	if !io.host {
+		for _, t := range ts {
+			io.be.Free(t)
+		}
+	}
+}
+
+// workspace holds the tensors of Forward on the model's backend, reused
+// while the block's shape does not change, and their host sides (on a
+// backend of host memory, the same values).
+type workspace struct {
+	io                    hostIO
+	T, F                  int
+	x, y, q, k, v, att, o compute.Tensor // [T][dim]
+	h                     compute.Tensor // [T][ffn_dim]
+	patches, out          compute.Tensor // [T][patch_len], [T][out_len]
+	mods, e0              compute.Tensor // [F][6][dim]
+	e, sin, tmp, headMods compute.Tensor // [F][dim], [F][freq], [F][dim], [F][2][dim]
+	ctx                   [3]compute.Tensor
+	// The host sides: q, k, v (read for the memory policy), the patches,
+	// the sinusoid and the head's output.
+	hq, hk, hv, hpatches, hsin, hout []float32
+}
+
+func (m *Model) workspace(T, F int) *workspace {
+	c := m.Cfg
+	d := c.Dim
+	be := m.Backend()
+	if w := m.ws; w != nil && w.io.be == be && w.T == T && w.F == F {
+		return w
+	}
+	m.ws.free()
+	w := &workspace{io: newHostIO(be), T: T, F: F}
+	for _, b := range []*compute.Tensor{&w.x, &w.y, &w.q, &w.k, &w.v, &w.att, &w.o} {
+		*b = be.New(T * d)
+	}
+	w.h = be.New(T * c.FFNDim)
+	w.mods, w.e0 = be.New(F*6*d), be.New(F*6*d)
+	w.e, w.tmp, w.headMods = be.New(F*d), be.New(F*d), be.New(F*2*d)
+	w.hq, w.hk, w.hv = w.hostSide(w.q), w.hostSide(w.k), w.hostSide(w.v)
+	w.hpatches, w.hsin, w.hout = make([]float32, T*c.PatchLen()), make([]float32, F*c.FreqDim), make([]float32, T*c.OutLen())
+	w.patches, w.sin, w.out = w.io.out(w.hpatches), w.io.out(w.hsin), w.io.out(w.hout)
+	m.ws = w
+	return w
+}
+
+// hostSide returns t's values on host memory, else a slice of t's length.
+func (w *workspace) hostSide(t compute.Tensor) []float32 {
+	if w.io.host {
+		return w.io.mem.Host(t)
+	}
+	return make([]float32, t.Len())
+}
+
+// free frees the workspace's tensors (nil: nothing).
+func (w *workspace) free() {
+	if w == nil {
+		return
+	}
+	be := w.io.be
+	for _, t := range []compute.Tensor{w.x, w.y, w.q, w.k, w.v, w.att, w.o, w.h, w.patches, w.out,
+		w.mods, w.e0, w.e, w.sin, w.tmp, w.headMods, w.ctx[0], w.ctx[1], w.ctx[2]} {
+		if t != nil {
+			be.Free(t)
+		}
+	}
+}
+
+// context returns the memory policy's q, k, v as tensors: the slices
+// themselves on host memory, else uploaded into the workspace's tensors
+// (grown as the context grows).
+func (w *workspace) context(vs ...[]float32) [3]compute.Tensor {
+	var ts [3]compute.Tensor
+	for i, v := range vs {
+		if w.io.host {
+			ts[i] = w.io.mem.Wrap(v)
+			continue
+		}
+		be := w.io.be
+		if w.ctx[i] == nil || w.ctx[i].Len() < len(v) {
+			if w.ctx[i] != nil {
+				be.Free(w.ctx[i])
+			}
+			w.ctx[i] = be.New(len(v))
+		}
+		ts[i] = be.View(w.ctx[i], 0, len(v))
+		be.Upload(ts[i], v)
+	}
+	return ts
+}
