@@ -74,199 +74,252 @@ func testDeepForcingSelection(t *testing.T, maxReuse int, queries DFQueries, sin
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := cfg.Layout
-	P, F, H, D := l.TokensPerFrame(), l.FramesPerBlock, l.Heads, l.HeadDim
-	row := H * D
-	n := P * row
-	R, C := cfg.DeepForcing.RecentFrames, cfg.CacheFrames
-	budget := (C - 1 - R) * P
-	blocks := 14
-	s := newStream(l, 21)
-	or := make([]dfOracle, l.Layers)
-	capped, maxSeen := 0, 0 // kept-quality candidates excluded by the cap; most compressions survived
-	buffer := func(o *dfOracle, q []float32, first int) {
-		for f := 0; f < F; f++ {
-			qr := rotated(l, q[f*n:(f+1)*n], first+f)
-			for p := 0; p < P; p++ {
-				o.qbuf = append(o.qbuf, qr[p*row:(p+1)*row])
-			}
-		}
-		if len(o.qbuf) > R*P {
-			o.qbuf = o.qbuf[len(o.qbuf)-R*P:]
-		}
-	}
+	d := newDFCheck(cfg, 21)
+	const blocks = 14
 	for b := 0; b < blocks; b++ {
-		start := b * F
+		start := b * d.F
 		for st := 0; st <= 1; st++ {
-			for layer := range or {
-				o := &or[layer]
+			for layer := range d.or {
+				o := &d.or[layer]
 				if queries == DFQueriesEveryCall {
-					q, _, _ := s.qkv(b, st, layer)
-					buffer(o, q, start)
+					q, _, _ := d.s.qkv(b, st, layer)
+					d.buffer(o, q, start)
 				}
-				if st != 0 || 1*P+len(o.mid)+len(o.hist)*P+F*P <= C*P || b == 0 {
+				if st != 0 || 1*d.P+len(o.mid)+len(o.hist)*d.P+d.F*d.P <= d.C*d.P || b == 0 {
 					continue
 				}
-				// Compression at the block's first call.
-				keep := R - F
-				leaving := o.hist[:len(o.hist)-keep]
-				var cands []dfTok
-				cands = append(cands, o.mid...)
-				for _, f := range leaving {
-					for p := 0; p < P; p++ {
-						cands = append(cands, dfTok{f, p, 0})
-					}
-				}
-				keys := make([]float32, len(cands)*row)
-				for i, c := range cands {
-					copy(keys[i*row:], rotated(l, s.cleanK[[2]int{c.frame, layer}], c.frame)[c.p*row:(c.p+1)*row])
-				}
-				score := make([]float64, len(cands))
-				scale := float64(H) * math.Sqrt(float64(D))
-				if fusion == DFFusionMax {
-					// persistent_context_scores(fusion="max"): the largest q·k
-					// over the buffered tokens, the products as gemm's float32.
-					qm := make([]float32, 0, len(o.qbuf)*row)
-					for _, q := range o.qbuf {
-						qm = append(qm, q...)
-					}
-					prod := make([]float32, len(cands)*len(o.qbuf))
-					gemm.NT(len(cands), len(o.qbuf), row, keys, row, qm, row, prod, len(o.qbuf))
-					for i := range cands {
-						best := float32(math.Inf(-1))
-						for _, v := range prod[i*len(o.qbuf) : (i+1)*len(o.qbuf)] {
-							best = max(best, v)
-						}
-						score[i] = float64(best) / scale
-					}
-				} else {
-					qs := make([]float64, row)
-					for _, q := range o.qbuf {
-						for i, v := range q {
-							qs[i] += float64(v)
-						}
-					}
-					for i := range cands {
-						for j := 0; j < row; j++ {
-							score[i] += qs[j] * float64(keys[i*row+j])
-						}
-						score[i] /= scale
-					}
-				}
-				var idx []int
-				for i, c := range cands {
-					maxSeen = max(maxSeen, c.reuse)
-					if c.reuse < maxReuse {
-						idx = append(idx, i)
-					}
-				}
-				sort.SliceStable(idx, func(a, b int) bool { return score[idx[a]] > score[idx[b]] })
-				idx = idx[:min(budget, len(idx))]
-				// Capped tokens that outscore a kept one (or would fill a
-				// free slot): the cap changed the selection.
-				for i, c := range cands {
-					if c.reuse >= maxReuse && (len(idx) < budget || score[i] > score[idx[len(idx)-1]]) {
-						capped++
-					}
-				}
-				sort.Ints(idx)
-				o.mid = o.mid[:0:0]
-				for _, i := range idx {
-					c := cands[i]
-					c.reuse++
-					o.mid = append(o.mid, c)
-				}
-				o.hist = o.hist[len(leaving):]
-				o.compressed = true
-				// The official relocation: desired sink start = start − tail
-				// frames − sink frames, the tail being the selected tokens and
-				// the R-frame recent window; the first compression records it.
-				desired := start - (len(o.mid)+R*P)/P - 1
-				if o.sinkSet {
-					o.sinkShift += desired - o.sinkBase
-				}
-				o.sinkBase, o.sinkSet = desired, true
+				d.compress(o, layer, start)
 			}
-			ctx, _ := s.call(t, pol, Call{Block: b, Step: st, First: st == 0, Clean: st == 1})
+			ctx, _ := d.s.call(t, pol, Call{Block: b, Step: st, First: st == 0, Clean: st == 1})
 			for layer, cx := range ctx {
-				o := or[layer]
-				q, k, v := s.qkv(b, st, layer)
-				tail := start
-				if len(o.hist) > 0 {
-					tail = o.hist[0]
-				}
-				sinkT := o.sinkShift
-				if sinkMode == DFSinkBeforeTail {
-					sinkT = 0
-					if o.compressed {
-						sinkT = tail - 1
-					}
-				}
-				if sinkMode == DFSinkAuthors && maxReuse == 7 && b >= 5 && sinkT != start-12 {
-					t.Fatalf("block %d: the authors' sink at %d, want start − 12 = %d", b, sinkT, start-12)
-				}
-				var sink, win []seg
-				if b == 0 {
-					sink = []seg{{0, 0, 0}}
-				} else {
-					sink = []seg{{0, sinkT, -1}}
-					for _, f := range o.hist {
-						win = append(win, seg{f, f, -1})
-					}
-				}
-				for f := start; f < start+F; f++ {
-					if f > 0 {
-						win = append(win, seg{f, f, f - start})
-					}
-				}
-				if cx.Parts != (Parts{Sink: P, Memory: len(o.mid), Local: len(win) * P}) {
-					t.Fatalf("block %d layer %d: parts %+v, oracle middle %d tail %d frames", b, layer, cx.Parts, len(o.mid), len(win))
-				}
-				s.expectFrames(t, Context{K: cx.K[:P*row], V: cx.V[:P*row]}, layer, k, v, sink)
-				for i, tk := range o.mid {
-					want := rotated(l, s.cleanK[[2]int{tk.frame, layer}], tk.frame)[tk.p*row : (tk.p+1)*row]
-					got := cx.K[(P+i)*row : (P+i+1)*row]
-					if !equal(got, want) {
-						t.Fatalf("block %d layer %d: middle token %d (frame %d token %d) differs", b, layer, i, tk.frame, tk.p)
-					}
-				}
-				me := (P + len(o.mid)) * row
-				s.expectFrames(t, Context{K: cx.K[me:], V: cx.V[me:]}, layer, k, v, win)
-				for f := 0; f < F; f++ {
-					if !equal(cx.Q[f*n:(f+1)*n], rotated(l, q[f*n:(f+1)*n], start+f)) {
-						t.Fatalf("block %d: query %d not absolute", b, f)
-					}
-				}
-				if b >= 4 && maxReuse == 7 && cx.Parts.Total() != C*P {
-					t.Fatalf("block %d: %d keys, want the full %d-token cache", b, cx.Parts.Total(), C*P)
-				}
+				d.checkContext(t, b, st, layer, cx)
 			}
 			if st == 1 {
-				for layer := range or {
-					o := &or[layer]
-					for f := start; f < start+F; f++ {
-						if f > 0 {
-							o.hist = append(o.hist, f)
-						}
-					}
-					if queries == DFQueriesClean {
-						q, _, _ := s.qkv(b, st, layer)
-						buffer(o, q, start)
-					}
-				}
+				d.commit(b, start)
 			}
 		}
 	}
 	// Long enough for the cap to bind: 14 blocks are 10 compressions,
 	// and the 8th (block 11) is the first a token can be capped at 7.
-	if maxSeen != maxReuse || capped == 0 {
-		t.Fatalf("the reuse cap %d never changed the selection (most compressions survived %d, %d capped candidates would have been kept)", maxReuse, maxSeen, capped)
+	if d.maxSeen != maxReuse || d.capped == 0 {
+		t.Fatalf("the reuse cap %d never changed the selection (most compressions survived %d, %d capped candidates would have been kept)", maxReuse, d.maxSeen, d.capped)
 	}
 	// Steady state: the storage formula of a full cache.
 	if maxReuse == 7 {
 		sc := storageConfig(cfg)
 		if got, want := pol.Bytes(), sc.DeepForcing(); got != want {
 			t.Fatalf("bytes %d, want storage formula %d", got, want)
+		}
+	}
+}
+
+// dfCheck is the Deep Forcing oracle of testDeepForcingSelection: per
+// layer, the tokens it keeps (dfOracle), and what the reuse cap changed.
+type dfCheck struct {
+	cfg                Config
+	l                  Layout
+	P, F, H, D, row, n int
+	R, C, budget       int
+	s                  *stream
+	or                 []dfOracle
+	// capped counts kept-quality candidates the cap excluded; maxSeen is
+	// the most compressions a token survived.
+	capped, maxSeen int
+}
+
+func newDFCheck(cfg Config, seed uint64) *dfCheck {
+	l := cfg.Layout
+	d := &dfCheck{cfg: cfg, l: l, P: l.TokensPerFrame(), F: l.FramesPerBlock, H: l.Heads, D: l.HeadDim,
+		R: cfg.DeepForcing.RecentFrames, C: cfg.CacheFrames, s: newStream(l, seed), or: make([]dfOracle, l.Layers)}
+	d.row = d.H * d.D
+	d.n = d.P * d.row
+	d.budget = (d.C - 1 - d.R) * d.P
+	return d
+}
+
+// buffer keeps the block's post-RoPE queries (first: its first frame),
+// the most recent R frames' worth.
+func (d *dfCheck) buffer(o *dfOracle, q []float32, first int) {
+	P, R, row, n := d.P, d.R, d.row, d.n
+	for f := 0; f < d.F; f++ {
+		qr := rotated(d.l, q[f*n:(f+1)*n], first+f)
+		for p := 0; p < P; p++ {
+			o.qbuf = append(o.qbuf, qr[p*row:(p+1)*row])
+		}
+	}
+	if len(o.qbuf) > R*P {
+		o.qbuf = o.qbuf[len(o.qbuf)-R*P:]
+	}
+}
+
+// compress is the compression at the first call of the block at frame
+// start: the middle tokens and the frames leaving the recent window are
+// scored against the buffered queries, the best under the reuse cap kept,
+// and the sink relocated as the authors do.
+func (d *dfCheck) compress(o *dfOracle, layer, start int) {
+	P, R, row, maxReuse, budget := d.P, d.R, d.row, d.cfg.DeepForcing.MaxReuse, d.budget
+	keep := R - d.F
+	leaving := o.hist[:len(o.hist)-keep]
+	var cands []dfTok
+	cands = append(cands, o.mid...)
+	for _, f := range leaving {
+		for p := 0; p < P; p++ {
+			cands = append(cands, dfTok{f, p, 0})
+		}
+	}
+	keys := make([]float32, len(cands)*row)
+	for i, c := range cands {
+		copy(keys[i*row:], rotated(d.l, d.s.cleanK[[2]int{c.frame, layer}], c.frame)[c.p*row:(c.p+1)*row])
+	}
+	score := d.scores(o, keys, len(cands))
+	var idx []int
+	for i, c := range cands {
+		d.maxSeen = max(d.maxSeen, c.reuse)
+		if c.reuse < maxReuse {
+			idx = append(idx, i)
+		}
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return score[idx[a]] > score[idx[b]] })
+	idx = idx[:min(budget, len(idx))]
+	// Capped tokens that outscore a kept one (or would fill a free slot):
+	// the cap changed the selection.
+	for i, c := range cands {
+		if c.reuse >= maxReuse && (len(idx) < budget || score[i] > score[idx[len(idx)-1]]) {
+			d.capped++
+		}
+	}
+	sort.Ints(idx)
+	o.mid = o.mid[:0:0]
+	for _, i := range idx {
+		c := cands[i]
+		c.reuse++
+		o.mid = append(o.mid, c)
+	}
+	o.hist = o.hist[len(leaving):]
+	o.compressed = true
+	// The official relocation: desired sink start = start − tail frames −
+	// sink frames, the tail being the selected tokens and the R-frame
+	// recent window; the first compression records it.
+	desired := start - (len(o.mid)+R*P)/P - 1
+	if o.sinkSet {
+		o.sinkShift += desired - o.sinkBase
+	}
+	o.sinkBase, o.sinkSet = desired, true
+}
+
+// scores are the m candidate keys' scores against the buffered queries:
+// persistent_context_scores with fusion max (the largest q·k, the products
+// as gemm's float32) or mean (against the queries' sum), over H·√D.
+func (d *dfCheck) scores(o *dfOracle, keys []float32, m int) []float64 {
+	row := d.row
+	score := make([]float64, m)
+	scale := float64(d.H) * math.Sqrt(float64(d.D))
+	if d.cfg.DeepForcing.Fusion == DFFusionMax {
+		qm := make([]float32, 0, len(o.qbuf)*row)
+		for _, q := range o.qbuf {
+			qm = append(qm, q...)
+		}
+		prod := make([]float32, m*len(o.qbuf))
+		gemm.NT(m, len(o.qbuf), row, keys, row, qm, row, prod, len(o.qbuf))
+		for i := range score {
+			best := float32(math.Inf(-1))
+			for _, v := range prod[i*len(o.qbuf) : (i+1)*len(o.qbuf)] {
+				best = max(best, v)
+			}
+			score[i] = float64(best) / scale
+		}
+		return score
+	}
+	qs := make([]float64, row)
+	for _, q := range o.qbuf {
+		for i, v := range q {
+			qs[i] += float64(v)
+		}
+	}
+	for i := range score {
+		for j := 0; j < row; j++ {
+			score[i] += qs[j] * float64(keys[i*row+j])
+		}
+		score[i] /= scale
+	}
+	return score
+}
+
+// checkContext checks a layer's context of block b's call st against the
+// oracle: the sink where its mode puts it, the kept middle tokens, the
+// tail and the block's frames, absolute queries, a full cache in steady
+// state.
+func (d *dfCheck) checkContext(t *testing.T, b, st, layer int, cx Context) {
+	t.Helper()
+	P, F, row, n, l := d.P, d.F, d.row, d.n, d.l
+	maxReuse := d.cfg.DeepForcing.MaxReuse
+	o := d.or[layer]
+	start := b * F
+	q, k, v := d.s.qkv(b, st, layer)
+	tail := start
+	if len(o.hist) > 0 {
+		tail = o.hist[0]
+	}
+	sinkT := o.sinkShift
+	if d.cfg.DeepForcing.Sink == DFSinkBeforeTail {
+		sinkT = 0
+		if o.compressed {
+			sinkT = tail - 1
+		}
+	}
+	if d.cfg.DeepForcing.Sink == DFSinkAuthors && maxReuse == 7 && b >= 5 && sinkT != start-12 {
+		t.Fatalf("block %d: the authors' sink at %d, want start − 12 = %d", b, sinkT, start-12)
+	}
+	var sink, win []seg
+	if b == 0 {
+		sink = []seg{{0, 0, 0}}
+	} else {
+		sink = []seg{{0, sinkT, -1}}
+		for _, f := range o.hist {
+			win = append(win, seg{f, f, -1})
+		}
+	}
+	for f := start; f < start+F; f++ {
+		if f > 0 {
+			win = append(win, seg{f, f, f - start})
+		}
+	}
+	if cx.Parts != (Parts{Sink: P, Memory: len(o.mid), Local: len(win) * P}) {
+		t.Fatalf("block %d layer %d: parts %+v, oracle middle %d tail %d frames", b, layer, cx.Parts, len(o.mid), len(win))
+	}
+	d.s.expectFrames(t, Context{K: cx.K[:P*row], V: cx.V[:P*row]}, layer, k, v, sink)
+	for i, tk := range o.mid {
+		want := rotated(l, d.s.cleanK[[2]int{tk.frame, layer}], tk.frame)[tk.p*row : (tk.p+1)*row]
+		got := cx.K[(P+i)*row : (P+i+1)*row]
+		if !equal(got, want) {
+			t.Fatalf("block %d layer %d: middle token %d (frame %d token %d) differs", b, layer, i, tk.frame, tk.p)
+		}
+	}
+	me := (P + len(o.mid)) * row
+	d.s.expectFrames(t, Context{K: cx.K[me:], V: cx.V[me:]}, layer, k, v, win)
+	for f := 0; f < F; f++ {
+		if !equal(cx.Q[f*n:(f+1)*n], rotated(l, q[f*n:(f+1)*n], start+f)) {
+			t.Fatalf("block %d: query %d not absolute", b, f)
+		}
+	}
+	if b >= 4 && maxReuse == 7 && cx.Parts.Total() != d.C*P {
+		t.Fatalf("block %d: %d keys, want the full %d-token cache", b, cx.Parts.Total(), d.C*P)
+	}
+}
+
+// commit adds block b's frames (from start) to each layer's tail after
+// its clean call, and buffers its clean queries in that mode.
+func (d *dfCheck) commit(b, start int) {
+	for layer := range d.or {
+		o := &d.or[layer]
+		for f := start; f < start+d.F; f++ {
+			if f > 0 {
+				o.hist = append(o.hist, f)
+			}
+		}
+		if d.cfg.DeepForcing.Queries == DFQueriesClean {
+			q, _, _ := d.s.qkv(b, 1, layer)
+			d.buffer(o, q, start)
 		}
 	}
 }
