@@ -25,6 +25,16 @@
 // embedding, Block.Forward per layer (self-attention, cross-attention,
 // FFN, each a few lines) and the head.
 //
+// # Backends
+//
+// The forward is written once against compute.Backend (Model.UseBackend):
+// the CPU by default (package nn's functions, the bits pinned in
+// testdata/bits.json), or a Vulkan device (gpu.NewBackend), which gives
+// the same bits, its weights uploaded once and every operation recorded
+// into one command batch. The memory policy runs on the host: per layer
+// the device's q, k and v are read back for Policy.Attend and the context
+// it returns is sent (on the CPU, the same memory).
+//
 // # Precision
 //
 // A model has one precision (Model.Precision, chosen when it is built:
