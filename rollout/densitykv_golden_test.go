@@ -366,7 +366,23 @@ func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []
 	var sc densitySidecar
 	g.Sidecar(&sc)
 	pc := pol.(interface{ Config() memory.Config }).Config()
-	chunk := 0
+	chunk := checkDensitySettings(t, g, sc, pc)
+	checkEvictions(t, g, sc, recs)
+	if len(sc.Log) != len(recs) {
+		t.Fatalf("%s: layer0_memory_log has %d entries for %d blocks", g.Name(), len(sc.Log), len(recs))
+	}
+	seen := 0
+	for b, e := range sc.Log {
+		seen += recs[b].log.Offered[0]
+		checkDensityLogEntry(t, g, pol, pc, b, e, recs[b], chunk, seen)
+	}
+}
+
+// checkDensitySettings compares the sidecar's density settings and
+// capacity with the policy's configuration pc, and returns the reference's
+// work chunk size (checked through the log's decision_group_sizes).
+func checkDensitySettings(t *testing.T, g *goldenFile, sc densitySidecar, pc memory.Config) (chunk int) {
+	t.Helper()
 	for k, raw := range sc.Density {
 		var want any
 		switch k {
@@ -411,6 +427,13 @@ func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []
 	}
 	g.MarkSidecar("capacity_tokens_per_head")
 
+	return chunk
+}
+
+// checkEvictions compares the sidecar's total eviction count with the
+// run's.
+func checkEvictions(t *testing.T, g *goldenFile, sc densitySidecar, recs []blockRecord) {
+	t.Helper()
 	// Evictions per head, summed over blocks and layers (the heads of a
 	// layer hold the same number of entries, so they evict alike).
 	evicted := 0
@@ -431,112 +454,109 @@ func checkDensitySidecar(t *testing.T, g *goldenFile, pol memory.Policy, recs []
 		t.Errorf("%s: total_evicted_entries_all_layers = %s, the run evicted %d per head", g.Name(), sc.TotalEvicted, evicted)
 	}
 	g.MarkSidecar("total_evicted_entries_all_layers")
+}
 
-	if len(sc.Log) != len(recs) {
-		t.Fatalf("%s: layer0_memory_log has %d entries for %d blocks", g.Name(), len(sc.Log), len(recs))
+// checkDensityLogEntry compares block b's entry e of the layer-0 memory
+// log with the run's record r (seen: the candidates offered up to it).
+func checkDensityLogEntry(t *testing.T, g *goldenFile, pol memory.Policy, pc memory.Config, b int, e map[string]json.RawMessage, r blockRecord, chunk, seen int) {
+	t.Helper()
+	lg, d := r.log, r.decs[0]
+	occ := lg.Occupancy[0]
+	omin, omax, osum := slices.Min(occ), slices.Max(occ), 0
+	for _, o := range occ {
+		osum += o
 	}
-	seen := 0
-	for b, e := range sc.Log {
-		r := recs[b]
-		lg, d := r.log, r.decs[0]
-		occ := lg.Occupancy[0]
-		omin, omax, osum := slices.Min(occ), slices.Max(occ), 0
-		for _, o := range occ {
-			osum += o
+	offered := lg.Offered[0]
+	var groups []int
+	for n := offered; n > 0; n -= min(n, chunk) {
+		groups = append(groups, min(n, chunk))
+	}
+	if groups == nil {
+		groups = []int{}
+	}
+	amin, amax := 0, 0
+	var extMean, scoreMean float64
+	if d != nil {
+		amin, amax = d.Heads[0].Accepted, d.Heads[0].Accepted
+		for _, hd := range d.Heads {
+			amin, amax = min(amin, hd.Accepted), max(amax, hd.Accepted)
 		}
-		offered := lg.Offered[0]
-		seen += offered
-		var groups []int
-		for n := offered; n > 0; n -= min(n, chunk) {
-			groups = append(groups, min(n, chunk))
+		h0 := d.Heads[0]
+		for c := range h0.External {
+			extMean += h0.External[c] / float64(len(h0.External))
+			scoreMean += h0.Score[c] / float64(len(h0.Score))
 		}
-		if groups == nil {
-			groups = []int{}
-		}
-		amin, amax := 0, 0
-		var extMean, scoreMean float64
-		if d != nil {
-			amin, amax = d.Heads[0].Accepted, d.Heads[0].Accepted
-			for _, hd := range d.Heads {
-				amin, amax = min(amin, hd.Accepted), max(amax, hd.Accepted)
-			}
-			h0 := d.Heads[0]
-			for c := range h0.External {
-				extMean += h0.External[c] / float64(len(h0.External))
-				scoreMean += h0.Score[c] / float64(len(h0.Score))
-			}
-			scoreMean -= pc.Bank.Tau
-		}
-		p := lg.Attention[0]
-		for k, raw := range e {
-			var want any
-			num := false
-			switch k {
-			case "query_frame":
-				want = lg.Frames[0]
-			case "mode":
-				var mode string
-				if json.Unmarshal(raw, &mode) != nil {
-					t.Errorf("%s: log block %d: mode %s is not a string", g.Name(), b, raw)
-					continue
-				}
-				// The reference's name for the policy must build the same one.
-				other, err := memory.New(mode, pc)
-				if err != nil || other.Name() != pol.Name() {
-					t.Errorf("%s: log block %d: mode %q is not policy %s (%v)", g.Name(), b, mode, pol.Name(), err)
-				}
-				g.MarkSidecar("layer0_memory_log[]." + k)
-				continue
-			case "active_entries_per_head":
-				want, num = float64(osum)/float64(len(occ)), true
-			case "active_entries_per_head_min":
-				want = omin
-			case "active_entries_per_head_max":
-				want = omax
-			case "processed_entries", "decision_entries":
-				want = offered
-			case "decision_group_sizes":
-				want = groups
-				if chunk > 0 {
-					g.MarkSidecar("density.work_chunk_size")
-				}
-			case "accepted_entries", "gate_accepted_entries":
-				want = lg.Admitted[0]
-			case "accepted_entries_min", "gate_accepted_entries_min":
-				want = amin
-			case "accepted_entries_max", "gate_accepted_entries_max":
-				want = amax
-			case "pruned_after_gate_entries":
-				want = 0
-			case "candidate_density_mean":
-				want, num = extMean, true
-			case "admission_score_mean":
-				want, num = scoreMean, true
-			case "source_tokens_seen":
-				want = seen
-			case "attention_memory_tokens":
-				want = p.Memory
-			case "attention_local_tokens":
-				want = p.Local
-			case "attention_total_tokens":
-				want = p.Total()
-			default:
-				t.Errorf("%s: layer0_memory_log[].%s = %s is not compared: add it to checkDensitySidecar", g.Name(), k, raw)
+		scoreMean -= pc.Bank.Tau
+	}
+	p := lg.Attention[0]
+	for k, raw := range e {
+		var want any
+		num := false
+		switch k {
+		case "query_frame":
+			want = lg.Frames[0]
+		case "mode":
+			var mode string
+			if json.Unmarshal(raw, &mode) != nil {
+				t.Errorf("%s: log block %d: mode %s is not a string", g.Name(), b, raw)
 				continue
 			}
-			ok := false
-			if num {
-				var v float64
-				w := want.(float64)
-				ok = json.Unmarshal(raw, &v) == nil && math.Abs(v-w) <= goldenTol*math.Abs(v)+1e-12
-			} else {
-				ok = golden.SameJSON(t, raw, want)
-			}
-			if !ok {
-				t.Errorf("%s: layer0_memory_log block %d: %s = %s, the run has %v", g.Name(), b, k, raw, want)
+			// The reference's name for the policy must build the same one.
+			other, err := memory.New(mode, pc)
+			if err != nil || other.Name() != pol.Name() {
+				t.Errorf("%s: log block %d: mode %q is not policy %s (%v)", g.Name(), b, mode, pol.Name(), err)
 			}
 			g.MarkSidecar("layer0_memory_log[]." + k)
+			continue
+		case "active_entries_per_head":
+			want, num = float64(osum)/float64(len(occ)), true
+		case "active_entries_per_head_min":
+			want = omin
+		case "active_entries_per_head_max":
+			want = omax
+		case "processed_entries", "decision_entries":
+			want = offered
+		case "decision_group_sizes":
+			want = groups
+			if chunk > 0 {
+				g.MarkSidecar("density.work_chunk_size")
+			}
+		case "accepted_entries", "gate_accepted_entries":
+			want = lg.Admitted[0]
+		case "accepted_entries_min", "gate_accepted_entries_min":
+			want = amin
+		case "accepted_entries_max", "gate_accepted_entries_max":
+			want = amax
+		case "pruned_after_gate_entries":
+			want = 0
+		case "candidate_density_mean":
+			want, num = extMean, true
+		case "admission_score_mean":
+			want, num = scoreMean, true
+		case "source_tokens_seen":
+			want = seen
+		case "attention_memory_tokens":
+			want = p.Memory
+		case "attention_local_tokens":
+			want = p.Local
+		case "attention_total_tokens":
+			want = p.Total()
+		default:
+			t.Errorf("%s: layer0_memory_log[].%s = %s is not compared: add it to checkDensitySidecar", g.Name(), k, raw)
+			continue
 		}
+		ok := false
+		if num {
+			var v float64
+			w := want.(float64)
+			ok = json.Unmarshal(raw, &v) == nil && math.Abs(v-w) <= goldenTol*math.Abs(v)+1e-12
+		} else {
+			ok = golden.SameJSON(t, raw, want)
+		}
+		if !ok {
+			t.Errorf("%s: layer0_memory_log block %d: %s = %s, the run has %v", g.Name(), b, k, raw, want)
+		}
+		g.MarkSidecar("layer0_memory_log[]." + k)
 	}
 }
 
