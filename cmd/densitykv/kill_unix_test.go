@@ -5,19 +5,18 @@ package main
 import (
 	"bytes"
 	"context"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/runfolder/runfoldertest"
 	"github.com/densitykv/densitykv/video"
 )
 
@@ -67,57 +66,18 @@ var (
 // fields blanked, the folder's path and name replaced.
 func folderFiles(t *testing.T, dir string, skip func(rel string) bool) map[string][]byte {
 	t.Helper()
-	out := map[string][]byte{}
 	name := filepath.Base(dir)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if d.IsDir() {
-			if rel == runfolder.DirState {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	return runfoldertest.Files(t, dir, func(rel string, b []byte) ([]byte, error) {
 		if tempName.MatchString(rel) {
 			t.Errorf("%s: temporary file %s left", dir, rel)
 		}
 		if skip != nil && skip(rel) {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
+			return nil, runfoldertest.Skip
 		}
 		b = wallClock.ReplaceAll(b, []byte(`"$1":0`))
 		b = bytes.ReplaceAll(b, []byte(dir), []byte("RUN"))
-		b = bytes.ReplaceAll(b, []byte("name: "+name+"\n"), []byte("name: RUN\n"))
-		out[rel] = b
-		return nil
+		return bytes.ReplaceAll(b, []byte("name: "+name+"\n"), []byte("name: RUN\n")), nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func diffFiles(want, got map[string][]byte) string {
-	var d []string
-	for f, b := range want {
-		if g, ok := got[f]; !ok {
-			d = append(d, "missing "+f)
-		} else if !bytes.Equal(b, g) {
-			d = append(d, "differs "+f)
-		}
-	}
-	for f := range got {
-		if _, ok := want[f]; !ok {
-			d = append(d, "extra "+f)
-		}
-	}
-	sort.Strings(d)
-	return strings.Join(d, ", ")
 }
 
 // killPoints returns n kill times spread at random over [0, span): a
@@ -141,12 +101,12 @@ func resumeOrRefuse(t *testing.T, label, dir string, want map[string][]byte, ski
 	code, _, errs := run(t, context.Background(), args...)
 	switch {
 	case code == 0:
-		if d := diffFiles(want, folderFiles(t, dir, skip)); d != "" {
+		if d := runfoldertest.Diff(want, folderFiles(t, dir, skip)); d != "" {
 			t.Fatalf("%s: resumed run: %s", label, d)
 		}
 		return "resumed"
 	case code == exitUsage && strings.Contains(errs, "already complete"):
-		if d := diffFiles(want, folderFiles(t, dir, skip)); d != "" {
+		if d := runfoldertest.Diff(want, folderFiles(t, dir, skip)); d != "" {
 			t.Fatalf("%s: says complete but %s", label, d)
 		}
 		return "complete"
@@ -175,7 +135,7 @@ func TestSIGKILLSimulate(t *testing.T) {
 		label := name + " killed at " + d.String()
 		if !killed {
 			outcomes["finished"]++
-			if diff := diffFiles(want, folderFiles(t, filepath.Join(dir, name), nil)); diff != "" {
+			if diff := runfoldertest.Diff(want, folderFiles(t, filepath.Join(dir, name), nil)); diff != "" {
 				t.Fatalf("%s: finished before the kill but %s", label, diff)
 			}
 			continue
@@ -266,7 +226,7 @@ func TestSIGKILLEval(t *testing.T) {
 		// every table of an uninterrupted one.
 		var sum struct{ Complete bool }
 		if runfolder.ReadJSON(filepath.Join(dir, name, runfolder.FileSummary), &sum) == nil && sum.Complete {
-			if d := diffFiles(want, folderFiles(t, filepath.Join(dir, name), skip)); d != "" {
+			if d := runfoldertest.Diff(want, folderFiles(t, filepath.Join(dir, name), skip)); d != "" {
 				t.Fatalf("%s: a killed eval says complete but %s", label, d)
 			}
 			outcomes["complete before the kill"]++

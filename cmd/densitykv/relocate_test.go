@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,12 +14,11 @@ import (
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/runfolder/runfoldertest"
 )
 
 // movedFolderFiles reads every file of the run folder rd (but state/, the
@@ -29,34 +27,15 @@ import (
 // (where the run began: run.out, run.name, the recording) blanked.
 func movedFolderFiles(t *testing.T, rd string) map[string][]byte {
 	t.Helper()
-	out := map[string][]byte{}
-	err := filepath.WalkDir(rd, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(rd, p)
-		if d.IsDir() {
-			if rel == runfolder.DirState {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	return runfoldertest.Files(t, rd, func(rel string, b []byte) ([]byte, error) {
 		switch rel {
-		case runfolder.FileLog:
-			b = timingLog.ReplaceAll(b, []byte(`"$1":0`))
-		case rollout.ManifestFile:
-			b = timingManifest.ReplaceAll(b, []byte(`"$1": 0`))
 		case runfolder.FileSummary:
 			// Its paths say where the run wrote the files (a prompt of a
 			// list finished before the list moved names the old place):
 			// compared by name.
 			var sum runfolder.Summary
 			if err := json.Unmarshal(b, &sum); err != nil {
-				return err
+				return nil, err
 			}
 			sum.RunDir, sum.ElapsedSeconds = "RUN", 0
 			for _, fs := range [][]string{sum.Plots, sum.Files} {
@@ -67,26 +46,14 @@ func movedFolderFiles(t *testing.T, rd string) map[string][]byte {
 			for _, p := range sum.Policies {
 				p.UpdateSeconds = 0
 			}
-			if b, err = json.Marshal(sum); err != nil {
-				return err
-			}
+			return json.Marshal(sum)
 		case runfolder.FileConfig:
-			var gc config.GenerateConfig
-			if err := yaml.Unmarshal(b, &gc); err != nil {
-				return err
-			}
-			gc.Run.Out, gc.Run.Name, gc.Generate.RecordStream = "OUT", "RUN", "RUN.dkvs"
-			if b, err = config.MarshalGenerate(gc); err != nil {
-				return err
-			}
+			return blankConfig(b, func(gc *config.GenerateConfig) {
+				gc.Run.Out, gc.Run.Name, gc.Generate.RecordStream = "OUT", "RUN", "RUN.dkvs"
+			})
 		}
-		out[rel] = b
-		return nil
+		return blankTimings(rel, b), nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // sameFolder compares two run folders file by file, byte for byte (after

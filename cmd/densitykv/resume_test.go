@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,6 +20,7 @@ import (
 	"github.com/densitykv/densitykv/ragae/aetest"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/runfolder/runfoldertest"
 )
 
 // genResumeArgs is a generate command line on the tiny golden model that
@@ -86,52 +86,45 @@ var (
 func runFiles(t *testing.T, dir, name string) map[string][]byte {
 	t.Helper()
 	rd := filepath.Join(dir, name)
-	out := map[string][]byte{}
-	err := filepath.WalkDir(rd, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(rd, p)
-		if d.IsDir() {
-			if rel == runfolder.DirState {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	out := runfoldertest.Files(t, rd, func(rel string, b []byte) ([]byte, error) {
 		switch rel {
-		case runfolder.FileLog:
-			b = timingLog.ReplaceAll(b, []byte(`"$1":0`))
-		case rollout.ManifestFile:
-			b = timingManifest.ReplaceAll(b, []byte(`"$1": 0`))
 		case runfolder.FileSummary:
 			b = timingSummary.ReplaceAll(b, []byte(`"$1": 0`))
-			b = bytes.ReplaceAll(b, []byte(rd), []byte("RUN"))
+			return bytes.ReplaceAll(b, []byte(rd), []byte("RUN")), nil
 		case runfolder.FileConfig:
-			var gc config.GenerateConfig
-			if err := yaml.Unmarshal(b, &gc); err != nil {
-				return err
-			}
-			gc.Run.Name, gc.Generate.RecordStream = "RUN", "RUN.dkvs"
-			if b, err = config.MarshalGenerate(gc); err != nil {
-				return err
-			}
+			return blankConfig(b, func(gc *config.GenerateConfig) { gc.Run.Name, gc.Generate.RecordStream = "RUN", "RUN.dkvs" })
 		}
-		out[rel] = b
-		return nil
+		return blankTimings(rel, b), nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec, err := os.ReadFile(filepath.Join(dir, name+".dkvs"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	out["(record stream)"] = rec
 	return out
+}
+
+// blankTimings blanks the wall-clock fields of a memory log or a latents
+// manifest (rel names the file); other files are returned as they are.
+func blankTimings(rel string, b []byte) []byte {
+	switch rel {
+	case runfolder.FileLog:
+		return timingLog.ReplaceAll(b, []byte(`"$1":0`))
+	case rollout.ManifestFile:
+		return timingManifest.ReplaceAll(b, []byte(`"$1": 0`))
+	}
+	return b
+}
+
+// blankConfig rewrites a config.resolved.yaml with set applied (the places
+// two compared runs differ in).
+func blankConfig(b []byte, set func(*config.GenerateConfig)) ([]byte, error) {
+	var gc config.GenerateConfig
+	if err := yaml.Unmarshal(b, &gc); err != nil {
+		return nil, err
+	}
+	set(&gc)
+	return config.MarshalGenerate(gc)
 }
 
 // sameRunFiles compares two run folders file by file, byte for byte (after

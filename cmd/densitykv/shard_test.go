@@ -19,6 +19,7 @@ import (
 
 	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/runfolder/runfoldertest"
 	"github.com/densitykv/densitykv/video"
 )
 
@@ -41,36 +42,12 @@ func listArgs(t *testing.T, out, name, prompts string, extra ...string) []string
 // wall-clock fields blanked and the list folder's path replaced by LIST.
 func promptFiles(t *testing.T, list string, i int) map[string][]byte {
 	t.Helper()
-	rd := runfolder.BatchDir(list, i)
-	out := map[string][]byte{}
-	err := filepath.WalkDir(rd, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(rd, p)
-		if d.IsDir() {
-			if rel == runfolder.DirState {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	return runfoldertest.Files(t, runfolder.BatchDir(list, i), func(_ string, b []byte) ([]byte, error) {
 		b = timingLog.ReplaceAll(b, []byte(`"$1":0`))
 		b = timingManifest.ReplaceAll(b, []byte(`"$1": 0`))
 		b = timingSummary.ReplaceAll(b, []byte(`"$1": 0`))
-		out[rel] = bytes.ReplaceAll(b, []byte(list), []byte("LIST"))
-		return nil
+		return bytes.ReplaceAll(b, []byte(list), []byte("LIST")), nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(out) == 0 {
-		t.Fatalf("%s is empty", rd)
-	}
-	return out
 }
 
 // sameRun fails unless prompt i of two lists holds the same files, bytes
