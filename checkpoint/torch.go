@@ -233,6 +233,21 @@ func selectEntry(top interface{}, opt TorchOptions) (sd []kv, want string, err e
 	return sd, want, nil
 }
 
+// TorchFileEntries is TorchEntries of the file at path (an error for a
+// file that is not a PyTorch zip checkpoint, e.g. safetensors).
+func TorchFileEntries(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return TorchEntries(f, st.Size())
+}
+
 // TorchEntries lists the top-level entries of a PyTorch zip checkpoint that
 // are dictionaries of tensors.
 func TorchEntries(r io.ReaderAt, size int64) ([]string, error) {

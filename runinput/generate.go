@@ -93,26 +93,12 @@ func resolveEntry(gc *config.GenerateConfig) error {
 		return fmt.Errorf("--checkpoint %s (%s): %w", G.Checkpoint, from, err)
 	}
 	if G.Entry == "" && G.Backbone == config.BackboneNone && entry == "generator" {
-		if ents, err := torchEntries(files[0]); err == nil && slices.Contains(ents, "generator_ema") {
+		if ents, err := checkpoint.TorchFileEntries(files[0]); err == nil && slices.Contains(ents, "generator_ema") {
 			gc.Warnings = append(gc.Warnings, fmt.Sprintf("generate: %s holds generator and generator_ema; loading generator (name the entry with --entry, or use --backbone: self-forcing runs generator_ema)", G.Checkpoint))
 		}
 	}
 	G.Entry = entry
 	return nil
-}
-
-// torchEntries lists a PyTorch checkpoint's entries of tensors.
-func torchEntries(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	return checkpoint.TorchEntries(f, st.Size())
 }
 
 // resolveLoRA checks --lora before any work: its adapters are read

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -130,7 +129,7 @@ func (l *LoRAFile) open(fs *fileSet, targets []string) error {
 	var meta map[string]string
 	for _, f := range fs.files {
 		entry := ""
-		if ents, err := torchEntries(f); err == nil && slices.Contains(ents, "generator_lora") {
+		if ents, err := checkpoint.TorchFileEntries(f); err == nil && slices.Contains(ents, "generator_lora") {
 			entry = "generator_lora"
 		}
 		rf, err := checkpoint.OpenRaw(f, checkpoint.TorchOptions{Entry: entry})
@@ -352,19 +351,4 @@ func moduleResolver(targets []string) func(mod string) (target, naming string, o
 		}
 		return "", "", false
 	}
-}
-
-// torchEntries lists a PyTorch checkpoint's entries of tensors (an
-// error for a safetensors file).
-func torchEntries(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	return checkpoint.TorchEntries(f, st.Size())
 }
