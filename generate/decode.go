@@ -2,17 +2,15 @@ package generate
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/video"
@@ -200,7 +198,7 @@ func checkLatents(dir string, man rollout.Manifest, st *runfolder.GenerateState)
 		if sh.SHA256 == "" {
 			continue // a manifest from before shards were hashed
 		}
-		sum, err := sha256File(path)
+		sum, err := filehash.WholeFile(path)
 		if err != nil {
 			return fmt.Errorf("latent shard of block %d: %w", b, err)
 		}
@@ -210,18 +208,4 @@ func checkLatents(dir string, man rollout.Manifest, st *runfolder.GenerateState)
 		}
 	}
 	return nil
-}
-
-// sha256File is the SHA-256 (hex) of the whole file at path.
-func sha256File(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

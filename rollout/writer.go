@@ -13,6 +13,7 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/internal/atomicfile"
+	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/internal/limitread"
 )
 
@@ -103,7 +104,7 @@ func ResumeWriter(dir string, next int) (*Writer, error) {
 		if sh.Block != b || sh.File != want || sh.Frames != [2]int{b * F, (b + 1) * F} {
 			return nil, fmt.Errorf("rollout: resume: %s: shard %d is block %d in %s, want block %d in %s", ManifestFile, b, sh.Block, sh.File, b, want)
 		}
-		sum, err := fileSHA256(filepath.Join(dir, sh.File))
+		sum, err := filehash.WholeFile(filepath.Join(dir, sh.File))
 		if err != nil {
 			return nil, fmt.Errorf("rollout: resume: latents of completed block %d: %w", b, err)
 		}
@@ -127,19 +128,6 @@ func ResumeWriter(dir string, next int) (*Writer, error) {
 	man.Complete = man.BlocksPlanned > 0 && next == man.BlocksPlanned
 	w := &Writer{dir: dir, man: man}
 	return w, w.flush()
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Next returns the block the writer expects next.

@@ -150,3 +150,19 @@ func Bytes(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+// WholeFile returns the hex SHA-256 of the whole file at path, however
+// large (File samples a file over Whole bytes): what a run records of the
+// files it writes, such as the latent shards.
+func WholeFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
