@@ -81,7 +81,9 @@ func (b *Backend) tensors(op string, needs ...compute.Need) []*devTensor {
 		return nil
 	}
 	if err := compute.Check(op, needs...); err != nil {
-		b.fail(op, fmt.Errorf("%w", err))
+		if b.err == nil {
+			b.err = fmt.Errorf("gpu: %w", err) // Check names op
+		}
 		return nil
 	}
 	ts := make([]*devTensor, len(needs))
@@ -139,9 +141,19 @@ func (b *Backend) Param(v []float32) compute.Tensor {
 
 func (b *Backend) Free(t compute.Tensor) {
 	if d, ok := t.(*devTensor); ok && d.owner && d.buf != nil {
-		b.freed = append(b.freed, d.buf)
+		b.release(d.buf)
 		d.buf = nil
 	}
+}
+
+// release frees buf now if nothing is recorded, else once the batch has
+// run.
+func (b *Backend) release(buf *vulkan.Buffer) {
+	if b.batch.Len() == 0 {
+		buf.Free()
+		return
+	}
+	b.freed = append(b.freed, buf)
 }
 
 // Upload runs what is recorded, then writes src into dst.
@@ -236,7 +248,7 @@ func (b *Backend) LoadLinear(l *nn.Linear[float32], prec gemm.Precision) compute
 
 func (b *Backend) FreeLinear(w compute.Linear) {
 	if d, ok := w.(*devLinear); ok && d.w.Buf != nil {
-		b.freed = append(b.freed, d.w.Buf)
+		b.release(d.w.Buf)
 		d.w.Buf = nil
 		b.Free(d.bias)
 	}
@@ -279,7 +291,7 @@ func (b *Backend) Linear(y compute.Tensor, w compute.Linear, x compute.Tensor, r
 func (b *Backend) bf16(rows, cols int) Matrix {
 	if n := rows * cols; b.scratch.Buf == nil || b.scratch.Rows*b.scratch.Cols < n {
 		if b.scratch.Buf != nil {
-			b.freed = append(b.freed, b.scratch.Buf)
+			b.release(b.scratch.Buf)
 		}
 		m, err := NewMatrix(b.dev, gemm.BF16, 1, n)
 		if err != nil {
