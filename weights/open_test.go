@@ -42,8 +42,7 @@ func writeST(t *testing.T, p string, names ...string) string {
 
 // TestRefusals checks that weights of another kind, or of no known
 // layout, are refused in a few lines that say what was found, what it
-// looks like and what the flag reads; and the folder, shard and fp8
-// errors.
+// looks like and what the flag reads.
 func TestRefusals(t *testing.T) {
 	dir := t.TempDir()
 	lora := writeST(t, filepath.Join(dir, "lora.safetensors"), "diffusion_model.blocks.0.self_attn.q.lora_down.weight", "diffusion_model.blocks.0.self_attn.q.lora_up.weight")
@@ -79,7 +78,13 @@ func TestRefusals(t *testing.T) {
 			}
 		})
 	}
+}
 
+// TestFolderRefusals: a folder without weights, of two weight files, a
+// model folder without the part asked for, and shards with a gap are
+// refused saying so; safetensors beside PyTorch files are read.
+func TestFolderRefusals(t *testing.T) {
+	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty")
 	os.MkdirAll(empty, 0o755)
 	os.WriteFile(filepath.Join(empty, "README.md"), []byte("x"), 0o644)
@@ -131,7 +136,12 @@ func TestRefusals(t *testing.T) {
 	} else {
 		src.Close()
 	}
+}
 
+// TestShardIndexRefusals: a shard index that does not match its shards
+// names the tensor and the files.
+func TestShardIndexRefusals(t *testing.T) {
+	dir := t.TempDir()
 	// Shard indexes that do not match their shards.
 	ts := []weightstest.Tensor{{Name: "head.modulation", Shape: []int{2}, Data: []float32{1, 2}},
 		{Name: "head.head.weight", Shape: []int{2, 2}, Data: []float32{1, 2, 3, 4}}, {Name: "head.head.bias", Shape: []int{2}, Data: []float32{1, 2}}}
@@ -177,7 +187,12 @@ func TestRefusals(t *testing.T) {
 			}
 		})
 	}
+}
 
+// TestUnsupportedRefusals: an image-to-video DiT, a quantisation other
+// than fp8 and a scale of nothing are refused naming the tensors.
+func TestUnsupportedRefusals(t *testing.T) {
+	dir := t.TempDir()
 	// An image-to-video diffusers DiT names its extra tensors.
 	i2v := writeST(t, filepath.Join(dir, "i2v.safetensors"), "blocks.0.attn1.to_q.weight", "condition_embedder.image_embedder.norm1.weight", "blocks.0.attn2.add_k_proj.weight")
 	if _, err := weights.Open(i2v, weights.DiT, weights.Options{}); err == nil || !strings.Contains(err.Error(), "image-to-video") || !strings.Contains(err.Error(), "condition_embedder.image_embedder.norm1.weight") {
