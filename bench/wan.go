@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/cputime"
 	"github.com/densitykv/densitykv/memory"
@@ -44,6 +45,12 @@ type WanOptions struct {
 	// Precision is the model's precision (fp32 or bf16; the random
 	// weights are the same float32 values, rounded at bf16).
 	Precision gemm.Precision
+	// Backend, when set, is where the model computes (wan.Model.UseBackend;
+	// nil: the CPU), and Device names it in the result ("vulkan:0 NAME").
+	// The memory policy stays on the host: each layer reads q, k, v back
+	// and sends the context (see wan.Model.UseBackend).
+	Backend compute.Backend
+	Device  string
 	// Context stops the benchmark between forward calls when cancelled
 	// (nil = never); RunWan then returns an error wrapping ctx.Err().
 	Context context.Context
@@ -56,7 +63,11 @@ type WanOptions struct {
 type WanResult struct {
 	Name      string         `json:"name"`
 	Precision gemm.Precision `json:"precision"`
-	// Kernel is the gemm kernel the products ran on (gemm.KernelName).
+	// Device is where the model ran: "cpu", or a Vulkan device
+	// ("vulkan:0 NAME", exact mode).
+	Device string `json:"device"`
+	// Kernel is the gemm kernel the products ran on (gemm.KernelName; on
+	// a device, the device's exact kernels).
 	Kernel string `json:"kernel"`
 	// FLOPsPerCall counts the matrix products of one forward call at
 	// LayersRun layers with Keys keys (wan.Config.FLOPs); GFLOPS is it
@@ -117,6 +128,9 @@ type WanResult struct {
 // String formats the result for `densitykv bench`, saying what was
 // measured and what is extrapolated.
 func (r WanResult) String() string {
+	if r.Device != "" && r.Device != "cpu" {
+		return r.deviceString()
+	}
 	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
 	timeNote, memNote := "", fmt.Sprintf("peak heap %.1f MiB measured with all %d layers", float64(r.PeakHeapBytes)/(1<<20), r.Layers)
 	if r.Extrapolated {
@@ -129,6 +143,19 @@ func (r WanResult) String() string {
 		"%.1f GFLOP/s (%.1f per CPU-second) on the %s kernel, %.0f%% of its peak %.1f GFLOP/s per core × %d threads (%.0f%% per busy core); %s",
 		r.Name, r.Precision, float64(r.Params)/1e6, mib(r.ParamBytes), r.Tokens, r.Keys, r.CallsPerBlock, r.MedianCall, r.CallCPU, r.LayersRun, r.PerBlock, timeNote,
 		r.GFLOPS, r.CPUGFLOPS, r.Kernel, 100*r.PeakFraction, r.PeakGFLOPS, r.Threads, 100*r.CPUPeakFraction, memNote)
+}
+
+// deviceString is String for a run on a device: no CPU kernel peak, and
+// the host heap (the weights and activations live on the device).
+func (r WanResult) deviceString() string {
+	timeNote := ""
+	if r.Extrapolated {
+		timeNote = fmt.Sprintf(" (extrapolated from %d of %d layers)", r.LayersRun, r.Layers)
+	}
+	return fmt.Sprintf("%s %v on %s (exact mode): %.3g M params, %d tokens × %d keys per call, %d calls per block: median call %.4g s measured at %d layers, %.4g s per block%s; %.1f GFLOP/s; "+
+		"the memory policy on the host (q, k, v read back and the context sent per layer); host peak heap %.1f MiB",
+		r.Name, r.Precision, r.Device, float64(r.Params)/1e6, r.Tokens, r.Keys, r.CallsPerBlock, r.MedianCall, r.LayersRun, r.PerBlock, timeNote,
+		r.GFLOPS, float64(r.PeakHeapBytes)/(1<<20))
 }
 
 // heapSampler records the peak live heap while running.
@@ -177,8 +204,13 @@ func RunWan(o WanOptions) (WanResult, error) {
 	start := time.Now()
 	w := &wanBench{o: o, full: o.Model, run: o.Model}
 	w.run.Layers = o.LayersRun
-	w.res = WanResult{Name: o.Name, Precision: o.Precision, Kernel: gemm.KernelName(o.Precision), Layers: o.Model.Layers, LayersRun: o.LayersRun, Threads: gemm.Threads()}
-	w.res.PeakGFLOPS = gemm.PeakGFLOPS(o.Precision)
+	w.res = WanResult{Name: o.Name, Precision: o.Precision, Device: "cpu", Kernel: gemm.KernelName(o.Precision), Layers: o.Model.Layers, LayersRun: o.LayersRun, Threads: gemm.Threads()}
+	if o.Backend != nil {
+		// The CPU kernels' peak says nothing of a device.
+		w.res.Device, w.res.Kernel = o.Device, "exact"
+	} else {
+		w.res.PeakGFLOPS = gemm.PeakGFLOPS(o.Precision)
+	}
 	runtime.GC()
 	hs := startHeapSampler()
 	if err := w.model(); err != nil {
@@ -248,6 +280,9 @@ func (w *wanBench) model() error {
 		return err
 	}
 	w.m = m
+	if o.Backend != nil {
+		m.UseBackend(o.Backend)
+	}
 	perLayer := blockParams(full)
 	res.Params = m.NumParams() + int64(full.Layers-o.LayersRun)*perLayer
 	res.ParamBytesRun, res.ParamBytesPerLayer = m.WeightBytes(), m.Blocks[0].WeightBytes()

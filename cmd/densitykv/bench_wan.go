@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/densitykv/densitykv/bench"
+	"github.com/densitykv/densitykv/device"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/rollout"
 )
@@ -16,6 +17,7 @@ func newBenchWanCmd() *cobra.Command {
 	var jsonOut, tinyOnly, quiet bool
 	var calls int
 	var precisions []string
+	dev := device.CPU
 	cmd := &cobra.Command{
 		Use:   "wan",
 		Short: "Time the Wan backbone: the tiny golden model and Wan2.1-1.3B at 480×832 (random weights)",
@@ -30,6 +32,11 @@ with the layers run; the full-model figure adds each missing layer's
 parameters, 12-frame K/V cache and text K/V. The output states what is
 measured and what is extrapolated.
 
+--device vulkan (a build with -tags vulkan) runs the models on a Vulkan
+device in exact mode (the CPU's bits); the memory policy stays on the
+host, so every layer reads its q, k, v back and sends its context. The
+result names the device; the CPU kernels' peak does not apply there.
+
 Each model runs at every precision of --precision (fp32 and bf16 by
 default): bf16 keeps the weights packed as bfloat16 (half the memory on
 AVX512_BF16 and AMX kernels) and rounds the matrix and attention inputs to
@@ -38,7 +45,8 @@ and per CPU-second, the kernel they ran on, and the fraction of that
 kernel's own peak, measured in process just before the run.`,
 		Example: `  densitykv bench wan --tiny
   densitykv bench wan --calls 1 --precision bf16 --json
-  densitykv bench wan --kernel bf16:avx512`,
+  densitykv bench wan --kernel bf16:avx512
+  densitykv bench wan --device vulkan --precision bf16 --calls 2`,
 		Args:        cobra.NoArgs,
 		Annotations: interruptible("stopping after the current forward call"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -60,9 +68,18 @@ kernel's own peak, measured in process just before the run.`,
 			if tinyOnly {
 				benches = benches[:len(precs)]
 			}
+			cd, err := openDevice(dev)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			defer cd.Close()
 			w := cmd.OutOrStdout()
 			if !jsonOut {
-				fmt.Fprint(w, bench.KernelLines(bench.Kernels()))
+				if cd.Backend != nil {
+					fmt.Fprintf(w, "device %s (exact mode)\n", cd.Label)
+				} else {
+					fmt.Fprint(w, bench.KernelLines(bench.Kernels()))
+				}
 			}
 			var out []bench.WanResult
 			for _, b := range benches {
@@ -77,6 +94,9 @@ kernel's own peak, measured in process just before the run.`,
 				done := 0
 				b.Progress = func(d, _ int) { done = d; prog.add(1) }
 				b.Context = cmd.Context()
+				if cd.Backend != nil {
+					b.Backend, b.Device = cd.Backend, cd.Label
+				}
 				r, err := bench.RunWan(b)
 				prog.finish()
 				if err != nil && cmd.Context().Err() != nil {
@@ -101,5 +121,6 @@ kernel's own peak, measured in process just before the run.`,
 	cmd.Flags().IntVar(&calls, "calls", 2, "forward calls timed for the 1.3B model")
 	cmd.Flags().StringSliceVar(&precisions, "precision", []string{"fp32", "bf16"}, "model precisions to run, each in turn: fp32, bf16")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "no progress bar or progress lines (on stderr)")
+	cmd.Flags().Var(&dev, "device", "where the models compute: "+device.Values+" (auto: a Vulkan GPU if there is one, else the CPU)")
 	return cmd
 }

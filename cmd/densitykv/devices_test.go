@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/densitykv/densitykv/bench"
 	"github.com/densitykv/densitykv/gpu"
 	"github.com/densitykv/densitykv/vulkan"
 	"github.com/densitykv/densitykv/vulkan/vulkantest"
@@ -70,6 +71,37 @@ func TestDevices(t *testing.T) {
 	for _, row := range []string{"subgroup size:", "exact mode:", "float controls:", "float64, int64:", "cooperative matrix:", "device memory:"} {
 		if len(res.Vulkan.Devices) > 0 && !strings.Contains(out, row) {
 			t.Errorf("no %q row:\n%s", row, out)
+		}
+	}
+}
+
+// TestBenchWanDevice runs bench wan --tiny on --device vulkan: in the
+// default build a usage error naming the missing tag; with -tags vulkan
+// (and a device) a result that names the device, at both precisions.
+func TestBenchWanDevice(t *testing.T) {
+	code, out, errs := run(t, context.Background(), "bench", "wan", "--tiny", "--device", "vulkan", "--quiet", "--json")
+	if !vulkan.Built {
+		if code != 2 || !strings.Contains(errs, "built without Vulkan: rebuild with -tags vulkan") {
+			t.Fatalf("default build: exit %d, stderr %q", code, errs)
+		}
+		return
+	}
+	if _, required, _ := vulkantest.Wanted(); !required && code != 0 {
+		t.Skipf("no Vulkan device (%s)", errs)
+	}
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var res []bench.WanResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(res) != 2 {
+		t.Fatalf("%d results, want fp32 and bf16", len(res))
+	}
+	for _, r := range res {
+		if !strings.HasPrefix(r.Device, "vulkan:") || r.Kernel != "exact" || r.MedianCall <= 0 || r.GFLOPS <= 0 {
+			t.Errorf("%s %v: device %q, kernel %q, median call %v s, %v GFLOP/s", r.Name, r.Precision, r.Device, r.Kernel, r.MedianCall, r.GFLOPS)
 		}
 	}
 }
