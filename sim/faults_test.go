@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/runfolder/runfoldertest"
 )
 
 // faultConfig is a simulate run small enough to fail at every one of its
@@ -24,18 +23,27 @@ import (
 // checkpoints every 2 blocks.
 func faultConfig(t *testing.T, out, name string, plots bool) config.Config {
 	t.Helper()
+	r := smallRun(t, out, name, plots, 2, 4.5, memory.Layout{Height: 2, Width: 4, Layers: 1, Heads: 2, HeadDim: 8})
+	if r.Blocks() != 6 {
+		t.Fatalf("%d blocks, want 6", r.Blocks())
+	}
+	return r
+}
+
+// smallRun is the demo configuration of DensityKV and FIFO (sigma 2) over
+// seconds of a stream of layout l (its size; the rest the demo's),
+// checkpointed every snapEvery blocks, resolved.
+func smallRun(t *testing.T, out, name string, plots bool, snapEvery int, seconds float64, l memory.Layout) config.Config {
+	t.Helper()
 	c := config.DemoConfig()
-	c.Run.Out, c.Run.Name, c.Run.Plots, c.Run.SnapshotEvery = out, name, plots, 2
-	c.Stream.Seconds = 4.5
-	c.Memory.Layout.Height, c.Memory.Layout.Width, c.Memory.Layout.Layers, c.Memory.Layout.Heads, c.Memory.Layout.HeadDim = 2, 4, 1, 2, 8
+	c.Run.Out, c.Run.Name, c.Run.Plots, c.Run.SnapshotEvery = out, name, plots, snapEvery
+	c.Stream.Seconds = seconds
+	c.Memory.Layout.Height, c.Memory.Layout.Width, c.Memory.Layout.Layers, c.Memory.Layout.Heads, c.Memory.Layout.HeadDim = l.Height, l.Width, l.Layers, l.Heads, l.HeadDim
 	c.Memory.Bank.Sigma = 2
 	c.Policies = []string{memory.NameDensityKV, memory.NameFIFO}
 	r, err := c.Resolve()
 	if err != nil {
 		t.Fatal(err)
-	}
-	if r.Blocks() != 6 {
-		t.Fatalf("%d blocks, want 6", r.Blocks())
 	}
 	return r
 }
@@ -66,53 +74,15 @@ var (
 // fields blanked and the folder's own path replaced.
 func resultFiles(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
-	out := map[string][]byte{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if d.IsDir() {
-			if rel == runfolder.DirState {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	return runfoldertest.Files(t, dir, func(rel string, b []byte) ([]byte, error) {
 		b = timingFields.ReplaceAll(b, []byte(`"$1":0`))
 		b = bytes.ReplaceAll(b, []byte(dir), []byte("RUN"))
 		b = bytes.ReplaceAll(b, []byte(filepath.Dir(dir)), []byte("OUT"))
 		if rel == runfolder.FileConfig {
 			b = bytes.ReplaceAll(b, []byte("name: "+filepath.Base(dir)+"\n"), []byte("name: RUN\n"))
 		}
-		out[rel] = b
-		return nil
+		return b, nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func sameFiles(want, got map[string][]byte) string {
-	var diffs []string
-	for f, b := range want {
-		if g, ok := got[f]; !ok {
-			diffs = append(diffs, "missing "+f)
-		} else if !bytes.Equal(b, g) {
-			diffs = append(diffs, "differs "+f)
-		}
-	}
-	for f := range got {
-		if _, ok := want[f]; !ok {
-			diffs = append(diffs, "extra "+f)
-		}
-	}
-	sort.Strings(diffs)
-	return strings.Join(diffs, ", ")
 }
 
 // complete reports whether the folder's checkpoint records the whole run.
@@ -142,7 +112,7 @@ func TestSimulateFailsAtEveryWrite(t *testing.T) {
 	defer atomicfile.Use(atomicfile.NoSync)()
 	counter := &atomicfile.Faulty{FS: atomicfile.NoSync}
 	restore := atomicfile.Use(counter)
-	_, err := Simulate(context.Background(), "simulate", ref, refDir, false, runfolder.Hooks{})
+	_, err := (&Job{Command: "simulate", Config: ref, Dir: refDir}).Run(context.Background())
 	restore()
 	if err != nil {
 		t.Fatal(err)
@@ -166,11 +136,11 @@ func TestSimulateFailsAtEveryWrite(t *testing.T) {
 			dir := newRun(t, cfg)
 			fy := &atomicfile.Faulty{FS: atomicfile.NoSync, FailAt: k, Err: fault.err, Sticky: fault.sticky}
 			restore := atomicfile.Use(fy)
-			_, err := Simulate(context.Background(), "simulate", cfg, dir, false, runfolder.Hooks{})
+			_, err := (&Job{Command: "simulate", Config: cfg, Dir: dir}).Run(context.Background())
 			restore()
 			got := resultFiles(t, dir)
-			if err == nil && (!complete(dir, cfg.Blocks()) || sameFiles(want, got) != "") {
-				t.Fatalf("%s: fault at %s: the run succeeded with %s", name, fy.Failed, sameFiles(want, got))
+			if err == nil && (!complete(dir, cfg.Blocks()) || runfoldertest.Diff(want, got) != "") {
+				t.Fatalf("%s: fault at %s: the run succeeded with %s", name, fy.Failed, runfoldertest.Diff(want, got))
 			}
 			if err != nil && !errors.Is(err, fault.err) {
 				t.Fatalf("%s: fault at %s: err = %v, want %v", name, fy.Failed, err, fault.err)
@@ -182,7 +152,7 @@ func TestSimulateFailsAtEveryWrite(t *testing.T) {
 			}
 			var sum runfolder.Summary
 			if runfolder.ReadJSON(filepath.Join(dir, runfolder.FileSummary), &sum) == nil && sum.Complete || complete(dir, cfg.Blocks()) {
-				if d := sameFiles(want, got); d != "" {
+				if d := runfoldertest.Diff(want, got); d != "" {
 					t.Fatalf("%s: fault at %s: the folder says complete but %s", name, fy.Failed, d)
 				}
 			}
@@ -194,12 +164,12 @@ func TestSimulateFailsAtEveryWrite(t *testing.T) {
 			}
 			// The disk works again: --resume.
 			first := -1
-			_, err = Simulate(context.Background(), "simulate", cfg, dir, true, runfolder.Hooks{Start: func(f, _ int) { first = f }})
+			_, err = (&Job{Command: "simulate", Config: cfg, Dir: dir, Resume: true, Hooks: runfolder.Hooks{Start: func(f, _ int) { first = f }}}).Run(context.Background())
 			var ue *runfolder.UserError
 			switch {
 			case err == nil:
 				resumed++
-				if d := sameFiles(want, resultFiles(t, dir)); d != "" {
+				if d := runfoldertest.Diff(want, resultFiles(t, dir)); d != "" {
 					t.Fatalf("%s: fault at %s: resumed run %s", name, fy.Failed, d)
 				}
 				if cp, _ := os.ReadFile(filepath.Join(dir, runfolder.DirState, runfolder.FileCheckpoint)); first == 0 && strings.Contains(string(cp), `"next_block":2`) {
@@ -208,7 +178,7 @@ func TestSimulateFailsAtEveryWrite(t *testing.T) {
 			case errors.As(err, &ue) && (strings.Contains(err.Error(), "--force") || strings.Contains(err.Error(), "without --resume") || strings.Contains(err.Error(), "already complete")):
 				refusals++
 				if strings.Contains(err.Error(), "already complete") {
-					if d := sameFiles(want, resultFiles(t, dir)); d != "" {
+					if d := runfoldertest.Diff(want, resultFiles(t, dir)); d != "" {
 						t.Fatalf("%s: fault at %s: resume says complete but %s", name, fy.Failed, d)
 					}
 				}
@@ -243,7 +213,7 @@ func TestTornLogLine(t *testing.T) {
 	root := t.TempDir()
 	cfg := faultConfig(t, root, "torn", true)
 	dir := newRun(t, cfg)
-	if _, err := Simulate(context.Background(), "simulate", cfg, dir, false, runfolder.Hooks{}); err != nil {
+	if _, err := (&Job{Command: "simulate", Config: cfg, Dir: dir}).Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, runfolder.FileLog)
@@ -289,7 +259,7 @@ func TestInspectDamagedCheckpoint(t *testing.T) {
 	root := t.TempDir()
 	cfg := faultConfig(t, root, "r", false)
 	dir := newRun(t, cfg)
-	if _, err := Simulate(context.Background(), "simulate", cfg, dir, false, runfolder.Hooks{}); err != nil {
+	if _, err := (&Job{Command: "simulate", Config: cfg, Dir: dir}).Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if !runfolder.Inspect(dir).Complete {

@@ -17,18 +17,36 @@ import (
 	"github.com/densitykv/densitykv/runinput"
 )
 
-// Simulate runs cfg's policies over its stream (package sim drives them,
-// block by block) into the run folder dir, which must exist with the run's
-// config.resolved.yaml (Prepare). It writes the memory log as it goes, the
-// provenance, admissions and storage files and summary.json at the end,
-// and the figures when cfg.Run.Plots is set. With resume it continues the
-// run from its checkpoint (policy snapshots, or replaying the blocks when
-// a policy cannot be snapshotted) with results identical to an
-// uninterrupted run. When ctx is cancelled it finishes the current block,
-// saves a checkpoint and returns the partial result with ErrInterrupted.
-func Simulate(ctx context.Context, command string, cfg config.Config, dir string, resume bool, hooks runfolder.Hooks) (*runfolder.Result, error) {
+// Job is a simulate (or demo) run: Config's policies over its stream,
+// driven block by block in lockstep (Run), into the run folder Dir, which
+// must exist with the run's config.resolved.yaml (runfolder.Prepare). It
+// writes the memory log as it goes, the provenance, admissions and storage
+// files and summary.json at the end, and the figures when Config.Run.Plots
+// is set.
+type Job struct {
+	// Command is what summary.json names the run by: simulate or demo.
+	Command string
+	// Config is the resolved run configuration.
+	Config config.Config
+	// Dir is the run folder.
+	Dir string
+	// Resume continues the run from its checkpoint (policy snapshots, or
+	// replaying the blocks when a policy cannot be snapshotted) with
+	// results identical to an uninterrupted run.
+	Resume bool
+	// Hooks report the run's progress.
+	Hooks runfolder.Hooks
+}
+
+// Run runs the job: the policies made (or restored), the stream opened,
+// the blocks driven with a checkpoint every Config.Run.SnapshotEvery, the
+// result files written, then summary.json, and the final checkpoint last,
+// the commit point. When ctx is cancelled it finishes the current block,
+// saves a checkpoint and returns the partial result with
+// runfolder.ErrInterrupted.
+func (j *Job) Run(ctx context.Context) (*runfolder.Result, error) {
 	start := time.Now()
-	st, interrupted, replayed, err := simulate(ctx, cfg, dir, resume, hooks)
+	st, interrupted, replayed, err := j.simulate(ctx)
 	if err != nil && !interrupted {
 		return nil, err
 	}
@@ -36,21 +54,21 @@ func Simulate(ctx context.Context, command string, cfg config.Config, dir string
 	// result files, the figures and summary.json, each written atomically
 	// and synced. A failure before it leaves the previous checkpoint, which
 	// --resume continues from.
-	res := &runfolder.Result{Summary: runfolder.NewSummary(command, dir, cfg, st, interrupted, time.Since(start), replayed), Interrupted: interrupted}
-	if !interrupted && cfg.Run.Plots {
-		pngs, err := runfolder.Render(dir)
+	res := &runfolder.Result{Summary: runfolder.NewSummary(j.Command, j.Dir, j.Config, st, interrupted, time.Since(start), replayed), Interrupted: interrupted}
+	if !interrupted && j.Config.Run.Plots {
+		pngs, err := runfolder.Render(j.Dir)
 		if err != nil {
 			return nil, fmt.Errorf("plots: %w", err)
 		}
 		res.Summary.Plots = pngs
 	}
-	if err := runfolder.WriteJSON(filepath.Join(dir, runfolder.FileSummary), res.Summary); err != nil {
+	if err := runfolder.WriteJSON(filepath.Join(j.Dir, runfolder.FileSummary), res.Summary); err != nil {
 		return nil, err
 	}
 	if interrupted {
 		return res, runfolder.ErrInterrupted
 	}
-	if err := commitComplete(dir, st); err != nil {
+	if err := commitComplete(j.Dir, st); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -170,149 +188,214 @@ func checkpointSimulate(cfg config.Config, stateDir string, logw *runfolder.LogW
 	return nil
 }
 
-// simulate is Simulate's run; st is nil when it stopped before restoring a
-// state.
-func simulate(ctx context.Context, cfg config.Config, dir string, resume bool, hooks runfolder.Hooks) (st *runfolder.RunState, interrupted bool, replayed int, err error) {
-	L := cfg.Memory.Layout.Layers
-	blocks := cfg.Blocks()
-	pols, st, err := newSimulateRun(cfg)
-	if err != nil {
-		return nil, false, 0, err
-	}
-
-	stateDir := filepath.Join(dir, runfolder.DirState)
-	if err := os.MkdirAll(stateDir, 0o755); err != nil {
-		return nil, false, 0, err
-	}
-	// The unbounded policies keep their frames in state/ (memory.Archiver),
-	// removed once the run is complete.
-	var archived []memory.Archiver
-	for i, p := range pols {
-		if a, ok := p.(memory.Archiver); ok && (cfg.Policies[i] == memory.NameFullHistory || cfg.Policies[i] == memory.NameLongLiveRAG) {
-			if err := a.UseArchive(filepath.Join(stateDir, runfolder.ArchiveName(i, cfg.Policies[i]))); err != nil {
-				return nil, false, 0, fmt.Errorf("policy %s: %w", cfg.Policies[i], err)
-			}
-			archived = append(archived, a)
-		}
-	}
-	complete := false
+// simulate is Run's blocks: st is nil when it stopped before restoring a
+// state; replayed is the blocks recomputed without being logged again.
+func (j *Job) simulate(ctx context.Context) (st *runfolder.RunState, interrupted bool, replayed int, err error) {
+	r := &simRun{cfg: j.Config, dir: j.Dir, hooks: j.Hooks}
 	defer func() {
-		for _, a := range archived {
-			if cerr := a.CloseArchive(complete); cerr != nil && err == nil {
-				err = cerr
-			}
+		if cerr := r.close(); cerr != nil && err == nil {
+			err = cerr
 		}
 	}()
-	replayTo := 0
-	if resume {
-		if replayTo, err = resumeSimulate(cfg, dir, pols, st); err != nil {
+	if err := r.prepare(); err != nil {
+		return nil, false, 0, err
+	}
+	if j.Resume {
+		if r.replayTo, err = resumeSimulate(r.cfg, r.dir, r.pols, r.st); err != nil {
 			return nil, false, 0, err
 		}
 	}
-	logw, err := runfolder.OpenLog(filepath.Join(dir, runfolder.FileLog), st.LogBytes)
-	if err != nil {
-		return nil, false, 0, fmt.Errorf("memory log: %w", err)
-	}
-	defer logw.Close()
-
-	stream, err := runinput.OpenStream(cfg)
-	if err != nil {
+	if err := r.open(); err != nil {
 		return nil, false, 0, err
 	}
-	defer stream.Close()
+	if interrupted, err = r.drive(ctx); err != nil {
+		return nil, false, 0, err
+	}
+	return r.st, interrupted, r.replayTo, nil
+}
+
+// simRun is one simulate run's state between its steps.
+type simRun struct {
+	cfg      config.Config
+	dir      string
+	hooks    runfolder.Hooks
+	pols     []memory.Policy
+	st       *runfolder.RunState
+	stateDir string
+	// archived are the unbounded policies keeping their frames in state/
+	// (memory.Archiver), removed once the run is complete.
+	archived []memory.Archiver
+	complete bool
+	replayTo int // the block to replay the stream to without logging it (0: none)
+	logw     *runfolder.LogWriter
+	stream   runinput.Stream
+	opened   bool
+}
+
+// prepare makes the policies and the state before block 0, and state/
+// with the archives of the unbounded policies.
+func (r *simRun) prepare() error {
+	var err error
+	if r.pols, r.st, err = newSimulateRun(r.cfg); err != nil {
+		return err
+	}
+	r.stateDir = filepath.Join(r.dir, runfolder.DirState)
+	if err := os.MkdirAll(r.stateDir, 0o755); err != nil {
+		return err
+	}
+	for i, p := range r.pols {
+		if a, ok := p.(memory.Archiver); ok && (r.cfg.Policies[i] == memory.NameFullHistory || r.cfg.Policies[i] == memory.NameLongLiveRAG) {
+			if err := a.UseArchive(filepath.Join(r.stateDir, runfolder.ArchiveName(i, r.cfg.Policies[i]))); err != nil {
+				return fmt.Errorf("policy %s: %w", r.cfg.Policies[i], err)
+			}
+			r.archived = append(r.archived, a)
+		}
+	}
+	return nil
+}
+
+// open opens the memory log (cut back to the checkpoint's size) and the
+// stream, skipped to the first block to compute.
+func (r *simRun) open() error {
+	var err error
+	if r.logw, err = runfolder.OpenLog(filepath.Join(r.dir, runfolder.FileLog), r.st.LogBytes); err != nil {
+		return fmt.Errorf("memory log: %w", err)
+	}
+	if r.stream, err = runinput.OpenStream(r.cfg); err != nil {
+		return err
+	}
+	r.opened = true
+	// Skip blocks already covered by restored snapshots.
+	for b := 0; b < r.st.NextBlock; b++ {
+		if _, err := r.stream.NextBlock(); err != nil {
+			return fmt.Errorf("stream: skip to block %d: %w", r.st.NextBlock, err)
+		}
+	}
+	return nil
+}
+
+// close closes the stream and the log, and the archives (removed when the
+// run is complete).
+func (r *simRun) close() error {
+	if r.opened {
+		r.stream.Close()
+	}
+	if r.logw != nil {
+		r.logw.Close()
+	}
+	var err error
+	for _, a := range r.archived {
+		if cerr := a.CloseArchive(r.complete); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// checkpoint records the completed blocks, with the policies' snapshots
+// when snaps is set and every policy can take one.
+func (r *simRun) checkpoint(snaps bool) error {
 	canSnap := true
-	for _, p := range pols {
+	for _, p := range r.pols {
 		if _, ok := p.(memory.Snapshotter); !ok {
 			canSnap = false
 		}
 	}
-	// Skip blocks already covered by restored snapshots.
-	for b := 0; b < st.NextBlock; b++ {
-		if _, err := stream.NextBlock(); err != nil {
-			return nil, false, 0, fmt.Errorf("stream: skip to block %d: %w", st.NextBlock, err)
-		}
-	}
-	if replayTo > 0 {
-		hooks.Infof("resume: policies cannot be snapshotted; recomputing blocks 0..%d (not logged again)", replayTo-1)
-	}
-	if hooks.Start != nil {
-		hooks.Start(st.NextBlock, blocks)
-	}
+	return checkpointSimulate(r.cfg, r.stateDir, r.logw, r.pols, r.st, snaps && canSnap)
+}
 
-	checkpoint := func(snaps bool) error {
-		return checkpointSimulate(cfg, stateDir, logw, pols, st, snaps && canSnap)
+// drive runs the blocks left (Run), logging each block's lines (but the
+// replayed ones) and checkpointing every SnapshotEvery blocks; stopped by
+// ctx, it checkpoints and reports interrupted. Complete, it writes the
+// result files.
+func (r *simRun) drive(ctx context.Context) (interrupted bool, err error) {
+	cfg, st := r.cfg, r.st
+	L := cfg.Memory.Layout.Layers
+	blocks := cfg.Blocks()
+	if r.replayTo > 0 {
+		r.hooks.Infof("resume: policies cannot be snapshotted; recomputing blocks 0..%d (not logged again)", r.replayTo-1)
 	}
-	attend := make([][]float64, len(pols)) // [policy][layer] of the block
+	if r.hooks.Start != nil {
+		r.hooks.Start(st.NextBlock, blocks)
+	}
+	attend := make([][]float64, len(r.pols)) // [policy][layer] of the block
 	for i := range attend {
 		attend[i] = make([]float64, L)
 	}
 	offered := make([]int, L)
-	bytes := make([]int64, len(pols))
+	bytes := make([]int64, len(r.pols))
 	first := st.NextBlock
-	sum, runErr := Run(stream, pols, Options{
+	sum, runErr := Run(r.stream, r.pols, Options{
 		MaxBlocks: blocks - first, FirstBlock: first, Context: ctx,
-		OnLayer: func(r LayerRecord) error {
-			attend[r.Policy][r.Layer] = r.AttendSeconds
+		OnLayer: func(rec LayerRecord) error {
+			attend[rec.Policy][rec.Layer] = rec.AttendSeconds
 			return nil
 		},
-		OnBlock: func(r BlockRecord) error {
-			bytes[r.Policy] = r.Bytes
+		OnBlock: func(rec BlockRecord) error {
+			bytes[rec.Policy] = rec.Bytes
 			return nil
 		},
 		EndBlock: func(b int) error {
-			lines := blockLines(cfg, pols, st, b, attend, bytes, offered)
-			replaying := b < replayTo
-			if !replaying {
-				for _, ln := range lines {
-					if err := logw.Write(ln); err != nil {
-						return fmt.Errorf("memory log: %w", err)
-					}
-				}
-			}
-			st.NextBlock = b + 1
-			if replaying {
-				lines = nil
-			}
-			if hooks.Block != nil {
-				hooks.Block(b, lines)
-			}
-			if !replaying && cfg.Run.SnapshotEvery > 0 && st.NextBlock%cfg.Run.SnapshotEvery == 0 && st.NextBlock < blocks {
-				return checkpoint(true)
-			}
-			return nil
+			return r.endBlock(b, blockLines(cfg, r.pols, st, b, attend, bytes, offered))
 		},
 	})
 	if runErr != nil && ctx.Err() != nil && errors.Is(runErr, ctx.Err()) {
-		if st.NextBlock < replayTo {
-			// The saved checkpoint is still valid: nothing was logged.
-			return st, true, replayTo, nil
-		}
-		if err := checkpoint(true); err != nil {
-			return nil, false, 0, err
-		}
-		if err := runfolder.WriteArtifacts(dir, cfg, pols, st); err != nil {
-			return nil, false, 0, err
-		}
-		return st, true, replayTo, nil
+		return true, r.stopped()
 	}
 	if runErr != nil {
-		return nil, false, 0, runErr
+		return false, runErr
 	}
 	if done := first + sum.Blocks; done < blocks {
-		hooks.Warnf("stream ended after %d blocks (config asked for %d)", done, blocks)
+		r.hooks.Warnf("stream ended after %d blocks (config asked for %d)", done, blocks)
 	}
 	// The log is durable and its size noted; the final checkpoint is
-	// Simulate's last write (commitComplete).
-	n, err := logw.Sync()
+	// Run's last write (commitComplete).
+	n, err := r.logw.Sync()
 	if err != nil {
-		return nil, false, 0, fmt.Errorf("memory log: %w", err)
+		return false, fmt.Errorf("memory log: %w", err)
 	}
 	st.LogBytes = n
-	if err := runfolder.WriteArtifacts(dir, cfg, pols, st); err != nil {
-		return nil, false, 0, err
+	if err := runfolder.WriteArtifacts(r.dir, cfg, r.pols, st); err != nil {
+		return false, err
 	}
-	complete = true
-	return st, false, replayTo, nil
+	r.complete = true
+	return false, nil
+}
+
+// endBlock logs block b's lines (not a replayed block's), reports them,
+// and checkpoints every SnapshotEvery blocks.
+func (r *simRun) endBlock(b int, lines []runfolder.LogLine) error {
+	replaying := b < r.replayTo
+	if !replaying {
+		for _, ln := range lines {
+			if err := r.logw.Write(ln); err != nil {
+				return fmt.Errorf("memory log: %w", err)
+			}
+		}
+	}
+	r.st.NextBlock = b + 1
+	if replaying {
+		lines = nil
+	}
+	if r.hooks.Block != nil {
+		r.hooks.Block(b, lines)
+	}
+	if every := r.cfg.Run.SnapshotEvery; !replaying && every > 0 && r.st.NextBlock%every == 0 && r.st.NextBlock < r.cfg.Blocks() {
+		return r.checkpoint(true)
+	}
+	return nil
+}
+
+// stopped saves a checkpoint and the result files so far of a run ctx
+// stopped (a run still replaying keeps its checkpoint: nothing was logged).
+func (r *simRun) stopped() error {
+	if r.st.NextBlock < r.replayTo {
+		return nil
+	}
+	if err := r.checkpoint(true); err != nil {
+		return err
+	}
+	return runfolder.WriteArtifacts(r.dir, r.cfg, r.pols, r.st)
 }
 
 // blockLines records block b of every policy in st (totals, bytes by

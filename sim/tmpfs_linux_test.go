@@ -15,6 +15,7 @@ import (
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/runfolder/runfoldertest"
 )
 
 // envRequireTmpfs makes TestSimulateOnFullTmpfs fail, instead of skip,
@@ -54,7 +55,7 @@ func TestSimulateOnFullTmpfs(t *testing.T) {
 	syscall.Unmount(probe, syscall.MNT_DETACH)
 	cfg := tmpfsConfig(t, root, "ref")
 	refDir := newRun(t, cfg)
-	if _, err := Simulate(context.Background(), "simulate", cfg, refDir, false, runfolder.Hooks{}); err != nil {
+	if _, err := (&Job{Command: "simulate", Config: cfg, Dir: refDir}).Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	want := resultFiles(t, refDir)
@@ -81,7 +82,7 @@ func TestSimulateOnFullTmpfs(t *testing.T) {
 			outcomes["no room for the folder"]++
 			continue
 		}
-		_, err = Simulate(context.Background(), "simulate", c, dir, false, runfolder.Hooks{})
+		_, err = (&Job{Command: "simulate", Config: c, Dir: dir}).Run(context.Background())
 		got := resultFiles(t, dir)
 		for f := range got {
 			if tempFile.MatchString(f) {
@@ -90,7 +91,7 @@ func TestSimulateOnFullTmpfs(t *testing.T) {
 		}
 		var sum runfolder.Summary
 		if err == nil || runfolder.ReadJSON(filepath.Join(dir, runfolder.FileSummary), &sum) == nil && sum.Complete || complete(dir, c.Blocks()) {
-			if d := sameFiles(want, got); d != "" {
+			if d := runfoldertest.Diff(want, got); d != "" {
 				t.Fatalf("%d bytes: the folder says complete (run error %v) but %s", size, err, d)
 			}
 			outcomes["fit"]++
@@ -104,11 +105,11 @@ func TestSimulateOnFullTmpfs(t *testing.T) {
 		if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_REMOUNT, "size=16m"); err != nil {
 			t.Fatal(err)
 		}
-		_, err = Simulate(context.Background(), "simulate", c, dir, true, runfolder.Hooks{})
+		_, err = (&Job{Command: "simulate", Config: c, Dir: dir, Resume: true}).Run(context.Background())
 		var ue *runfolder.UserError
 		switch {
 		case err == nil:
-			if d := sameFiles(want, resultFiles(t, dir)); d != "" {
+			if d := runfoldertest.Diff(want, resultFiles(t, dir)); d != "" {
 				t.Fatalf("%d bytes: resumed run: %s", size, d)
 			}
 			outcomes["resumed"]++
@@ -128,15 +129,5 @@ func TestSimulateOnFullTmpfs(t *testing.T) {
 // 300 KiB of files at its peak).
 func tmpfsConfig(t *testing.T, out, name string) config.Config {
 	t.Helper()
-	c := config.DemoConfig()
-	c.Run.Out, c.Run.Name, c.Run.Plots, c.Run.SnapshotEvery = out, name, true, 3
-	c.Stream.Seconds = 9
-	c.Memory.Layout.Height, c.Memory.Layout.Width, c.Memory.Layout.Layers, c.Memory.Layout.Heads, c.Memory.Layout.HeadDim = 4, 6, 2, 2, 8
-	c.Memory.Bank.Sigma = 2
-	c.Policies = []string{memory.NameDensityKV, memory.NameFIFO}
-	r, err := c.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return smallRun(t, out, name, true, 3, 9, memory.Layout{Height: 4, Width: 6, Layers: 2, Heads: 2, HeadDim: 8})
 }

@@ -85,7 +85,7 @@ identical results.`,
 }
 
 // runSimulateCommand resolves the configuration, prepares the run folder,
-// runs (sim.Simulate), and reports. Shared by simulate and demo.
+// runs it (sim.Job), and reports. Shared by simulate and demo.
 func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf runFlags, base config.Config) error {
 	if !slices.Contains([]string{"all", "densitykv", "none"}, rf.updates) {
 		return usagef("--updates is %q, want all, densitykv or none", rf.updates)
@@ -192,7 +192,7 @@ func runSimulateCommand(cmd *cobra.Command, command string, cf *configFlags, rf 
 		},
 		Warn: func(msg string) { fmt.Fprintln(stderr, msg) },
 	}
-	res, runErr := sim.Simulate(cmd.Context(), command, cfg, dir, rf.resume, hooks)
+	res, runErr := (&sim.Job{Command: command, Config: cfg, Dir: dir, Resume: rf.resume, Hooks: hooks}).Run(cmd.Context())
 	if prog != nil {
 		prog.finish()
 	}
