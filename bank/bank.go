@@ -188,11 +188,16 @@ type head struct {
 // Bank is the DensityKV bank of one transformer layer. It is not safe for
 // concurrent use; Update parallelises over heads internally.
 type Bank struct {
-	cfg     Config
-	kern    riesz.Kernel
-	heads   []head
-	updates int32 // successful updates so far
-	offered int64 // candidates offered so far (default source ids)
+	cfg  Config
+	kern riesz.Kernel
+	pass Passes // the update's passes (CPUPasses{kern} unless NewWithPasses)
+	// hostPasses: pass is CPUPasses, which may use the host interaction
+	// cache (cacheFor).
+	hostPasses bool
+	broken     error // a failed pass: the bank refuses further updates
+	heads      []head
+	updates    int32 // successful updates so far
+	offered    int64 // candidates offered so far (default source ids)
 
 	// Borrowed from the package pool during an update (see pool.go).
 	tr    *transient
@@ -209,7 +214,7 @@ func New(cfg Config) (*Bank, error) {
 		return nil, err
 	}
 	k, _ := riesz.New(cfg.Sigma, cfg.P, cfg.Eps)
-	b := &Bank{cfg: cfg, kern: k}
+	b := &Bank{cfg: cfg, kern: k, pass: CPUPasses{K: k}, hostPasses: true}
 	b.heads = make([]head, cfg.Heads)
 	for h := range b.heads {
 		b.heads[h] = head{keys: newVectors(cfg.Payload, 0, cfg.KeyDim), vals: newVectors(cfg.Payload, 0, cfg.ValueDim)}
@@ -392,7 +397,7 @@ func (b *Bank) cacheFor(w, n, m int) []float32 {
 		budget = DefaultCacheBytes
 	}
 	need := int64(n) * int64(m)
-	if m == 0 || budget < 0 || need*4*int64(len(b.ws)) > budget {
+	if m == 0 || budget < 0 || need*4*int64(len(b.ws)) > budget || !b.hostPasses {
 		return nil
 	}
 	if int64(cap(b.cache[w])) < need {

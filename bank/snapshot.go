@@ -138,6 +138,24 @@ func (b *Bank) ReadFrom(r io.Reader) (int64, error) {
 	if err != nil {
 		return n, err
 	}
+	if b.pass != nil && !b.hostPasses {
+		// The backend was built for b's configuration: it takes only a
+		// snapshot of the same shapes and kernel, and loads its states.
+		o, c := b.cfg, nb.cfg
+		if o.Heads != c.Heads || o.KeyDim != c.KeyDim || o.DescDim != c.DescDim || o.Payload != c.Payload ||
+			o.Capacity != c.Capacity || o.Sigma != c.Sigma || o.P != c.P || o.Eps != c.Eps {
+			return n, fmt.Errorf("bank: snapshot of heads %d, key_dim %d, desc_dim %d, payload %d, M %d, σ %v, p %v, eps %v into a bank whose passes (%T) were built for heads %d, key_dim %d, desc_dim %d, payload %d, M %d, σ %v, p %v, eps %v",
+				c.Heads, c.KeyDim, c.DescDim, c.Payload, c.Capacity, c.Sigma, c.P, c.Eps, b.pass, o.Heads, o.KeyDim, o.DescDim, o.Payload, o.Capacity, o.Sigma, o.P, o.Eps)
+		}
+		nb.pass, nb.hostPasses = b.pass, false
+		for h := range nb.heads {
+			nb.pass.Load(h, nb.set(h))
+		}
+		if err := nb.pass.Err(); err != nil {
+			b.broken = err
+			return n, fmt.Errorf("bank: loading the snapshot's states into %T: %w", b.pass, err)
+		}
+	}
 	*b = *nb
 	return n, nil
 }

@@ -90,9 +90,17 @@ func (b *Bank) Update(blk Block) (Decision, error) {
 	t0 := time.Now()
 	b.acquire()
 	defer b.release()
+	if b.broken != nil {
+		return Decision{}, fmt.Errorf("bank: update %d: a previous update's pass failed: %w", b.updates, b.broken)
+	}
 	n, err := b.prepare(blk)
 	if err != nil {
 		return Decision{}, fmt.Errorf("bank: update %d: %w", b.updates, err)
+	}
+	if !b.hostPasses {
+		for h := range b.work {
+			b.pass.Candidates(h, b.work[h].cand.set(b.cfg.descDim(), b.descBF16()))
+		}
 	}
 	dec := Decision{Update: int(b.updates), Candidates: n}
 	dec.Timings.Validate = time.Since(t0)
@@ -128,6 +136,12 @@ func (b *Bank) Update(blk Block) (Decision, error) {
 	}
 	b.peak = max(b.peak, peak)
 	b.dropBlockRefs()
+	if err := b.pass.Err(); err != nil {
+		// The host bookkeeping went on with what the failed pass left:
+		// the bank's state is not to be trusted any more.
+		b.broken = err
+		return Decision{}, fmt.Errorf("bank: update %d: %w", b.updates, err)
+	}
 	b.updates++
 	b.offered += int64(n)
 	dec.Timings.Total = time.Since(t0)
@@ -385,7 +399,7 @@ func (b *Bank) score(h int, c candidates, cache []float32, o ordering, ws *riesz
 	case OrderMax:
 		mx = o.score
 	}
-	b.kern.RowStatsCached(c.set(b.cfg.descDim(), b.descBF16()), b.set(h), o.inv, o.ext, mean, mx, cache, ws)
+	b.pass.Score(h, c.set(b.cfg.descDim(), b.descBF16()), b.set(h), o.inv, o.ext, mean, mx, cache, ws)
 	if b.cfg.Ordering != OrderSource {
 		sc := o.score
 		slices.SortStableFunc(o.order, func(x, y int32) int { return cmp.Compare(sc[x], sc[y]) })
@@ -421,11 +435,7 @@ func (b *Bank) scan(h int, c candidates, rows []int32, cache []float32, s crossi
 		s.rem[i] = b.cfg.Tau*math.Max(hd.base[i], b.cfg.Delta) - hd.rho[i]
 	}
 	s.ckpt = grow(s.ckpt, ((R+ckEvery-1)/ckEvery)*hd.n) // with the final S(R)
-	if cache != nil {
-		riesz.ScanRows(cache, hd.n, s.rows, s.rem, s.cross, ckEvery, s.ckpt, ws)
-	} else {
-		b.kern.PrefixScan(riesz.Set{X: s.desc, Norms: s.norms, N: R, D: dd, BF16: b.descBF16()}, b.set(h), s.rem, s.cross, ckEvery, s.ckpt, ws)
-	}
+	b.pass.Scan(h, s.rows, s.ordered(dd, b.descBF16()), b.set(h), s.rem, s.cross, ckEvery, s.ckpt, cache, ws)
 	for _, c := range s.cross[:hd.n] {
 		if int(c) <= R {
 			s.viol[c]++
@@ -584,24 +594,10 @@ func (b *Bank) chooseEvictions(h int, s crossings, r int, ev evictions, ws *ries
 	if m == 0 {
 		return ev
 	}
-	dd := b.cfg.descDim()
 	// S_i(r) from the last checkpoint plus the remaining rows; the scan
 	// also kept S_i(R) for the full prefix (the common r* = R).
 	ev.sums = grow(ev.sums, m)
-	k := r / ckEvery
-	full := r == len(s.rows) && r%ckEvery != 0
-	switch {
-	case full:
-		copy(ev.sums, s.ckpt[k*m:(k+1)*m])
-	case k > 0:
-		copy(ev.sums, s.ckpt[(k-1)*m:k*m])
-	default:
-		clear(ev.sums)
-	}
-	if rem := r - k*ckEvery; rem > 0 && !full {
-		a := riesz.Set{X: s.desc[k*ckEvery*dd : r*dd], Norms: s.norms[k*ckEvery : r], N: rem, D: dd, BF16: b.descBF16()}
-		b.kern.Sums(a, b.set(h), nil, ev.sums, ws)
-	}
+	b.pass.PrefixSums(h, r, s.ordered(b.cfg.descDim(), b.descBF16()), b.set(h), ckEvery, s.ckpt, ev.sums, ws)
 	ev.proj = grow(ev.proj, m)
 	for i := 0; i < m; i++ {
 		ev.proj[i] = hd.rho[i] + ev.sums[i]
@@ -727,6 +723,15 @@ func (b *Bank) commitStates(h int, blk Block, c candidates, ext []float64, rows 
 	}
 	hd.n = final
 	w.dec.Accepted += r
+	if !b.hostPasses {
+		cm.kept = cm.kept[:0]
+		for i := 0; i < m; i++ {
+			if !ev.evicted[i] {
+				cm.kept = append(cm.kept, int32(i))
+			}
+		}
+		b.pass.Commit(h, cm.kept, cm.evSorted, b.set(h).Rows(w0, final))
+	}
 	return committed{w0: w0, evicted: riesz.Set{X: cm.evDesc, Norms: cm.evNorms, N: ne, D: dd, BF16: b.descBF16()}, rho: cm.rho}
 }
 
@@ -754,13 +759,13 @@ func (b *Bank) updateDensities(h int, done committed, r int, sp speculation, cm 
 		}
 		cm.sub = grow(cm.sub, rows)
 		clear(cm.sub)
-		b.kern.Sums(fs.Rows(0, rows), done.evicted, cm.sub, nil, ws)
+		b.pass.EvictedSums(h, fs.Rows(0, rows), done.evicted, cm.sub, ws)
 		for i := 0; i < rows; i++ {
 			rho[i] -= cm.sub[i]
 		}
 	}
 	if final > w0 {
-		b.kern.SelfSums(fs.Rows(w0, final), rho[w0:final], ws)
+		b.pass.SelfSums(h, fs.Rows(w0, final), rho[w0:final], ws)
 	}
 	for i := 0; i < final; i++ {
 		hd.rho[i] = b.roundDensity(math.Max(0, rho[i]))
@@ -838,6 +843,6 @@ func (b *Bank) offerOne(h, j, n int, ws *riesz.Workspace) {
 	w.ext1 = grow(w.ext1, n)
 	w.ext1[x] = 0
 	one := riesz.Set{X: w.cand.desc[int(x)*dd : int(x)*dd+dd], Norms: w.cand.norms[x : x+1], N: 1, D: dd, BF16: b.descBF16()}
-	b.kern.Sums(one, b.set(h), w.ext1[x:x+1], nil, ws)
+	b.pass.OfferSums(h, one, b.set(h), w.ext1[x:x+1], ws)
 	w.scan = b.scan(h, w.cand, w.ord.order[j:j+1], nil, w.scan, ws)
 }

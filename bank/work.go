@@ -84,6 +84,15 @@ type crossings struct {
 	rem   []float64 // scratch: headroom τ·max(b_i, δ) − ρ_i per stored state
 }
 
+// ordered returns the scanned rows' descriptors as a riesz.Set (empty when
+// the head held nothing: scan gathers them only against a bank).
+func (s crossings) ordered(dd int, bf16 bool) riesz.Set {
+	if s.m == 0 {
+		return riesz.Set{D: dd, BF16: bf16}
+	}
+	return riesz.Set{X: s.desc[:len(s.rows)*dd], Norms: s.norms[:len(s.rows)], N: len(s.rows), D: dd, BF16: bf16}
+}
+
 // prefixPlan is step 4's result (choosePrefix): how many of its scanned
 // candidates each head admits — the shared r* of Eq. shared-prefix, or
 // with PrefixPerHead each head's own — and what the choice found.
@@ -145,6 +154,7 @@ type commitBuffers struct {
 	evNorms  []float32 // [e]
 	rho      []float64 // [F] densities of the final bank before rounding
 	sub      []float64 // [F] Σ_evicted w per state
+	kept     []int32   // surviving storage indices, ascending (for a backend other than the CPU's)
 }
 
 // committed is what commitStates leaves for updateDensities.
