@@ -1,0 +1,247 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/riesz"
+	"github.com/densitykv/densitykv/vulkan"
+)
+
+// BankPasses are bank.Passes on a Vulkan device in exact mode: every head's
+// bank descriptors and norms live on the device between updates (only
+// the candidates are uploaded; Commit rebuilds the bank there from the
+// survivors and the admitted candidates), and the passes run there with
+// the CPU's bits — the scoring pass (RieszRowStatsCached, keeping the
+// candidate×bank interactions on the device), the prefix scan over them
+// (RieszScanRows), the subtraction of the evicted states (RieszRowSums) and
+// the admitted states' self densities (their interactions by
+// RieszRowStatsCached, reduced on the host in riesz.SelfSums's order by
+// riesz.SelfSumsMatrix). The host reads back only the vectors it decides
+// from (external densities, scores, crossing points, prefix sums, density
+// updates) and the admitted states' r×r interactions. Build a bank on them
+// with NewBank.
+type BankPasses struct {
+	dev   *vulkan.Device
+	k     riesz.Kernel
+	dd    int
+	bf16  bool
+	mu    sync.Mutex
+	err   error
+	heads []bankHead
+}
+
+// bankHead is one head's device state.
+type bankHead struct {
+	desc, norms [2]*vulkan.Buffer // the bank [M][dd] float32 and [M] norms; cur is live
+	cur, n      int
+	nc          int // candidates of the update
+	scanned     int // rows of the last Scan
+	every       int
+	ne, nf      int                       // evicted and fresh states of the last Commit
+	scratch     map[string]*vulkan.Buffer // by name, grown on demand
+}
+
+// NewBank returns an empty bank of configuration cfg whose passes run on
+// dev (BankPasses). It refuses, naming it, a variant without a device
+// path: a Soft-Riesz exponent other than 1, 2 and 4, sequential admission,
+// a descriptor wider than RieszMaxD; and a device without shaderFloat64 or
+// failing the exactness probe.
+func NewBank(dev *vulkan.Device, cfg bank.Config) (*bank.Bank, error) {
+	p, err := NewBankPasses(dev, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return bank.NewWithPasses(cfg, p)
+}
+
+// NewBankPasses returns the device passes of a bank of configuration cfg
+// (see NewBank).
+func NewBankPasses(dev *vulkan.Device, cfg bank.Config) (*BankPasses, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("gpu: NewBank: %w", err)
+	}
+	switch {
+	case cfg.P != 1 && cfg.P != 2 && cfg.P != 4:
+		return nil, fmt.Errorf("gpu: NewBank: Soft-Riesz exponent P = %v has no exact kernel on the device (p = 1, 2 and 4 do)", cfg.P)
+	case cfg.Admission == bank.AdmitSequential:
+		return nil, fmt.Errorf("gpu: NewBank: Admission = AdmitSequential (single-candidate steps) has no device path")
+	}
+	dd := cfg.KeyDim
+	if cfg.DescDim > 0 {
+		dd = cfg.DescDim
+	}
+	if dd > RieszMaxD {
+		return nil, fmt.Errorf("gpu: NewBank: descriptor dimension %d exceeds the Soft-Riesz passes' %d", dd, RieszMaxD)
+	}
+	if !dev.Info().Float64 {
+		return nil, fmt.Errorf("gpu: NewBank: device %v lacks shaderFloat64 (the densities are float64 sums)", dev)
+	}
+	if _, err := CheckExact(dev); err != nil {
+		return nil, fmt.Errorf("gpu: NewBank: %w", err)
+	}
+	k, err := riesz.New(cfg.Sigma, cfg.P, cfg.Eps)
+	if err != nil {
+		return nil, fmt.Errorf("gpu: NewBank: %w", err)
+	}
+	p := &BankPasses{dev: dev, k: k, dd: dd, bf16: cfg.Payload == bank.PayloadBF16 && cfg.DescDim == 0}
+	p.heads = make([]bankHead, cfg.Heads)
+	for h := range p.heads {
+		hd := &p.heads[h]
+		hd.scratch = map[string]*vulkan.Buffer{}
+		for i := range 2 {
+			if hd.desc[i], err = dev.Alloc(int64(cfg.Capacity) * int64(dd) * 4); err == nil {
+				hd.norms[i], err = dev.Alloc(int64(cfg.Capacity) * 4)
+			}
+			if err != nil {
+				p.Free()
+				return nil, fmt.Errorf("gpu: NewBank: head %d: %w", h, err)
+			}
+		}
+	}
+	return p, nil
+}
+
+// Free releases the device buffers; the bank must not be updated after.
+func (p *BankPasses) Free() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for h := range p.heads {
+		hd := &p.heads[h]
+		for _, b := range append(hd.desc[:], hd.norms[:]...) {
+			if b != nil {
+				b.Free()
+			}
+		}
+		for _, b := range hd.scratch {
+			b.Free()
+		}
+		hd.scratch = map[string]*vulkan.Buffer{}
+	}
+}
+
+// Err returns the first device error of a pass.
+func (p *BankPasses) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// fail keeps the first error; later passes do nothing.
+func (p *BankPasses) fail(op string, h int, err error) {
+	if p.err == nil && err != nil {
+		p.err = fmt.Errorf("gpu: bank %s, head %d: %w", op, h, err)
+	}
+}
+
+// buf returns head h's scratch buffer name with at least size bytes.
+func (p *BankPasses) buf(hd *bankHead, name string, size int64) *vulkan.Buffer {
+	size = max(size, 16)
+	if b := hd.scratch[name]; b != nil && b.Size() >= size {
+		return b
+	}
+	if b := hd.scratch[name]; b != nil {
+		b.Free()
+		delete(hd.scratch, name)
+	}
+	b, err := p.dev.Alloc(size + size/8)
+	if err != nil {
+		panic(bankErr{fmt.Errorf("%d bytes for %s: %w", size, name, err)})
+	}
+	hd.scratch[name] = b
+	return b
+}
+
+// bankErr carries a device error out of a pass's helpers (see run).
+type bankErr struct{ err error }
+
+// run runs fn under the lock unless a pass failed, turning a bankErr panic
+// into the passes' error.
+func (p *BankPasses) run(op string, h int, fn func(hd *bankHead)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			be, ok := r.(bankErr)
+			if !ok {
+				panic(r)
+			}
+			p.fail(op, h, be.err)
+		}
+	}()
+	fn(&p.heads[h])
+}
+
+// check panics with a bankErr for err.
+func check(err error) {
+	if err != nil {
+		panic(bankErr{err})
+	}
+}
+
+// bankSet returns head h's first n live states.
+func (p *BankPasses) bankSet(hd *bankHead, n int) RieszSet {
+	return RieszSet{X: hd.desc[hd.cur], Norms: hd.norms[hd.cur], N: n, D: p.dd, BF16: p.bf16}
+}
+
+// set returns scratch buffers xName, nName as a set of n rows.
+func (p *BankPasses) set(hd *bankHead, xName, nName string, n int) RieszSet {
+	return RieszSet{X: p.buf(hd, xName, int64(n)*int64(p.dd)*4), Norms: p.buf(hd, nName, int64(n)*4), N: n, D: p.dd, BF16: p.bf16}
+}
+
+// upSet uploads a host set's vectors (widened from bfloat16 bits when held
+// in X16) and norms to dst at row off.
+func (p *BankPasses) upSet(dst RieszSet, off int, s riesz.Set) {
+	if s.N == 0 {
+		return
+	}
+	x := s.X
+	if x == nil {
+		x = make([]float32, s.N*s.D)
+		for i, v := range s.X16[:s.N*s.D] {
+			x[i] = math.Float32frombits(uint32(v) << 16)
+		}
+	}
+	check(p.dev.UploadFloat32s(dst.X, int64(off)*int64(p.dd)*4, x[:s.N*s.D]))
+	check(p.dev.UploadFloat32s(dst.Norms, int64(off)*4, s.Norms[:s.N]))
+}
+
+// upF64 uploads v to buf.
+func (p *BankPasses) upF64(buf *vulkan.Buffer, v []float64) {
+	if len(v) == 0 {
+		return
+	}
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
+	}
+	check(p.dev.Upload(buf, 0, b))
+}
+
+// downF64 downloads len(dst) float64 from buf at value offset off.
+func (p *BankPasses) downF64(dst []float64, buf *vulkan.Buffer, off int64) {
+	if len(dst) == 0 {
+		return
+	}
+	b := make([]byte, 8*len(dst))
+	check(p.dev.Download(buf, 8*off, b))
+	for i := range dst {
+		dst[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+}
+
+// runBatch runs a batch.
+func runBatch(b *vulkan.Batch) { check(b.Run()) }
+
+// sameN checks that the bank's host view has the device's occupancy.
+func sameN(what string, host, dev int) {
+	if host != dev {
+		check(fmt.Errorf("%s has %d states on the host, %d on the device", what, host, dev))
+	}
+}
