@@ -16,7 +16,7 @@ import (
 	"github.com/densitykv/densitykv/video"
 )
 
-// Report is what Collect makes of a prompt list's folders (report.json).
+// Report is what CollectJob makes of a prompt list's folders (report.json).
 type Report struct {
 	List    runfolder.ListManifest `json:"list"`
 	Folders []string               `json:"folders"`
@@ -108,7 +108,7 @@ type StorageStats struct {
 	Formula int64 `json:"bytes_formula"`
 }
 
-// FileReport and FileReportMD are Collect's outputs.
+// FileReport and FileReportMD are CollectJob's outputs.
 const (
 	FileReport   = "report.json"
 	FileReportMD = "report.md"
@@ -159,143 +159,196 @@ func readListFolders(dirs []string, rep *Report) (gc config.GenerateConfig, prom
 	return gc, prompts, nil
 }
 
-// Collect merges the folders of one prompt list (one folder shared by its
-// shards, or one folder per shard, copied from several machines) into one
-// report. Every folder must hold the same list (list.json: prompts,
-// configuration, selection); a prompt counts when one folder holds its
-// complete run.
-func Collect(dirs []string) (*Report, error) {
-	if len(dirs) == 0 {
+// CollectJob merges the folders of one prompt list (one folder shared by
+// its shards, or one folder per shard, copied from several machines) into
+// one report (densitykv collect). Every folder must hold the same list
+// (list.json: prompts, configuration, selection); a prompt counts when one
+// folder holds its complete run.
+type CollectJob struct {
+	// Dirs are the list folders.
+	Dirs []string
+}
+
+// Run reads the list the folders share, then each selected prompt's run
+// (the memory log, drift records and storage of a complete one), and
+// summarises them per policy. It writes nothing.
+func (j *CollectJob) Run() (*Report, error) {
+	if len(j.Dirs) == 0 {
 		return nil, userf("collect: no list folder given")
 	}
-	rep := &Report{Folders: dirs}
-	gc, prompts, err := readListFolders(dirs, rep)
-	if err != nil {
+	c := &collector{dirs: j.Dirs, rep: &Report{Folders: j.Dirs}, logs: map[string]*logAcc{}, drifts: map[string]*driftAcc{},
+		stor: map[string]map[float64][]int64{}}
+	var err error
+	if c.gc, c.prompts, err = readListFolders(j.Dirs, c.rep); err != nil {
 		return nil, err
 	}
-	logs := map[string]*logAcc{}
-	drifts := map[string]*driftAcc{}
-	var driftOrder []string
-	var order []string
-	stor := map[string]map[float64][]int64{}
-	horizons := gc.Generate.Horizons
-	if len(horizons) == 0 {
-		horizons = []float64{float64(gc.Generate.Blocks*gc.Generate.BlockFrames()) / config.LatentFPS}
+	c.horizons = c.gc.Generate.Horizons
+	if len(c.horizons) == 0 {
+		c.horizons = []float64{float64(c.gc.Generate.Blocks*c.gc.Generate.BlockFrames()) / config.LatentFPS}
 	}
-	for _, i := range rep.List.Selected {
-		p := ReportPrompt{Index: i, Prompt: prompts.Prompts[i], State: "missing"}
-		if prompts.Blank(i) {
-			p.State = "blank"
-			rep.Blank++
-			rep.Prompts = append(rep.Prompts, p)
+	for _, i := range c.rep.List.Selected {
+		if err := c.prompt(i); err != nil {
+			return nil, err
+		}
+	}
+	c.summarize()
+	return c.rep, nil
+}
+
+// collector is a CollectJob's report as it reads the prompts' runs.
+type collector struct {
+	dirs     []string
+	rep      *Report
+	gc       config.GenerateConfig
+	prompts  *runfolder.PromptList
+	horizons []float64 // the storage's (the list's horizons, else its length)
+	// logs and drifts accumulate per policy, in order of appearance.
+	logs       map[string]*logAcc
+	order      []string
+	drifts     map[string]*driftAcc
+	driftOrder []string
+	stor       map[string]map[float64][]int64 // [policy][horizon] bytes of each prompt
+}
+
+// prompt reports prompt i: blank, missing, stopped or complete (in one
+// folder; more are duplicates), its complete run's records added.
+func (c *collector) prompt(i int) error {
+	rep := c.rep
+	p := ReportPrompt{Index: i, Prompt: c.prompts.Prompts[i], State: "missing"}
+	if c.prompts.Blank(i) {
+		p.State = "blank"
+		rep.Blank++
+		rep.Prompts = append(rep.Prompts, p)
+		return nil
+	}
+	found := 0
+	for _, d := range c.dirs {
+		sd := runfolder.BatchDir(d, i)
+		var s runfolder.Summary
+		if runfolder.ReadJSON(filepath.Join(sd, runfolder.FileSummary), &s) != nil {
 			continue
 		}
-		found := 0
-		for _, d := range dirs {
-			sd := runfolder.BatchDir(d, i)
-			var s runfolder.Summary
-			if runfolder.ReadJSON(filepath.Join(sd, runfolder.FileSummary), &s) != nil {
-				continue
+		// Complete: the summary and the final checkpoint, written after
+		// every result file, agree (Inspect).
+		if !s.Complete || !runfolder.Inspect(sd).Complete {
+			if p.State == "missing" {
+				p.State, p.Dir, p.Blocks = "stopped", sd, s.CompletedBlocks
 			}
-			// Complete: the summary and the final checkpoint, written after
-			// every result file, agree (Inspect).
-			if !s.Complete || !runfolder.Inspect(sd).Complete {
-				if p.State == "missing" {
-					p.State, p.Dir, p.Blocks = "stopped", sd, s.CompletedBlocks
-				}
-				continue
-			}
-			if found++; found > 1 {
-				continue
-			}
-			p.State, p.Dir, p.Blocks = "complete", sd, s.CompletedBlocks
-			if len(s.Policies) > 0 {
-				p.Policy = s.Policies[0]
-			}
-			if _, err := os.Stat(filepath.Join(sd, video.FileVideo)); err == nil {
-				p.Video = filepath.Join(sd, video.FileVideo)
-			}
-			for _, h := range gc.Generate.Horizons {
-				if _, err := os.Stat(filepath.Join(sd, config.HorizonName(h))); err == nil {
-					p.Horizons = append(p.Horizons, config.HorizonName(h))
-				}
-			}
-			if err := runfolder.CheckRecorded(sd); err != nil {
-				return nil, fmt.Errorf("collect: prompt %d: %w; no report was written", i, err)
-			}
-			lines, err := runfolder.ReadLog(filepath.Join(sd, runfolder.FileLog))
-			if err != nil {
-				return nil, fmt.Errorf("collect: prompt %d: %w", i, err)
-			}
-			for _, ln := range lines {
-				a := logs[ln.Policy]
-				if a == nil {
-					a = &logAcc{s: LogStats{Policy: ln.Policy, FinalOccMin: math.MaxInt}, last: map[int]runfolder.LogLine{}}
-					logs[ln.Policy] = a
-					order = append(order, ln.Policy)
-				}
-				a.add(ln)
-			}
-			for _, a := range logs {
-				a.endPrompt()
-			}
-			recs, err := readPromptDrift(sd)
-			if err != nil {
-				return nil, fmt.Errorf("collect: prompt %d: %w", i, err)
-			}
-			if len(recs) > 0 && p.Policy != nil {
-				watch, _ := drift.ParseRules(drift.Watch, "drift.Watch")
-				ds := drift.Summarize(recs, watch)
-				p.Drift = &ds
-				a := drifts[p.Policy.Policy]
-				if a == nil {
-					a = &driftAcc{s: DriftStats{Policy: p.Policy.Policy}}
-					drifts[p.Policy.Policy] = a
-					driftOrder = append(driftOrder, p.Policy.Policy)
-				}
-				a.add(i, recs)
-			}
-			var sr runfolder.StorageRun
-			if err := runfolder.ReadJSON(filepath.Join(sd, runfolder.FileStorage), &sr); err == nil {
-				for pol, bytes := range sr.Policies {
-					for _, h := range horizons {
-						for b, sec := range sr.Seconds {
-							if math.Abs(sec-h) < 1e-9 || (sec > h && (b == 0 || sr.Seconds[b-1] < h)) {
-								if stor[pol] == nil {
-									stor[pol] = map[float64][]int64{}
-								}
-								stor[pol][h] = append(stor[pol][h], bytes[b])
-							}
-						}
+			continue
+		}
+		if found++; found > 1 {
+			continue
+		}
+		p.State, p.Dir, p.Blocks = "complete", sd, s.CompletedBlocks
+		if len(s.Policies) > 0 {
+			p.Policy = s.Policies[0]
+		}
+		if err := c.complete(&p, i, sd); err != nil {
+			return err
+		}
+	}
+	if found > 1 {
+		rep.Duplicates = append(rep.Duplicates, i)
+	}
+	if p.State == "complete" {
+		rep.Complete++
+	} else {
+		rep.Missing = append(rep.Missing, i)
+	}
+	rep.Prompts = append(rep.Prompts, p)
+	return nil
+}
+
+// complete adds prompt i's complete run in sd: its video and horizons,
+// its memory log, drift records and storage (its records checked first).
+func (c *collector) complete(p *ReportPrompt, i int, sd string) error {
+	if _, err := os.Stat(filepath.Join(sd, video.FileVideo)); err == nil {
+		p.Video = filepath.Join(sd, video.FileVideo)
+	}
+	for _, h := range c.gc.Generate.Horizons {
+		if _, err := os.Stat(filepath.Join(sd, config.HorizonName(h))); err == nil {
+			p.Horizons = append(p.Horizons, config.HorizonName(h))
+		}
+	}
+	if err := runfolder.CheckRecorded(sd); err != nil {
+		return fmt.Errorf("collect: prompt %d: %w; no report was written", i, err)
+	}
+	lines, err := runfolder.ReadLog(filepath.Join(sd, runfolder.FileLog))
+	if err != nil {
+		return fmt.Errorf("collect: prompt %d: %w", i, err)
+	}
+	for _, ln := range lines {
+		a := c.logs[ln.Policy]
+		if a == nil {
+			a = &logAcc{s: LogStats{Policy: ln.Policy, FinalOccMin: math.MaxInt}, last: map[int]runfolder.LogLine{}}
+			c.logs[ln.Policy] = a
+			c.order = append(c.order, ln.Policy)
+		}
+		a.add(ln)
+	}
+	for _, a := range c.logs {
+		a.endPrompt()
+	}
+	recs, err := readPromptDrift(sd)
+	if err != nil {
+		return fmt.Errorf("collect: prompt %d: %w", i, err)
+	}
+	if len(recs) > 0 && p.Policy != nil {
+		watch, _ := drift.ParseRules(drift.Watch, "drift.Watch")
+		ds := drift.Summarize(recs, watch)
+		p.Drift = &ds
+		a := c.drifts[p.Policy.Policy]
+		if a == nil {
+			a = &driftAcc{s: DriftStats{Policy: p.Policy.Policy}}
+			c.drifts[p.Policy.Policy] = a
+			c.driftOrder = append(c.driftOrder, p.Policy.Policy)
+		}
+		a.add(i, recs)
+	}
+	c.addStorage(sd)
+	return nil
+}
+
+// addStorage adds the bytes of each policy at each horizon from sd's
+// storage file (the block at the horizon, or the first past it).
+func (c *collector) addStorage(sd string) {
+	var sr runfolder.StorageRun
+	if err := runfolder.ReadJSON(filepath.Join(sd, runfolder.FileStorage), &sr); err != nil {
+		return
+	}
+	for pol, bytes := range sr.Policies {
+		for _, h := range c.horizons {
+			for b, sec := range sr.Seconds {
+				if math.Abs(sec-h) < 1e-9 || (sec > h && (b == 0 || sr.Seconds[b-1] < h)) {
+					if c.stor[pol] == nil {
+						c.stor[pol] = map[float64][]int64{}
 					}
+					c.stor[pol][h] = append(c.stor[pol][h], bytes[b])
 				}
 			}
 		}
-		if found > 1 {
-			rep.Duplicates = append(rep.Duplicates, i)
-		}
-		if p.State == "complete" {
-			rep.Complete++
-		} else {
-			rep.Missing = append(rep.Missing, i)
-		}
-		rep.Prompts = append(rep.Prompts, p)
 	}
-	for _, pol := range order {
-		rep.MemoryLog = append(rep.MemoryLog, logs[pol].stats())
+}
+
+// summarize fills the report's per-policy memory-log, drift and storage
+// summaries.
+func (c *collector) summarize() {
+	rep := c.rep
+	for _, pol := range c.order {
+		rep.MemoryLog = append(rep.MemoryLog, c.logs[pol].stats())
 	}
-	for _, pol := range driftOrder {
-		rep.Drift = append(rep.Drift, drifts[pol].stats())
+	for _, pol := range c.driftOrder {
+		rep.Drift = append(rep.Drift, c.drifts[pol].stats())
 	}
-	formula := storageFormula(gc, horizons)
+	formula := storageFormula(c.gc, c.horizons)
 	var pols []string
-	for pol := range stor {
+	for pol := range c.stor {
 		pols = append(pols, pol)
 	}
 	sort.Strings(pols)
 	for _, pol := range pols {
-		for _, h := range horizons {
-			v := stor[pol][h]
+		for _, h := range c.horizons {
+			v := c.stor[pol][h]
 			if len(v) == 0 {
 				continue
 			}
@@ -306,7 +359,6 @@ func Collect(dirs []string) (*Report, error) {
 			rep.Storage = append(rep.Storage, st)
 		}
 	}
-	return rep, nil
 }
 
 // logAcc accumulates one policy's memory-log lines.
@@ -416,7 +468,7 @@ func storageFormula(gc config.GenerateConfig, horizons []float64) map[string]map
 }
 
 // DriftStats aggregates one policy's drift.jsonl over a list's complete
-// prompts (Collect).
+// prompts (CollectJob).
 type DriftStats struct {
 	Policy  string `json:"policy"`
 	Prompts int    `json:"prompts"` // prompts with drift records
@@ -452,7 +504,7 @@ type driftAcc struct {
 	values map[string][]float64
 }
 
-// readPromptDrift reads prompt folder sd's drift.jsonl for Collect: nil
+// readPromptDrift reads prompt folder sd's drift.jsonl for CollectJob: nil
 // without one (a run without the monitor).
 func readPromptDrift(sd string) ([]drift.Record, error) {
 	recs, err := drift.ReadFile(filepath.Join(sd, runfolder.FileDrift))

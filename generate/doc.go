@@ -50,7 +50,7 @@
 // the rollout (genRun, its steps named, the crash-consistency order of its
 // writes stated once on it) with each block's outputs written by a
 // blockSink (sinks.go) as it finishes. GenerateList and GenerateBatch run
-// a list of prompts (generate --prompts), one run folder each; Collect
+// a list of prompts (generate --prompts), one run folder each; CollectJob
 // reads a list's folders into one report (densitykv collect); Decode
 // re-decodes a run's latents. The run folder's files, records and
 // checkpoints are package runfolder's.

@@ -113,7 +113,7 @@ func TestListOwnership(t *testing.T) {
 	if err != nil || res.Batch[0].State != "to generate" {
 		t.Fatalf("no final checkpoint: %+v %v", res, err)
 	}
-	if rep, err := Collect([]string{user}); err != nil || rep.Prompts[0].State != "stopped" || rep.Complete != 0 {
+	if rep, err := (&CollectJob{Dirs: []string{user}}).Run(); err != nil || rep.Prompts[0].State != "stopped" || rep.Complete != 0 {
 		t.Fatalf("collect without the final checkpoint: %+v %v", rep, err)
 	}
 

@@ -4,7 +4,7 @@
 // checkpoints, ownership and the checks of a folder against its records.
 // It is the folder's format: the jobs that fill one live elsewhere (the
 // generate job in package generate: Generate, GenerateList, Decode, and
-// Collect, a list's report; the simulate job in package sim; the eval job
+// CollectJob, a list's report; the simulate job in package sim; the eval job
 // in package eval) and reach the format through this package. A run
 // reports what it does through Hooks and leaves printing to its caller.
 //

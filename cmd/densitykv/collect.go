@@ -38,7 +38,7 @@ and prints the Markdown (or, with --json, the JSON).`,
   densitykv collect node0/list node1/list node2/list --out report/`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, dirs []string) error {
-			rep, err := generate.Collect(dirs)
+			rep, err := (&generate.CollectJob{Dirs: dirs}).Run()
 			if err != nil {
 				return err
 			}
