@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/densitykv/densitykv/internal/vocab"
-	"github.com/densitykv/densitykv/rollout"
+	"github.com/densitykv/densitykv/schedule"
 )
 
 // Backbone names a released few-step causal generator whose settings a
@@ -57,12 +57,12 @@ type ScheduleConfig struct {
 	// Shift is timestep_shift.
 	Shift float64 `yaml:"shift"`
 	// Update is denoising_update_mode: x0_renoise or flow_euler.
-	Update rollout.Update `yaml:"update"`
+	Update schedule.Update `yaml:"update"`
 }
 
 // Options returns the rollout's schedule options.
-func (s ScheduleConfig) Options() rollout.ScheduleOptions {
-	o := rollout.ScheduleOptions{Steps: append([]int(nil), s.Steps...), Unwarped: !s.Warp, Shift: s.Shift, Update: s.Update}
+func (s ScheduleConfig) Options() schedule.Options {
+	o := schedule.Options{Steps: append([]int(nil), s.Steps...), Unwarped: !s.Warp, Shift: s.Shift, Update: s.Update}
 	if len(s.FirstChunkSteps) > 0 {
 		o.FirstChunkSteps = append([]int(nil), s.FirstChunkSteps...)
 	}
@@ -73,7 +73,7 @@ func (s ScheduleConfig) Options() rollout.ScheduleOptions {
 // section of the authors' configs/examples/paper_cases.yaml): steps 1000,
 // 750, 500, 250, warped, shift 5, x0 re-noise.
 func DefaultScheduleConfig() ScheduleConfig {
-	return ScheduleConfig{Steps: append([]int(nil), rollout.DefaultSteps...), Warp: true, Shift: 5, Update: rollout.UpdateX0Renoise}
+	return ScheduleConfig{Steps: append([]int(nil), schedule.DefaultSteps...), Warp: true, Shift: 5, Update: schedule.UpdateX0Renoise}
 }
 
 // Preset is what a backbone preset sets: the checkpoint entry, the LoRA

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/densitykv/densitykv/rollout"
+	"github.com/densitykv/densitykv/schedule"
 )
 
 // The presets are the authors' paper_cases.yaml: entry per backbone (use_ema
@@ -25,7 +25,7 @@ func TestBackbonePresets(t *testing.T) {
 	} {
 		p, ok := c.b.Preset()
 		if !ok || c.b.String() != c.name || p.Entry != c.entry || p.NeedsLoRA != c.lora || p.FramesPerBlock != 3 || p.SinkFrames != 1 || p.CacheFrames != 12 ||
-			!slices.Equal(p.Schedule.Steps, []int{1000, 750, 500, 250}) || !p.Schedule.Warp || p.Schedule.Shift != 5 || p.Schedule.Update != rollout.UpdateX0Renoise {
+			!slices.Equal(p.Schedule.Steps, []int{1000, 750, 500, 250}) || !p.Schedule.Warp || p.Schedule.Shift != 5 || p.Schedule.Update != schedule.UpdateX0Renoise {
 			t.Fatalf("%s preset %+v", c.name, p)
 		}
 		var b Backbone

@@ -12,10 +12,11 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/densitykv/densitykv/device"
 	"github.com/densitykv/densitykv/drift"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/memory"
-	"github.com/densitykv/densitykv/rollout"
+	"github.com/densitykv/densitykv/schedule"
 	"github.com/densitykv/densitykv/video"
 	"github.com/densitykv/densitykv/wan"
 )
@@ -62,8 +63,14 @@ type GenerateSection struct {
 	// model (1.3b: half the weight memory, the authors' GPU arithmetic),
 	// fp32 for tiny (the golden test model, whose references are float64).
 	Precision gemm.Precision `yaml:"precision"`
-	Model     wan.Config     `yaml:"model"`
-	Texts     []TextSpec     `yaml:"texts"`
+	// Device is where the DiT computes: cpu (the default), vulkan,
+	// vulkan:N or auto (package device). Exact mode gives the CPU's bits on
+	// every device, so it is no part of a run's identity: --resume may
+	// continue a run on another device. The text encoder and the VAE run
+	// on the CPU for now.
+	Device device.Spec `yaml:"device"`
+	Model  wan.Config  `yaml:"model"`
+	Texts  []TextSpec  `yaml:"texts"`
 	// Prompts are prompt texts (--prompt TEXT[@BLOCK]), encoded by
 	// TextEncoder with Tokenizer; together with Texts they form the
 	// prompt schedule.
@@ -242,10 +249,10 @@ const AuthorsTraceStep = 3
 // trace records nothing there; a 1- or 2-step schedule would otherwise
 // need --trace-step). The first block's own list (FirstChunkSteps) does
 // not move it: the trace follows the blocks that make up the video.
-func DefaultTraceStep(so rollout.ScheduleOptions) int {
+func DefaultTraceStep(so schedule.Options) int {
 	n := len(so.Steps)
 	if so.Steps == nil {
-		n = len(rollout.DefaultSteps)
+		n = len(schedule.DefaultSteps)
 	}
 	return min(AuthorsTraceStep, n-1)
 }
@@ -253,7 +260,7 @@ func DefaultTraceStep(so rollout.ScheduleOptions) int {
 // resolveDiagnostics checks the authors' diagnostics: the traced step
 // (following the schedule when not given: DefaultTraceStep), the traced
 // layers and the lineage's layers and heads.
-func (G *GenerateSection) resolveDiagnostics(so rollout.ScheduleOptions, model wan.Config, stepGiven bool) error {
+func (G *GenerateSection) resolveDiagnostics(so schedule.Options, model wan.Config, stepGiven bool) error {
 	if !stepGiven {
 		G.TraceStep = DefaultTraceStep(so)
 	}

@@ -1,45 +1,43 @@
 package rollout
 
 import (
-	"fmt"
-
-	"github.com/densitykv/densitykv/internal/vocab"
+	"github.com/densitykv/densitykv/schedule"
 )
 
-// Update is how a denoising step moves the block to the next timestep: the
-// authors' denoising_update_mode (pipeline CausalInferencePipeline). Its
-// names are x0_renoise and flow_euler (String, MarshalText,
-// UnmarshalText).
-type Update uint8
+// The schedule (timesteps, σ, the denoising update and the authors'
+// options that decide them) is package schedule's, plain data that
+// configurations hold too; rollout keeps its names for it.
+type (
+	Schedule        = schedule.Schedule
+	ScheduleOptions = schedule.Options
+	Update          = schedule.Update
+)
 
+// The denoising updates (schedule.Update).
 const (
-	// UpdateX0Renoise converts the flow prediction to x0 = x − σ_s·v and
-	// re-noises it to the next timestep with a fresh draw, x = (1 −
-	// σ_{s+1})·x0 + σ_{s+1}·ε (scheduler.add_noise); the block's latents
-	// are the last step's x0. The released few-step models' rollout and
-	// the default.
-	UpdateX0Renoise Update = iota
-	// UpdateFlowEuler integrates the flow to the next timestep, x = x +
-	// v·(σ_{s+1} − σ_s) in float32 (scheduler.step_to, σ = 0 for a
-	// timestep ≤ 0), with no fresh noise; the block's latents are the last
-	// step's x + v·(0 − σ_S−1).
-	UpdateFlowEuler
+	UpdateX0Renoise = schedule.UpdateX0Renoise
+	UpdateFlowEuler = schedule.UpdateFlowEuler
 )
 
-var updateNames = vocab.List{Pkg: "rollout", Kind: "denoising update", Names: []string{"x0_renoise", "flow_euler"}}
+// DefaultSteps is the 4-step list of the released models
+// (schedule.DefaultSteps).
+var DefaultSteps = schedule.DefaultSteps
 
-func (u Update) String() string               { return updateNames.String(uint8(u), "Update") }
-func (u Update) MarshalText() ([]byte, error) { return updateNames.Marshal(uint8(u)) }
-func (u *Update) UnmarshalText(b []byte) error {
-	x, err := updateNames.Parse(b)
-	if err == nil {
-		*u = Update(x)
-	}
-	return err
+// NewSchedule is schedule.New.
+func NewSchedule(steps []int, shift float64, numTrain int) (*Schedule, error) {
+	return schedule.New(steps, shift, numTrain)
 }
 
-// Names lists the updates' names: x0_renoise, flow_euler.
-func (Update) Names() []string { return updateNames.All() }
+// BuildSchedule is schedule.Build.
+func BuildSchedule(steps []int, shift float64, numTrain int, warp bool) (*Schedule, error) {
+	return schedule.Build(steps, shift, numTrain, warp)
+}
+
+// DefaultSchedule is schedule.Default: the released models' schedule.
+func DefaultSchedule() *Schedule { return schedule.Default() }
+
+// DefaultScheduleOptions is schedule.DefaultOptions.
+func DefaultScheduleOptions() ScheduleOptions { return schedule.DefaultOptions() }
 
 // EulerStep writes x = x + flow·(next − sigma) in float32, the difference of
 // the σ taken first (the authors' scheduler.step_to).
@@ -48,64 +46,6 @@ func EulerStep(x, flow []float32, sigma, next float32) {
 	for i := range x {
 		x[i] += float32(flow[i] * d) // the conversion keeps the product rounded (no fused multiply-add)
 	}
-}
-
-// ScheduleOptions is the authors' schedule configuration: every option of
-// their rollout that decides the timesteps and the update.
-type ScheduleOptions struct {
-	// Steps is denoising_step_list (nil: DefaultSteps).
-	Steps []int
-	// FirstChunkSteps is denoising_step_list_first_chunk: the list of
-	// generated block 0 only (nil: Steps).
-	FirstChunkSteps []int
-	// Unwarped is warp_denoising_step: false, the raw steps as timesteps
-	// (false: warped onto the shifted scheduler table, the released
-	// setting).
-	Unwarped bool
-	// Shift is timestep_shift (0: 5).
-	Shift float64
-	// Update is denoising_update_mode.
-	Update Update
-}
-
-// DefaultScheduleOptions is the released models' schedule: steps 1000,
-// 750, 500, 250 warped with shift 5, x0 re-noise, no first-chunk list.
-func DefaultScheduleOptions() ScheduleOptions {
-	return ScheduleOptions{Steps: append([]int(nil), DefaultSteps...), Shift: 5}
-}
-
-// Build returns the schedule of every block and, when FirstChunkSteps is
-// set, that of block 0 (nil otherwise).
-func (o ScheduleOptions) Build() (main, first *Schedule, err error) {
-	steps, shift := o.Steps, o.Shift
-	if steps == nil {
-		steps = DefaultSteps
-	}
-	if shift == 0 {
-		shift = 5
-	}
-	if _, err := o.Update.MarshalText(); err != nil {
-		return nil, nil, err
-	}
-	if main, err = BuildSchedule(steps, shift, 1000, !o.Unwarped); err != nil {
-		return nil, nil, err
-	}
-	if o.FirstChunkSteps != nil {
-		if first, err = BuildSchedule(o.FirstChunkSteps, shift, 1000, !o.Unwarped); err != nil {
-			return nil, nil, fmt.Errorf("first chunk: %w", err)
-		}
-	}
-	return main, first, nil
-}
-
-// MaxSteps returns the longest step list of o (the denoising calls of its
-// longest block).
-func (o ScheduleOptions) MaxSteps() int {
-	n := len(o.Steps)
-	if o.Steps == nil {
-		n = len(DefaultSteps)
-	}
-	return max(n, len(o.FirstChunkSteps))
 }
 
 // nextSigma is σ of the timestep after step s of sch, as the update that
@@ -121,4 +61,20 @@ func nextSigma(sch *Schedule, s int, u Update) float32 {
 		return 0
 	}
 	return sch.Sigmas[s+1]
+}
+
+// ToX0 writes x0 = x − σ·flow (computed in float64, rounded to float32).
+func ToX0(x0, x, flow []float32, sigma float32) {
+	sg := float64(sigma)
+	for i := range x0 {
+		x0[i] = float32(float64(x[i]) - sg*float64(flow[i]))
+	}
+}
+
+// Renoise writes x = (1 − σ)·x0 + σ·noise in float32 (the authors'
+// x0_renoise update, scheduler.add_noise).
+func Renoise(x, x0, noise []float32, sigma float32) {
+	for i := range x {
+		x[i] = (1-sigma)*x0[i] + sigma*noise[i]
+	}
 }

@@ -1,4 +1,9 @@
-package rollout
+// Package schedule is the few-step flow-matching schedule of the causal
+// Wan rollouts: the warped timesteps and their σ (Schedule: New, Build,
+// Default), the denoising update (Update), and the authors' options that
+// decide them (Options, Options.Build). Plain data and arithmetic on
+// numbers: package rollout runs it, package config holds Options.
+package schedule
 
 import (
 	"fmt"
@@ -20,15 +25,15 @@ type Schedule struct {
 // DefaultSteps is the 4-step list of the released models.
 var DefaultSteps = []int{1000, 750, 500, 250}
 
-// NewSchedule warps steps (values in [0, numTrain]) with σ' = shift·σ/(1 +
-// (shift−1)·σ) on a numTrain-entry table (BuildSchedule with warp on).
-// DefaultSchedule gives timesteps [1000, 937.5, 833.3333, 625] and σ [1,
+// New warps steps (values in [0, numTrain]) with σ' = shift·σ/(1 +
+// (shift−1)·σ) on a numTrain-entry table (Build with warp on).
+// Default gives timesteps [1000, 937.5, 833.3333, 625] and σ [1,
 // 0.9375, 0.8333333, 0.625].
-func NewSchedule(steps []int, shift float64, numTrain int) (*Schedule, error) {
-	return BuildSchedule(steps, shift, numTrain, true)
+func New(steps []int, shift float64, numTrain int) (*Schedule, error) {
+	return Build(steps, shift, numTrain, true)
 }
 
-// BuildSchedule is the authors' denoising schedule (pipeline
+// Build is the authors' denoising schedule (pipeline
 // CausalInferencePipeline): the scheduler table of FlowMatchScheduler(shift,
 // sigma_min = 0, extra_one_step = true) with numTrain entries, and the step
 // list steps (values in [0, numTrain], strictly decreasing). With warp
@@ -37,7 +42,7 @@ func NewSchedule(steps []int, shift float64, numTrain int) (*Schedule, error) {
 // is the timestep. Either way σ_s is the table's σ at the entry nearest to
 // the timestep (Sigma), as the authors' flow-to-x0 conversion and re-noise
 // look it up, so an unwarped step 500 with shift 5 has σ ≈ 0.5006.
-func BuildSchedule(steps []int, shift float64, numTrain int, warp bool) (*Schedule, error) {
+func Build(steps []int, shift float64, numTrain int, warp bool) (*Schedule, error) {
 	if numTrain < 2 || !(shift > 0) || math.IsInf(shift, 0) {
 		return nil, fmt.Errorf("rollout: schedule: num_train %d must be ≥ 2 and shift %v positive", numTrain, shift)
 	}
@@ -81,9 +86,9 @@ func BuildSchedule(steps []int, shift float64, numTrain int, warp bool) (*Schedu
 	return s, nil
 }
 
-// DefaultSchedule is NewSchedule(DefaultSteps, 5, 1000).
-func DefaultSchedule() *Schedule {
-	s, err := NewSchedule(DefaultSteps, 5, 1000)
+// Default is New(DefaultSteps, 5, 1000).
+func Default() *Schedule {
+	s, err := New(DefaultSteps, 5, 1000)
 	if err != nil {
 		panic(err)
 	}
@@ -100,20 +105,4 @@ func (s *Schedule) Sigma(t float32) float32 {
 		}
 	}
 	return s.tableS[best]
-}
-
-// ToX0 writes x0 = x − σ·flow (computed in float64, rounded to float32).
-func ToX0(x0, x, flow []float32, sigma float32) {
-	sg := float64(sigma)
-	for i := range x0 {
-		x0[i] = float32(float64(x[i]) - sg*float64(flow[i]))
-	}
-}
-
-// Renoise writes x = (1 − σ)·x0 + σ·noise in float32 (the authors'
-// x0_renoise update, scheduler.add_noise).
-func Renoise(x, x0, noise []float32, sigma float32) {
-	for i := range x {
-		x[i] = (1-sigma)*x0[i] + sigma*noise[i]
-	}
 }
