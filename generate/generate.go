@@ -11,6 +11,7 @@ import (
 
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/gpu"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/internal/finite"
@@ -107,16 +108,18 @@ type genInputs struct {
 	vae    *vae.Model  // nil without --vae
 	ffmpeg string      // "" = PNG frames (with a VAE)
 	wan    *wan.Model
+	device *gpu.Opened       // where the DiT computes (generate.device)
 	sched  *rollout.Schedule // the denoising schedule (first: block 0's when it differs)
 	first  *rollout.Schedule
 	noise  *rollout.NoiseFile // --noise, checked against the run; nil = the seed's draws
 }
 
-// close releases the noise file.
+// close releases the noise file and the device.
 func (in *genInputs) close() {
 	if in.noise != nil {
 		in.noise.Close()
 	}
+	in.device.Close()
 }
 
 // checkGenerateInputs checks every input file of g without reading the
@@ -240,7 +243,15 @@ func (in *genInputs) loadBackbone(g config.GenerateSection, hooks runfolder.Hook
 	if m.Loaded.LoRA != "" {
 		hooks.Infof("lora: merged %s", m.Loaded.LoRA)
 	}
-	in.wan, in.sched, in.first = m, sch, first
+	dev, err := gpu.Open(g.Device)
+	if err != nil {
+		return &runfolder.UserError{Err: fmt.Errorf("generate.device: %w", err)}
+	}
+	if be := dev.Compute(); be != nil {
+		m.UseBackend(be)
+		hooks.Infof("device: the DiT on %s, exact mode (the CPU's bits); the memory policy, text encoder and VAE on the CPU", dev.Label())
+	}
+	in.wan, in.device, in.sched, in.first = m, dev, sch, first
 	return nil
 }
 
@@ -433,7 +444,7 @@ func resumeState(dir, cpPath string, gc config.GenerateConfig, hooks runfolder.H
 // newGenerateFolder prepares the run folder of a new generate run: its
 // configuration, the prompts' embeddings, the provenance, and in gs its
 // fingerprint, the inputs' and the empty state.
-func newGenerateFolder(dir string, force, overwriteOwn bool, gc config.GenerateConfig, gs *runfolder.GenerateState, embeds []*Embedding, text *TextInputs) (Provenance, error) {
+func newGenerateFolder(dir string, force, overwriteOwn bool, gc config.GenerateConfig, gs *runfolder.GenerateState, embeds []*Embedding, text *TextInputs, device string) (Provenance, error) {
 	var prov Provenance
 	if err := runfolder.Claim(dir, "generate", force, overwriteOwn); err != nil {
 		return prov, err
@@ -462,7 +473,7 @@ func newGenerateFolder(dir string, force, overwriteOwn bool, gc config.GenerateC
 	if gs.Inputs, err = generateInputs(gc.Generate, dir); err != nil {
 		return prov, err
 	}
-	prov = provenance(gc, gs.Inputs, embeds, text)
+	prov = provenance(gc, gs.Inputs, embeds, text, device)
 	if err := runfolder.WriteJSON(filepath.Join(dir, runfolder.FileGeneration), prov); err != nil {
 		return prov, err
 	}
@@ -472,9 +483,9 @@ func newGenerateFolder(dir string, force, overwriteOwn bool, gc config.GenerateC
 
 // provenance describes a new run: its schedule, seed, policy, backbone and
 // the identity of every input file.
-func provenance(gc config.GenerateConfig, inputs []runfolder.FileFingerprint, embeds []*Embedding, text *TextInputs) Provenance {
+func provenance(gc config.GenerateConfig, inputs []runfolder.FileFingerprint, embeds []*Embedding, text *TextInputs, device string) Provenance {
 	g := gc.Generate
-	p := Provenance{Seed: uint64(gc.Run.Seed), Policy: gc.Policies[0], Backbone: g.Arch, Entry: g.Entry, Precision: g.Precision.String()}
+	p := Provenance{Seed: uint64(gc.Run.Seed), Policy: gc.Policies[0], Backbone: g.Arch, Entry: g.Entry, Precision: g.Precision.String(), Device: device}
 	if g.Backbone != config.BackboneNone {
 		p.Preset = g.Backbone.String()
 	}

@@ -150,13 +150,13 @@ func (r *genRun) folder() error {
 	var err error
 	if !r.resume {
 		// Every input is checked: now the run folder.
-		if r.prov, err = newGenerateFolder(r.dir, r.force, r.overwriteOwn, r.gc, r.gs, r.embeds, r.in.text); err != nil {
+		if r.prov, err = newGenerateFolder(r.dir, r.force, r.overwriteOwn, r.gc, r.gs, r.embeds, r.in.text, r.in.device.Label()); err != nil {
 			return err
 		}
 		r.gs.Video = r.mode
 	} else {
 		if err := runfolder.ReadJSON(filepath.Join(r.dir, runfolder.FileGeneration), &r.prov); errors.Is(err, os.ErrNotExist) && len(r.g.Prompts) == 0 {
-			r.prov = provenance(r.gc, r.gs.Inputs, nil, nil) // a run folder from before generation.json
+			r.prov = provenance(r.gc, r.gs.Inputs, nil, nil, "") // a run folder from before generation.json
 		} else if err != nil {
 			return fmt.Errorf("--resume: %w", err)
 		}

@@ -20,10 +20,15 @@ type Provenance struct {
 	// Preset is the backbone preset (self-forcing, causal-forcing,
 	// longlive; "" for none), Entry the checkpoint entry loaded ("" for a
 	// safetensors file), Precision the models' precision (fp32, bf16).
-	Preset    string       `json:"backbone_preset,omitempty"`
-	Entry     string       `json:"entry,omitempty"`
-	Precision string       `json:"precision,omitempty"`
-	Files     []FileRecord `json:"files"`
+	Preset    string `json:"backbone_preset,omitempty"`
+	Entry     string `json:"entry,omitempty"`
+	Precision string `json:"precision,omitempty"`
+	// Device is where the DiT computed when the run started: "cpu" or
+	// "vulkan:N NAME (DRIVER)" (exact mode: the same bits either way; a
+	// resumed run may continue elsewhere). It is not among the video's
+	// Tags, so the video's bytes are the same on every device.
+	Device string       `json:"device,omitempty"`
+	Files  []FileRecord `json:"files"`
 }
 
 // PromptRecord is one entry of the prompt schedule: a prompt (Text, as

@@ -1,49 +1,19 @@
 package main
 
 import (
-	"fmt"
-
-	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/device"
 	"github.com/densitykv/densitykv/gpu"
 )
 
-// computeDevice is what a --device value resolved to: the CPU (backend
-// nil, the models' default) or a Vulkan device's exact-mode backend, with
-// its label for printing and records ("cpu", "vulkan:0 NAME (DRIVER)").
-type computeDevice struct {
-	Choice  device.Choice
-	Backend compute.Backend // nil on the CPU
-	Label   string
-	close   func()
-}
+// deviceUsage is the --device flag's help text.
+const deviceUsage = "where the models compute: " + device.Values + " (auto: a Vulkan GPU if there is one, else the CPU; Vulkan needs a build with -tags vulkan)"
 
-// Close releases the device (nothing on the CPU).
-func (d *computeDevice) Close() {
-	if d.close != nil {
-		d.close()
-	}
-}
-
-// openDevice resolves spec (cpu, vulkan, vulkan:N, auto) and opens the
-// Vulkan device it names, refusing one that fails the exactness probe.
-func openDevice(spec device.Spec) (*computeDevice, error) {
-	c, err := device.Resolve(spec)
+// openDevice resolves and opens a --device value (gpu.Open); a value the
+// machine cannot honour is a usage error.
+func openDevice(spec device.Spec) (*gpu.Opened, error) {
+	o, err := gpu.Open(spec)
 	if err != nil {
-		return nil, err // names the --device value
+		return nil, usagef("%v", err)
 	}
-	if !c.Vulkan {
-		return &computeDevice{Choice: c, Label: "cpu"}, nil
-	}
-	dev, err := c.Open()
-	if err != nil {
-		return nil, fmt.Errorf("--device %s: %w", spec, err)
-	}
-	be, err := gpu.NewBackend(dev)
-	if err != nil {
-		dev.Close()
-		return nil, fmt.Errorf("--device %s: %w", spec, err)
-	}
-	label := fmt.Sprintf("%s %s (%s)", device.VulkanIndex(c.Device.Index), c.Device.Name, c.Device.DriverName)
-	return &computeDevice{Choice: c, Backend: be, Label: label, close: func() { dev.Close() }}, nil
+	return o, nil
 }

@@ -70,13 +70,13 @@ kernel's own peak, measured in process just before the run.`,
 			}
 			cd, err := openDevice(dev)
 			if err != nil {
-				return usagef("%v", err)
+				return err
 			}
 			defer cd.Close()
 			w := cmd.OutOrStdout()
 			if !jsonOut {
 				if cd.Backend != nil {
-					fmt.Fprintf(w, "device %s (exact mode)\n", cd.Label)
+					fmt.Fprintf(w, "device %s (exact mode)\n", cd.Label())
 				} else {
 					fmt.Fprint(w, bench.KernelLines(bench.Kernels()))
 				}
@@ -95,7 +95,7 @@ kernel's own peak, measured in process just before the run.`,
 				b.Progress = func(d, _ int) { done = d; prog.add(1) }
 				b.Context = cmd.Context()
 				if cd.Backend != nil {
-					b.Backend, b.Device = cd.Backend, cd.Label
+					b.Backend, b.Device = cd.Backend, cd.Label()
 				}
 				r, err := bench.RunWan(b)
 				prog.finish()
@@ -121,6 +121,6 @@ kernel's own peak, measured in process just before the run.`,
 	cmd.Flags().IntVar(&calls, "calls", 2, "forward calls timed for the 1.3B model")
 	cmd.Flags().StringSliceVar(&precisions, "precision", []string{"fp32", "bf16"}, "model precisions to run, each in turn: fp32, bf16")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "no progress bar or progress lines (on stderr)")
-	cmd.Flags().Var(&dev, "device", "where the models compute: "+device.Values+" (auto: a Vulkan GPU if there is one, else the CPU)")
+	cmd.Flags().Var(&dev, "device", deviceUsage)
 	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/device"
 	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/limitread"
@@ -65,7 +66,7 @@ func (c *generateCmd) run(cmd *cobra.Command, _ []string) error {
 	if c.rf.resume {
 		var bad []string
 		f.Visit(func(fl *pflag.Flag) {
-			if !strings.Contains(" out name resume json quiet shard dry-run skip-existing "+relocatable, " "+fl.Name+" ") {
+			if !strings.Contains(" out name resume json quiet shard dry-run skip-existing device "+relocatable, " "+fl.Name+" ") {
 				bad = append(bad, "--"+fl.Name)
 			}
 		})
@@ -88,6 +89,8 @@ func (c *generateCmd) run(cmd *cobra.Command, _ []string) error {
 		if err := relocateInputs(f, &gc.Generate, c.g, c.texts); err != nil {
 			return err
 		}
+		// The same bits on every device: a run may continue elsewhere.
+		setIf(f, "device", &gc.Generate.Device, c.g.Device)
 	} else {
 		var err error
 		if gc, err = resolveGenerate(f, c.cf, c.g, generateFlags{texts: c.texts, textTensor: c.textTensor, prompts: c.prompts, policy: c.policy, precision: c.precision,
@@ -114,6 +117,8 @@ func (c *generateCmd) bind(f *pflag.FlagSet) {
 	f.Float64Var(&c.g.LoRAAlpha, "lora-alpha", dg.LoRAAlpha, "LoRA alpha: each adapter is scaled by alpha/rank (0 = the file's, else the preset's, else the rank); giving it also merges a LoRA the backbone does not take (generate.lora_alpha)")
 	f.StringVar(&c.g.Arch, "arch", dg.Arch, "model architecture: 1.3b (Wan2.1-T2V-1.3B) or tiny (the golden test model) (generate.arch)")
 	f.StringVar(&c.precision, "precision", "", "model precision: fp32 or bf16 (default: bf16 for --arch 1.3b, fp32 for tiny) (generate.precision)")
+	c.g.Device = dg.Device
+	f.Var(&c.g.Device, "device", "where the DiT computes: "+device.Values+" (exact mode: the CPU's bits on any device, so --resume may change it; the text encoder and VAE stay on the CPU; Vulkan needs a build with -tags vulkan) (generate.device)")
 	f.StringSliceVar(&c.texts, "text", nil, "text-encoder output tensor file; PATH@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable) (generate.texts)")
 	f.StringVar(&c.textTensor, "text-tensor", "", "tensor name inside the text files (default: context, or the only tensor)")
 	f.StringArrayVar(&c.prompts, "prompt", nil, "prompt text; TEXT@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable) (generate.prompts)")
@@ -375,6 +380,7 @@ func resolveGenerate(f *pflag.FlagSet, cf *configFlags, g config.GenerateSection
 	setIf(f, "lora", &G.LoRA, g.LoRA)
 	setIf(f, "lora-alpha", &G.LoRAAlpha, g.LoRAAlpha)
 	setIf(f, "arch", &G.Arch, g.Arch)
+	setIf(f, "device", &G.Device, g.Device)
 	if f.Changed("precision") {
 		if err := G.Precision.UnmarshalText([]byte(gf.precision)); err != nil {
 			return gc, usagef("--precision: %v", err)

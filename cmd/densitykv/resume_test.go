@@ -16,6 +16,7 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/device"
 	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/ragae/aetest"
 	"github.com/densitykv/densitykv/rollout"
@@ -78,11 +79,14 @@ var (
 	timingLog      = regexp.MustCompile(`"(update_seconds|attend_seconds)":[-+0-9.eE]+`)
 	timingManifest = regexp.MustCompile(`"(seconds|created)": ("[^"]*"|[-+0-9.eE]+)`)
 	timingSummary  = regexp.MustCompile(`"(elapsed_seconds|update_seconds)": [-+0-9.eE]+`)
+	// The device a run started on (generation.json): the bits are the
+	// same on every device.
+	deviceRecord = regexp.MustCompile(`"device": "[^"]*"`)
 )
 
 // runFiles reads every file of a run folder (but state/, the resume
-// checkpoint) with its wall-clock fields blanked and its own name replaced
-// by RUN.
+// checkpoint) with its wall-clock fields and device blanked and its own
+// name replaced by RUN.
 func runFiles(t *testing.T, dir, name string) map[string][]byte {
 	t.Helper()
 	rd := filepath.Join(dir, name)
@@ -92,7 +96,11 @@ func runFiles(t *testing.T, dir, name string) map[string][]byte {
 			b = timingSummary.ReplaceAll(b, []byte(`"$1": 0`))
 			return bytes.ReplaceAll(b, []byte(rd), []byte("RUN")), nil
 		case runfolder.FileConfig:
-			return blankConfig(b, func(gc *config.GenerateConfig) { gc.Run.Name, gc.Generate.RecordStream = "RUN", "RUN.dkvs" })
+			return blankConfig(b, func(gc *config.GenerateConfig) {
+				gc.Run.Name, gc.Generate.RecordStream, gc.Generate.Device = "RUN", "RUN.dkvs", device.CPU
+			})
+		case runfolder.FileGeneration:
+			return deviceRecord.ReplaceAll(b, []byte(`"device": "DEVICE"`)), nil
 		}
 		return blankTimings(rel, b), nil
 	})

@@ -1,0 +1,67 @@
+package gpu
+
+import (
+	"fmt"
+
+	"github.com/densitykv/densitykv/compute"
+	"github.com/densitykv/densitykv/device"
+	"github.com/densitykv/densitykv/vulkan"
+)
+
+// Opened is where a --device value put the models: the CPU, or a Vulkan
+// device with its exact-mode Backend.
+type Opened struct {
+	Choice  device.Choice
+	Backend *Backend // nil on the CPU
+	dev     *vulkan.Device
+}
+
+// Open resolves spec (cpu, vulkan, vulkan:N, auto; device.Resolve) and,
+// for a Vulkan device, opens it and returns its backend, refusing a device
+// that fails the exactness probe (NewBackend). Close releases it.
+func Open(spec device.Spec) (*Opened, error) {
+	c, err := device.Resolve(spec)
+	if err != nil {
+		return nil, err // names the --device value
+	}
+	if !c.Vulkan {
+		return &Opened{Choice: c}, nil
+	}
+	dev, err := c.Open()
+	if err != nil {
+		return nil, fmt.Errorf("--device %s: %w", spec, err)
+	}
+	be, err := NewBackend(dev)
+	if err != nil {
+		dev.Close()
+		return nil, fmt.Errorf("--device %s: %w", spec, err)
+	}
+	return &Opened{Choice: c, Backend: be, dev: dev}, nil
+}
+
+// Compute is the backend for a model's UseBackend: nil on the CPU (the
+// models' default).
+func (o *Opened) Compute() compute.Backend {
+	if o == nil || o.Backend == nil {
+		return nil
+	}
+	return o.Backend
+}
+
+// Label names the place for printing and records: "cpu", or
+// "vulkan:N NAME (DRIVER)".
+func (o *Opened) Label() string {
+	if o == nil || o.Backend == nil {
+		return "cpu"
+	}
+	d := o.Choice.Device
+	return fmt.Sprintf("%s %s (%s)", device.VulkanIndex(d.Index), d.Name, d.DriverName)
+}
+
+// Close releases the device (nothing on the CPU).
+func (o *Opened) Close() {
+	if o != nil && o.dev != nil {
+		o.dev.Close()
+		o.dev = nil
+	}
+}
