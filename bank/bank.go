@@ -40,6 +40,20 @@
 // otherwise the speculation is discarded and the final × evicted pass runs.
 // Heads run in parallel (Config.Workers); scratch is reused across updates;
 // results are bit-identical for any worker count and cache setting.
+//
+// Backends. The passes above are behind the Passes interface (passes.go):
+// New runs them on the host (CPUPasses, riesz's tiled passes, the cache
+// and the speculation included); NewWithPasses on another backend, such
+// as package gpu's (gpu.NewBank), which keeps every head's descriptors on
+// a device between updates, uploads only each update's candidates and
+// runs the passes there with the CPU's bits. The algorithm's control flow
+// — candidate order, the shared prefix, the choice of evictions, the
+// commit's bookkeeping — is the same code on the host for every backend,
+// reading back only the per-row vectors it decides from (external
+// densities, scores, crossing points, prefix sums, density updates), so
+// the decisions and snapshots are the CPU's. The host also keeps the
+// bank's states, which snapshots read, so a checkpoint needs no download.
+// A backend refuses, at construction, a variant it has no pass for.
 package bank
 
 import (

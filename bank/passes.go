@@ -42,17 +42,19 @@ type Passes interface {
 	OfferSums(h int, one, bank riesz.Set, out []float64, ws *riesz.Workspace)
 	// Commit tells the backend head h's new bank: the states kept
 	// (ascending storage indices of the bank before), then fresh, the
-	// admitted candidates in admission order (host set); evicted are the
-	// others (ascending).
-	Commit(h int, kept, evicted []int32, fresh riesz.Set)
+	// admitted candidates in admission order (host set), whose keys and
+	// values ([fresh.N][KeyDim], [fresh.N][ValueDim], rounded to the
+	// payload) are keys and values; evicted are the others (ascending).
+	Commit(h int, kept, evicted []int32, fresh riesz.Set, keys, values []float32)
 	// EvictedSums adds to out[i] Σ_e w(final_i, evicted_e) for the first
 	// final.N states of the final bank (Sums' row sums).
 	EvictedSums(h int, final, evicted riesz.Set, out []float64, ws *riesz.Workspace)
 	// SelfSums is riesz.SelfSums over the fresh states (the final bank's
 	// last fresh.N).
 	SelfSums(h int, fresh riesz.Set, out []float64, ws *riesz.Workspace)
-	// Load replaces head h's bank by the given states (a snapshot read).
-	Load(h int, bank riesz.Set)
+	// Load replaces head h's bank by the given states (a snapshot read)
+	// with their keys and values.
+	Load(h int, bank riesz.Set, keys, values []float32)
 	// Err returns the first error of a pass (a device failure), or nil.
 	Err() error
 }
@@ -103,7 +105,7 @@ func (p CPUPasses) OfferSums(_ int, one, bank riesz.Set, out []float64, ws *ries
 }
 
 // Commit does nothing: the passes read the host sets.
-func (CPUPasses) Commit(int, []int32, []int32, riesz.Set) {}
+func (CPUPasses) Commit(int, []int32, []int32, riesz.Set, []float32, []float32) {}
 
 // EvictedSums calls riesz.Kernel.Sums.
 func (p CPUPasses) EvictedSums(_ int, final, evicted riesz.Set, out []float64, ws *riesz.Workspace) {
@@ -116,7 +118,7 @@ func (p CPUPasses) SelfSums(_ int, fresh riesz.Set, out []float64, ws *riesz.Wor
 }
 
 // Load does nothing.
-func (CPUPasses) Load(int, riesz.Set) {}
+func (CPUPasses) Load(int, riesz.Set, []float32, []float32) {}
 
 // Err returns nil: the host passes do not fail.
 func (CPUPasses) Err() error { return nil }

@@ -149,7 +149,7 @@ func (b *Bank) ReadFrom(r io.Reader) (int64, error) {
 		}
 		nb.pass, nb.hostPasses = b.pass, false
 		for h := range nb.heads {
-			nb.pass.Load(h, nb.set(h))
+			nb.pass.Load(h, nb.set(h), nb.Keys(h), nb.Values(h))
 		}
 		if err := nb.pass.Err(); err != nil {
 			b.broken = err

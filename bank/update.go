@@ -730,7 +730,13 @@ func (b *Bank) commitStates(h int, blk Block, c candidates, ext []float64, rows 
 				cm.kept = append(cm.kept, int32(i))
 			}
 		}
-		b.pass.Commit(h, cm.kept, cm.evSorted, b.set(h).Rows(w0, final))
+		cm.freshK = grow(cm.freshK, r*dk)
+		cm.freshV = grow(cm.freshV, r*dv)
+		for j, x := range rows {
+			copy(cm.freshK[j*dk:j*dk+dk], c.keys[int(x)*dk:int(x)*dk+dk])
+			copy(cm.freshV[j*dv:j*dv+dv], c.values[int(x)*dv:int(x)*dv+dv])
+		}
+		b.pass.Commit(h, cm.kept, cm.evSorted, b.set(h).Rows(w0, final), cm.freshK, cm.freshV)
 	}
 	return committed{w0: w0, evicted: riesz.Set{X: cm.evDesc, Norms: cm.evNorms, N: ne, D: dd, BF16: b.descBF16()}, rho: cm.rho}
 }

@@ -154,7 +154,10 @@ type commitBuffers struct {
 	evNorms  []float32 // [e]
 	rho      []float64 // [F] densities of the final bank before rounding
 	sub      []float64 // [F] Σ_evicted w per state
-	kept     []int32   // surviving storage indices, ascending (for a backend other than the CPU's)
+	// For a backend other than the CPU's: the surviving storage indices
+	// (ascending) and the admitted keys and values in admission order.
+	kept           []int32
+	freshK, freshV []float32
 }
 
 // committed is what commitStates leaves for updateDensities.

@@ -12,9 +12,10 @@ import (
 )
 
 // BankPasses are bank.Passes on a Vulkan device in exact mode: every head's
-// bank descriptors and norms live on the device between updates (only
-// the candidates are uploaded; Commit rebuilds the bank there from the
-// survivors and the admitted candidates), and the passes run there with
+// bank — its keys and values (float32, widened from bfloat16 with a BF16
+// payload; KV), descriptors and norms — lives on the device between
+// updates (only candidates are uploaded; Commit rebuilds the bank there
+// from the survivors and the admitted candidates), and the passes run there with
 // the CPU's bits — the scoring pass (RieszRowStatsCached, keeping the
 // candidate×bank interactions on the device), the prefix scan over them
 // (RieszScanRows), the subtraction of the evicted states (RieszRowSums) and
@@ -28,6 +29,8 @@ type BankPasses struct {
 	dev   *vulkan.Device
 	k     riesz.Kernel
 	dd    int
+	dk    int
+	dv    int
 	bf16  bool
 	mu    sync.Mutex
 	err   error
@@ -37,6 +40,7 @@ type BankPasses struct {
 // bankHead is one head's device state.
 type bankHead struct {
 	desc, norms [2]*vulkan.Buffer // the bank [M][dd] float32 and [M] norms; cur is live
+	keys, vals  [2]*vulkan.Buffer // [M][dk], [M][dv] float32
 	cur, n      int
 	nc          int // candidates of the update
 	scanned     int // rows of the last Scan
@@ -87,18 +91,21 @@ func NewBankPasses(dev *vulkan.Device, cfg bank.Config) (*BankPasses, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gpu: NewBank: %w", err)
 	}
-	p := &BankPasses{dev: dev, k: k, dd: dd, bf16: cfg.Payload == bank.PayloadBF16 && cfg.DescDim == 0}
+	p := &BankPasses{dev: dev, k: k, dd: dd, dk: cfg.KeyDim, dv: cfg.ValueDim, bf16: cfg.Payload == bank.PayloadBF16 && cfg.DescDim == 0}
 	p.heads = make([]bankHead, cfg.Heads)
 	for h := range p.heads {
 		hd := &p.heads[h]
 		hd.scratch = map[string]*vulkan.Buffer{}
+		M := int64(cfg.Capacity)
 		for i := range 2 {
-			if hd.desc[i], err = dev.Alloc(int64(cfg.Capacity) * int64(dd) * 4); err == nil {
-				hd.norms[i], err = dev.Alloc(int64(cfg.Capacity) * 4)
-			}
-			if err != nil {
-				p.Free()
-				return nil, fmt.Errorf("gpu: NewBank: head %d: %w", h, err)
+			for _, a := range []struct {
+				b    **vulkan.Buffer
+				size int64
+			}{{&hd.desc[i], M * int64(dd) * 4}, {&hd.norms[i], M * 4}, {&hd.keys[i], M * int64(p.dk) * 4}, {&hd.vals[i], M * int64(p.dv) * 4}} {
+				if *a.b, err = dev.Alloc(a.size); err != nil {
+					p.Free()
+					return nil, fmt.Errorf("gpu: NewBank: head %d: %w", h, err)
+				}
 			}
 		}
 	}
@@ -111,7 +118,7 @@ func (p *BankPasses) Free() {
 	defer p.mu.Unlock()
 	for h := range p.heads {
 		hd := &p.heads[h]
-		for _, b := range append(hd.desc[:], hd.norms[:]...) {
+		for _, b := range []*vulkan.Buffer{hd.desc[0], hd.desc[1], hd.norms[0], hd.norms[1], hd.keys[0], hd.keys[1], hd.vals[0], hd.vals[1]} {
 			if b != nil {
 				b.Free()
 			}
@@ -121,6 +128,16 @@ func (p *BankPasses) Free() {
 		}
 		hd.scratch = map[string]*vulkan.Buffer{}
 	}
+}
+
+// KV returns head h's stored keys [n][KeyDim] and values [n][ValueDim] on
+// the device, float32 in storage order (the bank's Keys and Values), and
+// n; they are valid until the next update or Free.
+func (p *BankPasses) KV(h int) (keys, values *vulkan.Buffer, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	hd := &p.heads[h]
+	return hd.keys[hd.cur], hd.vals[hd.cur], hd.n
 }
 
 // Err returns the first device error of a pass.

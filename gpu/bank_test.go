@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/vulkan"
 	"github.com/densitykv/densitykv/vulkan/vulkantest"
 )
 
@@ -144,6 +145,7 @@ func TestBankExact(t *testing.T) {
 				if !bytes.Equal(a.Bytes(), b.Bytes()) {
 					t.Fatalf("update %d: snapshots differ (%d and %d bytes)", u, a.Len(), b.Len())
 				}
+				checkKV(t, u, gb)
 				R := min(want.Candidates, cfg.Capacity)
 				if !want.Empty && want.Accepted < R {
 					cut++
@@ -181,6 +183,34 @@ func TestNewBankRefuses(t *testing.T) {
 		b, err := NewBank(dev, cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("NewBank(%+v) = %v, %v; want an error naming %q", cfg, b, err, c.want)
+		}
+	}
+}
+
+// checkKV compares the device's keys and values of every head with the
+// bank's (bit for bit).
+func checkKV(t *testing.T, u int, b *bank.Bank) {
+	t.Helper()
+	p := b.Passes().(*BankPasses)
+	for h := 0; h < b.Config().Heads; h++ {
+		kb, vb, n := p.KV(h)
+		if n != b.HeadLen(h) {
+			t.Fatalf("update %d head %d: %d states on the device, %d in the bank", u, h, n, b.HeadLen(h))
+		}
+		for _, c := range []struct {
+			name string
+			buf  *vulkan.Buffer
+			want []float32
+		}{{"keys", kb, b.Keys(h)}, {"values", vb, b.Values(h)}} {
+			got := make([]float32, len(c.want))
+			if err := p.dev.DownloadFloat32s(c.buf, 0, got); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range c.want {
+				if math.Float32bits(got[i]) != math.Float32bits(v) {
+					t.Fatalf("update %d head %d: device %s[%d] = %v, bank %v", u, h, c.name, i, got[i], v)
+				}
+			}
 		}
 	}
 }

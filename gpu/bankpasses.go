@@ -117,7 +117,7 @@ func (p *BankPasses) OfferSums(h int, _, _ riesz.Set, _ []float64, _ *riesz.Work
 // Commit rebuilds head h's bank on the device: the survivors' rows copied
 // from the bank before, then the fresh states uploaded; the evicted rows
 // are gathered for EvictedSums.
-func (p *BankPasses) Commit(h int, kept, evicted []int32, fresh riesz.Set) {
+func (p *BankPasses) Commit(h int, kept, evicted []int32, fresh riesz.Set, keys, values []float32) {
 	p.run("Commit", h, func(hd *bankHead) {
 		if len(kept)+len(evicted) != hd.n {
 			check(fmt.Errorf("%d kept and %d evicted of %d states", len(kept), len(evicted), hd.n))
@@ -126,27 +126,37 @@ func (p *BankPasses) Commit(h int, kept, evicted []int32, fresh riesz.Set) {
 		fr := p.set(hd, "fresh", "freshNorms", fresh.N)
 		p.upSet(fr, 0, fresh)
 		ev := p.set(hd, "ev", "evNorms", len(evicted))
-		row, d4 := int64(p.dd)*4, int64(p.dd)*4
+		row := int64(p.dd) * 4
 		batch := p.dev.NewBatch()
-		// copyRuns copies rows idx of the old bank to rows 0, 1, … of dst.
-		copyRuns := func(dst, dstN *vulkan.Buffer, idx []int32) {
+		// copyRuns copies rows idx of src (rows of size bytes) to rows 0,
+		// 1, … of dst.
+		copyRuns := func(dst, src *vulkan.Buffer, size int64, idx []int32) {
 			for i := 0; i < len(idx); {
 				j := i + 1
 				for j < len(idx) && idx[j] == idx[j-1]+1 {
 					j++
 				}
-				n := int64(j - i)
-				batch.Copy(dst, int64(i)*row, hd.desc[old], int64(idx[i])*d4, n*row)
-				batch.Copy(dstN, int64(i)*4, hd.norms[old], int64(idx[i])*4, n*4)
+				batch.Copy(dst, int64(i)*size, src, int64(idx[i])*size, int64(j-i)*size)
 				i = j
 			}
 		}
-		copyRuns(hd.desc[nw], hd.norms[nw], kept)
-		copyRuns(ev.X, ev.Norms, evicted)
+		kb, vb := int64(p.dk)*4, int64(p.dv)*4
+		copyRuns(hd.desc[nw], hd.desc[old], row, kept)
+		copyRuns(hd.norms[nw], hd.norms[old], 4, kept)
+		copyRuns(hd.keys[nw], hd.keys[old], kb, kept)
+		copyRuns(hd.vals[nw], hd.vals[old], vb, kept)
+		copyRuns(ev.X, hd.desc[old], row, evicted)
+		copyRuns(ev.Norms, hd.norms[old], 4, evicted)
 		w0 := int64(len(kept))
 		batch.Copy(hd.desc[nw], w0*row, fr.X, 0, int64(fresh.N)*row)
 		batch.Copy(hd.norms[nw], w0*4, fr.Norms, 0, int64(fresh.N)*4)
 		runBatch(batch)
+		// The fresh keys and values go straight to their rows (the
+		// copies above wrote only the rows before w0).
+		if fresh.N > 0 {
+			check(p.dev.UploadFloat32s(hd.keys[nw], w0*kb, keys[:fresh.N*p.dk]))
+			check(p.dev.UploadFloat32s(hd.vals[nw], w0*vb, values[:fresh.N*p.dv]))
+		}
 		hd.cur, hd.n, hd.ne, hd.nf = nw, len(kept)+fresh.N, len(evicted), fresh.N
 	})
 }
@@ -191,12 +201,17 @@ func (p *BankPasses) SelfSums(h int, fresh riesz.Set, out []float64, _ *riesz.Wo
 }
 
 // Load uploads head h's states (a snapshot read into the bank).
-func (p *BankPasses) Load(h int, bk riesz.Set) {
+func (p *BankPasses) Load(h int, bk riesz.Set, keys, values []float32) {
 	p.run("Load", h, func(hd *bankHead) {
-		if bk.N > 0 && bk.D != p.dd {
-			check(fmt.Errorf("states of dimension %d, want %d", bk.D, p.dd))
+		if bk.N > 0 && (bk.D != p.dd || len(keys) != bk.N*p.dk || len(values) != bk.N*p.dv) {
+			check(fmt.Errorf("%d states of dimension %d with %d key and %d value values, want dimension %d, key_dim %d, value_dim %d",
+				bk.N, bk.D, len(keys), len(values), p.dd, p.dk, p.dv))
 		}
 		p.upSet(p.bankSet(hd, bk.N), 0, bk)
+		if bk.N > 0 {
+			check(p.dev.UploadFloat32s(hd.keys[hd.cur], 0, keys))
+			check(p.dev.UploadFloat32s(hd.vals[hd.cur], 0, values))
+		}
 		hd.n, hd.nc, hd.ne, hd.nf, hd.scanned = bk.N, 0, 0, 0, 0
 	})
 }
