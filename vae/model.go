@@ -10,6 +10,7 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/nn"
 	"github.com/densitykv/densitykv/weights"
 )
 
@@ -22,13 +23,9 @@ type Conv struct {
 	Weight     []float32 // "weight" [Cout][Cin][KT][KH][KW] (Conv2d: [Cout][Cin][KH][KW])
 	Bias       []float32 // "bias" [Cout]
 
-	is2D   bool         // the checkpoint weight is 4-D
-	slot   int          // feature-cache slot (KT = 3), −1 otherwise
-	packed gemm.PackedA // fp32: Cout × K, column tap·Cin + ci with tap = (dt·KH + dy)·KW + dx
-	// packedBF16 is the bf16 operand: Cout × (padded K), the tap groups
-	// of one frame each at its offset in offBF16 (see packBF16).
-	packedBF16 gemm.PackedA
-	offBF16    []int
+	is2D bool    // the checkpoint weight is 4-D
+	slot int     // feature-cache slot (KT = 3), −1 otherwise
+	conv nn.Conv // the convolution on package nn, its packed operands (see op)
 }
 
 // RMSNorm is Wan's RMS_norm: x / max(‖x‖₂, 1e-12) · √C · γ over the
@@ -429,7 +426,7 @@ func (m *Model) prepare(prec gemm.Precision) {
 		return
 	}
 	if prec == gemm.BF16 {
-		m.eachConv(func(c *Conv) { c.packedBF16.Repack() })
+		m.eachConv(func(c *Conv) { c.op().Repack() })
 	}
 }
 
@@ -437,7 +434,7 @@ func (m *Model) prepare(prec gemm.Precision) {
 // packed so far), beside the float32 weights (NumParams·4 bytes).
 func (m *Model) PackedBytes() int64 {
 	var n int64
-	m.eachConv(func(c *Conv) { n += c.packed.Bytes() + c.packedBF16.Bytes() })
+	m.eachConv(func(c *Conv) { n += c.conv.PackedBytes() })
 	return n
 }
 
