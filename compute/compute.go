@@ -101,6 +101,22 @@ type Backend interface {
 	// Copy copies n values of src from srcOff to dst at dstOff (not
 	// overlapping).
 	Copy(dst Tensor, dstOff int, src Tensor, srcOff, n int)
+
+	// umT5's operations (package t5; their CPU definitions in cpu_t5.go).
+
+	// LoadLinearBF16 uploads l's bfloat16 weights (not packed: l.W as it
+	// is) and bias once, for products at prec; Linear then computes
+	// l.Stream's bits (gemm.NTAs at prec of x and the weights as float32,
+	// x rounded to bfloat16 at gemm.BF16, then the bias).
+	LoadLinearBF16(l *nn.Linear[uint16], prec gemm.Precision) Linear
+	// Mul sets x *= y element-wise (same length).
+	Mul(x, y Tensor)
+	// BiasedAttention sets out [n][H][D] to nn.BiasedAttention(prec, out,
+	// q, k, v, n, H, D, bias, keep, probs) of q, k, v [n][H][D], the
+	// relative-position bias [H][2n−1] and keep [n] (a key is kept where
+	// its value is not 0); probs [H][n][n], when not nil, receives the
+	// probabilities.
+	BiasedAttention(prec gemm.Precision, out, q, k, v Tensor, n, H, D int, bias, keep, probs Tensor)
 }
 
 // HostMemory is implemented by a backend whose tensors are host memory

@@ -151,6 +151,10 @@ func (c *CPU) LoadLinear(l *nn.Linear[float32], prec gemm.Precision) Linear {
 func (c *CPU) FreeLinear(Linear) {}
 
 func (c *CPU) Linear(y Tensor, w Linear, x Tensor, rows int) {
+	if s, ok := w.(cpuStream); ok {
+		c.stream(y, s, x, rows)
+		return
+	}
 	l, ok := w.(cpuLinear)
 	if !ok {
 		c.fail(fmt.Errorf("compute: cpu: Linear: weights of another backend (%T)", w))

@@ -55,6 +55,15 @@ var spvRieszScan []byte
 //go:embed spv/round_bf16.spv
 var spvRoundBf16 []byte
 
+//go:embed spv/t5_mul.spv
+var spvT5Mul []byte
+
+//go:embed spv/t5_softmax.spv
+var spvT5Softmax []byte
+
+//go:embed spv/t5_softmax_softfma.spv
+var spvT5SoftmaxSoftfma []byte
+
 // modules holds the SPIR-V of every shader, by name (shaders/NAME.comp).
 var modules = map[string][]byte{
 	"attn_exact":             spvAttnExact,
@@ -74,4 +83,7 @@ var modules = map[string][]byte{
 	"riesz_rowstats_softfma": spvRieszRowstatsSoftfma,
 	"riesz_scan":             spvRieszScan,
 	"round_bf16":             spvRoundBf16,
+	"t5_mul":                 spvT5Mul,
+	"t5_softmax":             spvT5Softmax,
+	"t5_softmax_softfma":     spvT5SoftmaxSoftfma,
 }

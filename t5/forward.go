@@ -3,14 +3,11 @@ package t5
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
-	"sync"
 
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/parallel"
-	"github.com/densitykv/densitykv/internal/vmath"
-	"github.com/densitykv/densitykv/nn"
 )
 
 // MaxTokens bounds the sequence length of one call (Wan's text_len is
@@ -54,7 +51,7 @@ func (m *Model) Forward(ids, mask []int32, tr *Trace) ([]float32, error) {
 	if err := m.checkPrecision(); err != nil {
 		return nil, err
 	}
-	return m.forward(ids, keep, tr), nil
+	return m.forward(ids, keep, tr)
 }
 
 // checkPrecision rejects a Precision that is neither fp32 nor bf16.
@@ -104,9 +101,13 @@ func (m *Model) Encode(ids, mask []int32) ([]float32, error) {
 		return nil, err
 	}
 	if prefix {
-		return m.forward(ids[:seqLen], keep[:seqLen], nil), nil
+		return m.forward(ids[:seqLen], keep[:seqLen], nil)
 	}
-	return m.forward(ids, keep, nil)[:seqLen*m.Config.Dim], nil
+	out, err := m.forward(ids, keep, nil)
+	if err != nil {
+		return nil, err
+	}
+	return out[:seqLen*m.Config.Dim], nil
 }
 
 // checkInput validates ids and mask (Forward's rules).
@@ -133,88 +134,88 @@ func (m *Model) checkInput(ids, mask []int32) error {
 	return nil
 }
 
-// workspace holds the buffers of one call, reused while n does not grow.
-type workspace struct {
-	n          int
-	x, h, y    []float32 // [n][Dim]: residual stream, normed input, block output
-	q, k, v, a []float32 // [n][DimAttn]: projections, attention output
-	g, f       []float32 // [n][DimFFN]: gate and fc1 branches
-	lin        nn.Scratch
-	heads      []*headWS // one per attention worker
-}
-
-// headWS is one attention worker's scratch.
-type headWS struct {
-	s      []float32 // [n][n] scores, then probabilities
-	bias   []float32 // [2n−1] this head's bias by relative position
-	pk, pv gemm.PackedB
-}
-
-func (ws *workspace) bytes() int64 {
-	n := int64(cap(ws.x)+cap(ws.h)+cap(ws.y)+cap(ws.q)+cap(ws.k)+cap(ws.v)+cap(ws.a)+cap(ws.g)+cap(ws.f)) * 4
-	n += ws.lin.Bytes()
-	for _, h := range ws.heads {
-		n += int64(cap(h.s)+cap(h.bias))*4 + h.pk.Bytes() + h.pv.Bytes()
-	}
-	return n
-}
-
-// workspace returns buffers for n tokens (m.mu held).
-func (m *Model) workspace(n int) *workspace {
-	if m.ws != nil && m.ws.n >= n {
-		return m.ws
-	}
-	c := m.Config
-	ws := &workspace{n: n}
-	if m.ws != nil {
-		ws.lin = m.ws.lin
-	}
-	ws.x, ws.h, ws.y = make([]float32, n*c.Dim), make([]float32, n*c.Dim), make([]float32, n*c.Dim)
-	ws.q, ws.k, ws.v, ws.a = make([]float32, n*c.DimAttn), make([]float32, n*c.DimAttn), make([]float32, n*c.DimAttn), make([]float32, n*c.DimAttn)
-	ws.g, ws.f = make([]float32, n*c.DimFFN), make([]float32, n*c.DimFFN)
-	m.ws = ws
-	return ws
-}
-
 // forward runs the encoder on n = len(ids) tokens (inputs checked, m.mu
-// held) and returns the final-norm output [n][Dim] in a new slice.
-func (m *Model) forward(ids []int32, keep []bool, tr *Trace) []float32 {
+// held) on the model's backend and returns the final-norm output
+// [n][Dim] in a new slice, or the backend's error.
+func (m *Model) forward(ids []int32, keep []bool, tr *Trace) ([]float32, error) {
 	c := m.Config
 	n, d := len(ids), c.Dim
+	be := m.backend()
+	w := m.weights()
 	ws := m.workspace(n)
-	x, h, y := ws.x[:n*d], ws.h[:n*d], ws.y[:n*d]
-	m.embed(x, ids)
+	x, h, y := be.View(ws.x, 0, n*d), be.View(ws.h, 0, n*d), be.View(ws.y, 0, n*d)
+	emb := make([]float32, n*d)
+	m.embed(emb, ids)
+	put(be, x, emb)
+	kv := make([]float32, n)
+	for i, k := range keep {
+		if k {
+			kv[i] = 1
+		}
+	}
+	put(be, be.View(ws.keep, 0, n), kv)
 	if tr != nil {
-		tr.Embedding = clone(x)
+		tr.Embedding = emb
 		tr.AfterAttn, tr.Blocks, tr.Probs = nil, nil, nil
 	}
 	bk := c.buckets(n)
+	bias := make([]float32, c.Heads*(2*n-1))
 	for l := range m.Blocks {
-		b := &m.Blocks[l]
-		nn.RMSNorm(h, x, n, d, c.Eps, b.Norm1)
+		b, bw := &m.Blocks[l], &w.blocks[l]
+		be.RMSNorm(h, x, n, d, c.Eps, bw.norm1)
 		var probs []float32
 		if tr != nil && tr.WantProbs {
 			probs = make([]float32, c.Heads*n*n)
 			tr.Probs = append(tr.Probs, probs)
 		}
-		b.Attn.forward(m.Precision, y, h, n, c, b.PosEmbedding, bk, keep, ws, probs)
-		addInto(x, y)
-		if tr != nil {
-			tr.AfterAttn = append(tr.AfterAttn, clone(x))
+		blockBias(bias, b.PosEmbedding, bk, c.Heads)
+		put(be, be.View(ws.bias, 0, len(bias)), bias)
+		if err := m.attention(y, h, n, bw, ws, probs); err != nil {
+			return nil, err
 		}
-		nn.RMSNorm(h, x, n, d, c.Eps, b.Norm2)
-		b.FFN.forward(m.Precision, y, h, n, ws)
-		addInto(x, y)
+		be.Add(x, y)
 		if tr != nil {
-			tr.Blocks = append(tr.Blocks, clone(x))
+			if err := m.record(&tr.AfterAttn, x); err != nil {
+				return nil, err
+			}
+		}
+		be.RMSNorm(h, x, n, d, c.Eps, bw.norm2)
+		m.feedForward(y, h, n, bw, ws)
+		be.Add(x, y)
+		if tr != nil {
+			if err := m.record(&tr.Blocks, x); err != nil {
+				return nil, err
+			}
 		}
 	}
+	be.RMSNorm(ws.out, x, n, d, c.Eps, w.norm)
 	out := make([]float32, n*d)
-	nn.RMSNorm(out, x, n, d, c.Eps, m.Norm)
-	return out
+	if err := be.Download(out, be.View(ws.out, 0, n*d)); err != nil {
+		return nil, fmt.Errorf("t5: %v: %w", be, err)
+	}
+	return out, nil
 }
 
-func clone(x []float32) []float32 { return append([]float32(nil), x...) }
+// record appends a copy of x to *to (a Trace's list).
+func (m *Model) record(to *[][]float32, x compute.Tensor) error {
+	v := make([]float32, x.Len())
+	if err := m.be.Download(v, x); err != nil {
+		return fmt.Errorf("t5: %v: %w", m.be, err)
+	}
+	*to = append(*to, v)
+	return nil
+}
+
+// blockBias writes a block's position bias by relative position into
+// bias [heads][2n−1]: bias[h][r+n−1] = tab[bk[r+n−1]][h].
+func blockBias(bias, tab []float32, bk []int32, heads int) {
+	for hh := 0; hh < heads; hh++ {
+		row := bias[hh*len(bk) : (hh+1)*len(bk)]
+		for i, b := range bk {
+			row[i] = tab[int(b)*heads+hh]
+		}
+	}
+}
 
 // embed writes the embedding rows of ids into x [n][Dim].
 func (m *Model) embed(x []float32, ids []int32) {
@@ -230,122 +231,43 @@ func (m *Model) embed(x []float32, ids []int32) {
 	})
 }
 
-// addInto sets x += y.
-func addInto(x, y []float32) {
-	parallel.For(len(x), 1<<14, func(lo, hi int) {
-		xs, ys := x[lo:hi], y[lo:hi]
-		for i, v := range ys {
-			xs[i] += v
+// attention computes one block's attention: y [n][Dim] = o(attention of
+// q, k, v = h·Wq,k,vᵀ), with logits q·k + bias (no 1/√head_dim) and masked
+// keys set to −MaxFloat32 (compute.Backend.BiasedAttention, the bias in
+// ws.bias, the mask in ws.keep); probs, when non-nil, receives the
+// probabilities [Heads][n][n]. The products run at the model's
+// precision: at bf16, q, k, v and the probabilities are rounded to
+// bfloat16 as they are packed (the softmax itself stays float32).
+func (m *Model) attention(y, h compute.Tensor, n int, bw *blockWeights, ws *workspace, probs []float32) error {
+	c, be := m.Config, m.be
+	da := c.DimAttn
+	q, k, v, att := be.View(ws.q, 0, n*da), be.View(ws.k, 0, n*da), be.View(ws.v, 0, n*da), be.View(ws.a, 0, n*da)
+	be.Linear(q, bw.q, h, n)
+	be.Linear(k, bw.k, h, n)
+	be.Linear(v, bw.v, h, n)
+	var pt compute.Tensor
+	if probs != nil {
+		pt = be.New(len(probs))
+		defer be.Free(pt)
+	}
+	be.BiasedAttention(m.Precision, att, q, k, v, n, c.Heads, c.HeadDim(), be.View(ws.bias, 0, c.Heads*(2*n-1)), be.View(ws.keep, 0, n), pt)
+	be.Linear(y, bw.o, att, n)
+	if pt != nil {
+		if err := be.Download(probs, pt); err != nil {
+			return fmt.Errorf("t5: %v: %w", be, err)
 		}
-	})
+	}
+	return nil
 }
 
-// forward computes the attention of one block: y [n][Dim] = o(attention
-// of q, k, v = h·Wq,k,vᵀ), with logits q·k + bias (no 1/√head_dim) and
-// masked keys set to −MaxFloat32. tab is the block's position table
-// [Buckets][Heads], bk the buckets by relative position; probs, when
-// non-nil, receives the probabilities [Heads][n][n]. The products run at
-// prec: at bf16, q, k, v and the probabilities are rounded to bfloat16 as
-// they are packed (the softmax itself stays float32).
-func (a *Attention) forward(prec gemm.Precision, y, h []float32, n int, c Config, tab []float32, bk []int32, keep []bool, ws *workspace, probs []float32) {
-	da, hd := c.DimAttn, c.HeadDim()
-	q, k, v, att := ws.q[:n*da], ws.k[:n*da], ws.v[:n*da], ws.a[:n*da]
-	ws.lin.PackInput(prec, h, n, a.Q.In)
-	a.Q.Stream(q, n, &ws.lin)
-	a.K.Stream(k, n, &ws.lin)
-	a.V.Stream(v, n, &ws.lin)
-	workers := min(gemm.Threads(), c.Heads)
-	for len(ws.heads) < workers {
-		ws.heads = append(ws.heads, &headWS{})
-	}
-	// Worker w takes heads w, w + workers, …: every worker runs at least
-	// one head of every call, so its scratch (and WorkspaceBytes) depends
-	// on the calls' lengths only, not on how the scheduler shared the heads
-	// out (the heads are independent: the results do not depend on it).
-	run := func(w int) {
-		hw := ws.heads[w]
-		if len(hw.s) < n*n {
-			hw.s = make([]float32, n*n)
-			hw.bias = make([]float32, 2*n-1)
-		}
-		s, bias := hw.s[:n*n], hw.bias[:2*n-1]
-		for hh := w; hh < c.Heads; hh += workers {
-			for i, b := range bk {
-				bias[i] = tab[int(b)*c.Heads+hh]
-			}
-			// s = q_h·k_hᵀ [n][n]
-			gemm.PackNTAs(&hw.pk, prec, n, hd, k[hh*hd:], da)
-			hw.pk.ProductSub(n, q[hh*hd:], da, 0, n, 0, hd, s, n, false)
-			for i := 0; i < n; i++ {
-				softmaxRow(s[i*n:(i+1)*n], bias[n-1-i:2*n-1-i], keep)
-			}
-			if probs != nil {
-				copy(probs[hh*n*n:(hh+1)*n*n], s)
-			}
-			// att_h = p·v_h [n][head_dim]
-			gemm.PackNNAs(&hw.pv, prec, hd, n, v[hh*hd:], da)
-			hw.pv.ProductSub(n, s, n, 0, hd, 0, n, att[hh*hd:], da, false)
-		}
-	}
-	if workers <= 1 {
-		run(0)
-	} else {
-		var wg sync.WaitGroup
-		for w := 0; w < workers; w++ {
-			wg.Add(1)
-			go func() { defer wg.Done(); run(w) }()
-		}
-		wg.Wait()
-	}
-	ws.lin.PackInput(prec, att, n, da)
-	a.O.Stream(y, n, &ws.lin)
-}
-
-// softmaxRow turns one row of logits s (q·k) into probabilities: with
-// z_j = s_j + bias_j where keep[j], −MaxFloat32 elsewhere,
-// p_j = e^(z_j − max z) / Σ e^(z_k − max z): the exponential
-// vmath.Exp32Clamped in float32, the sum of the float32 exponentials in
-// float64 in order of j (a float32 sum raised the worst golden prompt's
-// relative L2 error from 2.9e-6 to 4.7e-6), rounded once to float32, then
-// one float32 division 1/Σ and a float32 product per value. A row with no
-// kept key is uniform, as in Wan.
-func softmaxRow(s, bias []float32, keep []bool) {
-	mx := float32(-math.MaxFloat32)
-	for j := range s {
-		z := s[j] + bias[j]
-		if !keep[j] {
-			z = -math.MaxFloat32
-		}
-		s[j] = z
-		mx = max(mx, z)
-	}
-	var sum float64
-	for j, z := range s {
-		e := vmath.Exp32Clamped(z - mx)
-		s[j] = e
-		sum += float64(e)
-	}
-	inv := 1 / float32(sum)
-	for j := range s {
-		s[j] *= inv
-	}
-}
-
-// forward computes y [n][Dim] = fc2(fc1(h) ⊙ gelu_tanh(gate(h))) with
-// the products at prec.
-func (f *FFN) forward(prec gemm.Precision, y, h []float32, n int, ws *workspace) {
-	df := f.Gate.Out
-	g, u := ws.g[:n*df], ws.f[:n*df]
-	ws.lin.PackInput(prec, h, n, f.Gate.In)
-	f.Gate.Stream(g, n, &ws.lin)
-	f.FC1.Stream(u, n, &ws.lin)
-	nn.GELUTanh(g)
-	parallel.For(len(u), 1<<14, func(lo, hi int) {
-		us, gs := u[lo:hi], g[lo:hi]
-		for i, gv := range gs {
-			us[i] *= gv
-		}
-	})
-	ws.lin.PackInput(prec, u, n, df)
-	f.FC2.Stream(y, n, &ws.lin)
+// feedForward computes y [n][Dim] = fc2(fc1(h) ⊙ gelu_tanh(gate(h)))
+// with the products at the model's precision.
+func (m *Model) feedForward(y, h compute.Tensor, n int, bw *blockWeights, ws *workspace) {
+	be, df := m.be, m.Config.DimFFN
+	g, u := be.View(ws.g, 0, n*df), be.View(ws.f, 0, n*df)
+	be.Linear(g, bw.gate, h, n)
+	be.Linear(u, bw.fc1, h, n)
+	be.GELUTanh(g)
+	be.Mul(u, g)
+	be.Linear(y, bw.fc2, u, n)
 }

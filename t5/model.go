@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/parallel"
 	"github.com/densitykv/densitykv/nn"
@@ -67,6 +68,8 @@ type Model struct {
 	Loaded string
 
 	mu sync.Mutex
+	be compute.Backend // UseBackend's; nil: the CPU
+	w  *weightsOn      // the weights on a device backend
 	ws *workspace
 }
 
@@ -214,6 +217,7 @@ func (m *Model) WorkspaceBytes() int64 {
 // again).
 func (m *Model) ReleaseWorkspace() {
 	m.mu.Lock()
+	m.ws.free()
 	m.ws = nil
 	m.mu.Unlock()
 }

@@ -72,6 +72,7 @@ func Cases() []Case {
 			return out
 		}})
 	}
+	cs = append(cs, t5Cases()...)
 	rows, d := 7, 33
 	cs = append(cs,
 		Case{"LayerNorm", func(b compute.Backend, in func(int) compute.Tensor) compute.Tensor {
