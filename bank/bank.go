@@ -44,9 +44,9 @@
 // Backends. The passes above are behind the Passes interface (passes.go):
 // New runs them on the host (CPUPasses, riesz's tiled passes, the cache
 // and the speculation included); NewWithPasses on another backend, such
-// as package gpu's (gpu.NewBank), which keeps every head's descriptors on
-// a device between updates, uploads only each update's candidates and
-// runs the passes there with the CPU's bits. The algorithm's control flow
+// as package gpu's (gpu.NewBank), which keeps every head's keys, values
+// and descriptors on a device between updates, uploads only candidates
+// and runs the passes there with the CPU's bits. The algorithm's control flow
 // — candidate order, the shared prefix, the choice of evictions, the
 // commit's bookkeeping — is the same code on the host for every backend,
 // reading back only the per-row vectors it decides from (external

@@ -85,7 +85,10 @@ const ckEvery = riesz.TileRows
 //     densities use the BF16-rounded keys, so they always match the stored
 //     state.
 //
-// On error the bank is unchanged.
+// On error the bank is unchanged, except after a failed pass of a backend
+// other than the CPU's (Passes.Err, a device failure found at the end of
+// the update): the bank's state is then not to be trusted, and it refuses
+// every later update.
 func (b *Bank) Update(blk Block) (Decision, error) {
 	t0 := time.Now()
 	b.acquire()

@@ -28,11 +28,13 @@
 //	                  (RopeTables; shaders/nn_rope.comp)
 //	NewBank, BankPasses  the DensityKV bank (package bank) with its update's
 //	                  passes on the device (bank.Passes; bank.go,
-//	                  bankpasses.go): the descriptors stay there between
-//	                  updates, the Soft-Riesz passes above run there, the
-//	                  host keeps the control flow and reads back the
-//	                  per-state vectors it decides from; the CPU bank's
-//	                  decisions and snapshot bytes (TestBankExact)
+//	                  bankpasses.go): its K/V and descriptors stay there
+//	                  between updates, the Soft-Riesz passes above run
+//	                  there (the admitted states' self densities reduced
+//	                  on the host in riesz.SelfSums's order), the host
+//	                  keeps the control flow and reads back the per-state
+//	                  vectors it decides from; the CPU bank's decisions
+//	                  and snapshot bytes (TestBankExact)
 //	CheckExact        the exactness probe of a device
 //
 // Every function returns an error for bad shapes, naming the operand, and
