@@ -18,7 +18,7 @@ import (
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/schedule"
 	"github.com/densitykv/densitykv/video"
-	"github.com/densitykv/densitykv/wan"
+	"github.com/densitykv/densitykv/wan/arch"
 )
 
 // GenerateConfig is config.resolved.yaml of a generate run: the run,
@@ -69,7 +69,7 @@ type GenerateSection struct {
 	// continue a run on another device. The text encoder and the VAE run
 	// on the CPU for now.
 	Device device.Spec `yaml:"device"`
-	Model  wan.Config  `yaml:"model"`
+	Model  arch.Config `yaml:"model"`
 	Texts  []TextSpec  `yaml:"texts"`
 	// Prompts are prompt texts (--prompt TEXT[@BLOCK]), encoded by
 	// TextEncoder with Tokenizer; together with Texts they form the
@@ -224,7 +224,7 @@ func DefaultPrecision(arch string) gemm.Precision {
 }
 
 // Archs are the model architectures generate knows.
-var Archs = map[string]func() wan.Config{"1.3b": wan.DefaultConfig, "tiny": wan.TinyConfig}
+var Archs = map[string]func() arch.Config{"1.3b": arch.DefaultConfig, "tiny": arch.TinyConfig}
 
 // GenerateDefaults is a generate run's configuration before the --config
 // file and the flags: the 1.3B model at 480×832, 5 s, DensityKV with the
@@ -260,7 +260,7 @@ func DefaultTraceStep(so schedule.Options) int {
 // resolveDiagnostics checks the authors' diagnostics: the traced step
 // (following the schedule when not given: DefaultTraceStep), the traced
 // layers and the lineage's layers and heads.
-func (G *GenerateSection) resolveDiagnostics(so schedule.Options, model wan.Config, stepGiven bool) error {
+func (G *GenerateSection) resolveDiagnostics(so schedule.Options, model arch.Config, stepGiven bool) error {
 	if !stepGiven {
 		G.TraceStep = DefaultTraceStep(so)
 	}
@@ -480,7 +480,7 @@ func MarshalGenerate(gc GenerateConfig) ([]byte, error) {
 // resolveText checks the prompt schedule (--text files, --prompt texts,
 // or a --prompts file) and the text encoder's files, and fills in the
 // embedding cache's default folder.
-func (G *GenerateSection) resolveText(model wan.Config, out string) error {
+func (G *GenerateSection) resolveText(model arch.Config, out string) error {
 	if G.PromptsFile != "" {
 		if len(G.Texts) > 0 || len(G.Prompts) > 0 {
 			return fmt.Errorf("--prompts makes one video per line of %s; leave out --text and --prompt", G.PromptsFile)
