@@ -148,7 +148,7 @@ func GenerateList(ctx context.Context, gc config.GenerateConfig, o ListOptions, 
 		return nil, err
 	}
 	if todo > 0 {
-		if err := in.loadBackbone(g, hooks); err != nil {
+		if err := in.loadBackbone(g, gc.Config.Memory, gc.Policies[0], hooks); err != nil {
 			return nil, err
 		}
 	}

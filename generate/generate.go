@@ -11,6 +11,7 @@ import (
 
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/gpu"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/filehash"
@@ -95,7 +96,7 @@ func Generate(ctx context.Context, gc config.GenerateConfig, resume, force bool,
 	if err != nil {
 		return nil, err
 	}
-	if err := in.loadBackbone(g, hooks); err != nil {
+	if err := in.loadBackbone(g, gc.Config.Memory, gc.Policies[0], hooks); err != nil {
 		return nil, err
 	}
 	return generateRun(ctx, gc, in, embeds, gs, resume, force, false, hooks)
@@ -229,7 +230,7 @@ func readRunEmbeddings(dir string, g config.GenerateSection) ([]*Embedding, erro
 // loadBackbone loads the DiT (after the text encoder is gone), reporting
 // the bytes read as stage "load DiT (MiB)" and what was read (the
 // checkpoint's layout, the LoRA merged).
-func (in *genInputs) loadBackbone(g config.GenerateSection, hooks runfolder.Hooks) error {
+func (in *genInputs) loadBackbone(g config.GenerateSection, mem memory.Config, policy string, hooks runfolder.Hooks) error {
 	sch, first, err := g.Schedule.Options().Build()
 	if err != nil {
 		return userf("generate.schedule: %w", err)
@@ -248,6 +249,18 @@ func (in *genInputs) loadBackbone(g config.GenerateSection, hooks runfolder.Hook
 		return &runfolder.UserError{Err: fmt.Errorf("generate.device: %w", err)}
 	}
 	if be := dev.Compute(); be != nil {
+		c := m.Cfg
+		per := int64(4)
+		if m.Precision == gemm.BF16 {
+			per = 2
+		}
+		largest := per * int64(max(c.Dim*c.FFNDim, c.TextDim*c.Dim, 6*c.Dim*c.Dim))
+		shape := ditShape{Dim: c.Dim, FFNDim: c.FFNDim, TextLen: c.TextLen, Layers: c.Layers, PatchH: c.Patch[1], PatchW: c.Patch[2], PatchLen: c.PatchLen(), OutLen: c.OutLen()}
+		need := estimateDeviceNeed(shape, m.WeightBytes(), largest, g, mem, policy)
+		if err := checkDeviceMemory(need, dev.Choice.Device); err != nil {
+			dev.Close()
+			return &runfolder.UserError{Err: fmt.Errorf("generate.device %s: %w", g.Device, err)}
+		}
 		m.UseBackend(be)
 		hooks.Infof("device: the DiT on %s, exact mode (the CPU's bits); the memory policy, text encoder and VAE on the CPU", dev.Label())
 	}

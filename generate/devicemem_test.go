@@ -1,0 +1,62 @@
+package generate
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/vulkan"
+)
+
+// TestDeviceNeed sizes the 1.3B DiT's device memory at 480×832 for the
+// paper's bounded policies (context: sink + window + M keys, or the native
+// cache) and for the full history (every token of the run), and checks
+// the refusals against a device's heaps, binding range and allocation
+// limit, each naming the numbers.
+func TestDeviceNeed(t *testing.T) {
+	// Wan2.1-T2V-1.3B's architecture.
+	c := ditShape{Dim: 1536, FFNDim: 8960, TextLen: 512, Layers: 30, PatchH: 2, PatchW: 2, PatchLen: 64, OutLen: 64}
+	g := config.GenerateSection{LatentHeight: 60, LatentWidth: 104, FramesPerBlock: 3, Blocks: 40}
+	mc := memory.Config{SinkFrames: 1, CacheFrames: 12, WindowFrames: 5, Capacity: 9360}
+	weights, largest := int64(2_800_000_000), int64(2*c.Dim*c.FFNDim)
+	tpf := 30 * 52
+	for _, tc := range []struct {
+		policy string
+		keys   int
+	}{
+		{"densitykv", 6*tpf + 9360},
+		{"native", 12 * tpf},
+		{"full-history", 40 * 3 * tpf},
+		{"full", 40 * 3 * tpf},
+	} {
+		n := estimateDeviceNeed(c, weights, largest, g, mc, tc.policy)
+		if n.Keys != tc.keys || n.Context != int64(2*tc.keys*c.Dim*4) || n.Weights != weights {
+			t.Errorf("%s: %+v, want %d keys", tc.policy, n, tc.keys)
+		}
+		if n.Total() != n.Weights+n.Text+n.Activations+n.Context || n.Largest < int64(tc.keys*c.Dim*4) {
+			t.Errorf("%s: total %d, largest %d", tc.policy, n.Total(), n.Largest)
+		}
+	}
+	n := estimateDeviceNeed(c, weights, largest, g, mc, "densitykv")
+	big := vulkan.DeviceInfo{Name: "big", Heaps: []vulkan.Heap{{Size: 80 << 30, DeviceLocal: true}}, MaxStorageBufferRange: 1 << 31, MaxAllocation: 1 << 32}
+	if err := checkDeviceMemory(n, big); err != nil {
+		t.Errorf("an 80 GiB device refused: %v", err)
+	}
+	small := big
+	small.Name, small.Heaps = "small", []vulkan.Heap{{Size: 2 << 30, DeviceLocal: true}, {Size: 64 << 30}}
+	if err := checkDeviceMemory(n, small); err == nil || !strings.Contains(err.Error(), "2.00 GiB of device-local memory") || !strings.Contains(err.Error(), "weights 2.61 GiB") {
+		t.Errorf("a 2 GiB device: %v", err)
+	}
+	narrow := big
+	narrow.MaxStorageBufferRange = 64 << 20
+	if err := checkDeviceMemory(n, narrow); err == nil || !strings.Contains(err.Error(), "maxStorageBufferRange") {
+		t.Errorf("a 64 MiB binding range: %v", err)
+	}
+	long := g
+	long.Blocks = 160 // 120 s
+	full := estimateDeviceNeed(c, weights, largest, long, mc, "full-history")
+	if err := checkDeviceMemory(full, big); err == nil || !strings.Contains(err.Error(), "largest buffer") {
+		t.Errorf("full history's %d-key context on a 2 GiB binding range: %v", full.Keys, err)
+	}
+}
