@@ -140,7 +140,7 @@ func (b *Backend) Param(v []float32) compute.Tensor {
 }
 
 func (b *Backend) Free(t compute.Tensor) {
-	if d, ok := t.(*devTensor); ok && d.owner && d.buf != nil {
+	if d, ok := t.(*devTensor); ok && d != nil && d.owner && d.buf != nil {
 		b.release(d.buf)
 		d.buf = nil
 	}
