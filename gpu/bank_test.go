@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/riesz"
 	"github.com/densitykv/densitykv/vulkan"
 	"github.com/densitykv/densitykv/vulkan/vulkantest"
 )
@@ -94,8 +95,11 @@ func TestBankExact(t *testing.T) {
 			c.P, c.Density, c.Payload = 1, bank.F64, bank.PayloadF32
 		}},
 		{"p4-d64-checkpoint", 64, 0, 200, 128, 128, func(c *bank.Config) { c.P, c.Sigma = 4, 16 }},
+		{"past-checkpoint-f32", 16, 0, 240, 170, 240, func(c *bank.Config) { c.Payload, c.Tau = bank.PayloadF32, 2.2 }},
 	}
-	var cut, evicted, mandatory int
+	// cut: r* < min(N, M); between: also past the first checkpoint of the
+	// prefix sums, between two (the device scans again).
+	var cut, between, evicted, mandatory int
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := bank.DefaultConfig()
@@ -149,6 +153,9 @@ func TestBankExact(t *testing.T) {
 				R := min(want.Candidates, cfg.Capacity)
 				if !want.Empty && want.Accepted < R {
 					cut++
+					if want.Accepted > riesz.TileRows && want.Accepted%riesz.TileRows != 0 {
+						between++
+					}
 				}
 				for _, hd := range want.Heads {
 					evicted += len(hd.Evicted)
@@ -159,8 +166,9 @@ func TestBankExact(t *testing.T) {
 		})
 	}
 	// The sequence must exercise what it claims to.
-	if cut == 0 || evicted == 0 || mandatory == 0 {
-		t.Errorf("the blocks cut the prefix short %d times, evicted %d states, %d of them mandatory: want all > 0", cut, evicted, mandatory)
+	if cut == 0 || between == 0 || evicted == 0 || mandatory == 0 {
+		t.Errorf("the blocks cut the prefix short %d times (%d past a checkpoint), evicted %d states, %d of them mandatory: want all > 0",
+			cut, between, evicted, mandatory)
 	}
 }
 
