@@ -1,10 +1,11 @@
 // Package compute is what a model sees of the machine that runs it: a
 // Backend of opaque float32 Tensors and the operations of the models'
 // forwards (Linear, LayerNorm, RMSNorm, the DiT's modulation steps, the
-// residual adds, GELU, SiLU, Attention at a precision), in the spirit of
-// ollama's ml package under its model/ packages. A model's forward is
-// written once, against Backend; the backend decides where the values
-// live and how each operation runs:
+// residual adds, GELU, SiLU, Attention at a precision; umT5's streamed
+// bfloat16 Linears, gate product and attention with a relative-position
+// bias), in the spirit of ollama's ml package under its model/ packages.
+// A model's forward is written once, against Backend; the backend
+// decides where the values live and how each operation runs:
 //
 //   - CPU (NewCPU): tensors are host []float32 and every operation is
 //     package nn's (or the reference loop here), so a model on the CPU

@@ -35,6 +35,12 @@
 //	                  keeps the control flow and reads back the per-state
 //	                  vectors it decides from; the CPU bank's decisions
 //	                  and snapshot bytes (TestBankExact)
+//	SoftmaxBias, Mul  umT5's softmax with the relative-position bias and
+//	                  the key mask (nn.SoftmaxBiasRow: vmath.Exp32Clamped,
+//	                  the float64 row sum on exact64.glsl's conversions,
+//	                  shaders/t5_softmax.glsl) and its gate product
+//	                  (compute.Mul, shaders/t5_mul.comp); with NT and NN
+//	                  per head they make Backend.BiasedAttention (t5.go)
 //	CheckExact        the exactness probe of a device
 //
 // Every function returns an error for bad shapes, naming the operand, and

@@ -40,6 +40,28 @@
 // within 4·2^-8 (about half the error of Wan's own bf16 code, which also
 // rounds the activations between the products).
 //
+// # Backends
+//
+// The forward is written once, against package compute's Backend
+// (Model.UseBackend; the CPU by default), and computes the same bits on
+// every backend; the CPU backend runs exactly the code described above
+// (nn.Linear.Stream, nn.BiasedAttention with nn.SoftmaxBiasRow, nn.RMSNorm,
+// nn.GELUTanh). What runs where on a device backend (package gpu's exact
+// kernels):
+//
+//   - on the device: the RMSNorms, every Linear (the weights uploaded
+//     once: at bf16 as bfloat16, at fp32 widened to float32, since the
+//     float32 product reads float32 operands), the attention (per head
+//     q·kᵀ and p·v on gemm's products, the softmax with the bias and the
+//     mask with its float64 row sum: gpu/shaders/t5_softmax.glsl), the
+//     gated GELU (GELUTanh, Mul) and the residual adds;
+//   - on the host: the token-embedding gather (the [Vocab][Dim] table
+//     stays in host memory; each call uploads its n rows), the relative
+//     buckets and each block's bias by relative position [Heads][2n−1]
+//     (uploaded per call and block), and the key mask [n].
+//
+// A Trace on a device downloads each traced tensor (a round trip each).
+//
 // Load reads Wan's models_t5_umt5-xxl-enc-bf16.pth (PyTorch zip), a
 // safetensors file with the same key names, Hugging Face's
 // UMT5EncoderModel or ComfyUI's umt5_xxl files (package weights),

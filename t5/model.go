@@ -202,8 +202,11 @@ func (m *Model) WeightBytes() int64 {
 }
 
 // WorkspaceBytes returns the memory held by the work buffers of the last
-// Forward or Encode (activations, scores, packed panels); it grows with
-// the longest input seen. ReleaseWorkspace frees it.
+// Forward or Encode on the model's backend (activations, the position
+// bias and mask); it grows with the longest input seen. ReleaseWorkspace
+// frees it. The per-call scratch of the CPU's products and attention
+// (packed panels, a head's scores) is pooled by packages compute and nn
+// and not counted.
 func (m *Model) WorkspaceBytes() int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
