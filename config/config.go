@@ -25,7 +25,6 @@ import (
 	"github.com/densitykv/densitykv/internal/limitread"
 	"github.com/densitykv/densitykv/internal/vocab"
 	"github.com/densitykv/densitykv/memory"
-	"github.com/densitykv/densitykv/synth"
 )
 
 // Config is the full configuration of a simulate, demo or eval run. It is
@@ -236,7 +235,7 @@ func ExplicitZeros(c *Config, changed Changed, keys Keys, file string) error {
 func DefaultConfig() Config {
 	return Config{
 		Run:      RunConfig{Out: "runs", Name: "simulate", Seed: 0, SnapshotEvery: 10, Plots: true},
-		Stream:   StreamConfig{Kind: "synthetic", Seconds: 60, FPS: 4, Synth: SynthParamsOf(synth.PaperConfig(1))},
+		Stream:   StreamConfig{Kind: "synthetic", Seconds: 60, FPS: 4, Synth: paperSynth},
 		Policies: []string{memory.NameDensityKV},
 		Memory:   LayoutFreeDefaults(memory.DefaultLayout()),
 	}
@@ -258,12 +257,11 @@ func LayoutFreeDefaults(l memory.Layout) memory.Config {
 // frames/s, on a smaller token grid with fewer layers, heads and dimensions.
 func DemoConfig() Config {
 	c := DefaultConfig()
-	sc := synth.DefaultConfig()
-	c.Memory.Layout = sc.Layout
-	c.Stream.Synth = SynthParamsOf(sc)
+	c.Memory.Layout = demoLayout
+	c.Stream.Synth = demoSynth
 	// Keys are RMS-normalised (‖k‖ ≈ √d), so the paper's σ = 8 at d = 128
 	// becomes σ = 8·√(d/128) at the demo's d = 64: the same σ/‖k‖.
-	c.Memory.Bank.Sigma = 8 * math.Sqrt(float64(sc.Layout.HeadDim)/128)
+	c.Memory.Bank.Sigma = 8 * math.Sqrt(float64(demoLayout.HeadDim)/128)
 	c.Stream.Seconds = 30
 	c.Run.Name = "demo"
 	c.Policies = []string{memory.NameNative, memory.NameFIFO, memory.NameUniformStride,
@@ -397,13 +395,6 @@ func (c Config) Resolve() (Config, error) {
 	}
 	if err != nil {
 		errs = append(errs, err)
-	}
-	if err == nil && ferr == nil && c.Stream.Kind == "synthetic" {
-		sc := Config{Run: c.Run, Stream: c.Stream, Memory: m}.Synth()
-		sc.Blocks = max(sc.Blocks, 1)
-		if err := sc.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("stream.synth: %w", err))
-		}
 	}
 	if len(errs) > 0 {
 		return c, fmt.Errorf("config: %w", errs.err())

@@ -1,10 +1,12 @@
 package config
 
-import "github.com/densitykv/densitykv/synth"
+import "github.com/densitykv/densitykv/memory"
 
 // SynthParams are the scene parameters of the built-in synthetic stream
 // (see package synth: background regions, moving objects that leave and
-// return, camera pan, a scene cut and return, appearance drift, noise).
+// return, camera pan, a scene cut and return, appearance drift, noise);
+// runinput.SynthConfig makes the generator's configuration of them, and
+// runinput.Resolve checks them.
 type SynthParams struct {
 	Channels     int     `yaml:"channels"`      // latent channels C
 	Hidden       int     `yaml:"hidden"`        // width of the residual feature stack
@@ -20,20 +22,13 @@ type SynthParams struct {
 	ValueNoise   float64 `yaml:"value_noise"`   // per-head value noise std
 }
 
-// SynthParamsOf returns the scene parameters of a generator configuration.
-func SynthParamsOf(c synth.Config) SynthParams {
-	return SynthParams{Channels: c.Channels, Hidden: c.Hidden, Objects: c.Objects, Regions: c.Regions,
-		PanAmplitude: c.PanAmplitude, PanPeriod: c.PanPeriod, CutAt: c.CutAt, ReturnAt: c.ReturnAt,
-		Drift: c.Drift, Noise: c.Noise, KeyNoise: c.KeyNoise, ValueNoise: c.ValueNoise}
-}
-
-// Synth returns the generator configuration of a run's synthetic stream.
-func (c Config) Synth() synth.Config {
-	p := c.Stream.Synth
-	l := c.Memory.Layout
-	l.Layers += c.Stream.FirstLayer // the generator builds every layer up to the last simulated
-	return synth.Config{Layout: l, Blocks: c.Blocks(), Seed: uint64(c.Run.Seed),
-		Channels: p.Channels, Hidden: p.Hidden, Objects: p.Objects, Regions: p.Regions,
-		PanAmplitude: p.PanAmplitude, PanPeriod: p.PanPeriod, CutAt: p.CutAt, ReturnAt: p.ReturnAt,
-		Drift: p.Drift, Noise: p.Noise, KeyNoise: p.KeyNoise, ValueNoise: p.ValueNoise}
-}
+// paperSynth are the scene parameters of synth.PaperConfig (runinput's
+// tests check that they are), and demoSynth those of synth.DefaultConfig,
+// whose layout is demoLayout.
+var (
+	paperSynth = SynthParams{Channels: 16, Hidden: 32, Objects: 5, Regions: 6, PanAmplitude: 26, PanPeriod: 240,
+		CutAt: 0.45, ReturnAt: 0.75, Drift: 0.002, Noise: 0.1, KeyNoise: 0.05, ValueNoise: 0.05}
+	demoSynth = SynthParams{Channels: 16, Hidden: 32, Objects: 3, Regions: 4, PanAmplitude: 8, PanPeriod: 60,
+		CutAt: 0.45, ReturnAt: 0.75, Drift: 0.002, Noise: 0.1, KeyNoise: 0.05, ValueNoise: 0.05}
+	demoLayout = memory.Layout{Height: 10, Width: 16, FramesPerBlock: 3, Layers: 4, Heads: 4, HeadDim: 64}
+)

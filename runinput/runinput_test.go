@@ -137,7 +137,7 @@ func TestOpenStreamFirstLayer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	g, err := synth.NewGenerator(r.Synth()) // layers 0 and 1
+	g, err := synth.NewGenerator(SynthConfig(r)) // layers 0 and 1
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,4 +206,29 @@ func bitsEqual(a, b []float32) bool {
 		}
 	}
 	return true
+}
+
+// TestSynthDefaults: config's synthetic-stream defaults are the
+// generator's: the paper's scene (synth.PaperConfig) for simulate, and the
+// demo's scene and layout (synth.DefaultConfig); and Resolve refuses what
+// the generator would.
+func TestSynthDefaults(t *testing.T) {
+	if got, want := config.DefaultConfig().Stream.Synth, SynthParamsOf(synth.PaperConfig(1)); got != want {
+		t.Errorf("config.DefaultConfig's stream.synth %+v, synth.PaperConfig's %+v", got, want)
+	}
+	demo, sc := config.DemoConfig(), synth.DefaultConfig()
+	if got, want := demo.Stream.Synth, SynthParamsOf(sc); got != want {
+		t.Errorf("config.DemoConfig's stream.synth %+v, synth.DefaultConfig's %+v", got, want)
+	}
+	if demo.Memory.Layout != sc.Layout {
+		t.Errorf("config.DemoConfig's layout %+v, synth.DefaultConfig's %+v", demo.Memory.Layout, sc.Layout)
+	}
+	bad := config.DemoConfig()
+	bad.Stream.Synth.Regions = 0
+	if _, err := bad.Resolve(); err != nil {
+		t.Fatalf("config.Config.Resolve checks the generator's parameters: %v", err)
+	}
+	if _, err := Resolve(bad); err == nil || !strings.Contains(err.Error(), "stream.synth") || !strings.Contains(err.Error(), "regions 0") {
+		t.Fatalf("Resolve with 0 regions: %v, want the generator's refusal", err)
+	}
 }

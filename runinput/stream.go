@@ -47,7 +47,7 @@ func (s Stream) Close() error {
 func OpenStream(c config.Config) (Stream, error) {
 	switch c.Stream.Kind {
 	case "synthetic":
-		g, err := synth.NewGenerator(c.Synth())
+		g, err := synth.NewGenerator(SynthConfig(c))
 		if err != nil {
 			return Stream{}, fmt.Errorf("stream: %w", err)
 		}
@@ -105,7 +105,8 @@ func StreamDefaults(base config.Config, path string) (config.Config, error) {
 
 // Resolve is c.Resolve for a run that reads its stream: a recorded stream
 // file's layout replaces memory.layout (config.Config.Resolve reads no
-// file), then every default is filled and c validated.
+// file), then every default is filled and c validated, a synthetic
+// stream's parameters by the generator's own checks.
 func Resolve(c config.Config) (config.Config, error) {
 	if c.Stream.Kind == "file" && c.Stream.Path != "" {
 		h, err := StreamHeader(c.Stream.Path)
@@ -114,5 +115,9 @@ func Resolve(c config.Config) (config.Config, error) {
 		}
 		c.Memory.Layout = h.Layout
 	}
-	return c.Resolve()
+	r, err := c.Resolve()
+	if err != nil {
+		return r, err
+	}
+	return r, checkSynth(r)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/densitykv/densitykv/internal/golden"
 	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/runfolder"
+	"github.com/densitykv/densitykv/runinput"
 	"github.com/densitykv/densitykv/storage"
 	"github.com/densitykv/densitykv/synth"
 )
@@ -754,7 +755,7 @@ func TestStreamFileReplaysSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := synth.NewGenerator(c.Synth())
+	g, err := synth.NewGenerator(runinput.SynthConfig(c))
 	if err != nil {
 		t.Fatal(err)
 	}
