@@ -117,6 +117,10 @@ type Backend interface {
 	// its value is not 0); probs [H][n][n], when not nil, receives the
 	// probabilities.
 	BiasedAttention(prec gemm.Precision, out, q, k, v Tensor, n, H, D int, bias, keep, probs Tensor)
+
+	// The VAE decoder's operations (package vae; vae.go, their CPU
+	// definitions in cpu_vae.go).
+	VAEOps
 }
 
 // HostMemory is implemented by a backend whose tensors are host memory

@@ -64,6 +64,21 @@ var spvT5Softmax []byte
 //go:embed spv/t5_softmax_softfma.spv
 var spvT5SoftmaxSoftfma []byte
 
+//go:embed spv/vae_bias.spv
+var spvVaeBias []byte
+
+//go:embed spv/vae_im2col.spv
+var spvVaeIm2col []byte
+
+//go:embed spv/vae_norm.spv
+var spvVaeNorm []byte
+
+//go:embed spv/vae_norm_softfma.spv
+var spvVaeNormSoftfma []byte
+
+//go:embed spv/vae_transpose.spv
+var spvVaeTranspose []byte
+
 // modules holds the SPIR-V of every shader, by name (shaders/NAME.comp).
 var modules = map[string][]byte{
 	"attn_exact":             spvAttnExact,
@@ -86,4 +101,9 @@ var modules = map[string][]byte{
 	"t5_mul":                 spvT5Mul,
 	"t5_softmax":             spvT5Softmax,
 	"t5_softmax_softfma":     spvT5SoftmaxSoftfma,
+	"vae_bias":               spvVaeBias,
+	"vae_im2col":             spvVaeIm2col,
+	"vae_norm":               spvVaeNorm,
+	"vae_norm_softfma":       spvVaeNormSoftfma,
+	"vae_transpose":          spvVaeTranspose,
 }

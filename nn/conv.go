@@ -105,12 +105,38 @@ func (c *Conv) BF16Offsets() (off []int, total int) {
 func roundUp(x, m int) int { return (x + m - 1) / m * m }
 
 // packBF16 packs the weights as a bfloat16 left operand with the padded
-// tap groups of BF16Offsets: A[co][off(dt, group) + (t−s0)·Cin + ci] =
-// Weight[co][ci][dt][t] rounded to nearest even, zero in the padding.
+// tap groups of BF16Offsets (OperandBF16), rounded to nearest even.
 func (c *Conv) packBF16() {
-	spatial, g := c.KH*c.KW, c.GroupTaps()
-	off, k := c.BF16Offsets()
+	a, k, off := c.OperandBF16()
+	gemm.PackAAs(&c.packedBF16, gemm.BF16, c.Cout, k, a, k)
+	c.offBF16 = off
+}
+
+// OperandF32 returns the weights as the fp32 product's left operand,
+// unpacked: A [Cout][K], K = KT·KH·KW·Cin, A[co][t·Cin + ci] =
+// Weight[co][ci][t] with tap t = (dt·KH + dy)·KW + dx.
+func (c *Conv) OperandF32() []float32 {
+	taps := c.KT * c.KH * c.KW
+	k := taps * c.Cin
 	a := make([]float32, c.Cout*k)
+	for co := 0; co < c.Cout; co++ {
+		for ci := 0; ci < c.Cin; ci++ {
+			for t, v := range c.Weight[(co*c.Cin+ci)*taps : (co*c.Cin+ci+1)*taps] {
+				a[co*k+t*c.Cin+ci] = v
+			}
+		}
+	}
+	return a
+}
+
+// OperandBF16 returns the weights as the bf16 product's left operand,
+// unpacked and not yet rounded: A [Cout][k] with the padded tap groups of
+// BF16Offsets (off), A[co][off(dt, group) + (t−s0)·Cin + ci] =
+// Weight[co][ci][dt][t], zero in the padding.
+func (c *Conv) OperandBF16() (a []float32, k int, off []int) {
+	spatial, g := c.KH*c.KW, c.GroupTaps()
+	off, k = c.BF16Offsets()
+	a = make([]float32, c.Cout*k)
 	taps := c.KT * spatial
 	for co := 0; co < c.Cout; co++ {
 		for ci := 0; ci < c.Cin; ci++ {
@@ -123,8 +149,15 @@ func (c *Conv) packBF16() {
 			}
 		}
 	}
-	gemm.PackAAs(&c.packedBF16, gemm.BF16, c.Cout, k, a, k)
-	c.offBF16 = off
+	return a, k, off
+}
+
+// Packed reports whether c is packed for products at prec.
+func (c *Conv) Packed(prec gemm.Precision) bool {
+	if prec == gemm.BF16 {
+		return c.offBF16 != nil
+	}
+	return c.packed.Bytes() > 0
 }
 
 // flops returns the floating-point operations (2 per multiply-add) of one

@@ -126,6 +126,7 @@ func Cases() []Case {
 			return x
 		}},
 	)
+	cs = append(cs, vaeCases()...)
 	return cs
 }
 
