@@ -32,6 +32,12 @@ type BankOptions struct {
 	// Config overrides the bank configuration when non-nil (its Heads,
 	// Capacity, KeyDim and ValueDim are replaced by the fields above).
 	Config *bank.Config
+	// NewBank, when set, builds the bank (e.g. gpu.NewBank on a Vulkan
+	// device, whose passes run there), and Device names where in the
+	// result; nil: bank.New on the CPU. The standalone interaction passes
+	// are the CPU's either way.
+	NewBank func(bank.Config) (*bank.Bank, error)
+	Device  string
 	// Context stops the benchmark between its steps when cancelled (nil =
 	// never); RunBank then returns an error wrapping ctx.Err().
 	Context context.Context
@@ -48,6 +54,8 @@ type BankResult struct {
 	Heads      int `json:"heads"`
 	Candidates int `json:"candidates"`
 	Capacity   int `json:"capacity"`
+	// Device is where the updates ran: "cpu" or a Vulkan device's label.
+	Device string `json:"device"`
 	Dim        int `json:"dim"`
 	Workers    int `json:"workers"`
 
@@ -227,7 +235,11 @@ func RunBank(bc BankOptions) (BankResult, error) {
 	if cfg.DescDim > 0 {
 		return BankResult{}, fmt.Errorf("bench: bank: separate descriptors (DescDim %d) are not supported", cfg.DescDim)
 	}
-	b, err := bank.New(cfg)
+	newBank := bank.New
+	if bc.NewBank != nil {
+		newBank = bc.NewBank
+	}
+	b, err := newBank(cfg)
 	if err != nil {
 		return BankResult{}, fmt.Errorf("bench: bank: %w", err)
 	}
@@ -235,8 +247,11 @@ func RunBank(bc BankOptions) (BankResult, error) {
 	if bc.Float32Kernel {
 		defer gemm.SetBF16(gemm.SetBF16(false))
 	}
-	res := BankResult{Heads: bc.Heads, Candidates: bc.Candidates, Capacity: bc.Capacity, Dim: bc.Dim,
+	res := BankResult{Heads: bc.Heads, Candidates: bc.Candidates, Capacity: bc.Capacity, Dim: bc.Dim, Device: "cpu",
 		Workers: cfg.WorkerCount(), SIMD: riesz.SIMD(), BF16: gemm.HardwareBF16()}
+	if bc.NewBank != nil {
+		res.Device = bc.Device
+	}
 	// next reports the finished step (if any) and checks the context
 	// before the following one.
 	next := func(finished bool, what string) error {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/bench"
+	"github.com/densitykv/densitykv/device"
+	"github.com/densitykv/densitykv/gpu"
 	"github.com/densitykv/densitykv/internal/vocab"
 )
 
@@ -75,6 +77,7 @@ func newBenchBankCmd() *cobra.Command {
 	var bc bench.BankOptions
 	var jsonOut, quiet bool
 	var ordering string
+	dev := device.CPU
 	cmd := &cobra.Command{
 		Use:   "bank",
 		Short: "Time full-layer bank updates at paper scale (H=12, N=4,680, M=9,360, d=128)",
@@ -89,7 +92,12 @@ are gemm's bfloat16 product: on CPUs with AVX512_BF16 or AMX a kernel with
 bfloat16 instructions runs it, whose results equal the float32-instruction
 kernels' bit for bit; the pass is then also timed on the fastest of those
 and the speed-up printed. --float32-kernel turns the bfloat16-instruction
-kernel off for the whole run.`,
+kernel off for the whole run.
+
+--device vulkan (a build with -tags vulkan) runs the updates' Soft-Riesz
+passes on a Vulkan device in exact mode (gpu.NewBank: the same decisions
+and snapshots as the CPU; the bank's keys and values stay on the device,
+the decisions on the host); the standalone passes stay the CPU's.`,
 		Example: `  densitykv bench
   densitykv bench bank --heads 2 --candidates 1024 --capacity 2048 --dim 64 --json`,
 		Args:        cobra.NoArgs,
@@ -113,11 +121,24 @@ kernel off for the whole run.`,
 			cfg := bank.DefaultConfig()
 			cfg.Ordering = ord
 			bc.Config = &cfg
+			cd, err := openDevice(dev)
+			if err != nil {
+				return err
+			}
+			defer cd.Close()
+			if cd.Backend != nil {
+				d := cd.Backend.Device()
+				bc.NewBank = func(c bank.Config) (*bank.Bank, error) { return gpu.NewBank(d, c) }
+				bc.Device = cd.Label()
+			}
 			w := cmd.OutOrStdout()
 			if !jsonOut {
 				fmt.Fprintf(w, "bank update benchmark: H=%d N=%d M=%d d=%d ordering=%s, %d repeats, GOMAXPROCS=%d\n",
 					bc.Heads, bc.Candidates, bc.Capacity, bc.Dim, ordering, bc.Repeats, runtime.GOMAXPROCS(0))
 				fmt.Fprint(w, bench.KernelLines(bench.Kernels()))
+				if bc.NewBank != nil {
+					fmt.Fprintf(w, "updates on %s (exact mode)\n", bc.Device)
+				}
 			}
 			steps := bc.Steps() // fill, warm-up, timed updates, timed passes (and float32 passes)
 			prog := newProgress(cmd.ErrOrStderr(), "bench bank", steps, 0, quiet)
@@ -173,6 +194,7 @@ kernel off for the whole run.`,
 	f.StringVar(&ordering, "ordering", "mean", "candidate ordering: mean, max, source")
 	f.BoolVar(&jsonOut, "json", false, "print a JSON object (with update_seconds_median)")
 	f.BoolVar(&quiet, "quiet", false, "no progress bar or progress lines (on stderr)")
+	f.Var(&dev, "device", deviceUsage)
 	return cmd
 }
 

@@ -105,3 +105,39 @@ func TestBenchWanDevice(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchBankDevice runs bench bank at a tiny size on --device vulkan:
+// the default build refuses naming the tag; with -tags vulkan the result
+// names the device and every candidate of the video-like stream's new
+// scenes is admitted, as on the CPU.
+func TestBenchBankDevice(t *testing.T) {
+	args := []string{"bench", "bank", "--heads", "2", "--candidates", "60", "--capacity", "120", "--dim", "16", "--repeats", "2", "--quiet", "--json"}
+	code, out, errs := run(t, context.Background(), append(args, "--device", "vulkan")...)
+	if !vulkan.Built {
+		if code != 2 || !strings.Contains(errs, "built without Vulkan: rebuild with -tags vulkan") {
+			t.Fatalf("default build: exit %d, stderr %q", code, errs)
+		}
+		return
+	}
+	if _, required, _ := vulkantest.Wanted(); !required && code != 0 {
+		t.Skipf("no Vulkan device (%s)", errs)
+	}
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var gpuRes, cpuRes bench.BankResult
+	if err := json.Unmarshal([]byte(out), &gpuRes); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	code, out, errs = run(t, context.Background(), args...)
+	if code != 0 {
+		t.Fatalf("cpu: exit %d: %s", code, errs)
+	}
+	if err := json.Unmarshal([]byte(out), &cpuRes); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.HasPrefix(gpuRes.Device, "vulkan:") || cpuRes.Device != "cpu" || gpuRes.UpdateSecondsMedian <= 0 ||
+		fmt.Sprint(gpuRes.Accepted) != fmt.Sprint(cpuRes.Accepted) {
+		t.Errorf("device %q (cpu %q), median update %v s, admitted %v (cpu %v)", gpuRes.Device, cpuRes.Device, gpuRes.UpdateSecondsMedian, gpuRes.Accepted, cpuRes.Accepted)
+	}
+}
