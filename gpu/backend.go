@@ -56,11 +56,13 @@ func (t *devTensor) matrix(rows, cols int) Matrix {
 }
 
 // devLinear is a Backend Linear: W [Out][In] at the product's precision
-// and the bias (nil: none).
+// (or, with widen, bfloat16 weights of a float32 product: LoadLinearBF16
+// at gemm.F32) and the bias (nil: none).
 type devLinear struct {
-	b    *Backend
-	w    Matrix
-	bias *devTensor
+	b     *Backend
+	w     Matrix
+	bias  *devTensor
+	widen bool
 }
 
 func (w *devLinear) In() int  { return w.w.Cols }
@@ -268,7 +270,7 @@ func (b *Backend) Linear(y compute.Tensor, w compute.Linear, x compute.Tensor, r
 		return
 	}
 	a := ts[1].matrix(rows, in)
-	if l.w.Prec == gemm.BF16 {
+	if l.w.Prec == gemm.BF16 && !l.widen {
 		a = b.bf16(rows, in)
 		if b.err != nil {
 			return

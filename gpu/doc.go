@@ -7,7 +7,9 @@
 //
 //	Product, NT, NN   gemm's float32 and bfloat16 products (gemm/doc.go;
 //	                  gemm/define.go's dotF32 and dotBF16 are the oracle)
-//	                  on Matrix views of device buffers (shaders/gemm.glsl)
+//	                  on Matrix views of device buffers (shaders/gemm.glsl);
+//	                  the float32 product also reads a bfloat16 B, widened
+//	                  (umT5's weights at fp32 stay 2 bytes a weight)
 //	RoundBF16         gemm.RoundBF16, or gemm.BF16OperandBits, of a matrix
 //	Attention, RieszRowStats, …  attn's and riesz's definitions (see
 //	                  their files), on exact.glsl's math library

@@ -29,6 +29,9 @@ var DefaultTile = Tile{WX: 16, WY: 16, TM: 4, TN: 4}
 // K is A's columns, at least 1 (a Matrix is never empty). C may not share
 // a buffer with A or B. For gemm.NTAs(gemm.BF16, …) on float32 activations,
 // round them first (RoundBF16 into a bfloat16 Matrix, in the same batch).
+// A float32 A may take a bfloat16 B: its values widened exactly to
+// float32 as they are read, the float32 definition (nn.Linear.Stream's
+// fp32 product of bfloat16 weights, which stay 2 bytes a weight).
 type Product struct {
 	C, A, B Matrix
 	NN      bool // B is K×N; otherwise N×K
@@ -54,7 +57,7 @@ func (p Product) check() error {
 	if err := p.A.check("A", -1); err != nil {
 		return err
 	}
-	if err := p.B.check("B", int(p.A.Prec)); err != nil {
+	if err := p.B.check("B", int(p.A.Prec)); err != nil && !p.widenB() {
 		return err
 	}
 	m, n, k := p.C.Rows, p.C.Cols, p.A.Cols
@@ -74,6 +77,9 @@ func (p Product) check() error {
 	}
 	return nil
 }
+
+// widenB reports a float32 product of a bfloat16 B (widened as read).
+func (p Product) widenB() bool { return p.A.Prec == gemm.F32 && p.B.Prec == gemm.BF16 }
 
 func (p Product) tile() Tile {
 	if p.Tile == (Tile{}) {
@@ -113,9 +119,13 @@ func (p Product) Record(dev *vulkan.Device, batch *vulkan.Batch) error {
 	if p.NN {
 		nn = 1
 	}
+	widen := uint32(0)
+	if p.widenB() {
+		widen = 1
+	}
 	k, err := newKernel(dev, module, vulkan.KernelSpec{
 		Name: module + " " + name, Bindings: 3, PushSize: 40,
-		Spec: []uint32{uint32(t.WX), uint32(t.WY), uint32(t.TM), uint32(t.TN), bf16, nn},
+		Spec: []uint32{uint32(t.WX), uint32(t.WY), uint32(t.TM), uint32(t.TN), bf16, nn, widen},
 	})
 	if err != nil {
 		return fmt.Errorf("gpu: %s: %w", name, err)

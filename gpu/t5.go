@@ -92,9 +92,10 @@ func Mul(dev *vulkan.Device, batch *vulkan.Batch, x *vulkan.Buffer, xOff int, y 
 	return nil
 }
 
-// LoadLinearBF16 uploads l's bfloat16 weights once: at gemm.BF16 as they
-// are (2 bytes a weight), at gemm.F32 widened to float32 (the float32
-// product reads float32 operands: 4 bytes a weight); and its bias.
+// LoadLinearBF16 uploads l's bfloat16 weights once, as they are (2 bytes
+// a weight): at gemm.BF16 for the bfloat16 product, at gemm.F32 for the
+// float32 product that widens them as it reads them (Product's bfloat16
+// B); and its bias.
 func (b *Backend) LoadLinearBF16(l *nn.Linear[uint16], prec gemm.Precision) compute.Linear {
 	w := &devLinear{b: b}
 	if b.err != nil {
@@ -106,10 +107,9 @@ func (b *Backend) LoadLinearBF16(l *nn.Linear[uint16], prec gemm.Precision) comp
 	}
 	var err error
 	switch prec {
-	case gemm.F32:
-		w.w, err = UploadF32(b.dev, l.Out, l.In, l.Weight())
-	case gemm.BF16:
+	case gemm.F32, gemm.BF16:
 		w.w, err = UploadBF16(b.dev, l.Out, l.In, l.W)
+		w.widen = prec == gemm.F32
 	default:
 		err = fmt.Errorf("precision %v", prec)
 	}

@@ -50,8 +50,8 @@
 // kernels):
 //
 //   - on the device: the RMSNorms, every Linear (the weights uploaded
-//     once: at bf16 as bfloat16, at fp32 widened to float32, since the
-//     float32 product reads float32 operands), the attention (per head
+//     once as bfloat16: the bf16 product reads them as they are, the fp32
+//     one widens them as it reads them), the attention (per head
 //     q·kᵀ and p·v on gemm's products, the softmax with the bias and the
 //     mask with its float64 row sum: gpu/shaders/t5_softmax.glsl), the
 //     gated GELU (GELUTanh, Mul) and the residual adds;

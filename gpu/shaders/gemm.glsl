@@ -7,6 +7,8 @@
 //	A: M×K row-major (lda), B: N×K (NT) or K×N (NN) (ldb), C: M×N (ldc);
 //	offsets and leading dimensions in elements; float32 operands as
 //	their bits, bfloat16 operands two to a word, the lower half first.
+//	With WIDEN_B (the float32 product only), B holds bfloat16 values,
+//	widened exactly to float32 as they are read (umT5's weights at fp32).
 //
 // A workgroup of WX×WY invocations computes a BM×BN tile of C (BM = WY·TM,
 // BN = WX·TN; invocation (x, y) the rows y + WY·r and columns x + WX·s).
@@ -24,6 +26,7 @@ layout(constant_id = 2) const uint TM = 4;
 layout(constant_id = 3) const uint TN = 4;
 layout(constant_id = 4) const uint BF16 = 0; // 1: the bfloat16 product
 layout(constant_id = 5) const uint NN = 0;   // 1: B is K×N
+layout(constant_id = 6) const uint WIDEN_B = 0; // 1: B is bfloat16 of a float32 product
 layout(local_size_x_id = 0, local_size_y_id = 1) in;
 
 const uint BM = WY * TM;
@@ -59,11 +62,15 @@ float operandA(uint e) {
 }
 
 float operandB(uint e) {
-	if (BF16 == 0u) {
+	if (BF16 == 0u && WIDEN_B == 0u) {
 		return uintBitsToFloat(b[e]);
 	}
 	uint w = b[e >> 1];
-	return gemm_bf16_operand((e & 1u) == 0u ? w & 0xffffu : w >> 16);
+	uint h = (e & 1u) == 0u ? w & 0xffffu : w >> 16;
+	if (WIDEN_B != 0u) {
+		return uintBitsToFloat(h << 16); // gemm.BF16ToFloat32: exact
+	}
+	return gemm_bf16_operand(h);
 }
 
 // load stages depths k0 … k0+31 of the tile's rows of A and columns of
