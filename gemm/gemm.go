@@ -3,8 +3,8 @@ package gemm
 import (
 	"fmt"
 	"math"
-	"runtime"
-	"sync/atomic"
+
+	"github.com/densitykv/densitykv/internal/parallel"
 )
 
 // Blocking parameters of the fast path. Tiles handed to NTFunc callbacks are
@@ -22,22 +22,13 @@ const (
 	TileN = 512
 )
 
-var threads atomic.Int64
-
-func init() { threads.Store(int64(runtime.GOMAXPROCS(0))) }
-
 // SetThreads sets the number of goroutines NT, NN and NTFuncParallel may use
 // and returns the previous setting. n < 1 means runtime.GOMAXPROCS(0). The
 // results do not depend on the setting. The default is GOMAXPROCS at start-up.
-func SetThreads(n int) (prev int) {
-	if n < 1 {
-		n = runtime.GOMAXPROCS(0)
-	}
-	return int(threads.Swap(int64(n)))
-}
+func SetThreads(n int) (prev int) { return parallel.SetThreads(n) }
 
 // Threads returns the current thread setting (see SetThreads).
-func Threads() int { return int(threads.Load()) }
+func Threads() int { return parallel.Threads() }
 
 // NT computes C = A·Bᵀ in float32, overwriting C:
 //

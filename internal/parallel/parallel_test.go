@@ -3,8 +3,6 @@ package parallel
 import (
 	"sync/atomic"
 	"testing"
-
-	"github.com/densitykv/densitykv/gemm"
 )
 
 // TestFor: every index is visited exactly once, in min(threads,
@@ -12,7 +10,7 @@ import (
 // n = 0 calls nothing.
 func TestFor(t *testing.T) {
 	for _, threads := range []int{1, 2, 3, 8} {
-		prev := gemm.SetThreads(threads)
+		prev := SetThreads(threads)
 		for _, n := range []int{0, 1, 7, 100, 1001} {
 			for _, minChunk := range []int{0, 1, 16, 5000} {
 				seen := make([]atomic.Int32, max(n, 1))
@@ -36,6 +34,6 @@ func TestFor(t *testing.T) {
 				}
 			}
 		}
-		gemm.SetThreads(prev)
+		SetThreads(prev)
 	}
 }
