@@ -152,3 +152,28 @@ func at32(v []float32, i int) string {
 	}
 	return fmt.Sprintf("(%d values)", len(v))
 }
+
+// TestBackendError: a failure on the backend (here weights the CPU
+// backend refuses) is Encode's error, naming the operation, and the
+// model computes again once the weights are whole.
+func TestBackendError(t *testing.T) {
+	m := testModel(t, oddConfigs[0], 5)
+	ids, mask := []int32{3, 17, 49, 1}, []int32{1, 1, 1, 1}
+	want, err := m.Encode(ids, mask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := m.Blocks[1].FFN.FC1.W
+	m.Blocks[1].FFN.FC1.W = w[:5]
+	if _, err := m.Encode(ids, mask); !contains(err, "t5: cpu", "LoadLinearBF16", "5 weights for 37×24") {
+		t.Fatalf("Encode with a short weight: %v", err)
+	}
+	m.Blocks[1].FFN.FC1.W = w
+	got, err := m.Encode(ids, mask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := firstBitDiff32(got, want); i >= 0 {
+		t.Fatalf("after the error, value %d: %v, before %v", i, got[i], want[i])
+	}
+}
