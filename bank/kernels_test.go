@@ -8,7 +8,7 @@ import (
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/bench"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/kerneltest"
+	"github.com/densitykv/densitykv/gemm/kerneltest"
 )
 
 // TestSnapshotsAcrossKernels runs one video-like stream through a bank

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/kerneltest"
+	"github.com/densitykv/densitykv/gemm/kerneltest"
 )
 
 // bf16U is bfloat16's unit roundoff (8 significant bits): rounding to

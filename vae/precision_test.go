@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/gemm/kerneltest"
 	"github.com/densitykv/densitykv/internal/golden"
-	"github.com/densitykv/densitykv/internal/kerneltest"
 )
 
 // bf16U is bfloat16's unit roundoff (8 significant bits): rounding to

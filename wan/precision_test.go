@@ -8,8 +8,8 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/gemm/kerneltest"
 	"github.com/densitykv/densitykv/internal/golden"
-	"github.com/densitykv/densitykv/internal/kerneltest"
 	"github.com/densitykv/densitykv/memory"
 )
 
