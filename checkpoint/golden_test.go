@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 )
 
 func TestGoldenWeightsSafetensorsEqualTorch(t *testing.T) {

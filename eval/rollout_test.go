@@ -7,7 +7,7 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/eval"
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/rollout"

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 	"github.com/densitykv/densitykv/vae"
 	"github.com/densitykv/densitykv/video"
 )

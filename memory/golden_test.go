@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 )
 
 // TestGoldenBlock0RoPE checks the RoPE geometry of block 0 against the Wan

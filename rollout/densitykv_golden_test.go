@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/bank"
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 	"github.com/densitykv/densitykv/memory"
 )
 

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 )
 
 // TestMain runs the tests, then fails if some golden item this package owns

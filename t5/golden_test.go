@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 )
 
 // The golden folder ../shared/golden/t5 (README.md there): a tiny umT5

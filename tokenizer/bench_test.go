@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 )
 
 func BenchmarkParse(b *testing.B) {

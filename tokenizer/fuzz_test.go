@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 )
 
 // FuzzParse: any bytes give a model or an ErrFormat/ErrUnsupported error,

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 )
 
 // The schema of tokenize.json (see ../shared/golden/t5/README.md).

@@ -10,7 +10,7 @@ import (
 
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/gemm/kerneltest"
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 )
 
 // bf16U is bfloat16's unit roundoff (8 significant bits): rounding to

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/runfolder/runfoldertest"
 	"github.com/densitykv/densitykv/video"

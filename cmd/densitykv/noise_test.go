@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/generate"
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 	"github.com/densitykv/densitykv/runfolder"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 	"github.com/densitykv/densitykv/wan"
 )
 

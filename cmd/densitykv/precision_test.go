@@ -9,7 +9,7 @@ import (
 
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/gemm"
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 	"github.com/densitykv/densitykv/runfolder"
 )
 

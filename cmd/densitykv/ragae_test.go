@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 	"github.com/densitykv/densitykv/internal/torchtest"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/ragae"

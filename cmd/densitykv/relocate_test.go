@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/config"
-	"github.com/densitykv/densitykv/internal/golden"
+	"github.com/densitykv/densitykv/golden"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
 	"github.com/densitykv/densitykv/runfolder/runfoldertest"
