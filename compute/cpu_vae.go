@@ -2,27 +2,32 @@ package compute
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/internal/parallel"
 	"github.com/densitykv/densitykv/nn"
 )
 
 var _ VAEOps = (*CPU)(nil)
 
-// cpuConv is a CPU ConvWeights: the nn.Conv itself, packed at prec, and
-// the scratch of its products.
+// cpuConv is a CPU ConvWeights: the nn.Conv itself, packed at prec.
 type cpuConv struct {
-	c   *nn.Conv
-	eng *nn.ConvEngine
+	c    *nn.Conv
+	prec gemm.Precision
 }
 
 func (w cpuConv) Shape() (cin, cout, kt, kh, kw int) {
 	return w.c.Cin, w.c.Cout, w.c.KT, w.c.KH, w.c.KW
 }
-func (w cpuConv) Precision() gemm.Precision { return w.eng.Prec }
+func (w cpuConv) Precision() gemm.Precision { return w.prec }
+
+// convEngines holds the scratch of the convolutions' products
+// (nn.ConvEngine), one per call in flight: goroutines may share the CPU.
+var convEngines = sync.Pool{New: func() any { return new(nn.ConvEngine) }}
 
 func (c *CPU) LoadConv(cv *nn.Conv, prec gemm.Precision) ConvWeights {
-	w := cpuConv{cv, &nn.ConvEngine{Prec: prec}}
+	w := cpuConv{cv, prec}
 	if err := CheckConv("LoadConv", cv, prec); err != nil {
 		c.fail(fmt.Errorf("compute: cpu: %w", err))
 	}
@@ -56,7 +61,10 @@ func (c *CPU) Conv(out Tensor, w ConvWeights, in []Tensor, hs, ws int, up bool, 
 	if res != nil {
 		r = vals(res)[:m]
 	}
-	cw.c.Apply(cw.eng, vals(out)[:m], frames, hs, ws, up, r)
+	e := convEngines.Get().(*nn.ConvEngine)
+	e.Prec = cw.prec
+	cw.c.Apply(e, vals(out)[:m], frames, hs, ws, up, r)
+	convEngines.Put(e)
 }
 
 func (c *CPU) RMSNormChannels(dst, src Tensor, ch, P int, gamma Tensor, act bool) {
@@ -71,13 +79,23 @@ func (c *CPU) Transpose(dst, src Tensor, rows, cols int) {
 	}
 }
 
-// Transpose sets dst[c][r] = src[r][c] for src [rows][cols].
+// Transpose sets dst[c][r] = src[r][c] for src [rows][cols], in blocks.
 func Transpose(dst, src []float32, rows, cols int) {
-	for r := 0; r < rows; r++ {
-		for j, v := range src[r*cols : (r+1)*cols] {
-			dst[j*rows+r] = v
+	const b = 32
+	parallel.For(rows, b*4, func(lo, hi int) {
+		for r0 := lo; r0 < hi; r0 += b {
+			r1 := min(r0+b, hi)
+			for c0 := 0; c0 < cols; c0 += b {
+				c1 := min(c0+b, cols)
+				for r := r0; r < r1; r++ {
+					row := src[r*cols : (r+1)*cols]
+					for c := c0; c < c1; c++ {
+						dst[c*rows+r] = row[c]
+					}
+				}
+			}
 		}
-	}
+	})
 }
 
 // CheckConv returns an error naming op unless c is a convolution of

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/nn"
 )
@@ -54,9 +55,12 @@ type Options struct {
 	Precision gemm.Precision
 }
 
-// frame is one frame of activations, [c][h][w].
+// frame is one frame of activations, [c][h][w], a tensor of the
+// decoder's backend; data is its values on a backend of host memory (the
+// CPU), nil on a device.
 type frame struct {
 	c, h, w int
+	t       compute.Tensor
 	data    []float32
 }
 
@@ -91,7 +95,13 @@ type Decoder struct {
 	started []bool   // per upsample3d: its first frame has passed
 	out     []*frame // pixel frames of the latent frame being decoded
 
-	eng   engine
+	be    compute.Backend
+	host  compute.HostMemory // be's, nil on a device
+	prec  gemm.Precision
+	on    *onBackend // the model's weights on be
+	stage []float32  // host copy of a frame read back from a device
+	err   error      // the backend's first error in the chunk, kept until DecodeFunc returns it
+	flops int64
 	pool  map[int][]*frame
 	bytes int64 // frame buffers allocated (live, cached or pooled)
 }
@@ -112,8 +122,9 @@ func (m *Model) NewDecoder(opt Options) (*Decoder, error) {
 	if p := opt.Precision; p != gemm.F32 && p != gemm.BF16 {
 		return nil, fmt.Errorf("vae: precision %v, want %s", p, strings.Join(p.Names(), " or "))
 	}
-	d := &Decoder{m: m, mean: append([]float32(nil), mean...), invStd: make([]float32, z), trace: opt.Trace}
-	d.eng.prec = opt.Precision
+	d := &Decoder{m: m, mean: append([]float32(nil), mean...), invStd: make([]float32, z), trace: opt.Trace, prec: opt.Precision}
+	d.be = m.Backend()
+	d.host, _ = d.be.(compute.HostMemory)
 	for i := range z {
 		if f := float64(mean[i]); math.IsNaN(f) || math.IsInf(f, 0) {
 			return nil, fmt.Errorf("vae: latent mean[%d] = %v is not finite", i, mean[i])
@@ -137,11 +148,11 @@ func (d *Decoder) Reset() {
 	d.out = nil
 	d.pool = map[int][]*frame{}
 	d.bytes = 0
-	d.eng.release()
+	d.stage = nil
 }
 
 // Precision returns the decoder's precision (Options.Precision).
-func (d *Decoder) Precision() gemm.Precision { return d.eng.prec }
+func (d *Decoder) Precision() gemm.Precision { return d.prec }
 
 // LatentFrames returns the number of latent frames decoded since the
 // stream began.
@@ -159,7 +170,7 @@ func (d *Decoder) Bytes() int64 { return d.bytes }
 
 // FLOPs returns the floating-point operations (2 per multiply-add) of the
 // convolutions and the attention run since the stream began.
-func (d *Decoder) FLOPs() int64 { return d.eng.flops }
+func (d *Decoder) FLOPs() int64 { return d.flops }
 
 // Size limits of a chunk: latent sides, frames per call, and the memory of
 // the decoder's feature caches (Model.CacheBytes; 3.5 GiB at 480×832, 8.1 GiB
@@ -246,37 +257,72 @@ func (d *Decoder) Decode(z []float32, t, c, h, w int) ([]float32, error) {
 // frame that makes them is decoded. Bad input is an error that leaves the
 // decoder unchanged. When emit returns an error, DecodeFunc stops and
 // returns it; the latent frame whose pixel frames were being handed out
-// and those before it have been consumed (LatentFrames says how many).
+// and those before it have been consumed (LatentFrames says how many). An
+// error of the backend (a device's) is returned too; the decoder must
+// then be Reset.
 func (d *Decoder) DecodeFunc(z []float32, t, c, h, w int, emit func(index int, rgb []float32) error) error {
 	if err := d.check(z, t, c, h, w); err != nil {
 		return err
 	}
-	d.h, d.w = h, w
-	d.m.prepare(d.eng.prec)
+	on, err := d.m.prepare(d.be, d.prec)
+	if err != nil {
+		return err
+	}
+	d.h, d.w, d.on = h, w, on
 	n := c * h * w
 	for k := 0; k < t; k++ {
 		d.latentFrame(z[k*n : (k+1)*n])
 		out := d.out
 		d.out = d.out[:0]
-		var err error
+		if d.host != nil { // a device reports its errors as each frame is read back
+			d.fail(d.be.Flush())
+		}
+		err := d.err
 		for _, f := range out {
 			if err == nil {
-				for i, v := range f.data {
-					f.data[i] = min(max(v, -1), 1)
-				}
-				if err = emit(d.pixels, f.data); err != nil {
-					err = fmt.Errorf("vae: decode: emitting pixel frame %d (latent frame %d): %w", d.pixels, d.latents-1, err)
+				var rgb []float32
+				if rgb, err = d.read(f); err == nil && d.err == nil {
+					for i, v := range rgb {
+						rgb[i] = min(max(v, -1), 1)
+					}
+					if err = emit(d.pixels, rgb); err != nil {
+						err = fmt.Errorf("vae: decode: emitting pixel frame %d (latent frame %d): %w", d.pixels, d.latents-1, err)
+					}
 				}
 				d.pixels++
 			}
 			d.put(f)
 		}
 		d.pixels = d.m.Cfg.PixelFrames(0, d.latents)
+		if err == nil {
+			err = d.err
+		}
 		if err != nil {
+			d.err = nil
 			return err
 		}
 	}
 	return nil
+}
+
+// fail keeps a backend's first error (nil is ignored), naming the backend.
+func (d *Decoder) fail(err error) {
+	if err != nil && d.err == nil {
+		d.err = fmt.Errorf("vae: decode on %v: %w", d.be, err)
+	}
+}
+
+// read returns f's values: themselves on a host backend, else a copy
+// downloaded from the device (valid until the next read); a backend error
+// is kept (fail) and returned.
+func (d *Decoder) read(f *frame) ([]float32, error) {
+	if f.data != nil {
+		return f.data, nil
+	}
+	n := f.c * f.h * f.w
+	d.stage = grow(d.stage, n)
+	d.fail(d.be.Download(d.stage, f.t))
+	return d.stage, d.err
 }
 
 // Decode decodes a whole video of t latent frames z [t][c][h][w] with a
@@ -299,40 +345,74 @@ func (d *Decoder) get(c, h, w int) *frame {
 		return f
 	}
 	d.bytes += int64(n) * 4
-	return &frame{c, h, w, make([]float32, n)}
+	f := &frame{c: c, h: h, w: w, t: d.be.New(n)}
+	if d.host != nil {
+		f.data = d.host.Host(f.t)
+	}
+	return f
 }
 
 // put returns a frame buffer to the pool.
 func (d *Decoder) put(f *frame) {
 	if f != nil {
-		d.pool[len(f.data)] = append(d.pool[len(f.data)], f)
+		n := f.t.Len()
+		d.pool[n] = append(d.pool[n], f)
 	}
 }
 
 func (d *Decoder) emitTrace(module string, f *frame) {
 	if d.trace != nil {
-		d.trace(d.latents, module, f.c, f.h, f.w, f.data)
+		if v, err := d.read(f); err == nil { // else DecodeFunc returns the error
+			d.trace(d.latents, module, f.c, f.h, f.w, v)
+		}
 	}
 }
 
+// conv runs c on the input frames in (nil: a zero frame) of hs×ws into
+// out (upsampled 2× first with up), plus res (nil, or out's shape), on the
+// decoder's backend, and counts its operations.
+func (d *Decoder) conv(c *Conv, out *frame, in []compute.Tensor, hs, ws int, up bool, res *frame) {
+	w := d.on.convs[c]
+	var r compute.Tensor
+	if res != nil {
+		r = res.t
+	}
+	d.be.Conv(out.t, w, in, hs, ws, up, r)
+	present := 0
+	for _, f := range in {
+		if f != nil {
+			present++
+		}
+	}
+	d.flops += compute.ConvFLOPs(w, present, out.h*out.w)
+}
+
 // latentFrame runs the decoder on the stream's next latent frame z
-// [c][h][w] (Wan's decode: de-normalise, conv2, then one decoder call),
-// appending its pixel frames (unclamped) to d.out.
+// [c][h][w] (Wan's decode: de-normalise on the host, conv2, then one
+// decoder call), appending its pixel frames (unclamped) to d.out.
 func (d *Decoder) latentFrame(z []float32) {
 	m, dec := d.m, &d.m.Decoder
 	c, h, w := m.Cfg.ZDim, d.h, d.w
 	P := h * w
 	x := d.get(c, h, w)
+	xv := x.data
+	if xv == nil {
+		d.stage = grow(d.stage, c*P)
+		xv = d.stage
+	}
 	for ch := 0; ch < c; ch++ {
 		inv, mu := d.invStd[ch], d.mean[ch]
-		dst := x.data[ch*P : (ch+1)*P]
+		dst := xv[ch*P : (ch+1)*P]
 		for i, v := range z[ch*P : (ch+1)*P] {
 			dst[i] = v/inv + mu
 		}
 	}
+	if x.data == nil {
+		d.be.Upload(x.t, xv)
+	}
 	d.emitTrace("z_denorm", x)
 	y := d.get(c, h, w)
-	m.Conv2.apply(&d.eng, y.data, [][]float32{x.data}, h, w, false, nil)
+	d.conv(&m.Conv2, y, []compute.Tensor{x.t}, h, w, false, nil)
 	d.put(x)
 	d.emitTrace("conv2_out", y)
 
@@ -351,52 +431,48 @@ func (d *Decoder) latentFrame(z []float32) {
 
 // causal runs the causal convolution c (KT = 3) on its stream's next input
 // frame x, which then joins c's feature cache: out = c(cache₀, cache₁, x)
-// (+ res). The frame leaving the cache goes back to the pool.
+// (+ res). The frame leaving the cache goes back to the pool. On a device
+// the cache holds the float32 frames at bf16 too: the convolution rounds
+// its input frames to bfloat16 operands, so they give the bits of
+// causalBF16's cache.
 func (d *Decoder) causal(c *Conv, x, out, res *frame) {
-	if d.eng.prec == gemm.BF16 {
+	if d.prec == gemm.BF16 && d.host != nil {
 		d.causalBF16(c, x, out, res)
 		return
 	}
 	h := &d.hist[c.slot]
-	in := [3][]float32{nil, nil, x.data}
+	in := []compute.Tensor{nil, nil, x.t}
 	for i, f := range h {
 		if f != nil {
-			in[i] = f.data
+			in[i] = f.t
 		}
 	}
-	var r []float32
-	if res != nil {
-		r = res.data
-	}
-	c.apply(&d.eng, out.data, in[:], x.h, x.w, false, r)
+	d.conv(c, out, in, x.h, x.w, false, res)
 	d.put(h[0])
 	h[0], h[1] = h[1], x
 }
 
-// causalBF16 is causal at bf16 with the feature cache held as bfloat16
-// bits: at this precision the convolution rounds each of its input frames
-// to bfloat16 operands (ties to even, denormals read as zero) before its
-// products and reads them nowhere else, so a cached frame rounded that way
-// when it joins the cache (gemm.BF16OperandBits) and widened back to
-// float32 for the product gives the same bits, at half the memory (1.75
-// GiB instead of 3.5 at 480×832). The float32 input frame goes
-// back to the pool; the caller reads only its dimensions afterwards.
+// causalBF16 is causal at bf16 on a host backend with the feature cache
+// held as bfloat16 bits: at this precision the convolution rounds each of
+// its input frames to bfloat16 operands (ties to even, denormals read as
+// zero) before its products and reads them nowhere else, so a cached
+// frame rounded that way when it joins the cache (gemm.BF16OperandBits)
+// and widened back to float32 for the product gives the same bits, at
+// half the memory (1.75 GiB instead of 3.5 at 480×832). The float32 input
+// frame goes back to the pool; the caller reads only its dimensions
+// afterwards.
 func (d *Decoder) causalBF16(c *Conv, x, out, res *frame) {
 	h := &d.hist16[c.slot]
-	in := [3][]float32{nil, nil, x.data}
+	in := []compute.Tensor{nil, nil, x.t}
 	var wide [2]*frame
 	for i, b := range h {
 		if b != nil {
 			wide[i] = d.get(x.c, x.h, x.w)
 			nn.WidenBF16(wide[i].data, b)
-			in[i] = wide[i].data
+			in[i] = wide[i].t
 		}
 	}
-	var r []float32
-	if res != nil {
-		r = res.data
-	}
-	c.apply(&d.eng, out.data, in[:], x.h, x.w, false, r)
+	d.conv(c, out, in, x.h, x.w, false, res)
 	d.put(wide[0])
 	d.put(wide[1])
 	b := h[0] // the oldest frame's buffer holds the newest
@@ -406,8 +482,8 @@ func (d *Decoder) causalBF16(c *Conv, x, out, res *frame) {
 	}
 	gemm.BF16OperandBits(b, x.data)
 	h[0], h[1] = h[1], b
-	d.put(&frame{data: x.data}) // a new header: x keeps its dimensions for the caller
-	x.data = nil
+	d.put(&frame{t: x.t, data: x.data}) // a new header: x keeps its dimensions for the caller
+	x.t, x.data = nil, nil
 }
 
 // residual runs a ResidualBlock on x and returns its output (x itself,
@@ -415,14 +491,14 @@ func (d *Decoder) causalBF16(c *Conv, x, out, res *frame) {
 func (d *Decoder) residual(b *ResidualBlock, x *frame) *frame {
 	P := x.h * x.w
 	a := d.get(x.c, x.h, x.w)
-	nn.RMSNormChannels(a.data, x.data, x.c, P, b.Norm0.Gamma, true) // residual.0, residual.1 (SiLU)
+	d.be.RMSNormChannels(a.t, x.t, x.c, P, d.on.gamma[&b.Norm0], true) // residual.0, residual.1 (SiLU)
 	hid := d.get(b.Conv2.Cout, x.h, x.w)
-	d.causal(&b.Conv2, a, hid, nil)                                       // residual.2
-	nn.RMSNormChannels(hid.data, hid.data, hid.c, P, b.Norm3.Gamma, true) // residual.3, residual.4 (SiLU); 5 is dropout
+	d.causal(&b.Conv2, a, hid, nil)                                          // residual.2
+	d.be.RMSNormChannels(hid.t, hid.t, hid.c, P, d.on.gamma[&b.Norm3], true) // residual.3, residual.4 (SiLU); 5 is dropout
 	out := x
 	if b.Shortcut != nil {
 		out = d.get(b.Shortcut.Cout, x.h, x.w)
-		b.Shortcut.apply(&d.eng, out.data, [][]float32{x.data}, x.h, x.w, false, nil)
+		d.conv(b.Shortcut, out, []compute.Tensor{x.t}, x.h, x.w, false, nil)
 		d.put(x)
 	}
 	d.causal(&b.Conv6, hid, out, out) // residual.6, plus the shortcut
@@ -434,18 +510,18 @@ func (d *Decoder) residual(b *ResidualBlock, x *frame) *frame {
 func (d *Decoder) attention(a *AttentionBlock, x *frame) {
 	C, P := x.c, x.h*x.w
 	n := d.get(C, x.h, x.w)
-	nn.RMSNormChannels(n.data, x.data, C, P, a.Norm.Gamma, false)
+	d.be.RMSNormChannels(n.t, x.t, C, P, d.on.gamma[&a.Norm], false)
 	qkv := d.get(3*C, x.h, x.w)
-	a.ToQKV.apply(&d.eng, qkv.data, [][]float32{n.data}, x.h, x.w, false, nil)
+	d.conv(&a.ToQKV, qkv, []compute.Tensor{n.t}, x.h, x.w, false, nil)
 	// q, k, v are channels [0, C), [C, 2C), [2C, 3C); token p = y·w + x.
 	q, k, v, o := d.get(C, x.h, x.w), d.get(C, x.h, x.w), d.get(C, x.h, x.w), d.get(C, x.h, x.w)
-	transpose(q.data, qkv.data[:C*P], C, P)
-	transpose(k.data, qkv.data[C*P:2*C*P], C, P)
-	transpose(v.data, qkv.data[2*C*P:], C, P)
-	nn.Attention(d.eng.prec, o.data, q.data, k.data, v.data, P, P, 1, C, float32(1/math.Sqrt(float64(C))))
-	d.eng.flops += 4 * int64(P) * int64(P) * int64(C)
-	transpose(n.data, o.data, P, C)
-	a.Proj.apply(&d.eng, x.data, [][]float32{n.data}, x.h, x.w, false, x.data) // proj, plus the block input
+	d.be.Transpose(q.t, d.be.View(qkv.t, 0, C*P), C, P)
+	d.be.Transpose(k.t, d.be.View(qkv.t, C*P, C*P), C, P)
+	d.be.Transpose(v.t, d.be.View(qkv.t, 2*C*P, C*P), C, P)
+	d.be.Attention(d.prec, o.t, q.t, k.t, v.t, P, P, 1, C, float32(1/math.Sqrt(float64(C))))
+	d.flops += 4 * int64(P) * int64(P) * int64(C)
+	d.be.Transpose(n.t, o.t, P, C)
+	d.conv(&a.Proj, x, []compute.Tensor{n.t}, x.h, x.w, false, x) // proj, plus the block input
 	for _, f := range []*frame{n, qkv, q, k, v, o} {
 		d.put(f)
 	}
@@ -470,7 +546,7 @@ func (d *Decoder) upsamples(i int, x *frame) {
 			if r.TimeConv != nil {
 				d.started[r.idx] = true
 			}
-			y := d.spatial(r, x.data, x.c, x.h, x.w)
+			y := d.spatial(r, x.t, x.c, x.h, x.w)
 			d.put(x)
 			x = y
 			d.emitTrace(d.m.upNames[i], x)
@@ -484,7 +560,7 @@ func (d *Decoder) upsamples(i int, x *frame) {
 		// Output frame t becomes two: channels [0, C), then [C, 2C).
 		half := x.c * x.h * x.w
 		for s := 0; s < 2; s++ {
-			y := d.spatial(r, t.data[s*half:(s+1)*half], x.c, x.h, x.w)
+			y := d.spatial(r, d.be.View(t.t, s*half, half), x.c, x.h, x.w)
 			d.emitTrace(d.m.upNames[i], y)
 			d.upsamples(i+1, y)
 		}
@@ -496,9 +572,9 @@ func (d *Decoder) upsamples(i int, x *frame) {
 
 // spatial is a resample's spatial step on one frame src [c][h][w]: nearest
 // 2× upsampling and the 3×3 resample.1 conv, fused.
-func (d *Decoder) spatial(r *Resample, src []float32, c, h, w int) *frame {
+func (d *Decoder) spatial(r *Resample, src compute.Tensor, c, h, w int) *frame {
 	y := d.get(r.Conv.Cout, 2*h, 2*w)
-	r.Conv.apply(&d.eng, y.data, [][]float32{src}, h, w, true, nil)
+	d.conv(&r.Conv, y, []compute.Tensor{src}, h, w, true, nil)
 	return y
 }
 
@@ -507,10 +583,18 @@ func (d *Decoder) spatial(r *Resample, src []float32, c, h, w int) *frame {
 func (d *Decoder) head(x *frame) {
 	dec := &d.m.Decoder
 	a := d.get(x.c, x.h, x.w)
-	nn.RMSNormChannels(a.data, x.data, x.c, x.h*x.w, dec.HeadNorm.Gamma, true)
+	d.be.RMSNormChannels(a.t, x.t, x.c, x.h*x.w, d.on.gamma[&dec.HeadNorm], true)
 	d.put(x)
 	o := d.get(3, x.h, x.w)
 	d.causal(&dec.HeadConv, a, o, nil)
 	d.emitTrace("head", o)
 	d.out = append(d.out, o)
+}
+
+// grow returns s with length n, reusing its storage when large enough.
+func grow(s []float32, n int) []float32 {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]float32, n)
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/nn"
 	"github.com/densitykv/densitykv/weights"
@@ -98,7 +99,9 @@ type Model struct {
 	upNames   []string // "upsamples.<i>"
 
 	packMu sync.Mutex
-	packed [2]bool // per gemm.Precision: the convolutions are packed
+	packed [2]bool         // per gemm.Precision: the convolutions are packed
+	be     compute.Backend // the decoders' backend (nil: the CPU)
+	on     [2]*onBackend   // per gemm.Precision: the weights on be, once loaded
 
 	// Loaded says what Load read (weights.Source.Describe; "" for a model
 	// built otherwise).
@@ -408,12 +411,13 @@ func Random(cfg Config, seed uint64) (*Model, error) {
 }
 
 // prepare packs every convolution's weights for products at precision
-// prec, the first time that precision is asked for, and re-packs bf16
-// operands whose layout is not the selected kernel's (after gemm.Force).
-// Decoders call it before each chunk; it must not run while another
-// decoder of the model is decoding at a precision not packed yet or
-// during a gemm.Force.
-func (m *Model) prepare(prec gemm.Precision) {
+// prec, the first time that precision is asked for, re-packs bf16
+// operands whose layout is not the selected kernel's (after gemm.Force),
+// and returns the weights on be, loaded the first time (be must be the
+// model's backend). Decoders call it before each chunk; it must not run
+// while another decoder of the model is decoding at a precision not
+// packed yet or during a gemm.Force.
+func (m *Model) prepare(be compute.Backend, prec gemm.Precision) (*onBackend, error) {
 	m.packMu.Lock()
 	defer m.packMu.Unlock()
 	if !m.packed[prec] {
@@ -423,11 +427,95 @@ func (m *Model) prepare(prec gemm.Precision) {
 			m.eachConv(func(c *Conv) { c.pack() })
 		}
 		m.packed[prec] = true
-		return
-	}
-	if prec == gemm.BF16 {
+	} else if prec == gemm.BF16 {
 		m.eachConv(func(c *Conv) { c.op().Repack() })
 	}
+	if be != m.backend() {
+		return nil, fmt.Errorf("vae: the decoder began on %v, the model is now on %v (UseBackend): start a new decoder", be, m.be)
+	}
+	if on := m.on[prec]; on != nil {
+		return on, nil
+	}
+	on := &onBackend{be: be, convs: map[*Conv]compute.ConvWeights{}, gamma: map[*RMSNorm]compute.Tensor{}}
+	m.eachConv(func(c *Conv) { on.convs[c] = be.LoadConv(c.op(), prec) })
+	m.eachNorm(func(n *RMSNorm) { on.gamma[n] = be.Param(n.Gamma) })
+	if err := be.Flush(); err != nil {
+		on.release()
+		return nil, fmt.Errorf("vae: loading the weights on %v: %w", be, err)
+	}
+	m.on[prec] = on
+	return on, nil
+}
+
+// onBackend are the model's weights on a backend at one precision: each
+// convolution's and each RMS norm's gamma.
+type onBackend struct {
+	be    compute.Backend
+	convs map[*Conv]compute.ConvWeights
+	gamma map[*RMSNorm]compute.Tensor
+}
+
+func (on *onBackend) release() {
+	for _, w := range on.convs {
+		on.be.FreeConv(w)
+	}
+	for _, g := range on.gamma {
+		on.be.Free(g)
+	}
+}
+
+// UseBackend makes the model's decoders compute on b (nil: the CPU, the
+// default): its weights are uploaded once per precision, at a decoder's
+// first chunk, and what it held on the previous backend is freed. Every
+// backend computes the same bits (package compute's contract). Decoders
+// made before take no further chunk (start new ones); the model must not
+// be decoding while it changes backend.
+func (m *Model) UseBackend(b compute.Backend) {
+	m.packMu.Lock()
+	defer m.packMu.Unlock()
+	for i, on := range m.on {
+		if on != nil {
+			on.release()
+		}
+		m.on[i] = nil
+	}
+	if b == nil {
+		b = compute.NewCPU()
+	}
+	m.be = b
+}
+
+// Backend returns the backend the model's decoders compute on.
+func (m *Model) Backend() compute.Backend {
+	m.packMu.Lock()
+	defer m.packMu.Unlock()
+	return m.backend()
+}
+
+// backend is Backend with packMu held.
+func (m *Model) backend() compute.Backend {
+	if m.be == nil { // a Model built field by field
+		m.be = compute.NewCPU()
+	}
+	return m.be
+}
+
+// eachNorm calls f on every RMS norm in module order.
+func (m *Model) eachNorm(f func(*RMSNorm)) {
+	res := func(b *ResidualBlock) {
+		f(&b.Norm0)
+		f(&b.Norm3)
+	}
+	dec := &m.Decoder
+	res(&dec.Middle0)
+	f(&dec.Middle1.Norm)
+	res(&dec.Middle2)
+	for _, u := range dec.Upsamples {
+		if u.Res != nil {
+			res(u.Res)
+		}
+	}
+	f(&dec.HeadNorm)
 }
 
 // PackedBytes returns the memory of the packed weights (per precision
