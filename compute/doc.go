@@ -3,7 +3,8 @@
 // forwards (Linear, LayerNorm, RMSNorm, the DiT's modulation steps, the
 // residual adds, GELU, SiLU, Attention at a precision; umT5's streamed
 // bfloat16 Linears, gate product and attention with a relative-position
-// bias), in the spirit of ollama's ml package under its model/ packages.
+// bias; the VAE decoder's convolutions, channel RMS norm and transpose,
+// VAEOps), in the spirit of ollama's ml package under its model/ packages.
 // A model's forward is written once, against Backend; the backend
 // decides where the values live and how each operation runs:
 //

@@ -43,6 +43,14 @@
 //	                  shaders/t5_softmax.glsl) and its gate product
 //	                  (compute.Mul, shaders/t5_mul.comp); with NT and NN
 //	                  per head they make Backend.BiasedAttention (t5.go)
+//	Conv, RMSNormChannels, Transpose  the VAE decoder's operations
+//	                  (compute.VAEOps, vae.go): a convolution is, per
+//	                  input frame that is not a zero frame, an im2col in
+//	                  nn.Conv's row order and bf16 padding
+//	                  (shaders/vae_im2col.comp) and one Product continuing
+//	                  the chain, then nn.AddBias and the residual
+//	                  (shaders/vae_bias.comp); nn.RMSNormChannels with its
+//	                  SiLU on div32, sqrt32 and exp_def (shaders/vae_norm.glsl)
 //	CheckExact        the exactness probe of a device
 //
 // Every function returns an error for bad shapes, naming the operand, and

@@ -42,9 +42,21 @@
 // in [−1, 1], and Uint8 / RGB24 / VideoUint8 give the bytes the authors
 // feed ffmpeg (truncating, not rounding).
 //
-// Compute: the convolutions are GEMMs on package gemm with an implicit,
-// tiled im2col (conv.go): no whole-frame im2col, which at 480×832 would
-// need ~16 GB. The decoder runs each latent frame depth first, one frame
+// Backends: the decoder is written once, against package compute's
+// Backend (Model.UseBackend; the CPU by default): its frames are the
+// backend's tensors and every convolution (compute.VAEOps: nn.Conv's
+// products, the fused upsampling, the bias and the residual), RMS norm
+// with SiLU, transpose and the attention is the backend's operation, the
+// weights loaded once per backend and precision. The host de-normalises
+// the latents and clamps the pixels it hands out (reading them back from
+// a device). On package gpu's Backend every operation is an exact kernel
+// with the CPU's bits (TestBackendGPU: a stream of chunks, 0 differing
+// bits at fp32 and bf16); there the bf16 caches are float32 frames (the
+// convolution rounds them to the same operands), on the CPU bfloat16 bits.
+//
+// Compute on the CPU: the convolutions are GEMMs on package gemm with an
+// implicit, tiled im2col (nn.Conv): no whole-frame im2col, which at
+// 480×832 would need ~16 GB. The decoder runs each latent frame depth first, one frame
 // of activations per module at a time, so beyond the weights (73 M
 // parameters, kept twice: as loaded and packed) its memory is the feature
 // caches (two frames per causal conv: 3.5 GiB in float32 at 480×832)
