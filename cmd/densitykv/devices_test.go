@@ -79,18 +79,9 @@ func TestDevices(t *testing.T) {
 // default build a usage error naming the missing tag; with -tags vulkan
 // (and a device) a result that names the device, at both precisions.
 func TestBenchWanDevice(t *testing.T) {
-	code, out, errs := run(t, context.Background(), "bench", "wan", "--tiny", "--device", "vulkan", "--quiet", "--json")
-	if !vulkan.Built {
-		if code != 2 || !strings.Contains(errs, "built without Vulkan: rebuild with -tags vulkan") {
-			t.Fatalf("default build: exit %d, stderr %q", code, errs)
-		}
+	out, ok := runOnVulkan(t, "bench", "wan", "--tiny", "--device", "vulkan", "--quiet", "--json")
+	if !ok {
 		return
-	}
-	if _, required, _ := vulkantest.Wanted(); !required && code != 0 {
-		t.Skipf("no Vulkan device (%s)", errs)
-	}
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
 	}
 	var res []bench.WanResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
@@ -112,24 +103,15 @@ func TestBenchWanDevice(t *testing.T) {
 // scenes is admitted, as on the CPU.
 func TestBenchBankDevice(t *testing.T) {
 	args := []string{"bench", "bank", "--heads", "2", "--candidates", "60", "--capacity", "120", "--dim", "16", "--repeats", "2", "--quiet", "--json"}
-	code, out, errs := run(t, context.Background(), append(args, "--device", "vulkan")...)
-	if !vulkan.Built {
-		if code != 2 || !strings.Contains(errs, "built without Vulkan: rebuild with -tags vulkan") {
-			t.Fatalf("default build: exit %d, stderr %q", code, errs)
-		}
+	out, ok := runOnVulkan(t, append(args, "--device", "vulkan")...)
+	if !ok {
 		return
-	}
-	if _, required, _ := vulkantest.Wanted(); !required && code != 0 {
-		t.Skipf("no Vulkan device (%s)", errs)
-	}
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
 	}
 	var gpuRes, cpuRes bench.BankResult
 	if err := json.Unmarshal([]byte(out), &gpuRes); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	code, out, errs = run(t, context.Background(), args...)
+	code, out, errs := run(t, context.Background(), args...)
 	if code != 0 {
 		t.Fatalf("cpu: exit %d: %s", code, errs)
 	}
@@ -140,4 +122,27 @@ func TestBenchBankDevice(t *testing.T) {
 		fmt.Sprint(gpuRes.Accepted) != fmt.Sprint(cpuRes.Accepted) {
 		t.Errorf("device %q (cpu %q), median update %v s, admitted %v (cpu %v)", gpuRes.Device, cpuRes.Device, gpuRes.UpdateSecondsMedian, gpuRes.Accepted, cpuRes.Accepted)
 	}
+}
+
+// runOnVulkan runs a command line that asks for --device vulkan. In the
+// default build it requires the usage error naming the build tag and
+// reports false; with -tags vulkan it requires success (skipping when no
+// device is found and DENSITYKV_TEST_DEVICE does not demand one) and
+// returns the standard output.
+func runOnVulkan(t *testing.T, args ...string) (string, bool) {
+	t.Helper()
+	code, out, errs := run(t, context.Background(), args...)
+	if !vulkan.Built {
+		if code != 2 || !strings.Contains(errs, "built without Vulkan: rebuild with -tags vulkan") {
+			t.Fatalf("default build: exit %d, stderr %q", code, errs)
+		}
+		return "", false
+	}
+	if _, required, _ := vulkantest.Wanted(); !required && code != 0 {
+		t.Skipf("no Vulkan device (%s)", errs)
+	}
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	return out, true
 }
