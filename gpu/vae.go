@@ -57,7 +57,7 @@ func (b *Backend) LoadConv(c *nn.Conv, prec gemm.Precision) compute.ConvWeights 
 		return w
 	}
 	if err := compute.CheckConv("LoadConv", c, prec); err != nil {
-		b.fail("LoadConv", err)
+		b.failNamed(err)
 		return w
 	}
 	w.cin, w.cout, w.kt, w.kh, w.kw = c.Cin, c.Cout, c.KT, c.KH, c.KW
@@ -101,7 +101,7 @@ func (b *Backend) Conv(out compute.Tensor, w compute.ConvWeights, in []compute.T
 	}
 	needs, err := compute.ConvNeeds(w, out, in, hs, ws, up, res)
 	if err != nil {
-		b.fail("Conv", err)
+		b.failNamed(err)
 		return
 	}
 	ts := b.tensors("Conv", needs...)
@@ -163,6 +163,13 @@ func (b *Backend) Conv(out compute.Tensor, w compute.ConvWeights, in []compute.T
 		r = ts[len(ts)-1]
 	}
 	b.record("Conv", b.convBias(ts[0], cm, cw.bias, r, cw.cout, P))
+}
+
+// failNamed keeps err, which names its operation, when it is the first.
+func (b *Backend) failNamed(err error) {
+	if b.err == nil {
+		b.err = fmt.Errorf("gpu: %w", err)
+	}
 }
 
 // im2col records the right operand of one input frame f for output pixels
