@@ -10,8 +10,11 @@ import (
 // in order then gemm's depth order); a Conv holds its nn.Conv, which
 // shares its weights and keeps the packed operands.
 
-// engine runs the convolutions at one precision (an nn.ConvEngine: worker
-// scratch reused across calls) and counts their floating-point operations.
+// engine runs convolutions at one precision (an nn.ConvEngine: worker
+// scratch reused across calls) and counts their floating-point operations:
+// the tests' and benchmarks' direct calls (apply), beside the decoder's
+// through its backend (compute.VAEOps.Conv, the same nn.Conv.Apply on the
+// CPU).
 type engine struct {
 	prec  gemm.Precision
 	flops int64

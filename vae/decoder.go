@@ -164,8 +164,8 @@ func (d *Decoder) PixelFrames() int { return d.pixels }
 
 // Bytes returns the memory of the decoder's frame buffers: the feature
 // caches plus the pooled working frames (the largest part of its memory at
-// video sizes). At bf16 the caches are held as bfloat16, half the bytes of
-// Model.CacheBytes.
+// video sizes), on the host or the device. At bf16 on the CPU the caches
+// are held as bfloat16, half the bytes of Model.CacheBytes.
 func (d *Decoder) Bytes() int64 { return d.bytes }
 
 // FLOPs returns the floating-point operations (2 per multiply-add) of the
