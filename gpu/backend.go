@@ -24,6 +24,7 @@ type Backend struct {
 	err     error
 	freed   []*vulkan.Buffer // freed once the batch that may read them has run
 	scratch Matrix           // bfloat16 operands of the bf16 products, grown as needed
+	convs   [2]*devTensor    // the convolutions' im2col and product (vae.go), grown as needed
 }
 
 var _ compute.Backend = (*Backend)(nil)

@@ -110,20 +110,12 @@ func (b *Backend) Conv(out compute.Tensor, w compute.ConvWeights, in []compute.T
 	}
 	P := needs[0].N / cw.cout
 	pc := min(P, max(1, im2colElems/cw.depth))
-	cm := b.alloc("Conv", cw.cout*P) // C [Cout][P]
-	col := b.alloc("Conv", cw.depth*pc)
+	col := b.convScratch(0, cw.depth*pc)
+	cm := b.convScratch(1, cw.cout*P) // C [Cout][P]
 	var col16 Matrix
-	if cw.prec == gemm.BF16 && b.err == nil {
-		col16, err = NewMatrix(b.dev, gemm.BF16, cw.depth, pc)
-		b.record("Conv", err)
+	if cw.prec == gemm.BF16 {
+		col16 = b.bf16(cw.depth, pc)
 	}
-	defer func() {
-		b.Free(cm)
-		b.Free(col)
-		if col16.Buf != nil {
-			b.release(col16.Buf)
-		}
-	}()
 	if b.err != nil {
 		return
 	}
@@ -141,7 +133,8 @@ func (b *Backend) Conv(out compute.Tensor, w compute.ConvWeights, in []compute.T
 			bm := Matrix{Buf: col.buf, Prec: gemm.F32, Rows: cw.depth, Cols: n, Ld: n}
 			if cw.prec == gemm.BF16 {
 				src := bm
-				bm = Matrix{Buf: col16.Buf, Prec: gemm.BF16, Rows: cw.depth, Cols: n, Ld: n}
+				bm = col16
+				bm.Cols, bm.Ld = n, n
 				if err := RoundBF16(b.dev, b.batch, bm, src, true); err != nil {
 					b.fail("Conv", err)
 					return
@@ -163,6 +156,26 @@ func (b *Backend) Conv(out compute.Tensor, w compute.ConvWeights, in []compute.T
 		r = ts[len(ts)-1]
 	}
 	b.record("Conv", b.convBias(ts[0], cm, cw.bias, r, cw.cout, P))
+}
+
+// convScratch returns the convolutions' scratch tensor i (0: the im2col,
+// 1: the product), at least n values, grown as needed: the batch runs its
+// operations one after the other, so every convolution recorded in it
+// may use the same buffers. A grown one's old buffer is freed once the
+// batch has run.
+func (b *Backend) convScratch(i, n int) *devTensor {
+	if t := b.convs[i]; t != nil && t.n >= n {
+		return t
+	}
+	if b.convs[i] != nil {
+		b.Free(b.convs[i])
+	}
+	b.convs[i] = b.alloc("Conv", n)
+	if b.convs[i].buf == nil {
+		b.convs[i] = nil
+		return &devTensor{b: b}
+	}
+	return b.convs[i]
 }
 
 // failNamed keeps err, which names its operation, when it is the first.
