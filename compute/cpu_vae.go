@@ -130,7 +130,7 @@ func ConvNeeds(w ConvWeights, out Tensor, in []Tensor, hs, ws int, up bool, res 
 	needs := []Need{{"out", out, cout * ho * wo}}
 	for i, f := range in {
 		if f != nil {
-			needs = append(needs, Need{fmt.Sprintf("input frame %d", i), f, cin * hs * ws})
+			needs = append(needs, Need{frameName(i), f, cin * hs * ws})
 		}
 	}
 	if len(needs) == 1 {
@@ -140,4 +140,16 @@ func ConvNeeds(w ConvWeights, out Tensor, in []Tensor, hs, ws int, up bool, res 
 		needs = append(needs, Need{"res", res, cout * ho * wo})
 	}
 	return needs, nil
+}
+
+// frameNames name a convolution's first input frames without a Sprintf
+// per call.
+var frameNames = [...]string{"input frame 0", "input frame 1", "input frame 2"}
+
+// frameName names input frame i.
+func frameName(i int) string {
+	if i < len(frameNames) {
+		return frameNames[i]
+	}
+	return fmt.Sprintf("input frame %d", i)
 }
