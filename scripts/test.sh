@@ -40,5 +40,5 @@ else
   DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -timeout 20m -tags vulkan ./vulkan/... ./device/... ./gpu/...
 fi
 # The models on the GPU backend: the same bits as on the CPU (package compute).
-DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -tags vulkan -run 'TestBackend' ./wan ./t5
+DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -tags vulkan -run 'TestBackend' ./wan ./t5 ./vae
 DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -tags vulkan ./cmd/densitykv -run 'Devices'
