@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/device"
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/gpu"
 	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/rollout"
 	"github.com/densitykv/densitykv/runfolder"
@@ -29,6 +31,9 @@ type DecodeOptions struct {
 	// FPS and CRF are the mp4 encode's frame rate and x264 constant rate
 	// factor (nil = the run's generate.video).
 	FPS, CRF *int
+	// Device is where the decoder computes (cpu, vulkan, vulkan:N, auto;
+	// exact mode: the same frames and video bytes on every device).
+	Device device.Spec
 }
 
 // DecodeResult is what Decode made.
@@ -110,6 +115,16 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks runfolder.Ho
 	m, err := LoadVAE(o.VAE, o.Mean, o.Std, man.Channels)
 	if err != nil {
 		return nil, userf("--vae %s: %w", o.VAE, err)
+	}
+	dev, err := gpu.Open(o.Device)
+	if err != nil {
+		return nil, &runfolder.UserError{Err: fmt.Errorf("--device: %w", err)}
+	}
+	defer dev.Close()
+	if be := dev.Compute(); be != nil {
+		m.UseBackend(be)
+		defer m.UseBackend(nil)
+		hooks.Infof("device: the VAE on %s, exact mode (the CPU's bits)", dev.Label())
 	}
 	var prov Provenance
 	if err := runfolder.ReadJSON(filepath.Join(dir, runfolder.FileGeneration), &prov); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -186,7 +186,11 @@ func encodePrompts(in *genInputs, g config.GenerateSection, prompts []config.Pro
 	for i, p := range prompts {
 		texts[i] = p.Text
 	}
+	if err := in.openDevice(g); err != nil {
+		return nil, err
+	}
 	o := TextOptions{Encoder: g.TextEncoder, Tokenizer: g.Tokenizer, TextLen: g.Model.TextLen, CacheDir: g.TextCache, Discard: discard, Precision: g.Precision,
+		Backend: in.device.Compute(), DeviceMemory: int64(in.device.Choice.Device.DeviceLocalBytes()),
 		Warn:    func(msg string) { hooks.Warnf("%s", msg) },
 		Loading: loadProgress(hooks, "load text encoder (MiB)"),
 		Loaded:  func(desc string) { hooks.Infof("text encoder: %s", desc) },
@@ -244,10 +248,10 @@ func (in *genInputs) loadBackbone(g config.GenerateSection, mem memory.Config, p
 	if m.Loaded.LoRA != "" {
 		hooks.Infof("lora: merged %s", m.Loaded.LoRA)
 	}
-	dev, err := gpu.Open(g.Device)
-	if err != nil {
-		return &runfolder.UserError{Err: fmt.Errorf("generate.device: %w", err)}
+	if err := in.openDevice(g); err != nil {
+		return err
 	}
+	dev := in.device
 	if be := dev.Compute(); be != nil {
 		c := m.Cfg
 		per := int64(4)
@@ -258,13 +262,29 @@ func (in *genInputs) loadBackbone(g config.GenerateSection, mem memory.Config, p
 		shape := ditShape{Dim: c.Dim, FFNDim: c.FFNDim, TextLen: c.TextLen, Layers: c.Layers, PatchH: c.Patch[1], PatchW: c.Patch[2], PatchLen: c.PatchLen(), OutLen: c.OutLen()}
 		need := estimateDeviceNeed(shape, m.WeightBytes(), largest, g, mem, policy)
 		if err := checkDeviceMemory(need, dev.Choice.Device); err != nil {
-			dev.Close()
 			return &runfolder.UserError{Err: fmt.Errorf("generate.device %s: %w", g.Device, err)}
 		}
 		m.UseBackend(be)
-		hooks.Infof("device: the DiT on %s, exact mode (the CPU's bits); the memory policy, text encoder and VAE on the CPU", dev.Label())
+		if in.vae != nil {
+			in.vae.UseBackend(be)
+		}
+		hooks.Infof("device: the text encoder, the DiT and the VAE on %s, exact mode (the CPU's bits); the memory policy on the CPU", dev.Label())
 	}
-	in.wan, in.device, in.sched, in.first = m, dev, sch, first
+	in.wan, in.sched, in.first = m, sch, first
+	return nil
+}
+
+// openDevice opens the run's device (generate.device) once, for the text
+// encoder and the DiT.
+func (in *genInputs) openDevice(g config.GenerateSection) error {
+	if in.device != nil {
+		return nil
+	}
+	dev, err := gpu.Open(g.Device)
+	if err != nil {
+		return &runfolder.UserError{Err: fmt.Errorf("generate.device: %w", err)}
+	}
+	in.device = dev
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/densitykv/densitykv/checkpoint"
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/filehash"
@@ -54,6 +55,14 @@ type TextOptions struct {
 	// for the real umT5-XXL, fp32 for the tiny golden encoder. It is part
 	// of the cache key.
 	Precision gemm.Precision
+	// Backend, when set, is where the encoder computes (t5.Model.UseBackend;
+	// nil: the CPU): its weights go there for the encoding and are freed
+	// before EncodePrompts returns. Exact mode gives the CPU's bits, so the
+	// cache key does not name it. DeviceMemory, when positive, is the
+	// device-local memory the weights must fit (a larger encoder is
+	// refused before anything is uploaded).
+	Backend      compute.Backend
+	DeviceMemory int64
 }
 
 // TextInputs describes the text stage's inputs once checked (CheckText).
@@ -224,6 +233,15 @@ func EncodePrompts(o TextOptions, in *TextInputs, prompts []string) ([]*Embeddin
 		}
 		if m.Config != in.Encoder {
 			return nil, fmt.Errorf("generate: text encoder %s changed since it was checked", o.Encoder)
+		}
+		if o.Backend != nil {
+			need := m.WeightBytes() + m.WorkspaceBytes()
+			if o.DeviceMemory > 0 && need > o.DeviceMemory {
+				return nil, fmt.Errorf("generate: text encoder: its weights and workspace need %.2f GiB on %v, which has %.2f GiB of device-local memory; encode on the CPU (--device cpu)",
+					float64(need)/(1<<30), o.Backend, float64(o.DeviceMemory)/(1<<30))
+			}
+			m.UseBackend(o.Backend)
+			defer m.UseBackend(nil) // the encoder's weights leave the device with it
 		}
 		for n, j := range jobs {
 			mask := make([]int32, len(j.tok.Mask))

@@ -41,4 +41,7 @@ else
 fi
 # The models on the GPU backend: the same bits as on the CPU (package compute).
 DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -tags vulkan -run 'TestBackend' ./wan ./t5 ./vae
-DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -tags vulkan ./cmd/densitykv -run 'Devices'
+# The commands with --device vulkan: devices, the benchmarks, a tiny
+# generate (and one resumed on the CPU), the prompt-to-mp4 pipeline,
+# decode and encode-text, each the CPU's bytes.
+DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -timeout 20m -tags vulkan ./cmd/densitykv -run 'Devices|BenchWanDevice|BenchBankDevice|OnVulkan'

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/densitykv/densitykv/device"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/runfolder"
@@ -114,6 +115,7 @@ joins what is decoded.`,
 	f.StringVar(&precision, "precision", "", "the decoder's precision, fp32 or bf16 (default: the run's)")
 	f.IntVar(&fps, "fps", video.DefaultFPS, fmt.Sprintf("frames per second of the mp4s, 1..%d (default: the run's generate.video.fps)", video.MaxFPS))
 	f.IntVar(&crf, "crf", video.DefaultCRF, fmt.Sprintf("x264's constant rate factor of the mp4s, 0..%d (default: the run's generate.video.crf)", video.MaxCRF))
+	f.Var(&o.Device, "device", "where the VAE computes: "+device.Values+" (exact mode: the same video bytes on every device; Vulkan needs a build with -tags vulkan)")
 	f.BoolVar(&jsonOut, "json", false, "print the result as JSON")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
 	return cmd

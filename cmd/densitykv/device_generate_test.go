@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/densitykv/densitykv/golden"
 	"github.com/densitykv/densitykv/vulkan"
 	"github.com/densitykv/densitykv/vulkan/vulkantest"
 )
@@ -46,4 +50,67 @@ func TestGenerateOnVulkan(t *testing.T) {
 		t.Fatalf("resume on the CPU: exit %d: %s", code, errs)
 	}
 	sameRunFiles(t, dir, "cpu", "mixed")
+}
+
+// TestPipelineOnVulkan runs the README's prompt-to-mp4 command with the
+// text encoder, the DiT and the VAE on a Vulkan device and requires the
+// CPU run's bytes: the latent shards, the prompt's embedding and
+// video.mp4; then decode --device vulkan remakes the CPU run's video with
+// the same bytes, and encode-text --device vulkan writes the same file as
+// on the CPU.
+func TestPipelineOnVulkan(t *testing.T) {
+	ffTools(t)
+	cpu, gpuDir := t.TempDir(), t.TempDir()
+	if code, _, errs := run(t, context.Background(), pipelineArgs(t, cpu, "e2e", "--quiet", "--blocks", "2")...); code != 0 {
+		t.Fatalf("cpu: exit %d: %s", code, errs)
+	}
+	if _, ok := runOnVulkan(t, pipelineArgs(t, gpuDir, "e2e", "--quiet", "--blocks", "2", "--device", "vulkan")...); !ok {
+		return
+	}
+	same := func(what, a, b string) {
+		t.Helper()
+		x, err := os.ReadFile(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := os.ReadFile(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(x, y) {
+			t.Errorf("%s: %s and %s differ (%d and %d bytes)", what, a, b, len(x), len(y))
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(cpu, "e2e", "latents", "*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no latent shards in the CPU run (%v)", err)
+	}
+	embeds, _ := filepath.Glob(filepath.Join(cpu, "e2e", "prompts", "*"))
+	for _, f := range append(append(files, embeds...), filepath.Join(cpu, "e2e", "video.mp4")) {
+		rel, _ := filepath.Rel(cpu, f)
+		same("generate --device vulkan", f, filepath.Join(gpuDir, rel))
+	}
+
+	cpuVideo, err := os.ReadFile(filepath.Join(cpu, "e2e", "video.mp4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := runOnVulkan(t, "decode", filepath.Join(cpu, "e2e"), "--device", "vulkan", "--quiet"); !ok {
+		return
+	}
+	if v, err := os.ReadFile(filepath.Join(cpu, "e2e", "video.mp4")); err != nil || !bytes.Equal(v, cpuVideo) {
+		t.Errorf("decode --device vulkan: video.mp4 differs from the CPU's (%d and %d bytes, %v)", len(v), len(cpuVideo), err)
+	}
+
+	enc := func(out string, extra ...string) []string {
+		return append([]string{"encode-text", "--text-encoder", filepath.Join(golden.T5(t), "weights.pth"), "--tokenizer", filepath.Join(golden.T5(t), "spiece.model"),
+			"--text-len", "8", "--prompt", "a heron lands on a lake", "-o", out, "--quiet"}, extra...)
+	}
+	dir := t.TempDir()
+	if code, _, errs := run(t, context.Background(), enc(filepath.Join(dir, "cpu.safetensors"))...); code != 0 {
+		t.Fatalf("encode-text: exit %d: %s", code, errs)
+	}
+	if _, ok := runOnVulkan(t, enc(filepath.Join(dir, "gpu.safetensors"), "--device", "vulkan")...); ok {
+		same("encode-text --device vulkan", filepath.Join(dir, "cpu.safetensors"), filepath.Join(dir, "gpu.safetensors"))
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/device"
 	"github.com/densitykv/densitykv/generate"
 	"github.com/densitykv/densitykv/t5"
 )
@@ -19,6 +20,7 @@ func init() { register(newEncodeTextCmd) }
 func newEncodeTextCmd() *cobra.Command {
 	var o generate.TextOptions
 	var prompt, outPath, precision string
+	dev := device.CPU
 	var jsonOut, quiet bool
 	cmd := &cobra.Command{
 		Use:   "encode-text",
@@ -58,6 +60,12 @@ A prompt longer than --text-len tokens is truncated, with a warning.`,
 					return usagef("--precision: %v", err)
 				}
 			}
+			cd, err := openDevice(dev)
+			if err != nil {
+				return err
+			}
+			defer cd.Close()
+			o.Backend, o.DeviceMemory = cd.Compute(), int64(cd.Choice.Device.DeviceLocalBytes())
 			stderr := cmd.ErrOrStderr()
 			o.Warn = func(msg string) { fmt.Fprintln(stderr, msg) }
 			prog := newProgress(stderr, "encode (prompts)", 1, 0, quiet)
@@ -91,6 +99,7 @@ A prompt longer than --text-len tokens is truncated, with a warning.`,
 	f.StringVar(&prompt, "prompt", "", "the prompt")
 	f.StringVar(&precision, "precision", "", "the encoder's compute precision, fp32 or bf16 (default: bf16 for umT5-XXL, fp32 for smaller encoders)")
 	f.StringVarP(&outPath, "output", "o", "", "output .safetensors file")
+	f.Var(&dev, "device", "where the encoder computes: "+device.Values+" (exact mode: the same embedding on every device; Vulkan needs a build with -tags vulkan)")
 	f.BoolVar(&jsonOut, "json", false, "print the result as JSON")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
 	return cmd
