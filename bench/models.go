@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/cputime"
 	"github.com/densitykv/densitykv/t5"
@@ -19,11 +20,14 @@ import (
 // the run).
 type Rate struct {
 	Precision gemm.Precision `json:"precision"`
-	Kernel    string         `json:"kernel"`
-	FLOPs     float64        `json:"flops"` // per timed unit (a block, a prompt)
-	GFLOPS    float64        `json:"gflops"`
-	CPUGFLOPS float64        `json:"gflops_per_cpu_second"`
-	Peak      float64        `json:"kernel_peak_gflops_per_core"`
+	// Device is where the model ran: "cpu" or a Vulkan device's label
+	// (Kernel "exact", no CPU peak).
+	Device    string  `json:"device"`
+	Kernel    string  `json:"kernel"`
+	FLOPs     float64 `json:"flops"` // per timed unit (a block, a prompt)
+	GFLOPS    float64 `json:"gflops"`
+	CPUGFLOPS float64 `json:"gflops_per_cpu_second"`
+	Peak      float64 `json:"kernel_peak_gflops_per_core"`
 	// PeakFraction is GFLOPS / (Peak · Threads); CPUPeakFraction is
 	// CPUGFLOPS / Peak (per busy core: less sensitive to other load).
 	PeakFraction    float64 `json:"peak_fraction"`
@@ -32,7 +36,12 @@ type Rate struct {
 }
 
 func newRate(p gemm.Precision) Rate {
-	return Rate{Precision: p, Kernel: gemm.KernelName(p), Peak: gemm.PeakGFLOPS(p), Threads: gemm.Threads()}
+	return Rate{Precision: p, Device: "cpu", Kernel: gemm.KernelName(p), Peak: gemm.PeakGFLOPS(p), Threads: gemm.Threads()}
+}
+
+// onDevice is the rate of a run on a device: no CPU kernel or peak.
+func onDevice(p gemm.Precision, device string) Rate {
+	return Rate{Precision: p, Device: device, Kernel: "exact", Threads: gemm.Threads()}
 }
 
 // set fills the rates from the FLOPs of one unit, its median wall time and
@@ -52,6 +61,9 @@ func (r *Rate) set(flops, seconds, cpu float64) {
 }
 
 func (r Rate) String() string {
+	if r.Device != "" && r.Device != "cpu" {
+		return fmt.Sprintf("%.1f GFLOP/s on %s (exact mode)", r.GFLOPS, r.Device)
+	}
 	return fmt.Sprintf("%.1f GFLOP/s (%.1f per CPU-second) on the %v %s kernel, %.0f%% of its peak %.1f GFLOP/s per core × %d threads (%.0f%% per busy core)",
 		r.GFLOPS, r.CPUGFLOPS, r.Precision, r.Kernel, 100*r.PeakFraction, r.Peak, r.Threads, 100*r.CPUPeakFraction)
 }
@@ -68,8 +80,12 @@ type VAEOptions struct {
 	FramesPerBlock, Blocks int
 	Precision              gemm.Precision
 	Seed                   uint64
-	Context                context.Context // stops between blocks when cancelled (nil = never)
-	Progress               func(done, total int)
+	// Backend, when set, is where the decoder computes (vae.Model.UseBackend;
+	// nil: the CPU), Device its label.
+	Backend  compute.Backend
+	Device   string
+	Context  context.Context // stops between blocks when cancelled (nil = never)
+	Progress func(done, total int)
 }
 
 // VAEResult is what RunVAE measured: per latent block, the decoder's time.
@@ -137,6 +153,9 @@ func RunVAE(o VAEOptions) (VAEResult, error) {
 		o.Blocks = 2
 	}
 	res := VAEResult{Name: o.Name, Height: o.Height, Width: o.Width, Rate: newRate(o.Precision)}
+	if o.Backend != nil {
+		res.Rate = onDevice(o.Precision, o.Device)
+	}
 	release()
 	peak := sync.OnceValue(startHeapSampler().done)
 	defer peak()
@@ -145,6 +164,10 @@ func RunVAE(o VAEOptions) (VAEResult, error) {
 	m, err := vae.Random(o.Model, o.Seed)
 	if err != nil {
 		return res, err
+	}
+	if o.Backend != nil {
+		m.UseBackend(o.Backend)
+		defer m.UseBackend(nil)
 	}
 	res.Params = m.NumParams()
 	c := o.Model.ZDim
@@ -205,8 +228,12 @@ type TextOptions struct {
 	Prompts   int // timed prompts (0 = 3)
 	Precision gemm.Precision
 	Seed      uint64
-	Context   context.Context
-	Progress  func(done, total int)
+	// Backend, when set, is where the encoder computes (t5.Model.UseBackend;
+	// nil: the CPU), Device its label.
+	Backend  compute.Backend
+	Device   string
+	Context  context.Context
+	Progress func(done, total int)
 }
 
 // TextResult is what RunText measured: per prompt, the encoder's time.
@@ -281,6 +308,11 @@ func RunText(o TextOptions) (TextResult, error) {
 		return res, err
 	}
 	m.Precision = o.Precision
+	if o.Backend != nil {
+		res.Rate = onDevice(o.Precision, o.Device)
+		m.UseBackend(o.Backend)
+		defer m.UseBackend(nil)
+	}
 	res.WeightBytes = m.WeightBytes()
 	perLayer := (res.WeightBytes - embedBytes(run)) / int64(run.Layers)
 	res.Params = full.Params()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/densitykv/densitykv/bench"
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/device"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/t5"
 	"github.com/densitykv/densitykv/vae"
@@ -42,6 +43,7 @@ func parsePrecisions(list []string) ([]gemm.Precision, error) {
 
 func newBenchVAECmd() *cobra.Command {
 	var o bench.VAEOptions
+	dev := device.CPU
 	var precisions []string
 	var jsonOut, tiny, quiet bool
 	cmd := &cobra.Command{
@@ -81,6 +83,12 @@ defaults time frame 0 and one steady frame at bf16.`,
 					o.Height, o.Width = 6, 8
 				}
 			}
+			cd, err := openDevice(dev)
+			if err != nil {
+				return err
+			}
+			defer cd.Close()
+			o.Backend, o.Device = cd.Compute(), cd.Label()
 			o.Context = cmd.Context()
 			return benchPrecisions(cmd, precs, "bench vae", "blocks", o.Blocks, quiet, jsonOut, func(p gemm.Precision, progress func(done, total int)) (bench.VAEResult, error) {
 				o.Precision, o.Progress = p, progress
@@ -96,6 +104,7 @@ defaults time frame 0 and one steady frame at bf16.`,
 	f.StringSliceVar(&precisions, "precision", []string{"bf16"}, "model precisions to run, each in turn: fp32, bf16")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the random weights and latents")
 	f.BoolVar(&tiny, "tiny", false, "the tiny golden configuration on 6×8 latents (seconds)")
+	f.Var(&dev, "device", deviceUsage)
 	f.BoolVar(&jsonOut, "json", false, "print a JSON object (kernels, one result per precision)")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
 	return cmd
@@ -103,6 +112,7 @@ defaults time frame 0 and one steady frame at bf16.`,
 
 func newBenchTextCmd() *cobra.Command {
 	var o bench.TextOptions
+	dev := device.CPU
 	var precisions []string
 	var jsonOut, tiny, quiet bool
 	cmd := &cobra.Command{
@@ -136,6 +146,12 @@ the weights not built added.`,
 				o.Name, o.Model = "tiny (golden config)", tinyT5()
 				o.Tokens = min(o.Tokens, 8)
 			}
+			cd, err := openDevice(dev)
+			if err != nil {
+				return err
+			}
+			defer cd.Close()
+			o.Backend, o.Device = cd.Compute(), cd.Label()
 			o.Context = cmd.Context()
 			return benchPrecisions(cmd, precs, "bench text", "prompts", o.Prompts, quiet, jsonOut, func(p gemm.Precision, progress func(done, total int)) (bench.TextResult, error) {
 				o.Precision, o.Progress = p, progress
@@ -150,6 +166,7 @@ the weights not built added.`,
 	f.StringSliceVar(&precisions, "precision", []string{"bf16"}, "model precisions to run, each in turn: fp32, bf16")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the random weights and tokens")
 	f.BoolVar(&tiny, "tiny", false, "the tiny golden configuration (milliseconds)")
+	f.Var(&dev, "device", deviceUsage)
 	f.BoolVar(&jsonOut, "json", false, "print a JSON object (kernels, one result per precision)")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
 	return cmd

@@ -146,3 +146,35 @@ func runOnVulkan(t *testing.T, args ...string) (string, bool) {
 	}
 	return out, true
 }
+
+// TestBenchModelsDevice runs bench text and bench vae on the tiny models
+// with --device vulkan: the default build refuses naming the tag; with
+// -tags vulkan each result names the device and the exact kernels.
+func TestBenchModelsDevice(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "text", "--tiny", "--precision", "fp32,bf16"},
+		{"bench", "vae", "--tiny", "--blocks", "1", "--precision", "bf16"},
+	} {
+		out, ok := runOnVulkan(t, append(args, "--device", "vulkan", "--quiet", "--json")...)
+		if !ok {
+			continue
+		}
+		var res struct {
+			Results []struct {
+				Device, Kernel string
+				GFLOPS         float64 `json:"gflops"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		if len(res.Results) == 0 {
+			t.Fatalf("%v: no results:\n%s", args, out)
+		}
+		for _, r := range res.Results {
+			if !strings.HasPrefix(r.Device, "vulkan:") || r.Kernel != "exact" || r.GFLOPS <= 0 {
+				t.Errorf("%v: device %q, kernel %q, %v GFLOP/s", args, r.Device, r.Kernel, r.GFLOPS)
+			}
+		}
+	}
+}
