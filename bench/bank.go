@@ -55,9 +55,9 @@ type BankResult struct {
 	Candidates int `json:"candidates"`
 	Capacity   int `json:"capacity"`
 	// Device is where the updates ran: "cpu" or a Vulkan device's label.
-	Device string `json:"device"`
-	Dim        int `json:"dim"`
-	Workers    int `json:"workers"`
+	Device  string `json:"device"`
+	Dim     int    `json:"dim"`
+	Workers int    `json:"workers"`
 
 	UpdateSeconds       []float64 `json:"update_seconds"` // every timed update (full bank, steady state)
 	UpdateSecondsMedian float64   `json:"update_seconds_median"`
