@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/cputime"
 	"github.com/densitykv/densitykv/memory"
@@ -54,7 +55,12 @@ type PipelineOptions struct {
 	// --precision: bf16 for the real-size models.
 	Precision gemm.Precision
 	Seed      uint64
-	Context   context.Context
+	// Backend, when set, is where the models compute (the text encoder,
+	// the DiT and the VAE, each UseBackend; nil: the CPU); the memory
+	// policy stays on the host. Device labels it in the result.
+	Backend compute.Backend
+	Device  string
+	Context context.Context
 	// Stage reports each stage as it starts.
 	Stage func(name string)
 	// Progress, when set, reports the rollout's forward calls (done of
@@ -118,6 +124,9 @@ type PipelineBlock struct {
 
 // PipelineResult is what RunPipeline measured.
 type PipelineResult struct {
+	// Device is where the models ran: "cpu" or a Vulkan device's label
+	// (the memory policy on the host either way).
+	Device string          `json:"device"`
 	Stages []PipelineStage `json:"stages"`
 	// The generation stage at full depth: measured when the last depth run
 	// is the full one, else extrapolated from the last two depths L1 < L2,
@@ -169,7 +178,10 @@ func RunPipeline(o PipelineOptions) (PipelineResult, error) {
 	if o.VAEFrames <= 0 || o.VAEFrames > 3 {
 		o.VAEFrames = 3
 	}
-	res := PipelineResult{Layers: o.Model.Layers, Threads: runtime.GOMAXPROCS(0)}
+	res := PipelineResult{Layers: o.Model.Layers, Threads: runtime.GOMAXPROCS(0), Device: "cpu"}
+	if o.Backend != nil {
+		res.Device = o.Device
+	}
 	stopped := func() error {
 		if o.Context != nil && o.Context.Err() != nil {
 			return fmt.Errorf("bench: pipeline: stopped: %w", o.Context.Err())
@@ -205,6 +217,10 @@ func RunPipeline(o PipelineOptions) (PipelineResult, error) {
 				return err
 			}
 			m.Precision = o.Precision
+			if o.Backend != nil {
+				m.UseBackend(o.Backend)
+				defer m.UseBackend(nil) // the encoder leaves the device before the DiT
+			}
 			r := rand.New(rand.NewPCG(o.Seed, 4))
 			ids, mask := make([]int32, o.TextTokens), make([]int32, o.TextTokens)
 			for i := range ids {
@@ -314,14 +330,28 @@ func (o PipelineOptions) generate(L int, live *int64, steps *[]PipelineStep) err
 	const fpb = 3
 	var (
 		m   *wan.Model
+		vm  *vae.Model
 		pol memory.Policy
 		dec *vae.Decoder
 		txt *wan.Text
 	)
+	if o.Backend != nil {
+		defer func() { // this depth's weights leave the device before the next
+			if m != nil {
+				m.UseBackend(nil)
+			}
+			if vm != nil {
+				vm.UseBackend(nil)
+			}
+		}()
+	}
 	err := timed(steps, PipelineStep{Name: stepLoad}, func(*PipelineStep) error {
 		var err error
 		if m, err = wan.Random(cfg, o.Seed, o.Precision); err != nil {
 			return err
+		}
+		if o.Backend != nil {
+			m.UseBackend(o.Backend)
 		}
 		mc, err := cfg.Memory(memory.Config{}, o.Height, o.Width, fpb)
 		if err != nil {
@@ -330,9 +360,11 @@ func (o PipelineOptions) generate(L int, live *int64, steps *[]PipelineStep) err
 		if pol, err = memory.New(o.Policy, mc); err != nil {
 			return err
 		}
-		vm, err := vae.Random(o.VAE, o.Seed)
-		if err != nil {
+		if vm, err = vae.Random(o.VAE, o.Seed); err != nil {
 			return err
+		}
+		if o.Backend != nil {
+			vm.UseBackend(o.Backend)
 		}
 		if dec, err = vm.NewDecoder(vae.Options{Precision: o.Precision}); err != nil {
 			return err

@@ -44,4 +44,4 @@ DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -tags vulkan -run 'TestBackend' ./
 # The commands with --device vulkan: devices, the benchmarks, a tiny
 # generate (and one resumed on the CPU), the prompt-to-mp4 pipeline,
 # decode and encode-text, each the CPU's bytes.
-DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -timeout 20m -tags vulkan ./cmd/densitykv -run 'Devices|BenchWanDevice|BenchBankDevice|BenchModelsDevice|OnVulkan'
+DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -timeout 20m -tags vulkan ./cmd/densitykv -run 'Devices|BenchWanDevice|BenchBankDevice|BenchModelsDevice|BenchPipelineDevice|OnVulkan'

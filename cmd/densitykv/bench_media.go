@@ -174,6 +174,7 @@ the weights not built added.`,
 
 func newBenchPipelineCmd() *cobra.Command {
 	var o bench.PipelineOptions
+	dev := device.CPU
 	var layers, precision string
 	var jsonOut, tiny, quiet bool
 	cmd := &cobra.Command{
@@ -194,10 +195,14 @@ time, CPU time and peak RSS; the block's total gives the cost of a video
 one measured block and says so). --layers 1,2 runs shallower models and
 extrapolates the memory to 30 layers instead (quicker; no block time).
 It needs about 13 GB free for the text stage and takes 15–30 minutes on
-two cores (--skip-text saves a few).`,
+two cores (--skip-text saves a few). --device vulkan (a build with -tags
+vulkan) runs the text encoder, the DiT and the VAE on a Vulkan device in
+exact mode; the memory policy stays on the host, and the RSS figures are
+the host's.`,
 		Example: `  densitykv bench pipeline
   densitykv bench pipeline --skip-text --json
-  densitykv bench pipeline --tiny`,
+  densitykv bench pipeline --tiny
+  densitykv bench pipeline --device vulkan --skip-text`,
 		Args:        cobra.NoArgs,
 		Annotations: interruptible("stopping after the current stage step"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -251,6 +256,12 @@ two cores (--skip-text saves a few).`,
 				}
 				prog.add(done - prog.done)
 			}
+			cd, err := openDevice(dev)
+			if err != nil {
+				return err
+			}
+			defer cd.Close()
+			o.Backend, o.Device = cd.Compute(), cd.Label()
 			o.Context = cmd.Context()
 			r, err := bench.RunPipeline(o)
 			if prog != nil {
@@ -271,6 +282,9 @@ two cores (--skip-text saves a few).`,
 				}{kernels, r})
 			}
 			fmt.Fprint(out, bench.KernelLines(kernels))
+			if o.Backend != nil {
+				fmt.Fprintf(out, "models on %s (exact mode); the memory policy on the host\n", o.Device)
+			}
 			fmt.Fprint(out, pipelineReport(r))
 			return nil
 		},
@@ -288,6 +302,7 @@ two cores (--skip-text saves a few).`,
 	f.StringVar(&precision, "precision", "", "the models' precision, fp32 or bf16 (default as generate: bf16 at real size, fp32 with --tiny)")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the random weights")
 	f.BoolVar(&tiny, "tiny", false, "the tiny golden models (seconds)")
+	f.Var(&dev, "device", deviceUsage)
 	f.BoolVar(&jsonOut, "json", false, "print a JSON object")
 	f.BoolVar(&quiet, "quiet", false, "no progress output")
 	return cmd

@@ -178,3 +178,21 @@ func TestBenchModelsDevice(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchPipelineDevice runs bench pipeline on the tiny models with
+// --device vulkan (text stage, one block, one VAE frame): the default
+// build refuses naming the tag; with -tags vulkan the result names the
+// device and has both stages.
+func TestBenchPipelineDevice(t *testing.T) {
+	out, ok := runOnVulkan(t, "bench", "pipeline", "--tiny", "--precision", "bf16", "--vae-frames", "1", "--blocks", "1", "--device", "vulkan", "--quiet", "--json")
+	if !ok {
+		return
+	}
+	var res bench.PipelineResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.HasPrefix(res.Device, "vulkan:") || len(res.Stages) != 2 {
+		t.Errorf("device %q, %d stages:\n%s", res.Device, len(res.Stages), out)
+	}
+}
