@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/riesz"
@@ -25,6 +24,15 @@ import (
 // from (external densities, scores, crossing points, prefix sums, density
 // updates) and the admitted states' r×r interactions. Build a bank on them
 // with NewBank.
+//
+// The scratch of an update (the candidates, the candidate×bank
+// interactions, the scan's checkpoints, the evicted and fresh states) is
+// shared by every bank of one device, head by head (bankScratch): the
+// banks of a model's layers update one at a time, so the device holds one
+// update's scratch, not one per layer. The banks of a device share one
+// lock; a pass that finds its head's scratch last written by another
+// bank's update (two banks of one device updating at once) fails, naming
+// it, rather than read another bank's data.
 type BankPasses struct {
 	dev   *vulkan.Device
 	k     riesz.Kernel
@@ -32,7 +40,8 @@ type BankPasses struct {
 	dk    int
 	dv    int
 	bf16  bool
-	mu    sync.Mutex
+	sh    *bankScratch // the device's shared scratch; sh.mu guards the passes
+	freed bool
 	err   error
 	heads []bankHead
 }
@@ -45,8 +54,8 @@ type bankHead struct {
 	nc          int // candidates of the update
 	scanned     int // rows of the last Scan
 	every       int
-	ne, nf      int                       // evicted and fresh states of the last Commit
-	scratch     map[string]*vulkan.Buffer // by name, grown on demand
+	ne, nf      int          // evicted and fresh states of the last Commit
+	sc          *headScratch // this head's scratch, shared with the device's other banks
 }
 
 // NewBank returns an empty bank of configuration cfg whose passes run on
@@ -93,9 +102,10 @@ func NewBankPasses(dev *vulkan.Device, cfg bank.Config) (*BankPasses, error) {
 	}
 	p := &BankPasses{dev: dev, k: k, dd: dd, dk: cfg.KeyDim, dv: cfg.ValueDim, bf16: cfg.Payload == bank.PayloadBF16 && cfg.DescDim == 0}
 	p.heads = make([]bankHead, cfg.Heads)
+	p.sh = joinScratch(dev, p)
 	for h := range p.heads {
 		hd := &p.heads[h]
-		hd.scratch = map[string]*vulkan.Buffer{}
+		hd.sc = p.sh.heads[h]
 		M := int64(cfg.Capacity)
 		for i := range 2 {
 			for _, a := range []struct {
@@ -112,10 +122,18 @@ func NewBankPasses(dev *vulkan.Device, cfg bank.Config) (*BankPasses, error) {
 	return p, nil
 }
 
-// Free releases the device buffers; the bank must not be updated after.
+// Free releases the bank's device buffers, and the device's shared scratch
+// with its last bank; the bank must not be updated after. Freeing twice
+// is a no-op.
 func (p *BankPasses) Free() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	bankScratches.Lock() // before sh.mu, as joinScratch
+	defer bankScratches.Unlock()
+	p.sh.mu.Lock()
+	defer p.sh.mu.Unlock()
+	if p.freed {
+		return
+	}
+	p.freed = true
 	for h := range p.heads {
 		hd := &p.heads[h]
 		for _, b := range []*vulkan.Buffer{hd.desc[0], hd.desc[1], hd.norms[0], hd.norms[1], hd.keys[0], hd.keys[1], hd.vals[0], hd.vals[1]} {
@@ -123,27 +141,24 @@ func (p *BankPasses) Free() {
 				b.Free()
 			}
 		}
-		for _, b := range hd.scratch {
-			b.Free()
-		}
-		hd.scratch = map[string]*vulkan.Buffer{}
 	}
+	p.sh.leave(p)
 }
 
 // KV returns head h's stored keys [n][KeyDim] and values [n][ValueDim] on
 // the device, float32 in storage order (the bank's Keys and Values), and
 // n; they are valid until the next update or Free.
 func (p *BankPasses) KV(h int) (keys, values *vulkan.Buffer, n int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.sh.mu.Lock()
+	defer p.sh.mu.Unlock()
 	hd := &p.heads[h]
 	return hd.keys[hd.cur], hd.vals[hd.cur], hd.n
 }
 
 // Err returns the first device error of a pass.
 func (p *BankPasses) Err() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.sh.mu.Lock()
+	defer p.sh.mu.Unlock()
 	return p.err
 }
 
@@ -154,21 +169,22 @@ func (p *BankPasses) fail(op string, h int, err error) {
 	}
 }
 
-// buf returns head h's scratch buffer name with at least size bytes.
+// buf returns the head's scratch buffer name with at least size bytes.
 func (p *BankPasses) buf(hd *bankHead, name string, size int64) *vulkan.Buffer {
 	size = max(size, 16)
-	if b := hd.scratch[name]; b != nil && b.Size() >= size {
+	bufs := hd.sc.bufs
+	if b := bufs[name]; b != nil && b.Size() >= size {
 		return b
 	}
-	if b := hd.scratch[name]; b != nil {
+	if b := bufs[name]; b != nil {
 		b.Free()
-		delete(hd.scratch, name)
+		delete(bufs, name)
 	}
 	b, err := p.dev.Alloc(size + size/8)
 	if err != nil {
 		panic(bankErr{fmt.Errorf("%d bytes for %s: %w", size, name, err)})
 	}
-	hd.scratch[name] = b
+	bufs[name] = b
 	return b
 }
 
@@ -178,9 +194,13 @@ type bankErr struct{ err error }
 // run runs fn under the lock unless a pass failed, turning a bankErr panic
 // into the passes' error.
 func (p *BankPasses) run(op string, h int, fn func(hd *bankHead)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.sh.mu.Lock()
+	defer p.sh.mu.Unlock()
 	if p.err != nil {
+		return
+	}
+	if p.freed {
+		p.fail(op, h, fmt.Errorf("the bank's device buffers were freed"))
 		return
 	}
 	defer func() {

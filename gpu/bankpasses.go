@@ -13,6 +13,7 @@ import (
 // Candidates uploads head h's candidates.
 func (p *BankPasses) Candidates(h int, cand riesz.Set) {
 	p.run("Candidates", h, func(hd *bankHead) {
+		p.claim(hd)
 		hd.nc = cand.N
 		p.upSet(p.set(hd, "cand", "candNorms", cand.N), 0, cand)
 	})
@@ -22,6 +23,7 @@ func (p *BankPasses) Candidates(h int, cand riesz.Set) {
 // keeping the interactions on the device for Scan and PrefixSums.
 func (p *BankPasses) Score(h int, cand, bk riesz.Set, inv []float32, ext, mean, mx []float64, _ []float32, _ *riesz.Workspace) {
 	p.run("Score", h, func(hd *bankHead) {
+		p.mine(hd)
 		sameN("the bank", bk.N, hd.n)
 		sameN("the candidates", cand.N, hd.nc)
 		n, m := hd.nc, hd.n
@@ -48,6 +50,7 @@ func (p *BankPasses) Score(h int, cand, bk riesz.Set, inv []float32, ext, mean, 
 // points come back.
 func (p *BankPasses) Scan(h int, rows []int32, _, bk riesz.Set, rem []float64, cross []int32, every int, _ []float64, _ []float32, _ *riesz.Workspace) {
 	p.run("Scan", h, func(hd *bankHead) {
+		p.mine(hd)
 		sameN("the bank", bk.N, hd.n)
 		m, R := hd.n, len(rows)
 		hd.scanned, hd.every = R, every
@@ -83,6 +86,7 @@ func (p *BankPasses) Scan(h int, rows []int32, _, bk riesz.Set, rem []float64, c
 // the CPU's checkpoint plus column sums) when r falls between them.
 func (p *BankPasses) PrefixSums(h, r int, _, bk riesz.Set, every int, _ []float64, sums []float64, _ *riesz.Workspace) {
 	p.run("PrefixSums", h, func(hd *bankHead) {
+		p.mine(hd)
 		sameN("the bank", bk.N, hd.n)
 		m := hd.n
 		if every != hd.every || r > hd.scanned {
@@ -92,13 +96,13 @@ func (p *BankPasses) PrefixSums(h, r int, _, bk riesz.Set, every int, _ []float6
 		case r == 0:
 			clear(sums[:m])
 		case r == hd.scanned && r%every != 0:
-			p.downF64(sums[:m], hd.scratch["ckpt"], int64(r/every)*int64(m))
+			p.downF64(sums[:m], hd.sc.bufs["ckpt"], int64(r/every)*int64(m))
 		case r%every == 0:
-			p.downF64(sums[:m], hd.scratch["ckpt"], int64(r/every-1)*int64(m))
+			p.downF64(sums[:m], hd.sc.bufs["ckpt"], int64(r/every-1)*int64(m))
 		default:
 			ck := p.buf(hd, "ckpt2", int64(r/every+1)*int64(m)*8)
 			batch := p.dev.NewBatch()
-			check(RieszScanRows(p.dev, batch, hd.scratch["cache"], hd.nc, m, hd.scratch["rows"], r, hd.scratch["rem"],
+			check(RieszScanRows(p.dev, batch, hd.sc.bufs["cache"], hd.nc, m, hd.sc.bufs["rows"], r, hd.sc.bufs["rem"],
 				p.buf(hd, "cross2", int64(m)*4), every, ck))
 			runBatch(batch)
 			p.downF64(sums[:m], ck, int64(r/every)*int64(m))
@@ -119,6 +123,7 @@ func (p *BankPasses) OfferSums(h int, _, _ riesz.Set, _ []float64, _ *riesz.Work
 // are gathered for EvictedSums.
 func (p *BankPasses) Commit(h int, kept, evicted []int32, fresh riesz.Set, keys, values []float32) {
 	p.run("Commit", h, func(hd *bankHead) {
+		p.claim(hd)
 		if len(kept)+len(evicted) != hd.n {
 			check(fmt.Errorf("%d kept and %d evicted of %d states", len(kept), len(evicted), hd.n))
 		}
@@ -165,6 +170,7 @@ func (p *BankPasses) Commit(h int, kept, evicted []int32, fresh riesz.Set, keys,
 // against the evicted states gathered by Commit.
 func (p *BankPasses) EvictedSums(h int, final, evicted riesz.Set, out []float64, _ *riesz.Workspace) {
 	p.run("EvictedSums", h, func(hd *bankHead) {
+		p.mine(hd)
 		sameN("the evicted set", evicted.N, hd.ne)
 		if final.N > hd.n {
 			check(fmt.Errorf("sums over %d of %d states", final.N, hd.n))
@@ -183,6 +189,7 @@ func (p *BankPasses) EvictedSums(h int, final, evicted riesz.Set, out []float64,
 // them on the host in riesz.SelfSums's order (riesz.SelfSumsMatrix).
 func (p *BankPasses) SelfSums(h int, fresh riesz.Set, out []float64, _ *riesz.Workspace) {
 	p.run("SelfSums", h, func(hd *bankHead) {
+		p.mine(hd)
 		sameN("the fresh set", fresh.N, hd.nf)
 		n := fresh.N
 		if n < 2 {
