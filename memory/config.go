@@ -541,7 +541,20 @@ func canonical(name string) (string, error) {
 }
 
 // New builds the policy called name (see Names) from cfg, after Resolve.
-func New(name string, cfg Config) (Policy, error) {
+func New(name string, cfg Config) (Policy, error) { return NewWith(name, cfg, Options{}) }
+
+// Options are what a caller gives a policy beyond its Config: code, not
+// data, so never part of the YAML configuration. The zero Options are
+// New's.
+type Options struct {
+	// NewBank builds each layer's DensityKV bank (bank.New when nil), e.g.
+	// gpu.NewBank on a Vulkan device. A snapshot loaded into the policy
+	// is read into these banks (bank.Bank.ReadFrom).
+	NewBank func(bank.Config) (*bank.Bank, error)
+}
+
+// NewWith is New with options.
+func NewWith(name string, cfg Config, opt Options) (Policy, error) {
 	n, err := canonical(name)
 	if err != nil {
 		return nil, err
@@ -566,7 +579,7 @@ func New(name string, cfg Config) (Policy, error) {
 	case NameUniformStride:
 		return newSelector(c, NameUniformStride)
 	case NameDensityKV:
-		return newDensityKV(c)
+		return newDensityKV(c, opt)
 	}
 	return nil, fmt.Errorf("memory: policy %q not built", n)
 }

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 
@@ -54,7 +55,17 @@ func bankConfig(c Config) (bank.Config, error) {
 	return bc, nil
 }
 
-func newDensityKV(cfg Config) (Policy, error) {
+// DensityKVBankConfig returns the bank configuration of each layer of the
+// DensityKV policy of cfg (after Resolve).
+func DensityKVBankConfig(cfg Config) (bank.Config, error) {
+	c, err := cfg.Resolve()
+	if err != nil {
+		return bank.Config{}, err
+	}
+	return bankConfig(c)
+}
+
+func newDensityKV(cfg Config, opt Options) (Policy, error) {
 	c, err := newCore(NameDensityKV, cfg)
 	if err != nil {
 		return nil, err
@@ -68,8 +79,12 @@ func newDensityKV(cfg Config) (Policy, error) {
 	s := &bankSelector{c: c, cfg: cfg.Bank, banks: make([]*bank.Bank, L), last: make([]bank.Decision, L),
 		memN: make([]int, L), headN: make([][]int, L),
 		ready: cfg.Bank.Payload == bank.PayloadBF16 && cfg.Bank.Descriptor == bank.DescPostRoPEKey}
+	newBank := bank.New
+	if opt.NewBank != nil {
+		newBank = opt.NewBank
+	}
 	for l := range s.banks {
-		if s.banks[l], err = bank.New(bc); err != nil {
+		if s.banks[l], err = newBank(bc); err != nil {
 			return nil, fmt.Errorf("memory: densitykv: layer %d: %w", l, err)
 		}
 		s.headN[l] = make([]int, cfg.Layout.Heads)
@@ -194,6 +209,31 @@ func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
 	}
 	copy(s.last, decs)
 	s.blocks = append(s.blocks, block)
+	return nil
+}
+
+// adopt makes loaded (read from a snapshot into host banks, checked)
+// the policy's banks. A host bank is replaced; a bank built on another
+// backend (Options.NewBank, e.g. a device) reads the loaded bank's
+// snapshot into itself, so its passes hold the states. A backend's error
+// while loading is returned; the layers before it have their loaded
+// states then, and the policy must not go on (the run stops; its
+// checkpoint on disk is untouched).
+func (s *bankSelector) adopt(loaded []*bank.Bank) error {
+	var buf bytes.Buffer
+	for l, b := range loaded {
+		if _, host := s.banks[l].Passes().(bank.CPUPasses); host {
+			s.banks[l] = b
+			continue
+		}
+		buf.Reset()
+		if _, err := b.WriteTo(&buf); err != nil {
+			return fmt.Errorf("memory: densitykv: load: layer %d bank: %w", l, err)
+		}
+		if _, err := s.banks[l].ReadFrom(&buf); err != nil {
+			return fmt.Errorf("memory: densitykv: load: layer %d bank: %w", l, err)
+		}
+	}
 	return nil
 }
 

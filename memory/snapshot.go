@@ -623,7 +623,9 @@ func (p *windowed) load(r io.Reader) error {
 				return fmt.Errorf("%w: %s: bank has %d updates, snapshot lists %d update blocks", ErrSnapshot, p.name, b.Updates(), len(st.UpdateBlocks))
 			}
 		}
-		s.banks = st.Banks
+		if err := s.adopt(st.Banks); err != nil {
+			return err
+		}
 		s.blocks = st.UpdateBlocks
 		for l := range s.banks {
 			s.refresh(l)
