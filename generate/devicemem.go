@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/densitykv/densitykv/config"
+	"github.com/densitykv/densitykv/gpu"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/vulkan"
 )
@@ -22,14 +23,23 @@ type ditShape struct {
 // self-attention context the memory policy can return for a layer (sent
 // to the device layer by layer: one layer's at a time). Context is also
 // the largest single buffer, with the largest weight.
+//
+// With the DensityKV policy the banks are on the device too (gpu.NewBank):
+// Banks is every layer's bank (descriptors, norms, keys and values at the
+// capacity M per head, twice: an update rebuilds a bank beside the one
+// before), BankScratch the update scratch all of them share (one block of
+// candidates against M, per head), both per gpu.BankBytes.
 type deviceNeed struct {
 	Weights, Text, Activations, Context int64
+	Banks, BankScratch                  int64
 	Largest                             int64 // the largest single buffer
 	Keys                                int   // the context's keys
 }
 
 // Total is the sum of the parts.
-func (n deviceNeed) Total() int64 { return n.Weights + n.Text + n.Activations + n.Context }
+func (n deviceNeed) Total() int64 {
+	return n.Weights + n.Text + n.Activations + n.Context + n.Banks + n.BankScratch
+}
 
 // estimateDeviceNeed computes deviceNeed for the DiT c with weights of
 // weightBytes (largest tensor largestWeight bytes) at the run's geometry
@@ -53,6 +63,15 @@ func estimateDeviceNeed(c ditShape, weightBytes, largestWeight int64, g config.G
 		Keys:        keys,
 	}
 	n.Largest = max(largestWeight, int64(keys*c.Dim)*f32, int64(T*c.FFNDim)*f32)
+	if policy == memory.NameDensityKV {
+		if bc, err := memory.DensityKVBankConfig(mc); err == nil { // else the policy's build refuses it
+			per, scratch := gpu.BankBytes(bc, T)
+			n.Banks, n.BankScratch = int64(c.Layers)*per, scratch
+			// The largest of a bank's buffers: the candidate×bank
+			// interactions of a head.
+			n.Largest = max(n.Largest, int64(T)*int64(bc.Capacity)*f32*9/8, int64(bc.Capacity)*int64(max(bc.KeyDim, bc.DescDim))*f32)
+		}
+	}
 	return n
 }
 
@@ -64,9 +83,16 @@ func checkDeviceMemory(n deviceNeed, d vulkan.DeviceInfo) error {
 	gib := func(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
 	parts := fmt.Sprintf("weights %s, text keys and values %s, activations %s, attention context of %d keys %s",
 		gib(n.Weights), gib(n.Text), gib(n.Activations), n.Keys, gib(n.Context))
+	if n.Banks > 0 {
+		parts += fmt.Sprintf(", DensityKV banks %s and their update scratch %s", gib(n.Banks), gib(n.BankScratch))
+	}
+	what := "the DiT needs"
+	if n.Banks > 0 {
+		what = "the DiT and DensityKV's banks need"
+	}
 	if have := int64(d.DeviceLocalBytes()); have > 0 && n.Total() > have {
-		return fmt.Errorf("the DiT needs %s on %s, which has %s of device-local memory (%s); use --device cpu, a shorter or smaller run, or a larger device",
-			gib(n.Total()), d.Name, gib(have), parts)
+		return fmt.Errorf("%s %s on %s, which has %s of device-local memory (%s); use --device cpu, a shorter or smaller run, or a larger device",
+			what, gib(n.Total()), d.Name, gib(have), parts)
 	}
 	if r := int64(d.MaxStorageBufferRange); r > 0 && n.Largest > r {
 		return fmt.Errorf("the DiT's largest buffer is %s, and %s lets a shader see at most %s of one (maxStorageBufferRange; %s); use --device cpu",

@@ -18,7 +18,8 @@ func TestDeviceNeed(t *testing.T) {
 	// Wan2.1-T2V-1.3B's architecture.
 	c := ditShape{Dim: 1536, FFNDim: 8960, TextLen: 512, Layers: 30, PatchH: 2, PatchW: 2, PatchLen: 64, OutLen: 64}
 	g := config.GenerateSection{LatentHeight: 60, LatentWidth: 104, FramesPerBlock: 3, Blocks: 40}
-	mc := memory.Config{SinkFrames: 1, CacheFrames: 12, WindowFrames: 5, Capacity: 9360}
+	mc := memory.DefaultConfig(memory.DefaultLayout())
+	mc.SinkFrames, mc.CacheFrames, mc.WindowFrames, mc.Capacity = 1, 12, 5, 9360
 	weights, largest := int64(2_800_000_000), int64(2*c.Dim*c.FFNDim)
 	tpf := 30 * 52
 	for _, tc := range []struct {
@@ -34,8 +35,19 @@ func TestDeviceNeed(t *testing.T) {
 		if n.Keys != tc.keys || n.Context != int64(2*tc.keys*c.Dim*4) || n.Weights != weights {
 			t.Errorf("%s: %+v, want %d keys", tc.policy, n, tc.keys)
 		}
-		if n.Total() != n.Weights+n.Text+n.Activations+n.Context || n.Largest < int64(tc.keys*c.Dim*4) {
+		if n.Total() != n.Weights+n.Text+n.Activations+n.Context+n.Banks+n.BankScratch || n.Largest < int64(tc.keys*c.Dim*4) {
 			t.Errorf("%s: total %d, largest %d", tc.policy, n.Total(), n.Largest)
+		}
+		// DensityKV's banks are on the device: 30 layers × 12 heads × two
+		// banks of M states (descriptor = key, its norm, key, value), and
+		// one shared update scratch holding at least the 12 heads'
+		// 4,680 × 9,360 interactions.
+		banks, scratch := int64(30*12*2*9360*(128+1+128+128)*4), int64(12*4680*9360*4)
+		if tc.policy != memory.NameDensityKV {
+			banks, scratch = 0, 0
+		}
+		if n.Banks != banks || n.BankScratch < scratch || n.BankScratch > 2*scratch {
+			t.Errorf("%s: banks %d bytes, their scratch %d; want %d and %d…%d", tc.policy, n.Banks, n.BankScratch, banks, scratch, 2*scratch)
 		}
 	}
 	n := estimateDeviceNeed(c, weights, largest, g, mc, "densitykv")
@@ -45,7 +57,8 @@ func TestDeviceNeed(t *testing.T) {
 	}
 	small := big
 	small.Name, small.Heaps = "small", []vulkan.Heap{{Size: 2 << 30, DeviceLocal: true}, {Size: 64 << 30}}
-	if err := checkDeviceMemory(n, small); err == nil || !strings.Contains(err.Error(), "2.00 GiB of device-local memory") || !strings.Contains(err.Error(), "weights 2.61 GiB") {
+	if err := checkDeviceMemory(n, small); err == nil || !strings.Contains(err.Error(), "2.00 GiB of device-local memory") || !strings.Contains(err.Error(), "weights 2.61 GiB") ||
+		!strings.Contains(err.Error(), "DensityKV banks 9.67 GiB and their update scratch 3.50 GiB") {
 		t.Errorf("a 2 GiB device: %v", err)
 	}
 	narrow := big

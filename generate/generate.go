@@ -268,7 +268,11 @@ func (in *genInputs) loadBackbone(g config.GenerateSection, mem memory.Config, p
 		if in.vae != nil {
 			in.vae.UseBackend(be)
 		}
-		hooks.Infof("device: the text encoder, the DiT and the VAE on %s, exact mode (the CPU's bits); the memory policy on the CPU", dev.Label())
+		where := "the memory policy on the CPU"
+		if policy == memory.NameDensityKV {
+			where = "DensityKV's banks (their states and Soft-Riesz passes) there too, the rest of the memory policy on the CPU"
+		}
+		hooks.Infof("device: the text encoder, the DiT and the VAE on %s, exact mode (the CPU's bits); %s", dev.Label(), where)
 	}
 	in.wan, in.sched, in.first = m, sch, first
 	return nil

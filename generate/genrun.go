@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/record"
@@ -55,6 +57,10 @@ type genRun struct {
 	resume, force, overwriteOwn bool
 	dir, stateDir, cpPath       string
 
+	// banks are DensityKV's banks on the run's device (policyOptions),
+	// freed when the run ends.
+	banks []*bank.Bank
+
 	gen      *rollout.Generator
 	pol      memory.Policy
 	run      memory.Policy // the policy the rollout calls: pol, traced, recorded
@@ -101,11 +107,37 @@ func generateRun(ctx context.Context, gc config.GenerateConfig, in *genInputs, e
 	return r.finish(interrupted)
 }
 
-// close closes every sink opened.
+// close closes every sink opened and frees the device banks.
 func (r *genRun) close() {
 	for _, s := range r.sinks {
 		s.close()
 	}
+	for _, b := range r.banks {
+		if f, ok := b.Passes().(interface{ Free() }); ok {
+			f.Free()
+		}
+	}
+	r.banks = nil
+}
+
+// policyOptions builds DensityKV's banks on the run's Vulkan device
+// (gpu.NewBank: the Soft-Riesz passes and the banks' states there), and
+// on the CPU without one. A variant the device cannot run is recorded in
+// *refused (the policy's build then fails): no silent fallback to the CPU.
+func (r *genRun) policyOptions(refused *error) memory.Options {
+	nb := r.in.device.BankFactory()
+	if nb == nil {
+		return memory.Options{}
+	}
+	return memory.Options{NewBank: func(c bank.Config) (*bank.Bank, error) {
+		b, err := nb(c)
+		if err != nil {
+			*refused = err
+			return nil, err
+		}
+		r.banks = append(r.banks, b)
+		return b, nil
+	}}
 }
 
 // prepare makes the generator of the prompt schedule and the policy, and
@@ -127,7 +159,12 @@ func (r *genRun) prepare() error {
 	if _, err := g.Model.Memory(gc.Memory, g.LatentHeight, g.LatentWidth, g.BlockFrames()); err != nil {
 		return userf("%s: %w", runfolder.FileConfig, err)
 	}
-	if r.pol, err = memory.New(gc.Policies[0], gc.Memory); err != nil {
+	var refused error
+	if r.pol, err = memory.NewWith(gc.Policies[0], gc.Memory, r.policyOptions(&refused)); err != nil {
+		if refused != nil {
+			return userf("generate.device %s: this DensityKV bank variant has no device path (%v); --device cpu runs it",
+				g.Device, strings.TrimPrefix(refused.Error(), "gpu: NewBank: "))
+		}
 		return err
 	}
 	r.gen, r.run = gen, r.pol

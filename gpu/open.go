@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 
+	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/device"
 	"github.com/densitykv/densitykv/vulkan"
@@ -56,6 +57,17 @@ func (o *Opened) Label() string {
 	}
 	d := o.Choice.Device
 	return fmt.Sprintf("%s %s (%s)", device.VulkanIndex(d.Index), d.Name, d.DriverName)
+}
+
+// BankFactory returns a builder of DensityKV banks whose passes and states
+// are on the device (NewBank; memory.Options.NewBank), or nil on the CPU.
+// The caller frees a bank's device buffers (its Passes, a *BankPasses)
+// when done; Close frees them all with the device.
+func (o *Opened) BankFactory() func(bank.Config) (*bank.Bank, error) {
+	if o == nil || o.dev == nil {
+		return nil
+	}
+	return func(cfg bank.Config) (*bank.Bank, error) { return NewBank(o.dev, cfg) }
 }
 
 // Close releases the device (nothing on the CPU).

@@ -18,8 +18,11 @@ import (
 // file of the run folder — latents, memory log, bank lineage, attention
 // trace, the recorded stream, previews — to equal the CPU run's byte for
 // byte (wall-clock fields and the recorded device aside); so does a run
-// stopped after 2 blocks on the device and resumed on the CPU. In the
-// default build --device vulkan is a usage error naming the build tag.
+// stopped after 2 blocks on the device and resumed on the CPU, and one
+// stopped on the CPU and resumed on the device. DensityKV's banks are on
+// the device (gpu.NewBank); a bank variant the device cannot run (p = 1.5)
+// is refused. In the default build --device vulkan is a usage error
+// naming the build tag.
 func TestGenerateOnVulkan(t *testing.T) {
 	dir := t.TempDir()
 	text := tinyText(t, dir)
@@ -50,6 +53,24 @@ func TestGenerateOnVulkan(t *testing.T) {
 		t.Fatalf("resume on the CPU: exit %d: %s", code, errs)
 	}
 	sameRunFiles(t, dir, "cpu", "mixed")
+
+	// Stopped on the CPU, resumed on the device: the snapshot's banks
+	// load into the device's banks.
+	stopAfterBlocks(t, 2, args("cpu2gpu"))
+	if code, _, errs := run(t, context.Background(), "generate", "--out", dir, "--name", "cpu2gpu", "--resume", "--device", "vulkan", "--quiet"); code != 0 {
+		t.Fatalf("resume on the device: exit %d: %s", code, errs)
+	}
+	sameRunFiles(t, dir, "cpu", "cpu2gpu")
+
+	// A bank variant without a device path is refused up front, naming
+	// it, never run on the CPU in silence.
+	code, _, errs := run(t, context.Background(), args("p15", "--device", "vulkan", "--p", "1.5")...)
+	if code == 0 || !strings.Contains(errs, "P = 1.5") || !strings.Contains(errs, "--device cpu runs it") {
+		t.Fatalf("--p 1.5 on the device: exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "p15", "latents")); !os.IsNotExist(err) {
+		t.Errorf("the refused run left latents (%v)", err)
+	}
 }
 
 // TestPipelineOnVulkan runs the README's prompt-to-mp4 command with the
