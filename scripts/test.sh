@@ -39,9 +39,9 @@ else
   echo "(no Vulkan validation layer: apt-get install vulkan-validationlayers checks the runtime's API use too)"
   DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -timeout 20m -tags vulkan ./vulkan/... ./device/... ./gpu/...
 fi
-# The models on the GPU backend: the same bits as on the CPU (package compute).
-DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -tags vulkan -run 'TestBackend' ./wan ./t5 ./vae
-# The commands with --device vulkan: devices, the benchmarks, a tiny
-# generate (and one resumed on the CPU), the prompt-to-mp4 pipeline,
-# decode and encode-text, each the CPU's bytes.
-DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -timeout 20m -tags vulkan ./cmd/densitykv -run 'Devices|BenchWanDevice|BenchBankDevice|BenchModelsDevice|BenchPipelineDevice|OnVulkan'
+# Every other package in the Vulkan build with a device demanded: the
+# models on the GPU backend (package compute), and the commands with
+# --device vulkan (devices, the benchmarks, a tiny generate and one resumed
+# on the CPU, the prompt-to-mp4 pipeline, decode, encode-text), each giving
+# the CPU's bytes; the CPU tests run again in this build.
+DENSITYKV_TEST_DEVICE=vulkan go test -count=1 -timeout 30m -tags vulkan $(go list ./... | grep -v '/densitykv/\(vulkan\|device\|gpu\)\(/\|$\)')
