@@ -35,8 +35,10 @@
 //	                  there (the admitted states' self densities reduced
 //	                  on the host in riesz.SelfSums's order), the host
 //	                  keeps the control flow and reads back the per-state
-//	                  vectors it decides from; the CPU bank's decisions
-//	                  and snapshot bytes (TestBankExact)
+//	                  vectors it decides from; the update scratch is
+//	                  shared by the banks of a device (bankscratch.go,
+//	                  BankBytes); the CPU bank's decisions and snapshot
+//	                  bytes (TestBankExact, TestBankSharedScratch)
 //	SoftmaxBias, Mul  umT5's softmax with the relative-position bias and
 //	                  the key mask (nn.SoftmaxBiasRow: vmath.Exp32Clamped,
 //	                  the float64 row sum on exact64.glsl's conversions,
