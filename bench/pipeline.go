@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/cputime"
@@ -60,6 +61,10 @@ type PipelineOptions struct {
 	// policy stays on the host. Device labels it in the result.
 	Backend compute.Backend
 	Device  string
+	// NewBank, when set, builds the DensityKV policy's banks (e.g. on the
+	// device: gpu.Opened.BankFactory); each depth's banks are freed after
+	// it (their Passes' Free, where they have one).
+	NewBank func(bank.Config) (*bank.Bank, error)
 	Context context.Context
 	// Stage reports each stage as it starts.
 	Stage func(name string)
@@ -335,6 +340,14 @@ func (o PipelineOptions) generate(L int, live *int64, steps *[]PipelineStep) err
 		dec *vae.Decoder
 		txt *wan.Text
 	)
+	var banks []*bank.Bank
+	defer func() {
+		for _, b := range banks {
+			if f, ok := b.Passes().(interface{ Free() }); ok {
+				f.Free()
+			}
+		}
+	}()
 	if o.Backend != nil {
 		defer func() { // this depth's weights leave the device before the next
 			if m != nil {
@@ -357,7 +370,17 @@ func (o PipelineOptions) generate(L int, live *int64, steps *[]PipelineStep) err
 		if err != nil {
 			return err
 		}
-		if pol, err = memory.New(o.Policy, mc); err != nil {
+		opt := memory.Options{}
+		if o.NewBank != nil {
+			opt.NewBank = func(c bank.Config) (*bank.Bank, error) {
+				b, err := o.NewBank(c)
+				if err == nil {
+					banks = append(banks, b)
+				}
+				return b, err
+			}
+		}
+		if pol, err = memory.NewWith(o.Policy, mc, opt); err != nil {
 			return err
 		}
 		if vm, err = vae.Random(o.VAE, o.Seed); err != nil {

@@ -196,9 +196,9 @@ one measured block and says so). --layers 1,2 runs shallower models and
 extrapolates the memory to 30 layers instead (quicker; no block time).
 It needs about 13 GB free for the text stage and takes 15–30 minutes on
 two cores (--skip-text saves a few). --device vulkan (a build with -tags
-vulkan) runs the text encoder, the DiT and the VAE on a Vulkan device in
-exact mode; the memory policy stays on the host, and the RSS figures are
-the host's.`,
+vulkan) runs the text encoder, the DiT, the VAE and the DensityKV banks'
+passes on a Vulkan device in exact mode; the policy's decisions and the
+attention context stay on the host, and the RSS figures are the host's.`,
 		Example: `  densitykv bench pipeline
   densitykv bench pipeline --skip-text --json
   densitykv bench pipeline --tiny
@@ -261,7 +261,7 @@ the host's.`,
 				return err
 			}
 			defer cd.Close()
-			o.Backend, o.Device = cd.Compute(), cd.Label()
+			o.Backend, o.Device, o.NewBank = cd.Compute(), cd.Label(), cd.BankFactory()
 			o.Context = cmd.Context()
 			r, err := bench.RunPipeline(o)
 			if prog != nil {
