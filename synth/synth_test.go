@@ -6,40 +6,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/synth"
 	"github.com/densitykv/densitykv/synth/synthtest"
 )
 
-func smallConfig() synth.Config {
-	c := synth.DefaultConfig()
-	c.Layout = memory.Layout{Height: 4, Width: 6, FramesPerBlock: 2, Layers: 3, Heads: 2, HeadDim: 16}
-	c.Blocks = 5
-	c.PanAmplitude = 3
-	c.PanPeriod = 8
-	return c
-}
-
-func mustGen(t testing.TB, c synth.Config) *synth.Generator {
-	t.Helper()
-	g, err := synth.NewGenerator(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
-func equal(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			return false
-		}
-	}
-	return true
-}
+// The small stream, its generator and the bit comparison of these tests.
+var (
+	smallConfig = synthtest.SmallConfig
+	mustGen     = synthtest.MustGen
+	equal       = synthtest.Equal
+)
 
 func TestGeneratorDeterministic(t *testing.T) {
 	c := smallConfig()

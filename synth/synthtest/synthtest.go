@@ -4,8 +4,10 @@ package synthtest
 
 import (
 	"io"
+	"math"
 	"testing"
 
+	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/synth"
 )
 
@@ -38,4 +40,38 @@ func ReadAll(t testing.TB, r synth.Reader) ([]synth.BlockInfo, [][]Layer) {
 		}
 		out = append(out, ls)
 	}
+}
+
+// SmallConfig is a small synthetic stream for tests: 4×6 tokens per frame,
+// 2 frames per block, 3 layers of 2 heads of 16, 5 blocks, a pan.
+func SmallConfig() synth.Config {
+	c := synth.DefaultConfig()
+	c.Layout = memory.Layout{Height: 4, Width: 6, FramesPerBlock: 2, Layers: 3, Heads: 2, HeadDim: 16}
+	c.Blocks = 5
+	c.PanAmplitude = 3
+	c.PanPeriod = 8
+	return c
+}
+
+// MustGen is synth.NewGenerator(c); an error fails the test.
+func MustGen(t testing.TB, c synth.Config) *synth.Generator {
+	t.Helper()
+	g, err := synth.NewGenerator(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// Equal reports whether a and b hold the same float32 bits.
+func Equal(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
 }
