@@ -5,6 +5,7 @@ import (
 
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/nn"
+	"github.com/densitykv/densitykv/rope"
 )
 
 // ErrNoKernel is wrapped by the error of an operation a backend does not
@@ -101,6 +102,14 @@ type Backend interface {
 	// Copy copies n values of src from srcOff to dst at dstOff (not
 	// overlapping).
 	Copy(dst Tensor, dstOff int, src Tensor, srcOff, n int)
+	// Rope rotates in place frames whole frames of x [token][heads][D]
+	// (D = r.HeadDim()) from token tok0, a frame being height·width tokens
+	// in grid order, frame f at temporal position t0+f: the bits of
+	//
+	//	r.NewRotator(height, width).Frame(x[(tok0+f·height·width)·heads·D:], heads, t0+f)
+	//
+	// (the memory policies' rotation of queries and keys).
+	Rope(x Tensor, tok0, heads int, r *rope.Table, height, width, t0, frames int)
 
 	// umT5's operations (package t5; their CPU definitions in cpu_t5.go).
 

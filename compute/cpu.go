@@ -2,9 +2,11 @@ package compute
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/nn"
+	"github.com/densitykv/densitykv/rope"
 )
 
 // CPU is the host backend: tensors are []float32 and each operation is
@@ -13,7 +15,15 @@ import (
 // that fail nothing write nothing in it, so goroutines may share one
 // (a model's EmbedText while its Forward runs) on their own tensors.
 type CPU struct {
-	err error
+	err   error
+	rotMu sync.Mutex
+	rots  map[ropeGrid]*rope.Rotator // Rope's rotators, by table and grid
+}
+
+// ropeGrid is a rope.Table on a height×width grid.
+type ropeGrid struct {
+	r             *rope.Table
+	height, width int
 }
 
 // NewCPU returns the CPU backend.
@@ -244,6 +254,35 @@ func (c *CPU) Add(x, y Tensor) {
 func (c *CPU) AddBias(x Tensor, rows, d int, b Tensor) {
 	if c.ok("AddBias", Need{"x", x, rows * d}, Need{"b", b, d}) {
 		AddBias(vals(x), rows, d, vals(b))
+	}
+}
+
+func (c *CPU) Rope(x Tensor, tok0, heads int, r *rope.Table, height, width, t0, frames int) {
+	if r == nil || tok0 < 0 || heads <= 0 || height <= 0 || width <= 0 || t0 < 0 || frames < 0 {
+		c.fail(fmt.Errorf("compute: cpu: Rope: table %v, token %d, %d heads, %d×%d grid, frames %d from %d", r != nil, tok0, heads, height, width, frames, t0))
+		return
+	}
+	n := height * width * heads * r.HeadDim() // a frame's values
+	if !c.ok("Rope", Need{"x", x, (tok0*heads*r.HeadDim() + frames*n)}) {
+		return
+	}
+	g := ropeGrid{r, height, width}
+	c.rotMu.Lock()
+	rot := c.rots[g]
+	if rot == nil {
+		if c.rots == nil {
+			c.rots = map[ropeGrid]*rope.Rotator{}
+		}
+		rot = r.NewRotator(height, width)
+		c.rots[g] = rot
+	}
+	if frames > 0 {
+		rot.Prepare(t0 + frames - 1) // rotating below it is safe from several goroutines
+	}
+	c.rotMu.Unlock()
+	v := vals(x)[tok0*heads*r.HeadDim():]
+	for f := range frames {
+		rot.Frame(v[f*n:(f+1)*n], heads, t0+f)
 	}
 }
 

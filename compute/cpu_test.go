@@ -9,6 +9,7 @@ import (
 	"github.com/densitykv/densitykv/compute/computetest"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/nn"
+	"github.com/densitykv/densitykv/rope"
 )
 
 // TestCPUCases runs the conformance cases on the CPU backend (the
@@ -169,6 +170,51 @@ func TestLayerNormModulate(t *testing.T) {
 	for i := range want {
 		if got[i] != -want[i] {
 			t.Fatalf("value %d: fused %v, unfused %v", i, got[i], want[i])
+		}
+	}
+}
+
+// TestCPURope: Rope is rope.Table.Apply at rope.Grid's positions (frame f
+// at t0+f) on the tokens from tok0, the tokens before untouched; bad
+// arguments and a short tensor are errors naming Rope.
+func TestCPURope(t *testing.T) {
+	r, err := rope.New(12, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const heads, H, W, tok0, t0, frames = 3, 2, 3, 4, 6, 2
+	row := heads * 12
+	x := make([]float32, (tok0+frames*H*W)*row)
+	for i := range x {
+		x[i] = float32(math.Sin(float64(i))) * 3
+	}
+	want := append([]float32(nil), x...)
+	if err := r.Apply(want[tok0*row:], heads, rope.Grid(frames, H, W, t0)); err != nil {
+		t.Fatal(err)
+	}
+	b := compute.NewCPU()
+	b.Rope(b.Wrap(x), tok0, heads, r, H, W, t0, frames)
+	if err := b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range x {
+		if math.Float32bits(x[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("x[%d] = %v, want %v", i, x[i], want[i])
+		}
+	}
+	for _, c := range []struct {
+		name string
+		run  func(b *compute.CPU)
+		want string
+	}{
+		{"short", func(b *compute.CPU) { b.Rope(b.Wrap(x[1:]), tok0, heads, r, H, W, t0, frames) }, "Rope: x holds 575 values, want 576"},
+		{"nil table", func(b *compute.CPU) { b.Rope(b.Wrap(x), 0, heads, nil, H, W, 0, 1) }, "Rope: table false"},
+		{"negative t0", func(b *compute.CPU) { b.Rope(b.Wrap(x), 0, heads, r, H, W, -1, 1) }, "frames 1 from -1"},
+	} {
+		b := compute.NewCPU()
+		c.run(b)
+		if err := b.Flush(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
 		}
 	}
 }

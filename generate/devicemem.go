@@ -24,6 +24,11 @@ type ditShape struct {
 // to the device layer by layer: one layer's at a time). Context is also
 // the largest single buffer, with the largest weight.
 //
+// A policy that plans its context (memory.Plans: all but Deep Forcing)
+// keeps every layer's history there too (History: the context's keys
+// and values before the current block's, per layer; wan's history.go),
+// sent once per block and layer instead of a context per call.
+//
 // With the DensityKV policy the banks are on the device too (gpu.NewBank):
 // Banks is every layer's bank (descriptors, norms, keys and values at the
 // capacity M per head, twice: an update rebuilds a bank beside the one
@@ -31,6 +36,7 @@ type ditShape struct {
 // candidates against M, per head), both per gpu.BankBytes.
 type deviceNeed struct {
 	Weights, Text, Activations, Context int64
+	History                             int64
 	Banks, BankScratch                  int64
 	Largest                             int64 // the largest single buffer
 	Keys                                int   // the context's keys
@@ -38,7 +44,7 @@ type deviceNeed struct {
 
 // Total is the sum of the parts.
 func (n deviceNeed) Total() int64 {
-	return n.Weights + n.Text + n.Activations + n.Context + n.Banks + n.BankScratch
+	return n.Weights + n.Text + n.Activations + n.Context + n.History + n.Banks + n.BankScratch
 }
 
 // estimateDeviceNeed computes deviceNeed for the DiT c with weights of
@@ -62,6 +68,9 @@ func estimateDeviceNeed(c ditShape, weightBytes, largestWeight int64, g config.G
 		Context:     2 * int64(keys*c.Dim) * f32,
 		Keys:        keys,
 	}
+	if memory.Plans(policy) {
+		n.History = int64(c.Layers) * 2 * int64((keys-T)*c.Dim) * f32
+	}
 	n.Largest = max(largestWeight, int64(keys*c.Dim)*f32, int64(T*c.FFNDim)*f32)
 	if policy == memory.NameDensityKV {
 		if bc, err := memory.DensityKVBankConfig(mc); err == nil { // else the policy's build refuses it
@@ -83,6 +92,9 @@ func checkDeviceMemory(n deviceNeed, d vulkan.DeviceInfo) error {
 	gib := func(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
 	parts := fmt.Sprintf("weights %s, text keys and values %s, activations %s, attention context of %d keys %s",
 		gib(n.Weights), gib(n.Text), gib(n.Activations), n.Keys, gib(n.Context))
+	if n.History > 0 {
+		parts += fmt.Sprintf(", every layer's history %s", gib(n.History))
+	}
 	if n.Banks > 0 {
 		parts += fmt.Sprintf(", DensityKV banks %s and their update scratch %s", gib(n.Banks), gib(n.BankScratch))
 	}

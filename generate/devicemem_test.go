@@ -28,6 +28,7 @@ func TestDeviceNeed(t *testing.T) {
 	}{
 		{"densitykv", 6*tpf + 9360},
 		{"native", 12 * tpf},
+		{"deep-forcing", 12 * tpf},
 		{"full-history", 40 * 3 * tpf},
 		{"full", 40 * 3 * tpf},
 	} {
@@ -35,8 +36,17 @@ func TestDeviceNeed(t *testing.T) {
 		if n.Keys != tc.keys || n.Context != int64(2*tc.keys*c.Dim*4) || n.Weights != weights {
 			t.Errorf("%s: %+v, want %d keys", tc.policy, n, tc.keys)
 		}
-		if n.Total() != n.Weights+n.Text+n.Activations+n.Context+n.Banks+n.BankScratch || n.Largest < int64(tc.keys*c.Dim*4) {
+		if n.Total() != n.Weights+n.Text+n.Activations+n.Context+n.History+n.Banks+n.BankScratch || n.Largest < int64(tc.keys*c.Dim*4) {
 			t.Errorf("%s: total %d, largest %d", tc.policy, n.Total(), n.Largest)
+		}
+		// Every policy but Deep Forcing keeps each layer's history (the
+		// context before the block's 4,680 keys) on the device.
+		hist := int64(30 * 2 * (tc.keys - 3*tpf) * c.Dim * 4)
+		if tc.policy == "deep-forcing" {
+			hist = 0
+		}
+		if n.History != hist {
+			t.Errorf("%s: history %d bytes, want %d", tc.policy, n.History, hist)
 		}
 		// DensityKV's banks are on the device: 30 layers × 12 heads × two
 		// banks of M states (descriptor = key, its norm, key, value), and
@@ -58,7 +68,7 @@ func TestDeviceNeed(t *testing.T) {
 	small := big
 	small.Name, small.Heaps = "small", []vulkan.Heap{{Size: 2 << 30, DeviceLocal: true}, {Size: 64 << 30}}
 	if err := checkDeviceMemory(n, small); err == nil || !strings.Contains(err.Error(), "2.00 GiB of device-local memory") || !strings.Contains(err.Error(), "weights 2.61 GiB") ||
-		!strings.Contains(err.Error(), "DensityKV banks 9.67 GiB and their update scratch 3.50 GiB") {
+		!strings.Contains(err.Error(), "DensityKV banks 9.67 GiB and their update scratch 3.50 GiB") || !strings.Contains(err.Error(), "every layer's history 4.82 GiB") {
 		t.Errorf("a 2 GiB device: %v", err)
 	}
 	narrow := big
@@ -69,7 +79,12 @@ func TestDeviceNeed(t *testing.T) {
 	long := g
 	long.Blocks = 160 // 120 s
 	full := estimateDeviceNeed(c, weights, largest, long, mc, "full-history")
-	if err := checkDeviceMemory(full, big); err == nil || !strings.Contains(err.Error(), "largest buffer") {
+	if err := checkDeviceMemory(full, big); err == nil || !strings.Contains(err.Error(), "every layer's history 255.47 GiB") {
+		t.Errorf("full history's %d-key history on an 80 GiB device: %v", full.Keys, err)
+	}
+	huge := big
+	huge.Heaps = []vulkan.Heap{{Size: 1 << 40, DeviceLocal: true}}
+	if err := checkDeviceMemory(full, huge); err == nil || !strings.Contains(err.Error(), "largest buffer") {
 		t.Errorf("full history's %d-key context on a 2 GiB binding range: %v", full.Keys, err)
 	}
 }

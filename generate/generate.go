@@ -268,9 +268,12 @@ func (in *genInputs) loadBackbone(g config.GenerateSection, mem memory.Config, p
 		if in.vae != nil {
 			in.vae.UseBackend(be)
 		}
-		where := "the memory policy on the CPU"
+		where := "the memory policy on the CPU (its context sent layer by layer)"
+		if memory.Plans(policy) {
+			where = "every layer's attention history kept there (sent once per block), the memory policy's decisions on the CPU"
+		}
 		if policy == memory.NameDensityKV {
-			where = "DensityKV's banks (their states and Soft-Riesz passes) there too, the rest of the memory policy on the CPU"
+			where = "every layer's attention history and DensityKV's banks (their states and Soft-Riesz passes) there too, the rest of the memory policy on the CPU"
 		}
 		hooks.Infof("device: the text encoder, the DiT and the VAE on %s, exact mode (the CPU's bits); %s", dev.Label(), where)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/nn"
+	"github.com/densitykv/densitykv/rope"
 	"github.com/densitykv/densitykv/vulkan"
 )
 
@@ -22,9 +23,16 @@ type Backend struct {
 	dev     *vulkan.Device
 	batch   *vulkan.Batch
 	err     error
-	freed   []*vulkan.Buffer // freed once the batch that may read them has run
-	scratch Matrix           // bfloat16 operands of the bf16 products, grown as needed
-	convs   [2]*devTensor    // the convolutions' im2col and product (vae.go), grown as needed
+	freed   []*vulkan.Buffer         // freed once the batch that may read them has run
+	scratch Matrix                   // bfloat16 operands of the bf16 products, grown as needed
+	convs   [2]*devTensor            // the convolutions' im2col and product (vae.go), grown as needed
+	ropes   map[ropeGrid]*RopeTables // Rope's tables, grown as positions are asked for
+}
+
+// ropeGrid is a rope.Table on a height×width grid.
+type ropeGrid struct {
+	r             *rope.Table
+	height, width int
 }
 
 var _ compute.Backend = (*Backend)(nil)
@@ -332,6 +340,54 @@ func (b *Backend) Copy(dst compute.Tensor, dstOff int, src compute.Tensor, srcOf
 	if ts != nil {
 		b.batch.Copy(ts[0].buf, 4*int64(ts[0].off+dstOff), ts[1].buf, 4*int64(ts[1].off+srcOff), 4*int64(n))
 	}
+}
+
+func (b *Backend) Rope(x compute.Tensor, tok0, heads int, r *rope.Table, height, width, t0, frames int) {
+	if r == nil || tok0 < 0 || heads <= 0 || height <= 0 || width <= 0 || t0 < 0 || frames < 0 {
+		b.fail("Rope", fmt.Errorf("table %v, token %d, %d heads, %d×%d grid, frames %d from %d", r != nil, tok0, heads, height, width, frames, t0))
+		return
+	}
+	row := heads * r.HeadDim()
+	ts := b.tensors("Rope", compute.Need{Name: "x", T: x, N: tok0*row + frames*height*width*row})
+	if ts == nil || frames == 0 {
+		return
+	}
+	if ts[0].off%row != 0 {
+		b.fail("Rope", fmt.Errorf("x is a view at element %d, not at a token of %d values", ts[0].off, row))
+		return
+	}
+	rt, err := b.ropeTables(r, height, width, t0+frames)
+	if err != nil {
+		b.fail("Rope", err)
+		return
+	}
+	b.record("Rope", Rope(b.dev, b.batch, ts[0].buf, ts[0].off/row+tok0, heads, rt, t0, frames))
+}
+
+// ropeTables returns the tables of r on a height×width grid with at
+// least times temporal positions, made (or grown, doubling) on first use.
+func (b *Backend) ropeTables(r *rope.Table, height, width, times int) (*RopeTables, error) {
+	g := ropeGrid{r, height, width}
+	old := b.ropes[g]
+	if old != nil && old.Times >= times {
+		return old, nil
+	}
+	n := max(times, 16)
+	if old != nil {
+		n = max(n, 2*old.Times)
+	}
+	rt, err := NewRopeTables(b.dev, r, n, height, width)
+	if err != nil {
+		return nil, err
+	}
+	if old != nil {
+		b.release(old.Buf) // recorded rotations may still read it
+	}
+	if b.ropes == nil {
+		b.ropes = map[ropeGrid]*RopeTables{}
+	}
+	b.ropes[g] = rt
+	return rt, nil
 }
 
 // whole returns the tensors' buffers, failing op for a view at an offset:

@@ -78,9 +78,14 @@ type core struct {
 
 	kbuf, vbuf, qbuf []float32
 	jobs             []ctxJob
-	ctxLen           int
-	stats            Stats
-	updStart         time.Time
+	// planning: the context being laid out is a Plan's (AttendPlan): the
+	// current block's frames become segments, the rest history.
+	planning bool
+	segs     []Segment
+	hist     HistoryKey // the history's key (Planner)
+	ctxLen   int
+	stats    Stats
+	updStart time.Time
 }
 
 func newCore(name string, cfg Config) (*core, error) {
@@ -92,6 +97,7 @@ func newCore(name string, cfg Config) (*core, error) {
 	c := &core{name: name, cfg: cfg, lay: l, rot: rt.NewRotator(l.Height, l.Width),
 		tpf: l.TokensPerFrame(), tokens: l.TokensPerBlock(), row: l.Heads * l.HeadDim}
 	c.pendQ = make([][][]float32, l.Layers)
+	c.newHistory()
 	return c, nil
 }
 
@@ -162,6 +168,7 @@ func (c *core) openCall(call Call) {
 	c.open, c.call, c.layer = true, call, 0
 	if call.First {
 		c.started++
+		c.newHistory() // the window moves, the memory takes frames
 	}
 	c.pend = nil
 	if call.Clean {
@@ -259,6 +266,7 @@ func (c *core) checkEnd() error {
 func (c *core) closeCall(bytes int64) {
 	if c.call.Clean {
 		c.committed++
+		c.newHistory() // the block's frames are history now
 	}
 	c.open = false
 	c.stats.Bytes = bytes
@@ -281,10 +289,11 @@ func (c *core) frameSlot(f, end int) int {
 	return f - (end - c.cfg.CacheFrames)
 }
 
-// ctxReset starts a new context.
+// ctxReset starts a new context (a Plan's when planning).
 func (c *core) ctxReset() {
 	c.jobs = c.jobs[:0]
 	c.ctxLen = 0
+	c.segs = nil
 }
 
 // ctxFrame schedules k/v (a whole frame when t ≥ 0, rotated at temporal
@@ -293,6 +302,32 @@ func (c *core) ctxReset() {
 func (c *core) ctxFrame(k, v tensor, t int) {
 	c.addJobs(ctxJob{off: c.ctxLen, n: k.len(), k: k, v: v, t: t})
 	c.ctxLen += k.len()
+	c.histSeg(k.len() / c.row)
+}
+
+// ctxCurrent appends the current block's frame f of k, v ([T][H][D]) to
+// the context, its keys rotated at temporal position t: a copy scheduled
+// like ctxFrame's, or, when planning, the Plan's segment (k and v are
+// then not read, and may be nil).
+func (c *core) ctxCurrent(k, v []float32, f, t int) {
+	if c.planning {
+		c.segs = append(c.segs, Segment{Frame: f, T: t, Rows: c.tpf})
+		return
+	}
+	n := c.tpf * c.row
+	c.ctxFrame(f32Tensor(k[f*n:(f+1)*n]), f32Tensor(v[f*n:(f+1)*n]), t)
+}
+
+// histSeg records rows rows of history in a Plan's segments.
+func (c *core) histSeg(rows int) {
+	if !c.planning || rows == 0 {
+		return
+	}
+	if n := len(c.segs); n > 0 && c.segs[n-1].Frame < 0 {
+		c.segs[n-1].Rows += rows
+		return
+	}
+	c.segs = append(c.segs, Segment{Frame: -1, Rows: rows})
 }
 
 // ctxFill schedules rows memory rows to be appended to the context by fill,
@@ -302,6 +337,7 @@ func (c *core) ctxFrame(k, v tensor, t int) {
 func (c *core) ctxFill(rows, unit int, fill func(dk, dv []float32, r0, r1 int) error) {
 	c.addJobs(ctxJob{off: c.ctxLen, n: rows * c.row, fill: fill, t: -1, unit: unit})
 	c.ctxLen += rows * c.row
+	c.histSeg(rows)
 }
 
 // ctxJob copies k (and v) to offset off of the context (or q to the query

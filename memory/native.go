@@ -71,10 +71,22 @@ func (p *Native) Attend(layer int, q, k, v []float32) (Context, error) {
 		return Context{}, err
 	}
 	p.stage(layer, q, k, v, false)
+	parts, qt := p.layout(layer, k, v)
+	qr, err := p.queries(q, qt)
+	if err != nil {
+		return Context{}, err
+	}
+	p.layer++
+	return Context{Q: qr, K: p.kbuf, V: p.vbuf, Parts: parts}, nil
+}
+
+// layout schedules layer's context [sink | cache] (the current block's
+// frames of k and v at their places) and returns its parts and the
+// current frames' temporal positions.
+func (p *Native) layout(layer int, k, v []float32) (Parts, []int) {
 	F, S := p.lay.FramesPerBlock, p.cfg.SinkFrames
 	start := p.call.Block * F
 	sink, hist := p.attended()
-	n := p.tpf * p.row
 	p.ctxReset()
 	var parts Parts
 	// Positions: absolute frame index, or slot index (0..n−1) when re-indexing.
@@ -99,9 +111,8 @@ func (p *Native) Attend(layer int, q, k, v []float32) (Context, error) {
 	// Sink frames inside the current block (block 0).
 	for f := 0; f < F; f++ {
 		if start+f < S {
-			t := tOf(start + f)
-			qt[f] = t
-			p.ctxFrame(f32Tensor(k[f*n:(f+1)*n]), f32Tensor(v[f*n:(f+1)*n]), t)
+			qt[f] = tOf(start + f)
+			p.ctxCurrent(k, v, f, qt[f])
 			parts.Sink += p.tpf
 		}
 	}
@@ -115,19 +126,13 @@ func (p *Native) Attend(layer int, q, k, v []float32) (Context, error) {
 	}
 	for f := 0; f < F; f++ {
 		if start+f >= S {
-			t := tOf(start + f)
-			qt[f] = t
-			p.ctxFrame(f32Tensor(k[f*n:(f+1)*n]), f32Tensor(v[f*n:(f+1)*n]), t)
+			qt[f] = tOf(start + f)
+			p.ctxCurrent(k, v, f, qt[f])
 			parts.Local += p.tpf
 		}
 	}
 	p.stats.Parts[layer] = parts
-	qr, err := p.queries(q, qt)
-	if err != nil {
-		return Context{}, err
-	}
-	p.layer++
-	return Context{Q: qr, K: p.kbuf, V: p.vbuf, Parts: parts}, nil
+	return parts, qt
 }
 
 // End finishes the call; a clean pass commits the block to the cache.

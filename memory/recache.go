@@ -219,6 +219,7 @@ func (p *Native) EndRecache() error {
 		}
 	}
 	p.rec = recacheState{}
+	p.newHistory()
 	return nil
 }
 

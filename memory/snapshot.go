@@ -241,6 +241,7 @@ func (c *core) snapLoadV1(r io.Reader, v1 func(h snapHeader, dec *gob.Decoder) e
 func (c *core) restore(h snapHeader) {
 	c.started, c.committed = h.Started, h.Committed
 	c.stats = Stats{Policy: c.name}
+	c.newHistory()
 }
 
 // frameValues is the number of values of one layer's K (or V) of a frame.

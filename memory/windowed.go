@@ -106,18 +106,37 @@ func (p *windowed) Attend(layer int, q, k, v []float32) (Context, error) {
 	if err := p.checkAttend(layer, q, k, v); err != nil {
 		return Context{}, err
 	}
+	if err := p.checkClean(layer, k, v); err != nil {
+		return Context{}, err
+	}
+	p.stage(layer, q, k, v, false)
+	parts, qt := p.layout(layer, k, v)
+	qr, err := p.queries(q, qt)
+	if err != nil {
+		return Context{}, err
+	}
+	p.layer++
+	return Context{Q: qr, K: p.kbuf, V: p.vbuf, Parts: parts, HeadMemory: p.ragged(layer)}, nil
+}
+
+// checkClean runs the selector's check of a clean pass's k and v
+// (DensityKV's bank payload), if it has one.
+func (p *windowed) checkClean(layer int, k, v []float32) error {
 	if cc, ok := p.sel.(interface {
 		checkClean(layer int, k, v []float32) error
 	}); ok && p.call.Clean {
-		if err := cc.checkClean(layer, k, v); err != nil {
-			return Context{}, err
-		}
+		return cc.checkClean(layer, k, v)
 	}
-	p.stage(layer, q, k, v, false)
+	return nil
+}
+
+// layout schedules layer's context [sink | memory | window] (the current
+// block's frames of k and v at their places) and returns its parts and
+// the current frames' temporal positions.
+func (p *windowed) layout(layer int, k, v []float32) (Parts, []int) {
 	F, S, W := p.lay.FramesPerBlock, p.cfg.SinkFrames, p.cfg.WindowFrames
 	start := p.call.Block * F
 	end := start + F
-	n := p.tpf * p.row
 	p.ctxReset()
 	var parts Parts
 	qt := make([]int, F)
@@ -128,7 +147,7 @@ func (p *windowed) Attend(layer int, q, k, v []float32) (Context, error) {
 	for f := 0; f < F; f++ {
 		if start+f < S {
 			qt[f] = p.frameSlot(start+f, end)
-			p.ctxFrame(f32Tensor(k[f*n:(f+1)*n]), f32Tensor(v[f*n:(f+1)*n]), qt[f])
+			p.ctxCurrent(k, v, f, qt[f])
 			parts.Sink += p.tpf
 		}
 	}
@@ -142,21 +161,21 @@ func (p *windowed) Attend(layer int, q, k, v []float32) (Context, error) {
 	for f := 0; f < F; f++ {
 		if start+f >= S {
 			qt[f] = p.frameSlot(start+f, end)
-			p.ctxFrame(f32Tensor(k[f*n:(f+1)*n]), f32Tensor(v[f*n:(f+1)*n]), qt[f])
+			p.ctxCurrent(k, v, f, qt[f])
 			parts.Local += p.tpf
 		}
 	}
 	p.stats.Parts[layer] = parts
-	qr, err := p.queries(q, qt)
-	if err != nil {
-		return Context{}, err
-	}
-	p.layer++
-	var hm []int
+	return parts, qt
+}
+
+// ragged returns the per-head memory lengths when heads differ (nil
+// otherwise; Context.HeadMemory).
+func (p *windowed) ragged(layer int) []int {
 	if hs, ok := p.sel.(interface{ ragged(layer int) []int }); ok {
-		hm = hs.ragged(layer)
+		return hs.ragged(layer)
 	}
-	return Context{Q: qr, K: p.kbuf, V: p.vbuf, Parts: parts, HeadMemory: hm}, nil
+	return nil
 }
 
 // End finishes the call; a clean pass commits the block's raw K/V.

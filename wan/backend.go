@@ -3,6 +3,7 @@ package wan
 import (
 	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/nn"
+	"github.com/densitykv/densitykv/rope"
 )
 
 // UseBackend makes the model compute on b (nil: the CPU, the default):
@@ -195,6 +196,8 @@ type workspace struct {
 	mods, e0              compute.Tensor // [F][6][dim]
 	e, sin, tmp, headMods compute.Tensor // [F][dim], [F][freq], [F][dim], [F][2][dim]
 	ctx                   [3]compute.Tensor
+	hist                  []layerHistory // per layer, a Plan's history (history.go)
+	rope                  *rope.Table    // the model's RoPE (Backend.Rope)
 	// The host sides: q, k, v (read for the memory policy), the patches,
 	// the sinusoid and the head's output.
 	hq, hk, hv, hpatches, hsin, hout []float32
@@ -241,6 +244,9 @@ func (w *workspace) free() {
 		if t != nil {
 			be.Free(t)
 		}
+	}
+	for i := range w.hist {
+		w.hist[i].free(be)
 	}
 }
 

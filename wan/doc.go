@@ -31,9 +31,13 @@
 // the CPU by default (package nn's functions, the bits pinned in
 // testdata/bits.json), or a Vulkan device (gpu.NewBackend), which gives
 // the same bits, its weights uploaded once and every operation recorded
-// into one command batch. The memory policy runs on the host: per layer
-// the device's q, k and v are read back for Policy.Attend and the context
-// it returns is sent (on the CPU, the same memory).
+// into one command batch. The memory policy decides on the host. On the
+// CPU its context is used where it is. On a device, a policy that plans
+// (memory.Planner: all but Deep Forcing) has each layer's history sent
+// once per block and kept there, and the context assembled on the device
+// (history.go): a call reads back its flow only, the clean pass also its
+// k and v for the policy. Any other policy, or a traced call, has q, k
+// and v read back per layer for Policy.Attend and its context sent.
 //
 // # Precision
 //

@@ -283,6 +283,12 @@ func (m *Model) newPass(flow []float32, c *Call, pol memory.Policy) (*pass, erro
 	p.scale = float32(1 / math.Sqrt(float64(cfg.HeadDim())))
 	p.ws = m.workspace(p.T, F)
 	p.text = c.Text.onBackend(p.be)
+	if p.ws.rope == nil {
+		var err error
+		if p.ws.rope, err = newRope(cfg); err != nil {
+			return nil, fmt.Errorf("wan: forward block %d: %w", c.Mem.Block, err)
+		}
+	}
 	return p, nil
 }
 
@@ -377,10 +383,12 @@ func (b *Block) Forward(p *pass, l int, x compute.Tensor) error {
 // the RMS-normed q and k of y [T][dim] and v, against the keys and values
 // the memory policy returns for this layer (which rotates them with RoPE).
 //
-// The memory policy runs on the host: q, k and v are read back from the
-// backend and the context it returns is sent, once per layer (on the CPU
-// both are the same memory, nothing is copied). Keeping the history on
-// the device, the policy's work included, is the next step (issue #25).
+// The memory policy runs on the host. On the CPU its context is used
+// where it is (nothing is copied). On a device backend a policy that
+// plans (memory.Planner) keeps its history on the device and the context
+// is assembled there (selfPlanned, history.go); any other policy, or a
+// traced call, has q, k and v read back and its context sent, once per
+// layer.
 func (a *Attention) self(p *pass, l int, y, out compute.Tensor) error {
 	cfg, be, ws, w, T := p.m.Cfg, p.be, p.ws, &p.w.blocks[l].self, p.T
 	d := cfg.Dim
@@ -389,6 +397,13 @@ func (a *Attention) self(p *pass, l int, y, out compute.Tensor) error {
 	be.Linear(ws.v, w.v, y, T)
 	be.RMSNorm(ws.q, ws.q, T, d, cfg.Eps, w.normQ)
 	be.RMSNorm(ws.k, ws.k, T, d, cfg.Eps, w.normK)
+	if pol, ok := p.planned(); ok {
+		if err := a.selfPlanned(p, l, pol); err != nil {
+			return err
+		}
+		be.Linear(out, w.o, ws.att, T)
+		return nil
+	}
 	err := ws.io.read(ws.hq, ws.q)
 	if err == nil {
 		err = ws.io.read(ws.hk, ws.k)

@@ -15,6 +15,7 @@ import (
 	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/nn"
+	"github.com/densitykv/densitykv/rope"
 )
 
 // Case is one operation: Run records it on b with inputs made by in (the
@@ -123,6 +124,34 @@ func Cases() []Case {
 		Case{"Copy/View", func(b compute.Backend, in func(int) compute.Tensor) compute.Tensor {
 			x := b.New(40)
 			b.Copy(b.View(x, 3, 30), 2, in(50), 17, 20)
+			return x
+		}},
+	)
+	// Rope: frames of a 3×5 grid, 2 heads of 10 (the temporal, height
+	// and width pairs split unevenly), from a token offset, at temporal
+	// positions past the first tables (they grow), and on a view that
+	// starts at a token.
+	r10, err := rope.New(10, 10000)
+	if err != nil {
+		panic(err)
+	}
+	const heads, H, W = 2, 3, 5
+	row, frame := heads*10, H*W*heads*10
+	cs = append(cs,
+		Case{"Rope/frames", func(b compute.Backend, in func(int) compute.Tensor) compute.Tensor {
+			x := in(7*row + 3*frame)
+			b.Rope(x, 7, heads, r10, H, W, 2, 3)
+			return x
+		}},
+		Case{"Rope/grown", func(b compute.Backend, in func(int) compute.Tensor) compute.Tensor {
+			x := in(2 * frame)
+			b.Rope(x, 0, heads, r10, H, W, 0, 1)
+			b.Rope(x, H*W, heads, r10, H, W, 40, 1)
+			return x
+		}},
+		Case{"Rope/view", func(b compute.Backend, in func(int) compute.Tensor) compute.Tensor {
+			x := in(3*row + 2*frame)
+			b.Rope(b.View(x, 3*row, 2*frame), 0, heads, r10, H, W, 5, 2)
 			return x
 		}},
 	)
