@@ -9,8 +9,9 @@ import (
 
 // cLayouts are sizeof and the offsetof of every field, in order, of the C
 // structures, printed by gcc (x86-64, Vulkan headers 1.3.239) from a
-// one-off program over vulkan_core.h; the cooperative-matrix structures
-// (newer than those headers) follow their specification's declaration.
+// one-off program over vulkan_core.h (VK_NV_cooperative_matrix's included);
+// the VK_KHR_cooperative_matrix structures (newer than those headers)
+// follow their specification's declaration.
 var cLayouts = []struct {
 	name    string
 	size    uintptr
@@ -64,6 +65,8 @@ var cLayouts = []struct {
 	{"vkQueryPoolCreateInfo", 32, []uintptr{0, 8, 16, 20, 24, 28}},
 	{"vkPhysicalDeviceCooperativeMatrixFeaturesKHR", 24, []uintptr{0, 8, 16, 20}},
 	{"vkCooperativeMatrixPropertiesKHR", 56, []uintptr{0, 8, 16, 20, 24, 28, 32, 36, 40, 44, 48}},
+	{"vkPhysicalDeviceCooperativeMatrixFeaturesNV", 24, []uintptr{0, 8, 16, 20}},
+	{"vkCooperativeMatrixPropertiesNV", 48, []uintptr{0, 8, 16, 20, 24, 28, 32, 36, 40, 44}},
 }
 
 // goStructs are the Go mirrors of cLayouts' structures.
@@ -116,6 +119,8 @@ var goStructs = map[string]any{
 	"vkQueryPoolCreateInfo":                        vkQueryPoolCreateInfo{},
 	"vkPhysicalDeviceCooperativeMatrixFeaturesKHR": vkPhysicalDeviceCooperativeMatrixFeaturesKHR{},
 	"vkCooperativeMatrixPropertiesKHR":             vkCooperativeMatrixPropertiesKHR{},
+	"vkPhysicalDeviceCooperativeMatrixFeaturesNV":  vkPhysicalDeviceCooperativeMatrixFeaturesNV{},
+	"vkCooperativeMatrixPropertiesNV":              vkCooperativeMatrixPropertiesNV{},
 }
 
 // TestStructLayouts checks every structure handed to Vulkan against the C

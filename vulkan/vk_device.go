@@ -129,6 +129,7 @@ func open(index int) (*Device, error) {
 	d := &Device{info: p.info}
 	d.info.Heaps = slices.Clone(p.info.Heaps)
 	d.info.CooperativeMatrix = slices.Clone(p.info.CooperativeMatrix)
+	d.info.CooperativeMatrixNV = slices.Clone(p.info.CooperativeMatrixNV)
 	impl := &d.impl
 	impl.in, impl.phys = in, p
 	impl.buffers = map[*Buffer]struct{}{}
@@ -193,7 +194,8 @@ func (d *deviceImpl) create() error {
 
 // enabledFeatures returns the feature chain and extensions to enable: the
 // 64-, 16- and 8-bit types, 16/8-bit storage, scalar block layout, the
-// Vulkan memory model and cooperative matrices, each where supported.
+// Vulkan memory model and cooperative matrices (KHR and NV), each where
+// supported.
 func (p *physical) enabledFeatures() (*vkPhysicalDeviceFeatures2, []string) {
 	s, s11, s12 := &p.feat.features, p.feat11, p.feat12
 	f12 := &vkPhysicalDeviceVulkan12Features{sType: stPhysicalDeviceVulkan12Features,
@@ -213,6 +215,11 @@ func (p *physical) enabledFeatures() (*vkPhysicalDeviceFeatures2, []string) {
 	if p.coop != nil && p.coop.cooperativeMatrix != 0 {
 		exts = append(exts, extCooperativeMatrix)
 		f12.pNext = unsafe.Pointer(&vkPhysicalDeviceCooperativeMatrixFeaturesKHR{sType: stCoopMatrixFeaturesKHR, cooperativeMatrix: 1})
+	}
+	if p.coopNV != nil && p.coopNV.cooperativeMatrix != 0 {
+		// Fast mode's tensor-core kernel (package gpu) is written for it.
+		exts = append(exts, extCooperativeMatrixNV)
+		f12.pNext = unsafe.Pointer(&vkPhysicalDeviceCooperativeMatrixFeaturesNV{sType: stCoopMatrixFeaturesNV, pNext: f12.pNext, cooperativeMatrix: 1})
 	}
 	return f, exts
 }

@@ -40,6 +40,8 @@ const (
 	stPhysicalDeviceProperties2       = 1000059001
 	stCoopMatrixFeaturesKHR           = 1000506000
 	stCoopMatrixPropertiesKHR         = 1000506001
+	stCoopMatrixFeaturesNV            = 1000249000
+	stCoopMatrixPropertiesNV          = 1000249001
 	instanceCreateEnumeratePortablity = 0x1 // VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR
 
 	queueCompute = 0x2 // VK_QUEUE_COMPUTE_BIT
@@ -52,6 +54,7 @@ const (
 	extPortabilityEnumeration = "VK_KHR_portability_enumeration"
 	extPortabilitySubset      = "VK_KHR_portability_subset"
 	extCooperativeMatrix      = "VK_KHR_cooperative_matrix"
+	extCooperativeMatrixNV    = "VK_NV_cooperative_matrix"
 )
 
 func makeVersion(major, minor, patch uint32) uint32 { return major<<22 | minor<<12 | patch }
@@ -72,6 +75,7 @@ type instanceFuncs struct {
 	CreateDevice                                    uintptr
 	GetDeviceProcAddr                               uintptr
 	GetPhysicalDeviceCooperativeMatrixPropertiesKHR uintptr `vk:"optional"`
+	GetPhysicalDeviceCooperativeMatrixPropertiesNV  uintptr `vk:"optional"`
 }
 
 // physical is a physical device as enumerated.
@@ -86,6 +90,7 @@ type physical struct {
 	feat11        *vkPhysicalDeviceVulkan11Features
 	feat12        *vkPhysicalDeviceVulkan12Features
 	coop          *vkPhysicalDeviceCooperativeMatrixFeaturesKHR // nil without VK_KHR_cooperative_matrix
+	coopNV        *vkPhysicalDeviceCooperativeMatrixFeaturesNV  // nil without VK_NV_cooperative_matrix
 	mem           vkPhysicalDeviceMemoryProperties
 }
 
@@ -263,6 +268,13 @@ func (in *instance) describe(index int, h uintptr) (*physical, error) {
 		}
 		info.CooperativeMatrix = shapes
 	}
+	if p.coopNV != nil && p.coopNV.cooperativeMatrix != 0 {
+		shapes, err := in.coopMatrixShapesNV(h)
+		if err != nil {
+			return nil, err
+		}
+		info.CooperativeMatrixNV = shapes
+	}
 	return p, nil
 }
 
@@ -290,6 +302,10 @@ func (in *instance) describe12(p *physical) {
 		p.coop = &vkPhysicalDeviceCooperativeMatrixFeaturesKHR{sType: stCoopMatrixFeaturesKHR}
 		p.feat12.pNext = unsafe.Pointer(p.coop)
 	}
+	if slices.Contains(p.extensions, extCooperativeMatrixNV) {
+		p.coopNV = &vkPhysicalDeviceCooperativeMatrixFeaturesNV{sType: stCoopMatrixFeaturesNV, pNext: p.feat12.pNext}
+		p.feat12.pNext = unsafe.Pointer(p.coopNV)
+	}
 	p.feat11 = &vkPhysicalDeviceVulkan11Features{sType: stPhysicalDeviceVulkan11Features, pNext: unsafe.Pointer(p.feat12)}
 	p.feat = &vkPhysicalDeviceFeatures2{sType: stPhysicalDeviceFeatures2, pNext: unsafe.Pointer(p.feat11)}
 	call(in.fn.GetPhysicalDeviceFeatures2, p.handle, uintptr(unsafe.Pointer(p.feat)))
@@ -301,6 +317,7 @@ func (in *instance) describe12(p *physical) {
 	info.Int8 = p.feat12.shaderInt8 != 0
 	info.Storage16Bit = p.feat11.storageBuffer16BitAccess != 0
 	info.Storage8Bit = p.feat12.storageBuffer8BitAccess != 0
+	info.MemoryModel = p.feat12.vulkanMemoryModel != 0
 }
 
 // coopMatrixShapes lists the VK_KHR_cooperative_matrix shapes of h.
@@ -326,6 +343,35 @@ func (in *instance) coopMatrixShapes(h uintptr) ([]CoopMatrixShape, error) {
 		out = append(out, CoopMatrixShape{M: p.MSize, N: p.NSize, K: p.KSize,
 			A: componentName(p.AType), B: componentName(p.BType), C: componentName(p.CType), Result: componentName(p.ResultType),
 			Saturating: p.saturatingAccumulation != 0, Scope: scopeName(p.scope)})
+	}
+	return out, nil
+}
+
+// coopMatrixShapesNV lists the VK_NV_cooperative_matrix shapes of h
+// (VkCooperativeMatrixPropertiesNV: its component types and scopes have
+// the KHR values; it has no saturating accumulation).
+func (in *instance) coopMatrixShapesNV(h uintptr) ([]CoopMatrixShape, error) {
+	f := in.fn.GetPhysicalDeviceCooperativeMatrixPropertiesNV
+	if f == 0 {
+		return nil, nil
+	}
+	const fn = "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"
+	var n uint32
+	if err := check(fn, call(f, h, uintptr(unsafe.Pointer(&n)), 0)); err != nil || n == 0 {
+		return nil, err
+	}
+	props := make([]vkCooperativeMatrixPropertiesNV, n)
+	for i := range props {
+		props[i].sType = stCoopMatrixPropertiesNV
+	}
+	if r := call(f, h, uintptr(unsafe.Pointer(&n)), uintptr(unsafe.Pointer(&props[0]))); r != 0 && r != 5 {
+		return nil, check(fn, r)
+	}
+	var out []CoopMatrixShape
+	for _, p := range props[:n] {
+		out = append(out, CoopMatrixShape{M: p.MSize, N: p.NSize, K: p.KSize,
+			A: componentName(p.AType), B: componentName(p.BType), C: componentName(p.CType), Result: componentName(p.DType),
+			Scope: scopeName(p.scope)})
 	}
 	return out, nil
 }

@@ -666,3 +666,24 @@ type vkCooperativeMatrixPropertiesKHR struct {
 	saturatingAccumulation uint32
 	scope                  uint32
 }
+
+// VK_NV_cooperative_matrix (in the 1.3.239 headers).
+type vkPhysicalDeviceCooperativeMatrixFeaturesNV struct {
+	sType                               uint32
+	pNext                               unsafe.Pointer
+	cooperativeMatrix                   uint32
+	cooperativeMatrixRobustBufferAccess uint32
+}
+
+type vkCooperativeMatrixPropertiesNV struct {
+	sType uint32
+	pNext unsafe.Pointer
+	MSize uint32
+	NSize uint32
+	KSize uint32
+	AType uint32
+	BType uint32
+	CType uint32
+	DType uint32
+	scope uint32
+}

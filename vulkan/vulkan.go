@@ -113,9 +113,15 @@ type DeviceInfo struct {
 	Storage16Bit bool `json:"storage_16bit"` // storageBuffer16BitAccess: 16-bit types in storage buffers
 	Storage8Bit  bool `json:"storage_8bit"`  // storageBuffer8BitAccess
 
+	MemoryModel bool `json:"memory_model"` // vulkanMemoryModel (cooperative-matrix shaders need it)
+
 	// CooperativeMatrix lists the VK_KHR_cooperative_matrix shapes; empty
 	// when the extension is not offered.
 	CooperativeMatrix []CoopMatrixShape `json:"cooperative_matrix,omitempty"`
+	// CooperativeMatrixNV lists the VK_NV_cooperative_matrix shapes (what
+	// fast mode's kernel uses, package gpu); empty when the extension or
+	// its feature is not offered.
+	CooperativeMatrixNV []CoopMatrixShape `json:"cooperative_matrix_nv,omitempty"`
 	// TimestampPeriod is nanoseconds per timestamp tick; 0 when the compute
 	// queue has no timestamps (RunTimed then measures wall time).
 	TimestampPeriod float32 `json:"timestamp_period"`
