@@ -27,6 +27,8 @@ type Backend struct {
 	scratch Matrix                   // bfloat16 operands of the bf16 products, grown as needed
 	convs   [2]*devTensor            // the convolutions' im2col and product (vae.go), grown as needed
 	ropes   map[ropeGrid]*RopeTables // Rope's tables, grown as positions are asked for
+
+	fast *fastState // fast mode (fast.go: NewFastBackend); nil in exact mode
 }
 
 // ropeGrid is a rope.Table on a height×width grid.
@@ -72,6 +74,7 @@ type devLinear struct {
 	w     Matrix
 	bias  *devTensor
 	widen bool
+	fast  bool // w is a FastOperand (fast mode's bfloat16 weights, fast.go)
 }
 
 func (w *devLinear) In() int  { return w.w.Cols }
@@ -243,6 +246,11 @@ func (b *Backend) LoadLinear(l *nn.Linear[float32], prec gemm.Precision) compute
 		for i, x := range vals {
 			bits[i] = gemm.RoundBF16(x) // exact: the packed values are bfloat16
 		}
+		if b.fast != nil {
+			w.w, err = b.fastWeights(l.Out, l.In, bits)
+			w.fast = true
+			break
+		}
 		w.w, err = UploadBF16(b.dev, l.Out, l.In, bits)
 	default:
 		err = fmt.Errorf("precision %v", prec)
@@ -276,6 +284,10 @@ func (b *Backend) Linear(y compute.Tensor, w compute.Linear, x compute.Tensor, r
 	in, out := l.In(), l.Out()
 	ts := b.tensors("Linear", compute.Need{Name: "y", T: y, N: rows * out}, compute.Need{Name: "x", T: x, N: rows * in})
 	if ts == nil || rows == 0 {
+		return
+	}
+	if l.fast {
+		b.fastLinear(ts[0], ts[1], l, rows)
 		return
 	}
 	a := ts[1].matrix(rows, in)

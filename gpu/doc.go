@@ -54,6 +54,9 @@
 //	                  (shaders/vae_bias.comp); nn.RMSNormChannels with its
 //	                  SiLU on div32, sqrt32 and exp_def (shaders/vae_norm.glsl)
 //	CheckExact        the exactness probe of a device
+//	NewFastBackend, PrepFast, FastProduct  fast mode (below; fast.go):
+//	                  not exact, refused where FastSupport finds no
+//	                  usable cooperative matrix
 //
 // Every function returns an error for bad shapes, naming the operand, and
 // records nothing then. Package gpu compiles in every build; without the
@@ -99,6 +102,41 @@
 // (shaders/gemm_exact.glsl), so tininess after rounding at 24 bits (the
 // window just below 2^-126 included) and the zero's sign come out as
 // gemm's definition says on any device, denormals preserved or flushed.
+//
+// # Fast mode
+//
+// Fast mode (compute.Fast; --precision bf16-fast) is the one place where
+// this package does not compute the CPU's bits: a Backend made by
+// NewFastBackend runs its bfloat16 linears (LoadLinear and LoadLinearBF16
+// at gemm.BF16) on tensor cores through VK_NV_cooperative_matrix, and
+// every other operation (norms, attention, element-wise steps, the fp32
+// products, the VAE's convolutions) with the exact kernels above. The
+// products' operands are the bfloat16 definition's, carried exactly: the
+// activations are rounded to bfloat16 operands and each row scaled by a
+// power of two into float16 (PrepFast, shaders/gemm_prep_fast.comp;
+// the weights on the host when uploaded, the same bits), since the NV
+// extension's matrices take float16, not bfloat16; a product of two such
+// values is exact, the tensor cores accumulate it in float32 (in an order
+// they choose), and the result is scaled back (FastProduct,
+// shaders/gemm_fast.glsl). Only the accumulation differs from gemm's
+// bfloat16 definition: at most (k+2)·2^-23·Σ|a·b| for a depth k.
+//
+// Fast-mode modules end in _fast; the generator neither adds the float
+// controls nor checks their instructions, and they are listed in
+// fastModules (fast.go) with their role; newKernel refuses them
+// (TestFastModules). gemm_coopmat_fast is the tensor-core module;
+// gemm_emu_fast compiles the same GLSL with the cooperative-matrix multiply
+// replaced by float32 loops over the same staged tiles, test-only, so
+// that the tile loop, edges, depth tails and scaling are checked on
+// lavapipe (TestFastProductEmulated, TestFastBackendLinear and wan's
+// TestFastModeGoldenEmulated); no device here offers a cooperative matrix,
+// so the tensor-core module itself is checked only by spirv-val until a
+// GPU runs TestFastProductTensorCores and wan's TestFastModeGolden (which
+// elsewhere require the refusal). FastSupport refuses, naming the device
+// and what it lacks, a device without the NV extension's 16×16×16
+// float16·float16+float32 shape, shaderFloat16, the Vulkan memory model or
+// 32-wide subgroups; a device with only VK_KHR_cooperative_matrix too
+// (Debian bookworm's glslc knows no GL_KHR_cooperative_matrix).
 //
 // # Building the shaders
 //

@@ -11,7 +11,10 @@ package gpu
 // the float controls (denormals preserved, signed zeros, Inf and NaN
 // preserved, round to nearest even) and NoContraction on every float add,
 // subtract, multiply and negate, and refuses a forbidden instruction (see
-// internal/spirv.CheckExact and the package documentation). Commit the
+// internal/spirv.CheckExact and the package documentation). A fast-mode
+// shader (the package documentation's "Fast mode") gets neither, is
+// validated by spirv-val like the others, and must be listed in
+// fast.go's fastModules (TestFastModules). Commit the
 // .spv files, spv/GLSLC_VERSION and modules.go with the shader:
 // TestSPIRVUpToDate rebuilds them and fails when they differ.
 //

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/densitykv/densitykv/gpu/internal/spirv"
@@ -64,8 +65,12 @@ func module(dev *vulkan.Device, name string) ([]byte, error) {
 }
 
 // newKernel is dev.Kernel(s) with s.SPIRV the named module as dev may be
-// given it (module).
+// given it (module). It refuses a fast-mode module (fast.go's
+// newFastKernel creates those), so that no exact kernel runs one.
 func newKernel(dev *vulkan.Device, name string, s vulkan.KernelSpec) (*vulkan.Kernel, error) {
+	if strings.HasSuffix(name, "_fast") {
+		return nil, fmt.Errorf("gpu: %s is a fast-mode module, not for an exact kernel", name)
+	}
 	b, err := module(dev, name)
 	if err != nil {
 		return nil, err

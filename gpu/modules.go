@@ -22,6 +22,15 @@ var spvExactops []byte
 //go:embed spv/gemm.spv
 var spvGemm []byte
 
+//go:embed spv/gemm_coopmat_fast.spv
+var spvGemmCoopmatFast []byte
+
+//go:embed spv/gemm_emu_fast.spv
+var spvGemmEmuFast []byte
+
+//go:embed spv/gemm_prep_fast.spv
+var spvGemmPrepFast []byte
+
 //go:embed spv/gemm_softfma.spv
 var spvGemmSoftfma []byte
 
@@ -87,6 +96,9 @@ var modules = map[string][]byte{
 	"exact_probe":            spvExactProbe,
 	"exactops":               spvExactops,
 	"gemm":                   spvGemm,
+	"gemm_coopmat_fast":      spvGemmCoopmatFast,
+	"gemm_emu_fast":          spvGemmEmuFast,
+	"gemm_prep_fast":         spvGemmPrepFast,
 	"gemm_softfma":           spvGemmSoftfma,
 	"nn_act":                 spvNnAct,
 	"nn_act_softfma":         spvNnActSoftfma,

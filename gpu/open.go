@@ -20,24 +20,54 @@ type Opened struct {
 // Open resolves spec (cpu, vulkan, vulkan:N, auto; device.Resolve) and,
 // for a Vulkan device, opens it and returns its backend, refusing a device
 // that fails the exactness probe (NewBackend). Close releases it.
-func Open(spec device.Spec) (*Opened, error) {
+func Open(spec device.Spec) (*Opened, error) { return OpenFor(spec, compute.FP32) }
+
+// OpenFor is Open for models at precision p: in exact mode (fp32, bf16)
+// the same; in fast mode (bf16-fast) the backend is NewFastBackend's, and
+// the CPU (--device cpu, or auto finding no GPU) and a device without a
+// usable cooperative matrix (FastSupport) are refused, naming why.
+func OpenFor(spec device.Spec, p compute.Precision) (*Opened, error) {
 	c, err := device.Resolve(spec)
 	if err != nil {
 		return nil, err // names the --device value
 	}
 	if !c.Vulkan {
+		if err := p.CheckCPU(); err != nil {
+			if spec == device.Auto {
+				return nil, fmt.Errorf("--device auto chose the CPU (%s): %w", c.Reason, err)
+			}
+			return nil, fmt.Errorf("--device %s: %w", spec, err)
+		}
 		return &Opened{Choice: c}, nil
+	}
+	if p.Mode == compute.Fast {
+		if err := FastSupport(c.Device); err != nil {
+			return nil, fmt.Errorf("--device %s: %w", spec, err)
+		}
 	}
 	dev, err := c.Open()
 	if err != nil {
 		return nil, fmt.Errorf("--device %s: %w", spec, err)
 	}
-	be, err := NewBackend(dev)
+	newBackend := NewBackend
+	if p.Mode == compute.Fast {
+		newBackend = NewFastBackend
+	}
+	be, err := newBackend(dev)
 	if err != nil {
 		dev.Close()
 		return nil, fmt.Errorf("--device %s: %w", spec, err)
 	}
 	return &Opened{Choice: c, Backend: be, dev: dev}, nil
+}
+
+// Mode is the backend's mode: compute.Fast when opened for bf16-fast,
+// else (the CPU included) compute.Exact.
+func (o *Opened) Mode() compute.Mode {
+	if o == nil || o.Backend == nil {
+		return compute.Exact
+	}
+	return o.Backend.Mode()
 }
 
 // Compute is the backend for a model's UseBackend: nil on the CPU (the

@@ -107,9 +107,16 @@ func (b *Backend) LoadLinearBF16(l *nn.Linear[uint16], prec gemm.Precision) comp
 	}
 	var err error
 	switch prec {
-	case gemm.F32, gemm.BF16:
+	case gemm.BF16:
+		if b.fast != nil {
+			w.w, err = b.fastWeights(l.Out, l.In, l.W)
+			w.fast = true
+			break
+		}
 		w.w, err = UploadBF16(b.dev, l.Out, l.In, l.W)
-		w.widen = prec == gemm.F32
+	case gemm.F32:
+		w.w, err = UploadBF16(b.dev, l.Out, l.In, l.W)
+		w.widen = true
 	default:
 		err = fmt.Errorf("precision %v", prec)
 	}

@@ -49,6 +49,13 @@ type vulkanDeviceJSON struct {
 	ExactMode  bool   `json:"exact_mode"`
 	ExactError string `json:"exact_error,omitempty"`
 	FusedFMA   bool   `json:"fused_fma"`
+	// FastMode: fast mode (--precision bf16-fast) runs there
+	// (gpu.FastSupport: VK_NV_cooperative_matrix's 16x16x16
+	// float16*float16+float32 shape, float16, the Vulkan memory model,
+	// 32-wide subgroups, and exact mode for the rest); FastError says why
+	// not.
+	FastMode  bool   `json:"fast_mode"`
+	FastError string `json:"fast_error,omitempty"`
 }
 
 type autoJSON struct {
@@ -67,8 +74,10 @@ every Vulkan device, in Vulkan's order (its --device vulkan:N): name, type,
 driver, Vulkan version, device-local memory, subgroup size, whether exact
 mode runs there (the exactness probe: fused multiply-add, denormals, signed
 zeros, Inf/NaN, ties to even, no contraction, each compared with Go; and
-the float controls the driver declares), float64/int64 and the
-cooperative-matrix shapes (tensor cores) of VK_KHR_cooperative_matrix. Last,
+the float controls the driver declares), float64/int64, the
+cooperative-matrix shapes (tensor cores) of VK_KHR_cooperative_matrix and
+VK_NV_cooperative_matrix, and whether fast mode (--precision bf16-fast)
+runs there, or what the device lacks for it. Last,
 what --device auto picks: the first Vulkan GPU, never a CPU implementation
 such as lavapipe, else the CPU.
 
@@ -102,6 +111,14 @@ func listDevices() devicesJSON {
 	for _, d := range infos {
 		dj := vulkanDeviceJSON{DeviceInfo: d, Device: device.VulkanIndex(d.Index).String(), DeviceLocalBytes: d.DeviceLocalBytes()}
 		dj.ExactMode, dj.FusedFMA, dj.ExactError = probeExact(d)
+		switch err := gpu.FastSupport(d); {
+		case err != nil:
+			dj.FastError = err.Error()
+		case !dj.ExactMode:
+			dj.FastError = "exact mode does not run there (fast mode runs only the linears on tensor cores)"
+		default:
+			dj.FastMode = true
+		}
 		res.Vulkan.Devices = append(res.Vulkan.Devices, dj)
 	}
 	c, _ := device.ResolveWith(device.Auto, func() ([]vulkan.DeviceInfo, error) { return infos, err }) // auto never fails
@@ -192,13 +209,21 @@ func printVulkanDevice(w io.Writer, d vulkanDeviceJSON) {
 	row("float controls", "32-bit denormals preserved %s, round to nearest even %s, signed zero/Inf/NaN preserved %s (declared by the driver)",
 		yes(d.DenormPreserve32), yes(d.RoundingModeRTE32), yes(d.SignedZeroInfNanPreserve32))
 	row("float64, int64", "%s, %s", yes(d.Float64), yes(d.Int64))
-	coop := "none"
-	if len(d.CooperativeMatrix) > 0 {
+	shapes := func(cs []vulkan.CoopMatrixShape) string {
+		if len(cs) == 0 {
+			return "none"
+		}
 		var s []string
-		for _, c := range d.CooperativeMatrix {
+		for _, c := range cs {
 			s = append(s, c.String())
 		}
-		coop = strings.Join(s, "; ")
+		return strings.Join(s, "; ")
 	}
-	row("cooperative matrix", "%s", coop)
+	row("cooperative matrix", "%s", shapes(d.CooperativeMatrix))
+	row("coop. matrix (NV)", "%s", shapes(d.CooperativeMatrixNV))
+	if d.FastMode {
+		row("fast mode", "yes (bf16-fast: the linears on tensor cores, VK_NV_cooperative_matrix %v)", gpu.FastShape)
+	} else {
+		row("fast mode", "no: %s", strings.TrimPrefix(d.FastError, gpu.ErrNoFastMode.Error()+"; "))
+	}
 }
