@@ -1,6 +1,7 @@
 package generate
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -114,4 +115,19 @@ func checkDeviceMemory(n deviceNeed, d vulkan.DeviceInfo) error {
 		return fmt.Errorf("the DiT's largest buffer is %s, and %s allocates at most %s at once (maxMemoryAllocationSize); use --device cpu", gib(n.Largest), d.Name, gib(a))
 	}
 	return nil
+}
+
+// deviceFault adds to a run's failure, when the device failed (lost, out
+// of memory), how to go on: from the run's checkpoint after block
+// snapAt−1 (snapAt < 0: none yet), which --resume continues on this
+// device or another with the same bits.
+func deviceFault(err error, gc config.GenerateConfig, snapAt int) error {
+	if !errors.Is(err, vulkan.ErrDeviceLost) && !errors.Is(err, vulkan.ErrOutOfDeviceMemory) {
+		return err
+	}
+	if snapAt <= 0 {
+		return fmt.Errorf("%w\nthe device failed before the run's first checkpoint (one every %d blocks: --snapshot-every): run it again, on this device or with --device cpu", err, gc.Run.SnapshotEvery)
+	}
+	return fmt.Errorf("%w\nthe device failed; the run folder keeps its checkpoint after block %d: densitykv generate --out %s --name %s --resume continues from it (with --device cpu, or another device, if this one stays unusable; the results are the same bits)",
+		err, snapAt-1, gc.Run.Out, gc.Run.Name)
 }

@@ -381,7 +381,7 @@ func (r *genRun) rollout() (interrupted bool, err error) {
 	err = r.gen.Run(r.run, r.ro)
 	interrupted = err != nil && r.ctx.Err() != nil && errors.Is(err, r.ctx.Err())
 	if err != nil && !interrupted {
-		return false, err
+		return false, deviceFault(err, r.gc, r.snapAt)
 	}
 	switch {
 	case interrupted && r.snapAt == r.st.NextBlock:

@@ -39,6 +39,10 @@ type bankSelector struct {
 	// ready: frames waiting to be offered are kept as the bank reads them
 	// (readyFrame).
 	ready bool
+	// broken is the failure of a bank update that failed on its device
+	// after some layers were updated: the policy is unusable from then on
+	// (every Begin and Save returns it).
+	broken error
 }
 
 // bankConfig maps the policy configuration onto the bank package.
@@ -121,6 +125,9 @@ func (p *DensityKV) HeadMemory(layer int) []int { return append([]int(nil), p.s.
 // every layer's bank. Every layer's block is checked (bank.Bank.Check) before
 // any bank changes, so an error leaves every layer's bank as it was.
 func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
+	if s.broken != nil {
+		return s.broken
+	}
 	if len(frames) == 0 {
 		return nil
 	}
@@ -195,8 +202,11 @@ func (s *bankSelector) offer(block int, frames []*frame, st *Stats) error {
 	for l := 0; l < c.lay.Layers; l++ {
 		dec, err := s.banks[l].Update(build(l))
 		if err != nil {
-			// bank.Update fails only where bank.Check does.
-			panic(fmt.Sprintf("memory: densitykv: block %d layer %d: bank update failed after its check passed (layers 0..%d already updated): %v", block, l, l-1, err))
+			// On the host bank.Update fails only where bank.Check does; a
+			// bank on a device fails where the device does (lost, out of
+			// memory), and the layers before l are updated already.
+			s.broken = fmt.Errorf("memory: densitykv: block %d layer %d: bank update failed after every layer's check passed, with layers 0…%d updated: the policy is unusable (resume the run from its last checkpoint): %w", block, l, l-1, err)
+			return s.broken
 		}
 		decs[l] = dec
 		st.Offered[l] = N

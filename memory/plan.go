@@ -48,6 +48,16 @@ func Plans(name string) bool {
 	return false
 }
 
+// HostCaller is implemented by a Planner that wraps a policy (an
+// attention tracer): after Begin, HostCall reports whether the open call
+// must go through Attend instead — its q, k and v and its context on the
+// host — because the wrapper reads them (a traced call) or the wrapped
+// policy does not plan. Attend on such a call does not change the
+// history, so a caller's copy stays current.
+type HostCaller interface {
+	HostCall() bool
+}
+
 // HistoryKey identifies the history a policy returned for a layer: a
 // policy's history of a layer is the same as long as its key is. Keys are
 // unique across the policies of a process; 0 is no history.

@@ -753,7 +753,12 @@ func (p *Controls) Save(w io.Writer) error { return p.save(w) }
 func (p *Controls) Load(r io.Reader) error { return p.load(r) }
 
 // Save writes the policy state (between calls), banks included.
-func (p *DensityKV) Save(w io.Writer) error { return p.save(w) }
+func (p *DensityKV) Save(w io.Writer) error {
+	if p.s.broken != nil {
+		return fmt.Errorf("memory: densitykv: save: %w", p.s.broken)
+	}
+	return p.save(w)
+}
 
 // Load replaces the policy state with a snapshot from Save.
 func (p *DensityKV) Load(r io.Reader) error { return p.load(r) }

@@ -87,11 +87,32 @@ func (t *AttentionTracer) Begin(c memory.Call) error {
 // Attend forwards and, on the traced step, measures the context.
 func (t *AttentionTracer) Attend(layer int, q, k, v []float32) (memory.Context, error) {
 	ctx, err := t.Policy.Attend(layer, q, k, v)
-	if err != nil || t.call.Clean || t.call.Step != t.step {
+	if err != nil || !t.traces() {
 		return ctx, err
 	}
 	t.measure(layer, ctx)
 	return ctx, nil
+}
+
+// traces reports whether the open call is traced.
+func (t *AttentionTracer) traces() bool { return !t.call.Clean && t.call.Step == t.step }
+
+// HostCall reports whether the open call must take Attend
+// (memory.HostCaller): the traced step, or a policy that does not plan.
+func (t *AttentionTracer) HostCall() bool {
+	_, plans := t.Policy.(memory.Planner)
+	return !plans || t.traces()
+}
+
+// AttendPlan forwards a call that is not traced to the policy's plan
+// (memory.Planner); a traced call, or a policy that does not plan, is an
+// error (HostCall says to take Attend).
+func (t *AttentionTracer) AttendPlan(layer int, kv func() (k, v []float32, err error), have memory.HistoryKey) (memory.Plan, error) {
+	p, ok := t.Policy.(memory.Planner)
+	if !ok || t.traces() {
+		return memory.Plan{}, fmt.Errorf("record: attention tracer: block %d step %d layer %d must take Attend (a traced call, or a policy that does not plan)", t.call.Block, t.call.Step, layer)
+	}
+	return p.AttendPlan(layer, kv, have)
 }
 
 func (t *AttentionTracer) measure(layer int, ctx memory.Context) {

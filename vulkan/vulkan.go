@@ -294,7 +294,7 @@ func (d *Device) Alloc(size int64) (*Buffer, error) {
 		return nil, fmt.Errorf("vulkan: Alloc of %d bytes on %v: beyond the device's maxMemoryAllocationSize (%d bytes): %w", size, d, m, ErrOutOfDeviceMemory)
 	}
 	b := &Buffer{dev: d, size: size}
-	if err := d.failed(d.impl.alloc(b)); err != nil {
+	if err := d.call("vkAllocateMemory", func() error { return d.impl.alloc(b) }); err != nil {
 		return nil, fmt.Errorf("vulkan: Alloc of %d bytes on %v: %w", size, d, err)
 	}
 	return b, nil
@@ -327,7 +327,7 @@ func (d *Device) Upload(dst *Buffer, off int64, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return d.failed(d.impl.upload(dst, off, src))
+	return d.call("vkQueueSubmit", func() error { return d.impl.upload(dst, off, src) })
 }
 
 // Download copies len(dst) bytes of src from byte offset off into dst.
@@ -342,7 +342,7 @@ func (d *Device) Download(src *Buffer, off int64, dst []byte) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	return d.failed(d.impl.download(src, off, dst))
+	return d.call("vkQueueSubmit", func() error { return d.impl.download(src, off, dst) })
 }
 
 // UploadFloat32s uploads src as little-endian float32s at byte offset off.
@@ -467,8 +467,12 @@ func (d *Device) Kernel(s KernelSpec) (*Kernel, error) {
 	if err := d.checkKernelSpec(s); err != nil {
 		return nil, fmt.Errorf("vulkan: kernel %s: %w", s.Name, err)
 	}
-	k, err := d.impl.kernel(d, s)
-	return k, d.failed(err)
+	var k *Kernel
+	err := d.call("vkCreateComputePipelines", func() (err error) {
+		k, err = d.impl.kernel(d, s)
+		return err
+	})
+	return k, err
 }
 
 func (d *Device) checkKernelSpec(s KernelSpec) error {
@@ -644,8 +648,12 @@ func (b *Batch) run(timed bool) (time.Duration, error) {
 	if len(b.ops) == 0 {
 		return 0, nil
 	}
-	dt, err := d.impl.run(d, b.ops, timed)
-	return dt, d.failed(err)
+	var dt time.Duration
+	err := d.call("vkQueueSubmit", func() (err error) {
+		dt, err = d.impl.run(d, b.ops, timed)
+		return err
+	})
+	return dt, err
 }
 
 // deviceTypeName names VkPhysicalDeviceType.

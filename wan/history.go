@@ -50,13 +50,16 @@ func (h *layerHistory) set(be compute.Backend, pl memory.Plan, d int) {
 }
 
 // planned reports whether layer self-attention goes through a Plan: a
-// device backend, a policy that plans, and no trace (a trace reads the
-// rotated q and k on the host).
+// device backend, a policy that plans this call (memory.HostCaller), and
+// no trace (a trace reads the rotated q and k on the host).
 func (p *pass) planned() (memory.Planner, bool) {
 	if p.ws.io.host || p.c.Trace != nil {
 		return nil, false
 	}
 	pl, ok := p.pol.(memory.Planner)
+	if hc, wraps := p.pol.(memory.HostCaller); ok && wraps && hc.HostCall() {
+		return nil, false
+	}
 	return pl, ok
 }
 

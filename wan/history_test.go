@@ -8,6 +8,7 @@ import (
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/gpu"
 	"github.com/densitykv/densitykv/memory"
+	"github.com/densitykv/densitykv/record"
 	"github.com/densitykv/densitykv/rope"
 	"github.com/densitykv/densitykv/vulkan/vulkantest"
 )
@@ -63,12 +64,24 @@ func rolloutCalls(blocks, steps int) []rolloutCall {
 // call trace (0-based) on the host path.
 func policyRun(t *testing.T, m *Model, name string, capacity int, calls []rolloutCall, trace int) [][]float32 {
 	t.Helper()
-	g := openGolden(t, "forward_c_second_block_with_cache.safetensors")
-	txt := goldenText(t, m, g)
+	return runPolicy(t, m, newPolicy(t, m, name, capacity), calls, trace)
+}
+
+// newPolicy builds the policy name at the golden geometry.
+func newPolicy(t *testing.T, m *Model, name string, capacity int) memory.Policy {
+	t.Helper()
 	pol, err := memory.New(name, memory.Config{Layout: m.Cfg.Layout(goldenH, goldenW, goldenF), Capacity: capacity, RoPETheta: m.Cfg.RoPEBase})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pol
+}
+
+// runPolicy is policyRun with a policy given.
+func runPolicy(t *testing.T, m *Model, pol memory.Policy, calls []rolloutCall, trace int) [][]float32 {
+	t.Helper()
+	g := openGolden(t, "forward_c_second_block_with_cache.safetensors")
+	txt := goldenText(t, m, g)
 	r := rand.New(rand.NewPCG(3, 5))
 	var outs [][]float32
 	for i, c := range calls {
@@ -179,5 +192,40 @@ func TestPlannedSelfAttentionGPU(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlannedSelfAttentionTraced: DensityKV inside the attention tracer
+// (how generate runs it) takes the planned path on every call but the
+// traced step, which goes through Attend on the host: the flows and the
+// traced attention mass equal the CPU's.
+func TestPlannedSelfAttentionTraced(t *testing.T) {
+	const blocks, steps, traced = 4, 2, 1
+	calls := rolloutCalls(blocks, steps)
+	frames := blocks * goldenF
+	cpu := goldenModelAs(t, gemm.BF16)
+	wantTr := record.NewAttentionTracer(newPolicy(t, cpu, memory.NameDensityKV, 20), traced, frames)
+	want := runPolicy(t, cpu, wantTr, calls, -1)
+	m := goldenModelAs(t, gemm.BF16)
+	o := &opaque{Backend: compute.NewCPU()}
+	m.UseBackend(o)
+	gotTr := record.NewAttentionTracer(newPolicy(t, m, memory.NameDensityKV, 20), traced, frames)
+	got := runPolicy(t, m, gotTr, calls, -1)
+	for i := range want {
+		if j := firstBitDiff(got[i], want[i]); j >= 0 {
+			t.Fatalf("call %d %+v value %d: %v planned, %v on the host path", i, calls[i].mem, j, got[i][j], want[i][j])
+		}
+	}
+	for i := range wantTr.Mass {
+		if gotTr.Mass[i] != wantTr.Mass[i] {
+			t.Fatalf("traced mass %d: %v, %v on the CPU", i, gotTr.Mass[i], wantTr.Mass[i])
+		}
+	}
+	if wantTr.Mass[0] == 0 {
+		t.Fatal("the tracer measured nothing")
+	}
+	planned := len(calls) - blocks // every call but the traced step of each block
+	if want := planned * m.Cfg.Layers * 2 * goldenF; o.ropes != want {
+		t.Errorf("%d Rope calls, want %d (%d planned calls)", o.ropes, want, planned)
 	}
 }
