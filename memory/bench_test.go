@@ -74,3 +74,59 @@ func BenchmarkAttendPaperScale(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAttendPlanPaperScale measures AttendPlan on one layer of a full
+// paper-scale context: "history" assembles the history (sink, memory,
+// window: what a device backbone is sent once per block and layer),
+// "reuse" plans a call whose history the caller holds (every other call).
+func BenchmarkAttendPlanPaperScale(b *testing.B) {
+	for _, name := range []string{NameNative, NameDensityKV} {
+		for _, reuse := range []bool{false, true} {
+			mode := "history"
+			if reuse {
+				mode = "reuse"
+			}
+			b.Run(name+"/"+mode, func(b *testing.B) {
+				blocks := 4
+				if name == NameDensityKV {
+					blocks = 5
+				}
+				p, _ := benchPolicy(b, name, blocks)
+				pl := p.(Planner)
+				var have HistoryKey
+				if reuse { // the history of this block, held
+					if err := p.Begin(Call{Block: blocks, Step: 1}); err != nil {
+						b.Fatal(err)
+					}
+					plan, err := pl.AttendPlan(0, nil, 0)
+					if err != nil {
+						b.Fatal(err)
+					}
+					have = plan.Key
+					if err := p.End(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := p.Begin(Call{Block: blocks, Step: i + 2}); err != nil {
+						b.Fatal(err)
+					}
+					plan, err := pl.AttendPlan(0, nil, have)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if reuse != (plan.K == nil) {
+						b.Fatalf("reuse %v, history sent %v", reuse, plan.K != nil)
+					}
+					if plan.Parts.Total() > 18720 || plan.HistoryRows() != plan.Parts.Total()-4680 {
+						b.Fatalf("%d keys, %d history rows", plan.Parts.Total(), plan.HistoryRows())
+					}
+					if err := p.End(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
