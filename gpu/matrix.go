@@ -28,6 +28,10 @@ func elemBytes(p gemm.Precision) int64 {
 	return 4
 }
 
+// matrixBytes is the buffer of a dense matrix of n elements of precision
+// prec: padded to whole 32-bit words.
+func matrixBytes(prec gemm.Precision, n int64) int64 { return (n*elemBytes(prec) + 3) &^ 3 }
+
 // NewMatrix allocates a zeroed, dense rows×cols matrix of precision prec
 // on dev (its buffer padded to whole 32-bit words).
 func NewMatrix(dev *vulkan.Device, prec gemm.Precision, rows, cols int) (Matrix, error) {
@@ -38,7 +42,7 @@ func NewMatrix(dev *vulkan.Device, prec gemm.Precision, rows, cols int) (Matrix,
 	if n > maxIndex {
 		return Matrix{}, fmt.Errorf("gpu: NewMatrix: %d×%d: more than %d elements", rows, cols, maxIndex)
 	}
-	buf, err := dev.Alloc((n*elemBytes(prec) + 3) &^ 3)
+	buf, err := dev.Alloc(matrixBytes(prec, n))
 	if err != nil {
 		return Matrix{}, fmt.Errorf("gpu: NewMatrix %d×%d %v: %w", rows, cols, prec, err)
 	}

@@ -61,21 +61,18 @@ func (b *Backend) LoadConv(c *nn.Conv, prec gemm.Precision) compute.ConvWeights 
 		return w
 	}
 	w.cin, w.cout, w.kt, w.kh, w.kw = c.Cin, c.Cout, c.KT, c.KH, c.KW
-	spatial := c.KH * c.KW
+	var k int
+	k, w.depth, w.g, w.gdepth = convLayout(c, prec)
 	var err error
 	if prec == gemm.BF16 {
-		a, k, _ := c.OperandBF16()
+		a, _, _ := c.OperandBF16()
 		bits := make([]uint16, len(a))
 		for i, x := range a {
 			bits[i] = gemm.RoundBF16(x) // gemm.PackAAs's rounding
 		}
 		w.a, err = UploadBF16(b.dev, c.Cout, k, bits)
-		w.depth, w.g = k/c.KT, c.GroupTaps()
-		w.gdepth = (w.g*c.Cin + gemm.BF16Block - 1) / gemm.BF16Block * gemm.BF16Block
 	} else {
-		w.a, err = UploadF32(b.dev, c.Cout, c.KT*spatial*c.Cin, c.OperandF32())
-		w.depth, w.g = spatial*c.Cin, spatial
-		w.gdepth = w.depth
+		w.a, err = UploadF32(b.dev, c.Cout, k, c.OperandF32())
 	}
 	if err != nil {
 		b.fail("LoadConv", fmt.Errorf("%d→%d (%d×%d×%d): %w", c.Cin, c.Cout, c.KT, c.KH, c.KW, err))
@@ -84,6 +81,25 @@ func (b *Backend) LoadConv(c *nn.Conv, prec gemm.Precision) compute.ConvWeights 
 	w.bias = b.Param(c.Bias).(*devTensor)
 	return w
 }
+
+// convLayout returns the columns k of c's left operand A at prec (its
+// depth over the KT frames: KT·KH·KW·Cin, or at bf16 the tap groups padded
+// to gemm.BF16Block, nn.Conv.BF16Offsets), the columns per input frame,
+// the taps per group and a group's depth. It reads c's shape only.
+func convLayout(c *nn.Conv, prec gemm.Precision) (k, depth, g, gdepth int) {
+	spatial := c.KH * c.KW
+	if prec == gemm.BF16 {
+		_, k = c.BF16Offsets()
+		g = c.GroupTaps()
+		return k, k / c.KT, g, (g*c.Cin + gemm.BF16Block - 1) / gemm.BF16Block * gemm.BF16Block
+	}
+	return c.KT * spatial * c.Cin, spatial * c.Cin, spatial, spatial * c.Cin
+}
+
+// convChunk returns the output pixels per im2col of a convolution of
+// depth columns per input frame and P output pixels: as many as keep the
+// im2col buffer within im2colElems values, at least one.
+func convChunk(depth, P int) int { return min(P, max(1, im2colElems/depth)) }
 
 func (b *Backend) FreeConv(w compute.ConvWeights) {
 	if d, ok := w.(*devConv); ok && d.a.Buf != nil {
@@ -109,7 +125,7 @@ func (b *Backend) Conv(out compute.Tensor, w compute.ConvWeights, in []compute.T
 		return
 	}
 	P := needs[0].N / cw.cout
-	pc := min(P, max(1, im2colElems/cw.depth))
+	pc := convChunk(cw.depth, P)
 	col := b.convScratch(0, cw.depth*pc)
 	cm := b.convScratch(1, cw.cout*P) // C [Cout][P]
 	var col16 Matrix

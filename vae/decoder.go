@@ -269,7 +269,12 @@ func (d *Decoder) DecodeFunc(z []float32, t, c, h, w int, emit func(index int, r
 		return err
 	}
 	d.h, d.w, d.on = h, w, on
-	n := c * h * w
+	return d.decode(z, t, c*h*w, emit)
+}
+
+// decode runs the decoder (its size and weights set) on the t latent
+// frames z of n values each, handing out their pixel frames (DecodeFunc).
+func (d *Decoder) decode(z []float32, t, n int, emit func(index int, rgb []float32) error) error {
 	for k := 0; k < t; k++ {
 		d.latentFrame(z[k*n : (k+1)*n])
 		out := d.out

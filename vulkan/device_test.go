@@ -355,6 +355,42 @@ func TestVulkanAllocErrors(t *testing.T) {
 	}
 }
 
+// TestVulkanAllocated: Allocated counts the bytes of the live buffers
+// (as asked for, not rounded) and their peak; freeing twice or a failed
+// Alloc changes nothing, ResetPeak starts the peak at the live bytes, and
+// Close frees everything.
+func TestVulkanAllocated(t *testing.T) {
+	d := vulkantest.Open(t)
+	live0, _ := d.Allocated()
+	d.ResetPeak()
+	a, b := alloc(t, d, 1000), alloc(t, d, 6)
+	if live, peak := d.Allocated(); live != live0+1006 || peak != live {
+		t.Errorf("two buffers of 1000 and 6 bytes: live %d, peak %d, want %d for both", live, peak, live0+1006)
+	}
+	if _, err := d.Alloc(int64(d.Info().MaxStorageBufferRange) + 1); err == nil {
+		t.Fatal("an Alloc beyond maxStorageBufferRange succeeded")
+	}
+	a.Free()
+	a.Free()
+	c := alloc(t, d, 500)
+	if live, peak := d.Allocated(); live != live0+506 || peak != live0+1006 {
+		t.Errorf("after freeing 1000 bytes (twice) and allocating 500: live %d, peak %d, want %d and %d", live, peak, live0+506, live0+1006)
+	}
+	d.ResetPeak()
+	b.Free()
+	c.Free()
+	if live, peak := d.Allocated(); live != live0 || peak != live0+506 {
+		t.Errorf("after ResetPeak and freeing the rest: live %d, peak %d, want %d and %d", live, peak, live0, live0+506)
+	}
+	alloc(t, d, 64)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if live, _ := d.Allocated(); live != 0 {
+		t.Errorf("%d bytes live after Close", live)
+	}
+}
+
 func TestVulkanKernelErrors(t *testing.T) {
 	d := vulkantest.Open(t)
 	spv, err := os.ReadFile("testdata/add.spv")

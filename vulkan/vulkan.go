@@ -203,6 +203,27 @@ type Device struct {
 	closed bool
 	lost   error // the first error that lost the device: every later call returns it
 	impl   deviceImpl
+	// live and peak are the bytes of Alloc's buffers not yet freed, now
+	// and at their most since Open or ResetPeak (Allocated).
+	live, peak int64
+}
+
+// Allocated returns the bytes of the buffers Alloc made that are not freed
+// yet (their sizes as asked for), now and at their most since the device
+// was opened or ResetPeak was called: what a device-memory estimate is
+// checked against. The runtime's own staging buffer (discrete GPUs,
+// host-visible memory) is not counted.
+func (d *Device) Allocated() (live, peak int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.live, d.peak
+}
+
+// ResetPeak makes the peak Allocated reports the bytes live now.
+func (d *Device) ResetPeak() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.peak = d.live
 }
 
 // Info describes the device.
@@ -220,6 +241,7 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	err := d.impl.close()
+	d.live = 0 // every buffer is freed
 	if d.lost != nil && errors.Is(err, ErrDeviceLost) {
 		err = nil // known: the device was lost before
 	}
@@ -273,6 +295,7 @@ func (b *Buffer) Free() {
 	}
 	b.freed = true
 	d.impl.free(b)
+	d.live -= b.size
 }
 
 // Alloc allocates a zeroed device-local storage buffer of size bytes. It
@@ -297,6 +320,8 @@ func (d *Device) Alloc(size int64) (*Buffer, error) {
 	if err := d.call("vkAllocateMemory", func() error { return d.impl.alloc(b) }); err != nil {
 		return nil, fmt.Errorf("vulkan: Alloc of %d bytes on %v: %w", size, d, err)
 	}
+	d.live += size
+	d.peak = max(d.peak, d.live)
 	return b, nil
 }
 
