@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/device"
@@ -589,4 +590,73 @@ func TestOpenForFast(t *testing.T) {
 		t.Fatalf("bf16 on %v: %v", dev, err)
 	}
 	o.Close()
+}
+
+// BenchmarkFastProducts times fast mode's product (operands prepared,
+// then the product, device time per call) at the DiT's linear sizes, on
+// the tensor cores where FastSupport accepts the test device; elsewhere
+// only the small size with the emulated multiply (named so: it measures
+// nothing about tensor cores). Compare with BenchmarkProducts' exact
+// kernels.
+func BenchmarkFastProducts(b *testing.B) {
+	dev := vulkantest.Open(b)
+	emulate := FastSupport(dev.Info()) != nil
+	for _, s := range [][3]int{{512, 512, 512}, {4680, 1536, 1536}, {4680, 8960, 1536}} {
+		if emulate && s[0] > 512 {
+			continue
+		}
+		name := fmt.Sprintf("%d×%d×%d", s[0], s[1], s[2])
+		if emulate {
+			name += "/emulated"
+		}
+		b.Run(name, func(b *testing.B) {
+			r := rand.New(rand.NewPCG(7, 8))
+			av := make([]float32, s[0]*s[2])
+			for i := range av {
+				av[i] = float32(r.NormFloat64())
+			}
+			wb := make([]uint16, s[1]*s[2])
+			for i := range wb {
+				wb[i] = gemm.RoundBF16(float32(r.NormFloat64() * 0.02))
+			}
+			am, err := UploadF32(dev, s[0], s[2], av)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer am.Buf.Free()
+			a, err := NewFastOperand(dev, s[0], s[2])
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer a.Buf.Free()
+			w, err := UploadFast(dev, s[1], s[2], wb)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Buf.Free()
+			c, err := NewMatrix(dev, gemm.F32, s[0], s[1])
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Buf.Free()
+			batch := dev.NewBatch()
+			if err := PrepFast(dev, batch, a, am); err != nil {
+				b.Fatal(err)
+			}
+			if err := (FastProduct{C: c, A: a, B: w, Emulate: emulate}).Record(dev, batch); err != nil {
+				b.Fatal(err)
+			}
+			var total time.Duration
+			b.ResetTimer()
+			for range b.N {
+				d, err := batch.RunTimed()
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += d
+			}
+			flops := 2 * float64(s[0]) * float64(s[1]) * float64(s[2]) * float64(b.N)
+			b.ReportMetric(flops/total.Seconds()/1e9, "GFLOP/s")
+		})
+	}
 }
