@@ -39,9 +39,11 @@ func newRate(p gemm.Precision) Rate {
 	return Rate{Precision: p, Device: "cpu", Kernel: gemm.KernelName(p), Peak: gemm.PeakGFLOPS(p), Threads: gemm.Threads()}
 }
 
-// onDevice is the rate of a run on a device: no CPU kernel or peak.
-func onDevice(p gemm.Precision, device string) Rate {
-	return Rate{Precision: p, Device: device, Kernel: "exact", Threads: gemm.Threads()}
+// onDevice is the rate of a run on a device's backend be: no CPU kernel
+// or peak; Kernel is the backend's mode ("exact", or "fast": tensor
+// cores, compute.Fast).
+func onDevice(p gemm.Precision, device string, be compute.Backend) Rate {
+	return Rate{Precision: p, Device: device, Kernel: compute.ModeOf(be).String(), Threads: gemm.Threads()}
 }
 
 // set fills the rates from the FLOPs of one unit, its median wall time and
@@ -62,7 +64,7 @@ func (r *Rate) set(flops, seconds, cpu float64) {
 
 func (r Rate) String() string {
 	if r.Device != "" && r.Device != "cpu" {
-		return fmt.Sprintf("%.1f GFLOP/s on %s (exact mode)", r.GFLOPS, r.Device)
+		return fmt.Sprintf("%.1f GFLOP/s on %s (%s mode)", r.GFLOPS, r.Device, r.Kernel)
 	}
 	return fmt.Sprintf("%.1f GFLOP/s (%.1f per CPU-second) on the %v %s kernel, %.0f%% of its peak %.1f GFLOP/s per core × %d threads (%.0f%% per busy core)",
 		r.GFLOPS, r.CPUGFLOPS, r.Precision, r.Kernel, 100*r.PeakFraction, r.Peak, r.Threads, 100*r.CPUPeakFraction)
@@ -154,7 +156,7 @@ func RunVAE(o VAEOptions) (VAEResult, error) {
 	}
 	res := VAEResult{Name: o.Name, Height: o.Height, Width: o.Width, Rate: newRate(o.Precision)}
 	if o.Backend != nil {
-		res.Rate = onDevice(o.Precision, o.Device)
+		res.Rate = onDevice(o.Precision, o.Device, o.Backend)
 	}
 	release()
 	peak := sync.OnceValue(startHeapSampler().done)
@@ -309,7 +311,7 @@ func RunText(o TextOptions) (TextResult, error) {
 	}
 	m.Precision = o.Precision
 	if o.Backend != nil {
-		res.Rate = onDevice(o.Precision, o.Device)
+		res.Rate = onDevice(o.Precision, o.Device, o.Backend)
 		m.UseBackend(o.Backend)
 		defer m.UseBackend(nil)
 	}

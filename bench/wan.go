@@ -64,10 +64,11 @@ type WanResult struct {
 	Name      string         `json:"name"`
 	Precision gemm.Precision `json:"precision"`
 	// Device is where the model ran: "cpu", or a Vulkan device
-	// ("vulkan:0 NAME", exact mode).
+	// ("vulkan:0 NAME").
 	Device string `json:"device"`
 	// Kernel is the gemm kernel the products ran on (gemm.KernelName; on
-	// a device, the device's exact kernels).
+	// a device, the backend's mode: "exact" kernels, or "fast": the
+	// bf16 linears on tensor cores, compute.Fast).
 	Kernel string `json:"kernel"`
 	// FLOPsPerCall counts the matrix products of one forward call at
 	// LayersRun layers with Keys keys (wan.Config.FLOPs); GFLOPS is it
@@ -152,9 +153,9 @@ func (r WanResult) deviceString() string {
 	if r.Extrapolated {
 		timeNote = fmt.Sprintf(" (extrapolated from %d of %d layers)", r.LayersRun, r.Layers)
 	}
-	return fmt.Sprintf("%s %v on %s (exact mode): %.3g M params, %d tokens × %d keys per call, %d calls per block: median call %.4g s measured at %d layers, %.4g s per block%s; %.1f GFLOP/s; "+
+	return fmt.Sprintf("%s %v on %s (%s mode): %.3g M params, %d tokens × %d keys per call, %d calls per block: median call %.4g s measured at %d layers, %.4g s per block%s; %.1f GFLOP/s; "+
 		"the memory policy on the host (q, k, v read back and the context sent per layer); host peak heap %.1f MiB",
-		r.Name, r.Precision, r.Device, float64(r.Params)/1e6, r.Tokens, r.Keys, r.CallsPerBlock, r.MedianCall, r.LayersRun, r.PerBlock, timeNote,
+		r.Name, r.Precision, r.Device, r.Kernel, float64(r.Params)/1e6, r.Tokens, r.Keys, r.CallsPerBlock, r.MedianCall, r.LayersRun, r.PerBlock, timeNote,
 		r.GFLOPS, float64(r.PeakHeapBytes)/(1<<20))
 }
 
@@ -207,7 +208,7 @@ func RunWan(o WanOptions) (WanResult, error) {
 	w.res = WanResult{Name: o.Name, Precision: o.Precision, Device: "cpu", Kernel: gemm.KernelName(o.Precision), Layers: o.Model.Layers, LayersRun: o.LayersRun, Threads: gemm.Threads()}
 	if o.Backend != nil {
 		// The CPU kernels' peak says nothing of a device.
-		w.res.Device, w.res.Kernel = o.Device, "exact"
+		w.res.Device, w.res.Kernel = o.Device, compute.ModeOf(o.Backend).String() // exact, or fast (tensor cores)
 	} else {
 		w.res.PeakGFLOPS = gemm.PeakGFLOPS(o.Precision)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/device"
 	"github.com/densitykv/densitykv/drift"
 	"github.com/densitykv/densitykv/gemm"
@@ -62,11 +63,17 @@ type GenerateSection struct {
 	// or bf16. Left out, it follows the architecture: bf16 for the real
 	// model (1.3b: half the weight memory, the authors' GPU arithmetic),
 	// fp32 for tiny (the golden test model, whose references are float64).
-	Precision gemm.Precision `yaml:"precision"`
+	// bf16-fast is bf16 with the linears of the DiT and the text encoder
+	// on a GPU's tensor cores (compute.Fast: not the CPU's bits; the VAE
+	// stays exact bf16): it needs generate.device on such a GPU and is
+	// refused on the CPU.
+	Precision compute.Precision `yaml:"precision"`
 	// Device is where the DiT computes: cpu (the default), vulkan,
 	// vulkan:N or auto (package device). Exact mode gives the CPU's bits on
 	// every device, so it is no part of a run's identity: --resume may
-	// continue a run on another device. The text encoder and the VAE run
+	// continue a run on another device. (In fast mode, bf16-fast, the bits
+	// depend on the device: a run resumed elsewhere continues within fast
+	// mode's tolerance, not bit for bit.) The text encoder and the VAE run
 	// on the CPU for now.
 	Device device.Spec `yaml:"device"`
 	Model  arch.Config `yaml:"model"`
@@ -364,7 +371,10 @@ func (gc *GenerateConfig) Resolve(keys Keys, file string) error {
 	}
 	G.Model = model
 	if !has("generate.precision") {
-		G.Precision = DefaultPrecision(G.Arch)
+		G.Precision = compute.Exactly(DefaultPrecision(G.Arch))
+	}
+	if G.Precision.Mode == compute.Fast && G.Device == device.CPU {
+		return fmt.Errorf("--precision (generate.precision) %v with --device (generate.device) cpu: %w", G.Precision, compute.ErrFastOnCPU)
 	}
 	if G.Checkpoint == "" {
 		return fmt.Errorf("--checkpoint is required (a .safetensors or .pt file of the causal Wan generator, or a diffusers folder; --model for a whole diffusers model)")

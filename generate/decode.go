@@ -95,7 +95,7 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks runfolder.Ho
 	if o.Mean == nil && o.Std == nil {
 		o.Mean, o.Std = gc.Generate.VAEMean, gc.Generate.VAEStd
 	}
-	prec := gc.Generate.Precision
+	prec := gc.Generate.Precision.Prec // the VAE has no fast mode: bf16-fast decodes in exact bf16
 	if o.Precision != nil {
 		prec = *o.Precision
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/gpu"
@@ -239,7 +240,7 @@ func (in *genInputs) loadBackbone(g config.GenerateSection, mem memory.Config, p
 	if err != nil {
 		return userf("generate.schedule: %w", err)
 	}
-	m, err := wan.Load(g.Checkpoint, g.Model, wan.LoadOptions{Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Precision: g.Precision,
+	m, err := wan.Load(g.Checkpoint, g.Model, wan.LoadOptions{Entry: g.Entry, LoRA: g.LoRA, LoRAAlpha: g.LoRAAlpha, Precision: g.Precision.Prec,
 		Progress: loadProgress(hooks, "load DiT (MiB)")})
 	if err != nil {
 		return &runfolder.UserError{Err: &rollout.InputError{Prompt: -1, Name: g.Checkpoint, Err: err}}
@@ -275,7 +276,11 @@ func (in *genInputs) loadBackbone(g config.GenerateSection, mem memory.Config, p
 		if policy == memory.NameDensityKV {
 			where = "every layer's attention history and DensityKV's banks (their states and Soft-Riesz passes) there too, the rest of the memory policy on the CPU"
 		}
-		hooks.Infof("device: the text encoder, the DiT and the VAE on %s, exact mode (the CPU's bits); %s", dev.Label(), where)
+		mode := "exact mode (the CPU's bits)"
+		if dev.Mode() == compute.Fast {
+			mode = "fast mode (bf16-fast: the DiT's and the text encoder's linears on tensor cores, not the CPU's bits; the rest exact)"
+		}
+		hooks.Infof("device: the text encoder, the DiT and the VAE on %s, %s; %s", dev.Label(), mode, where)
 	}
 	in.wan, in.sched, in.first = m, sch, first
 	return nil
@@ -287,7 +292,7 @@ func (in *genInputs) openDevice(g config.GenerateSection) error {
 	if in.device != nil {
 		return nil
 	}
-	dev, err := gpu.Open(g.Device)
+	dev, err := gpu.OpenFor(g.Device, g.Precision) // bf16-fast: refused on the CPU and without tensor cores
 	if err != nil {
 		return &runfolder.UserError{Err: fmt.Errorf("generate.device: %w", err)}
 	}
@@ -350,7 +355,7 @@ func noiseSource(gc config.GenerateConfig, n *rollout.NoiseFile) (string, error)
 // records none (an earlier version's), are made again from the latents.
 func openVideo(dir string, m *vae.Model, ffmpeg string, g config.GenerateSection, gs *runfolder.GenerateState, prov Provenance, resume bool, start int, man rollout.Manifest, hooks runfolder.Hooks) (*VideoStream, error) {
 	vs, err := NewVideoStream(m, VideoOptions{Dir: dir, FFmpeg: ffmpeg, Tags: prov.Tags(), FPS: g.Video.FPS, CRF: g.Video.CRF,
-		Lossless: filepath.Join(dir, runfolder.DirState, runfolder.DirVideoState), Mean: g.VAEMean, Std: g.VAEStd, Precision: g.Precision})
+		Lossless: filepath.Join(dir, runfolder.DirState, runfolder.DirVideoState), Mean: g.VAEMean, Std: g.VAEStd, Precision: g.Precision.Prec})
 	if err != nil {
 		return nil, err
 	}

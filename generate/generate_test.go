@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/golden"
@@ -219,7 +220,7 @@ func TestGeneratePrecision(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // PNG frames: the decoder's exact output
 	const prompt = "a heron lands on a lake"
 	gc := tinyPipeline(t, dir, "bf16", config.PromptSpec{Text: prompt})
-	gc.Generate.Precision, gc.Generate.Blocks = gemm.BF16, 2 // 21 frames (bf16 is slow in the pure-Go build)
+	gc.Generate.Precision, gc.Generate.Blocks = compute.BF16, 2 // 21 frames (bf16 is slow in the pure-Go build)
 	if _, err := Generate(context.Background(), gc, false, false, runfolder.Hooks{}); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func TestGeneratePrecision(t *testing.T) {
 		t.Fatalf("generation.json precision %q (%v)", prov.Precision, err)
 	}
 	var saved config.GenerateConfig
-	if err := runfolder.LoadConfig(rd, &saved); err != nil || saved.Generate.Precision != gemm.BF16 {
+	if err := runfolder.LoadConfig(rd, &saved); err != nil || saved.Generate.Precision != compute.BF16 {
 		t.Fatalf("%s precision %v (%v)", runfolder.FileConfig, saved.Generate.Precision, err)
 	}
 	// The text encoder.
@@ -238,7 +239,7 @@ func TestGeneratePrecision(t *testing.T) {
 		t.Fatalf("the run's embedding: precision %q (%v)", emb.Precision, err)
 	}
 	encode := func(p gemm.Precision) []float32 {
-		o := TextOptions{Encoder: gc.Generate.TextEncoder, Tokenizer: gc.Generate.Tokenizer, TextLen: gc.Generate.Model.TextLen, Precision: p}
+		o := TextOptions{Encoder: gc.Generate.TextEncoder, Tokenizer: gc.Generate.Tokenizer, TextLen: gc.Generate.Model.TextLen, Precision: compute.Exactly(p)}
 		in, err := CheckText(o)
 		if err != nil {
 			t.Fatal(err)

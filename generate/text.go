@@ -13,7 +13,6 @@ import (
 
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/compute"
-	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/internal/atomicfile"
 	"github.com/densitykv/densitykv/internal/filehash"
 	"github.com/densitykv/densitykv/internal/finite"
@@ -52,9 +51,12 @@ type TextOptions struct {
 	Loaded  func(desc string)
 	// Precision is the encoder's compute precision (t5.Model.Precision;
 	// the weights are bfloat16 either way): generate's --precision, bf16
-	// for the real umT5-XXL, fp32 for the tiny golden encoder. It is part
-	// of the cache key.
-	Precision gemm.Precision
+	// for the real umT5-XXL, fp32 for the tiny golden encoder; bf16-fast
+	// runs its linears on Backend's tensor cores (Backend must be in fast
+	// mode: gpu.Opened.BackendFor). It is part of the cache key (exact
+	// precisions keep their keys; a bf16-fast embedding never serves an
+	// exact run, nor the other way round).
+	Precision compute.Precision
 	// Backend, when set, is where the encoder computes (t5.Model.UseBackend;
 	// nil: the CPU): its weights go there for the encoding and are freed
 	// before EncodePrompts returns. Exact mode gives the CPU's bits, so the
@@ -131,7 +133,7 @@ func CheckVocab(pieces, rows int) error {
 // CacheKey is the cache key of a prompt's embedding: the SHA-256 of the
 // prompt, the encoder's and the tokenizer's content (filehash), the text
 // length and the encoder's precision.
-func (in *TextInputs) CacheKey(prompt string, textLen int, prec gemm.Precision) string {
+func (in *TextInputs) CacheKey(prompt string, textLen int, prec compute.Precision) string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "densitykv text embedding v2\x00%s\x00%s\x00%d\x00%s\x00", in.EncoderSum, in.TokenizerSum, textLen, prec)
 	b.WriteString(prompt)
@@ -224,7 +226,10 @@ func EncodePrompts(o TextOptions, in *TextInputs, prompts []string) ([]*Embeddin
 		jobs = append(jobs, job{i, tok})
 	}
 	if len(jobs) > 0 {
-		m, err := t5.Load(o.Encoder, t5.LoadOptions{Precision: o.Precision, Progress: o.Loading})
+		if compute.ModeOf(o.Backend) != o.Precision.Mode {
+			return nil, fmt.Errorf("generate: text encoder: precision %v on a backend in %v mode (%v)", o.Precision, compute.ModeOf(o.Backend), o.Backend)
+		}
+		m, err := t5.Load(o.Encoder, t5.LoadOptions{Precision: o.Precision.Prec, Progress: o.Loading})
 		if err != nil {
 			return nil, fmt.Errorf("generate: text encoder: %w", err)
 		}

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/checkpoint"
-	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/golden"
 )
 
@@ -163,7 +163,8 @@ func TestEncodePromptsCache(t *testing.T) {
 	// Another text length is another key.
 	o8 := o
 	o8.TextLen = 8
-	if in.CacheKey(prompts[0], 8, gemm.F32) == in.CacheKey(prompts[0], 16, gemm.F32) || in.CacheKey(prompts[0], 8, gemm.F32) == in.CacheKey(prompts[1], 8, gemm.F32) || in.CacheKey(prompts[0], 8, gemm.F32) == in.CacheKey(prompts[0], 8, gemm.BF16) {
+	if in.CacheKey(prompts[0], 8, compute.FP32) == in.CacheKey(prompts[0], 16, compute.FP32) || in.CacheKey(prompts[0], 8, compute.FP32) == in.CacheKey(prompts[1], 8, compute.FP32) || in.CacheKey(prompts[0], 8, compute.FP32) == in.CacheKey(prompts[0], 8, compute.BF16) ||
+		in.CacheKey(prompts[0], 8, compute.BF16) == in.CacheKey(prompts[0], 8, compute.BF16Fast) {
 		t.Fatal("cache keys collide")
 	}
 	short, err := EncodePrompts(o8, mustCheck(t, o8), prompts[:1])

@@ -15,6 +15,7 @@ type Opened struct {
 	Choice  device.Choice
 	Backend *Backend // nil on the CPU
 	dev     *vulkan.Device
+	fast    *Backend // BackendFor's fast-mode backend, made on first use
 }
 
 // Open resolves spec (cpu, vulkan, vulkan:N, auto; device.Resolve) and,
@@ -59,6 +60,35 @@ func OpenFor(spec device.Spec, p compute.Precision) (*Opened, error) {
 		return nil, fmt.Errorf("--device %s: %w", spec, err)
 	}
 	return &Opened{Choice: c, Backend: be, dev: dev}, nil
+}
+
+// BackendFor returns the backend for models at precision p: Backend in
+// exact mode (nil on the CPU), or where the device opened in exact mode
+// is asked for bf16-fast, a fast-mode backend of the same device
+// (NewFastBackend, made once; for commands that run several precisions
+// in turn, such as bench wan). Fast mode is refused on the CPU
+// (compute.ErrFastOnCPU) and on a device FastSupport refuses.
+func (o *Opened) BackendFor(p compute.Precision) (*Backend, error) {
+	if p.Mode != compute.Fast {
+		if o == nil {
+			return nil, nil
+		}
+		return o.Backend, nil
+	}
+	if o == nil || o.dev == nil {
+		return nil, p.CheckCPU()
+	}
+	if o.Backend.Mode() == compute.Fast {
+		return o.Backend, nil
+	}
+	if o.fast == nil {
+		be, err := NewFastBackend(o.dev)
+		if err != nil {
+			return nil, err
+		}
+		o.fast = be
+	}
+	return o.fast, nil
 }
 
 // Mode is the backend's mode: compute.Fast when opened for bf16-fast,

@@ -8,9 +8,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/densitykv/densitykv/bench"
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/device"
-	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/t5"
 	"github.com/densitykv/densitykv/vae"
 	"github.com/densitykv/densitykv/wan"
@@ -25,18 +25,11 @@ func tinyT5() t5.Config {
 	return t5.Config{Vocab: 4000, Dim: 32, DimAttn: 32, DimFFN: 64, Heads: 4, Layers: 2, Buckets: 32, MaxDist: 128, Eps: 1e-6}
 }
 
-// parsePrecisions reads a --precision list (fp32, bf16 or both).
-func parsePrecisions(list []string) ([]gemm.Precision, error) {
-	var precs []gemm.Precision
-	for _, s := range list {
-		var p gemm.Precision
-		if err := p.UnmarshalText([]byte(strings.TrimSpace(s))); err != nil {
-			return nil, usagef("--precision: %v", err)
-		}
-		precs = append(precs, p)
-	}
-	if len(precs) == 0 {
-		return nil, usagef("--precision is empty, want fp32, bf16 or both")
+// parsePrecisions reads a --precision list (fp32, bf16, bf16-fast).
+func parsePrecisions(list []string) ([]compute.Precision, error) {
+	precs, err := compute.ParsePrecisions(list)
+	if err != nil {
+		return nil, usagef("--precision: %v", err)
 	}
 	return precs, nil
 }
@@ -72,6 +65,11 @@ defaults time frame 0 and one steady frame at bf16.`,
 			if o.Height < 1 || o.Width < 1 || o.FramesPerBlock < 1 || o.Blocks < 1 {
 				return usagef("--latent-height, --latent-width, --frames-per-block and --blocks must be >= 1")
 			}
+			for _, p := range precisions {
+				if err := refuseFast(p, "the VAE decoder"); err != nil {
+					return err
+				}
+			}
 			precs, err := parsePrecisions(precisions)
 			if err != nil {
 				return err
@@ -90,8 +88,8 @@ defaults time frame 0 and one steady frame at bf16.`,
 			defer cd.Close()
 			o.Backend, o.Device = cd.Compute(), cd.Label()
 			o.Context = cmd.Context()
-			return benchPrecisions(cmd, precs, "bench vae", "blocks", o.Blocks, quiet, jsonOut, func(p gemm.Precision, progress func(done, total int)) (bench.VAEResult, error) {
-				o.Precision, o.Progress = p, progress
+			return benchPrecisions(cmd, precs, "bench vae", "blocks", o.Blocks, quiet, jsonOut, func(p compute.Precision, progress func(done, total int)) (bench.VAEResult, error) {
+				o.Precision, o.Progress = p.Prec, progress
 				return bench.RunVAE(o)
 			})
 		},
@@ -151,10 +149,19 @@ the weights not built added.`,
 				return err
 			}
 			defer cd.Close()
-			o.Backend, o.Device = cd.Compute(), cd.Label()
+			o.Device = cd.Label()
+			for _, p := range precs { // bf16-fast refused up front, before any run
+				if _, err := backendFor(cd, p); err != nil {
+					return err
+				}
+			}
 			o.Context = cmd.Context()
-			return benchPrecisions(cmd, precs, "bench text", "prompts", o.Prompts, quiet, jsonOut, func(p gemm.Precision, progress func(done, total int)) (bench.TextResult, error) {
-				o.Precision, o.Progress = p, progress
+			return benchPrecisions(cmd, precs, "bench text", "prompts", o.Prompts, quiet, jsonOut, func(p compute.Precision, progress func(done, total int)) (bench.TextResult, error) {
+				o.Precision, o.Progress = p.Prec, progress
+				var err error
+				if o.Backend, err = backendFor(cd, p); err != nil {
+					return bench.TextResult{}, err
+				}
 				return bench.RunText(o)
 			})
 		},
@@ -163,7 +170,7 @@ the weights not built added.`,
 	f.IntVar(&o.Tokens, "tokens", 512, "tokens per prompt, EOS included (Wan's text_len is 512)")
 	f.IntVar(&o.Prompts, "prompts", 3, "prompts timed")
 	f.IntVar(&o.LayersRun, "layers", 1, "layers built and run, 0 = all 24 (fewer: extrapolated)")
-	f.StringSliceVar(&precisions, "precision", []string{"bf16"}, "model precisions to run, each in turn: fp32, bf16")
+	f.StringSliceVar(&precisions, "precision", []string{"bf16"}, "model precisions to run, each in turn: fp32, bf16, bf16-fast ("+fastUsage+")")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the random weights and tokens")
 	f.BoolVar(&tiny, "tiny", false, "the tiny golden configuration (milliseconds)")
 	f.Var(&dev, "device", deviceUsage)
@@ -235,6 +242,9 @@ attention context stay on the host, and the RSS figures are the host's.`,
 			}
 			o.Precision = config.DefaultPrecision(arch)
 			if cmd.Flags().Changed("precision") {
+				if err := refuseFast(precision, "bench pipeline (exact mode only for now: its VAE has no fast kernels)"); err != nil {
+					return err
+				}
 				if err := o.Precision.UnmarshalText([]byte(strings.TrimSpace(precision))); err != nil {
 					return usagef("--precision: %v", err)
 				}
@@ -348,8 +358,8 @@ func pipelineReport(r bench.PipelineResult) string {
 // total steps), then each result, or with --json one object
 // {"kernels": …, "results": [one per precision]}. An interrupt stops after
 // the current step and prints no partial result.
-func benchPrecisions[R fmt.Stringer](cmd *cobra.Command, precs []gemm.Precision, label, unit string, total int, quiet, jsonOut bool,
-	run func(p gemm.Precision, progress func(done, total int)) (R, error)) error {
+func benchPrecisions[R fmt.Stringer](cmd *cobra.Command, precs []compute.Precision, label, unit string, total int, quiet, jsonOut bool,
+	run func(p compute.Precision, progress func(done, total int)) (R, error)) error {
 	w := cmd.OutOrStdout()
 	out := struct {
 		Kernels []bench.KernelChoice `json:"kernels"`

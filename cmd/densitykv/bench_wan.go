@@ -35,7 +35,10 @@ measured and what is extrapolated.
 --device vulkan (a build with -tags vulkan) runs the models on a Vulkan
 device in exact mode (the CPU's bits); the memory policy stays on the
 host, so every layer reads its q, k, v back and sends its context. The
-result names the device; the CPU kernels' peak does not apply there.
+result names the device and the mode; the CPU kernels' peak does not
+apply there. --precision bf16-fast runs bf16 in fast mode: the linears on
+the GPU's tensor cores (VK_NV_cooperative_matrix; not the CPU's bits),
+refused on the CPU and on a device without a usable cooperative matrix.
 
 Each model runs at every precision of --precision (fp32 and bf16 by
 default): bf16 keeps the weights packed as bfloat16 (half the memory on
@@ -46,25 +49,23 @@ kernel's own peak, measured in process just before the run.`,
 		Example: `  densitykv bench wan --tiny
   densitykv bench wan --calls 1 --precision bf16 --json
   densitykv bench wan --kernel bf16:avx512
-  densitykv bench wan --device vulkan --precision bf16 --calls 2`,
+  densitykv bench wan --device vulkan --precision bf16 --calls 2
+  densitykv bench wan --device vulkan --precision bf16,bf16-fast --calls 2`,
 		Args:        cobra.NoArgs,
 		Annotations: interruptible("stopping after the current forward call"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if calls < 1 {
 				return usagef("--calls is %d, want >= 1", calls)
 			}
-			var precs []gemm.Precision
-			for _, s := range precisions {
-				var p gemm.Precision
-				if err := p.UnmarshalText([]byte(s)); err != nil {
-					return usagef("--precision: %v", err)
-				}
-				precs = append(precs, p)
+			precs, err := parsePrecisions(precisions)
+			if err != nil {
+				return err
 			}
-			if len(precs) == 0 {
-				return usagef("--precision is empty, want fp32, bf16 or both")
+			gprecs := make([]gemm.Precision, len(precs))
+			for i, p := range precs {
+				gprecs[i] = p.Prec
 			}
-			benches := bench.StandardWan(calls, precs...)
+			benches := bench.StandardWan(calls, gprecs...) // precs[i % len(precs)] for benches[i]
 			if tinyOnly {
 				benches = benches[:len(precs)]
 			}
@@ -73,34 +74,43 @@ kernel's own peak, measured in process just before the run.`,
 				return err
 			}
 			defer cd.Close()
+			for _, p := range precs { // bf16-fast refused up front, before any run
+				if _, err := backendFor(cd, p); err != nil {
+					return err
+				}
+			}
 			w := cmd.OutOrStdout()
 			if !jsonOut {
 				if cd.Backend != nil {
-					fmt.Fprintf(w, "device %s (exact mode)\n", cd.Label())
+					fmt.Fprintf(w, "device %s (exact mode; bf16-fast: fast mode)\n", cd.Label())
 				} else {
 					fmt.Fprint(w, bench.KernelLines(bench.Kernels()))
 				}
 			}
 			var out []bench.WanResult
-			for _, b := range benches {
+			for i, b := range benches {
+				p := precs[i%len(precs)]
 				if !jsonOut {
-					fmt.Fprintf(w, "running %s at %v ...\n", b.Name, b.Precision)
+					fmt.Fprintf(w, "running %s at %v ...\n", b.Name, p)
 				}
 				total := b.Calls
 				if b.Blocks > 0 {
 					total = b.Blocks * (len(rollout.DefaultSchedule().Timesteps) + 1)
 				}
-				prog := newProgress(cmd.ErrOrStderr(), "bench wan "+b.Name+" "+b.Precision.String()+" (forward calls)", total, 0, quiet)
+				prog := newProgress(cmd.ErrOrStderr(), "bench wan "+b.Name+" "+p.String()+" (forward calls)", total, 0, quiet)
 				done := 0
 				b.Progress = func(d, _ int) { done = d; prog.add(1) }
 				b.Context = cmd.Context()
 				if cd.Backend != nil {
-					b.Backend, b.Device = cd.Backend, cd.Label()
+					if b.Backend, err = backendFor(cd, p); err != nil {
+						return err
+					}
+					b.Device = cd.Label()
 				}
 				r, err := bench.RunWan(b)
 				prog.finish()
 				if err != nil && cmd.Context().Err() != nil {
-					return fmt.Errorf("%w: bench wan stopped in %s at %v after %d of %d forward calls; its result is not printed", errInterrupted, b.Name, b.Precision, done, total)
+					return fmt.Errorf("%w: bench wan stopped in %s at %v after %d of %d forward calls; its result is not printed", errInterrupted, b.Name, p, done, total)
 				}
 				if err != nil {
 					return fmt.Errorf("bench wan: %s: %w", b.Name, err)
@@ -119,7 +129,7 @@ kernel's own peak, measured in process just before the run.`,
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print a JSON array, one object per model")
 	cmd.Flags().BoolVar(&tinyOnly, "tiny", false, "only the tiny golden model (seconds)")
 	cmd.Flags().IntVar(&calls, "calls", 2, "forward calls timed for the 1.3B model")
-	cmd.Flags().StringSliceVar(&precisions, "precision", []string{"fp32", "bf16"}, "model precisions to run, each in turn: fp32, bf16")
+	cmd.Flags().StringSliceVar(&precisions, "precision", []string{"fp32", "bf16"}, "model precisions to run, each in turn: fp32, bf16, bf16-fast ("+fastUsage+")")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "no progress bar or progress lines (on stderr)")
 	cmd.Flags().Var(&dev, "device", deviceUsage)
 	return cmd

@@ -62,6 +62,9 @@ joins what is decoded.`,
 				}
 			}
 			if cmd.Flags().Changed("precision") {
+				if err := refuseFast(precision, "the VAE decoder"); err != nil {
+					return err
+				}
 				var p gemm.Precision
 				if err := p.UnmarshalText([]byte(strings.TrimSpace(precision))); err != nil {
 					return usagef("--precision: %v", err)

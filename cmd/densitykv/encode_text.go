@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/config"
 	"github.com/densitykv/densitykv/device"
 	"github.com/densitykv/densitykv/generate"
@@ -28,9 +29,10 @@ func newEncodeTextCmd() *cobra.Command {
 		Long: `encode-text runs a prompt through Wan2.1's text stage: the prompt clean
 (ftfy, HTML unescape, whitespace), the SentencePiece tokenizer with T5's
 EOS, truncation and padding to --text-len tokens, and the umT5 encoder
-(bfloat16 weights; --precision fp32|bf16 is its compute precision, as
-generate's: bf16 by default for umT5-XXL, fp32 for a smaller test
-encoder). It writes the encoder output [seq_len, dim] as tensor
+(bfloat16 weights; --precision fp32|bf16|bf16-fast is its compute
+precision, as generate's: bf16 by default for umT5-XXL, fp32 for a smaller
+test encoder; bf16-fast runs its linears on a GPU's tensor cores,
+--device vulkan with VK_NV_cooperative_matrix, not the CPU's bits). It writes the encoder output [seq_len, dim] as tensor
 "context" of a safetensors file, with the prompt, its tokens and the
 hashes of the encoder and tokenizer as metadata: what generate --text reads.
 A prompt longer than --text-len tokens is truncated, with a warning.`,
@@ -51,9 +53,9 @@ A prompt longer than --text-len tokens is truncated, with a warning.`,
 			if err != nil {
 				return usagef("--text-encoder/--tokenizer: %w", err)
 			}
-			o.Precision = config.DefaultPrecision("1.3b")
+			o.Precision = compute.Exactly(config.DefaultPrecision("1.3b"))
 			if in.Encoder.Dim < t5.UMT5XXL().Dim {
-				o.Precision = config.DefaultPrecision("tiny")
+				o.Precision = compute.Exactly(config.DefaultPrecision("tiny"))
 			}
 			if cmd.Flags().Changed("precision") {
 				if err := o.Precision.UnmarshalText([]byte(strings.TrimSpace(precision))); err != nil {
@@ -65,7 +67,10 @@ A prompt longer than --text-len tokens is truncated, with a warning.`,
 				return err
 			}
 			defer cd.Close()
-			o.Backend, o.DeviceMemory = cd.Compute(), int64(cd.Choice.Device.DeviceLocalBytes())
+			if o.Backend, err = backendFor(cd, o.Precision); err != nil {
+				return err
+			}
+			o.DeviceMemory = int64(cd.Choice.Device.DeviceLocalBytes())
 			stderr := cmd.ErrOrStderr()
 			o.Warn = func(msg string) { fmt.Fprintln(stderr, msg) }
 			prog := newProgress(stderr, "encode (prompts)", 1, 0, quiet)
@@ -97,7 +102,7 @@ A prompt longer than --text-len tokens is truncated, with a warning.`,
 	f.IntVar(&o.TextLen, "text-len", 512, "tokens per prompt, EOS included: the DiT's text length (512 for Wan2.1, 8 for the tiny golden DiT)")
 	f.StringVar(&o.CacheDir, "text-cache", "", "folder of cached embeddings to read and add to (default: none)")
 	f.StringVar(&prompt, "prompt", "", "the prompt")
-	f.StringVar(&precision, "precision", "", "the encoder's compute precision, fp32 or bf16 (default: bf16 for umT5-XXL, fp32 for smaller encoders)")
+	f.StringVar(&precision, "precision", "", "the encoder's compute precision, fp32, bf16 or bf16-fast (default: bf16 for umT5-XXL, fp32 for smaller encoders; "+fastUsage+")")
 	f.StringVarP(&outPath, "output", "o", "", "output .safetensors file")
 	f.Var(&dev, "device", "where the encoder computes: "+device.Values+" (exact mode: the same embedding on every device; Vulkan needs a build with -tags vulkan)")
 	f.BoolVar(&jsonOut, "json", false, "print the result as JSON")

@@ -116,7 +116,7 @@ func (c *generateCmd) bind(f *pflag.FlagSet) {
 	f.StringVar(&c.g.LoRA, "lora", dg.LoRA, "LoRA merged into the weights: LongLive's longlive_lora.pt (generator_lora entry), or a PEFT, diffusers or ComfyUI file or folder; checked against --backbone (generate.lora)")
 	f.Float64Var(&c.g.LoRAAlpha, "lora-alpha", dg.LoRAAlpha, "LoRA alpha: each adapter is scaled by alpha/rank (0 = the file's, else the preset's, else the rank); giving it also merges a LoRA the backbone does not take (generate.lora_alpha)")
 	f.StringVar(&c.g.Arch, "arch", dg.Arch, "model architecture: 1.3b (Wan2.1-T2V-1.3B) or tiny (the golden test model) (generate.arch)")
-	f.StringVar(&c.precision, "precision", "", "model precision: fp32 or bf16 (default: bf16 for --arch 1.3b, fp32 for tiny) (generate.precision)")
+	f.StringVar(&c.precision, "precision", "", "model precision: fp32, bf16 or bf16-fast (default: bf16 for --arch 1.3b, fp32 for tiny; "+fastUsage+") (generate.precision)")
 	c.g.Device = dg.Device
 	f.Var(&c.g.Device, "device", "where the DiT computes: "+device.Values+" (exact mode: the CPU's bits on any device, so --resume may change it; the text encoder and VAE stay on the CPU; Vulkan needs a build with -tags vulkan) (generate.device)")
 	f.StringSliceVar(&c.texts, "text", nil, "text-encoder output tensor file; PATH@BLOCK (an integer after the last @) switches to it at BLOCK (repeatable) (generate.texts)")
@@ -198,7 +198,12 @@ video_30s.mp4 … as exact prefixes of the one rollout (30 s = 40 blocks, 477
 frames), each one continuous encode like video.mp4.
 
 --precision fp32|bf16 is the precision of the text encoder, the DiT and the
-VAE (default: bf16 for --arch 1.3b, fp32 for tiny).
+VAE (default: bf16 for --arch 1.3b, fp32 for tiny). bf16-fast is bf16 in
+fast mode: the linears of the text encoder and the DiT on a GPU's tensor
+cores (--device vulkan on a GPU with VK_NV_cooperative_matrix), not the
+CPU's bits but within bf16's tolerance of the float64 model; the VAE stays
+exact bf16. It is refused on the CPU and on a device without a usable
+cooperative matrix, before the run folder is made.
 
 --backbone self-forcing|causal-forcing|longlive sets what the authors'
 configs/examples/paper_cases.yaml sets for that backbone: the checkpoint

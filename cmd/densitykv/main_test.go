@@ -628,7 +628,7 @@ func TestBenchWanTinyJSON(t *testing.T) {
 	for _, c := range []struct{ args, want []string }{
 		{[]string{"bench", "wan", "--tiny", "--kernel", "nope"}, []string{"--kernel", `"nope"`, "fp32: ", "bf16: ", "go"}},
 		{[]string{"bench", "bank", "--kernel", "f32:go"}, []string{"--kernel", "fp32 or bf16"}},
-		{[]string{"bench", "wan", "--tiny", "--precision", "half"}, []string{"--precision", `"half"`, "fp32 or bf16"}},
+		{[]string{"bench", "wan", "--tiny", "--precision", "half"}, []string{"--precision", `"half"`, "fp32, bf16 or bf16-fast"}},
 	} {
 		code, _, errs := run(t, context.Background(), c.args...)
 		for _, w := range c.want {
