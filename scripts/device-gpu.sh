@@ -21,9 +21,14 @@
 #      (vulkan, device, gpu, and the backends of the models where built):
 #      every kernel byte for byte against the CPU definitions, the
 #      exactness probe (which fma path the device takes);
+#      2b. fast mode (--precision bf16-fast): the tensor-core kernel
+#      against float64 (gpu's TestFastProductTensorCores) and the golden
+#      tiny DiT and umT5 in fast mode (TestFastModeGolden), verbose; on a
+#      device without VK_NV_cooperative_matrix they check the refusal;
 #   3. the GPU benchmarks at the real sizes (gpu's BenchmarkProducts,
 #      BenchmarkAttention*, BenchmarkRiesz*: device time per call, GFLOP/s),
-#      and `densitykv bench wan --device vulkan` when the binary has it;
+#      and `densitykv bench wan --device vulkan` when the binary has it,
+#      at bf16 and at bf16-fast (BenchmarkFastProducts: the tensor cores);
 #   4. the same shapes in the PyTorch there (scripts/compare, --device
 #      cuda): the Wan2.1 layer (bf16, SDPA) and, when packed, the authors'
 #      bank on CUDA — for side-by-side ratios.
@@ -46,7 +51,7 @@ pack)
 		go test -c -tags vulkan -ldflags='-s -w' -o "$pack/bin/$p.test" "./$p"
 	done
 	# The models' GPU backends, where a package has tests that use one.
-	for p in wan compute; do
+	for p in wan compute t5; do
 		if [ -d "$p" ] && grep -lq 'vulkantest' "$p"/*_test.go 2>/dev/null; then
 			go test -c -tags vulkan -ldflags='-s -w' -o "$pack/bin/$p.test" "./$p"
 		fi
@@ -54,6 +59,7 @@ pack)
 	golden=${DENSITYKV_GOLDEN_ROOT:-../shared/golden}
 	mkdir -p "$pack/golden"
 	cp -r "$golden/wan" "$pack/golden/"
+	[ ! -d "$golden/t5" ] || cp -r "$golden/t5" "$pack/golden/" # t5's TestFastModeGolden
 	if [ -n "${AUTHORS_REPO:-}" ]; then
 		[ -f "$AUTHORS_REPO/kv_cache/density_bank.py" ] || { echo "AUTHORS_REPO=$AUTHORS_REPO: no kv_cache/density_bank.py there" >&2; exit 1; }
 		mkdir -p "$pack/authors"
@@ -81,7 +87,7 @@ run)
 	exec > >(tee "$out/gpu.log") 2>&1
 	tar -C .dev -xJf .dev/gpu.tar.xz
 	bin=$root/$pack/bin
-	export DENSITYKV_GOLDEN_WAN=$root/$pack/golden/wan DENSITYKV_TEST_DEVICE=vulkan
+	export DENSITYKV_GOLDEN_WAN=$root/$pack/golden/wan DENSITYKV_GOLDEN_T5=$root/$pack/golden/t5 DENSITYKV_TEST_DEVICE=vulkan
 	t0=$(date +%s)
 	elapsed() { echo "== t=$(($(date +%s) - t0)) s"; }
 	echo "== 1. the GPU"
@@ -108,12 +114,20 @@ run)
 	done
 	(cd "$root/gpu" && timeout 60 "$bin/gpu.test" -test.count=1 -test.run 'CheckExact|HardwareFMA' -test.v 2>&1 | grep -E '^(=== RUN|--- |    |ok|FAIL)' | head -30) || true
 	elapsed
+	echo "== 2b. fast mode (bf16-fast: tensor cores through VK_NV_cooperative_matrix; the refusal where the device lacks it)"
+	(cd "$root/gpu" && timeout 60 "$bin/gpu.test" -test.count=1 -test.run 'Fast' -test.v 2>&1 | grep -E '^(--- |    |ok|FAIL|panic)' | head -40) || echo "gpu: fast-mode tests failed or timed out"
+	for p in wan t5; do
+		[ -x "$bin/$p.test" ] || continue
+		(cd "$root/$p" && timeout 90 "$bin/$p.test" -test.count=1 -test.run 'FastMode|FastOperandRange' -test.v 2>&1 | grep -E '^(--- |    |ok|FAIL|panic)' | head -30 | sed "s/^/$p: /") || echo "$p: fast-mode tests failed or timed out"
+	done
+	elapsed
 	echo "== 3. GPU benchmarks (device time per call)"
 	(cd "$root/gpu" && timeout 200 "$bin/gpu.test" -test.run '^$' -test.bench "${BENCH:-.}" -test.benchtime "${BENCHTIME:-3x}" >"$out/bench.txt" 2>&1) ||
 		echo "gpu benchmarks failed or timed out"
 	grep -E 'Benchmark|^ok|FAIL|panic' "$out/bench.txt" || echo "(no benchmark matched BENCH=${BENCH:-.})"
-	if "$bin/densitykv" bench wan --help 2>&1 | grep -q -- '--device'; then
+	if "$bin/densitykv" bench wan --help 2>&1 | grep -- '--device' >/dev/null; then # not grep -q: its early exit fails the pipe (pipefail)
 		timeout 120 "$bin/densitykv" bench wan --device vulkan --precision bf16 --calls 2 --quiet 2>&1 | tail -6 || echo "bench wan --device vulkan failed or timed out"
+		timeout 120 "$bin/densitykv" bench wan --device vulkan --precision bf16-fast --calls 2 --quiet 2>&1 | tail -6 || echo "bench wan --device vulkan --precision bf16-fast refused, failed or timed out"
 	fi
 	elapsed
 	echo "== 4. PyTorch on CUDA, the same shapes"
