@@ -122,6 +122,13 @@ func Decode(ctx context.Context, dir string, o DecodeOptions, hooks runfolder.Ho
 	}
 	defer dev.Close()
 	if be := dev.Compute(); be != nil {
+		v, err := estimateVAENeed(m, man.Height, man.Width, prec)
+		if err == nil {
+			err = checkVAEMemory(v, deviceNeed{}, dev.Choice.Device)
+		}
+		if err != nil {
+			return nil, &runfolder.UserError{Err: fmt.Errorf("--device %s: %w; nothing was decoded, the folder's video files are as they were", o.Device, err)}
+		}
 		m.UseBackend(be)
 		defer m.UseBackend(nil)
 		hooks.Infof("device: the VAE on %s, exact mode (the CPU's bits)", dev.Label())

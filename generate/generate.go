@@ -265,6 +265,15 @@ func (in *genInputs) loadBackbone(g config.GenerateSection, mem memory.Config, p
 		if err := checkDeviceMemory(need, dev.Choice.Device); err != nil {
 			return &runfolder.UserError{Err: fmt.Errorf("generate.device %s: %w", g.Device, err)}
 		}
+		if in.vae != nil { // it decodes each block with the DiT's buffers still on the device
+			v, err := estimateVAENeed(in.vae, g.LatentHeight, g.LatentWidth, g.Precision.Prec)
+			if err == nil {
+				err = checkVAEMemory(v, need, dev.Choice.Device)
+			}
+			if err != nil {
+				return &runfolder.UserError{Err: fmt.Errorf("generate.device %s: %w", g.Device, err)}
+			}
+		}
 		m.UseBackend(be)
 		if in.vae != nil {
 			in.vae.UseBackend(be)

@@ -29,14 +29,19 @@
 #      BenchmarkAttention*, BenchmarkRiesz*: device time per call, GFLOP/s),
 #      and `densitykv bench wan --device vulkan` when the binary has it,
 #      at bf16 and at bf16-fast (BenchmarkFastProducts: the tensor cores);
+#      3b. one real-size block (`bench pipeline --device vulkan`);
 #   4. the same shapes in the PyTorch there (scripts/compare, --device
 #      cuda): the Wan2.1 layer (bf16, SDPA) and, when packed, the authors'
-#      bank on CUDA — for side-by-side ratios.
+#      bank on CUDA — for side-by-side ratios;
+#   5. a 30 s video's rollout at real shapes with random weights (40
+#      blocks, `bench pipeline --blocks 40 --warm-steps 4`) in what is left
+#      of DEADLINE (470 s from the start).
 # Everything it prints is also written to $OUT/gpu.log, with the device
 # list as $OUT/devices.json and the benchmarks' whole output as
 # $OUT/bench.txt. BENCH (a -test.bench pattern, default all) and BENCHTIME
-# (default 3x) narrow step 3. The same run works on any Vulkan device, e.g.
-# here on lavapipe with BENCH=NONE to check the script (about 10 s).
+# (default 3x) narrow step 3; PIPELINE=0 leaves out the real-size runs.
+# The same run works on any Vulkan device, e.g. here on lavapipe with
+# BENCH=NONE PIPELINE=0 to check the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -130,6 +135,13 @@ run)
 		timeout 120 "$bin/densitykv" bench wan --device vulkan --precision bf16-fast --calls 2 --quiet 2>&1 | tail -6 || echo "bench wan --device vulkan --precision bf16-fast refused, failed or timed out"
 	fi
 	elapsed
+	if [ "${PIPELINE:-1}" = 0 ]; then
+		echo "== 3b: skipped (PIPELINE=0)"
+	else
+		echo "== 3b. one real-size block on the GPU (random weights: 5 DiT calls x 30 layers with the history on the device, the bank update, the VAE)"
+		timeout 150 "$bin/densitykv" bench pipeline --device vulkan --skip-text --quiet 2>&1 | tail -20 || echo "bench pipeline --device vulkan failed or timed out"
+	fi
+	elapsed
 	echo "== 4. PyTorch on CUDA, the same shapes"
 	if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
 		timeout 120 python3 scripts/compare/torch_wan_layer.py --device cuda --dtype both --calls 5 2>&1 | tail -6 || echo "torch layer failed or timed out"
@@ -140,6 +152,25 @@ run)
 		fi
 	else
 		echo "no CUDA PyTorch here"
+	fi
+	elapsed
+	if [ "${PIPELINE:-1}" != 0 ]; then
+		# The 30 s run at real shapes with random weights: 40 blocks of 4
+		# denoising steps and the clean pass, DensityKV's banks filling and
+		# evicting; its last block is measured in full (VAE included). Bounded
+		# by what is left of the ~8 minutes (DEADLINE seconds from the start).
+		left=$((${DEADLINE:-470} - ($(date +%s) - t0)))
+		if [ "$left" -ge 60 ]; then
+			echo "== 5. a 30 s video's rollout at real shapes on the GPU (40 blocks; at most $left s)"
+			s0=$(date +%s)
+			if timeout "$left" "$bin/densitykv" bench pipeline --device vulkan --skip-text --blocks 40 --warm-steps 4 --quiet 2>&1 | tail -20; then
+				echo "the 40-block rollout took $(($(date +%s) - s0)) s (wall, the last block's VAE included, the other blocks' VAE not run)"
+			else
+				echo "the 40-block rollout did not finish in $left s"
+			fi
+		else
+			echo "== 5. skipped: $left s left of the budget (DEADLINE=${DEADLINE:-470})"
+		fi
 	fi
 	elapsed
 	;;
