@@ -47,8 +47,9 @@ type WanOptions struct {
 	Precision gemm.Precision
 	// Backend, when set, is where the model computes (wan.Model.UseBackend;
 	// nil: the CPU), and Device names it in the result ("vulkan:0 NAME").
-	// The memory policy stays on the host: each layer reads q, k, v back
-	// and sends the context (see wan.Model.UseBackend).
+	// There each layer's attention history is kept on the device (sent
+	// once per block; the fixed context's once) and the policy's
+	// decisions run on the host (memory.Planner; see wan's history.go).
 	Backend compute.Backend
 	Device  string
 	// Context stops the benchmark between forward calls when cancelled
@@ -154,7 +155,7 @@ func (r WanResult) deviceString() string {
 		timeNote = fmt.Sprintf(" (extrapolated from %d of %d layers)", r.LayersRun, r.Layers)
 	}
 	return fmt.Sprintf("%s %v on %s (%s mode): %.3g M params, %d tokens × %d keys per call, %d calls per block: median call %.4g s measured at %d layers, %.4g s per block%s; %.1f GFLOP/s; "+
-		"the memory policy on the host (q, k, v read back and the context sent per layer); host peak heap %.1f MiB",
+		"each layer's attention history kept on the device, the memory policy's decisions on the host; host peak heap %.1f MiB",
 		r.Name, r.Precision, r.Device, r.Kernel, float64(r.Params)/1e6, r.Tokens, r.Keys, r.CallsPerBlock, r.MedianCall, r.LayersRun, r.PerBlock, timeNote,
 		r.GFLOPS, float64(r.PeakHeapBytes)/(1<<20))
 }
@@ -448,12 +449,13 @@ type fixedPolicy struct {
 	lay  memory.Layout
 	S    int
 	k, v [][]float32 // per layer [S][H][D]
+	key  memory.HistoryKey
 }
 
 func newFixedPolicy(l memory.Layout, S int, seed uint64) *fixedPolicy {
 	row := l.Heads * l.HeadDim
 	T := l.TokensPerBlock()
-	p := &fixedPolicy{lay: l, S: S, k: make([][]float32, l.Layers), v: make([][]float32, l.Layers)}
+	p := &fixedPolicy{lay: l, S: S, k: make([][]float32, l.Layers), v: make([][]float32, l.Layers), key: memory.NewHistoryKey()}
 	r := rand.New(rand.NewPCG(seed, 2))
 	for i := range p.k {
 		p.k[i], p.v[i] = make([]float32, S*row), make([]float32, S*row)
@@ -483,6 +485,24 @@ func (p *fixedPolicy) Attend(layer int, q, k, v []float32) (memory.Context, erro
 	copy(p.k[layer][n:], k)
 	copy(p.v[layer][n:], v)
 	return memory.Context{Q: q, K: p.k[layer], V: p.v[layer], Parts: memory.Parts{Local: p.S}}, nil
+}
+
+// AttendPlan is the same context for a device backbone (memory.Planner):
+// the first S − T rows are the history, sent once per layer and kept on
+// the device, the block's frames follow at the rolling cache's last
+// temporal positions (rotated there, as Native's are).
+func (p *fixedPolicy) AttendPlan(layer int, _ func() ([]float32, []float32, error), have memory.HistoryKey) (memory.Plan, error) {
+	T, F, tpf := p.lay.TokensPerBlock(), p.lay.FramesPerBlock, p.lay.TokensPerFrame()
+	pl := memory.Plan{Key: p.key, Parts: memory.Parts{Local: p.S}, QT: make([]int, F), Segments: []memory.Segment{{Frame: -1, Rows: p.S - T}}}
+	for f := range F {
+		pl.QT[f] = p.S/tpf - F + f
+		pl.Segments = append(pl.Segments, memory.Segment{Frame: f, T: pl.QT[f], Rows: tpf})
+	}
+	if have != p.key {
+		n := (p.S - T) * p.lay.Heads * p.lay.HeadDim
+		pl.K, pl.V = p.k[layer][:n:n], p.v[layer][:n:n]
+	}
+	return pl, nil
 }
 
 // StandardWan returns the benchmarks `densitykv bench wan` reports, each

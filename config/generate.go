@@ -68,13 +68,13 @@ type GenerateSection struct {
 	// stays exact bf16): it needs generate.device on such a GPU and is
 	// refused on the CPU.
 	Precision compute.Precision `yaml:"precision"`
-	// Device is where the DiT computes: cpu (the default), vulkan,
-	// vulkan:N or auto (package device). Exact mode gives the CPU's bits on
-	// every device, so it is no part of a run's identity: --resume may
-	// continue a run on another device. (In fast mode, bf16-fast, the bits
-	// depend on the device: a run resumed elsewhere continues within fast
-	// mode's tolerance, not bit for bit.) The text encoder and the VAE run
-	// on the CPU for now.
+	// Device is where the models compute — the text encoder, the DiT with
+	// its attention history, DensityKV's banks and the VAE: cpu (the
+	// default), vulkan, vulkan:N or auto (package device). Exact mode
+	// gives the CPU's bits on every device, so it is no part of a run's
+	// identity: --resume may continue a run on another device. (In fast
+	// mode, bf16-fast, the bits depend on the device: a run resumed
+	// elsewhere continues within fast mode's tolerance, not bit for bit.)
 	Device device.Spec `yaml:"device"`
 	Model  arch.Config `yaml:"model"`
 	Texts  []TextSpec  `yaml:"texts"`

@@ -110,12 +110,16 @@ func (o *Opened) Compute() compute.Backend {
 }
 
 // Label names the place for printing and records: "cpu", or
-// "vulkan:N NAME (DRIVER)".
+// "vulkan:N NAME (DRIVER, DRIVER INFO)" (the driver and its version, as
+// generation.json records where a run started).
 func (o *Opened) Label() string {
 	if o == nil || o.Backend == nil {
 		return "cpu"
 	}
 	d := o.Choice.Device
+	if d.DriverInfo != "" {
+		return fmt.Sprintf("%s %s (%s, %s)", device.VulkanIndex(d.Index), d.Name, d.DriverName, d.DriverInfo)
+	}
 	return fmt.Sprintf("%s %s (%s)", device.VulkanIndex(d.Index), d.Name, d.DriverName)
 }
 

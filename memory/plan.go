@@ -66,6 +66,10 @@ type HistoryKey uint64
 // historyKeys makes the keys, unique in the process.
 var historyKeys atomic.Uint64
 
+// NewHistoryKey returns a key no other history of the process has, for a
+// Planner outside this package (each time its history changes).
+func NewHistoryKey() HistoryKey { return HistoryKey(historyKeys.Add(1)) }
+
 // Plan describes one layer's context (see Planner). The context's rows
 // are Segments in order; a history segment's rows are the next rows of
 // K and V.
@@ -105,7 +109,7 @@ func (p Plan) HistoryRows() int {
 // newHistory gives the policy's history a new key (its history may have
 // changed: a block began, a block was committed, a snapshot was loaded, a
 // recache ended).
-func (c *core) newHistory() { c.hist = HistoryKey(historyKeys.Add(1)) }
+func (c *core) newHistory() { c.hist = NewHistoryKey() }
 
 // checkAttendPlan validates one AttendPlan call and returns the block's
 // k and v on a clean pass (nil otherwise), checked as Attend checks them.
