@@ -67,18 +67,14 @@ func (p *Native) attended() (sink, hist []*frame) {
 
 // Attend returns the context of one layer.
 func (p *Native) Attend(layer int, q, k, v []float32) (Context, error) {
-	if err := p.checkAttend(layer, q, k, v); err != nil {
-		return Context{}, err
-	}
-	p.stage(layer, q, k, v, false)
-	parts, qt := p.layout(layer, k, v)
-	qr, err := p.queries(q, qt)
-	if err != nil {
-		return Context{}, err
-	}
-	p.layer++
-	return Context{Q: qr, K: p.kbuf, V: p.vbuf, Parts: parts}, nil
+	return p.attendLaidOut(p, layer, q, k, v)
 }
+
+// checkClean: Native keeps any clean k and v.
+func (p *Native) checkClean(int, []float32, []float32) error { return nil }
+
+// headMemory: Native has no memory part.
+func (p *Native) headMemory(int) []int { return nil }
 
 // layout schedules layer's context [sink | cache] (the current block's
 // frames of k and v at their places) and returns its parts and the

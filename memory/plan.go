@@ -145,38 +145,65 @@ func (c *core) checkAttendPlan(layer int, kv func() (k, v []float32, err error))
 	return k, v, nil
 }
 
-// AttendPlan is Attend as a Plan (Planner).
-func (p *Native) AttendPlan(layer int, kv func() (k, v []float32, err error), have HistoryKey) (Plan, error) {
-	k, v, err := p.checkAttendPlan(layer, kv)
-	if err != nil {
-		return Plan{}, err
-	}
-	p.stage(layer, nil, k, v, false)
-	pl, err := p.planLayer(have != p.hist, func() (Parts, []int) { return p.layout(layer, nil, nil) })
-	if err != nil {
-		return Plan{}, err
-	}
-	p.layer++
-	return pl, nil
+// laidOut is a policy whose layer context one function lays out
+// (windowed, Native), for Attend and AttendPlan alike.
+type laidOut interface {
+	// layout schedules layer's context (core.ctxFrame, ctxFill,
+	// ctxCurrent) with the block's k and v (nil when planning) and
+	// returns its parts and the current frames' temporal positions.
+	layout(layer int, k, v []float32) (Parts, []int)
+	// checkClean checks a clean pass's k and v (nil: nothing to check).
+	checkClean(layer int, k, v []float32) error
+	// headMemory is Context.HeadMemory of layer.
+	headMemory(layer int) []int
 }
 
-// AttendPlan is Attend as a Plan (Planner).
-func (p *windowed) AttendPlan(layer int, kv func() (k, v []float32, err error), have HistoryKey) (Plan, error) {
-	k, v, err := p.checkAttendPlan(layer, kv)
+// attendLaidOut is Attend of p: checked, the clean pass staged, the
+// context assembled and the queries rotated.
+func (c *core) attendLaidOut(p laidOut, layer int, q, k, v []float32) (Context, error) {
+	if err := c.checkAttend(layer, q, k, v); err != nil {
+		return Context{}, err
+	}
+	if err := p.checkClean(layer, k, v); err != nil {
+		return Context{}, err
+	}
+	c.stage(layer, q, k, v, false)
+	parts, qt := p.layout(layer, k, v)
+	qr, err := c.queries(q, qt)
+	if err != nil {
+		return Context{}, err
+	}
+	c.layer++
+	return Context{Q: qr, K: c.kbuf, V: c.vbuf, Parts: parts, HeadMemory: p.headMemory(layer)}, nil
+}
+
+// planLaidOut is AttendPlan of p (see Planner).
+func (c *core) planLaidOut(p laidOut, layer int, kv func() (k, v []float32, err error), have HistoryKey) (Plan, error) {
+	k, v, err := c.checkAttendPlan(layer, kv)
 	if err != nil {
 		return Plan{}, err
 	}
 	if err := p.checkClean(layer, k, v); err != nil {
 		return Plan{}, err
 	}
-	p.stage(layer, nil, k, v, false)
-	pl, err := p.planLayer(have != p.hist, func() (Parts, []int) { return p.layout(layer, nil, nil) })
+	c.stage(layer, nil, k, v, false)
+	pl, err := c.planLayer(have != c.hist, func() (Parts, []int) { return p.layout(layer, nil, nil) })
 	if err != nil {
 		return Plan{}, err
 	}
-	pl.HeadMemory = p.ragged(layer)
-	p.layer++
+	pl.HeadMemory = p.headMemory(layer)
+	c.layer++
 	return pl, nil
+}
+
+// AttendPlan is Attend as a Plan (Planner).
+func (p *Native) AttendPlan(layer int, kv func() (k, v []float32, err error), have HistoryKey) (Plan, error) {
+	return p.planLaidOut(p, layer, kv, have)
+}
+
+// AttendPlan is Attend as a Plan (Planner).
+func (p *windowed) AttendPlan(layer int, kv func() (k, v []float32, err error), have HistoryKey) (Plan, error) {
+	return p.planLaidOut(p, layer, kv, have)
 }
 
 // planLayer runs layout (a policy's layer context, as Attend lays it

@@ -301,11 +301,7 @@ func (p *windowed) AttendRecache(layer int, q, k, v []float32) (Context, error) 
 		return Context{}, err
 	}
 	p.rec.layer++
-	var hm []int
-	if hs, ok := p.sel.(interface{ ragged(layer int) []int }); ok {
-		hm = hs.ragged(layer)
-	}
-	return Context{Q: qr, K: p.kbuf, V: p.vbuf, Parts: parts, HeadMemory: hm}, nil
+	return Context{Q: qr, K: p.kbuf, V: p.vbuf, Parts: parts, HeadMemory: p.headMemory(layer)}, nil
 }
 
 // EndRecache replaces the recomputed frames' raw K/V (held as the clean

@@ -103,20 +103,7 @@ func (p *windowed) Begin(c Call) error {
 
 // Attend returns [sink | memory | window] for one layer.
 func (p *windowed) Attend(layer int, q, k, v []float32) (Context, error) {
-	if err := p.checkAttend(layer, q, k, v); err != nil {
-		return Context{}, err
-	}
-	if err := p.checkClean(layer, k, v); err != nil {
-		return Context{}, err
-	}
-	p.stage(layer, q, k, v, false)
-	parts, qt := p.layout(layer, k, v)
-	qr, err := p.queries(q, qt)
-	if err != nil {
-		return Context{}, err
-	}
-	p.layer++
-	return Context{Q: qr, K: p.kbuf, V: p.vbuf, Parts: parts, HeadMemory: p.ragged(layer)}, nil
+	return p.attendLaidOut(p, layer, q, k, v)
 }
 
 // checkClean runs the selector's check of a clean pass's k and v
@@ -169,9 +156,9 @@ func (p *windowed) layout(layer int, k, v []float32) (Parts, []int) {
 	return parts, qt
 }
 
-// ragged returns the per-head memory lengths when heads differ (nil
+// headMemory returns the per-head memory lengths when heads differ (nil
 // otherwise; Context.HeadMemory).
-func (p *windowed) ragged(layer int) []int {
+func (p *windowed) headMemory(layer int) []int {
 	if hs, ok := p.sel.(interface{ ragged(layer int) []int }); ok {
 		return hs.ragged(layer)
 	}

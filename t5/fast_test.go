@@ -1,7 +1,6 @@
 package t5
 
 import (
-	"errors"
 	"math"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/densitykv/densitykv/checkpoint"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/gpu"
+	"github.com/densitykv/densitykv/gpu/gputest"
 	"github.com/densitykv/densitykv/vulkan/vulkantest"
 )
 
@@ -45,19 +45,9 @@ func fastAccumulation(t *testing.T, dir string) float64 {
 // (TestFastModeGoldenEmulated runs the comparison with the multiply
 // emulated).
 func TestFastModeGolden(t *testing.T) {
-	dev := vulkantest.Open(t)
-	be, err := gpu.NewFastBackend(dev)
-	if why := gpu.FastSupport(dev.Info()); why != nil {
-		if err == nil || !errors.Is(err, gpu.ErrNoFastMode) || !strings.Contains(err.Error(), dev.Info().Name) {
-			t.Fatalf("fast mode on %v: %v, want the refusal", dev, err)
-		}
-		t.Logf("fast mode refused on %v, as it must be; the tensor-core path did NOT run here", dev)
-		return
+	if be := gputest.FastBackend(t); be != nil {
+		fastGolden(t, be)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	fastGolden(t, be)
 }
 
 // TestFastModeGoldenEmulated is TestFastModeGolden with the tensor cores'

@@ -1,7 +1,6 @@
 package wan
 
 import (
-	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/golden"
 	"github.com/densitykv/densitykv/gpu"
+	"github.com/densitykv/densitykv/gpu/gputest"
 	"github.com/densitykv/densitykv/memory"
 	"github.com/densitykv/densitykv/nn"
 	"github.com/densitykv/densitykv/vulkan/vulkantest"
@@ -64,19 +64,9 @@ func goldenTolFast(t *testing.T) float64 {
 // mode had run (TestFastModeGoldenEmulated runs the same comparison with
 // the multiply emulated).
 func TestFastModeGolden(t *testing.T) {
-	dev := vulkantest.Open(t)
-	be, err := gpu.NewFastBackend(dev)
-	if why := gpu.FastSupport(dev.Info()); why != nil {
-		if err == nil || be != nil || !errors.Is(err, gpu.ErrNoFastMode) || !strings.Contains(err.Error(), "VK_NV_cooperative_matrix") || !strings.Contains(err.Error(), dev.Info().Name) {
-			t.Fatalf("fast mode on %v, which lacks a usable cooperative matrix: backend %v, error %v; want the refusal", dev, be, err)
-		}
-		t.Logf("fast mode refused on %v, as it must be; the tensor-core path did NOT run here: %v", dev, err)
-		return
+	if be := gputest.FastBackend(t); be != nil {
+		fastGolden(t, be)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	fastGolden(t, be)
 }
 
 // TestFastModeGoldenEmulated is TestFastModeGolden with the tensor cores'
@@ -102,42 +92,11 @@ func fastGolden(t *testing.T, be *gpu.Backend) {
 	if compute.ModeOf(be) != compute.Fast {
 		t.Fatalf("%v is not in fast mode", be)
 	}
-	cases := []struct {
-		file    string
-		call    memory.Call
-		history bool
-	}{
-		{"forward_a_first_block_t1000", memory.Call{Block: 0, First: true}, false},
-		{"forward_b_first_block_t0", memory.Call{Block: 0, First: true, Clean: true, Step: 4}, false},
-		{"forward_c_second_block_with_cache", memory.Call{Block: 1, First: true}, true},
-		{"forward_d_first_block_mixed_t", memory.Call{Block: 0, First: true}, false},
-	}
 	cpu := goldenModelAs(t, gemm.BF16)
-	for _, c := range cases {
+	for _, c := range goldenForwardCases {
 		t.Run(c.file, func(t *testing.T) {
-			file := c.file + ".safetensors"
-			g := openGolden(t, file)
-			run := func(m *Model, trace func(string, []float32)) []float32 {
-				pol := nativePolicy(t, m)
-				txt := goldenText(t, m, g)
-				if c.history {
-					hist := make([]float32, goldenF*m.Cfg.InDim*goldenH*goldenW)
-					if err := m.Forward(hist, Call{Latent: g.F32("history_x"), Height: goldenH, Width: goldenW, Timesteps: []float32{0, 0, 0},
-						Text: txt, Mem: memory.Call{Block: 0, First: true, Clean: true, Step: 4}}, pol); err != nil {
-						t.Fatal(err)
-					}
-				}
-				ts64 := g.F64("timestep")
-				ts := make([]float32, len(ts64))
-				for i, v := range ts64 {
-					ts[i] = float32(v)
-				}
-				flow := make([]float32, goldenF*m.Cfg.InDim*goldenH*goldenW)
-				if err := m.Forward(flow, Call{Latent: g.F32("x"), Height: goldenH, Width: goldenW, Timesteps: ts, Text: txt, Mem: c.call, Trace: trace}, pol); err != nil {
-					t.Fatal(err)
-				}
-				return flow
-			}
+			g := openGolden(t, c.file+".safetensors")
+			run := func(m *Model, trace func(string, []float32)) []float32 { return c.run(t, m, g, trace) }
 			m := goldenModelAs(t, gemm.BF16)
 			m.UseBackend(be)
 			defer m.UseBackend(nil)
@@ -151,7 +110,7 @@ func fastGolden(t *testing.T, be *gpu.Backend) {
 			if e > tol {
 				t.Errorf("fast flow_pred: relative error %.3g (%.2fu) > %.3g", e, e/bf16U, tol)
 			}
-			golden.Mark(file, "flow_pred")
+			golden.Mark(c.file+".safetensors", "flow_pred")
 			d := relErr(flow, f64(run(cpu, nil)))
 			t.Logf("fast flow_pred: relative error %.3g = %.2fu against float64; %.3g from the CPU's exact bf16 (tolerance %.3g)", e, e/bf16U, d, tol)
 			if d > tol {

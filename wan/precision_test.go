@@ -46,6 +46,49 @@ func goldenModelAs(t *testing.T, prec gemm.Precision) *Model {
 	return m
 }
 
+// goldenForwardCase is one of the golden single-block forwards: its file
+// (without .safetensors), its call, and whether a clean pass of
+// history_x comes first.
+type goldenForwardCase struct {
+	file    string
+	call    memory.Call
+	history bool
+}
+
+// goldenForwardCases are the four single-block forwards.
+var goldenForwardCases = []goldenForwardCase{
+	{"forward_a_first_block_t1000", memory.Call{Block: 0, First: true}, false},
+	{"forward_b_first_block_t0", memory.Call{Block: 0, First: true, Clean: true, Step: 4}, false},
+	{"forward_c_second_block_with_cache", memory.Call{Block: 1, First: true}, true},
+	{"forward_d_first_block_mixed_t", memory.Call{Block: 0, First: true}, false},
+}
+
+// run runs the case's forward of m on the golden file g (after the clean
+// pass of history_x, when it has one), traced by trace, and returns the
+// flow.
+func (c goldenForwardCase) run(t *testing.T, m *Model, g *goldenFile, trace func(string, []float32)) []float32 {
+	t.Helper()
+	pol := nativePolicy(t, m)
+	txt := goldenText(t, m, g)
+	if c.history {
+		hist := make([]float32, goldenF*m.Cfg.InDim*goldenH*goldenW)
+		if err := m.Forward(hist, Call{Latent: g.F32("history_x"), Height: goldenH, Width: goldenW, Timesteps: []float32{0, 0, 0},
+			Text: txt, Mem: memory.Call{Block: 0, First: true, Clean: true, Step: 4}}, pol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts64 := g.F64("timestep")
+	ts := make([]float32, len(ts64))
+	for i, v := range ts64 {
+		ts[i] = float32(v)
+	}
+	flow := make([]float32, goldenF*m.Cfg.InDim*goldenH*goldenW)
+	if err := m.Forward(flow, Call{Latent: g.F32("x"), Height: goldenH, Width: goldenW, Timesteps: ts, Text: txt, Mem: c.call, Trace: trace}, pol); err != nil {
+		t.Fatal(err)
+	}
+	return flow
+}
+
 // TestGoldenForwardsBF16 runs the four single-block forwards of
 // TestGoldenForwards in bf16 and compares flow_pred and every intermediate
 // with goldenTolBF16; the bf16 output must also differ from the fp32 one
@@ -55,41 +98,10 @@ func TestGoldenForwardsBF16(t *testing.T) {
 	if m.Precision != gemm.BF16 || m32.Precision != gemm.F32 {
 		t.Fatalf("precisions %v, %v", m.Precision, m32.Precision)
 	}
-	cases := []struct {
-		file    string
-		call    memory.Call
-		history bool
-	}{
-		{"forward_a_first_block_t1000", memory.Call{Block: 0, First: true}, false},
-		{"forward_b_first_block_t0", memory.Call{Block: 0, First: true, Clean: true, Step: 4}, false},
-		{"forward_c_second_block_with_cache", memory.Call{Block: 1, First: true}, true},
-		{"forward_d_first_block_mixed_t", memory.Call{Block: 0, First: true}, false},
-	}
-	for _, c := range cases {
+	for _, c := range goldenForwardCases {
 		t.Run(c.file, func(t *testing.T) {
-			file := c.file + ".safetensors"
-			g := openGolden(t, file)
-			run := func(m *Model, trace func(string, []float32)) []float32 {
-				pol := nativePolicy(t, m)
-				txt := goldenText(t, m, g)
-				if c.history {
-					hist := make([]float32, goldenF*m.Cfg.InDim*goldenH*goldenW)
-					if err := m.Forward(hist, Call{Latent: g.F32("history_x"), Height: goldenH, Width: goldenW, Timesteps: []float32{0, 0, 0},
-						Text: txt, Mem: memory.Call{Block: 0, First: true, Clean: true, Step: 4}}, pol); err != nil {
-						t.Fatal(err)
-					}
-				}
-				ts64 := g.F64("timestep")
-				ts := make([]float32, len(ts64))
-				for i, v := range ts64 {
-					ts[i] = float32(v)
-				}
-				flow := make([]float32, goldenF*m.Cfg.InDim*goldenH*goldenW)
-				if err := m.Forward(flow, Call{Latent: g.F32("x"), Height: goldenH, Width: goldenW, Timesteps: ts, Text: txt, Mem: c.call, Trace: trace}, pol); err != nil {
-					t.Fatal(err)
-				}
-				return flow
-			}
+			g := openGolden(t, c.file+".safetensors")
+			run := func(m *Model, trace func(string, []float32)) []float32 { return c.run(t, m, g, trace) }
 			got := map[string][]float32{}
 			flow := run(m, func(name string, x []float32) { got[name] = append([]float32(nil), x...) })
 			e := relErr(flow, g.F64("flow_pred"))
@@ -97,7 +109,7 @@ func TestGoldenForwardsBF16(t *testing.T) {
 				t.Errorf("bf16 flow_pred: relative error %.3g (%.2fu) > %g", e, e/bf16U, goldenTolBF16)
 			}
 			t.Logf("bf16 flow_pred: relative error %.3g = %.2fu", e, e/bf16U)
-			golden.Mark(file, "flow_pred")
+			golden.Mark(c.file+".safetensors", "flow_pred")
 			if d := relErr(flow, f64(run(m32, nil))); d < bf16U/16 {
 				t.Errorf("bf16 and fp32 flows differ by only %.3g of the largest value: is bf16 rounding at all?", d)
 			}
