@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/device"
@@ -639,24 +638,12 @@ func BenchmarkFastProducts(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer c.Buf.Free()
-			batch := dev.NewBatch()
-			if err := PrepFast(dev, batch, a, am); err != nil {
-				b.Fatal(err)
-			}
-			if err := (FastProduct{C: c, A: a, B: w, Emulate: emulate}).Record(dev, batch); err != nil {
-				b.Fatal(err)
-			}
-			var total time.Duration
-			b.ResetTimer()
-			for range b.N {
-				d, err := batch.RunTimed()
-				if err != nil {
-					b.Fatal(err)
+			benchTimed(b, dev, 2*float64(s[0])*float64(s[1])*float64(s[2]), func(batch *vulkan.Batch) error {
+				if err := PrepFast(dev, batch, a, am); err != nil {
+					return err
 				}
-				total += d
-			}
-			flops := 2 * float64(s[0]) * float64(s[1]) * float64(s[2]) * float64(b.N)
-			b.ReportMetric(flops/total.Seconds()/1e9, "GFLOP/s")
+				return FastProduct{C: c, A: a, B: w, Emulate: emulate}.Record(dev, batch)
+			})
 		})
 	}
 }

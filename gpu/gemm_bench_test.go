@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/densitykv/densitykv/gemm"
+	"github.com/densitykv/densitykv/vulkan"
 	"github.com/densitykv/densitykv/vulkan/vulkantest"
 )
 
@@ -31,21 +31,9 @@ func BenchmarkProducts(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer c.Buf.Free()
-				batch := dev.NewBatch()
-				if err := NT(dev, batch, c, a, w, false); err != nil {
-					b.Fatal(err)
-				}
-				var total time.Duration
-				b.ResetTimer()
-				for range b.N {
-					d, err := batch.RunTimed()
-					if err != nil {
-						b.Fatal(err)
-					}
-					total += d
-				}
-				flops := 2 * float64(s[0]) * float64(s[1]) * float64(s[2]) * float64(b.N)
-				b.ReportMetric(flops/total.Seconds()/1e9, "GFLOP/s")
+				benchTimed(b, dev, 2*float64(s[0])*float64(s[1])*float64(s[2]), func(batch *vulkan.Batch) error {
+					return NT(dev, batch, c, a, w, false)
+				})
 			})
 		}
 	}
