@@ -57,20 +57,22 @@ func estimateVAENeed(m *vae.Model, h, w int, prec gemm.Precision) (vaeNeed, erro
 // checkVAEMemory refuses, before anything runs, a decode whose VAE does
 // not fit the device: its total, with dit's beside it (generate keeps the
 // DiT's weights, activations, context and banks on the device while the
-// VAE decodes each block; zero for decode), against the device-local
+// VAE decodes each block, not its attention history, freed after each
+// clean pass; zero for decode), against the device-local
 // heaps, its largest buffer against maxStorageBufferRange and
 // maxMemoryAllocationSize. The errors name each part.
 func checkVAEMemory(v vaeNeed, dit deviceNeed, d vulkan.DeviceInfo) error {
 	at := fmt.Sprintf("the VAE decoder at %d×%d latents (%d×%d pixels)", v.H, v.W, v.H*v.Scale, v.W*v.Scale)
 	parts := fmt.Sprintf("weights %s, feature caches %s, activations %s, convolution workspace %s",
 		memSize(v.Weights), memSize(v.Caches), memSize(v.Activations), memSize(v.Workspace))
-	if have := int64(d.DeviceLocalBytes()); have > 0 && v.Total()+dit.Total() > have {
+	if have := int64(d.DeviceLocalBytes()); have > 0 && v.Total()+dit.Total()-dit.History > have {
 		if dit.Total() == 0 {
 			return fmt.Errorf("%s needs %s on %s, which has %s of device-local memory (%s); use --device cpu or a larger device",
 				at, memSize(v.Total()), d.Name, memSize(have), parts)
 		}
-		return fmt.Errorf("the DiT and the VAE need %s together on %s, which has %s of device-local memory: the DiT %s (kept on the device while the VAE decodes each block) and %s %s (%s); use --device cpu, a shorter or smaller run, or a larger device",
-			memSize(v.Total()+dit.Total()), d.Name, memSize(have), memSize(dit.Total()), at, memSize(v.Total()), parts)
+		kept := dit.Total() - dit.History
+		return fmt.Errorf("the DiT and the VAE need %s together on %s, which has %s of device-local memory: the DiT %s kept on the device while the VAE decodes each block (its attention history, %s, is freed after the block's clean pass) and %s %s (%s); use --device cpu, a shorter or smaller run, or a larger device",
+			memSize(v.Total()+kept), d.Name, memSize(have), memSize(kept), memSize(dit.History), at, memSize(v.Total()), parts)
 	}
 	if r := int64(d.MaxStorageBufferRange); r > 0 && v.Largest > r {
 		return fmt.Errorf("the largest buffer of %s is %s, and %s lets a shader see at most %s of one (maxStorageBufferRange; %s); use --device cpu",

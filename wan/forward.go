@@ -232,6 +232,9 @@ func (m *Model) Forward(flow []float32, c Call, pol memory.Policy) error {
 	if err := pol.End(); err != nil {
 		return fmt.Errorf("wan: forward block %d step %d: %w", c.Mem.Block, c.Mem.Step, err)
 	}
+	if c.Mem.Clean {
+		p.ws.releaseHistory() // the next block's history is another
+	}
 	p.head(x)
 	if err := cmp.Or(p.ws.io.read(p.ws.hout, p.ws.out), p.err); err != nil {
 		return fmt.Errorf("wan: forward block %d step %d on %v: %w", c.Mem.Block, c.Mem.Step, p.be, err)

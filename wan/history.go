@@ -9,16 +9,17 @@ import (
 )
 
 // On a device backend the self-attention context of a memory policy that
-// describes it (memory.Planner: the windowed policies, DensityKV among
-// them) is assembled where the block's q, k and v are: each layer's
-// history (sink, memory, window frames, keys rotated as read) is sent
-// when the policy's history key changes — once per block and layer — and
-// kept; every call copies it and the current frames (their keys rotated
-// at the plan's temporal positions by Backend.Rope) into the context and
-// rotates the queries there. Nothing is read back except the clean pass's
-// k and v, which the policy keeps (AttendPlan's kv). The result is the
-// host path's bits (memory.ExecutePlan is the reference; the tests hold
-// the device path, the host path and the CPU equal).
+// describes it (memory.Planner: every policy but Deep Forcing) is
+// assembled where the block's q, k and v are: each layer's history (sink,
+// memory, window or cache frames, keys rotated as read) is sent when the
+// policy's history key changes — once per block and layer — and kept
+// until the block's clean pass (releaseHistory); every call copies it and
+// the current frames (their keys rotated at the plan's temporal positions
+// by Backend.Rope) into the context and rotates the queries there.
+// Nothing is read back except the clean pass's k and v, which the policy
+// keeps (AttendPlan's kv). The result is the host path's bits
+// (memory.ExecutePlan is the reference; the tests hold the device path,
+// the host path and the CPU equal).
 
 // layerHistory is one layer's history on the backend: [rows][dim] keys
 // and values, the history of key.
@@ -146,6 +147,16 @@ func checkPlan(pl memory.Plan, h *layerHistory, F, tpf int) (int, error) {
 		return 0, fmt.Errorf("plan segments give %d keys, its parts %+v", S, pl.Parts)
 	}
 	return S, nil
+}
+
+// releaseHistory frees every layer's history: after a clean pass, whose
+// frames the policy commits, the next call's history is another (a
+// policy's key changes when a block is committed), so holding it would
+// only keep device memory from the VAE, which decodes between blocks.
+func (w *workspace) releaseHistory() {
+	for i := range w.hist {
+		w.hist[i].free(w.io.be)
+	}
 }
 
 // history returns layer l's history holder.

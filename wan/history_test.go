@@ -97,6 +97,13 @@ func runPolicy(t *testing.T, m *Model, pol memory.Policy, calls []rolloutCall, t
 		if err := m.Forward(flow, call, pol); err != nil {
 			t.Fatalf("call %d %+v: %v", i, c.mem, err)
 		}
+		if c.mem.Clean && m.ws != nil {
+			for l, h := range m.ws.hist {
+				if h.k != nil || h.key != 0 {
+					t.Fatalf("call %d (a clean pass): layer %d still holds its history", i, l)
+				}
+			}
+		}
 		outs = append(outs, flow)
 	}
 	return outs
