@@ -28,7 +28,9 @@ type ditShape struct {
 // A policy that plans its context (memory.Plans: all but Deep Forcing)
 // keeps every layer's history there too (History: the context's keys
 // and values before the current block's, per layer; wan's history.go),
-// sent once per block and layer instead of a context per call.
+// sent once per block and layer instead of a context per call; with
+// DensityKV, whose banks are on the device, without the banks' rows
+// (copied from the banks there, memory.SegDevice).
 //
 // With the DensityKV policy the banks are on the device too (gpu.NewBank):
 // Banks is every layer's bank (descriptors, norms, keys and values at the
@@ -70,7 +72,11 @@ func estimateDeviceNeed(c ditShape, weightBytes, largestWeight int64, g config.G
 		Keys:        keys,
 	}
 	if memory.Plans(policy) {
-		n.History = int64(c.Layers) * 2 * int64((keys-T)*c.Dim) * f32
+		rows := keys - T
+		if policy == memory.NameDensityKV {
+			rows -= min(mc.Capacity, rows) // the banks' rows are copied from the banks on the device
+		}
+		n.History = int64(c.Layers) * 2 * int64(rows*c.Dim) * f32
 	}
 	n.Largest = max(largestWeight, int64(keys*c.Dim)*f32, int64(T*c.FFNDim)*f32)
 	if policy == memory.NameDensityKV {

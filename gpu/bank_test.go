@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/riesz"
 	"github.com/densitykv/densitykv/vulkan"
 	"github.com/densitykv/densitykv/vulkan/vulkantest"
@@ -83,6 +84,10 @@ func bankBlocks(c bankCase, heads int) []bank.Block {
 // and exponents.
 func TestBankExact(t *testing.T) {
 	dev := vulkantest.Open(t)
+	be, err := NewBackend(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []bankCase{
 		{"paper", 32, 0, 96, 64, 120, func(*bank.Config) {}},
 		{"max-densest-f32", 16, 0, 64, 48, 40, func(c *bank.Config) {
@@ -150,6 +155,7 @@ func TestBankExact(t *testing.T) {
 					t.Fatalf("update %d: snapshots differ (%d and %d bytes)", u, a.Len(), b.Len())
 				}
 				checkKV(t, u, gb)
+				checkRows(t, u, gb, be)
 				R := min(want.Candidates, cfg.Capacity)
 				if !want.Empty && want.Accepted < R {
 					cut++
@@ -191,6 +197,43 @@ func TestNewBankRefuses(t *testing.T) {
 		b, err := NewBank(dev, cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("NewBank(%+v) = %v, %v; want an error naming %q", cfg, b, err, c.want)
+		}
+	}
+}
+
+// checkRows compares the rows BankPasses.WriteRows copies into a context
+// on the device (after 3 rows of others, two rows past the longest head)
+// with bank.Interleaved's, bit for bit; the rows before stay.
+func checkRows(t *testing.T, u int, b *bank.Bank, be *Backend) {
+	t.Helper()
+	cfg := b.Config()
+	H, row0, rows := cfg.Heads, 3, b.Len()+2
+	wantK, wantV := make([]float32, (row0+rows)*H*cfg.KeyDim), make([]float32, (row0+rows)*H*cfg.ValueDim)
+	for i := range row0 * H * cfg.KeyDim {
+		wantK[i], wantV[i] = float32(i)+0.5, -float32(i)
+	}
+	k, v := be.New(len(wantK)), be.New(len(wantV))
+	defer be.Free(k)
+	defer be.Free(v)
+	be.Upload(k, wantK)
+	be.Upload(v, wantV)
+	b.Interleaved(wantK[row0*H*cfg.KeyDim:], wantV[row0*H*cfg.ValueDim:], 0, rows)
+	if err := b.Passes().(*BankPasses).WriteRows(be, k, v, row0, rows); err != nil {
+		t.Fatalf("update %d: WriteRows: %v", u, err)
+	}
+	for _, c := range []struct {
+		name string
+		t    compute.Tensor
+		want []float32
+	}{{"keys", k, wantK}, {"values", v, wantV}} {
+		got := make([]float32, len(c.want))
+		if err := be.Download(got, c.t); err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range c.want {
+			if math.Float32bits(got[i]) != math.Float32bits(w) {
+				t.Fatalf("update %d: context %s[%d] (row %d) = %v on the device, %v by Interleaved", u, c.name, i, i/(len(c.want)/(row0+rows)), got[i], w)
+			}
 		}
 	}
 }

@@ -10,6 +10,9 @@ var spvAttnExact []byte
 //go:embed spv/attn_exact_softfma.spv
 var spvAttnExactSoftfma []byte
 
+//go:embed spv/copy_rows.spv
+var spvCopyRows []byte
+
 //go:embed spv/exact64ops.spv
 var spvExact64ops []byte
 
@@ -92,6 +95,7 @@ var spvVaeTranspose []byte
 var modules = map[string][]byte{
 	"attn_exact":             spvAttnExact,
 	"attn_exact_softfma":     spvAttnExactSoftfma,
+	"copy_rows":              spvCopyRows,
 	"exact64ops":             spvExact64ops,
 	"exact_probe":            spvExactProbe,
 	"exactops":               spvExactops,

@@ -8,11 +8,16 @@ import (
 // benchPolicy fills a one-layer paper-scale policy (30×52 tokens per frame,
 // 12 heads, d = 128) with blocks clean blocks.
 func benchPolicy(b *testing.B, name string, blocks int) (Policy, []float32) {
+	return benchPolicyWith(b, name, blocks, Options{})
+}
+
+// benchPolicyWith is benchPolicy with options.
+func benchPolicyWith(b *testing.B, name string, blocks int, opt Options) (Policy, []float32) {
 	l := DefaultLayout()
 	l.Layers = 1
 	cfg := DefaultConfig(l)
 	cfg.LongLiveRAG.Descriptor = RAGKeyMean
-	p, err := New(name, cfg)
+	p, err := NewWith(name, cfg, opt)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,20 +83,25 @@ func BenchmarkAttendPaperScale(b *testing.B) {
 // BenchmarkAttendPlanPaperScale measures AttendPlan on one layer of a full
 // paper-scale context: "history" assembles the history (sink, memory,
 // window: what a device backbone is sent once per block and layer),
-// "reuse" plans a call whose history the caller holds (every other call).
+// "reuse" plans a call whose history the caller holds (every other call);
+// "densitykv-device-banks" has its banks' rows on the device
+// (memory.SegDevice), out of the history.
 func BenchmarkAttendPlanPaperScale(b *testing.B) {
-	for _, name := range []string{NameNative, NameDensityKV} {
+	for _, name := range []string{NameNative, NameDensityKV, "densitykv-device-banks"} {
 		for _, reuse := range []bool{false, true} {
 			mode := "history"
 			if reuse {
 				mode = "reuse"
 			}
 			b.Run(name+"/"+mode, func(b *testing.B) {
-				blocks := 4
-				if name == NameDensityKV {
-					blocks = 5
+				blocks, policy, opt := 4, name, Options{}
+				if name != NameNative {
+					blocks, policy = 5, NameDensityKV
 				}
-				p, _ := benchPolicy(b, name, blocks)
+				if name == "densitykv-device-banks" {
+					opt.NewBank = newDeviceLikeBank
+				}
+				p, _ := benchPolicyWith(b, policy, blocks, opt)
 				pl := p.(Planner)
 				var have HistoryKey
 				if reuse { // the history of this block, held
@@ -119,7 +129,11 @@ func BenchmarkAttendPlanPaperScale(b *testing.B) {
 					if reuse != (plan.K == nil) {
 						b.Fatalf("reuse %v, history sent %v", reuse, plan.K != nil)
 					}
-					if plan.Parts.Total() > 18720 || plan.HistoryRows() != plan.Parts.Total()-4680 {
+					dev := 0
+					if opt.NewBank != nil {
+						dev = plan.Parts.Memory
+					}
+					if plan.Parts.Total() > 18720 || plan.HistoryRows() != plan.Parts.Total()-4680-dev {
 						b.Fatalf("%d keys, %d history rows", plan.Parts.Total(), plan.HistoryRows())
 					}
 					if err := p.End(); err != nil {

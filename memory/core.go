@@ -323,11 +323,17 @@ func (c *core) histSeg(rows int) {
 	if !c.planning || rows == 0 {
 		return
 	}
-	if n := len(c.segs); n > 0 && c.segs[n-1].Frame < 0 {
+	if n := len(c.segs); n > 0 && c.segs[n-1].Frame == SegHistory {
 		c.segs[n-1].Rows += rows
 		return
 	}
-	c.segs = append(c.segs, Segment{Frame: -1, Rows: rows})
+	c.segs = append(c.segs, Segment{Frame: SegHistory, Rows: rows})
+}
+
+// ctxDevice appends, when planning, rows rows that d writes on the
+// device (a Plan's SegDevice segment); not part of the history.
+func (c *core) ctxDevice(rows int, d DeviceRows) {
+	c.segs = append(c.segs, Segment{Frame: SegDevice, Rows: rows, Device: d})
 }
 
 // ctxFill schedules rows memory rows to be appended to the context by fill,

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/compute"
 )
 
 // DensityKV is the paper's policy: attention reads
@@ -267,15 +268,39 @@ func grow(s []float32, n int) []float32 {
 }
 
 // memory schedules layer l's bank as [n][H][D] memory rows, decoded from
-// the bank's storage straight into the context (bank.Bank.Interleaved).
+// the bank's storage straight into the context (bank.Bank.Interleaved);
+// when planning with the bank's states on a device (its Passes write the
+// rows there: gpu.BankPasses), as the Plan's SegDevice rows instead.
 func (s *bankSelector) memory(l int) int {
 	b := s.banks[l]
+	if d, ok := b.Passes().(deviceRowsPasses); ok && s.c.planning {
+		s.c.ctxDevice(s.memN[l], bankRows{b, d})
+		return s.memN[l]
+	}
 	s.c.ctxFill(s.memN[l], 0, func(dk, dv []float32, r0, r1 int) error {
 		b.Interleaved(dk, dv, r0, r1)
 		return nil
 	})
 	return s.memN[l]
 }
+
+// deviceRowsPasses is a bank's passes that keep its states on a device
+// and copy them into a context there (gpu.BankPasses).
+type deviceRowsPasses interface {
+	WriteRows(be compute.Backend, k, v compute.Tensor, row0, rows int) error
+}
+
+// bankRows is a bank's memory rows on its device (DeviceRows).
+type bankRows struct {
+	b *bank.Bank
+	d deviceRowsPasses
+}
+
+func (r bankRows) WriteRows(be compute.Backend, k, v compute.Tensor, row0, rows int) error {
+	return r.d.WriteRows(be, k, v, row0, rows)
+}
+
+func (r bankRows) HostRows(dk, dv []float32, rows int) { r.b.Interleaved(dk, dv, 0, rows) }
 
 // waiting keeps a frame that has left the window as the bank will read
 // it, when the bank reads only that (a bfloat16 payload and the post-RoPE

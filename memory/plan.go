@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/internal/finite"
 )
 
@@ -87,11 +88,32 @@ type Plan struct {
 	HeadMemory []int
 }
 
-// Segment is a run of context rows: Rows rows of the history when Frame
-// is −1, else the current block's frame Frame (its keys rotated at
+// Segment is a run of context rows: Rows rows of the history (Frame =
+// SegHistory), rows the policy keeps on the device (SegDevice: Device
+// writes them), or the current block's frame Frame (its keys rotated at
 // temporal position T and the native grid; its values as they are).
 type Segment struct {
 	Frame, T, Rows int
+	Device         DeviceRows // SegDevice's rows
+}
+
+// Segment.Frame's kinds of rows that are not the current block's.
+const (
+	SegHistory = -1 // the next rows of the Plan's K and V
+	SegDevice  = -2 // rows kept on the device: Segment.Device
+)
+
+// DeviceRows is part of a context that a policy keeps on a device itself
+// — DensityKV's memory rows when its banks are there (gpu.NewBank) — so a
+// backbone on that device copies them there, every call, instead of
+// receiving them in the history.
+type DeviceRows interface {
+	// WriteRows records on be the first rows rows, as attention reads
+	// them ([rows][H][D]), into rows row0 … of k and v ([S][H][D]); an
+	// error when be is not the device that holds them.
+	WriteRows(be compute.Backend, k, v compute.Tensor, row0, rows int) error
+	// HostRows writes the same rows on the host (ExecutePlan's reference).
+	HostRows(dk, dv []float32, rows int)
 }
 
 // HistoryRows returns the history's rows (the sum of the history
@@ -99,7 +121,7 @@ type Segment struct {
 func (p Plan) HistoryRows() int {
 	n := 0
 	for _, s := range p.Segments {
-		if s.Frame < 0 {
+		if s.Frame == SegHistory {
 			n += s.Rows
 		}
 	}
@@ -249,10 +271,16 @@ func ExecutePlan(pl Plan, hk, hv, q, k, v []float32, lay Layout, rotFrame func(x
 	ctx := Context{Q: make([]float32, len(q)), K: make([]float32, 0, S*row), V: make([]float32, 0, S*row), Parts: pl.Parts, HeadMemory: pl.HeadMemory}
 	h := 0
 	for _, s := range pl.Segments {
-		if s.Frame < 0 {
+		switch s.Frame {
+		case SegHistory:
 			ctx.K = append(ctx.K, hk[h:h+s.Rows*row]...)
 			ctx.V = append(ctx.V, hv[h:h+s.Rows*row]...)
 			h += s.Rows * row
+			continue
+		case SegDevice:
+			o := len(ctx.K)
+			ctx.K, ctx.V = append(ctx.K, make([]float32, s.Rows*row)...), append(ctx.V, make([]float32, s.Rows*row)...)
+			s.Device.HostRows(ctx.K[o:], ctx.V[o:], s.Rows)
 			continue
 		}
 		o := len(ctx.K)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/densitykv/densitykv/bank"
+	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/rope"
 )
 
@@ -71,19 +72,22 @@ func TestAttendPlan(t *testing.T) {
 		name   string
 		policy string
 		set    func(c *Config)
+		opt    Options
 	}
 	vs := []variant{
-		{"densitykv", NameDensityKV, func(c *Config) { c.Capacity = 20 }},
-		{"densitykv-perhead", NameDensityKV, func(c *Config) { c.Capacity = 20; c.Bank.Prefix = bank.PrefixPerHead; c.Bank.Tau = 1.3 }},
-		{"densitykv-bf16", NameDensityKV, func(c *Config) { c.Capacity = 30; c.Bank.Payload = bank.PayloadBF16 }},
-		{"fifo", NameFIFO, func(c *Config) { c.Capacity = 15 }},
-		{"uniform-stride", NameUniformStride, func(c *Config) { c.Capacity = 15 }},
-		{"full-history", NameFullHistory, nil},
-		{"longlive-rag", NameLongLiveRAG, func(c *Config) { c.LongLiveRAG.Descriptor = RAGKeyMean }},
-		{"native", NameNative, nil},
-		{"infinity-rope", NameInfinityRoPE, nil},
-		{"native-2-sink", NameNative, func(c *Config) { c.SinkFrames, c.CacheFrames = 2, 8 }},
-		{"densitykv-2-sink", NameDensityKV, func(c *Config) { c.SinkFrames, c.Capacity = 2, 20 }},
+		{"densitykv", NameDensityKV, func(c *Config) { c.Capacity = 20 }, Options{}},
+		{"densitykv-perhead", NameDensityKV, func(c *Config) { c.Capacity = 20; c.Bank.Prefix = bank.PrefixPerHead; c.Bank.Tau = 1.3 }, Options{}},
+		{"densitykv-bf16", NameDensityKV, func(c *Config) { c.Capacity = 30; c.Bank.Payload = bank.PayloadBF16 }, Options{}},
+		{"fifo", NameFIFO, func(c *Config) { c.Capacity = 15 }, Options{}},
+		{"uniform-stride", NameUniformStride, func(c *Config) { c.Capacity = 15 }, Options{}},
+		{"full-history", NameFullHistory, nil, Options{}},
+		{"longlive-rag", NameLongLiveRAG, func(c *Config) { c.LongLiveRAG.Descriptor = RAGKeyMean }, Options{}},
+		{"native", NameNative, nil, Options{}},
+		{"infinity-rope", NameInfinityRoPE, nil, Options{}},
+		{"native-2-sink", NameNative, func(c *Config) { c.SinkFrames, c.CacheFrames = 2, 8 }, Options{}},
+		{"densitykv-2-sink", NameDensityKV, func(c *Config) { c.SinkFrames, c.Capacity = 2, 20 }, Options{}},
+		{"densitykv-device-bank", NameDensityKV, func(c *Config) { c.Capacity = 20; c.Bank.Prefix = bank.PrefixPerHead; c.Bank.Tau = 1.3 },
+			Options{NewBank: newDeviceLikeBank}},
 	}
 	for _, vr := range vs {
 		t.Run(vr.name, func(t *testing.T) {
@@ -95,7 +99,7 @@ func TestAttendPlan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pol, err := New(vr.policy, cfg)
+			pol, err := NewWith(vr.policy, cfg, vr.opt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,6 +129,18 @@ func TestAttendPlan(t *testing.T) {
 							t.Fatal(err)
 						}
 						plan, got := h.attend(t, pl, rot, l, q, k, v)
+						if vr.opt.NewBank != nil && plan.Parts.Memory > 0 {
+							// The bank's rows are the device's, not the history's.
+							dev := 0
+							for _, sg := range plan.Segments {
+								if sg.Frame == SegDevice {
+									dev += sg.Rows
+								}
+							}
+							if dev != plan.Parts.Memory || plan.HistoryRows() != plan.Parts.Total()-plan.Parts.Memory-lay.TokensPerBlock() {
+								t.Fatalf("block %d layer %d: %d device rows, %d history rows; parts %+v", b, l, dev, plan.HistoryRows(), plan.Parts)
+							}
+						}
 						for _, x := range []struct {
 							n    string
 							a, b []float32
@@ -167,7 +183,7 @@ func TestAttendPlan(t *testing.T) {
 			if err := pol.(Snapshotter).Save(&buf); err != nil {
 				t.Fatal(err)
 			}
-			fresh, err := New(vr.policy, cfg)
+			fresh, err := NewWith(vr.policy, cfg, vr.opt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -298,4 +314,21 @@ func TestPlans(t *testing.T) {
 	if Plans("no-such-policy") {
 		t.Error("an unknown policy plans")
 	}
+}
+
+// deviceLike is a bank's CPU passes seen as a device's (their states
+// "on the device", their rows written there), for plans with SegDevice.
+type deviceLike struct{ bank.CPUPasses }
+
+func (deviceLike) WriteRows(compute.Backend, compute.Tensor, compute.Tensor, int, int) error {
+	return nil // not called by the host reference (ExecutePlan uses HostRows)
+}
+
+// newDeviceLikeBank builds a bank on deviceLike passes.
+func newDeviceLikeBank(c bank.Config) (*bank.Bank, error) {
+	b, err := bank.New(c)
+	if err != nil {
+		return nil, err
+	}
+	return bank.NewWithPasses(c, deviceLike{b.Passes().(bank.CPUPasses)})
 }

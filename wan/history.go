@@ -13,9 +13,11 @@ import (
 // assembled where the block's q, k and v are: each layer's history (sink,
 // memory, window or cache frames, keys rotated as read) is sent when the
 // policy's history key changes — once per block and layer — and kept
-// until the block's clean pass (releaseHistory); every call copies it and
-// the current frames (their keys rotated at the plan's temporal positions
-// by Backend.Rope) into the context and rotates the queries there.
+// until the block's clean pass (releaseHistory); every call copies it,
+// the rows the policy keeps on the device itself (memory.SegDevice:
+// DensityKV's banks there write their rows) and the current frames
+// (their keys rotated at the plan's temporal positions by Backend.Rope)
+// into the context, and rotates the queries there.
 // Nothing is read back except the clean pass's k and v, which the policy
 // keeps (AttendPlan's kv). The result is the host path's bits
 // (memory.ExecutePlan is the reference; the tests hold the device path,
@@ -98,11 +100,16 @@ func (a *Attention) selfPlanned(p *pass, l int, pol memory.Planner) error {
 	off, hoff := 0, 0
 	for _, s := range pl.Segments {
 		n := s.Rows * d
-		if s.Frame < 0 {
+		switch s.Frame {
+		case memory.SegHistory:
 			be.Copy(ck, off, h.k, hoff, n)
 			be.Copy(cv, off, h.v, hoff, n)
 			hoff += n
-		} else {
+		case memory.SegDevice:
+			if err := s.Device.WriteRows(be, ck, cv, off/d, s.Rows); err != nil {
+				return fmt.Errorf("policy %s: its memory rows on the device: %w", pol.Name(), err)
+			}
+		default:
 			be.Copy(ck, off, ws.k, s.Frame*n, n)
 			be.Copy(cv, off, ws.v, s.Frame*n, n)
 			be.Rope(ck, off/d, heads, ws.rope, p.gh, p.gw, s.T, 1)
@@ -130,7 +137,9 @@ func checkPlan(pl memory.Plan, h *layerHistory, F, tpf int) (int, error) {
 	}
 	S, seen := 0, make([]bool, F)
 	for _, s := range pl.Segments {
-		if s.Rows < 0 || (s.Frame >= 0 && (s.Frame >= F || seen[s.Frame] || s.Rows != tpf || s.T < 0)) {
+		bad := s.Rows < 0 || s.Frame < memory.SegDevice || (s.Frame == memory.SegDevice && s.Device == nil) ||
+			(s.Frame >= 0 && (s.Frame >= F || seen[s.Frame] || s.Rows != tpf || s.T < 0))
+		if bad {
 			return 0, fmt.Errorf("plan segment %+v (block of %d frames × %d tokens)", s, F, tpf)
 		}
 		if s.Frame >= 0 {

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/densitykv/densitykv/bank"
 	"github.com/densitykv/densitykv/compute"
 	"github.com/densitykv/densitykv/gemm"
 	"github.com/densitykv/densitykv/gpu"
@@ -178,7 +179,9 @@ func traceReads(m *Model) int {
 }
 
 // TestPlannedSelfAttentionGPU: the same rollout with DensityKV on the
-// GPU backend (lavapipe in CI) gives the CPU's bits.
+// GPU backend (lavapipe in CI) gives the CPU's bits, with the banks on
+// the host (their rows in the history sent) and on the device
+// (gpu.NewBank: their rows copied there every call, memory.SegDevice).
 func TestPlannedSelfAttentionGPU(t *testing.T) {
 	dev := vulkantest.Open(t)
 	be, err := gpu.NewBackend(dev)
@@ -187,18 +190,39 @@ func TestPlannedSelfAttentionGPU(t *testing.T) {
 	}
 	calls := rolloutCalls(5, 1)
 	for _, prec := range []gemm.Precision{gemm.F32, gemm.BF16} {
-		t.Run(prec.String(), func(t *testing.T) {
-			want := policyRun(t, goldenModelAs(t, prec), memory.NameDensityKV, 20, calls, -1)
-			m := goldenModelAs(t, prec)
-			m.UseBackend(be)
-			defer m.UseBackend(nil)
-			got := policyRun(t, m, memory.NameDensityKV, 20, calls, -1)
-			for i := range want {
-				if j := firstBitDiff(got[i], want[i]); j >= 0 {
-					t.Fatalf("call %d %+v value %d: %v on %v, %v on the CPU", i, calls[i].mem, j, got[i][j], be, want[i][j])
+		for _, banks := range []string{"host", "device"} {
+			t.Run(prec.String()+"/banks-on-"+banks, func(t *testing.T) {
+				want := policyRun(t, goldenModelAs(t, prec), memory.NameDensityKV, 20, calls, -1)
+				m := goldenModelAs(t, prec)
+				m.UseBackend(be)
+				defer m.UseBackend(nil)
+				var opt memory.Options
+				if banks == "device" {
+					opt.NewBank = func(c bank.Config) (*bank.Bank, error) { return gpu.NewBank(dev, c) }
 				}
-			}
-		})
+				pol, err := memory.NewWith(memory.NameDensityKV, memory.Config{Layout: m.Cfg.Layout(goldenH, goldenW, goldenF), Capacity: 20, RoPETheta: m.Cfg.RoPEBase}, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() {
+					for _, b := range pol.(*memory.DensityKV).Banks() {
+						if p, ok := b.Passes().(*gpu.BankPasses); ok {
+							p.Free()
+						}
+					}
+				}()
+				rec := &planCounter{Planner: pol.(memory.Planner)}
+				got := runPolicy(t, m, rec, calls, -1)
+				for i := range want {
+					if j := firstBitDiff(got[i], want[i]); j >= 0 {
+						t.Fatalf("call %d %+v value %d: %v on %v, %v on the CPU", i, calls[i].mem, j, got[i][j], be, want[i][j])
+					}
+				}
+				if (rec.device > 0) != (banks == "device") || rec.memory == 0 {
+					t.Errorf("banks on the %s: %d of %d memory rows planned as the device's", banks, rec.device, rec.memory)
+				}
+			})
+		}
 	}
 }
 
@@ -235,4 +259,22 @@ func TestPlannedSelfAttentionTraced(t *testing.T) {
 	if want := planned * m.Cfg.Layers * 2 * goldenF; o.ropes != want {
 		t.Errorf("%d Rope calls, want %d (%d planned calls)", o.ropes, want, planned)
 	}
+}
+
+// planCounter counts the memory rows of a policy's plans, and those
+// planned as the device's (memory.SegDevice).
+type planCounter struct {
+	memory.Planner
+	memory, device int
+}
+
+func (c *planCounter) AttendPlan(layer int, kv func() ([]float32, []float32, error), have memory.HistoryKey) (memory.Plan, error) {
+	pl, err := c.Planner.AttendPlan(layer, kv, have)
+	c.memory += pl.Parts.Memory
+	for _, s := range pl.Segments {
+		if s.Frame == memory.SegDevice {
+			c.device += s.Rows
+		}
+	}
+	return pl, err
 }
