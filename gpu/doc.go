@@ -38,7 +38,11 @@
 //	                  vectors it decides from; the update scratch is
 //	                  shared by the banks of a device (bankscratch.go,
 //	                  BankBytes); the CPU bank's decisions and snapshot
-//	                  bytes (TestBankExact, TestBankSharedScratch)
+//	                  bytes (TestBankExact, TestBankSharedScratch);
+//	                  WriteRows copies its states into an attention
+//	                  context's rows (bank.Bank.Interleaved's values)
+//	CopyRows          a strided copy of 32-bit words with zero rows after
+//	                  (shaders/copy_rows.comp; no arithmetic)
 //	SoftmaxBias, Mul  umT5's softmax with the relative-position bias and
 //	                  the key mask (nn.SoftmaxBiasRow: vmath.Exp32Clamped,
 //	                  the float64 row sum on exact64.glsl's conversions,
