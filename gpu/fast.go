@@ -90,7 +90,7 @@ func FastSupport(d vulkan.DeviceInfo) error {
 		lacks = append(lacks, "the Vulkan memory model (vulkanMemoryModel)")
 	}
 	if d.SubgroupSize != 32 {
-		lacks = append(lacks, fmt.Sprintf("32-wide subgroups (its are %d wide)", d.SubgroupSize))
+		lacks = append(lacks, fmt.Sprintf("32-wide subgroups (its subgroups are %d wide)", d.SubgroupSize))
 	}
 	if d.MaxWorkgroupInvocations < 128 || d.MaxSharedMemory < fastShared {
 		lacks = append(lacks, fmt.Sprintf("128 invocations and %d bytes of shared memory per workgroup (it has %d and %d)", fastShared, d.MaxWorkgroupInvocations, d.MaxSharedMemory))

@@ -398,7 +398,7 @@ func TestFastSupport(t *testing.T) {
 		d    vulkan.DeviceInfo
 		want []string
 	}{
-		{"lavapipe", lavapipe, []string{"vulkan:0 llvmpipe (LLVM 15.0.6, 256 bits) (llvmpipe) lacks", "VK_NV_cooperative_matrix (it offers no cooperative-matrix extension, KHR or NV)", "32-wide subgroups (its are 8 wide)", "Exact mode (bf16 or fp32) runs there"}},
+		{"lavapipe", lavapipe, []string{"vulkan:0 llvmpipe (LLVM 15.0.6, 256 bits) (llvmpipe) lacks", "VK_NV_cooperative_matrix (it offers no cooperative-matrix extension, KHR or NV)", "32-wide subgroups (its subgroups are 8 wide)", "Exact mode (bf16 or fp32) runs there"}},
 		{"KHR only", khr, []string{"vulkan:1 NVIDIA H200", "it offers VK_KHR_cooperative_matrix: 16x16x16 float16*float16+float32=float32 (subgroup), which fast mode's kernel does not use yet"}},
 		{"other shapes", other, []string{"the 16x16x16 float16*float16+float32=float32 (subgroup) shape of VK_NV_cooperative_matrix (it offers 16x8x16 float16*float16+float16=float16 (subgroup))"}},
 		{"no float16", noF16, []string{"shaderFloat16; the Vulkan memory model"}},
